@@ -1,0 +1,51 @@
+#include "app/cli/CommandLine.h"
+
+#include "app/cli/Commands.h"
+
+#include <exception>
+
+namespace loom::app {
+
+namespace {
+const char* kUsage =
+    "usage: loom [--headless] [LAYOUT.json]     describe a layout (the built-in example when none is given)\n"
+    "       loom validate LAYOUT.json... [--json]  check layouts; exit 0 when valid, 2 with every problem listed\n"
+    "       loom profiles list [--json]            built-in and user model and cluster profiles\n"
+    "       loom profiles show NAME [--json]       one profile in full\n"
+    "       loom profiles import FILE.json         save a model or cluster profile in the store\n"
+    "       loom profiles remove NAME              delete a user profile from the store\n"
+    "       loom --version | --help\n"
+    "\n"
+    "The store is $LOOM_DB when set, else $XDG_DATA_HOME/loom/loom.db.\n"
+    "Exit codes: 0 success, 1 failure, 2 invalid layout or profile, 64 wrong command line.\n";
+}  // namespace
+
+int runCommandLine(const QStringList& args, std::ostream& out, std::ostream& err)
+{
+    CliContext context(out, err);
+    try {
+        if (args.value(0) == QLatin1String("--version") || args.value(0) == QLatin1String("-V")) {
+            out << "loom " << LOOM_VERSION << "\n";
+            return ExitOk;
+        }
+        if (args.value(0) == QLatin1String("--help") || args.value(0) == QLatin1String("-h")) {
+            out << kUsage;
+            return ExitOk;
+        }
+        const QString command = args.value(0);
+        if (command == QLatin1String("validate"))
+            return validateCommand(context, args.mid(1));
+        if (command == QLatin1String("profiles"))
+            return profilesCommand(context, args.mid(1));
+        if (command.isEmpty() || command.startsWith(QLatin1Char('-')) || command.endsWith(QLatin1String(".json"))
+            || command.contains(QLatin1Char('/')))
+            return describeCommand(context, args);
+        err << "loom: unknown command \"" << command.toStdString() << "\"\n" << kUsage;
+        return ExitUsage;
+    } catch (const std::exception& e) {
+        err << "error: " << e.what() << "\n";
+        return ExitFailure;
+    }
+}
+
+}  // namespace loom::app

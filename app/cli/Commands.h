@@ -1,0 +1,14 @@
+#pragma once
+
+#include "app/cli/Output.h"
+
+#include <QStringList>
+
+namespace loom::app {
+
+// Each returns an ExitCode. `args` excludes the subcommand's own name.
+int validateCommand(CliContext& context, const QStringList& args);
+int profilesCommand(CliContext& context, const QStringList& args);
+int describeCommand(CliContext& context, const QStringList& args);
+
+}  // namespace loom::app

@@ -1,0 +1,164 @@
+#include "app/cli/CommandLine.h"
+#include "app/cli/Commands.h"
+
+#include "engine/plan/LayoutSummary.h"
+#include "engine/plan/TextUtil.h"
+
+#include <nlohmann/json.hpp>
+
+#include <variant>
+
+namespace loom::app {
+
+namespace {
+
+using profiles::Profile;
+using profiles::ProfileCatalog;
+
+// One line that says what a profile is: shape and size for a model, devices and links for a cluster.
+std::string summary(const Profile& profile)
+{
+    if (const auto* m = std::get_if<plan::ModelSpec>(&profile.spec))
+        return std::to_string(m->layers) + " layers, hidden " + std::to_string(m->hidden) + ", "
+               + std::to_string(m->heads) + " heads, seq " + std::to_string(m->seqLen) + ", vocab "
+               + std::to_string(m->vocab) + "; " + plan::humanCount(static_cast<double>(m->parameterCount()))
+               + " parameters";
+    const auto& c = std::get<plan::ClusterSpec>(profile.spec);
+    std::string s = (c.autoDevices() ? std::string("processes as devices") : std::to_string(c.devicesPerNode) + "× ")
+                    + (c.autoDevices() ? "" : c.device.name) + ", " + plan::text::number(c.device.memoryGB) + " GB, "
+                    + std::string(plan::toString(c.intraNode.kind)) + " " + plan::text::number(c.intraNode.bandwidthGBs)
+                    + " GB/s";
+    if (c.interNode)
+        s += ", " + std::string(plan::toString(c.interNode->kind)) + " " + plan::text::number(c.interNode->bandwidthGBs)
+             + " GB/s per device";
+    return s;
+}
+
+nlohmann::ordered_json entryJson(const ProfileCatalog::Entry& e)
+{
+    nlohmann::ordered_json j;
+    j["name"] = e.profile.name();
+    j["kind"] = toString(e.profile.kind());
+    j["origin"] = toString(e.origin);
+    j["description"] = e.profile.description();
+    j["summary"] = summary(e.profile);
+    if (const auto* m = std::get_if<plan::ModelSpec>(&e.profile.spec))
+        j["parameters"] = m->parameterCount();
+    j["profile"] = nlohmann::ordered_json::parse(profiles::writeProfile(e.profile));
+    return j;
+}
+
+std::string pad(const std::string& s, std::size_t width)
+{
+    return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
+}
+
+int list(CliContext& context, bool json)
+{
+    const auto entries = context.catalog().entries();
+    if (json) {
+        auto array = nlohmann::ordered_json::array();
+        for (const auto& e : entries)
+            array.push_back(entryJson(e));
+        context.out << array.dump(2) << "\n";
+        return ExitOk;
+    }
+    context.out << pad("KIND", 9) << pad("NAME", 14) << pad("ORIGIN", 10) << "SUMMARY\n";
+    for (const auto& e : entries)
+        context.out << pad(std::string(toString(e.profile.kind())), 9) << pad(e.profile.name(), 14)
+                    << pad(std::string(toString(e.origin)), 10) << summary(e.profile) << "\n";
+    return ExitOk;
+}
+
+int show(CliContext& context, const QString& name, bool json)
+{
+    const auto found = context.catalog().find(name.toStdString());
+    if (found.empty()) {
+        auto known = context.catalog().modelNames();
+        auto clusters = context.catalog().clusterNames();
+        known.insert(known.end(), clusters.begin(), clusters.end());
+        context.err << "error: no profile is called \"" << name.toStdString() << "\"";
+        if (auto guess = plan::text::closest(name.toStdString(), known); !guess.empty())
+            context.err << " (did you mean \"" << guess << "\"?)";
+        context.err << "; known: " << plan::text::join(known) << "\n";
+        return ExitFailure;
+    }
+    if (json) {
+        auto array = nlohmann::ordered_json::array();
+        for (const auto& e : found)
+            array.push_back(entryJson(e));
+        context.out << (found.size() == 1 ? array[0] : array).dump(2) << "\n";
+        return ExitOk;
+    }
+    for (const auto& e : found) {
+        context.out << toString(e.profile.kind()) << " " << e.profile.name() << " (" << toString(e.origin) << ")\n";
+        if (!e.profile.description().empty())
+            context.out << "  " << e.profile.description() << "\n";
+        context.out << "  " << summary(e.profile) << "\n";
+        if (!e.profile.source.empty())
+            context.out << "  source: " << e.profile.source << "\n";
+        context.out << profiles::writeProfile(e.profile);
+    }
+    return ExitOk;
+}
+
+int import(CliContext& context, const QString& file)
+{
+    std::string why;
+    auto text = readTextFile(file, &why);
+    if (!text) {
+        context.err << "error: " << why << "\n";
+        return ExitFailure;
+    }
+    auto read = profiles::readProfile(*text);
+    if (!read.profile || read.diagnostics.hasErrors()) {
+        context.err << read.diagnostics.format();
+        return ExitInvalid;
+    }
+    context.err << read.diagnostics.format();  // warnings only
+    if (!context.requireStore())
+        return ExitFailure;
+    if (auto refused = context.catalog().add(*read.profile); !refused.empty()) {
+        context.err << "error: " << refused << "\n";
+        return ExitInvalid;
+    }
+    context.out << "saved " << toString(read.profile->kind()) << " profile \"" << read.profile->name() << "\" in "
+                << context.store()->path().toStdString() << "\n";
+    return ExitOk;
+}
+
+int remove(CliContext& context, const QString& name)
+{
+    if (!context.requireStore())
+        return ExitFailure;
+    if (context.catalog().remove(name.toStdString())) {
+        context.out << "removed user profile \"" << name.toStdString() << "\"\n";
+        return ExitOk;
+    }
+    const bool builtin = !context.catalog().find(name.toStdString()).empty();
+    context.err << "error: " << (builtin ? "\"" + name.toStdString() + "\" is a built-in profile and cannot be removed"
+                                         : "there is no user profile called \"" + name.toStdString() + "\"")
+                << "\n";
+    return ExitFailure;
+}
+
+}  // namespace
+
+int profilesCommand(CliContext& context, const QStringList& argsIn)
+{
+    QStringList args = argsIn;
+    const bool json = args.removeAll(QStringLiteral("--json")) > 0;
+    const QString verb = args.value(0);
+    if (verb == QLatin1String("list") && args.size() == 1)
+        return list(context, json);
+    if (verb == QLatin1String("show") && args.size() == 2)
+        return show(context, args[1], json);
+    if (verb == QLatin1String("import") && args.size() == 2 && !json)
+        return import(context, args[1]);
+    if (verb == QLatin1String("remove") && args.size() == 2 && !json)
+        return remove(context, args[1]);
+    context.err << "usage: loom profiles list [--json] | show NAME [--json] | import FILE.json | remove NAME\n";
+    return ExitUsage;
+}
+
+}  // namespace loom::app

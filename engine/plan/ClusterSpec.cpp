@@ -1,0 +1,221 @@
+#include "engine/plan/ClusterSpec.h"
+
+#include "engine/plan/JsonFields.h"
+
+#include <nlohmann/json.hpp>
+
+namespace loom::plan {
+
+using nlohmann::json;
+
+namespace {
+const std::vector<std::string> kLinkNames = {"nvlink", "pcie", "infiniband", "ethernet", "shm"};
+
+std::optional<LinkSpec> parseLink(ObjectReader& parentReader, std::string_view key,
+                                  bool interNode, Diagnostics& diagnostics)
+{
+    const json* v = parentReader.find(key);
+    const std::string path = parentReader.pathOf(key);
+    if (!v)
+        return std::nullopt;
+    if (!v->is_object()) {
+        parentReader.reportWrongType(key, *v, "an object with link, bandwidth_gbs and latency_us");
+        return std::nullopt;
+    }
+    Diagnostics local;
+    ObjectReader r(*v, path, local);
+    LinkSpec link;
+    auto kind = r.choice("link", Presence::Required, kLinkNames);
+    auto bandwidth = r.number("bandwidth_gbs", Presence::Required, 0, 1e6, true);
+    auto latency = r.number("latency_us", Presence::Required, 0, 1e6);
+    std::optional<std::int64_t> nics;
+    if (interNode)
+        nics = r.integer("nics_per_node", Presence::Optional, 1, 1024);
+    if (interNode)
+        r.warnUnknown({"link", "bandwidth_gbs", "latency_us", "nics_per_node"});
+    else
+        r.warnUnknown({"link", "bandwidth_gbs", "latency_us"});
+    bool ok = !local.hasErrors();
+    diagnostics.append(local);
+    if (!ok)
+        return std::nullopt;
+    link.kind = *linkKindFromString(*kind);
+    link.bandwidthGBs = *bandwidth;
+    link.latencyUs = *latency;
+    link.nicsPerNode = nics.value_or(interNode ? 1 : 0);
+    return link;
+}
+
+nlohmann::ordered_json linkToJson(const LinkSpec& link, bool interNode)
+{
+    nlohmann::ordered_json j = {{"link", toString(link.kind)}, {"bandwidth_gbs", link.bandwidthGBs}, {"latency_us", link.latencyUs}};
+    if (interNode)
+        j["nics_per_node"] = link.nicsPerNode;
+    return j;
+}
+}  // namespace
+
+std::string_view toString(LinkKind kind)
+{
+    switch (kind) {
+    case LinkKind::NvLink: return "nvlink";
+    case LinkKind::Pcie: return "pcie";
+    case LinkKind::InfiniBand: return "infiniband";
+    case LinkKind::Ethernet: return "ethernet";
+    case LinkKind::Shm: return "shm";
+    }
+    return "shm";
+}
+
+std::optional<LinkKind> linkKindFromString(std::string_view s)
+{
+    for (LinkKind k : {LinkKind::NvLink, LinkKind::Pcie, LinkKind::InfiniBand, LinkKind::Ethernet, LinkKind::Shm})
+        if (toString(k) == s)
+            return k;
+    return std::nullopt;
+}
+
+double DeviceSpec::peakTflops(Precision p) const
+{
+    switch (p) {
+    case Precision::Fp32: return peakTflopsFp32;
+    case Precision::Fp16: return peakTflopsFp16;
+    case Precision::Bf16: return peakTflopsBf16;
+    }
+    return peakTflopsFp32;
+}
+
+std::int64_t ClusterSpec::deviceCount(std::int64_t nodeCount, std::int64_t requested) const
+{
+    return autoDevices() ? requested : nodeCount * devicesPerNode;
+}
+
+std::optional<ClusterSpec> parseClusterSpec(const json& object, const std::string& path, Diagnostics& diagnostics)
+{
+    if (!object.is_object()) {
+        diagnostics.error(path, path + " is " + jsonTypeName(object)
+                                    + "; write a cluster profile name in quotes or an object with nodes, "
+                                      "devices_per_node, device, intra_node and inter_node");
+        return std::nullopt;
+    }
+    Diagnostics local;
+    ObjectReader r(object, path, local);
+    ClusterSpec c;
+    auto name = r.string("name", Presence::Required, 128);
+    auto description = r.string("description", Presence::Optional, 4096);
+    auto nodes = r.integer("nodes", Presence::Optional, 1, 1 << 20);
+    std::optional<std::int64_t> devices;
+    if (const json* d = r.find("devices_per_node"); d && d->is_string()) {
+        if (*d != "auto")
+            local.error(r.pathOf("devices_per_node"),
+                        r.pathOf("devices_per_node") + "=" + jsonSnippet(*d)
+                            + " is not known; write a whole number from 1 to 1024, or \"auto\" for a machine "
+                              "whose processes are its devices");
+        else
+            devices = 0;
+    } else {
+        devices = r.integer("devices_per_node", Presence::Required, 1, 1024);
+    }
+
+    // device
+    std::optional<DeviceSpec> device;
+    if (const json* d = r.find("device"); !d) {
+        r.reportMissing("device", "an object with name, memory_gb, memory_bandwidth_gbs and peak_tflops");
+    } else if (!d->is_object()) {
+        r.reportWrongType("device", *d, "an object with name, memory_gb, memory_bandwidth_gbs and peak_tflops");
+    } else {
+        ObjectReader dr(*d, r.pathOf("device"), local);
+        DeviceSpec dev;
+        auto dname = dr.string("name", Presence::Required, 128);
+        auto mem = dr.number("memory_gb", Presence::Required, 0, 1e6, true);
+        auto bw = dr.number("memory_bandwidth_gbs", Presence::Required, 0, 1e7, true);
+        std::optional<double> fp32, fp16, bf16;
+        if (const json* p = dr.find("peak_tflops"); !p) {
+            dr.reportMissing("peak_tflops", "an object with fp32, fp16 and bf16 TFLOP/s");
+        } else if (!p->is_object()) {
+            dr.reportWrongType("peak_tflops", *p, "an object with fp32, fp16 and bf16 TFLOP/s");
+        } else {
+            ObjectReader pr(*p, dr.pathOf("peak_tflops"), local);
+            fp32 = pr.number("fp32", Presence::Required, 0, 1e6, true);
+            fp16 = pr.number("fp16", Presence::Required, 0, 1e6, true);
+            bf16 = pr.number("bf16", Presence::Required, 0, 1e6, true);
+            pr.warnUnknown({"fp32", "fp16", "bf16"});
+        }
+        dr.warnUnknown({"name", "memory_gb", "memory_bandwidth_gbs", "peak_tflops"});
+        if (dname && mem && bw && fp32 && fp16 && bf16) {
+            dev = {*dname, *mem, *bw, *fp32, *fp16, *bf16};
+            device = dev;
+        }
+    }
+
+    std::optional<LinkSpec> intra;
+    if (!r.find("intra_node"))
+        r.reportMissing("intra_node", "an object with link, bandwidth_gbs and latency_us");
+    else
+        intra = parseLink(r, "intra_node", false, local);
+    std::optional<LinkSpec> inter = parseLink(r, "inter_node", true, local);
+
+    std::vector<std::string> hosts;
+    if (const json* h = r.find("hosts")) {
+        if (!h->is_array()) {
+            r.reportWrongType("hosts", *h, "a list of host names, e.g. [\"node01\", \"node02\"]");
+        } else {
+            for (std::size_t i = 0; i < h->size(); ++i) {
+                const json& e = (*h)[i];
+                std::string p = r.pathOf("hosts") + "[" + std::to_string(i) + "]";
+                if (!e.is_string() || e.get_ref<const std::string&>().empty()
+                    || e.get_ref<const std::string&>().size() > 255)
+                    local.error(p, p + "=" + jsonSnippet(e) + " is not a host name; write a non-empty string");
+                else
+                    hosts.push_back(e.get<std::string>());
+            }
+        }
+    }
+    r.warnUnknown({"name", "description", "nodes", "devices_per_node", "device", "intra_node", "inter_node",
+                   "hosts", "source", "loom_profile", "kind"});
+
+    if (nodes && *nodes > 1 && !r.find("inter_node") && !local.hasErrorAt(r.pathOf("inter_node")))
+        local.error(r.pathOf("nodes"), r.pathOf("nodes") + "=" + std::to_string(*nodes)
+                                           + " needs an inter_node link; add \"inter_node\" or set nodes to 1");
+
+    bool ok = !local.hasErrors();
+    diagnostics.append(local);
+    if (!ok)
+        return std::nullopt;
+    c.name = *name;
+    if (description)
+        c.description = *description;
+    c.nodes = nodes.value_or(1);
+    c.devicesPerNode = *devices;
+    c.device = *device;
+    c.intraNode = *intra;
+    c.interNode = inter;
+    c.hosts = std::move(hosts);
+    return c;
+}
+
+nlohmann::ordered_json toJson(const ClusterSpec& c)
+{
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    j["name"] = c.name;
+    if (!c.description.empty())
+        j["description"] = c.description;
+    j["nodes"] = c.nodes;
+    if (c.autoDevices())
+        j["devices_per_node"] = "auto";
+    else
+        j["devices_per_node"] = c.devicesPerNode;
+    j["device"] = {{"name", c.device.name},
+                   {"memory_gb", c.device.memoryGB},
+                   {"memory_bandwidth_gbs", c.device.memoryBandwidthGBs},
+                   {"peak_tflops",
+                    {{"fp32", c.device.peakTflopsFp32}, {"fp16", c.device.peakTflopsFp16}, {"bf16", c.device.peakTflopsBf16}}}};
+    j["intra_node"] = linkToJson(c.intraNode, false);
+    if (c.interNode)
+        j["inter_node"] = linkToJson(*c.interNode, true);
+    if (!c.hosts.empty())
+        j["hosts"] = c.hosts;
+    return j;
+}
+
+}  // namespace loom::plan

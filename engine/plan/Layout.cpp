@@ -1,0 +1,120 @@
+#include "engine/plan/Layout.h"
+
+#include "engine/plan/TextUtil.h"
+
+#include <charconv>
+#include <cmath>
+
+namespace loom::plan {
+
+std::string_view toString(ScheduleKind kind)
+{
+    switch (kind) {
+    case ScheduleKind::GPipe: return "gpipe";
+    case ScheduleKind::OneFOneB: return "1f1b";
+    case ScheduleKind::Interleaved: return "interleaved";
+    }
+    return "1f1b";
+}
+
+std::string_view toString(Recompute recompute)
+{
+    switch (recompute) {
+    case Recompute::None: return "none";
+    case Recompute::Selective: return "selective";
+    case Recompute::Full: return "full";
+    }
+    return "none";
+}
+
+std::string_view toString(AllreduceAlgorithm algorithm)
+{
+    switch (algorithm) {
+    case AllreduceAlgorithm::Library: return "library";
+    case AllreduceAlgorithm::Ring: return "ring";
+    case AllreduceAlgorithm::Hierarchical: return "hierarchical";
+    }
+    return "library";
+}
+
+std::string_view toString(RankOrder order)
+{
+    return order == RankOrder::TpPpDp ? "tp-pp-dp" : "tp-dp-pp";
+}
+
+std::string Codec::toString() const
+{
+    switch (kind) {
+    case Kind::None: return "none";
+    case Kind::Fp16: return "fp16";
+    case Kind::Bf16: return "bf16";
+    case Kind::Int8: return "int8";
+    case Kind::Int4: return "int4";
+    case Kind::TopK: return "topk:" + text::number(topkFraction);
+    case Kind::Lz4: return "lz4";
+    }
+    return "none";
+}
+
+std::optional<Codec> Codec::parse(std::string_view s, std::string* why)
+{
+    static const std::pair<std::string_view, Kind> simple[] = {{"none", Kind::None}, {"fp16", Kind::Fp16},
+                                                               {"bf16", Kind::Bf16}, {"int8", Kind::Int8},
+                                                               {"int4", Kind::Int4}, {"lz4", Kind::Lz4}};
+    for (auto [name, kind] : simple)
+        if (s == name)
+            return Codec{kind, 0};
+    if (s.starts_with("topk:")) {
+        std::string_view f = s.substr(5);
+        double fraction = 0;
+        auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), fraction);
+        if (ec != std::errc() || end != f.data() + f.size() || f.empty()) {
+            if (why)
+                *why = "the part after \"topk:\" must be a number, e.g. \"topk:0.01\" keeps the largest 1%";
+            return std::nullopt;
+        }
+        if (!(fraction > 0 && fraction < 1)) {
+            if (why)
+                *why = "the top-k fraction must be above 0 and below 1, e.g. \"topk:0.01\" keeps the largest 1%";
+            return std::nullopt;
+        }
+        return Codec{Kind::TopK, fraction};
+    }
+    if (why)
+        *why = "use one of \"none\", \"fp16\", \"bf16\", \"int8\", \"int4\", \"topk:<fraction in (0,1)>\", \"lz4\"";
+    return std::nullopt;
+}
+
+std::vector<StageRange> evenStageSplit(std::int64_t layers, std::int64_t count)
+{
+    std::vector<StageRange> out;
+    if (count <= 0 || layers < count)
+        return out;
+    const std::int64_t base = layers / count;
+    std::int64_t extra = layers % count;
+    std::vector<std::int64_t> sizes(static_cast<std::size_t>(count), base);
+    // Inner stages first, then the first stage, then the last.
+    for (std::int64_t i = 1; i + 1 < count && extra > 0; ++i, --extra)
+        ++sizes[static_cast<std::size_t>(i)];
+    if (extra > 0) {
+        ++sizes.front();
+        --extra;
+    }
+    if (extra > 0)
+        ++sizes.back();
+    std::int64_t next = 0;
+    for (auto size : sizes) {
+        out.push_back({next, next + size - 1});
+        next += size;
+    }
+    return out;
+}
+
+std::vector<StageRange> Layout::stageRanges() const
+{
+    if (!parallel.stages.empty())
+        return parallel.stages;
+    return evenStageSplit(model.layers, virtualStages());
+}
+
+}  // namespace loom::plan

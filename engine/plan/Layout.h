@@ -1,0 +1,110 @@
+#pragma once
+
+#include "engine/plan/ClusterSpec.h"
+#include "engine/plan/ModelSpec.h"
+#include "engine/plan/Precision.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loom::plan {
+
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
+enum class Recompute { None, Selective, Full };
+enum class AllreduceAlgorithm { Library, Ring, Hierarchical };
+// Which parallel dimension varies fastest across consecutive ranks (see RankGrid.h).
+enum class RankOrder { TpPpDp, TpDpPp };
+
+std::string_view toString(ScheduleKind kind);
+std::string_view toString(Recompute recompute);
+std::string_view toString(AllreduceAlgorithm algorithm);
+std::string_view toString(RankOrder order);
+
+// The data-parallel gradient codec: "none", "fp16", "bf16", "int8", "int4", "topk:<fraction>", "lz4".
+struct Codec {
+    enum class Kind { None, Fp16, Bf16, Int8, Int4, TopK, Lz4 };
+    Kind kind = Kind::None;
+    double topkFraction = 0;  // only for TopK, in (0, 1)
+
+    bool operator==(const Codec&) const = default;
+    std::string toString() const;
+    // Parses the text form; on failure returns nullopt and sets `why` to a sentence naming the fix.
+    static std::optional<Codec> parse(std::string_view text, std::string* why = nullptr);
+    bool lossy() const { return kind != Kind::None && kind != Kind::Lz4; }
+};
+
+// Transformer blocks [first, last], both inclusive, counted from 0.
+struct StageRange {
+    std::int64_t first = 0;
+    std::int64_t last = 0;
+
+    bool operator==(const StageRange&) const = default;
+    std::int64_t size() const { return last - first + 1; }
+};
+
+struct ParallelSpec {
+    std::int64_t tp = 1;
+    std::int64_t pp = 1;
+    std::int64_t dp = 1;
+    std::int64_t vpp = 1;  // virtual stages (model chunks) per pipeline rank
+    std::int64_t microBatch = 1;   // sequences per micro-batch
+    std::int64_t globalBatch = 1;  // sequences per optimizer step, over all replicas
+    ScheduleKind schedule = ScheduleKind::OneFOneB;
+    std::vector<StageRange> stages;  // empty: an even split; else pp*vpp entries in virtual-stage order
+    RankOrder order = RankOrder::TpPpDp;
+
+    bool operator==(const ParallelSpec&) const = default;
+    std::int64_t worldSize() const { return tp * pp * dp; }
+    // Micro-batches per pipeline per step: global_batch / (micro_batch * dp).
+    std::int64_t microBatches() const { return globalBatch / (microBatch * dp); }
+};
+
+struct MemorySpec {
+    int zero = 0;
+    Recompute recompute = Recompute::None;
+
+    bool operator==(const MemorySpec&) const = default;
+};
+
+struct CommSpec {
+    Codec dpCodec;
+    bool errorFeedback = true;
+    bool overlap = true;
+    double bucketMb = 25;   // PyTorch DDP's default bucket size
+    double chunkKb = 1024;  // chunk size of the chunked ring all-reduce
+    AllreduceAlgorithm allreduce = AllreduceAlgorithm::Library;
+
+    bool operator==(const CommSpec&) const = default;
+};
+
+// What runs where: the one description that the workbench, the planner, the simulator and the engine read.
+struct Layout {
+    static constexpr int kVersion = 1;
+
+    std::string name;
+    std::string description;
+    ModelSpec model;
+    std::string modelProfile;  // the profile name when the file named one; written back as the name
+    ClusterSpec cluster;
+    std::string clusterProfile;
+    std::int64_t nodes = 1;
+    ParallelSpec parallel;
+    MemorySpec memory;
+    Precision precision = Precision::Fp32;
+    CommSpec comm;
+
+    bool operator==(const Layout&) const = default;
+
+    std::int64_t virtualStages() const { return parallel.pp * parallel.vpp; }
+    // The explicit stages, or the default split: layers spread evenly over pp*vpp virtual stages, with any
+    // remainder going to the inner stages first (the first holds the embedding, the last the LM head).
+    std::vector<StageRange> stageRanges() const;
+};
+
+// An even split of `layers` blocks over `count` virtual stages (count <= layers).
+std::vector<StageRange> evenStageSplit(std::int64_t layers, std::int64_t count);
+
+}  // namespace loom::plan

@@ -1,0 +1,378 @@
+#include "engine/plan/LayoutParser.h"
+
+#include "engine/plan/JsonFields.h"
+#include "engine/plan/LayoutValidator.h"
+#include "engine/plan/TextUtil.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace loom::plan {
+
+using nlohmann::json;
+
+namespace {
+
+// Where the first byte that cannot be text is: a NUL, or a byte sequence that is not UTF-8.
+std::optional<std::size_t> firstNonTextByte(std::string_view s)
+{
+    std::size_t i = 0;
+    while (i < s.size()) {
+        auto c = static_cast<unsigned char>(s[i]);
+        if (c == 0)
+            return i;
+        int extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : -1;
+        if (extra < 0 || i + static_cast<std::size_t>(extra) >= s.size() + (extra == 0))
+            return i;  // not a UTF-8 lead byte, or a sequence cut off by the end of the file
+        for (int k = 1; k <= extra; ++k)
+            if ((static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]) >> 6) != 0x2)
+                return i;
+        i += static_cast<std::size_t>(extra) + 1;
+    }
+    return std::nullopt;
+}
+
+std::pair<std::size_t, std::size_t> lineAndColumn(std::string_view s, std::size_t offset)
+{
+    std::size_t line = 1, column = 1;
+    for (std::size_t i = 0; i < offset && i < s.size(); ++i) {
+        if (s[i] == '\n') {
+            ++line;
+            column = 1;
+        } else {
+            ++column;
+        }
+    }
+    return {line, column};
+}
+
+// Turns nlohmann's parse error text into a plain sentence with a line and column.
+std::string syntaxMessage(std::string_view textIn, const json::parse_error& e)
+{
+    std::string what = e.what();
+    // nlohmann: "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error while parsing
+    // object - unexpected end of input; expected '}'" -> keep the part after "parse error ...: ".
+    auto cut = what.find("syntax error");
+    std::string detail = cut == std::string::npos ? what : what.substr(cut);
+    std::size_t offset = e.byte > 0 ? e.byte - 1 : 0;
+    auto [line, column] = lineAndColumn(textIn, offset);
+    std::string message = "the file is not valid JSON at line " + std::to_string(line) + ", column "
+                          + std::to_string(column) + ": " + detail;
+    if (e.byte >= textIn.size())
+        message += " (the file looks cut short: check that it was saved completely)";
+    return message;
+}
+
+void readParallel(const json& j, Layout& layout, Diagnostics& d)
+{
+    ObjectReader r(j, "parallel", d);
+    constexpr std::int64_t kMaxDegree = 1 << 20;
+    constexpr std::int64_t kMaxBatch = 1 << 24;
+    auto& p = layout.parallel;
+    if (auto v = r.integer("tp", Presence::Required, 1, kMaxDegree))
+        p.tp = *v;
+    if (auto v = r.integer("pp", Presence::Required, 1, kMaxDegree))
+        p.pp = *v;
+    if (auto v = r.integer("dp", Presence::Required, 1, kMaxDegree))
+        p.dp = *v;
+    if (auto v = r.integer("vpp", Presence::Optional, 1, 1024))
+        p.vpp = *v;
+    if (auto v = r.integer("micro_batch", Presence::Required, 1, kMaxBatch))
+        p.microBatch = *v;
+    if (auto v = r.integer("global_batch", Presence::Required, 1, kMaxBatch))
+        p.globalBatch = *v;
+    if (auto v = r.choice("schedule", Presence::Optional, {"gpipe", "1f1b", "interleaved"}))
+        p.schedule = *v == "gpipe" ? ScheduleKind::GPipe : *v == "1f1b" ? ScheduleKind::OneFOneB : ScheduleKind::Interleaved;
+    if (auto v = r.choice("order", Presence::Optional, {"tp-pp-dp", "tp-dp-pp"}))
+        p.order = *v == "tp-pp-dp" ? RankOrder::TpPpDp : RankOrder::TpDpPp;
+
+    if (const json* s = r.find("stages")) {
+        const std::string path = "parallel.stages";
+        const std::string shape = "a list of [first_layer, last_layer] pairs, e.g. [[0, 5], [6, 11]]";
+        if (!s->is_array()) {
+            r.reportWrongType("stages", *s, shape);
+        } else if (s->size() > (1u << 20)) {
+            d.error(path, path + " has " + std::to_string(s->size()) + " entries; at most 1048576 are allowed");
+        } else {
+            for (std::size_t i = 0; i < s->size(); ++i) {
+                const json& e = (*s)[i];
+                const std::string ep = path + "[" + std::to_string(i) + "]";
+                bool good = e.is_array() && e.size() == 2;
+                for (std::size_t k = 0; good && k < 2; ++k) {
+                    const json& n = e[k];
+                    good = (n.is_number_integer() || n.is_number_unsigned()) && n.get<double>() >= 0
+                           && n.get<double>() < 1e9;
+                }
+                if (!good) {
+                    d.error(ep, ep + "=" + jsonSnippet(e) + " is not a [first_layer, last_layer] pair of whole numbers "
+                                                            "from 0; write e.g. [0, 5]");
+                    continue;
+                }
+                p.stages.push_back({e[0].get<std::int64_t>(), e[1].get<std::int64_t>()});
+            }
+        }
+    }
+    r.warnUnknown({"tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order"});
+}
+
+void readMemory(const json& j, Layout& layout, Diagnostics& d)
+{
+    ObjectReader r(j, "memory", d);
+    if (auto v = r.integer("zero", Presence::Optional, 0, 1))
+        layout.memory.zero = static_cast<int>(*v);
+    if (auto v = r.choice("recompute", Presence::Optional, {"none", "selective", "full"}))
+        layout.memory.recompute = *v == "none" ? Recompute::None : *v == "selective" ? Recompute::Selective : Recompute::Full;
+    r.warnUnknown({"zero", "recompute"});
+}
+
+void readComm(const json& j, Layout& layout, Diagnostics& d)
+{
+    ObjectReader r(j, "comm", d);
+    auto& c = layout.comm;
+    if (auto v = r.string("dp_codec", Presence::Optional, 64)) {
+        std::string why;
+        if (auto codec = Codec::parse(*v, &why))
+            c.dpCodec = *codec;
+        else
+            d.error("comm.dp_codec", "comm.dp_codec=\"" + *v + "\" is not a known codec; " + why);
+    }
+    if (auto v = r.boolean("error_feedback", Presence::Optional))
+        c.errorFeedback = *v;
+    if (auto v = r.boolean("overlap", Presence::Optional))
+        c.overlap = *v;
+    if (auto v = r.number("bucket_mb", Presence::Optional, 0, 1e6, true))
+        c.bucketMb = *v;
+    if (auto v = r.number("chunk_kb", Presence::Optional, 0, 1e7, true))
+        c.chunkKb = *v;
+    if (auto v = r.choice("allreduce", Presence::Optional, {"library", "ring", "hierarchical"}))
+        c.allreduce = *v == "library" ? AllreduceAlgorithm::Library : *v == "ring" ? AllreduceAlgorithm::Ring : AllreduceAlgorithm::Hierarchical;
+    r.warnUnknown({"dp_codec", "error_feedback", "overlap", "bucket_mb", "chunk_kb", "allreduce"});
+}
+
+// An object field that must be an object when present; reports otherwise.
+const json* optionalObject(ObjectReader& r, std::string_view key, std::string_view shape)
+{
+    const json* v = r.find(key);
+    if (v && !v->is_object()) {
+        r.reportWrongType(key, *v, shape);
+        return nullptr;
+    }
+    return v;
+}
+
+std::string unknownProfileMessage(std::string_view field, std::string_view kind, const std::string& name,
+                                  const std::vector<std::string>& known)
+{
+    std::string message = std::string(field) + "=\"" + name + "\" is not a known " + std::string(kind)
+                          + " profile; known: " + text::join(known);
+    if (auto guess = text::closest(name, known); !guess.empty())
+        message += " (did you mean \"" + guess + "\"?)";
+    message += ", or describe the " + std::string(kind) + " inline as an object";
+    return message;
+}
+
+}  // namespace
+
+LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profiles)
+{
+    LayoutReadResult result;
+    Diagnostics& d = result.diagnostics;
+
+    if (text.size() > kMaxLayoutBytes) {
+        d.error("", "the file is " + std::to_string(text.size() >> 20) + " MiB; a layout file is at most "
+                        + std::to_string(kMaxLayoutBytes >> 20) + " MiB, so this is not a layout");
+        return result;
+    }
+    if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+        d.error("", "the file is empty; a layout is a JSON object that starts with {\"loom_layout\": 1, ...} "
+                    "(see resources/examples/ and docs/layout-format.md)");
+        return result;
+    }
+    if (auto bad = firstNonTextByte(text)) {
+        d.error("", "the file is not text (byte " + std::to_string(*bad)
+                        + " is binary data); a layout is a UTF-8 JSON file");
+        return result;
+    }
+
+    json root;
+    try {
+        root = json::parse(text);
+    } catch (const json::parse_error& e) {
+        d.error("", syntaxMessage(text, e));
+        return result;
+    } catch (const std::exception& e) {  // depth or allocation limits inside the parser
+        d.error("", std::string("the file could not be read as JSON: ") + e.what());
+        return result;
+    }
+
+    if (!root.is_object()) {
+        d.error("", "the layout is " + jsonTypeName(root)
+                        + "; a layout is a JSON object that starts with {\"loom_layout\": 1, ...}");
+        return result;
+    }
+
+    ObjectReader r(root, "", d);
+    const json* version = r.find("loom_layout");
+    if (!version) {
+        d.error("loom_layout", "loom_layout is missing, so this is not a Loom layout; a layout starts with "
+                               "{\"loom_layout\": 1, ...}");
+        return result;
+    }
+    if (!version->is_number_integer() && !version->is_number_unsigned()) {
+        r.reportWrongType("loom_layout", *version, "the whole number 1");
+        return result;
+    }
+    if (version->get<double>() != Layout::kVersion) {
+        d.error("loom_layout", "loom_layout=" + jsonSnippet(*version)
+                                   + " is not supported: this Loom reads layout version 1; write the layout in "
+                                     "version 1 or use a newer Loom");
+        return result;
+    }
+
+    Layout layout;
+    if (auto v = r.string("name", Presence::Required, 256))
+        layout.name = *v;
+    if (auto v = r.string("description", Presence::Optional, 65536))
+        layout.description = *v;
+
+    bool modelKnown = false;
+    if (const json* m = r.find("model"); !m) {
+        r.reportMissing("model", "a model profile name such as \"gpt2-124m\", or an object with its shape");
+    } else if (m->is_string()) {
+        const auto& name = m->get_ref<const std::string&>();
+        if (auto spec = profiles.findModel(name)) {
+            layout.model = *spec;
+            layout.modelProfile = name;
+            modelKnown = true;
+        } else {
+            d.error("model", unknownProfileMessage("model", "model", name, profiles.modelNames()));
+        }
+    } else if (auto spec = parseModelSpec(*m, "model", d)) {
+        layout.model = *spec;
+        modelKnown = true;
+    }
+
+    bool clusterKnown = false;
+    if (const json* c = r.find("cluster"); !c) {
+        r.reportMissing("cluster", "a cluster profile name such as \"dgx-a100\" or \"local\", or an object");
+    } else if (c->is_string()) {
+        const auto& name = c->get_ref<const std::string&>();
+        if (auto spec = profiles.findCluster(name)) {
+            layout.cluster = *spec;
+            layout.clusterProfile = name;
+            clusterKnown = true;
+        } else {
+            d.error("cluster", unknownProfileMessage("cluster", "cluster", name, profiles.clusterNames()));
+        }
+    } else if (auto spec = parseClusterSpec(*c, "cluster", d)) {
+        layout.cluster = *spec;
+        clusterKnown = true;
+    }
+
+    if (auto v = r.integer("nodes", Presence::Optional, 1, 1 << 20))
+        layout.nodes = *v;
+    else if (!r.find("nodes") && clusterKnown)
+        layout.nodes = layout.cluster.nodes;
+
+    if (const json* p = r.find("parallel"); !p)
+        r.reportMissing("parallel", "an object with tp, pp, dp, micro_batch and global_batch");
+    else if (!p->is_object())
+        r.reportWrongType("parallel", *p, "an object with tp, pp, dp, micro_batch and global_batch");
+    else
+        readParallel(*p, layout, d);
+
+    if (const json* m = optionalObject(r, "memory", "an object such as {\"zero\": 0, \"recompute\": \"none\"}"))
+        readMemory(*m, layout, d);
+    if (auto v = r.choice("precision", Presence::Optional, {"fp32", "fp16", "bf16"}))
+        layout.precision = *precisionFromString(*v);
+    if (const json* c = optionalObject(r, "comm", "an object such as {\"dp_codec\": \"none\", \"overlap\": true}"))
+        readComm(*c, layout, d);
+
+    r.warnUnknown({"loom_layout", "name", "description", "model", "cluster", "nodes", "parallel", "memory",
+                   "precision", "comm"});
+
+    // Semantic rules run on everything that was read; rules whose fields were already reported are skipped.
+    // The layout is handed back even with errors, so an editor can open it and show what to fix.
+    if (modelKnown && clusterKnown) {
+        d.append(validateLayout(layout, d));
+        result.layout = layout;
+    }
+    return result;
+}
+
+LayoutReadResult readLayoutFile(const std::string& path, const ProfileResolver& profiles)
+{
+    LayoutReadResult result;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        result.diagnostics.error("", "cannot open \"" + path + "\": check that the file exists and is readable");
+        return result;
+    }
+    in.seekg(0, std::ios::end);
+    std::streamoff size = in.tellg();
+    if (size < 0) {
+        result.diagnostics.error("", "cannot read \"" + path + "\": it is not a regular file");
+        return result;
+    }
+    if (static_cast<std::uint64_t>(size) > kMaxLayoutBytes) {
+        result.diagnostics.error("", "\"" + path + "\" is " + std::to_string(size >> 20)
+                                         + " MiB; a layout file is at most 16 MiB, so this is not a layout");
+        return result;
+    }
+    in.seekg(0);
+    std::string text(static_cast<std::size_t>(size), '\0');
+    in.read(text.data(), size);
+    if (!in) {
+        result.diagnostics.error("", "cannot read \"" + path + "\": the read failed part-way");
+        return result;
+    }
+    return readLayout(text, profiles);
+}
+
+std::string writeLayout(const Layout& layout)
+{
+    using ojson = nlohmann::ordered_json;
+    ojson j = ojson::object();
+    j["loom_layout"] = Layout::kVersion;
+    j["name"] = layout.name;
+    if (!layout.description.empty())
+        j["description"] = layout.description;
+    if (!layout.modelProfile.empty())
+        j["model"] = layout.modelProfile;
+    else
+        j["model"] = toJson(layout.model);
+    if (!layout.clusterProfile.empty())
+        j["cluster"] = layout.clusterProfile;
+    else
+        j["cluster"] = toJson(layout.cluster);
+    j["nodes"] = layout.nodes;
+
+    const auto& p = layout.parallel;
+    ojson par = ojson::object();
+    par["tp"] = p.tp;
+    par["pp"] = p.pp;
+    par["dp"] = p.dp;
+    par["vpp"] = p.vpp;
+    par["micro_batch"] = p.microBatch;
+    par["global_batch"] = p.globalBatch;
+    par["schedule"] = toString(p.schedule);
+    if (p.order != RankOrder::TpPpDp)
+        par["order"] = toString(p.order);
+    if (!p.stages.empty()) {
+        ojson stages = ojson::array();
+        for (const auto& s : p.stages)
+            stages.push_back({s.first, s.last});
+        par["stages"] = stages;
+    }
+    j["parallel"] = par;
+    j["memory"] = {{"zero", layout.memory.zero}, {"recompute", toString(layout.memory.recompute)}};
+    j["precision"] = toString(layout.precision);
+    const auto& c = layout.comm;
+    j["comm"] = {{"dp_codec", c.dpCodec.toString()}, {"error_feedback", c.errorFeedback}, {"overlap", c.overlap},
+                 {"bucket_mb", c.bucketMb},          {"chunk_kb", c.chunkKb},              {"allreduce", toString(c.allreduce)}};
+    return j.dump(2) + "\n";
+}
+
+}  // namespace loom::plan
