@@ -36,7 +36,7 @@ ProfileReadResult readProfile(std::string_view text)
         d.error("", "the profile is " + plan::jsonTypeName(root) + "; a profile is a JSON object");
         return result;
     }
-    plan::ObjectReader r(root, "", d);
+    plan::ObjectReader r(root, "", d, "the profile");
     auto version = r.integer("loom_profile", plan::Presence::Required, 1, 1000000);
     if (version && *version != Profile::kVersion) {
         d.error("loom_profile", "loom_profile=" + std::to_string(*version)

@@ -99,7 +99,7 @@ std::optional<ClusterSpec> parseClusterSpec(const json& object, const std::strin
         return std::nullopt;
     }
     Diagnostics local;
-    ObjectReader r(object, path, local);
+    ObjectReader r(object, path, local, "the cluster");
     ClusterSpec c;
     auto name = r.string("name", Presence::Required, 128);
     auto description = r.string("description", Presence::Optional, 4096);

@@ -41,8 +41,8 @@ std::string jsonTypeName(const json& value)
     return "unknown";
 }
 
-ObjectReader::ObjectReader(const json& object, std::string path, Diagnostics& diagnostics)
-    : m_object(object), m_path(std::move(path)), m_diagnostics(diagnostics)
+ObjectReader::ObjectReader(const json& object, std::string path, Diagnostics& diagnostics, std::string rootName)
+    : m_object(object), m_path(std::move(path)), m_diagnostics(diagnostics), m_rootName(std::move(rootName))
 {
 }
 
@@ -56,7 +56,7 @@ const json* ObjectReader::find(std::string_view key) const
 
 void ObjectReader::reportMissing(std::string_view key, std::string_view expected)
 {
-    std::string where = m_path.empty() ? "the layout" : m_path;
+    std::string where = m_path.empty() ? m_rootName : m_path;
     m_diagnostics.error(pathOf(key), pathOf(key) + " is missing; add \"" + std::string(key) + "\" to " + where
                                          + " (" + std::string(expected) + ")");
 }

@@ -26,7 +26,9 @@ std::string jsonPath(std::string_view parent, std::string_view key);
 // It never throws: malformed input is the normal case here, not an exception.
 class ObjectReader {
 public:
-    ObjectReader(const nlohmann::json& object, std::string path, Diagnostics& diagnostics);
+    // `rootName` names the top-level object in messages about its missing fields ("the layout").
+    ObjectReader(const nlohmann::json& object, std::string path, Diagnostics& diagnostics,
+                 std::string rootName = "the layout");
 
     const std::string& path() const { return m_path; }
     std::string pathOf(std::string_view key) const { return jsonPath(m_path, key); }
@@ -55,6 +57,7 @@ private:
     const nlohmann::json& m_object;
     std::string m_path;
     Diagnostics& m_diagnostics;
+    std::string m_rootName;
 };
 
 // The JSON type of `value` in words: "a string", "an array", "null", ...

@@ -71,7 +71,7 @@ std::optional<ModelSpec> parseModelSpec(const json& object, const std::string& p
         return std::nullopt;
     }
     Diagnostics local;
-    ObjectReader r(object, path, local);
+    ObjectReader r(object, path, local, "the model");
     ModelSpec m;
     auto name = r.string("name", Presence::Required, 128);
     auto layers = r.integer("layers", Presence::Required, 1, kMaxLayers);
