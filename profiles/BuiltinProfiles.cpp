@@ -20,7 +20,7 @@ BuiltinProfiles::BuiltinProfiles()
 
 const BuiltinProfiles& BuiltinProfiles::instance()
 {
-    static const BuiltinProfiles profiles;  // immutable after construction; thread-safe initialisation
+    static const BuiltinProfiles profiles; // immutable after construction; thread-safe initialisation
     return profiles;
 }
 
@@ -64,4 +64,4 @@ std::vector<std::string> BuiltinProfiles::clusterNames() const
     return out;
 }
 
-}  // namespace loom::profiles
+} // namespace loom::profiles

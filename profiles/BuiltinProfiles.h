@@ -38,4 +38,4 @@ struct EmbeddedFile {
 };
 const std::vector<EmbeddedFile>& builtinProfileFiles();
 
-}  // namespace loom::profiles
+} // namespace loom::profiles

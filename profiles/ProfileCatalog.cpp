@@ -9,20 +9,23 @@ std::string_view toString(ProfileCatalog::Origin origin)
     return origin == ProfileCatalog::Origin::Builtin ? "built-in" : "user";
 }
 
-ProfileCatalog::ProfileCatalog(Store* store) : m_store(store) {}
+ProfileCatalog::ProfileCatalog(Store* store)
+    : m_store(store)
+{
+}
 
 std::vector<Profile> ProfileCatalog::userProfiles() const
 {
-    return m_store ? m_store->profiles() : std::vector<Profile>{};
+    return m_store ? m_store->profiles() : std::vector<Profile> {};
 }
 
 std::vector<ProfileCatalog::Entry> ProfileCatalog::entries() const
 {
     std::vector<Entry> out;
     for (const auto& p : BuiltinProfiles::instance().all())
-        out.push_back({p, Origin::Builtin});
+        out.push_back({ p, Origin::Builtin });
     for (auto& p : userProfiles())
-        out.push_back({std::move(p), Origin::User});
+        out.push_back({ std::move(p), Origin::User });
     return out;
 }
 
@@ -43,7 +46,7 @@ std::string ProfileCatalog::add(const Profile& profile)
         return "the profile has no name";
     if (BuiltinProfiles::instance().find(profile.kind(), profile.name()))
         return "\"" + profile.name() + "\" is a built-in " + std::string(toString(profile.kind()))
-               + " profile; give yours another name";
+            + " profile; give yours another name";
     m_store->saveProfile(profile);
     return {};
 }
@@ -98,4 +101,4 @@ std::vector<std::string> ProfileCatalog::clusterNames() const
     return names(Profile::Kind::Cluster);
 }
 
-}  // namespace loom::profiles
+} // namespace loom::profiles

@@ -45,4 +45,4 @@ private:
 
 std::string_view toString(ProfileCatalog::Origin origin);
 
-}  // namespace loom::profiles
+} // namespace loom::profiles

@@ -39,11 +39,11 @@ ProfileReadResult readProfile(std::string_view text)
     plan::ObjectReader r(root, "", d, "the profile");
     auto version = r.integer("loom_profile", plan::Presence::Required, 1, 1000000);
     if (version && *version != Profile::kVersion) {
-        d.error("loom_profile", "loom_profile=" + std::to_string(*version)
-                                    + " is not supported: this Loom reads profile version 1");
+        d.error("loom_profile",
+            "loom_profile=" + std::to_string(*version) + " is not supported: this Loom reads profile version 1");
         return result;
     }
-    auto kind = r.choice("kind", plan::Presence::Required, {"model", "cluster"});
+    auto kind = r.choice("kind", plan::Presence::Required, { "model", "cluster" });
     auto source = r.string("source", plan::Presence::Optional, 4096);
     if (!version || !kind)
         return result;
@@ -78,4 +78,4 @@ std::string writeProfile(const Profile& profile)
     return j.dump(2) + "\n";
 }
 
-}  // namespace loom::profiles
+} // namespace loom::profiles

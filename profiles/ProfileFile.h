@@ -20,7 +20,7 @@ struct Profile {
     enum class Kind { Model, Cluster };
 
     std::variant<plan::ModelSpec, plan::ClusterSpec> spec;
-    std::string source;  // citation for the published figures
+    std::string source; // citation for the published figures
 
     Kind kind() const { return spec.index() == 0 ? Kind::Model : Kind::Cluster; }
     const std::string& name() const;
@@ -39,4 +39,4 @@ ProfileReadResult readProfile(std::string_view text);
 // The profile as pretty JSON (version 1), readable by readProfile.
 std::string writeProfile(const Profile& profile);
 
-}  // namespace loom::profiles
+} // namespace loom::profiles

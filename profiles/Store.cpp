@@ -22,22 +22,22 @@ struct Migration {
 const std::vector<Migration>& migrations()
 {
     static const std::vector<Migration> list = {
-        {1, "user profiles",
-         {"CREATE TABLE profiles ("
-          " id INTEGER PRIMARY KEY,"
-          " kind TEXT NOT NULL CHECK (kind IN ('model', 'cluster')),"
-          " name TEXT NOT NULL,"
-          " json TEXT NOT NULL,"
-          " created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),"
-          " updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),"
-          " UNIQUE (kind, name))"}},
-        {2, "saved layouts",
-         {"CREATE TABLE layouts ("
-          " id INTEGER PRIMARY KEY,"
-          " name TEXT NOT NULL UNIQUE,"
-          " json TEXT NOT NULL,"
-          " created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),"
-          " updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')))"}},
+        { 1, "user profiles",
+            { "CREATE TABLE profiles ("
+              " id INTEGER PRIMARY KEY,"
+              " kind TEXT NOT NULL CHECK (kind IN ('model', 'cluster')),"
+              " name TEXT NOT NULL,"
+              " json TEXT NOT NULL,"
+              " created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),"
+              " updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),"
+              " UNIQUE (kind, name))" } },
+        { 2, "saved layouts",
+            { "CREATE TABLE layouts ("
+              " id INTEGER PRIMARY KEY,"
+              " name TEXT NOT NULL UNIQUE,"
+              " json TEXT NOT NULL,"
+              " created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),"
+              " updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')))" } },
     };
     return list;
 }
@@ -60,12 +60,16 @@ QSqlQuery exec(const QString& connection, const QString& path, const QString& sq
     return q;
 }
 
-}  // namespace
+} // namespace
 
-Store::Store(const QString& path) : Store(path, kSchemaVersion) {}
+Store::Store(const QString& path)
+    : Store(path, kSchemaVersion)
+{
+}
 
 Store::Store(const QString& path, int targetVersion)
-    : m_path(path), m_connection(QStringLiteral("loom-store-") + QUuid::createUuid().toString(QUuid::WithoutBraces))
+    : m_path(path)
+    , m_connection(QStringLiteral("loom-store-") + QUuid::createUuid().toString(QUuid::WithoutBraces))
 {
     try {
         open(targetVersion);
@@ -102,21 +106,22 @@ void Store::open(int targetVersion)
     if (info.exists() && info.isDir())
         throw StoreError(QStringLiteral("store %1 is a folder; set LOOM_DB to a file path").arg(m_path).toStdString());
     if (!QDir().mkpath(info.absolutePath()))
-        throw StoreError(QStringLiteral("cannot create the folder %1 for the store; check its permissions or set LOOM_DB")
-                             .arg(info.absolutePath())
-                             .toStdString());
+        throw StoreError(
+            QStringLiteral("cannot create the folder %1 for the store; check its permissions or set LOOM_DB")
+                .arg(info.absolutePath())
+                .toStdString());
 
     QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), m_connection);
     db.setDatabaseName(m_path);
     if (!db.open())
         fail(m_path, QStringLiteral("cannot open the database; check the path and its permissions or set LOOM_DB"),
-             db.lastError());
+            db.lastError());
 
     // The first real read tells an SQLite file from anything else.
     QSqlQuery q(db);
     if (!q.exec(QStringLiteral("PRAGMA user_version")) || !q.next())
         fail(m_path, QStringLiteral("is not a Loom database; move it away or set LOOM_DB to another file"),
-             q.lastError());
+            q.lastError());
     const int version = q.value(0).toInt();
     q.finish();
     if (version > kSchemaVersion)
@@ -171,7 +176,8 @@ void Store::saveProfile(const Profile& profile)
     q.addBindValue(QString::fromStdString(profile.name()));
     q.addBindValue(QString::fromStdString(writeProfile(profile)));
     if (!q.exec())
-        fail(m_path, QStringLiteral("cannot save profile %1").arg(QString::fromStdString(profile.name())), q.lastError());
+        fail(m_path, QStringLiteral("cannot save profile %1").arg(QString::fromStdString(profile.name())),
+            q.lastError());
 }
 
 std::vector<Profile> Store::profiles() const
@@ -184,7 +190,7 @@ std::vector<Profile> Store::profiles() const
             out.push_back(*read.profile);
         else
             qWarning("store %s: profile %s is unreadable and skipped: %s", qPrintable(m_path),
-                     qPrintable(q.value(1).toString()), read.diagnostics.format().c_str());
+                qPrintable(q.value(1).toString()), read.diagnostics.format().c_str());
     }
     return out;
 }
@@ -215,9 +221,10 @@ void Store::saveLayout(const QString& name, const QString& json)
 std::vector<SavedLayout> Store::layouts() const
 {
     std::vector<SavedLayout> out;
-    QSqlQuery q = exec(m_connection, m_path, QStringLiteral("SELECT name, json, updated_at FROM layouts ORDER BY name"));
+    QSqlQuery q
+        = exec(m_connection, m_path, QStringLiteral("SELECT name, json, updated_at FROM layouts ORDER BY name"));
     while (q.next())
-        out.push_back({q.value(0).toString(), q.value(1).toString(), q.value(2).toString()});
+        out.push_back({ q.value(0).toString(), q.value(1).toString(), q.value(2).toString() });
     return out;
 }
 
@@ -230,7 +237,7 @@ std::optional<SavedLayout> Store::layout(const QString& name) const
         fail(m_path, QStringLiteral("cannot read layout %1").arg(name), q.lastError());
     if (!q.next())
         return std::nullopt;
-    return SavedLayout{q.value(0).toString(), q.value(1).toString(), q.value(2).toString()};
+    return SavedLayout { q.value(0).toString(), q.value(1).toString(), q.value(2).toString() };
 }
 
 bool Store::removeLayout(const QString& name)
@@ -243,4 +250,4 @@ bool Store::removeLayout(const QString& name)
     return q.numRowsAffected() > 0;
 }
 
-}  // namespace loom::profiles
+} // namespace loom::profiles

@@ -19,7 +19,7 @@ public:
 struct SavedLayout {
     QString name;
     QString json;
-    QString updatedAt;  // ISO 8601, UTC
+    QString updatedAt; // ISO 8601, UTC
 };
 
 // Loom's SQLite database (WAL mode): user profiles and saved layouts; later issues add runs and events.
@@ -65,4 +65,4 @@ private:
     QString m_connection;
 };
 
-}  // namespace loom::profiles
+} // namespace loom::profiles

@@ -7,18 +7,18 @@
 namespace loom::app {
 
 namespace {
-const char* kUsage =
-    "usage: loom [--headless] [LAYOUT.json]     describe a layout (the built-in example when none is given)\n"
-    "       loom validate LAYOUT.json... [--json]  check layouts; exit 0 when valid, 2 with every problem listed\n"
-    "       loom profiles list [--json]            built-in and user model and cluster profiles\n"
-    "       loom profiles show NAME [--json]       one profile in full\n"
-    "       loom profiles import FILE.json         save a model or cluster profile in the store\n"
-    "       loom profiles remove NAME              delete a user profile from the store\n"
-    "       loom --version | --help\n"
-    "\n"
-    "The store is $LOOM_DB when set, else $XDG_DATA_HOME/loom/loom.db.\n"
-    "Exit codes: 0 success, 1 failure, 2 invalid layout or profile, 64 wrong command line.\n";
-}  // namespace
+const char* kUsage
+    = "usage: loom [--headless] [LAYOUT.json]     describe a layout (the built-in example when none is given)\n"
+      "       loom validate LAYOUT.json... [--json]  check layouts; exit 0 when valid, 2 with every problem listed\n"
+      "       loom profiles list [--json]            built-in and user model and cluster profiles\n"
+      "       loom profiles show NAME [--json]       one profile in full\n"
+      "       loom profiles import FILE.json         save a model or cluster profile in the store\n"
+      "       loom profiles remove NAME              delete a user profile from the store\n"
+      "       loom --version | --help\n"
+      "\n"
+      "The store is $LOOM_DB when set, else $XDG_DATA_HOME/loom/loom.db.\n"
+      "Exit codes: 0 success, 1 failure, 2 invalid layout or profile, 64 wrong command line.\n";
+} // namespace
 
 int runCommandLine(const QStringList& args, std::ostream& out, std::ostream& err)
 {
@@ -48,4 +48,4 @@ int runCommandLine(const QStringList& args, std::ostream& out, std::ostream& err
     }
 }
 
-}  // namespace loom::app
+} // namespace loom::app

@@ -11,4 +11,4 @@ int validateCommand(CliContext& context, const QStringList& args);
 int profilesCommand(CliContext& context, const QStringList& args);
 int describeCommand(CliContext& context, const QStringList& args);
 
-}  // namespace loom::app
+} // namespace loom::app

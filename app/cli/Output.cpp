@@ -55,4 +55,4 @@ std::optional<std::string> readTextFile(const QString& path, std::string* why)
     return std::string(bytes.constData(), static_cast<std::size_t>(bytes.size()));
 }
 
-}  // namespace loom::app
+} // namespace loom::app

@@ -15,7 +15,11 @@ namespace loom::app {
 // What every subcommand shares: the output streams and a lazily opened store and profile catalog.
 class CliContext {
 public:
-    CliContext(std::ostream& out, std::ostream& err) : out(out), err(err) {}
+    CliContext(std::ostream& out, std::ostream& err)
+        : out(out)
+        , err(err)
+    {
+    }
 
     // The store named by LOOM_DB (or the default path). When it cannot be opened, says so once on `err`
     // and returns null; commands then work with the built-in profiles.
@@ -38,4 +42,4 @@ private:
 // Reads a whole file as text; on failure returns nullopt and sets `why`.
 std::optional<std::string> readTextFile(const QString& path, std::string* why);
 
-}  // namespace loom::app
+} // namespace loom::app

@@ -20,17 +20,16 @@ std::string summary(const Profile& profile)
 {
     if (const auto* m = std::get_if<plan::ModelSpec>(&profile.spec))
         return std::to_string(m->layers) + " layers, hidden " + std::to_string(m->hidden) + ", "
-               + std::to_string(m->heads) + " heads, seq " + std::to_string(m->seqLen) + ", vocab "
-               + std::to_string(m->vocab) + "; " + plan::humanCount(static_cast<double>(m->parameterCount()))
-               + " parameters";
+            + std::to_string(m->heads) + " heads, seq " + std::to_string(m->seqLen) + ", vocab "
+            + std::to_string(m->vocab) + "; " + plan::humanCount(static_cast<double>(m->parameterCount()))
+            + " parameters";
     const auto& c = std::get<plan::ClusterSpec>(profile.spec);
     std::string s = (c.autoDevices() ? std::string("processes as devices") : std::to_string(c.devicesPerNode) + "× ")
-                    + (c.autoDevices() ? "" : c.device.name) + ", " + plan::text::number(c.device.memoryGB) + " GB, "
-                    + std::string(plan::toString(c.intraNode.kind)) + " " + plan::text::number(c.intraNode.bandwidthGBs)
-                    + " GB/s";
+        + (c.autoDevices() ? "" : c.device.name) + ", " + plan::text::number(c.device.memoryGB) + " GB, "
+        + std::string(plan::toString(c.intraNode.kind)) + " " + plan::text::number(c.intraNode.bandwidthGBs) + " GB/s";
     if (c.interNode)
         s += ", " + std::string(plan::toString(c.interNode->kind)) + " " + plan::text::number(c.interNode->bandwidthGBs)
-             + " GB/s per device";
+            + " GB/s per device";
     return s;
 }
 
@@ -115,7 +114,7 @@ int import(CliContext& context, const QString& file)
         context.err << read.diagnostics.format();
         return ExitInvalid;
     }
-    context.err << read.diagnostics.format();  // warnings only
+    context.err << read.diagnostics.format(); // warnings only
     if (!context.requireStore())
         return ExitFailure;
     if (auto refused = context.catalog().add(*read.profile); !refused.empty()) {
@@ -136,13 +135,14 @@ int remove(CliContext& context, const QString& name)
         return ExitOk;
     }
     const bool builtin = !context.catalog().find(name.toStdString()).empty();
-    context.err << "error: " << (builtin ? "\"" + name.toStdString() + "\" is a built-in profile and cannot be removed"
-                                         : "there is no user profile called \"" + name.toStdString() + "\"")
+    context.err << "error: "
+                << (builtin ? "\"" + name.toStdString() + "\" is a built-in profile and cannot be removed"
+                            : "there is no user profile called \"" + name.toStdString() + "\"")
                 << "\n";
     return ExitFailure;
 }
 
-}  // namespace
+} // namespace
 
 int profilesCommand(CliContext& context, const QStringList& argsIn)
 {
@@ -161,4 +161,4 @@ int profilesCommand(CliContext& context, const QStringList& argsIn)
     return ExitUsage;
 }
 
-}  // namespace loom::app
+} // namespace loom::app

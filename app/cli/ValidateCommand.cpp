@@ -16,7 +16,7 @@ nlohmann::ordered_json problemsJson(const std::vector<plan::Problem>& problems)
 {
     auto list = nlohmann::ordered_json::array();
     for (const auto& p : problems)
-        list.push_back({{"field", p.field}, {"message", p.message}});
+        list.push_back({ { "field", p.field }, { "message", p.message } });
     return list;
 }
 
@@ -35,7 +35,7 @@ plan::LayoutReadResult readAnyLayout(CliContext& context, const QString& path)
     return plan::readLayoutFile(path.toStdString(), context.catalog());
 }
 
-}  // namespace
+} // namespace
 
 int validateCommand(CliContext& context, const QStringList& args)
 {
@@ -60,10 +60,9 @@ int validateCommand(CliContext& context, const QStringList& args)
         const bool valid = result.ok();
         allValid = allValid && valid;
         if (json) {
-            report.push_back({{"file", file.toStdString()},
-                              {"valid", valid},
-                              {"errors", problemsJson(result.diagnostics.errors())},
-                              {"warnings", problemsJson(result.diagnostics.warnings())}});
+            report.push_back({ { "file", file.toStdString() }, { "valid", valid },
+                { "errors", problemsJson(result.diagnostics.errors()) },
+                { "warnings", problemsJson(result.diagnostics.warnings()) } });
             continue;
         }
         const std::string prefix = files.size() > 1 ? file.toStdString() + ": " : "";
@@ -87,7 +86,7 @@ int describeCommand(CliContext& context, const QStringList& args)
     QString path;
     for (const auto& a : args) {
         if (a == QLatin1String("--headless"))
-            continue;  // the workbench window is not built yet, so every run is headless for now
+            continue; // the workbench window is not built yet, so every run is headless for now
         if (a.startsWith(QLatin1String("-"))) {
             context.err << "loom: unknown option " << a.toStdString() << "; see loom --help\n";
             return ExitUsage;
@@ -117,4 +116,4 @@ int describeCommand(CliContext& context, const QStringList& args)
     return result.ok() ? ExitOk : ExitInvalid;
 }
 
-}  // namespace loom::app
+} // namespace loom::app

@@ -9,10 +9,10 @@ namespace loom::plan {
 using nlohmann::json;
 
 namespace {
-const std::vector<std::string> kLinkNames = {"nvlink", "pcie", "infiniband", "ethernet", "shm"};
+const std::vector<std::string> kLinkNames = { "nvlink", "pcie", "infiniband", "ethernet", "shm" };
 
-std::optional<LinkSpec> parseLink(ObjectReader& parentReader, std::string_view key,
-                                  bool interNode, Diagnostics& diagnostics)
+std::optional<LinkSpec> parseLink(
+    ObjectReader& parentReader, std::string_view key, bool interNode, Diagnostics& diagnostics)
 {
     const json* v = parentReader.find(key);
     const std::string path = parentReader.pathOf(key);
@@ -32,9 +32,9 @@ std::optional<LinkSpec> parseLink(ObjectReader& parentReader, std::string_view k
     if (interNode)
         nics = r.integer("nics_per_node", Presence::Optional, 1, 1024);
     if (interNode)
-        r.warnUnknown({"link", "bandwidth_gbs", "latency_us", "nics_per_node"});
+        r.warnUnknown({ "link", "bandwidth_gbs", "latency_us", "nics_per_node" });
     else
-        r.warnUnknown({"link", "bandwidth_gbs", "latency_us"});
+        r.warnUnknown({ "link", "bandwidth_gbs", "latency_us" });
     bool ok = !local.hasErrors();
     diagnostics.append(local);
     if (!ok)
@@ -48,28 +48,34 @@ std::optional<LinkSpec> parseLink(ObjectReader& parentReader, std::string_view k
 
 nlohmann::ordered_json linkToJson(const LinkSpec& link, bool interNode)
 {
-    nlohmann::ordered_json j = {{"link", toString(link.kind)}, {"bandwidth_gbs", link.bandwidthGBs}, {"latency_us", link.latencyUs}};
+    nlohmann::ordered_json j
+        = { { "link", toString(link.kind) }, { "bandwidth_gbs", link.bandwidthGBs }, { "latency_us", link.latencyUs } };
     if (interNode)
         j["nics_per_node"] = link.nicsPerNode;
     return j;
 }
-}  // namespace
+} // namespace
 
 std::string_view toString(LinkKind kind)
 {
     switch (kind) {
-    case LinkKind::NvLink: return "nvlink";
-    case LinkKind::Pcie: return "pcie";
-    case LinkKind::InfiniBand: return "infiniband";
-    case LinkKind::Ethernet: return "ethernet";
-    case LinkKind::Shm: return "shm";
+    case LinkKind::NvLink:
+        return "nvlink";
+    case LinkKind::Pcie:
+        return "pcie";
+    case LinkKind::InfiniBand:
+        return "infiniband";
+    case LinkKind::Ethernet:
+        return "ethernet";
+    case LinkKind::Shm:
+        return "shm";
     }
     return "shm";
 }
 
 std::optional<LinkKind> linkKindFromString(std::string_view s)
 {
-    for (LinkKind k : {LinkKind::NvLink, LinkKind::Pcie, LinkKind::InfiniBand, LinkKind::Ethernet, LinkKind::Shm})
+    for (LinkKind k : { LinkKind::NvLink, LinkKind::Pcie, LinkKind::InfiniBand, LinkKind::Ethernet, LinkKind::Shm })
         if (toString(k) == s)
             return k;
     return std::nullopt;
@@ -78,9 +84,12 @@ std::optional<LinkKind> linkKindFromString(std::string_view s)
 double DeviceSpec::peakTflops(Precision p) const
 {
     switch (p) {
-    case Precision::Fp32: return peakTflopsFp32;
-    case Precision::Fp16: return peakTflopsFp16;
-    case Precision::Bf16: return peakTflopsBf16;
+    case Precision::Fp32:
+        return peakTflopsFp32;
+    case Precision::Fp16:
+        return peakTflopsFp16;
+    case Precision::Bf16:
+        return peakTflopsBf16;
     }
     return peakTflopsFp32;
 }
@@ -93,9 +102,10 @@ std::int64_t ClusterSpec::deviceCount(std::int64_t nodeCount, std::int64_t reque
 std::optional<ClusterSpec> parseClusterSpec(const json& object, const std::string& path, Diagnostics& diagnostics)
 {
     if (!object.is_object()) {
-        diagnostics.error(path, path + " is " + jsonTypeName(object)
-                                    + "; write a cluster profile name in quotes or an object with nodes, "
-                                      "devices_per_node, device, intra_node and inter_node");
+        diagnostics.error(path,
+            path + " is " + jsonTypeName(object)
+                + "; write a cluster profile name in quotes or an object with nodes, "
+                  "devices_per_node, device, intra_node and inter_node");
         return std::nullopt;
     }
     Diagnostics local;
@@ -108,9 +118,9 @@ std::optional<ClusterSpec> parseClusterSpec(const json& object, const std::strin
     if (const json* d = r.find("devices_per_node"); d && d->is_string()) {
         if (*d != "auto")
             local.error(r.pathOf("devices_per_node"),
-                        r.pathOf("devices_per_node") + "=" + jsonSnippet(*d)
-                            + " is not known; write a whole number from 1 to 1024, or \"auto\" for a machine "
-                              "whose processes are its devices");
+                r.pathOf("devices_per_node") + "=" + jsonSnippet(*d)
+                    + " is not known; write a whole number from 1 to 1024, or \"auto\" for a machine "
+                      "whose processes are its devices");
         else
             devices = 0;
     } else {
@@ -139,11 +149,11 @@ std::optional<ClusterSpec> parseClusterSpec(const json& object, const std::strin
             fp32 = pr.number("fp32", Presence::Required, 0, 1e6, true);
             fp16 = pr.number("fp16", Presence::Required, 0, 1e6, true);
             bf16 = pr.number("bf16", Presence::Required, 0, 1e6, true);
-            pr.warnUnknown({"fp32", "fp16", "bf16"});
+            pr.warnUnknown({ "fp32", "fp16", "bf16" });
         }
-        dr.warnUnknown({"name", "memory_gb", "memory_bandwidth_gbs", "peak_tflops"});
+        dr.warnUnknown({ "name", "memory_gb", "memory_bandwidth_gbs", "peak_tflops" });
         if (dname && mem && bw && fp32 && fp16 && bf16) {
-            dev = {*dname, *mem, *bw, *fp32, *fp16, *bf16};
+            dev = { *dname, *mem, *bw, *fp32, *fp16, *bf16 };
             device = dev;
         }
     }
@@ -171,12 +181,13 @@ std::optional<ClusterSpec> parseClusterSpec(const json& object, const std::strin
             }
         }
     }
-    r.warnUnknown({"name", "description", "nodes", "devices_per_node", "device", "intra_node", "inter_node",
-                   "hosts", "source", "loom_profile", "kind"});
+    r.warnUnknown({ "name", "description", "nodes", "devices_per_node", "device", "intra_node", "inter_node", "hosts",
+        "source", "loom_profile", "kind" });
 
     if (nodes && *nodes > 1 && !r.find("inter_node") && !local.hasErrorAt(r.pathOf("inter_node")))
-        local.error(r.pathOf("nodes"), r.pathOf("nodes") + "=" + std::to_string(*nodes)
-                                           + " needs an inter_node link; add \"inter_node\" or set nodes to 1");
+        local.error(r.pathOf("nodes"),
+            r.pathOf("nodes") + "=" + std::to_string(*nodes)
+                + " needs an inter_node link; add \"inter_node\" or set nodes to 1");
 
     bool ok = !local.hasErrors();
     diagnostics.append(local);
@@ -205,11 +216,11 @@ nlohmann::ordered_json toJson(const ClusterSpec& c)
         j["devices_per_node"] = "auto";
     else
         j["devices_per_node"] = c.devicesPerNode;
-    j["device"] = {{"name", c.device.name},
-                   {"memory_gb", c.device.memoryGB},
-                   {"memory_bandwidth_gbs", c.device.memoryBandwidthGBs},
-                   {"peak_tflops",
-                    {{"fp32", c.device.peakTflopsFp32}, {"fp16", c.device.peakTflopsFp16}, {"bf16", c.device.peakTflopsBf16}}}};
+    j["device"] = { { "name", c.device.name }, { "memory_gb", c.device.memoryGB },
+        { "memory_bandwidth_gbs", c.device.memoryBandwidthGBs },
+        { "peak_tflops",
+            { { "fp32", c.device.peakTflopsFp32 }, { "fp16", c.device.peakTflopsFp16 },
+                { "bf16", c.device.peakTflopsBf16 } } } };
     j["intra_node"] = linkToJson(c.intraNode, false);
     if (c.interNode)
         j["inter_node"] = linkToJson(*c.interNode, true);
@@ -218,4 +229,4 @@ nlohmann::ordered_json toJson(const ClusterSpec& c)
     return j;
 }
 
-}  // namespace loom::plan
+} // namespace loom::plan

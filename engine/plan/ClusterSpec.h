@@ -22,9 +22,9 @@ std::optional<LinkKind> linkKindFromString(std::string_view s);
 // the figure that nccl-tests' bus bandwidth is compared with.
 struct LinkSpec {
     LinkKind kind = LinkKind::Shm;
-    double bandwidthGBs = 0;  // GB/s per device per direction
-    double latencyUs = 0;     // α of the α-β model, per message
-    std::int64_t nicsPerNode = 0;  // inter-node links only: network adapters per node
+    double bandwidthGBs = 0; // GB/s per device per direction
+    double latencyUs = 0; // α of the α-β model, per message
+    std::int64_t nicsPerNode = 0; // inter-node links only: network adapters per node
 
     bool operator==(const LinkSpec&) const = default;
 };
@@ -46,12 +46,12 @@ struct DeviceSpec {
 struct ClusterSpec {
     std::string name;
     std::string description;
-    std::int64_t nodes = 1;           // default node count for layouts that do not say
-    std::int64_t devicesPerNode = 0;  // 0: auto (local cluster)
+    std::int64_t nodes = 1; // default node count for layouts that do not say
+    std::int64_t devicesPerNode = 0; // 0: auto (local cluster)
     DeviceSpec device;
     LinkSpec intraNode;
-    std::optional<LinkSpec> interNode;  // absent: a single machine that cannot span nodes
-    std::vector<std::string> hosts;     // optional host names, one per node, for launching
+    std::optional<LinkSpec> interNode; // absent: a single machine that cannot span nodes
+    std::vector<std::string> hosts; // optional host names, one per node, for launching
 
     bool operator==(const ClusterSpec&) const = default;
     bool autoDevices() const { return devicesPerNode == 0; }
@@ -59,8 +59,8 @@ struct ClusterSpec {
     std::int64_t deviceCount(std::int64_t nodeCount, std::int64_t requested) const;
 };
 
-std::optional<ClusterSpec> parseClusterSpec(const nlohmann::json& object, const std::string& path,
-                                            Diagnostics& diagnostics);
+std::optional<ClusterSpec> parseClusterSpec(
+    const nlohmann::json& object, const std::string& path, Diagnostics& diagnostics);
 nlohmann::ordered_json toJson(const ClusterSpec& cluster);
 
-}  // namespace loom::plan
+} // namespace loom::plan

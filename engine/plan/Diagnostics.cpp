@@ -4,12 +4,12 @@ namespace loom::plan {
 
 void Diagnostics::error(std::string field, std::string message)
 {
-    m_problems.push_back({Severity::Error, std::move(field), std::move(message)});
+    m_problems.push_back({ Severity::Error, std::move(field), std::move(message) });
 }
 
 void Diagnostics::warning(std::string field, std::string message)
 {
-    m_problems.push_back({Severity::Warning, std::move(field), std::move(message)});
+    m_problems.push_back({ Severity::Warning, std::move(field), std::move(message) });
 }
 
 void Diagnostics::append(const Diagnostics& other)
@@ -67,4 +67,4 @@ std::string Diagnostics::format() const
     return out;
 }
 
-}  // namespace loom::plan
+} // namespace loom::plan

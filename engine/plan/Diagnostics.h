@@ -39,4 +39,4 @@ private:
     std::vector<Problem> m_problems;
 };
 
-}  // namespace loom::plan
+} // namespace loom::plan

@@ -27,22 +27,33 @@ std::string jsonPath(std::string_view parent, std::string_view key)
 std::string jsonTypeName(const json& value)
 {
     switch (value.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
+    case json::value_t::null:
+        return "null";
+    case json::value_t::object:
+        return "an object";
+    case json::value_t::array:
+        return "an array";
+    case json::value_t::string:
+        return "a string";
+    case json::value_t::boolean:
+        return "a boolean";
     case json::value_t::number_integer:
     case json::value_t::number_unsigned:
-    case json::value_t::number_float: return "a number";
-    case json::value_t::binary: return "binary data";
-    case json::value_t::discarded: return "nothing";
+    case json::value_t::number_float:
+        return "a number";
+    case json::value_t::binary:
+        return "binary data";
+    case json::value_t::discarded:
+        return "nothing";
     }
     return "unknown";
 }
 
 ObjectReader::ObjectReader(const json& object, std::string path, Diagnostics& diagnostics, std::string rootName)
-    : m_object(object), m_path(std::move(path)), m_diagnostics(diagnostics), m_rootName(std::move(rootName))
+    : m_object(object)
+    , m_path(std::move(path))
+    , m_diagnostics(diagnostics)
+    , m_rootName(std::move(rootName))
 {
 }
 
@@ -57,19 +68,19 @@ const json* ObjectReader::find(std::string_view key) const
 void ObjectReader::reportMissing(std::string_view key, std::string_view expected)
 {
     std::string where = m_path.empty() ? m_rootName : m_path;
-    m_diagnostics.error(pathOf(key), pathOf(key) + " is missing; add \"" + std::string(key) + "\" to " + where
-                                         + " (" + std::string(expected) + ")");
+    m_diagnostics.error(pathOf(key),
+        pathOf(key) + " is missing; add \"" + std::string(key) + "\" to " + where + " (" + std::string(expected) + ")");
 }
 
 void ObjectReader::reportWrongType(std::string_view key, const json& value, std::string_view expected)
 {
-    std::string message = pathOf(key) + "=" + jsonSnippet(value) + " is " + jsonTypeName(value) + "; write "
-                          + std::string(expected);
+    std::string message
+        = pathOf(key) + "=" + jsonSnippet(value) + " is " + jsonTypeName(value) + "; write " + std::string(expected);
     m_diagnostics.error(pathOf(key), message);
 }
 
-std::optional<std::int64_t> ObjectReader::integer(std::string_view key, Presence presence, std::int64_t min,
-                                                  std::int64_t max)
+std::optional<std::int64_t> ObjectReader::integer(
+    std::string_view key, Presence presence, std::int64_t min, std::int64_t max)
 {
     const std::string expected = "a whole number from " + std::to_string(min) + " to " + std::to_string(max);
     const json* v = find(key);
@@ -97,30 +108,31 @@ std::optional<std::int64_t> ObjectReader::integer(std::string_view key, Presence
         return std::nullopt;
     }
     // Compare as double first so huge values (1e300, 2^64-1) are caught before any integer conversion.
-    if (asDouble > static_cast<double>(max) || (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(max))) {
-        m_diagnostics.error(path, path + "=" + jsonSnippet(*v) + " is too large; it must be at most "
-                                      + std::to_string(max));
+    if (asDouble > static_cast<double>(max)
+        || (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(max))) {
+        m_diagnostics.error(
+            path, path + "=" + jsonSnippet(*v) + " is too large; it must be at most " + std::to_string(max));
         return std::nullopt;
     }
     if (asDouble < static_cast<double>(min)) {
-        m_diagnostics.error(path, path + "=" + jsonSnippet(*v) + " is too small; it must be at least "
-                                      + std::to_string(min));
+        m_diagnostics.error(
+            path, path + "=" + jsonSnippet(*v) + " is too small; it must be at least " + std::to_string(min));
         return std::nullopt;
     }
     std::int64_t value = v->is_number_float() ? static_cast<std::int64_t>(asDouble) : v->get<std::int64_t>();
-    if (value > max || value < min) {  // exact check for values near the double rounding edge
-        m_diagnostics.error(path, path + "=" + jsonSnippet(*v) + " is outside " + std::to_string(min) + " to "
-                                      + std::to_string(max));
+    if (value > max || value < min) { // exact check for values near the double rounding edge
+        m_diagnostics.error(
+            path, path + "=" + jsonSnippet(*v) + " is outside " + std::to_string(min) + " to " + std::to_string(max));
         return std::nullopt;
     }
     return value;
 }
 
-std::optional<double> ObjectReader::number(std::string_view key, Presence presence, double min, double max,
-                                           bool minExclusive)
+std::optional<double> ObjectReader::number(
+    std::string_view key, Presence presence, double min, double max, bool minExclusive)
 {
     const std::string expected = std::string("a number ") + (minExclusive ? "above " : "from ") + text::number(min)
-                                 + (minExclusive ? " up to " : " to ") + text::number(max);
+        + (minExclusive ? " up to " : " to ") + text::number(max);
     const json* v = find(key);
     if (!v) {
         if (presence == Presence::Required)
@@ -134,13 +146,14 @@ std::optional<double> ObjectReader::number(std::string_view key, Presence presen
     const std::string path = pathOf(key);
     double value = v->get<double>();
     if (!std::isfinite(value) || value > max) {
-        m_diagnostics.error(path, path + "=" + jsonSnippet(*v) + " is too large; it must be at most "
-                                      + text::number(max));
+        m_diagnostics.error(
+            path, path + "=" + jsonSnippet(*v) + " is too large; it must be at most " + text::number(max));
         return std::nullopt;
     }
     if (value < min || (minExclusive && value == min)) {
-        m_diagnostics.error(path, path + "=" + jsonSnippet(*v) + " is too small; it must be "
-                                      + (minExclusive ? "above " : "at least ") + text::number(min));
+        m_diagnostics.error(path,
+            path + "=" + jsonSnippet(*v) + " is too small; it must be " + (minExclusive ? "above " : "at least ")
+                + text::number(min));
         return std::nullopt;
     }
     return value;
@@ -175,15 +188,16 @@ std::optional<std::string> ObjectReader::string(std::string_view key, Presence p
     }
     const auto& s = v->get_ref<const std::string&>();
     if (s.size() > maxLength) {
-        m_diagnostics.error(pathOf(key), pathOf(key) + " is " + std::to_string(s.size())
-                                             + " characters long; it must be at most " + std::to_string(maxLength));
+        m_diagnostics.error(pathOf(key),
+            pathOf(key) + " is " + std::to_string(s.size()) + " characters long; it must be at most "
+                + std::to_string(maxLength));
         return std::nullopt;
     }
     return s;
 }
 
-std::optional<std::string> ObjectReader::choice(std::string_view key, Presence presence,
-                                                const std::vector<std::string>& choices)
+std::optional<std::string> ObjectReader::choice(
+    std::string_view key, Presence presence, const std::vector<std::string>& choices)
 {
     std::vector<std::string> quoted;
     for (const auto& c : choices)
@@ -226,4 +240,4 @@ void ObjectReader::warnUnknown(std::initializer_list<std::string_view> known)
     }
 }
 
-}  // namespace loom::plan
+} // namespace loom::plan

@@ -27,24 +27,22 @@ std::string jsonPath(std::string_view parent, std::string_view key);
 class ObjectReader {
 public:
     // `rootName` names the top-level object in messages about its missing fields ("the layout").
-    ObjectReader(const nlohmann::json& object, std::string path, Diagnostics& diagnostics,
-                 std::string rootName = "the layout");
+    ObjectReader(
+        const nlohmann::json& object, std::string path, Diagnostics& diagnostics, std::string rootName = "the layout");
 
     const std::string& path() const { return m_path; }
     std::string pathOf(std::string_view key) const { return jsonPath(m_path, key); }
     const nlohmann::json* find(std::string_view key) const;
 
     // A whole number in [min, max]; a float with an integral value (8.0) is accepted.
-    std::optional<std::int64_t> integer(std::string_view key, Presence presence, std::int64_t min,
-                                        std::int64_t max);
+    std::optional<std::int64_t> integer(std::string_view key, Presence presence, std::int64_t min, std::int64_t max);
     // Any finite number in [min, max], or in (min, max] when minExclusive.
-    std::optional<double> number(std::string_view key, Presence presence, double min, double max,
-                                 bool minExclusive = false);
+    std::optional<double> number(
+        std::string_view key, Presence presence, double min, double max, bool minExclusive = false);
     std::optional<bool> boolean(std::string_view key, Presence presence);
     std::optional<std::string> string(std::string_view key, Presence presence, std::size_t maxLength = 256);
     // A string that must be one of `choices`; an unknown one lists them (and suggests the closest).
-    std::optional<std::string> choice(std::string_view key, Presence presence,
-                                      const std::vector<std::string>& choices);
+    std::optional<std::string> choice(std::string_view key, Presence presence, const std::vector<std::string>& choices);
     // Warns once for every key of the object that is not in `known`.
     void warnUnknown(std::initializer_list<std::string_view> known);
 
@@ -63,4 +61,4 @@ private:
 // The JSON type of `value` in words: "a string", "an array", "null", ...
 std::string jsonTypeName(const nlohmann::json& value);
 
-}  // namespace loom::plan
+} // namespace loom::plan

@@ -10,9 +10,12 @@ namespace loom::plan {
 std::string_view toString(ScheduleKind kind)
 {
     switch (kind) {
-    case ScheduleKind::GPipe: return "gpipe";
-    case ScheduleKind::OneFOneB: return "1f1b";
-    case ScheduleKind::Interleaved: return "interleaved";
+    case ScheduleKind::GPipe:
+        return "gpipe";
+    case ScheduleKind::OneFOneB:
+        return "1f1b";
+    case ScheduleKind::Interleaved:
+        return "interleaved";
     }
     return "1f1b";
 }
@@ -20,9 +23,12 @@ std::string_view toString(ScheduleKind kind)
 std::string_view toString(Recompute recompute)
 {
     switch (recompute) {
-    case Recompute::None: return "none";
-    case Recompute::Selective: return "selective";
-    case Recompute::Full: return "full";
+    case Recompute::None:
+        return "none";
+    case Recompute::Selective:
+        return "selective";
+    case Recompute::Full:
+        return "full";
     }
     return "none";
 }
@@ -30,9 +36,12 @@ std::string_view toString(Recompute recompute)
 std::string_view toString(AllreduceAlgorithm algorithm)
 {
     switch (algorithm) {
-    case AllreduceAlgorithm::Library: return "library";
-    case AllreduceAlgorithm::Ring: return "ring";
-    case AllreduceAlgorithm::Hierarchical: return "hierarchical";
+    case AllreduceAlgorithm::Library:
+        return "library";
+    case AllreduceAlgorithm::Ring:
+        return "ring";
+    case AllreduceAlgorithm::Hierarchical:
+        return "hierarchical";
     }
     return "library";
 }
@@ -45,25 +54,31 @@ std::string_view toString(RankOrder order)
 std::string Codec::toString() const
 {
     switch (kind) {
-    case Kind::None: return "none";
-    case Kind::Fp16: return "fp16";
-    case Kind::Bf16: return "bf16";
-    case Kind::Int8: return "int8";
-    case Kind::Int4: return "int4";
-    case Kind::TopK: return "topk:" + text::number(topkFraction);
-    case Kind::Lz4: return "lz4";
+    case Kind::None:
+        return "none";
+    case Kind::Fp16:
+        return "fp16";
+    case Kind::Bf16:
+        return "bf16";
+    case Kind::Int8:
+        return "int8";
+    case Kind::Int4:
+        return "int4";
+    case Kind::TopK:
+        return "topk:" + text::number(topkFraction);
+    case Kind::Lz4:
+        return "lz4";
     }
     return "none";
 }
 
 std::optional<Codec> Codec::parse(std::string_view s, std::string* why)
 {
-    static const std::pair<std::string_view, Kind> simple[] = {{"none", Kind::None}, {"fp16", Kind::Fp16},
-                                                               {"bf16", Kind::Bf16}, {"int8", Kind::Int8},
-                                                               {"int4", Kind::Int4}, {"lz4", Kind::Lz4}};
+    static const std::pair<std::string_view, Kind> simple[] = { { "none", Kind::None }, { "fp16", Kind::Fp16 },
+        { "bf16", Kind::Bf16 }, { "int8", Kind::Int8 }, { "int4", Kind::Int4 }, { "lz4", Kind::Lz4 } };
     for (auto [name, kind] : simple)
         if (s == name)
-            return Codec{kind, 0};
+            return Codec { kind, 0 };
     if (s.starts_with("topk:")) {
         std::string_view f = s.substr(5);
         double fraction = 0;
@@ -78,7 +93,7 @@ std::optional<Codec> Codec::parse(std::string_view s, std::string* why)
                 *why = "the top-k fraction must be above 0 and below 1, e.g. \"topk:0.01\" keeps the largest 1%";
             return std::nullopt;
         }
-        return Codec{Kind::TopK, fraction};
+        return Codec { Kind::TopK, fraction };
     }
     if (why)
         *why = "use one of \"none\", \"fp16\", \"bf16\", \"int8\", \"int4\", \"topk:<fraction in (0,1)>\", \"lz4\"";
@@ -104,7 +119,7 @@ std::vector<StageRange> evenStageSplit(std::int64_t layers, std::int64_t count)
         ++sizes.back();
     std::int64_t next = 0;
     for (auto size : sizes) {
-        out.push_back({next, next + size - 1});
+        out.push_back({ next, next + size - 1 });
         next += size;
     }
     return out;
@@ -117,4 +132,4 @@ std::vector<StageRange> Layout::stageRanges() const
     return evenStageSplit(model.layers, virtualStages());
 }
 
-}  // namespace loom::plan
+} // namespace loom::plan

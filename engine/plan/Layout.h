@@ -27,7 +27,7 @@ std::string_view toString(RankOrder order);
 struct Codec {
     enum class Kind { None, Fp16, Bf16, Int8, Int4, TopK, Lz4 };
     Kind kind = Kind::None;
-    double topkFraction = 0;  // only for TopK, in (0, 1)
+    double topkFraction = 0; // only for TopK, in (0, 1)
 
     bool operator==(const Codec&) const = default;
     std::string toString() const;
@@ -49,11 +49,11 @@ struct ParallelSpec {
     std::int64_t tp = 1;
     std::int64_t pp = 1;
     std::int64_t dp = 1;
-    std::int64_t vpp = 1;  // virtual stages (model chunks) per pipeline rank
-    std::int64_t microBatch = 1;   // sequences per micro-batch
-    std::int64_t globalBatch = 1;  // sequences per optimizer step, over all replicas
+    std::int64_t vpp = 1; // virtual stages (model chunks) per pipeline rank
+    std::int64_t microBatch = 1; // sequences per micro-batch
+    std::int64_t globalBatch = 1; // sequences per optimizer step, over all replicas
     ScheduleKind schedule = ScheduleKind::OneFOneB;
-    std::vector<StageRange> stages;  // empty: an even split; else pp*vpp entries in virtual-stage order
+    std::vector<StageRange> stages; // empty: an even split; else pp*vpp entries in virtual-stage order
     RankOrder order = RankOrder::TpPpDp;
 
     bool operator==(const ParallelSpec&) const = default;
@@ -73,8 +73,8 @@ struct CommSpec {
     Codec dpCodec;
     bool errorFeedback = true;
     bool overlap = true;
-    double bucketMb = 25;   // PyTorch DDP's default bucket size
-    double chunkKb = 1024;  // chunk size of the chunked ring all-reduce
+    double bucketMb = 25; // PyTorch DDP's default bucket size
+    double chunkKb = 1024; // chunk size of the chunked ring all-reduce
     AllreduceAlgorithm allreduce = AllreduceAlgorithm::Library;
 
     bool operator==(const CommSpec&) const = default;
@@ -87,7 +87,7 @@ struct Layout {
     std::string name;
     std::string description;
     ModelSpec model;
-    std::string modelProfile;  // the profile name when the file named one; written back as the name
+    std::string modelProfile; // the profile name when the file named one; written back as the name
     ClusterSpec cluster;
     std::string clusterProfile;
     std::int64_t nodes = 1;
@@ -107,4 +107,4 @@ struct Layout {
 // An even split of `layers` blocks over `count` virtual stages (count <= layers).
 std::vector<StageRange> evenStageSplit(std::int64_t layers, std::int64_t count);
 
-}  // namespace loom::plan
+} // namespace loom::plan

@@ -25,7 +25,7 @@ std::optional<std::size_t> firstNonTextByte(std::string_view s)
             return i;
         int extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : -1;
         if (extra < 0 || i + static_cast<std::size_t>(extra) >= s.size() + (extra == 0))
-            return i;  // not a UTF-8 lead byte, or a sequence cut off by the end of the file
+            return i; // not a UTF-8 lead byte, or a sequence cut off by the end of the file
         for (int k = 1; k <= extra; ++k)
             if ((static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]) >> 6) != 0x2)
                 return i;
@@ -45,7 +45,7 @@ std::pair<std::size_t, std::size_t> lineAndColumn(std::string_view s, std::size_
             ++column;
         }
     }
-    return {line, column};
+    return { line, column };
 }
 
 // Turns nlohmann's parse error text into a plain sentence with a line and column.
@@ -59,7 +59,7 @@ std::string syntaxMessage(std::string_view textIn, const json::parse_error& e)
     std::size_t offset = e.byte > 0 ? e.byte - 1 : 0;
     auto [line, column] = lineAndColumn(textIn, offset);
     std::string message = "the file is not valid JSON at line " + std::to_string(line) + ", column "
-                          + std::to_string(column) + ": " + detail;
+        + std::to_string(column) + ": " + detail;
     if (e.byte >= textIn.size())
         message += " (the file looks cut short: check that it was saved completely)";
     return message;
@@ -83,9 +83,11 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
         p.microBatch = *v;
     if (auto v = r.integer("global_batch", Presence::Required, 1, kMaxBatch))
         p.globalBatch = *v;
-    if (auto v = r.choice("schedule", Presence::Optional, {"gpipe", "1f1b", "interleaved"}))
-        p.schedule = *v == "gpipe" ? ScheduleKind::GPipe : *v == "1f1b" ? ScheduleKind::OneFOneB : ScheduleKind::Interleaved;
-    if (auto v = r.choice("order", Presence::Optional, {"tp-pp-dp", "tp-dp-pp"}))
+    if (auto v = r.choice("schedule", Presence::Optional, { "gpipe", "1f1b", "interleaved" }))
+        p.schedule = *v == "gpipe" ? ScheduleKind::GPipe
+            : *v == "1f1b"         ? ScheduleKind::OneFOneB
+                                   : ScheduleKind::Interleaved;
+    if (auto v = r.choice("order", Presence::Optional, { "tp-pp-dp", "tp-dp-pp" }))
         p.order = *v == "tp-pp-dp" ? RankOrder::TpPpDp : RankOrder::TpDpPp;
 
     if (const json* s = r.find("stages")) {
@@ -103,18 +105,20 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
                 for (std::size_t k = 0; good && k < 2; ++k) {
                     const json& n = e[k];
                     good = (n.is_number_integer() || n.is_number_unsigned()) && n.get<double>() >= 0
-                           && n.get<double>() < 1e9;
+                        && n.get<double>() < 1e9;
                 }
                 if (!good) {
-                    d.error(ep, ep + "=" + jsonSnippet(e) + " is not a [first_layer, last_layer] pair of whole numbers "
-                                                            "from 0; write e.g. [0, 5]");
+                    d.error(ep,
+                        ep + "=" + jsonSnippet(e)
+                            + " is not a [first_layer, last_layer] pair of whole numbers "
+                              "from 0; write e.g. [0, 5]");
                     continue;
                 }
-                p.stages.push_back({e[0].get<std::int64_t>(), e[1].get<std::int64_t>()});
+                p.stages.push_back({ e[0].get<std::int64_t>(), e[1].get<std::int64_t>() });
             }
         }
     }
-    r.warnUnknown({"tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order"});
+    r.warnUnknown({ "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order" });
 }
 
 void readMemory(const json& j, Layout& layout, Diagnostics& d)
@@ -122,9 +126,11 @@ void readMemory(const json& j, Layout& layout, Diagnostics& d)
     ObjectReader r(j, "memory", d);
     if (auto v = r.integer("zero", Presence::Optional, 0, 1))
         layout.memory.zero = static_cast<int>(*v);
-    if (auto v = r.choice("recompute", Presence::Optional, {"none", "selective", "full"}))
-        layout.memory.recompute = *v == "none" ? Recompute::None : *v == "selective" ? Recompute::Selective : Recompute::Full;
-    r.warnUnknown({"zero", "recompute"});
+    if (auto v = r.choice("recompute", Presence::Optional, { "none", "selective", "full" }))
+        layout.memory.recompute = *v == "none" ? Recompute::None
+            : *v == "selective"                ? Recompute::Selective
+                                               : Recompute::Full;
+    r.warnUnknown({ "zero", "recompute" });
 }
 
 void readComm(const json& j, Layout& layout, Diagnostics& d)
@@ -146,9 +152,11 @@ void readComm(const json& j, Layout& layout, Diagnostics& d)
         c.bucketMb = *v;
     if (auto v = r.number("chunk_kb", Presence::Optional, 0, 1e7, true))
         c.chunkKb = *v;
-    if (auto v = r.choice("allreduce", Presence::Optional, {"library", "ring", "hierarchical"}))
-        c.allreduce = *v == "library" ? AllreduceAlgorithm::Library : *v == "ring" ? AllreduceAlgorithm::Ring : AllreduceAlgorithm::Hierarchical;
-    r.warnUnknown({"dp_codec", "error_feedback", "overlap", "bucket_mb", "chunk_kb", "allreduce"});
+    if (auto v = r.choice("allreduce", Presence::Optional, { "library", "ring", "hierarchical" }))
+        c.allreduce = *v == "library" ? AllreduceAlgorithm::Library
+            : *v == "ring"            ? AllreduceAlgorithm::Ring
+                                      : AllreduceAlgorithm::Hierarchical;
+    r.warnUnknown({ "dp_codec", "error_feedback", "overlap", "bucket_mb", "chunk_kb", "allreduce" });
 }
 
 // An object field that must be an object when present; reports otherwise.
@@ -162,18 +170,18 @@ const json* optionalObject(ObjectReader& r, std::string_view key, std::string_vi
     return v;
 }
 
-std::string unknownProfileMessage(std::string_view field, std::string_view kind, const std::string& name,
-                                  const std::vector<std::string>& known)
+std::string unknownProfileMessage(
+    std::string_view field, std::string_view kind, const std::string& name, const std::vector<std::string>& known)
 {
     std::string message = std::string(field) + "=\"" + name + "\" is not a known " + std::string(kind)
-                          + " profile; known: " + text::join(known);
+        + " profile; known: " + text::join(known);
     if (auto guess = text::closest(name, known); !guess.empty())
         message += " (did you mean \"" + guess + "\"?)";
     message += ", or describe the " + std::string(kind) + " inline as an object";
     return message;
 }
 
-}  // namespace
+} // namespace
 
 LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profiles)
 {
@@ -181,18 +189,20 @@ LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profil
     Diagnostics& d = result.diagnostics;
 
     if (text.size() > kMaxLayoutBytes) {
-        d.error("", "the file is " + std::to_string(text.size() >> 20) + " MiB; a layout file is at most "
-                        + std::to_string(kMaxLayoutBytes >> 20) + " MiB, so this is not a layout");
+        d.error("",
+            "the file is " + std::to_string(text.size() >> 20) + " MiB; a layout file is at most "
+                + std::to_string(kMaxLayoutBytes >> 20) + " MiB, so this is not a layout");
         return result;
     }
     if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
-        d.error("", "the file is empty; a layout is a JSON object that starts with {\"loom_layout\": 1, ...} "
-                    "(see resources/examples/ and docs/layout-format.md)");
+        d.error("",
+            "the file is empty; a layout is a JSON object that starts with {\"loom_layout\": 1, ...} "
+            "(see resources/examples/ and docs/layout-format.md)");
         return result;
     }
     if (auto bad = firstNonTextByte(text)) {
-        d.error("", "the file is not text (byte " + std::to_string(*bad)
-                        + " is binary data); a layout is a UTF-8 JSON file");
+        d.error("",
+            "the file is not text (byte " + std::to_string(*bad) + " is binary data); a layout is a UTF-8 JSON file");
         return result;
     }
 
@@ -202,22 +212,24 @@ LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profil
     } catch (const json::parse_error& e) {
         d.error("", syntaxMessage(text, e));
         return result;
-    } catch (const std::exception& e) {  // depth or allocation limits inside the parser
+    } catch (const std::exception& e) { // depth or allocation limits inside the parser
         d.error("", std::string("the file could not be read as JSON: ") + e.what());
         return result;
     }
 
     if (!root.is_object()) {
-        d.error("", "the layout is " + jsonTypeName(root)
-                        + "; a layout is a JSON object that starts with {\"loom_layout\": 1, ...}");
+        d.error("",
+            "the layout is " + jsonTypeName(root)
+                + "; a layout is a JSON object that starts with {\"loom_layout\": 1, ...}");
         return result;
     }
 
     ObjectReader r(root, "", d);
     const json* version = r.find("loom_layout");
     if (!version) {
-        d.error("loom_layout", "loom_layout is missing, so this is not a Loom layout; a layout starts with "
-                               "{\"loom_layout\": 1, ...}");
+        d.error("loom_layout",
+            "loom_layout is missing, so this is not a Loom layout; a layout starts with "
+            "{\"loom_layout\": 1, ...}");
         return result;
     }
     if (!version->is_number_integer() && !version->is_number_unsigned()) {
@@ -225,9 +237,10 @@ LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profil
         return result;
     }
     if (version->get<double>() != Layout::kVersion) {
-        d.error("loom_layout", "loom_layout=" + jsonSnippet(*version)
-                                   + " is not supported: this Loom reads layout version 1; write the layout in "
-                                     "version 1 or use a newer Loom");
+        d.error("loom_layout",
+            "loom_layout=" + jsonSnippet(*version)
+                + " is not supported: this Loom reads layout version 1; write the layout in "
+                  "version 1 or use a newer Loom");
         return result;
     }
 
@@ -285,13 +298,13 @@ LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profil
 
     if (const json* m = optionalObject(r, "memory", "an object such as {\"zero\": 0, \"recompute\": \"none\"}"))
         readMemory(*m, layout, d);
-    if (auto v = r.choice("precision", Presence::Optional, {"fp32", "fp16", "bf16"}))
+    if (auto v = r.choice("precision", Presence::Optional, { "fp32", "fp16", "bf16" }))
         layout.precision = *precisionFromString(*v);
     if (const json* c = optionalObject(r, "comm", "an object such as {\"dp_codec\": \"none\", \"overlap\": true}"))
         readComm(*c, layout, d);
 
-    r.warnUnknown({"loom_layout", "name", "description", "model", "cluster", "nodes", "parallel", "memory",
-                   "precision", "comm"});
+    r.warnUnknown({ "loom_layout", "name", "description", "model", "cluster", "nodes", "parallel", "memory",
+        "precision", "comm" });
 
     // Semantic rules run on everything that was read; rules whose fields were already reported are skipped.
     // The layout is handed back even with errors, so an editor can open it and show what to fix.
@@ -317,8 +330,9 @@ LayoutReadResult readLayoutFile(const std::string& path, const ProfileResolver& 
         return result;
     }
     if (static_cast<std::uint64_t>(size) > kMaxLayoutBytes) {
-        result.diagnostics.error("", "\"" + path + "\" is " + std::to_string(size >> 20)
-                                         + " MiB; a layout file is at most 16 MiB, so this is not a layout");
+        result.diagnostics.error("",
+            "\"" + path + "\" is " + std::to_string(size >> 20)
+                + " MiB; a layout file is at most 16 MiB, so this is not a layout");
         return result;
     }
     in.seekg(0);
@@ -363,16 +377,16 @@ std::string writeLayout(const Layout& layout)
     if (!p.stages.empty()) {
         ojson stages = ojson::array();
         for (const auto& s : p.stages)
-            stages.push_back({s.first, s.last});
+            stages.push_back({ s.first, s.last });
         par["stages"] = stages;
     }
     j["parallel"] = par;
-    j["memory"] = {{"zero", layout.memory.zero}, {"recompute", toString(layout.memory.recompute)}};
+    j["memory"] = { { "zero", layout.memory.zero }, { "recompute", toString(layout.memory.recompute) } };
     j["precision"] = toString(layout.precision);
     const auto& c = layout.comm;
-    j["comm"] = {{"dp_codec", c.dpCodec.toString()}, {"error_feedback", c.errorFeedback}, {"overlap", c.overlap},
-                 {"bucket_mb", c.bucketMb},          {"chunk_kb", c.chunkKb},              {"allreduce", toString(c.allreduce)}};
+    j["comm"] = { { "dp_codec", c.dpCodec.toString() }, { "error_feedback", c.errorFeedback }, { "overlap", c.overlap },
+        { "bucket_mb", c.bucketMb }, { "chunk_kb", c.chunkKb }, { "allreduce", toString(c.allreduce) } };
     return j.dump(2) + "\n";
 }
 
-}  // namespace loom::plan
+} // namespace loom::plan

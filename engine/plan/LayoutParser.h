@@ -31,4 +31,4 @@ LayoutReadResult readLayoutFile(const std::string& path, const ProfileResolver& 
 // The layout as pretty-printed JSON, version 1. Profiles given by name are written by name.
 std::string writeLayout(const Layout& layout);
 
-}  // namespace loom::plan
+} // namespace loom::plan

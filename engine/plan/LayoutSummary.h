@@ -14,4 +14,4 @@ std::string describeLayout(const Layout& layout, std::int64_t maxRanks = 32);
 // "124.4 M", "6.74 B", "1.01 T".
 std::string humanCount(double value);
 
-}  // namespace loom::plan
+} // namespace loom::plan

@@ -10,25 +10,30 @@ namespace loom::plan {
 
 namespace {
 
-using text::joinInts;
 using std::to_string;
+using text::joinInts;
 
 class Rules {
 public:
     Rules(const Layout& layout, const Diagnostics& reported, Diagnostics& out)
-        : l(layout), p(layout.parallel), m(layout.model), known(reported), d(out)
+        : l(layout)
+        , p(layout.parallel)
+        , m(layout.model)
+        , known(reported)
+        , d(out)
     {
     }
 
     void run()
     {
         if (!positive())
-            return;  // a layout built in memory with a zero degree; the reader never produces one
-        if (fine({"parallel.tp", "parallel.pp", "parallel.dp"}) && p.worldSize() > kMaxRanks) {
-            d.error("parallel", "parallel.tp·pp·dp = " + to_string(p.tp) + "·" + to_string(p.pp) + "·" + to_string(p.dp)
-                                    + " = " + to_string(p.worldSize()) + " ranks is more than Loom's limit of "
-                                    + to_string(kMaxRanks) + "; choose smaller degrees");
-            return;  // the other rules would reason about an absurd grid
+            return; // a layout built in memory with a zero degree; the reader never produces one
+        if (fine({ "parallel.tp", "parallel.pp", "parallel.dp" }) && p.worldSize() > kMaxRanks) {
+            d.error("parallel",
+                "parallel.tp·pp·dp = " + to_string(p.tp) + "·" + to_string(p.pp) + "·" + to_string(p.dp) + " = "
+                    + to_string(p.worldSize()) + " ranks is more than Loom's limit of " + to_string(kMaxRanks)
+                    + "; choose smaller degrees");
+            return; // the other rules would reason about an absurd grid
         }
         deviceCount();
         tensorParallel();
@@ -42,12 +47,12 @@ public:
 private:
     bool positive()
     {
-        const std::pair<const char*, std::int64_t> values[] = {
-            {"parallel.tp", p.tp}, {"parallel.pp", p.pp}, {"parallel.dp", p.dp}, {"parallel.vpp", p.vpp},
-            {"parallel.micro_batch", p.microBatch}, {"parallel.global_batch", p.globalBatch}, {"nodes", l.nodes},
-            {"model.layers", m.layers}, {"model.hidden", m.hidden}, {"model.heads", m.heads},
-            {"model.ffn_hidden", m.ffnHidden}, {"model.vocab", m.vocab}, {"model.seq_len", m.seqLen},
-            {"model.vocab_pad_multiple", m.vocabPadMultiple}};
+        const std::pair<const char*, std::int64_t> values[]
+            = { { "parallel.tp", p.tp }, { "parallel.pp", p.pp }, { "parallel.dp", p.dp }, { "parallel.vpp", p.vpp },
+                  { "parallel.micro_batch", p.microBatch }, { "parallel.global_batch", p.globalBatch },
+                  { "nodes", l.nodes }, { "model.layers", m.layers }, { "model.hidden", m.hidden },
+                  { "model.heads", m.heads }, { "model.ffn_hidden", m.ffnHidden }, { "model.vocab", m.vocab },
+                  { "model.seq_len", m.seqLen }, { "model.vocab_pad_multiple", m.vocabPadMultiple } };
         bool ok = true;
         for (auto [field, value] : values) {
             if (value < 1 && !known.hasErrorAt(field)) {
@@ -69,19 +74,20 @@ private:
 
     void deviceCount()
     {
-        if (!fine({"parallel.tp", "parallel.pp", "parallel.dp", "nodes", "cluster"}))
+        if (!fine({ "parallel.tp", "parallel.pp", "parallel.dp", "nodes", "cluster" }))
             return;
         const auto& c = l.cluster;
         const std::string product = "parallel.tp·pp·dp = " + to_string(p.tp) + "·" + to_string(p.pp) + "·"
-                                    + to_string(p.dp) + " = " + to_string(p.worldSize());
+            + to_string(p.dp) + " = " + to_string(p.worldSize());
         if (l.nodes > 1 && !c.interNode) {
-            d.error("nodes", "nodes=" + to_string(l.nodes) + " but cluster " + c.name
-                                 + " has no inter-node link (it is one machine); set nodes to 1 or use a cluster "
-                                   "profile with hosts");
+            d.error("nodes",
+                "nodes=" + to_string(l.nodes) + " but cluster " + c.name
+                    + " has no inter-node link (it is one machine); set nodes to 1 or use a cluster "
+                      "profile with hosts");
             return;
         }
         if (c.autoDevices())
-            return;  // the local cluster has as many devices as the layout asks for
+            return; // the local cluster has as many devices as the layout asks for
         const std::int64_t devices = l.nodes * c.devicesPerNode;
         if (p.worldSize() == devices)
             return;
@@ -90,55 +96,59 @@ private:
         if (devices % tpp == 0)
             fix = "with tp=" + to_string(p.tp) + " and pp=" + to_string(p.pp) + " use dp=" + to_string(devices / tpp);
         if (p.worldSize() % c.devicesPerNode == 0)
-            fix += std::string(fix.empty() ? "" : ", or ") + "set nodes to " + to_string(p.worldSize() / c.devicesPerNode);
+            fix += std::string(fix.empty() ? "" : ", or ") + "set nodes to "
+                + to_string(p.worldSize() / c.devicesPerNode);
         if (fix.empty())
             fix = "choose tp·pp·dp equal to " + to_string(devices) + " or a multiple of " + to_string(c.devicesPerNode);
-        d.error("parallel", product + " does not match the " + to_string(devices) + " devices of nodes="
-                                + to_string(l.nodes) + " × " + to_string(c.devicesPerNode) + " devices per node ("
-                                + c.name + "); " + fix);
+        d.error("parallel",
+            product + " does not match the " + to_string(devices) + " devices of nodes=" + to_string(l.nodes) + " × "
+                + to_string(c.devicesPerNode) + " devices per node (" + c.name + "); " + fix);
     }
 
     void tensorParallel()
     {
-        if (!fine({"parallel.tp", "model"}))
+        if (!fine({ "parallel.tp", "model" }))
             return;
         const std::string valid = "; valid tp: " + joinInts(validTensorParallelDegrees(m));
         if (m.heads % p.tp != 0)
-            d.error("parallel.tp", "parallel.tp=" + to_string(p.tp) + " does not divide model.heads="
-                                       + to_string(m.heads) + valid);
+            d.error("parallel.tp",
+                "parallel.tp=" + to_string(p.tp) + " does not divide model.heads=" + to_string(m.heads) + valid);
         if (m.kvHeads > 0 && m.kvHeads % p.tp != 0)
-            d.error("parallel.tp", "parallel.tp=" + to_string(p.tp) + " does not divide model.kv_heads="
-                                       + to_string(m.kvHeads) + valid);
+            d.error("parallel.tp",
+                "parallel.tp=" + to_string(p.tp) + " does not divide model.kv_heads=" + to_string(m.kvHeads) + valid);
         if (m.ffnHidden % p.tp != 0)
-            d.error("parallel.tp", "parallel.tp=" + to_string(p.tp) + " does not divide model.ffn_hidden="
-                                       + to_string(m.ffnHidden) + valid);
+            d.error("parallel.tp",
+                "parallel.tp=" + to_string(p.tp) + " does not divide model.ffn_hidden=" + to_string(m.ffnHidden)
+                    + valid);
         if (m.paddedVocab() % p.tp != 0)
-            d.error("parallel.tp", "parallel.tp=" + to_string(p.tp) + " does not divide the padded vocabulary "
-                                       + to_string(m.paddedVocab()) + " (model.vocab=" + to_string(m.vocab)
-                                       + " rounded up to a multiple of " + to_string(m.vocabPadMultiple) + ")" + valid);
+            d.error("parallel.tp",
+                "parallel.tp=" + to_string(p.tp) + " does not divide the padded vocabulary "
+                    + to_string(m.paddedVocab()) + " (model.vocab=" + to_string(m.vocab)
+                    + " rounded up to a multiple of " + to_string(m.vocabPadMultiple) + ")" + valid);
     }
 
     void pipelineStages()
     {
-        if (!fine({"parallel.pp", "parallel.vpp", "model"}))
+        if (!fine({ "parallel.pp", "parallel.vpp", "model" }))
             return;
         const std::int64_t stages = l.virtualStages();
         if (stages > m.layers) {
-            const std::string what = p.vpp > 1 ? "parallel.pp·vpp = " + to_string(p.pp) + "·" + to_string(p.vpp) + " = "
-                                                     + to_string(stages)
-                                               : "parallel.pp=" + to_string(p.pp);
-            d.error("parallel.pp", what + " is more than model.layers=" + to_string(m.layers)
-                                       + "; every pipeline stage needs at least one layer, so use pp·vpp ≤ "
-                                       + to_string(m.layers));
+            const std::string what = p.vpp > 1
+                ? "parallel.pp·vpp = " + to_string(p.pp) + "·" + to_string(p.vpp) + " = " + to_string(stages)
+                : "parallel.pp=" + to_string(p.pp);
+            d.error("parallel.pp",
+                what + " is more than model.layers=" + to_string(m.layers)
+                    + "; every pipeline stage needs at least one layer, so use pp·vpp ≤ " + to_string(m.layers));
             return;
         }
-        if (p.stages.empty() || !fine({"parallel.stages"}))
+        if (p.stages.empty() || !fine({ "parallel.stages" }))
             return;
         const std::string field = "parallel.stages";
         if (static_cast<std::int64_t>(p.stages.size()) != stages) {
-            d.error(field, field + " has " + to_string(p.stages.size()) + " entries but the pipeline has "
-                               + to_string(stages) + (p.vpp > 1 ? " virtual stages (pp·vpp)" : " stages (pp)")
-                               + "; give one [first_layer, last_layer] per stage, or remove \"stages\" for an even split");
+            d.error(field,
+                field + " has " + to_string(p.stages.size()) + " entries but the pipeline has " + to_string(stages)
+                    + (p.vpp > 1 ? " virtual stages (pp·vpp)" : " stages (pp)")
+                    + "; give one [first_layer, last_layer] per stage, or remove \"stages\" for an even split");
             return;
         }
         std::vector<int> count(static_cast<std::size_t>(m.layers), 0);
@@ -147,15 +157,16 @@ private:
             const auto& s = p.stages[i];
             const std::string ep = field + "[" + to_string(i) + "]";
             if (s.first > s.last) {
-                d.error(ep, ep + "=[" + to_string(s.first) + ", " + to_string(s.last)
-                                + "] starts after it ends; write [first_layer, last_layer] with first ≤ last");
+                d.error(ep,
+                    ep + "=[" + to_string(s.first) + ", " + to_string(s.last)
+                        + "] starts after it ends; write [first_layer, last_layer] with first ≤ last");
                 inRange = false;
                 continue;
             }
             if (s.last >= m.layers) {
-                d.error(ep, ep + "=[" + to_string(s.first) + ", " + to_string(s.last) + "] goes past the last layer "
-                                + to_string(m.layers - 1) + " (model.layers=" + to_string(m.layers)
-                                + ", counted from 0)");
+                d.error(ep,
+                    ep + "=[" + to_string(s.first) + ", " + to_string(s.last) + "] goes past the last layer "
+                        + to_string(m.layers - 1) + " (model.layers=" + to_string(m.layers) + ", counted from 0)");
                 inRange = false;
                 continue;
             }
@@ -170,19 +181,22 @@ private:
                 doubled.push_back(layer);
         }
         if (!missing.empty() && inRange)
-            d.error(field, field + " leaves layer" + (missing.size() > 1 ? "s " : " ") + text::ranges(missing)
-                               + " on no stage; every layer from 0 to " + to_string(m.layers - 1)
-                               + " must be in exactly one stage");
+            d.error(field,
+                field + " leaves layer" + (missing.size() > 1 ? "s " : " ") + text::ranges(missing)
+                    + " on no stage; every layer from 0 to " + to_string(m.layers - 1)
+                    + " must be in exactly one stage");
         if (!doubled.empty())
-            d.error(field, field + " puts layer" + (doubled.size() > 1 ? "s " : " ") + text::ranges(doubled)
-                               + " on more than one stage; every layer must be in exactly one stage");
+            d.error(field,
+                field + " puts layer" + (doubled.size() > 1 ? "s " : " ") + text::ranges(doubled)
+                    + " on more than one stage; every layer must be in exactly one stage");
         if (inRange && missing.empty() && doubled.empty()) {
             for (std::size_t i = 1; i < p.stages.size(); ++i) {
                 if (p.stages[i].first != p.stages[i - 1].last + 1) {
-                    d.error(field, field + " is not in layer order: stage " + to_string(i) + " starts at layer "
-                                       + to_string(p.stages[i].first) + " but stage " + to_string(i - 1)
-                                       + " ends at layer " + to_string(p.stages[i - 1].last)
-                                       + "; list the stages so each starts where the previous one ended");
+                    d.error(field,
+                        field + " is not in layer order: stage " + to_string(i) + " starts at layer "
+                            + to_string(p.stages[i].first) + " but stage " + to_string(i - 1) + " ends at layer "
+                            + to_string(p.stages[i - 1].last)
+                            + "; list the stages so each starts where the previous one ended");
                     break;
                 }
             }
@@ -191,7 +205,7 @@ private:
 
     void batch()
     {
-        if (!fine({"parallel.dp", "parallel.micro_batch", "parallel.global_batch"}))
+        if (!fine({ "parallel.dp", "parallel.micro_batch", "parallel.global_batch" }))
             return;
         const std::int64_t unit = p.microBatch * p.dp;
         if (p.globalBatch % unit == 0)
@@ -200,67 +214,73 @@ private:
         const std::int64_t above = below + unit;
         std::string fix = below > 0 ? "use global_batch " + to_string(below) + " or " + to_string(above)
                                     : "use global_batch " + to_string(above);
-        d.error("parallel.global_batch", "parallel.global_batch=" + to_string(p.globalBatch)
-                                             + " is not a multiple of micro_batch·dp = " + to_string(p.microBatch)
-                                             + "·" + to_string(p.dp) + " = " + to_string(unit) + "; " + fix);
+        d.error("parallel.global_batch",
+            "parallel.global_batch=" + to_string(p.globalBatch) + " is not a multiple of micro_batch·dp = "
+                + to_string(p.microBatch) + "·" + to_string(p.dp) + " = " + to_string(unit) + "; " + fix);
     }
 
     void schedule()
     {
-        if (!fine({"parallel.schedule", "parallel.vpp", "parallel.pp"}))
+        if (!fine({ "parallel.schedule", "parallel.vpp", "parallel.pp" }))
             return;
         if (p.schedule != ScheduleKind::Interleaved) {
             if (p.vpp > 1)
-                d.error("parallel.vpp", "parallel.vpp=" + to_string(p.vpp) + " needs schedule \"interleaved\" (schedule is \""
-                                            + std::string(toString(p.schedule))
-                                            + "\"); set schedule to \"interleaved\" or vpp to 1");
+                d.error("parallel.vpp",
+                    "parallel.vpp=" + to_string(p.vpp) + " needs schedule \"interleaved\" (schedule is \""
+                        + std::string(toString(p.schedule)) + "\"); set schedule to \"interleaved\" or vpp to 1");
             return;
         }
         if (p.pp < 2)
-            d.error("parallel.schedule", "parallel.schedule=\"interleaved\" needs a pipeline (pp ≥ 2, here pp="
-                                             + to_string(p.pp) + "); use schedule \"1f1b\" or raise pp");
+            d.error("parallel.schedule",
+                "parallel.schedule=\"interleaved\" needs a pipeline (pp ≥ 2, here pp=" + to_string(p.pp)
+                    + "); use schedule \"1f1b\" or raise pp");
         if (p.vpp < 2)
-            d.error("parallel.vpp", "parallel.schedule=\"interleaved\" needs vpp ≥ 2 model chunks per pipeline rank "
-                                    "(here vpp=1); set vpp to 2 or more, or use schedule \"1f1b\"");
-        if (fine({"model"}) && m.layers % l.virtualStages() != 0) {
+            d.error("parallel.vpp",
+                "parallel.schedule=\"interleaved\" needs vpp ≥ 2 model chunks per pipeline rank "
+                "(here vpp=1); set vpp to 2 or more, or use schedule \"1f1b\"");
+        if (fine({ "model" }) && m.layers % l.virtualStages() != 0) {
             std::vector<std::int64_t> good;
             for (auto v : text::divisors(m.layers))
                 if (v % p.pp == 0 && v / p.pp >= 2)
                     good.push_back(v / p.pp);
-            d.error("parallel.vpp", "schedule \"interleaved\" needs model.layers=" + to_string(m.layers)
-                                        + " divisible by pp·vpp = " + to_string(p.pp) + "·" + to_string(p.vpp) + " = "
-                                        + to_string(l.virtualStages())
-                                        + (good.empty() ? "; no vpp works with this pp, so change pp"
-                                                        : "; with pp=" + to_string(p.pp) + " use vpp in {" + joinInts(good) + "}"));
+            d.error("parallel.vpp",
+                "schedule \"interleaved\" needs model.layers=" + to_string(m.layers) + " divisible by pp·vpp = "
+                    + to_string(p.pp) + "·" + to_string(p.vpp) + " = " + to_string(l.virtualStages())
+                    + (good.empty() ? "; no vpp works with this pp, so change pp"
+                                    : "; with pp=" + to_string(p.pp) + " use vpp in {" + joinInts(good) + "}"));
         }
-        if (fine({"parallel.dp", "parallel.micro_batch", "parallel.global_batch"})
+        if (fine({ "parallel.dp", "parallel.micro_batch", "parallel.global_batch" })
             && p.globalBatch % (p.microBatch * p.dp) == 0 && p.microBatches() % p.pp != 0)
             d.error("parallel.global_batch",
-                    "schedule \"interleaved\" needs the micro-batches per step (global_batch / (micro_batch·dp) = "
-                        + to_string(p.microBatches()) + ") divisible by pp=" + to_string(p.pp)
-                        + "; use global_batch a multiple of " + to_string(p.microBatch * p.dp * p.pp));
+                "schedule \"interleaved\" needs the micro-batches per step (global_batch / (micro_batch·dp) = "
+                    + to_string(p.microBatches()) + ") divisible by pp=" + to_string(p.pp)
+                    + "; use global_batch a multiple of " + to_string(p.microBatch * p.dp * p.pp));
     }
 
     void memoryAndComm()
     {
-        if (fine({"memory.zero", "parallel.dp"}) && l.memory.zero == 1 && p.dp == 1)
-            d.warning("memory.zero", "memory.zero=1 shards optimizer state across the DP group, but dp=1, so it "
-                                     "saves nothing");
-        if (fine({"comm.dp_codec", "parallel.dp"}) && l.comm.dpCodec.kind != Codec::Kind::None && p.dp == 1)
-            d.warning("comm.dp_codec", "comm.dp_codec=\"" + l.comm.dpCodec.toString()
-                                           + "\" compresses the data-parallel all-reduce, but dp=1, so there is none");
-        if (fine({"comm.allreduce", "nodes"}) && l.comm.allreduce == AllreduceAlgorithm::Hierarchical && l.nodes == 1)
-            d.warning("comm.allreduce", "comm.allreduce=\"hierarchical\" splits the all-reduce into in-node and "
-                                        "across-node steps, but the layout has one node, so it acts as a ring");
-        if (fine({"nodes", "cluster"}) && !l.cluster.hosts.empty()
+        if (fine({ "memory.zero", "parallel.dp" }) && l.memory.zero == 1 && p.dp == 1)
+            d.warning("memory.zero",
+                "memory.zero=1 shards optimizer state across the DP group, but dp=1, so it "
+                "saves nothing");
+        if (fine({ "comm.dp_codec", "parallel.dp" }) && l.comm.dpCodec.kind != Codec::Kind::None && p.dp == 1)
+            d.warning("comm.dp_codec",
+                "comm.dp_codec=\"" + l.comm.dpCodec.toString()
+                    + "\" compresses the data-parallel all-reduce, but dp=1, so there is none");
+        if (fine({ "comm.allreduce", "nodes" }) && l.comm.allreduce == AllreduceAlgorithm::Hierarchical && l.nodes == 1)
+            d.warning("comm.allreduce",
+                "comm.allreduce=\"hierarchical\" splits the all-reduce into in-node and "
+                "across-node steps, but the layout has one node, so it acts as a ring");
+        if (fine({ "nodes", "cluster" }) && !l.cluster.hosts.empty()
             && static_cast<std::int64_t>(l.cluster.hosts.size()) < l.nodes)
-            d.warning("nodes", "nodes=" + to_string(l.nodes) + " but cluster " + l.cluster.name + " lists "
-                                   + to_string(l.cluster.hosts.size()) + " host(s); add hosts before launching");
+            d.warning("nodes",
+                "nodes=" + to_string(l.nodes) + " but cluster " + l.cluster.name + " lists "
+                    + to_string(l.cluster.hosts.size()) + " host(s); add hosts before launching");
     }
 
     void placement()
     {
-        if (!fine({"parallel.tp", "parallel.pp", "parallel.dp", "cluster", "nodes"}) || d.hasErrorAt("parallel"))
+        if (!fine({ "parallel.tp", "parallel.pp", "parallel.dp", "cluster", "nodes" }) || d.hasErrorAt("parallel"))
             return;
         for (const auto& note : RankGrid::forLayout(l).placementNotes())
             d.warning("parallel.tp", note);
@@ -273,7 +293,7 @@ private:
     Diagnostics& d;
 };
 
-}  // namespace
+} // namespace
 
 std::vector<std::int64_t> validTensorParallelDegrees(const ModelSpec& model)
 {
@@ -281,7 +301,7 @@ std::vector<std::int64_t> validTensorParallelDegrees(const ModelSpec& model)
     g = std::gcd(g, model.paddedVocab());
     if (model.kvHeads > 0)
         g = std::gcd(g, model.kvHeads);
-    return g > 0 ? text::divisors(g) : std::vector<std::int64_t>{1};
+    return g > 0 ? text::divisors(g) : std::vector<std::int64_t> { 1 };
 }
 
 Diagnostics validateLayout(const Layout& layout, const Diagnostics& alreadyReported)
@@ -291,4 +311,4 @@ Diagnostics validateLayout(const Layout& layout, const Diagnostics& alreadyRepor
     return out;
 }
 
-}  // namespace loom::plan
+} // namespace loom::plan

@@ -19,4 +19,4 @@ Diagnostics validateLayout(const Layout& layout, const Diagnostics& alreadyRepor
 // Tensor-parallel degrees that divide the heads, KV heads, ffn_hidden and the padded vocabulary.
 std::vector<std::int64_t> validTensorParallelDegrees(const ModelSpec& model);
 
-}  // namespace loom::plan
+} // namespace loom::plan

@@ -10,7 +10,7 @@ using nlohmann::json;
 
 namespace {
 constexpr std::int64_t kMaxLayers = 100000;
-constexpr std::int64_t kMaxWidth = 1 << 20;        // hidden, ffn_hidden
+constexpr std::int64_t kMaxWidth = 1 << 20; // hidden, ffn_hidden
 constexpr std::int64_t kMaxHeads = 1 << 16;
 constexpr std::int64_t kMaxVocab = 1 << 24;
 constexpr std::int64_t kMaxSeq = 1 << 24;
@@ -27,7 +27,7 @@ std::int64_t normParameters(const ModelSpec& m)
 {
     return m.norm == ModelSpec::Norm::LayerNorm ? 2 * m.hidden : m.hidden;
 }
-}  // namespace
+} // namespace
 
 std::int64_t ModelSpec::paddedVocab() const
 {
@@ -40,7 +40,7 @@ std::int64_t ModelSpec::blockParameters() const
 {
     const std::int64_t h = hidden;
     const std::int64_t kv = headDim() * effectiveKvHeads();
-    std::int64_t attention = h * (h + 2 * kv) + h * h;  // QKV and output projection
+    std::int64_t attention = h * (h + 2 * kv) + h * h; // QKV and output projection
     std::int64_t mlpWeights = (mlp == Mlp::SwiGlu ? 3 : 2) * h * ffnHidden;
     std::int64_t biases = bias ? (h + 2 * kv) + h + ffnHidden * (mlp == Mlp::SwiGlu ? 2 : 1) + h : 0;
     return attention + mlpWeights + biases + 2 * normParameters(*this);
@@ -59,15 +59,16 @@ std::int64_t ModelSpec::headParameters() const
 std::int64_t ModelSpec::parameterCount() const
 {
     return layers * blockParameters() + vocabParameters(*this, vocab) + normParameters(*this)
-           + (tieEmbeddings ? 0 : vocab * hidden);
+        + (tieEmbeddings ? 0 : vocab * hidden);
 }
 
 std::optional<ModelSpec> parseModelSpec(const json& object, const std::string& path, Diagnostics& diagnostics)
 {
     if (!object.is_object()) {
-        diagnostics.error(path, (path.empty() ? std::string("the model") : path) + " is " + jsonTypeName(object)
-                                    + "; write a model profile name in quotes or an object with layers, hidden, "
-                                      "heads, ffn_hidden, vocab and seq_len");
+        diagnostics.error(path,
+            (path.empty() ? std::string("the model") : path) + " is " + jsonTypeName(object)
+                + "; write a model profile name in quotes or an object with layers, hidden, "
+                  "heads, ffn_hidden, vocab and seq_len");
         return std::nullopt;
     }
     Diagnostics local;
@@ -82,15 +83,15 @@ std::optional<ModelSpec> parseModelSpec(const json& object, const std::string& p
     auto vocab = r.integer("vocab", Presence::Required, 1, kMaxVocab);
     auto seq = r.integer("seq_len", Presence::Required, 1, kMaxSeq);
     auto pad = r.integer("vocab_pad_multiple", Presence::Optional, 1, 1 << 16);
-    auto mlp = r.choice("mlp", Presence::Optional, {"gelu", "swiglu"});
-    auto norm = r.choice("norm", Presence::Optional, {"layernorm", "rmsnorm"});
-    auto position = r.choice("position", Presence::Optional, {"learned", "rope"});
+    auto mlp = r.choice("mlp", Presence::Optional, { "gelu", "swiglu" });
+    auto norm = r.choice("norm", Presence::Optional, { "layernorm", "rmsnorm" });
+    auto position = r.choice("position", Presence::Optional, { "learned", "rope" });
     auto bias = r.boolean("bias", Presence::Optional);
     auto tie = r.boolean("tie_embeddings", Presence::Optional);
     auto description = r.string("description", Presence::Optional, 4096);
-    r.warnUnknown({"name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len",
-                   "vocab_pad_multiple", "mlp", "norm", "position", "bias", "tie_embeddings", "description",
-                   "source", "loom_profile", "kind"});
+    r.warnUnknown(
+        { "name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len", "vocab_pad_multiple",
+            "mlp", "norm", "position", "bias", "tie_embeddings", "description", "source", "loom_profile", "kind" });
 
     if (name)
         m.name = *name;
@@ -124,13 +125,13 @@ std::optional<ModelSpec> parseModelSpec(const json& object, const std::string& p
         m.ffnHidden = *ffn;
 
     if (hidden && heads && *hidden % *heads != 0)
-        local.error(r.pathOf("heads"), r.pathOf("heads") + "=" + std::to_string(*heads) + " does not divide "
-                                           + r.pathOf("hidden") + "=" + std::to_string(*hidden)
-                                           + "; the hidden size must split evenly into attention heads");
+        local.error(r.pathOf("heads"),
+            r.pathOf("heads") + "=" + std::to_string(*heads) + " does not divide " + r.pathOf("hidden") + "="
+                + std::to_string(*hidden) + "; the hidden size must split evenly into attention heads");
     if (heads && kvHeads && *heads % *kvHeads != 0)
-        local.error(r.pathOf("kv_heads"), r.pathOf("kv_heads") + "=" + std::to_string(*kvHeads) + " does not divide "
-                                              + r.pathOf("heads") + "=" + std::to_string(*heads)
-                                              + "; grouped-query attention needs heads to be a multiple of kv_heads");
+        local.error(r.pathOf("kv_heads"),
+            r.pathOf("kv_heads") + "=" + std::to_string(*kvHeads) + " does not divide " + r.pathOf("heads") + "="
+                + std::to_string(*heads) + "; grouped-query attention needs heads to be a multiple of kv_heads");
 
     bool ok = !local.hasErrors();
     diagnostics.append(local);
@@ -168,4 +169,4 @@ nlohmann::ordered_json toJson(const ModelSpec& m)
     return j;
 }
 
-}  // namespace loom::plan
+} // namespace loom::plan

@@ -19,14 +19,14 @@ struct ModelSpec {
     enum class Position { Learned, Rope };
 
     std::string name;
-    std::int64_t layers = 0;      // transformer blocks
-    std::int64_t hidden = 0;      // h
-    std::int64_t heads = 0;       // a
-    std::int64_t kvHeads = 0;     // grouped-query attention; 0 means "same as heads"
-    std::int64_t ffnHidden = 0;   // MLP inner size
-    std::int64_t vocab = 0;       // V before padding
-    std::int64_t seqLen = 0;      // s
-    std::int64_t vocabPadMultiple = 128;  // vocabulary padded up to a multiple of this (Megatron's default)
+    std::int64_t layers = 0; // transformer blocks
+    std::int64_t hidden = 0; // h
+    std::int64_t heads = 0; // a
+    std::int64_t kvHeads = 0; // grouped-query attention; 0 means "same as heads"
+    std::int64_t ffnHidden = 0; // MLP inner size
+    std::int64_t vocab = 0; // V before padding
+    std::int64_t seqLen = 0; // s
+    std::int64_t vocabPadMultiple = 128; // vocabulary padded up to a multiple of this (Megatron's default)
     Mlp mlp = Mlp::Gelu;
     Norm norm = Norm::LayerNorm;
     Position position = Position::Learned;
@@ -53,8 +53,8 @@ struct ModelSpec {
 
 // Reads a model from JSON (an inline layout model or a model profile). `path` prefixes messages.
 // Unknown keys warn. Returns nullopt when any field is missing or wrong; every problem is reported.
-std::optional<ModelSpec> parseModelSpec(const nlohmann::json& object, const std::string& path,
-                                        Diagnostics& diagnostics);
+std::optional<ModelSpec> parseModelSpec(
+    const nlohmann::json& object, const std::string& path, Diagnostics& diagnostics);
 nlohmann::ordered_json toJson(const ModelSpec& model);
 
-}  // namespace loom::plan
+} // namespace loom::plan

@@ -10,9 +10,12 @@ enum class Precision { Fp32, Fp16, Bf16 };
 constexpr std::string_view toString(Precision p)
 {
     switch (p) {
-    case Precision::Fp32: return "fp32";
-    case Precision::Fp16: return "fp16";
-    case Precision::Bf16: return "bf16";
+    case Precision::Fp32:
+        return "fp32";
+    case Precision::Fp16:
+        return "fp16";
+    case Precision::Bf16:
+        return "bf16";
     }
     return "fp32";
 }
@@ -29,6 +32,9 @@ constexpr std::optional<Precision> precisionFromString(std::string_view s)
 }
 
 // Bytes per element of a tensor held in this precision.
-constexpr int bytesPerElement(Precision p) { return p == Precision::Fp32 ? 4 : 2; }
+constexpr int bytesPerElement(Precision p)
+{
+    return p == Precision::Fp32 ? 4 : 2;
+}
 
-}  // namespace loom::plan
+} // namespace loom::plan

@@ -23,4 +23,4 @@ public:
     virtual std::vector<std::string> clusterNames() const = 0;
 };
 
-}  // namespace loom::plan
+} // namespace loom::plan

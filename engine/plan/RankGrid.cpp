@@ -8,9 +8,12 @@ namespace loom::plan {
 std::string_view toString(GroupKind kind)
 {
     switch (kind) {
-    case GroupKind::Tensor: return "TP";
-    case GroupKind::Pipeline: return "PP";
-    case GroupKind::Data: return "DP";
+    case GroupKind::Tensor:
+        return "TP";
+    case GroupKind::Pipeline:
+        return "PP";
+    case GroupKind::Data:
+        return "DP";
     }
     return "TP";
 }
@@ -107,16 +110,16 @@ std::vector<std::string> RankGrid::placementNotes() const
     std::vector<std::string> notes;
     const std::int64_t tpNodes = maxNodesSpanned(GroupKind::Tensor);
     if (tpNodes > 1) {
-        std::string why = m_tp > m_devicesPerNode
-                              ? "tp=" + std::to_string(m_tp) + " is more than the " + std::to_string(m_devicesPerNode)
-                                    + " devices of a node"
-                              : "tp=" + std::to_string(m_tp) + " does not divide the " + std::to_string(m_devicesPerNode)
-                                    + " devices of a node";
+        std::string why = m_tp > m_devicesPerNode ? "tp=" + std::to_string(m_tp) + " is more than the "
+                + std::to_string(m_devicesPerNode) + " devices of a node"
+                                                  : "tp=" + std::to_string(m_tp) + " does not divide the "
+                + std::to_string(m_devicesPerNode) + " devices of a node";
         notes.push_back("a TP group spans " + std::to_string(tpNodes) + " nodes (" + why
-                        + "), so its per-block all-reduces cross the slower inter-node link; choose a tp that "
-                          "divides " + std::to_string(m_devicesPerNode) + " to keep TP inside a node");
+            + "), so its per-block all-reduces cross the slower inter-node link; choose a tp that "
+              "divides "
+            + std::to_string(m_devicesPerNode) + " to keep TP inside a node");
     }
     return notes;
 }
 
-}  // namespace loom::plan
+} // namespace loom::plan

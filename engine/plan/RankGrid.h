@@ -41,7 +41,7 @@ class RankGrid {
 public:
     // Preconditions: tp, pp, dp >= 1, devicesPerNode >= 1 (the validator checks these for layouts).
     RankGrid(std::int64_t tp, std::int64_t pp, std::int64_t dp, std::int64_t devicesPerNode,
-             RankOrder order = RankOrder::TpPpDp);
+        RankOrder order = RankOrder::TpPpDp);
     // The grid of a layout on its cluster (an auto-sized cluster puts every rank on one node).
     static RankGrid forLayout(const Layout& layout);
 
@@ -77,4 +77,4 @@ private:
 
 std::string_view toString(GroupKind kind);
 
-}  // namespace loom::plan
+} // namespace loom::plan

@@ -51,13 +51,13 @@ std::string ranges(const std::vector<std::int64_t>& v)
 std::size_t editDistance(std::string_view a, std::string_view b)
 {
     std::vector<std::size_t> row(b.size() + 1);
-    std::iota(row.begin(), row.end(), std::size_t{0});
+    std::iota(row.begin(), row.end(), std::size_t { 0 });
     for (std::size_t i = 1; i <= a.size(); ++i) {
         std::size_t diagonal = row[0];
         row[0] = i;
         for (std::size_t j = 1; j <= b.size(); ++j) {
             std::size_t above = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            row[j] = std::min({ row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1) });
             diagonal = above;
         }
     }
@@ -92,4 +92,4 @@ std::vector<std::int64_t> divisors(std::int64_t n)
     return low;
 }
 
-}  // namespace loom::plan::text
+} // namespace loom::plan::text

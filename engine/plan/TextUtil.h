@@ -21,4 +21,4 @@ std::string closest(std::string_view word, const std::vector<std::string>& candi
 // Divisors of n in increasing order (n >= 1).
 std::vector<std::int64_t> divisors(std::int64_t n);
 
-}  // namespace loom::plan::text
+} // namespace loom::plan::text

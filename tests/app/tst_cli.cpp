@@ -1,10 +1,10 @@
 // The `loom` command line, run as a user runs it: exit codes, output, and the store named by LOOM_DB.
+#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
-#include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -31,8 +31,8 @@ class TestCli : public QObject {
             p.kill();
             return {};
         }
-        return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2, QString::fromUtf8(p.readAllStandardOutput()),
-                QString::fromUtf8(p.readAllStandardError())};
+        return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2,
+            QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError()) };
     }
 
     QString writeFile(const QString& name, const QByteArray& text)
@@ -47,14 +47,14 @@ class TestCli : public QObject {
 private slots:
     void version()
     {
-        const Run r = loom({QStringLiteral("--version")});
+        const Run r = loom({ QStringLiteral("--version") });
         QCOMPARE(r.exitCode, 0);
         QVERIFY(r.out.startsWith(QStringLiteral("loom 0.")));
     }
 
     void noArgumentsDescribesTheExample()
     {
-        for (const QStringList& args : {QStringList{}, QStringList{QStringLiteral("--headless")}}) {
+        for (const QStringList& args : { QStringList {}, QStringList { QStringLiteral("--headless") } }) {
             const Run r = loom(args);
             QCOMPARE(r.exitCode, 0);
             QVERIFY2(r.out.contains(QStringLiteral("\nvalid\n")), qPrintable(r.out));
@@ -66,8 +66,8 @@ private slots:
     void validateExamples()
     {
         const QString dir = QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/");
-        for (const char* name : {"tiny-local.json", "gpt3-175b-1024-a100.json", "megatron-1t-3072-a100.json"}) {
-            const Run r = loom({QStringLiteral("validate"), dir + QLatin1String(name)});
+        for (const char* name : { "tiny-local.json", "gpt3-175b-1024-a100.json", "megatron-1t-3072-a100.json" }) {
+            const Run r = loom({ QStringLiteral("validate"), dir + QLatin1String(name) });
             QCOMPARE(r.exitCode, 0);
             QCOMPARE(r.out, QStringLiteral("valid\n"));
         }
@@ -75,96 +75,104 @@ private slots:
 
     void validateListsEveryProblem()
     {
-        const QString bad = writeFile(QStringLiteral("bad.json"), R"({"loom_layout": 1, "name": "bad", "model": "gpt2-124m",
+        const QString bad
+            = writeFile(QStringLiteral("bad.json"), R"({"loom_layout": 1, "name": "bad", "model": "gpt2-124m",
             "cluster": "dgx-a100", "parallel": {"tp": 8, "pp": 1, "dp": 1, "micro_batch": 3, "global_batch": 8}})");
-        const Run r = loom({QStringLiteral("validate"), bad});
+        const Run r = loom({ QStringLiteral("validate"), bad });
         QCOMPARE(r.exitCode, 2);
-        QVERIFY2(r.out.contains(QStringLiteral("error: parallel.tp=8 does not divide model.heads=12; valid tp: 1, 2, 3, 4, 6, 12")),
-                 qPrintable(r.out));
-        QVERIFY(r.out.contains(QStringLiteral("error: parallel.global_batch=8 is not a multiple of micro_batch·dp = 3·1 = 3")));
+        QVERIFY2(r.out.contains(QStringLiteral(
+                     "error: parallel.tp=8 does not divide model.heads=12; valid tp: 1, 2, 3, 4, 6, 12")),
+            qPrintable(r.out));
+        QVERIFY(r.out.contains(
+            QStringLiteral("error: parallel.global_batch=8 is not a multiple of micro_batch·dp = 3·1 = 3")));
         QVERIFY(r.out.contains(QStringLiteral("2 problems; the layout is not valid")));
 
-        const Run json = loom({QStringLiteral("validate"), bad, QStringLiteral("--json")});
+        const Run json = loom({ QStringLiteral("validate"), bad, QStringLiteral("--json") });
         QCOMPARE(json.exitCode, 2);
         const QJsonObject report = QJsonDocument::fromJson(json.out.toUtf8()).object();
         QCOMPARE(report.value(QStringLiteral("valid")).toBool(true), false);
         QCOMPARE(report.value(QStringLiteral("errors")).toArray().size(), 2);
-        QCOMPARE(report.value(QStringLiteral("errors")).toArray()[0].toObject().value(QStringLiteral("field")).toString(),
-                 QStringLiteral("parallel.tp"));
+        QCOMPARE(
+            report.value(QStringLiteral("errors")).toArray()[0].toObject().value(QStringLiteral("field")).toString(),
+            QStringLiteral("parallel.tp"));
     }
 
     void validateMalformedAndMissing()
     {
-        const Run empty = loom({QStringLiteral("validate"), writeFile(QStringLiteral("empty.json"), "")});
+        const Run empty = loom({ QStringLiteral("validate"), writeFile(QStringLiteral("empty.json"), "") });
         QCOMPARE(empty.exitCode, 2);
         QVERIFY(empty.out.contains(QStringLiteral("the file is empty")));
-        const Run binary = loom({QStringLiteral("validate"), writeFile(QStringLiteral("bin.json"), QByteArray("\0\1\2\3", 4))});
+        const Run binary
+            = loom({ QStringLiteral("validate"), writeFile(QStringLiteral("bin.json"), QByteArray("\0\1\2\3", 4)) });
         QCOMPARE(binary.exitCode, 2);
         QVERIFY(binary.out.contains(QStringLiteral("not text")));
-        const Run missing = loom({QStringLiteral("validate"), m_dir.filePath(QStringLiteral("nope.json"))});
+        const Run missing = loom({ QStringLiteral("validate"), m_dir.filePath(QStringLiteral("nope.json")) });
         QCOMPARE(missing.exitCode, 2);
         QVERIFY(missing.out.contains(QStringLiteral("cannot open")));
     }
 
     void profilesListAndShow()
     {
-        const Run list = loom({QStringLiteral("profiles"), QStringLiteral("list")});
+        const Run list = loom({ QStringLiteral("profiles"), QStringLiteral("list") });
         QCOMPARE(list.exitCode, 0);
         QVERIFY(list.out.contains(QStringLiteral("megatron-1t")));
         QVERIFY(list.out.contains(QStringLiteral("dgx-h100")));
 
-        const Run json = loom({QStringLiteral("profiles"), QStringLiteral("list"), QStringLiteral("--json")});
+        const Run json = loom({ QStringLiteral("profiles"), QStringLiteral("list"), QStringLiteral("--json") });
         QCOMPARE(json.exitCode, 0);
         const QJsonArray all = QJsonDocument::fromJson(json.out.toUtf8()).array();
         QStringList names;
         for (const auto& v : all)
             names << v.toObject().value(QStringLiteral("name")).toString();
-        for (const char* expected : {"gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b", "gpt3-175b", "llama2-7b", "llama2-70b",
-                                     "megatron-1t", "gpt-tiny", "gpt-mini", "dgx-a100", "dgx-h100", "pcie-4gpu", "local"})
+        for (const char* expected : { "gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b", "gpt3-175b", "llama2-7b",
+                 "llama2-70b", "megatron-1t", "gpt-tiny", "gpt-mini", "dgx-a100", "dgx-h100", "pcie-4gpu", "local" })
             QVERIFY2(names.contains(QLatin1String(expected)), expected);
         QCOMPARE(all.size(), 14);
 
-        const Run show = loom({QStringLiteral("profiles"), QStringLiteral("show"), QStringLiteral("llama2-7b")});
+        const Run show = loom({ QStringLiteral("profiles"), QStringLiteral("show"), QStringLiteral("llama2-7b") });
         QCOMPARE(show.exitCode, 0);
         QVERIFY(show.out.contains(QStringLiteral("6.74 B parameters")));
         QVERIFY(show.out.contains(QStringLiteral("\"mlp\": \"swiglu\"")));
 
-        const Run showJson = loom({QStringLiteral("profiles"), QStringLiteral("show"), QStringLiteral("dgx-a100"), QStringLiteral("--json")});
+        const Run showJson = loom({ QStringLiteral("profiles"), QStringLiteral("show"), QStringLiteral("dgx-a100"),
+            QStringLiteral("--json") });
         const QJsonObject a100 = QJsonDocument::fromJson(showJson.out.toUtf8()).object();
         QCOMPARE(a100.value(QStringLiteral("kind")).toString(), QStringLiteral("cluster"));
         QCOMPARE(a100.value(QStringLiteral("profile")).toObject().value(QStringLiteral("devices_per_node")).toInt(), 8);
 
-        const Run unknown = loom({QStringLiteral("profiles"), QStringLiteral("show"), QStringLiteral("gpt2-125m")});
+        const Run unknown = loom({ QStringLiteral("profiles"), QStringLiteral("show"), QStringLiteral("gpt2-125m") });
         QCOMPARE(unknown.exitCode, 1);
         QVERIFY(unknown.err.contains(QStringLiteral("did you mean \"gpt2-124m\"?")));
     }
 
     void importUseAndRemoveAProfile()
     {
-        const QString file = writeFile(QStringLiteral("cluster.json"), R"({"loom_profile": 1, "kind": "cluster", "name": "lab",
+        const QString file
+            = writeFile(QStringLiteral("cluster.json"), R"({"loom_profile": 1, "kind": "cluster", "name": "lab",
             "description": "two workstations", "nodes": 2, "devices_per_node": 2,
             "device": {"name": "RTX", "memory_gb": 24, "memory_bandwidth_gbs": 936, "peak_tflops": {"fp32": 35, "fp16": 71, "bf16": 71}},
             "intra_node": {"link": "pcie", "bandwidth_gbs": 25, "latency_us": 5},
             "inter_node": {"link": "ethernet", "bandwidth_gbs": 1.25, "latency_us": 30},
             "hosts": ["ws1", "ws2"]})");
-        const Run add = loom({QStringLiteral("profiles"), QStringLiteral("import"), file});
+        const Run add = loom({ QStringLiteral("profiles"), QStringLiteral("import"), file });
         QCOMPARE(add.exitCode, 0);
         QVERIFY(add.out.contains(QStringLiteral("saved cluster profile \"lab\"")));
 
-        const QString layout = writeFile(QStringLiteral("lab.json"), R"({"loom_layout": 1, "name": "lab run", "model": "gpt-mini",
+        const QString layout
+            = writeFile(QStringLiteral("lab.json"), R"({"loom_layout": 1, "name": "lab run", "model": "gpt-mini",
             "cluster": "lab", "parallel": {"tp": 2, "pp": 2, "dp": 1, "micro_batch": 1, "global_batch": 4}})");
-        const Run valid = loom({QStringLiteral("validate"), layout});
+        const Run valid = loom({ QStringLiteral("validate"), layout });
         QCOMPARE(valid.exitCode, 0);
 
-        const Run list = loom({QStringLiteral("profiles"), QStringLiteral("list")});
+        const Run list = loom({ QStringLiteral("profiles"), QStringLiteral("list") });
         QVERIFY(list.out.contains(QRegularExpression(QStringLiteral("cluster\\s+lab\\s+user"))));
 
-        const Run builtin = loom({QStringLiteral("profiles"), QStringLiteral("remove"), QStringLiteral("local")});
+        const Run builtin = loom({ QStringLiteral("profiles"), QStringLiteral("remove"), QStringLiteral("local") });
         QCOMPARE(builtin.exitCode, 1);
         QVERIFY(builtin.err.contains(QStringLiteral("built-in profile and cannot be removed")));
-        const Run removed = loom({QStringLiteral("profiles"), QStringLiteral("remove"), QStringLiteral("lab")});
+        const Run removed = loom({ QStringLiteral("profiles"), QStringLiteral("remove"), QStringLiteral("lab") });
         QCOMPARE(removed.exitCode, 0);
-        const Run gone = loom({QStringLiteral("validate"), layout});
+        const Run gone = loom({ QStringLiteral("validate"), layout });
         QCOMPARE(gone.exitCode, 2);
         QVERIFY(gone.out.contains(QStringLiteral("cluster=\"lab\" is not a known cluster profile")));
     }
@@ -176,7 +184,8 @@ private slots:
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert(QStringLiteral("LOOM_DB"), writeFile(QStringLiteral("notadb.db"), QByteArray(2048, 'z')));
         p.setProcessEnvironment(env);
-        p.start(QStringLiteral(LOOM_EXE), {QStringLiteral("validate"), QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/tiny-local.json")});
+        p.start(QStringLiteral(LOOM_EXE),
+            { QStringLiteral("validate"), QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/tiny-local.json") });
         QVERIFY(p.waitForFinished(30000));
         QCOMPARE(p.exitCode(), 0);
         QVERIFY(QString::fromUtf8(p.readAllStandardError()).contains(QStringLiteral("is not a Loom database")));
@@ -184,14 +193,14 @@ private slots:
 
     void usageErrors()
     {
-        QCOMPARE(loom({QStringLiteral("frobnicate")}).exitCode, 64);
-        QCOMPARE(loom({QStringLiteral("validate")}).exitCode, 64);
-        QCOMPARE(loom({QStringLiteral("profiles"), QStringLiteral("list"), QStringLiteral("extra")}).exitCode, 64);
-        QCOMPARE(loom({QStringLiteral("--help")}).exitCode, 0);
+        QCOMPARE(loom({ QStringLiteral("frobnicate") }).exitCode, 64);
+        QCOMPARE(loom({ QStringLiteral("validate") }).exitCode, 64);
+        QCOMPARE(loom({ QStringLiteral("profiles"), QStringLiteral("list"), QStringLiteral("extra") }).exitCode, 64);
+        QCOMPARE(loom({ QStringLiteral("--help") }).exitCode, 0);
     }
 };
 
-}  // namespace
+} // namespace
 
 QTEST_GUILESS_MAIN(TestCli)
 #include "tst_cli.moc"

@@ -16,10 +16,10 @@ private slots:
     {
         const auto& b = BuiltinProfiles::instance();
         QVERIFY2(b.loadErrors().empty(), b.loadErrors().empty() ? "" : b.loadErrors().front().c_str());
-        QCOMPARE(b.modelNames(), (std::vector<std::string>{"gpt-mini", "gpt-tiny", "gpt2-1.5b", "gpt2-124m", "gpt2-350m",
-                                                           "gpt2-774m", "gpt3-175b", "llama2-70b", "llama2-7b",
-                                                           "megatron-1t"}));
-        QCOMPARE(b.clusterNames(), (std::vector<std::string>{"dgx-a100", "dgx-h100", "local", "pcie-4gpu"}));
+        QCOMPARE(b.modelNames(),
+            (std::vector<std::string> { "gpt-mini", "gpt-tiny", "gpt2-1.5b", "gpt2-124m", "gpt2-350m", "gpt2-774m",
+                "gpt3-175b", "llama2-70b", "llama2-7b", "megatron-1t" }));
+        QCOMPARE(b.clusterNames(), (std::vector<std::string> { "dgx-a100", "dgx-h100", "local", "pcie-4gpu" }));
         for (const auto& p : b.all()) {
             QVERIFY2(!p.description().empty(), p.name().c_str());
             QVERIFY2(!p.source.empty(), p.name().c_str());
@@ -34,7 +34,7 @@ private slots:
         QTest::addColumn<qint64>("heads");
         QTest::addColumn<qint64>("vocab");
         QTest::addColumn<qint64>("seq");
-        QTest::addColumn<qint64>("parameters");  // published count; 0 = check against 12·l·h² within 2%
+        QTest::addColumn<qint64>("parameters"); // published count; 0 = check against 12·l·h² within 2%
         QTest::newRow("gpt2-124m") << "gpt2-124m" << 12LL << 768LL << 12LL << 50257LL << 1024LL << 124439808LL;
         QTest::newRow("gpt2-350m") << "gpt2-350m" << 24LL << 1024LL << 16LL << 50257LL << 1024LL << 354823168LL;
         QTest::newRow("gpt2-774m") << "gpt2-774m" << 36LL << 1280LL << 20LL << 50257LL << 1024LL << 774030080LL;
@@ -90,12 +90,12 @@ private slots:
         QVERIFY(a100.intraNode.kind == LinkKind::NvLink);
         QCOMPARE(a100.intraNode.bandwidthGBs, 300.0);
         QVERIFY(a100.interNode && a100.interNode->kind == LinkKind::InfiniBand);
-        QCOMPARE(a100.interNode->bandwidthGBs * a100.interNode->nicsPerNode, 200.0);  // 8 × 200 Gb/s = 200 GB/s
+        QCOMPARE(a100.interNode->bandwidthGBs * a100.interNode->nicsPerNode, 200.0); // 8 × 200 Gb/s = 200 GB/s
         const ClusterSpec h100 = *b.findCluster("dgx-h100");
         QCOMPARE(h100.device.peakTflops(Precision::Bf16), 989.0);
         QCOMPARE(h100.device.memoryBandwidthGBs, 3350.0);
         QCOMPARE(h100.intraNode.bandwidthGBs, 450.0);
-        QCOMPARE(h100.interNode->bandwidthGBs * h100.interNode->nicsPerNode, 400.0);  // 8 × 400 Gb/s
+        QCOMPARE(h100.interNode->bandwidthGBs * h100.interNode->nicsPerNode, 400.0); // 8 × 400 Gb/s
         const ClusterSpec pcie = *b.findCluster("pcie-4gpu");
         QCOMPARE(pcie.devicesPerNode, 4);
         QVERIFY(pcie.intraNode.kind == LinkKind::Pcie);
@@ -119,10 +119,14 @@ private slots:
     {
         QTest::addColumn<QString>("text");
         QTest::addColumn<QString>("message");
-        QTest::newRow("not json") << "{" << "not valid JSON";
-        QTest::newRow("no version") << R"({"kind": "model"})" << "loom_profile is missing";
-        QTest::newRow("newer version") << R"({"loom_profile": 2, "kind": "model"})" << "loom_profile=2 is not supported";
-        QTest::newRow("unknown kind") << R"({"loom_profile": 1, "kind": "gpu"})" << "kind=\"gpu\" is not known";
+        QTest::newRow("not json") << "{"
+                                  << "not valid JSON";
+        QTest::newRow("no version") << R"({"kind": "model"})"
+                                    << "loom_profile is missing";
+        QTest::newRow("newer version") << R"({"loom_profile": 2, "kind": "model"})"
+                                       << "loom_profile=2 is not supported";
+        QTest::newRow("unknown kind") << R"({"loom_profile": 1, "kind": "gpu"})"
+                                      << "kind=\"gpu\" is not known";
         QTest::newRow("model without layers")
             << R"({"loom_profile": 1, "kind": "model", "name": "m", "hidden": 8, "heads": 2, "ffn_hidden": 32, "vocab": 10, "seq_len": 4})"
             << "layers is missing";
@@ -130,7 +134,8 @@ private slots:
             << R"({"loom_profile": 1, "kind": "cluster", "name": "c", "devices_per_node": 2,
                   "device": {"name": "g", "memory_gb": 8, "memory_bandwidth_gbs": 100, "peak_tflops": {"fp32": 1, "fp16": 2, "bf16": 2}},
                   "intra_node": {"link": "nvlnk", "bandwidth_gbs": 10, "latency_us": 1}})"
-            << "intra_node.link=\"nvlnk\" is not known; use one of \"nvlink\", \"pcie\", \"infiniband\", \"ethernet\", \"shm\" (did you mean \"nvlink\"?)";
+            << "intra_node.link=\"nvlnk\" is not known; use one of \"nvlink\", \"pcie\", \"infiniband\", \"ethernet\", "
+               "\"shm\" (did you mean \"nvlink\"?)";
         QTest::newRow("cluster with zero bandwidth")
             << R"({"loom_profile": 1, "kind": "cluster", "name": "c", "devices_per_node": 2,
                   "device": {"name": "g", "memory_gb": 8, "memory_bandwidth_gbs": 100, "peak_tflops": {"fp32": 1, "fp16": 2, "bf16": 2}},
@@ -153,7 +158,8 @@ private slots:
         QFETCH(QString, message);
         const auto r = readProfile(text.toStdString());
         QVERIFY(!r.profile);
-        QVERIFY2(r.diagnostics.format().find(message.toStdString()) != std::string::npos, r.diagnostics.format().c_str());
+        QVERIFY2(
+            r.diagnostics.format().find(message.toStdString()) != std::string::npos, r.diagnostics.format().c_str());
     }
 };
 

@@ -25,7 +25,7 @@ Profile userModel(const std::string& name)
     m.vocab = 256;
     m.seqLen = 16;
     m.description = "a user model";
-    return Profile{m, "my notes"};
+    return Profile { m, "my notes" };
 }
 
 // Reads one value with a raw SQLite connection, independent of Store.
@@ -46,8 +46,7 @@ QVariant rawQuery(const QString& path, const QString& sql)
     return value;
 }
 
-template <typename F>
-QString storeError(F&& f)
+template <typename F> QString storeError(F&& f)
 {
     try {
         f();
@@ -57,7 +56,7 @@ QString storeError(F&& f)
     return {};
 }
 
-}  // namespace
+} // namespace
 
 class TestStore : public QObject {
     Q_OBJECT
@@ -85,7 +84,7 @@ private slots:
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("loom.db"));
         {
-            Store v1(path, 1);  // an earlier Loom: profiles but no saved layouts
+            Store v1(path, 1); // an earlier Loom: profiles but no saved layouts
             QCOMPARE(v1.schemaVersion(), 1);
             v1.saveProfile(userModel("kept"));
             QVERIFY(!rawQuery(path, QStringLiteral("SELECT name FROM sqlite_master WHERE name = 'layouts'")).isValid());
@@ -107,7 +106,7 @@ private slots:
         store.saveProfile(userModel("a"));
         Profile changed = userModel("a");
         std::get<loom::plan::ModelSpec>(changed.spec).layers = 6;
-        store.saveProfile(changed);  // same kind and name: replaced
+        store.saveProfile(changed); // same kind and name: replaced
         QCOMPARE(store.profiles().size(), std::size_t(1));
         QCOMPARE(std::get<loom::plan::ModelSpec>(store.profiles()[0].spec).layers, 6);
         QVERIFY(store.removeProfile(Profile::Kind::Model, QStringLiteral("a")));
@@ -132,13 +131,17 @@ private slots:
         f.write(QByteArray(4096, 'x'));
         f.close();
         QString message = storeError([&] { Store s(garbage); });
-        QVERIFY2(message.contains(QStringLiteral("is not a Loom database")) && message.contains(garbage), qPrintable(message));
+        QVERIFY2(message.contains(QStringLiteral("is not a Loom database")) && message.contains(garbage),
+            qPrintable(message));
 
         const QString newer = dir.filePath(QStringLiteral("newer.db"));
-        { Store s(newer); }
+        {
+            Store s(newer);
+        }
         rawQuery(newer, QStringLiteral("PRAGMA user_version = 99"));
         message = storeError([&] { Store s(newer); });
-        QVERIFY2(message.contains(QStringLiteral("schema version 99, newer than this Loom understands (2)")), qPrintable(message));
+        QVERIFY2(message.contains(QStringLiteral("schema version 99, newer than this Loom understands (2)")),
+            qPrintable(message));
 
         message = storeError([&] { Store s(dir.path()); });
         QVERIFY2(message.contains(QStringLiteral("is a folder")), qPrintable(message));
@@ -159,7 +162,7 @@ private slots:
         Store store(dir.filePath(QStringLiteral("loom.db")));
         ProfileCatalog catalog(&store);
         QCOMPARE(catalog.add(userModel("gpt2-124m")),
-                 std::string("\"gpt2-124m\" is a built-in model profile; give yours another name"));
+            std::string("\"gpt2-124m\" is a built-in model profile; give yours another name"));
         QVERIFY(catalog.add(userModel("my-model")).empty());
         const auto names = catalog.modelNames();
         QVERIFY(std::find(names.begin(), names.end(), "my-model") != names.end());

@@ -15,7 +15,7 @@ private slots:
     {
         QTest::addColumn<QString>("path");
         const QDir dir(QStringLiteral(LOOM_SOURCE_DIR "/resources/examples"));
-        const auto files = dir.entryList({QStringLiteral("*.json")}, QDir::Files);
+        const auto files = dir.entryList({ QStringLiteral("*.json") }, QDir::Files);
         QVERIFY(files.size() >= 3);
         for (const auto& f : files)
             QTest::newRow(qPrintable(f)) << dir.filePath(f);
@@ -31,7 +31,7 @@ private slots:
         auto second = readLayout(written, profiles);
         QVERIFY2(second.ok(), second.diagnostics.format().c_str());
         QVERIFY(*first.layout == *second.layout);
-        QCOMPARE(writeLayout(*second.layout), written);  // writing is deterministic
+        QCOMPARE(writeLayout(*second.layout), written); // writing is deterministic
     }
 
     void inlineProfilesRoundTrip()
@@ -43,12 +43,12 @@ private slots:
         Layout layout = *base.layout;
         layout.modelProfile.clear();
         layout.clusterProfile.clear();
-        layout.cluster.hosts = {"node001", "node002"};
+        layout.cluster.hosts = { "node001", "node002" };
         layout.parallel.stages = evenStageSplit(layout.model.layers, layout.parallel.pp);
         layout.parallel.order = RankOrder::TpDpPp;
-        layout.comm.dpCodec = Codec{Codec::Kind::TopK, 0.001};
+        layout.comm.dpCodec = Codec { Codec::Kind::TopK, 0.001 };
         layout.comm.allreduce = AllreduceAlgorithm::Hierarchical;
-        layout.memory = {1, Recompute::Selective};
+        layout.memory = { 1, Recompute::Selective };
         layout.precision = Precision::Bf16;
         layout.description = "every field set";
         auto again = readLayout(writeLayout(layout), profiles);
@@ -137,9 +137,10 @@ private slots:
     {
         QTest::addColumn<QString>("text");
         QTest::addColumn<bool>("valid");
-        for (const char* ok : {"none", "fp16", "bf16", "int8", "int4", "lz4", "topk:0.01", "topk:0.5", "topk:1e-05"})
+        for (const char* ok : { "none", "fp16", "bf16", "int8", "int4", "lz4", "topk:0.01", "topk:0.5", "topk:1e-05" })
             QTest::newRow(ok) << ok << true;
-        for (const char* bad : {"", "topk", "topk:", "topk:0", "topk:1", "topk:-0.1", "topk:abc", "topk:0.1x", "int2", "NONE"})
+        for (const char* bad :
+            { "", "topk", "topk:", "topk:0", "topk:1", "topk:-0.1", "topk:abc", "topk:0.1x", "int2", "NONE" })
             QTest::newRow(qPrintable(QStringLiteral("bad '%1'").arg(bad))) << bad << false;
     }
     void codecText()

@@ -35,7 +35,7 @@ LayoutReadResult read(const std::string& text)
     return readLayout(text, BuiltinProfiles::instance());
 }
 
-}  // namespace
+} // namespace
 
 class TestMalformed : public QObject {
     Q_OBJECT
@@ -43,7 +43,7 @@ private slots:
     void rejected_data()
     {
         QTest::addColumn<QByteArray>("input");
-        QTest::addColumn<QString>("message");  // words the first error must contain
+        QTest::addColumn<QString>("message"); // words the first error must contain
         const std::string ex = example();
         auto row = [](const char* name, const std::string& text, const char* message) {
             QTest::newRow(name) << QByteArray(text.data(), static_cast<qsizetype>(text.size())) << message;
@@ -62,13 +62,16 @@ private slots:
         row("NUL bytes", std::string("{\"loom_layout\"\0\0: 1}", 20), "the file is not text");
         row("invalid UTF-8", "{\"name\": \"\xff\xfe\"}", "the file is not text");
         row("UTF-8 cut mid-character", "{\"name\": \"\xc3", "the file is not text");
-        row("random bytes", [] {
-            std::mt19937 g(7);
-            std::string s(512, '\0');
-            for (auto& c : s)
-                c = static_cast<char>(g());
-            return s;
-        }(), "the file is not text");
+        row(
+            "random bytes",
+            [] {
+                std::mt19937 g(7);
+                std::string s(512, '\0');
+                for (auto& c : s)
+                    c = static_cast<char>(g());
+                return s;
+            }(),
+            "the file is not text");
         row("trailing garbage", ex + "garbage", "not valid JSON");
         row("two objects", ex + ex, "not valid JSON");
         row("comments", "// layout\n" + ex, "not valid JSON");
@@ -85,34 +88,47 @@ private slots:
         row("model is an array", replaceOnce(ex, "\"gpt-tiny\"", "[1, 2]"), "model is an array");
         row("model is null", replaceOnce(ex, "\"gpt-tiny\"", "null"), "model is null");
         row("cluster is a number", replaceOnce(ex, "\"local\"", "7"), "cluster is a number");
-        row("parallel is a string", "{\"loom_layout\": 1, \"name\": \"x\", \"model\": \"gpt-tiny\", \"cluster\": \"local\", \"parallel\": \"2x2\"}",
+        row("parallel is a string",
+            "{\"loom_layout\": 1, \"name\": \"x\", \"model\": \"gpt-tiny\", \"cluster\": \"local\", \"parallel\": "
+            "\"2x2\"}",
             "parallel=\"2x2\" is a string");
-        row("stages is an object", replaceOnce(ex, "\"schedule\": \"1f1b\"", "\"schedule\": \"1f1b\", \"stages\": {\"0\": 1}"),
+        row("stages is an object",
+            replaceOnce(ex, "\"schedule\": \"1f1b\"", "\"schedule\": \"1f1b\", \"stages\": {\"0\": 1}"),
             "parallel.stages={\"0\":1} is an object");
-        row("stage with strings", replaceOnce(ex, "\"schedule\": \"1f1b\"", "\"schedule\": \"1f1b\", \"stages\": [[\"a\", \"b\"], [2, 3]]"),
+        row("stage with strings",
+            replaceOnce(ex, "\"schedule\": \"1f1b\"", "\"schedule\": \"1f1b\", \"stages\": [[\"a\", \"b\"], [2, 3]]"),
             "parallel.stages[0]");
-        row("stage with negative layer", replaceOnce(ex, "\"schedule\": \"1f1b\"", "\"schedule\": \"1f1b\", \"stages\": [[-1, 1], [2, 3]]"),
+        row("stage with negative layer",
+            replaceOnce(ex, "\"schedule\": \"1f1b\"", "\"schedule\": \"1f1b\", \"stages\": [[-1, 1], [2, 3]]"),
             "parallel.stages[0]");
         row("very long name", replaceOnce(ex, "\"tiny-local\"", "\"" + std::string(100000, 'x') + "\""),
             "name is 100000 characters long; it must be at most 256");
         row("name is a number", replaceOnce(ex, "\"tiny-local\"", "12"), "name=12 is a number");
-        row("memory is an array", replaceOnce(ex, "{ \"zero\": 0, \"recompute\": \"none\" }", "[0]"), "memory=[0] is an array");
-        row("comm is true", "{\"loom_layout\": 1, \"name\": \"x\", \"model\": \"gpt-tiny\", \"cluster\": \"local\", \"comm\": true, "
-                            "\"parallel\": {\"tp\": 1, \"pp\": 1, \"dp\": 1, \"micro_batch\": 1, \"global_batch\": 1}}",
+        row("memory is an array", replaceOnce(ex, "{ \"zero\": 0, \"recompute\": \"none\" }", "[0]"),
+            "memory=[0] is an array");
+        row("comm is true",
+            "{\"loom_layout\": 1, \"name\": \"x\", \"model\": \"gpt-tiny\", \"cluster\": \"local\", \"comm\": true, "
+            "\"parallel\": {\"tp\": 1, \"pp\": 1, \"dp\": 1, \"micro_batch\": 1, \"global_batch\": 1}}",
             "comm=true is a boolean");
-        row("version as string", replaceOnce(ex, "\"loom_layout\": 1", "\"loom_layout\": \"1\""), "loom_layout=\"1\" is a string");
-        row("version as float", replaceOnce(ex, "\"loom_layout\": 1", "\"loom_layout\": 1.5"), "loom_layout=1.5 is a number");
+        row("version as string", replaceOnce(ex, "\"loom_layout\": 1", "\"loom_layout\": \"1\""),
+            "loom_layout=\"1\" is a string");
+        row("version as float", replaceOnce(ex, "\"loom_layout\": 1", "\"loom_layout\": 1.5"),
+            "loom_layout=1.5 is a number");
         row("version 0", replaceOnce(ex, "\"loom_layout\": 1", "\"loom_layout\": 0"), "is not supported");
-        row("inline model missing fields", replaceOnce(ex, "\"gpt-tiny\"", "{\"name\": \"m\"}"), "model.layers is missing");
+        row("inline model missing fields", replaceOnce(ex, "\"gpt-tiny\"", "{\"name\": \"m\"}"),
+            "model.layers is missing");
         row("inline cluster empty", replaceOnce(ex, "\"local\"", "{}"), "cluster.name is missing");
-        row("UTF-16 text", [] {
-            std::string s;
-            for (char c : std::string("{\"loom_layout\": 1}")) {
-                s += c;
-                s += '\0';
-            }
-            return "\xff\xfe" + s;
-        }(), "the file is not text");
+        row(
+            "UTF-16 text",
+            [] {
+                std::string s;
+                for (char c : std::string("{\"loom_layout\": 1}")) {
+                    s += c;
+                    s += '\0';
+                }
+                return "\xff\xfe" + s;
+            }(),
+            "the file is not text");
         row("oversized file", std::string(kMaxLayoutBytes + 1, ' '), "a layout file is at most 16 MiB");
     }
 
@@ -127,8 +143,9 @@ private slots:
         bool found = false;
         for (const auto& e : errors)
             found = found || e.message.find(message.toStdString()) != std::string::npos;
-        QVERIFY2(found, qPrintable(QStringLiteral("no error contains \"%1\"; got:\n%2")
-                                       .arg(message, QString::fromStdString(r.diagnostics.format()))));
+        QVERIFY2(found,
+            qPrintable(QStringLiteral("no error contains \"%1\"; got:\n%2")
+                           .arg(message, QString::fromStdString(r.diagnostics.format()))));
     }
 
     void everyTruncationRejected()
@@ -156,9 +173,15 @@ private slots:
             for (int k = 0; k < edits; ++k) {
                 std::size_t at = rng() % s.size();
                 switch (rng() % 3) {
-                case 0: s[at] = alphabet[rng() % alphabet.size()]; break;
-                case 1: s.erase(at, 1 + rng() % 8); break;
-                default: s.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+                case 0:
+                    s[at] = alphabet[rng() % alphabet.size()];
+                    break;
+                case 1:
+                    s.erase(at, 1 + rng() % 8);
+                    break;
+                default:
+                    s.insert(at, 1, alphabet[rng() % alphabet.size()]);
+                    break;
                 }
                 if (s.empty())
                     s = "{";
@@ -171,7 +194,7 @@ private slots:
                     QVERIFY(!e.message.empty());
             }
         }
-        QVERIFY(rejected > 1000);  // the mutations really do break the file most of the time
+        QVERIFY(rejected > 1000); // the mutations really do break the file most of the time
     }
 
     void filesThatAreNotLayouts()
@@ -190,7 +213,9 @@ private slots:
 
         QFile binary(dir.filePath("binary.json"));
         QVERIFY(binary.open(QIODevice::WriteOnly));
-        binary.write(QByteArray("\x7f" "ELF\x02\x01\x01\0\0\0", 10));
+        binary.write(QByteArray("\x7f"
+                                "ELF\x02\x01\x01\0\0\0",
+            10));
         binary.close();
         auto bin = readLayoutFile(binary.fileName().toStdString(), profiles);
         QVERIFY(!bin.ok());

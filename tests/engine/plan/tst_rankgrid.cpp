@@ -21,11 +21,12 @@ private slots:
         QCOMPARE(g.size(), 16);
         QCOMPARE(g.nodeCount(), 2);
         QCOMPARE(g.groups(GroupKind::Tensor),
-                 (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
-        QCOMPARE(g.groups(GroupKind::Pipeline), (Groups{{0, 2, 4, 6}, {1, 3, 5, 7}, {8, 10, 12, 14}, {9, 11, 13, 15}}));
+            (Groups { { 0, 1 }, { 2, 3 }, { 4, 5 }, { 6, 7 }, { 8, 9 }, { 10, 11 }, { 12, 13 }, { 14, 15 } }));
+        QCOMPARE(g.groups(GroupKind::Pipeline),
+            (Groups { { 0, 2, 4, 6 }, { 1, 3, 5, 7 }, { 8, 10, 12, 14 }, { 9, 11, 13, 15 } }));
         QCOMPARE(g.groups(GroupKind::Data),
-                 (Groups{{0, 8}, {1, 9}, {2, 10}, {3, 11}, {4, 12}, {5, 13}, {6, 14}, {7, 15}}));
-        QCOMPARE(g.coordOf(13), (RankCoord{1, 2, 1}));
+            (Groups { { 0, 8 }, { 1, 9 }, { 2, 10 }, { 3, 11 }, { 4, 12 }, { 5, 13 }, { 6, 14 }, { 7, 15 } }));
+        QCOMPARE(g.coordOf(13), (RankCoord { 1, 2, 1 }));
         QCOMPARE(g.nodeOf(13), 1);
         QCOMPARE(g.localIndexOf(13), 5);
         // TP and the whole pipeline stay in a node; only DP crosses nodes.
@@ -40,10 +41,11 @@ private slots:
         // The example in Megatron-LM's parallel_state: 16 GPUs, tp=2, pp=4, so dp=2, order tp-dp-pp.
         const RankGrid g(2, 4, 2, 8, RankOrder::TpDpPp);
         QCOMPARE(g.groups(GroupKind::Tensor),
-                 (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
-        QCOMPARE(g.groups(GroupKind::Pipeline), (Groups{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}}));
+            (Groups { { 0, 1 }, { 2, 3 }, { 4, 5 }, { 6, 7 }, { 8, 9 }, { 10, 11 }, { 12, 13 }, { 14, 15 } }));
+        QCOMPARE(g.groups(GroupKind::Pipeline),
+            (Groups { { 0, 4, 8, 12 }, { 1, 5, 9, 13 }, { 2, 6, 10, 14 }, { 3, 7, 11, 15 } }));
         QCOMPARE(g.groups(GroupKind::Data),
-                 (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}}));
+            (Groups { { 0, 2 }, { 1, 3 }, { 4, 6 }, { 5, 7 }, { 8, 10 }, { 9, 11 }, { 12, 14 }, { 13, 15 } }));
         QCOMPARE(g.maxNodesSpanned(GroupKind::Pipeline), 2);
         QCOMPARE(g.maxNodesSpanned(GroupKind::Data), 1);
     }
@@ -59,7 +61,7 @@ private slots:
 
         // tp=3 on nodes of 8: groups {6,7,8} and {15,16,17} straddle a node boundary.
         const RankGrid h(3, 1, 8, 8);
-        QCOMPARE(h.groupOf(GroupKind::Tensor, 7), (std::vector<std::int64_t>{6, 7, 8}));
+        QCOMPARE(h.groupOf(GroupKind::Tensor, 7), (std::vector<std::int64_t> { 6, 7, 8 }));
         QCOMPARE(h.nodeOf(6), 0);
         QCOMPARE(h.nodeOf(8), 1);
         QCOMPARE(h.maxNodesSpanned(GroupKind::Tensor), 2);
@@ -70,22 +72,22 @@ private slots:
     {
         // The shipped 175B example: 1,024 GPUs, tp=8 inside each node, 16 stages, 8 replicas.
         auto r = readLayoutFile(LOOM_SOURCE_DIR "/resources/examples/gpt3-175b-1024-a100.json",
-                                loom::profiles::BuiltinProfiles::instance());
+            loom::profiles::BuiltinProfiles::instance());
         QVERIFY(r.ok());
         const RankGrid g = RankGrid::forLayout(*r.layout);
         QCOMPARE(g.size(), 1024);
         QCOMPARE(g.nodeCount(), 128);
         QCOMPARE(g.maxNodesSpanned(GroupKind::Tensor), 1);
-        QCOMPARE(g.maxNodesSpanned(GroupKind::Pipeline), 16);  // one node per stage
-        QCOMPARE(g.groupOf(GroupKind::Pipeline, 0), (std::vector<std::int64_t>{0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88,
-                                                                               96, 104, 112, 120}));
-        QCOMPARE(g.groupOf(GroupKind::Data, 0), (std::vector<std::int64_t>{0, 128, 256, 384, 512, 640, 768, 896}));
+        QCOMPARE(g.maxNodesSpanned(GroupKind::Pipeline), 16); // one node per stage
+        QCOMPARE(g.groupOf(GroupKind::Pipeline, 0),
+            (std::vector<std::int64_t> { 0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120 }));
+        QCOMPARE(g.groupOf(GroupKind::Data, 0), (std::vector<std::int64_t> { 0, 128, 256, 384, 512, 640, 768, 896 }));
     }
 
     void localClusterIsOneNode()
     {
-        auto r = readLayoutFile(LOOM_SOURCE_DIR "/resources/examples/tiny-local.json",
-                                loom::profiles::BuiltinProfiles::instance());
+        auto r = readLayoutFile(
+            LOOM_SOURCE_DIR "/resources/examples/tiny-local.json", loom::profiles::BuiltinProfiles::instance());
         QVERIFY(r.ok());
         const RankGrid g = RankGrid::forLayout(*r.layout);
         QCOMPARE(g.size(), 8);
@@ -113,17 +115,19 @@ private slots:
                 const RankCoord c = g.coordOf(r);
                 QVERIFY(c.tp < tp && c.pp < pp && c.dp < dp);
                 QCOMPARE(g.rankOf(c), r);
-                seen.insert({c.tp, c.pp, c.dp});
+                seen.insert({ c.tp, c.pp, c.dp });
                 QCOMPARE(g.groupOf(GroupKind::Tensor, r)[static_cast<std::size_t>(c.tp)], r);
                 QCOMPARE(g.groupOf(GroupKind::Pipeline, r)[static_cast<std::size_t>(c.pp)], r);
                 QCOMPARE(g.groupOf(GroupKind::Data, r)[static_cast<std::size_t>(c.dp)], r);
             }
             QCOMPARE(static_cast<std::int64_t>(seen.size()), g.size());
-            for (GroupKind kind : {GroupKind::Tensor, GroupKind::Pipeline, GroupKind::Data}) {
+            for (GroupKind kind : { GroupKind::Tensor, GroupKind::Pipeline, GroupKind::Data }) {
                 std::vector<int> membership(static_cast<std::size_t>(g.size()), 0);
                 for (const auto& group : g.groups(kind)) {
                     QCOMPARE(static_cast<std::int64_t>(group.size()),
-                             kind == GroupKind::Tensor ? tp : kind == GroupKind::Pipeline ? pp : dp);
+                        kind == GroupKind::Tensor         ? tp
+                            : kind == GroupKind::Pipeline ? pp
+                                                          : dp);
                     for (auto m : group)
                         ++membership[static_cast<std::size_t>(m)];
                 }

@@ -31,7 +31,7 @@ std::string inlineModel(const std::string& overrides)
     json m = json::parse(R"({"name": "custom", "layers": 12, "hidden": 768, "heads": 12, "ffn_hidden": 3072,
                              "vocab": 50257, "seq_len": 1024})");
     m.merge_patch(json::parse(overrides));
-    return json{{"model", m}}.dump();
+    return json { { "model", m } }.dump();
 }
 
 LayoutReadResult readPatched(const std::string& patch)
@@ -41,7 +41,7 @@ LayoutReadResult readPatched(const std::string& patch)
     return readLayout(layout.dump(), BuiltinProfiles::instance());
 }
 
-}  // namespace
+} // namespace
 
 class TestValidation : public QObject {
     Q_OBJECT
@@ -58,126 +58,163 @@ private slots:
         QTest::addColumn<QString>("patch");
         QTest::addColumn<bool>("isError");
         QTest::addColumn<QString>("field");
-        QTest::addColumn<QString>("message");  // a part of the message that must appear verbatim
+        QTest::addColumn<QString>("message"); // a part of the message that must appear verbatim
 
         // Devices
-        QTest::newRow("tp·pp·dp != devices") << R"({"parallel": {"dp": 2}})" << true << "parallel"
-            << "parallel.tp·pp·dp = 4·2·2 = 16 does not match the 8 devices of nodes=1 × 8 devices per node (dgx-a100); with tp=4 and pp=2 use dp=1, or set nodes to 2";
-        QTest::newRow("nodes > 1 on a one-machine cluster") << R"({"cluster": "local", "nodes": 2})" << true << "nodes"
+        QTest::newRow("tp·pp·dp != devices")
+            << R"({"parallel": {"dp": 2}})" << true << "parallel"
+            << "parallel.tp·pp·dp = 4·2·2 = 16 does not match the 8 devices of nodes=1 × 8 devices per node "
+               "(dgx-a100); with tp=4 and pp=2 use dp=1, or set nodes to 2";
+        QTest::newRow("nodes > 1 on a one-machine cluster")
+            << R"({"cluster": "local", "nodes": 2})" << true << "nodes"
             << "nodes=2 but cluster local has no inter-node link (it is one machine); set nodes to 1";
         // Tensor parallel
-        QTest::newRow("tp does not divide heads") << R"({"parallel": {"tp": 8, "pp": 1}})" << true << "parallel.tp"
+        QTest::newRow("tp does not divide heads")
+            << R"({"parallel": {"tp": 8, "pp": 1}})" << true << "parallel.tp"
             << "parallel.tp=8 does not divide model.heads=12; valid tp: 1, 2, 3, 4, 6, 12";
-        QTest::newRow("tp does not divide ffn_hidden") << QString::fromStdString(inlineModel(R"({"ffn_hidden": 3074})"))
-            << true << "parallel.tp" << "parallel.tp=4 does not divide model.ffn_hidden=3074; valid tp: 1, 2";
+        QTest::newRow("tp does not divide ffn_hidden")
+            << QString::fromStdString(inlineModel(R"({"ffn_hidden": 3074})")) << true << "parallel.tp"
+            << "parallel.tp=4 does not divide model.ffn_hidden=3074; valid tp: 1, 2";
         QTest::newRow("tp does not divide padded vocab")
             << QString::fromStdString(inlineModel(R"({"vocab_pad_multiple": 1})")) << true << "parallel.tp"
-            << "parallel.tp=4 does not divide the padded vocabulary 50257 (model.vocab=50257 rounded up to a multiple of 1); valid tp: 1";
-        QTest::newRow("tp does not divide kv_heads") << QString::fromStdString(inlineModel(R"({"kv_heads": 6})")) << true
-            << "parallel.tp" << "parallel.tp=4 does not divide model.kv_heads=6; valid tp: 1, 2, 3, 6";
-        QTest::newRow("heads do not divide hidden") << QString::fromStdString(inlineModel(R"({"heads": 10, "kv_heads": null})"))
-            << true << "model.heads" << "model.heads=10 does not divide model.hidden=768";
-        QTest::newRow("kv_heads do not divide heads") << QString::fromStdString(inlineModel(R"({"kv_heads": 5})")) << true
-            << "model.kv_heads" << "model.kv_heads=5 does not divide model.heads=12";
+            << "parallel.tp=4 does not divide the padded vocabulary 50257 (model.vocab=50257 rounded up to a multiple "
+               "of 1); valid tp: 1";
+        QTest::newRow("tp does not divide kv_heads")
+            << QString::fromStdString(inlineModel(R"({"kv_heads": 6})")) << true << "parallel.tp"
+            << "parallel.tp=4 does not divide model.kv_heads=6; valid tp: 1, 2, 3, 6";
+        QTest::newRow("heads do not divide hidden")
+            << QString::fromStdString(inlineModel(R"({"heads": 10, "kv_heads": null})")) << true << "model.heads"
+            << "model.heads=10 does not divide model.hidden=768";
+        QTest::newRow("kv_heads do not divide heads")
+            << QString::fromStdString(inlineModel(R"({"kv_heads": 5})")) << true << "model.kv_heads"
+            << "model.kv_heads=5 does not divide model.heads=12";
         // Pipeline
-        QTest::newRow("pp > layers") << R"({"parallel": {"tp": 1, "pp": 16, "dp": 1, "global_batch": 16}, "nodes": 2})"
-            << true << "parallel.pp" << "parallel.pp=16 is more than model.layers=12; every pipeline stage needs at least one layer";
+        QTest::newRow("pp > layers")
+            << R"({"parallel": {"tp": 1, "pp": 16, "dp": 1, "global_batch": 16}, "nodes": 2})" << true << "parallel.pp"
+            << "parallel.pp=16 is more than model.layers=12; every pipeline stage needs at least one layer";
         QTest::newRow("stages: wrong count") << R"({"parallel": {"stages": [[0, 11]]}})" << true << "parallel.stages"
-            << "parallel.stages has 1 entries but the pipeline has 2 stages (pp)";
-        QTest::newRow("stages: missing layers") << R"({"parallel": {"stages": [[0, 3], [7, 11]]}})" << true
-            << "parallel.stages" << "parallel.stages leaves layers 4-6 on no stage";
-        QTest::newRow("stages: doubled layers") << R"({"parallel": {"stages": [[0, 6], [5, 11]]}})" << true
-            << "parallel.stages" << "parallel.stages puts layers 5-6 on more than one stage";
-        QTest::newRow("stages: out of order") << R"({"parallel": {"stages": [[6, 11], [0, 5]]}})" << true
-            << "parallel.stages" << "parallel.stages is not in layer order: stage 1 starts at layer 0 but stage 0 ends at layer 11";
-        QTest::newRow("stages: past the last layer") << R"({"parallel": {"stages": [[0, 5], [6, 12]]}})" << true
-            << "parallel.stages[1]" << "parallel.stages[1]=[6, 12] goes past the last layer 11";
-        QTest::newRow("stages: first after last") << R"({"parallel": {"stages": [[0, 5], [11, 6]]}})" << true
-            << "parallel.stages[1]" << "parallel.stages[1]=[11, 6] starts after it ends";
-        QTest::newRow("stages: not a pair") << R"({"parallel": {"stages": [[0, 5], [6]]}})" << true
-            << "parallel.stages[1]" << "parallel.stages[1]=[6] is not a [first_layer, last_layer] pair";
+                                             << "parallel.stages has 1 entries but the pipeline has 2 stages (pp)";
+        QTest::newRow("stages: missing layers")
+            << R"({"parallel": {"stages": [[0, 3], [7, 11]]}})" << true << "parallel.stages"
+            << "parallel.stages leaves layers 4-6 on no stage";
+        QTest::newRow("stages: doubled layers")
+            << R"({"parallel": {"stages": [[0, 6], [5, 11]]}})" << true << "parallel.stages"
+            << "parallel.stages puts layers 5-6 on more than one stage";
+        QTest::newRow("stages: out of order")
+            << R"({"parallel": {"stages": [[6, 11], [0, 5]]}})" << true << "parallel.stages"
+            << "parallel.stages is not in layer order: stage 1 starts at layer 0 but stage 0 ends at layer 11";
+        QTest::newRow("stages: past the last layer")
+            << R"({"parallel": {"stages": [[0, 5], [6, 12]]}})" << true << "parallel.stages[1]"
+            << "parallel.stages[1]=[6, 12] goes past the last layer 11";
+        QTest::newRow("stages: first after last")
+            << R"({"parallel": {"stages": [[0, 5], [11, 6]]}})" << true << "parallel.stages[1]"
+            << "parallel.stages[1]=[11, 6] starts after it ends";
+        QTest::newRow("stages: not a pair")
+            << R"({"parallel": {"stages": [[0, 5], [6]]}})" << true << "parallel.stages[1]"
+            << "parallel.stages[1]=[6] is not a [first_layer, last_layer] pair";
         // Batch
         QTest::newRow("global batch not a multiple of micro_batch·dp")
             << R"({"parallel": {"tp": 2, "dp": 2, "micro_batch": 4, "global_batch": 100}})" << true
-            << "parallel.global_batch" << "parallel.global_batch=100 is not a multiple of micro_batch·dp = 4·2 = 8; use global_batch 96 or 104";
+            << "parallel.global_batch"
+            << "parallel.global_batch=100 is not a multiple of micro_batch·dp = 4·2 = 8; use global_batch 96 or 104";
         // Schedules
         QTest::newRow("interleaved: layers not divisible by pp·vpp")
             << R"({"parallel": {"schedule": "interleaved", "vpp": 4}})" << true << "parallel.vpp"
-            << "schedule \"interleaved\" needs model.layers=12 divisible by pp·vpp = 2·4 = 8; with pp=2 use vpp in {2, 3, 6}";
+            << "schedule \"interleaved\" needs model.layers=12 divisible by pp·vpp = 2·4 = 8; with pp=2 use vpp in {2, "
+               "3, 6}";
         QTest::newRow("interleaved: micro-batches not divisible by pp")
-            << R"({"parallel": {"schedule": "interleaved", "vpp": 2, "global_batch": 7}})" << true << "parallel.global_batch"
-            << "needs the micro-batches per step (global_batch / (micro_batch·dp) = 7) divisible by pp=2; use global_batch a multiple of 2";
+            << R"({"parallel": {"schedule": "interleaved", "vpp": 2, "global_batch": 7}})" << true
+            << "parallel.global_batch"
+            << "needs the micro-batches per step (global_batch / (micro_batch·dp) = 7) divisible by pp=2; use "
+               "global_batch a multiple of 2";
         QTest::newRow("interleaved: vpp 1") << R"({"parallel": {"schedule": "interleaved"}})" << true << "parallel.vpp"
-            << "needs vpp ≥ 2 model chunks per pipeline rank (here vpp=1)";
-        QTest::newRow("interleaved: pp 1") << R"({"parallel": {"schedule": "interleaved", "vpp": 2, "tp": 8, "pp": 1}, "model": "gpt2-350m"})"
-            << true << "parallel.schedule" << "needs a pipeline (pp ≥ 2, here pp=1)";
-        QTest::newRow("vpp without interleaving") << R"({"parallel": {"vpp": 2}})" << true << "parallel.vpp"
+                                            << "needs vpp ≥ 2 model chunks per pipeline rank (here vpp=1)";
+        QTest::newRow("interleaved: pp 1")
+            << R"({"parallel": {"schedule": "interleaved", "vpp": 2, "tp": 8, "pp": 1}, "model": "gpt2-350m"})" << true
+            << "parallel.schedule"
+            << "needs a pipeline (pp ≥ 2, here pp=1)";
+        QTest::newRow("vpp without interleaving")
+            << R"({"parallel": {"vpp": 2}})" << true << "parallel.vpp"
             << "parallel.vpp=2 needs schedule \"interleaved\" (schedule is \"1f1b\")";
         QTest::newRow("interleaved stages need pp·vpp entries")
             << R"({"parallel": {"schedule": "interleaved", "vpp": 2, "stages": [[0, 5], [6, 11]]}})" << true
-            << "parallel.stages" << "has 2 entries but the pipeline has 4 virtual stages (pp·vpp)";
+            << "parallel.stages"
+            << "has 2 entries but the pipeline has 4 virtual stages (pp·vpp)";
         // Profiles
-        QTest::newRow("unknown model profile") << R"({"model": "gpt2-124"})" << true << "model"
-            << "model=\"gpt2-124\" is not a known model profile; known: gpt-mini, gpt-tiny, gpt2-1.5b, gpt2-124m, gpt2-350m, gpt2-774m, gpt3-175b, llama2-70b, llama2-7b, megatron-1t (did you mean \"gpt2-124m\"?)";
-        QTest::newRow("unknown cluster profile") << R"({"cluster": "dgx-b200"})" << true << "cluster"
+        QTest::newRow("unknown model profile")
+            << R"({"model": "gpt2-124"})" << true << "model"
+            << "model=\"gpt2-124\" is not a known model profile; known: gpt-mini, gpt-tiny, gpt2-1.5b, gpt2-124m, "
+               "gpt2-350m, gpt2-774m, gpt3-175b, llama2-70b, llama2-7b, megatron-1t (did you mean \"gpt2-124m\"?)";
+        QTest::newRow("unknown cluster profile")
+            << R"({"cluster": "dgx-b200"})" << true << "cluster"
             << "cluster=\"dgx-b200\" is not a known cluster profile; known: dgx-a100, dgx-h100, local, pcie-4gpu";
         // Field-level
-        QTest::newRow("unknown field warns") << R"({"paralel": 1})" << false << "paralel"
+        QTest::newRow("unknown field warns")
+            << R"({"paralel": 1})" << false << "paralel"
             << "paralel is not a known field and is ignored (did you mean \"parallel\"?)";
         QTest::newRow("unknown nested field warns") << R"({"comm": {"bucket": 4}})" << false << "comm.bucket"
-            << "comm.bucket is not a known field and is ignored";
-        QTest::newRow("wrong type: quoted number") << R"({"parallel": {"tp": "4"}})" << true << "parallel.tp"
+                                                    << "comm.bucket is not a known field and is ignored";
+        QTest::newRow("wrong type: quoted number")
+            << R"({"parallel": {"tp": "4"}})" << true << "parallel.tp"
             << "parallel.tp=\"4\" is a string; write a whole number from 1 to 1048576 without quotes, e.g. \"tp\": 4";
-        QTest::newRow("wrong type: bool as string") << R"({"comm": {"overlap": "yes"}})" << true << "comm.overlap"
+        QTest::newRow("wrong type: bool as string")
+            << R"({"comm": {"overlap": "yes"}})" << true << "comm.overlap"
             << "comm.overlap=\"yes\" is a string; write true or false (without quotes)";
         QTest::newRow("wrong type: object for number") << R"({"parallel": {"pp": {"n": 2}}})" << true << "parallel.pp"
-            << "parallel.pp={\"n\":2} is an object; write a whole number";
+                                                       << "parallel.pp={\"n\":2} is an object; write a whole number";
         QTest::newRow("not a whole number") << R"({"parallel": {"micro_batch": 1.5}})" << true << "parallel.micro_batch"
-            << "parallel.micro_batch=1.5 is not a whole number";
+                                            << "parallel.micro_batch=1.5 is not a whole number";
         QTest::newRow("zero") << R"({"parallel": {"dp": 0}})" << true << "parallel.dp"
-            << "parallel.dp=0 is too small; it must be at least 1";
+                              << "parallel.dp=0 is too small; it must be at least 1";
         QTest::newRow("negative") << R"({"comm": {"bucket_mb": -1}})" << true << "comm.bucket_mb"
-            << "comm.bucket_mb=-1 is too small; it must be above 0";
+                                  << "comm.bucket_mb=-1 is too small; it must be above 0";
         QTest::newRow("too large") << R"({"parallel": {"tp": 100000000000}})" << true << "parallel.tp"
-            << "parallel.tp=100000000000 is too large; it must be at most 1048576";
-        QTest::newRow("too large for a 64-bit integer") << R"({"parallel": {"global_batch": 18446744073709551615}})"
-            << true << "parallel.global_batch" << "is too large; it must be at most 16777216";
+                                   << "parallel.tp=100000000000 is too large; it must be at most 1048576";
+        QTest::newRow("too large for a 64-bit integer")
+            << R"({"parallel": {"global_batch": 18446744073709551615}})" << true << "parallel.global_batch"
+            << "is too large; it must be at most 16777216";
         QTest::newRow("missing field") << R"({"parallel": {"global_batch": null}})" << true << "parallel.global_batch"
-            << "parallel.global_batch is missing; add \"global_batch\" to parallel";
+                                       << "parallel.global_batch is missing; add \"global_batch\" to parallel";
         QTest::newRow("missing section") << R"({"parallel": null})" << true << "parallel"
-            << "parallel is missing; add \"parallel\" to the layout";
-        QTest::newRow("missing name") << R"({"name": null})" << true << "name" << "name is missing";
+                                         << "parallel is missing; add \"parallel\" to the layout";
+        QTest::newRow("missing name") << R"({"name": null})" << true << "name"
+                                      << "name is missing";
         QTest::newRow("unsupported version") << R"({"loom_layout": 2})" << true << "loom_layout"
-            << "loom_layout=2 is not supported: this Loom reads layout version 1";
+                                             << "loom_layout=2 is not supported: this Loom reads layout version 1";
         QTest::newRow("not a layout") << R"({"loom_layout": null})" << true << "loom_layout"
-            << "loom_layout is missing, so this is not a Loom layout";
-        QTest::newRow("unknown schedule suggests") << R"({"parallel": {"schedule": "1F1B"}})" << true << "parallel.schedule"
-            << "parallel.schedule=\"1F1B\" is not known; use one of \"gpipe\", \"1f1b\", \"interleaved\" (did you mean \"1f1b\"?)";
+                                      << "loom_layout is missing, so this is not a Loom layout";
+        QTest::newRow("unknown schedule suggests")
+            << R"({"parallel": {"schedule": "1F1B"}})" << true << "parallel.schedule"
+            << "parallel.schedule=\"1F1B\" is not known; use one of \"gpipe\", \"1f1b\", \"interleaved\" (did you mean "
+               "\"1f1b\"?)";
         QTest::newRow("unknown recompute") << R"({"memory": {"recompute": "all"}})" << true << "memory.recompute"
-            << "use one of \"none\", \"selective\", \"full\"";
+                                           << "use one of \"none\", \"selective\", \"full\"";
         QTest::newRow("zero stage 2 unsupported") << R"({"memory": {"zero": 2}})" << true << "memory.zero"
-            << "memory.zero=2 is too large; it must be at most 1";
+                                                  << "memory.zero=2 is too large; it must be at most 1";
         QTest::newRow("bad codec") << R"({"comm": {"dp_codec": "int2"}})" << true << "comm.dp_codec"
-            << "comm.dp_codec=\"int2\" is not a known codec; use one of";
+                                   << "comm.dp_codec=\"int2\" is not a known codec; use one of";
         QTest::newRow("bad top-k fraction") << R"({"comm": {"dp_codec": "topk:0"}})" << true << "comm.dp_codec"
-            << "the top-k fraction must be above 0 and below 1";
+                                            << "the top-k fraction must be above 0 and below 1";
         QTest::newRow("unknown precision") << R"({"precision": "fp8"})" << true << "precision"
-            << "precision=\"fp8\" is not known; use one of \"fp32\", \"fp16\", \"bf16\"";
+                                           << "precision=\"fp8\" is not known; use one of \"fp32\", \"fp16\", \"bf16\"";
         QTest::newRow("too many ranks") << R"({"parallel": {"tp": 1024, "pp": 1024, "dp": 2}})" << true << "parallel"
-            << "= 2097152 ranks is more than Loom's limit of 1048576";
+                                        << "= 2097152 ranks is more than Loom's limit of 1048576";
         // Warnings
         QTest::newRow("TP group spans nodes (warning)")
             << R"({"model": "gpt3-175b", "nodes": 2, "parallel": {"tp": 16, "pp": 1, "global_batch": 8}})" << false
-            << "parallel.tp" << "a TP group spans 2 nodes (tp=16 is more than the 8 devices of a node)";
+            << "parallel.tp"
+            << "a TP group spans 2 nodes (tp=16 is more than the 8 devices of a node)";
         QTest::newRow("TP group straddles nodes (warning)")
-            << R"({"nodes": 3, "parallel": {"tp": 3, "pp": 8, "global_batch": 8}})" << false
-            << "parallel.tp" << "a TP group spans 2 nodes (tp=3 does not divide the 8 devices of a node)";
-        QTest::newRow("ZeRO-1 with dp 1 (warning)") << R"({"memory": {"zero": 1}})" << false << "memory.zero"
+            << R"({"nodes": 3, "parallel": {"tp": 3, "pp": 8, "global_batch": 8}})" << false << "parallel.tp"
+            << "a TP group spans 2 nodes (tp=3 does not divide the 8 devices of a node)";
+        QTest::newRow("ZeRO-1 with dp 1 (warning)")
+            << R"({"memory": {"zero": 1}})" << false << "memory.zero"
             << "memory.zero=1 shards optimizer state across the DP group, but dp=1";
         QTest::newRow("codec with dp 1 (warning)") << R"({"comm": {"dp_codec": "int8"}})" << false << "comm.dp_codec"
-            << "compresses the data-parallel all-reduce, but dp=1";
-        QTest::newRow("hierarchical on one node (warning)") << R"({"comm": {"allreduce": "hierarchical"}})" << false
-            << "comm.allreduce" << "but the layout has one node";
+                                                   << "compresses the data-parallel all-reduce, but dp=1";
+        QTest::newRow("hierarchical on one node (warning)")
+            << R"({"comm": {"allreduce": "hierarchical"}})" << false << "comm.allreduce"
+            << "but the layout has one node";
     }
 
     void rule()
@@ -190,10 +227,12 @@ private slots:
         const auto problems = isError ? r.diagnostics.errors() : r.diagnostics.warnings();
         bool found = false;
         for (const auto& p : problems)
-            found = found || (p.field == field.toStdString() && p.message.find(message.toStdString()) != std::string::npos);
-        QVERIFY2(found, qPrintable(QStringLiteral("expected %1 at %2 containing:\n  %3\ngot:\n%4")
-                                       .arg(isError ? "an error" : "a warning", field, message,
-                                            QString::fromStdString(r.diagnostics.format()))));
+            found = found
+                || (p.field == field.toStdString() && p.message.find(message.toStdString()) != std::string::npos);
+        QVERIFY2(found,
+            qPrintable(QStringLiteral("expected %1 at %2 containing:\n  %3\ngot:\n%4")
+                           .arg(isError ? "an error" : "a warning", field, message,
+                               QString::fromStdString(r.diagnostics.format()))));
         QCOMPARE(r.ok(), !isError);
     }
 
@@ -208,8 +247,8 @@ private slots:
         for (const auto& e : errors)
             fields << QString::fromStdString(e.field);
         QVERIFY2(fields.contains("parallel.tp") && fields.contains("comm.allreduce") && fields.contains("precision")
-                     && fields.contains("parallel.stages"),
-                 qPrintable(fields.join(", ")));
+                && fields.contains("parallel.stages"),
+            qPrintable(fields.join(", ")));
         // tp could not be read, so rules that need tp stay silent rather than guessing.
         for (const auto& e : errors)
             QVERIFY2(e.message.find("does not divide") == std::string::npos, e.message.c_str());
@@ -218,9 +257,11 @@ private slots:
     void validTensorDegrees()
     {
         const auto& profiles = BuiltinProfiles::instance();
-        QCOMPARE(validTensorParallelDegrees(*profiles.findModel("gpt2-124m")), (std::vector<std::int64_t>{1, 2, 3, 4, 6, 12}));
-        QCOMPARE(validTensorParallelDegrees(*profiles.findModel("llama2-70b")), (std::vector<std::int64_t>{1, 2, 4, 8}));
-        QCOMPARE(validTensorParallelDegrees(*profiles.findModel("gpt-tiny")), (std::vector<std::int64_t>{1, 2, 4}));
+        QCOMPARE(validTensorParallelDegrees(*profiles.findModel("gpt2-124m")),
+            (std::vector<std::int64_t> { 1, 2, 3, 4, 6, 12 }));
+        QCOMPARE(
+            validTensorParallelDegrees(*profiles.findModel("llama2-70b")), (std::vector<std::int64_t> { 1, 2, 4, 8 }));
+        QCOMPARE(validTensorParallelDegrees(*profiles.findModel("gpt-tiny")), (std::vector<std::int64_t> { 1, 2, 4 }));
     }
 
     void inMemoryLayoutWithZeroDegree()
