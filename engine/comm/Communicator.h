@@ -1,0 +1,73 @@
+#pragma once
+
+#include "engine/comm/DType.h"
+#include "engine/comm/Work.h"
+#include "engine/plan/Layout.h"
+#include "engine/trace/TraceEvent.h"
+
+#include <cstddef>
+#include <vector>
+
+namespace loom::comm {
+
+// Which all-reduce (reduce-scatter, all-gather) to run. Library is MPI's or NCCL's own; the others are
+// Loom's, written on point-to-point so their steps can be seen and taught.
+enum class CollectiveAlgorithm : std::uint8_t { Library, Ring, Chunked, Hierarchical };
+std::string_view toString(CollectiveAlgorithm algorithm);
+// Parses "library", "ring", "chunked", "hierarchical".
+std::optional<CollectiveAlgorithm> collectiveAlgorithmFromString(std::string_view text);
+
+// Error-feedback state of one gradient tensor for lossy codecs (Karimireddy et al. 2019): what
+// compression lost this step is added to the next step's input. One per tensor (or bucket); the caller
+// keeps it across steps. `worker` is this rank's input residual; `server` the residual of the chunk this
+// rank reduces in the two-phase scheme.
+struct ErrorFeedback {
+    std::vector<float> worker;
+    std::vector<float> server;
+};
+
+struct CollectiveOptions {
+    CollectiveAlgorithm algorithm = CollectiveAlgorithm::Library;
+    std::size_t chunkBytes = 1 << 20;  // Chunked: the pipelining unit
+    plan::Codec codec;                 // all-reduce of fp32 sums only; none = uncompressed
+    std::size_t codecBlock = 256;      // int8/int4: elements per scale
+    ErrorFeedback* feedback = nullptr; // lossy codecs: residual carried across calls (null = no feedback)
+};
+
+// A group of ranks that talk to each other: each TP, PP and DP group of the rank grid is one.
+//
+// Every call returns at once with a Work; operations of one communicator run in the order they were called
+// (collectives must be called in the same order on every member, as with MPI and NCCL). Point-to-point
+// calls may overlap each other and collectives. Ranks and peers are ranks within the group. Buffers are host
+// memory for the MPI backend and device memory for the NCCL backend (see onDevice()). Each operation records
+// a trace event (kind, bytes, wire bytes, group, peer, algorithm, codec, start, end) when a recorder is set.
+//
+// Failures are reported by Work::wait() as CommError naming the operation, the group and the ranks: a
+// mismatch of counts or types across ranks, a peer that does not answer within the timeout. After a
+// failure the communicator refuses further operations with the first error.
+class Communicator {
+public:
+    virtual ~Communicator() = default;
+
+    virtual int rank() const = 0;
+    virtual int size() const = 0;
+    // The group: its kind, its members as global ranks, and its name for messages.
+    virtual const trace::GroupInfo& group() const = 0;
+    virtual bool onDevice() const = 0;
+
+    virtual WorkPtr send(const void* data, std::size_t count, DType type, int peer) = 0;
+    virtual WorkPtr recv(void* data, std::size_t count, DType type, int peer) = 0;
+    virtual WorkPtr broadcast(void* data, std::size_t count, DType type, int root) = 0;
+    // In place: every rank ends with the reduction of every rank's `data`.
+    virtual WorkPtr allReduce(void* data, std::size_t count, DType type, ReduceOp op,
+                              const CollectiveOptions& options = {}) = 0;
+    // `send` holds size()·recvCount elements; rank r receives the reduction of block r.
+    virtual WorkPtr reduceScatter(const void* send, void* recv, std::size_t recvCount, DType type, ReduceOp op,
+                                  const CollectiveOptions& options = {}) = 0;
+    // `recv` holds size()·sendCount elements; block r comes from rank r.
+    virtual WorkPtr allGather(const void* send, void* recv, std::size_t sendCount, DType type,
+                              const CollectiveOptions& options = {}) = 0;
+    virtual WorkPtr barrier() = 0;
+};
+
+}  // namespace loom::comm

@@ -1,0 +1,136 @@
+#include "engine/comm/MpiTransport.h"
+
+#include "engine/comm/CommError.h"
+
+#include <sched.h>
+
+#include <climits>
+#include <cstring>
+
+namespace loom::comm {
+
+std::string mpiErrorText(int code)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+        return "MPI error " + std::to_string(code);
+    return std::string(text, static_cast<std::size_t>(length));
+}
+
+MpiTransport::MpiTransport(MPI_Comm comm, std::vector<int> globalRanks, double timeoutSeconds)
+    : m_comm(comm), m_globalRanks(std::move(globalRanks)), m_timeout(timeoutSeconds)
+{
+    MPI_Comm_rank(comm, &m_rank);
+    MPI_Comm_size(comm, &m_size);
+}
+
+Transport::Request MpiTransport::isend(const void* data, std::size_t bytes, int peer)
+{
+    if (bytes > static_cast<std::size_t>(INT_MAX))
+        throw CommError(m_context + ": a message of " + std::to_string(bytes) + " bytes is over MPI's 2 GiB limit; "
+                                    "use chunks (chunk_kb) or smaller buckets");
+    Pending p{MPI_REQUEST_NULL, peer, bytes, true};
+    const int rc = MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, 0, m_comm, &p.request);
+    if (rc != MPI_SUCCESS)
+        failed(p, rc);
+    m_bytesSent += bytes;
+    m_pending.push_back(p);
+    return m_pending.size() - 1;
+}
+
+Transport::Request MpiTransport::irecv(void* data, std::size_t bytes, int peer)
+{
+    if (bytes > static_cast<std::size_t>(INT_MAX))
+        throw CommError(m_context + ": a message of " + std::to_string(bytes) + " bytes is over MPI's 2 GiB limit; "
+                                    "use chunks (chunk_kb) or smaller buckets");
+    Pending p{MPI_REQUEST_NULL, peer, bytes, false};
+    const int rc = MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, 0, m_comm, &p.request);
+    if (rc != MPI_SUCCESS)
+        failed(p, rc);
+    m_pending.push_back(p);
+    return m_pending.size() - 1;
+}
+
+void MpiTransport::wait(Request id)
+{
+    Pending& p = m_pending.at(id);
+    int rc = MPI_SUCCESS;
+    MPI_Status status;
+    const bool done = pollUntil(
+        [&] {
+            int flag = 0;
+            rc = MPI_Test(&p.request, &flag, &status);
+            return flag != 0 || rc != MPI_SUCCESS;
+        },
+        m_timeout);
+    if (rc != MPI_SUCCESS)
+        failed(p, rc);
+    if (!done)
+        timedOut(p);
+    if (!p.isSend) {
+        int received = 0;
+        MPI_Get_count(&status, MPI_BYTE, &received);
+        if (static_cast<std::size_t>(received) != p.bytes)
+            throw CommError(m_context + ": rank " + std::to_string(m_globalRanks.at(static_cast<std::size_t>(p.peer)))
+                            + " sent " + std::to_string(received) + " bytes where " + std::to_string(p.bytes)
+                            + " were expected; the ranks disagree about the operation's size");
+    }
+}
+
+void MpiTransport::waitAll()
+{
+    for (std::size_t i = 0; i < m_pending.size(); ++i)
+        if (m_pending[i].request != MPI_REQUEST_NULL)
+            wait(i);
+    m_pending.clear();
+}
+
+void MpiTransport::abandon()
+{
+    for (auto& p : m_pending) {
+        if (p.request != MPI_REQUEST_NULL && !p.isSend) {
+            MPI_Cancel(&p.request);
+            MPI_Request_free(&p.request);
+        }
+    }
+    m_pending.clear();
+}
+
+void MpiTransport::timedOut(const Pending& p)
+{
+    const int peer = m_globalRanks.at(static_cast<std::size_t>(p.peer));
+    throw CommError(m_context + " timed out after " + std::to_string(static_cast<int>(m_timeout.count()))
+                    + " s waiting for rank " + std::to_string(peer) + " (" + (p.isSend ? "send of " : "receive of ")
+                    + std::to_string(p.bytes) + " bytes); check that rank " + std::to_string(peer)
+                    + " is alive and reached the same operation (LOOM_COMM_TIMEOUT_S sets the limit)");
+}
+
+void MpiTransport::failed(const Pending& p, int code)
+{
+    throw CommError(m_context + ": MPI failed " + (p.isSend ? "sending to rank " : "receiving from rank ")
+                    + std::to_string(m_globalRanks.at(static_cast<std::size_t>(p.peer))) + ": " + mpiErrorText(code));
+}
+
+void MpiTransport::reduce(void* dst, const void* src, std::size_t count, DType type, ReduceOp op)
+{
+    reduceHost(dst, src, count, type, op);
+}
+
+void MpiTransport::copy(void* dst, const void* src, std::size_t bytes)
+{
+    if (bytes)
+        std::memmove(dst, src, bytes);
+}
+
+void* MpiTransport::scratch(std::size_t bytes, int slot)
+{
+    const auto s = static_cast<std::size_t>(slot);
+    if (m_scratch.size() <= s)
+        m_scratch.resize(s + 1);
+    if (m_scratch[s].size() < bytes)
+        m_scratch[s].resize(bytes);
+    return m_scratch[s].data();
+}
+
+}  // namespace loom::comm

@@ -1,0 +1,75 @@
+#pragma once
+
+#include "engine/comm/Transport.h"
+
+#include <mpi.h>
+#include <sched.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace loom::comm {
+
+// Transport over an MPI communicator and host memory. Requests are MPI_Isend/MPI_Irecv; waiting polls
+// MPI_Test (yielding the core between polls, so oversubscribed ranks make progress) until a deadline.
+class MpiTransport final : public Transport {
+public:
+    // `globalRanks` names the members in messages; `timeoutSeconds` bounds every wait.
+    MpiTransport(MPI_Comm comm, std::vector<int> globalRanks, double timeoutSeconds);
+
+    // What the current operation is, for messages ("all-reduce #3 on DP group [0, 4]").
+    void setContext(std::string context) { m_context = std::move(context); }
+
+    int rank() const override { return m_rank; }
+    int size() const override { return m_size; }
+    Request isend(const void* data, std::size_t bytes, int peer) override;
+    Request irecv(void* data, std::size_t bytes, int peer) override;
+    void wait(Request request) override;
+    void waitAll() override;
+    void reduce(void* dst, const void* src, std::size_t count, DType type, ReduceOp op) override;
+    void copy(void* dst, const void* src, std::size_t bytes) override;
+    void* scratch(std::size_t bytes, int slot) override;
+
+    // Cancels what is still outstanding (after a failure), so MPI holds no pointer into freed buffers.
+    void abandon();
+
+private:
+    struct Pending {
+        MPI_Request request = MPI_REQUEST_NULL;
+        int peer = -1;
+        std::size_t bytes = 0;
+        bool isSend = false;
+    };
+    [[noreturn]] void timedOut(const Pending& p);
+    [[noreturn]] void failed(const Pending& p, int code);
+
+    MPI_Comm m_comm;
+    std::vector<int> m_globalRanks;
+    std::chrono::duration<double> m_timeout;
+    int m_rank = 0;
+    int m_size = 1;
+    std::string m_context;
+    std::vector<Pending> m_pending;
+    std::vector<std::vector<std::byte>> m_scratch;
+};
+
+// Polls `test` until it returns true (yielding between polls) or `timeout` passes; false on timeout.
+template <typename Test>
+bool pollUntil(Test&& test, std::chrono::duration<double> timeout)
+{
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (unsigned spins = 0;; ++spins) {
+        if (test())
+            return true;
+        if (spins > 32)
+            sched_yield();
+        if ((spins & 255) == 255 && std::chrono::steady_clock::now() > deadline)
+            return false;
+    }
+}
+
+// A readable form of an MPI error code.
+std::string mpiErrorText(int code);
+
+}  // namespace loom::comm

@@ -1,0 +1,81 @@
+#include "engine/trace/TraceEvent.h"
+
+#include <chrono>
+
+namespace loom::trace {
+
+std::string_view toString(EventKind kind)
+{
+    switch (kind) {
+    case EventKind::Forward: return "forward";
+    case EventKind::Backward: return "backward";
+    case EventKind::Recompute: return "recompute";
+    case EventKind::Optimizer: return "optimizer";
+    case EventKind::DataLoad: return "data";
+    case EventKind::Checkpoint: return "checkpoint";
+    case EventKind::Wait: return "wait";
+    case EventKind::AllReduce: return "all-reduce";
+    case EventKind::ReduceScatter: return "reduce-scatter";
+    case EventKind::AllGather: return "all-gather";
+    case EventKind::Broadcast: return "broadcast";
+    case EventKind::Send: return "send";
+    case EventKind::Recv: return "recv";
+    case EventKind::Barrier: return "barrier";
+    }
+    return "unknown";
+}
+
+std::string_view toString(Lane lane)
+{
+    return lane == Lane::Compute ? "compute" : "comm";
+}
+
+std::string_view toString(GroupKind kind)
+{
+    switch (kind) {
+    case GroupKind::World: return "world";
+    case GroupKind::Tensor: return "TP";
+    case GroupKind::Pipeline: return "PP";
+    case GroupKind::Data: return "DP";
+    case GroupKind::Node: return "node";
+    case GroupKind::CrossNode: return "cross-node";
+    case GroupKind::Other: return "group";
+    }
+    return "group";
+}
+
+std::string_view toString(Algorithm algorithm)
+{
+    switch (algorithm) {
+    case Algorithm::None: return "none";
+    case Algorithm::Library: return "library";
+    case Algorithm::Ring: return "ring";
+    case Algorithm::ChunkedRing: return "chunked";
+    case Algorithm::Hierarchical: return "hierarchical";
+    case Algorithm::TwoPhaseCompressed: return "two-phase-compressed";
+    case Algorithm::SparseAllGather: return "sparse-allgather";
+    }
+    return "none";
+}
+
+Lane laneOf(EventKind kind)
+{
+    switch (kind) {
+    case EventKind::AllReduce:
+    case EventKind::ReduceScatter:
+    case EventKind::AllGather:
+    case EventKind::Broadcast:
+    case EventKind::Send:
+    case EventKind::Recv:
+    case EventKind::Barrier: return Lane::Comm;
+    default: return Lane::Compute;
+    }
+}
+
+std::int64_t nowNs()
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+}  // namespace loom::trace

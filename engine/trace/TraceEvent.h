@@ -1,0 +1,88 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loom::trace {
+
+// What an event records. Compute kinds run on the compute lane, communication kinds on the comm lane.
+enum class EventKind : std::uint8_t {
+    Forward,
+    Backward,
+    Recompute,
+    Optimizer,
+    DataLoad,
+    Checkpoint,
+    Wait,  // time blocked in a receive or a wait
+    AllReduce,
+    ReduceScatter,
+    AllGather,
+    Broadcast,
+    Send,
+    Recv,
+    Barrier,
+};
+
+enum class Lane : std::uint8_t { Compute, Comm };
+enum class EventSource : std::uint8_t { Measured, Simulated };
+
+// The group a communication event ran in.
+enum class GroupKind : std::uint8_t { World, Tensor, Pipeline, Data, Node, CrossNode, Other };
+
+// The algorithm a collective actually ran with (after any fallback).
+enum class Algorithm : std::uint8_t {
+    None,          // compute events, point-to-point
+    Library,       // MPI's or NCCL's own collective
+    Ring,          // Loom's ring on point-to-point
+    ChunkedRing,   // Loom's ring with chunks pipelined within each step
+    Hierarchical,  // Loom's two-level all-reduce
+    TwoPhaseCompressed,  // compressed reduce-scatter (all-to-all) + compressed all-gather
+    SparseAllGather,     // top-k: all-gather of (index, value) pairs
+};
+
+// One thing one rank did, measured or simulated. Times are nanoseconds on the rank's clock (aligned to
+// rank 0's by the telemetry layer). Fields that do not apply are -1 (ints) or 0 (bytes).
+struct TraceEvent {
+    std::int32_t rank = -1;
+    Lane lane = Lane::Compute;
+    EventKind kind = EventKind::Forward;
+    EventSource source = EventSource::Measured;
+    std::int32_t step = -1;
+    std::int32_t microBatch = -1;
+    std::int32_t stage = -1;
+    std::int32_t chunk = -1;  // virtual pipeline chunk
+    std::int64_t startNs = 0;
+    std::int64_t endNs = 0;
+    std::uint64_t bytes = 0;      // logical payload (uncompressed)
+    std::uint64_t wireBytes = 0;  // what this rank actually sent
+    std::int32_t group = -1;      // id of a GroupInfo (collectives) or -1
+    std::int32_t peer = -1;       // global rank of the other side (point-to-point) or -1
+    Algorithm algorithm = Algorithm::None;
+    std::string codec;            // "" or the codec's text form ("int8", "topk:0.01")
+
+    std::int64_t durationNs() const { return endNs - startNs; }
+    bool operator==(const TraceEvent&) const = default;
+};
+
+// A communication group, referenced by TraceEvent::group.
+struct GroupInfo {
+    std::int32_t id = -1;
+    GroupKind kind = GroupKind::Other;
+    std::vector<std::int32_t> ranks;  // global ranks, in group order
+    std::string name;                 // "DP group of tp=0 pp=1"
+
+    bool operator==(const GroupInfo&) const = default;
+};
+
+std::string_view toString(EventKind kind);
+std::string_view toString(Lane lane);
+std::string_view toString(GroupKind kind);
+std::string_view toString(Algorithm algorithm);
+Lane laneOf(EventKind kind);
+
+// Nanoseconds on this process's monotonic clock.
+std::int64_t nowNs();
+
+}  // namespace loom::trace
