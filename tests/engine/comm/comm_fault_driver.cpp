@@ -1,0 +1,61 @@
+// Runs one fault scenario under mpirun for tst_comm_faults (which checks what it prints and how fast):
+//   mismatch       rank 0 all-reduces 1000 elements, the others 1024
+//   type-mismatch  rank 0 all-reduces fp32, the others fp16
+//   silent-peer    rank 1 never calls the all-reduce (the others must time out, not hang)
+//   silent-sender  rank 0 waits for a message rank 1 never sends
+//   peer-dies      rank 1 is killed (SIGKILL) between two all-reduces
+#include "engine/comm/MpiCommunicator.h"
+
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+using namespace loom::comm;
+
+int main(int argc, char** argv)
+{
+    MpiSession session(&argc, &argv);
+    const std::string scenario = argc > 1 ? argv[1] : "";
+    const int rank = session.worldRank();
+    bool failed = false;
+    {
+        MpiCommunicator world(MPI_COMM_WORLD, loom::trace::GroupKind::World, "world", nullptr);
+        std::vector<float> data(1024, 1.0f);
+        try {
+            if (scenario == "mismatch") {
+                world.allReduce(data.data(), rank == 0 ? 1000 : 1024, DType::F32, ReduceOp::Sum)->wait();
+            } else if (scenario == "type-mismatch") {
+                world.allReduce(data.data(), 512, rank == 0 ? DType::F32 : DType::F16, ReduceOp::Sum)->wait();
+            } else if (scenario == "silent-peer") {
+                if (rank == 1)
+                    std::this_thread::sleep_for(std::chrono::seconds(60));
+                else
+                    world.allReduce(data.data(), data.size(), DType::F32, ReduceOp::Sum)->wait();
+            } else if (scenario == "silent-sender") {
+                if (rank == 0)
+                    world.recv(data.data(), 256, DType::F32, 1)->wait();
+                else
+                    std::this_thread::sleep_for(std::chrono::seconds(60));
+            } else if (scenario == "peer-dies") {
+                world.allReduce(data.data(), data.size(), DType::F32, ReduceOp::Sum)->wait();
+                if (rank == 1)
+                    raise(SIGKILL);
+                CollectiveOptions ring;
+                ring.algorithm = CollectiveAlgorithm::Ring;
+                world.allReduce(data.data(), data.size(), DType::F32, ReduceOp::Sum, ring)->wait();
+            } else {
+                std::fprintf(stderr, "unknown scenario '%s'\n", scenario.c_str());
+                return 64;
+            }
+        } catch (const CommError& e) {
+            std::printf("rank %d: CommError: %s\n", rank, e.what());
+            std::fflush(stdout);
+            failed = true;
+        }
+        if (failed && (scenario == "silent-peer" || scenario == "silent-sender"))
+            MPI_Abort(MPI_COMM_WORLD, 3);  // the peer is stuck: end the job, as the engine does
+    }
+    return failed ? 2 : 0;
+}
