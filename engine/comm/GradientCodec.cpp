@@ -78,10 +78,7 @@ public:
             std::memset(codes, 0, codeBytes(count));
             for (std::size_t b = 0; b * m_block < count; ++b) {
                 const std::size_t begin = b * m_block, end = std::min(count, begin + m_block);
-                float amax = 0;
-                for (std::size_t i = begin; i < end; ++i)
-                    amax = std::max(amax, std::fabs(in[i]));
-                const float scale = amax / 7.0f;
+                const float scale = absMax(in + begin, end - begin) / 7.0f;
                 scales[b] = scale;
                 const float inv = scale > 0 ? 1.0f / scale : 0.0f;
                 for (std::size_t i = begin; i < end; ++i) {
@@ -211,14 +208,28 @@ public:
 
 }  // namespace
 
+float absMax(const float* x, std::size_t n)
+{
+    // The largest |x| as the largest magnitude bit pattern: an integer max the compiler vectorises (a float
+    // max does not vectorise without -ffast-math, because of NaN ordering). NaN inputs give a NaN scale.
+    std::int32_t best = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        std::int32_t bits;
+        std::memcpy(&bits, x + i, 4);
+        bits &= 0x7fffffff;
+        best = bits > best ? bits : best;
+    }
+    float out;
+    std::memcpy(&out, &best, 4);
+    return out;
+}
+
 void quantizeInt8(const float* in, std::size_t count, std::size_t block, float* scales, std::int8_t* q)
 {
     for (std::size_t b = 0; b * block < count; ++b) {
         const std::size_t begin = b * block, n = std::min(block, count - begin);
         const float* x = in + begin;
-        float amax = 0;
-        for (std::size_t i = 0; i < n; ++i)
-            amax = std::max(amax, std::fabs(x[i]));
+        const float amax = absMax(x, n);
         const float scale = amax / 127.0f;
         scales[b] = scale;
         const float inv = scale > 0 ? 1.0f / scale : 0.0f;

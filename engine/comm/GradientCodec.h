@@ -34,6 +34,9 @@ public:
 // The codec for a layout's dp_codec (null for "none"). `block` is the int8/int4 block size in elements.
 std::unique_ptr<GradientCodec> makeCodec(const plan::Codec& codec, std::size_t block = 256);
 
+// The largest magnitude in x[0..n).
+float absMax(const float* x, std::size_t n);
+
 // int8 block quantisation exposed for the throughput benchmark: quantise then dequantise `count` floats.
 void quantizeInt8(const float* in, std::size_t count, std::size_t block, float* scales, std::int8_t* q);
 void dequantizeInt8(const float* scales, const std::int8_t* q, std::size_t count, std::size_t block, float* out);
