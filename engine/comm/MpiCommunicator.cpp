@@ -1,5 +1,6 @@
 #include "engine/comm/MpiCommunicator.h"
 
+#include "engine/comm/Agreement.h"
 #include "engine/comm/CompressedAllReduce.h"
 #include "engine/comm/GradientCodec.h"
 #include "engine/comm/MpiTransport.h"
@@ -91,19 +92,6 @@ MPI_Op mpiOp(DType t, ReduceOp op)
     return t == DType::F16 ? mpiOps().half[i] : mpiOps().bf16[i];
 }
 
-std::string rankList(const std::vector<std::int32_t>& ranks)
-{
-    std::string s = "[";
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-        if (i == 8 && ranks.size() > 10) {
-            s += ", ... " + std::to_string(ranks.size() - 9) + " more, " + std::to_string(ranks.back());
-            break;
-        }
-        s += (i ? ", " : "") + std::to_string(ranks[i]);
-    }
-    return s + "]";
-}
-
 std::vector<int> detectNodes(MPI_Comm comm)
 {
     int rank = 0, size = 1;
@@ -128,11 +116,6 @@ std::vector<int> detectNodes(MPI_Comm comm)
     for (int l : leaders)
         nodes.push_back(index[l]);
     return nodes;
-}
-
-std::int64_t elements(std::size_t count)
-{
-    return static_cast<std::int64_t>(count);
 }
 
 }  // namespace
@@ -241,54 +224,9 @@ void MpiCommunicator::workerLoop()
 
 void MpiCommunicator::checkAgreement(const Op& op)
 {
-    // One tiny all-reduce (MAX of count, -count, signature, -signature) tells every member whether all agree.
-    const std::int64_t signature = static_cast<std::int64_t>(op.kind) | static_cast<std::int64_t>(op.type) << 8
-                                   | static_cast<std::int64_t>(op.reduce) << 12
-                                   | static_cast<std::int64_t>(op.options.algorithm) << 16
-                                   | static_cast<std::int64_t>(op.options.codec.kind) << 20
-                                   | static_cast<std::int64_t>(op.root) << 24;
-    std::int64_t values[4] = {elements(op.count), -elements(op.count), signature, -signature};
-    MPI_Request request;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, values, 4, MPI_INT64_T, MPI_MAX, m_collectives, &request);
-    const auto waitFor = [&](MPI_Request& r, const char* what) {
-        int code = rc;
-        const bool done = code == MPI_SUCCESS && pollUntil(
-                                                     [&] {
-                                                         int flag = 0;
-                                                         code = MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
-                                                         return flag != 0 || code != MPI_SUCCESS;
-                                                     },
-                                                     std::chrono::duration<double>(m_config.timeoutSeconds));
-        if (code != MPI_SUCCESS)
-            throw CommError(describe(op) + ": " + what + " failed: " + mpiErrorText(code));
-        if (!done)
-            throw CommError(describe(op) + " timed out after " + std::to_string(static_cast<int>(m_config.timeoutSeconds))
-                            + " s: not every member of " + rankList(m_group.ranks)
-                            + " reached it; check that they are alive and call the same collectives in the same order"
-                              " (LOOM_COMM_TIMEOUT_S sets the limit)");
-    };
-    waitFor(request, "the agreement check");
-    if (values[0] == -values[1] && values[2] == -values[3])
-        return;
-    // Someone differs: gather everyone's call so the message can name them.
-    std::int64_t mine[2] = {elements(op.count), signature};
-    std::vector<std::int64_t> all(2 * static_cast<std::size_t>(m_size));
-    rc = MPI_Iallgather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, m_collectives, &request);
-    waitFor(request, "gathering the disagreeing calls");
-    std::map<std::pair<std::int64_t, std::int64_t>, std::vector<std::int32_t>> calls;
-    for (int i = 0; i < m_size; ++i)
-        calls[{all[2 * static_cast<std::size_t>(i)], all[2 * static_cast<std::size_t>(i) + 1]}].push_back(
-            m_group.ranks[static_cast<std::size_t>(i)]);
-    std::string detail;
-    for (const auto& [call, ranks] : calls) {
-        const auto kind = static_cast<EventKind>(call.second & 0xff);
-        const auto type = static_cast<DType>((call.second >> 8) & 0xf);
-        detail += (detail.empty() ? "" : "; ") + std::string("rank") + (ranks.size() > 1 ? "s " : " ") + rankList(ranks)
-                  + " called " + std::string(trace::toString(kind)) + " with " + std::to_string(call.first) + " "
-                  + std::string(toString(type)) + " elements";
-    }
-    throw CommError(describe(op) + ": the members disagree (" + detail
-                    + "); every member must make the same call with the same count, type and options");
+    CallSignature call{op.kind, op.type, op.reduce, static_cast<int>(op.options.algorithm),
+                       static_cast<int>(op.options.codec.kind), op.root, op.count};
+    comm::checkAgreement(m_collectives, call, m_group.ranks, m_config.timeoutSeconds, describe(op));
 }
 
 void MpiCommunicator::runLibrary(Op& op)

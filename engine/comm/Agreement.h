@@ -1,0 +1,34 @@
+#pragma once
+
+#include "engine/comm/DType.h"
+#include "engine/trace/TraceEvent.h"
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::comm {
+
+// What one member called: every member of a group must make the same collective call.
+struct CallSignature {
+    trace::EventKind kind = trace::EventKind::AllReduce;
+    DType type = DType::F32;
+    ReduceOp op = ReduceOp::Sum;
+    int algorithm = 0;
+    int codec = 0;
+    int root = 0;
+    std::size_t count = 0;
+};
+
+// Checks over `comm` (host side, one 4-value all-reduce) that every member made the same call; throws
+// CommError naming who called what when they differ, or when a member does not arrive within the timeout.
+// `description` names the operation and group in messages; `groupRanks` are the members' global ranks.
+void checkAgreement(MPI_Comm comm, const CallSignature& call, const std::vector<std::int32_t>& groupRanks,
+                    double timeoutSeconds, const std::string& description);
+
+// "[0, 1, 2]" (long lists shortened).
+std::string rankList(const std::vector<std::int32_t>& ranks);
+
+}  // namespace loom::comm
