@@ -13,6 +13,7 @@ if(WITH_CUDA)
       set(CMAKE_CUDA_ARCHITECTURES 80 90)  # CUDA 13's minimum is 75; "native" fails without a GPU
     endif()
     set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+    set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no C++20 flag for nvcc; the kernels need only C++17
     enable_language(CUDA)
     find_package(CUDAToolkit)
     find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})

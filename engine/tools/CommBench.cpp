@@ -2,6 +2,10 @@
 #include "engine/comm/GradientCodec.h"
 #include "engine/comm/MpiCommunicator.h"
 #include "engine/tools/CommBenchOptions.h"
+#if LOOM_WITH_NCCL
+#include "engine/comm/NcclCommunicator.h"
+#include <cuda_runtime_api.h>
+#endif
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <vector>
 
 using namespace loom;
@@ -85,6 +90,8 @@ public:
         } else {
             pristine.resize(count * es);
             fill(pristine, count, m_o.type, m_r, 0, fractional);
+            if (m_o.op == "sendrecv")
+                output.resize(count * es);
         }
         const auto expected = expectation(count, fractional);
 
@@ -98,16 +105,18 @@ public:
         for (int it = -m_o.warmup; it < m_o.iters; ++it) {
             input = pristine;
             std::fill(output.begin(), output.end(), 0);
+            Staging staging(m_c.onDevice(), input, output);
             MPI_Barrier(MPI_COMM_WORLD);
             const double t0 = MPI_Wtime();
-            WorkStats stats = launch(input, output, count, options);
+            WorkStats stats = launch(staging, count, options);
             const double t1 = MPI_Wtime();
+            staging.copyBack(input, output);
             if (it < 0)
                 continue;
             result.seconds += t1 - t0;
             result.wire = stats.wireBytes;
             if (m_o.check)
-                result.wrong = std::max(result.wrong, countWrong(m_o.op == "allgather" || m_o.op == "reducescatter" ? output : input,
+                result.wrong = std::max(result.wrong, countWrong(m_o.op == "allgather" || m_o.op == "reducescatter" || m_o.op == "sendrecv" ? output : input,
                                                                  expected));
         }
         result.seconds /= m_o.iters;
@@ -115,36 +124,74 @@ public:
     }
 
 private:
-    WorkStats launch(std::vector<std::uint8_t>& in, std::vector<std::uint8_t>& out, std::size_t count,
-                     const CollectiveOptions& options)
+    // The buffers an operation works on: the host vectors themselves, or device copies for the NCCL backend.
+    class Staging {
+    public:
+        Staging(bool device, const std::vector<std::uint8_t>& in, const std::vector<std::uint8_t>& out)
+            : m_device(device), m_inBytes(std::max<std::size_t>(in.size(), out.size())), m_outBytes(out.size())
+        {
+            if (!m_device) {
+                m_in = const_cast<std::uint8_t*>(in.data());
+                m_out = const_cast<std::uint8_t*>(out.data());
+                return;
+            }
+#if LOOM_WITH_NCCL
+            cudaMalloc(&m_in, m_inBytes + 1);
+            cudaMalloc(&m_out, m_outBytes + 1);
+            cudaMemcpy(m_in, in.data(), in.size(), cudaMemcpyHostToDevice);
+#endif
+        }
+        ~Staging()
+        {
+#if LOOM_WITH_NCCL
+            if (m_device) {
+                cudaFree(m_in);
+                cudaFree(m_out);
+            }
+#endif
+        }
+        void copyBack(std::vector<std::uint8_t>& in, std::vector<std::uint8_t>& out)
+        {
+#if LOOM_WITH_NCCL
+            if (m_device) {
+                cudaMemcpy(in.data(), m_in, in.size(), cudaMemcpyDeviceToHost);
+                cudaMemcpy(out.data(), m_out, out.size(), cudaMemcpyDeviceToHost);
+            }
+#else
+            (void)in;
+            (void)out;
+#endif
+        }
+        void* in() { return m_in; }
+        void* out() { return m_out; }
+
+    private:
+        bool m_device;
+        std::size_t m_inBytes, m_outBytes;
+        void* m_in = nullptr;
+        void* m_out = nullptr;
+    };
+
+    WorkStats launch(Staging& b, std::size_t count, const CollectiveOptions& options)
     {
-        if (m_o.op == "allreduce") {
-            auto w = m_c.allReduce(in.data(), count, m_o.type, ReduceOp::Sum, options);
-            w->wait();
-            return w->stats();
-        }
-        if (m_o.op == "allgather") {
-            auto w = m_c.allGather(in.data(), out.data(), count, m_o.type, options);
-            w->wait();
-            return w->stats();
-        }
-        if (m_o.op == "reducescatter") {
-            auto w = m_c.reduceScatter(in.data(), out.data(), count, m_o.type, ReduceOp::Sum, options);
-            w->wait();
-            return w->stats();
-        }
-        if (m_o.op == "broadcast") {
-            auto w = m_c.broadcast(in.data(), count, m_o.type, 0);
+        WorkPtr w;
+        if (m_o.op == "allreduce")
+            w = m_c.allReduce(b.in(), count, m_o.type, ReduceOp::Sum, options);
+        else if (m_o.op == "allgather")
+            w = m_c.allGather(b.in(), b.out(), count, m_o.type, options);
+        else if (m_o.op == "reducescatter")
+            w = m_c.reduceScatter(b.in(), b.out(), count, m_o.type, ReduceOp::Sum, options);
+        else if (m_o.op == "broadcast")
+            w = m_c.broadcast(b.in(), count, m_o.type, 0);
+        if (w) {
             w->wait();
             return w->stats();
         }
         // sendrecv: every rank sends to the next and receives from the previous, at once.
-        out.resize(in.size());
-        auto r = m_c.recv(out.data(), count, m_o.type, (m_r + m_n - 1) % m_n);
-        auto s = m_c.send(in.data(), count, m_o.type, (m_r + 1) % m_n);
+        auto r = m_c.recv(b.out(), count, m_o.type, (m_r + m_n - 1) % m_n);
+        auto s = m_c.send(b.in(), count, m_o.type, (m_r + 1) % m_n);
         s->wait();
         r->wait();
-        in = out;
         return s->stats();
     }
 
@@ -250,14 +297,31 @@ int main(int argc, char** argv)
         (help ? std::cout : std::cerr) << (help ? "" : "loom-commbench: ") << error << (help ? "" : "\n");
         return help ? 0 : 64;
     }
+    std::optional<MpiSession> sessionHolder;
     try {
-        MpiSession session(&argc, &argv);
-        if (options->backend == "nccl") {
-            if (session.worldRank() == 0)
-                std::cerr << "loom-commbench: the NCCL backend is not in this build (no CUDA toolkit was found when it "
-                             "was built); use --backend mpi\n";
+        sessionHolder.emplace(&argc, &argv);
+    } catch (const std::exception& e) {
+        std::cerr << "loom-commbench: " << e.what() << "\n";
+        return 1;
+    }
+    MpiSession& session = *sessionHolder;
+    if (options->backend == "nccl") {
+        // Every rank learns whether every rank has a GPU, so all stop cleanly together when one has none.
+#if LOOM_WITH_NCCL
+        const std::string problem = NcclCommunicator::deviceProblem();
+#else
+        const std::string problem = "the NCCL backend is not in this build (no CUDA toolkit with NCCL was found when "
+                                    "it was built); use --backend mpi";
+#endif
+        int ok = problem.empty() ? 1 : 0;
+        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!ok) {
+            if (!problem.empty())
+                std::cerr << "loom-commbench: rank " << session.worldRank() << ": " << problem << "\n";
             return 1;
         }
+    }
+    try {
         CommConfig config = CommConfig::fromEnvironment();
         config.checkAgreement = options->agreementCheck;
         std::vector<int> nodes;
@@ -266,7 +330,17 @@ int main(int argc, char** argv)
                 nodes.push_back(r / options->ranksPerNode);
         int result = 0;
         {
-            MpiCommunicator world(MPI_COMM_WORLD, trace::GroupKind::World, "world", nullptr, config, nodes);
+            std::unique_ptr<Communicator> communicator;
+            if (options->backend == "nccl") {
+#if LOOM_WITH_NCCL
+                communicator = std::make_unique<NcclCommunicator>(MPI_COMM_WORLD, trace::GroupKind::World, "world",
+                                                                  nullptr, config, nodes);
+#endif
+            } else {
+                communicator = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, trace::GroupKind::World, "world", nullptr,
+                                                                 config, nodes);
+            }
+            Communicator& world = *communicator;
             const int n = world.size();
             if (session.worldRank() == 0 && !options->json) {
                 std::printf("# loom-commbench: op %s, algo %s, codec %s, dtype %s, %d ranks, iters %d, warmup %d%s\n",
