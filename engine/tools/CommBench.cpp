@@ -60,7 +60,8 @@ float load(const std::vector<std::uint8_t>& buf, std::size_t i, DType type)
 }
 
 struct Result {
-    double seconds = 0;
+    double seconds = 0;  // mean
+    double median = 0;
     std::uint64_t wrong = 0;
     std::uint64_t wire = 0;
 };
@@ -102,6 +103,7 @@ public:
         options.codecBlock = m_o.codecBlock;
 
         Result result;
+        std::vector<double> times;
         for (int it = -m_o.warmup; it < m_o.iters; ++it) {
             input = pristine;
             std::fill(output.begin(), output.end(), 0);
@@ -113,6 +115,9 @@ public:
             staging.copyBack(input, output);
             if (it < 0)
                 continue;
+            double slowest = t1 - t0;  // the slowest rank's time for this iteration
+            MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            times.push_back(slowest);
             result.seconds += t1 - t0;
             result.wire = stats.wireBytes;
             if (m_o.check)
@@ -120,6 +125,8 @@ public:
                                                                  expected));
         }
         result.seconds /= m_o.iters;
+        std::sort(times.begin(), times.end());
+        result.median = times[times.size() / 2];
         return result;
     }
 
@@ -378,6 +385,7 @@ int main(int argc, char** argv)
                                                 {"bytes", bytes},
                                                 {"count", bytes / es},
                                                 {"time_us", seconds * 1e6},
+                                                {"time_median_us", r.median * 1e6},
                                                 {"algbw_gbps", algbw},
                                                 {"busbw_gbps", busbw},
                                                 {"wire_bytes", wire},
