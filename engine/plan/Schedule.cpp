@@ -1,0 +1,118 @@
+#include "engine/plan/Schedule.h"
+
+#include <algorithm>
+
+namespace loom::plan {
+
+namespace {
+
+using Kind = PipelineOp::Kind;
+
+std::vector<PipelineOp> gpipe(std::int64_t m)
+{
+    std::vector<PipelineOp> ops;
+    for (std::int64_t i = 0; i < m; ++i)
+        ops.push_back({Kind::Forward, static_cast<std::int32_t>(i), 0});
+    for (std::int64_t i = 0; i < m; ++i)
+        ops.push_back({Kind::Backward, static_cast<std::int32_t>(i), 0});
+    return ops;
+}
+
+std::vector<PipelineOp> oneFOneB(std::int64_t p, std::int64_t r, std::int64_t m)
+{
+    std::vector<PipelineOp> ops;
+    const std::int64_t warmup = std::min(p - r - 1, m);
+    std::int64_t nextF = 0, nextB = 0;
+    for (; nextF < warmup; ++nextF)
+        ops.push_back({Kind::Forward, static_cast<std::int32_t>(nextF), 0});
+    while (nextF < m) {
+        ops.push_back({Kind::Forward, static_cast<std::int32_t>(nextF++), 0});
+        ops.push_back({Kind::Backward, static_cast<std::int32_t>(nextB++), 0});
+    }
+    while (nextB < m)
+        ops.push_back({Kind::Backward, static_cast<std::int32_t>(nextB++), 0});
+    return ops;
+}
+
+// Megatron-LM's interleaved schedule: the k-th forward of a rank is micro-batch (k / (p·v))·p + k mod p of
+// chunk (k / p) mod v; the k-th backward walks the chunks in reverse.
+std::vector<PipelineOp> interleaved(std::int64_t p, std::int64_t v, std::int64_t r, std::int64_t m)
+{
+    const std::int64_t total = m * v;
+    auto microBatchOf = [&](std::int64_t k) { return (k / (p * v)) * p + k % p; };
+    auto forward = [&](std::int64_t k) {
+        return PipelineOp{Kind::Forward, static_cast<std::int32_t>(microBatchOf(k)), static_cast<std::int32_t>((k / p) % v)};
+    };
+    auto backward = [&](std::int64_t k) {
+        return PipelineOp{Kind::Backward, static_cast<std::int32_t>(microBatchOf(k)),
+                          static_cast<std::int32_t>(v - 1 - (k / p) % v)};
+    };
+    std::int64_t warmup = m == p ? total : std::min(total, (p - r - 1) * 2 + (v - 1) * p);
+    std::vector<PipelineOp> ops;
+    std::int64_t nextF = 0, nextB = 0;
+    for (; nextF < warmup; ++nextF)
+        ops.push_back(forward(nextF));
+    while (nextF < total) {
+        ops.push_back(forward(nextF++));
+        ops.push_back(backward(nextB++));
+    }
+    while (nextB < total)
+        ops.push_back(backward(nextB++));
+    return ops;
+}
+
+}  // namespace
+
+Schedule::Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::int64_t microBatches)
+    : m_kind(kind), m_pp(std::max<std::int64_t>(pp, 1)), m_vpp(std::max<std::int64_t>(vpp, 1)),
+      m_m(std::max<std::int64_t>(microBatches, 1))
+{
+    if (m_kind != ScheduleKind::Interleaved)
+        m_vpp = 1;
+    for (std::int64_t r = 0; r < m_pp; ++r) {
+        switch (m_kind) {
+        case ScheduleKind::GPipe: m_ops.push_back(gpipe(m_m)); break;
+        case ScheduleKind::OneFOneB: m_ops.push_back(oneFOneB(m_pp, r, m_m)); break;
+        case ScheduleKind::Interleaved: m_ops.push_back(interleaved(m_pp, m_vpp, r, m_m)); break;
+        }
+    }
+}
+
+Schedule Schedule::forLayout(const Layout& layout)
+{
+    const auto& p = layout.parallel;
+    return Schedule(p.schedule, p.pp, p.vpp, p.microBatches());
+}
+
+const std::vector<PipelineOp>& Schedule::opsOf(std::int64_t pipelineRank) const
+{
+    return m_ops.at(static_cast<std::size_t>(pipelineRank));
+}
+
+std::int64_t Schedule::peakInFlight(std::int64_t pipelineRank) const
+{
+    std::int64_t live = 0, peak = 0;
+    for (const auto& op : opsOf(pipelineRank)) {
+        live += op.kind == Kind::Forward ? 1 : -1;
+        peak = std::max(peak, live);
+    }
+    return peak;
+}
+
+std::string Schedule::toString() const
+{
+    std::string out;
+    for (std::int64_t r = 0; r < m_pp; ++r) {
+        out += "rank " + std::to_string(r) + ":";
+        for (const auto& op : opsOf(r)) {
+            out += op.kind == Kind::Forward ? " F" : " B";
+            out += std::to_string(op.microBatch);
+            if (m_vpp > 1)
+                out += "." + std::to_string(op.chunk);
+        }
+        out += "\n";
+    }
+    return out;
+}
+
+}  // namespace loom::plan

@@ -1,0 +1,57 @@
+#pragma once
+
+#include "engine/plan/Layout.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::plan {
+
+// One step of a pipeline rank's work: the forward or backward pass of one micro-batch through one of its
+// model chunks (virtual stage chunk·pp + rank).
+struct PipelineOp {
+    enum class Kind : std::uint8_t { Forward, Backward };
+    Kind kind = Kind::Forward;
+    std::int32_t microBatch = 0;
+    std::int32_t chunk = 0;
+
+    bool operator==(const PipelineOp&) const = default;
+};
+
+// The per-rank order of forward and backward passes for one optimizer step. The engine's pipeline executor
+// runs it, and the simulator times it, so predicted and measured timelines come from the same schedule.
+//
+// - GPipe (Huang et al. 2019): every forward, then every backward. Holds m micro-batches of activations.
+// - 1F1B (PipeDream-Flush, Narayanan et al. 2021): rank r runs min(p-r-1, m) warm-up forwards, then
+//   alternates one forward and one backward, then drains the remaining backwards. Holds at most p-r.
+// - Interleaved 1F1B (Narayanan et al. SC21): each rank holds v chunks; forwards go through the chunks in
+//   groups of p micro-batches, with (p-r-1)·2 + (v-1)·p warm-up forwards (all of them when m = p).
+//   Needs m divisible by p.
+class Schedule {
+public:
+    // Preconditions (the validator checks them for layouts): pp, vpp, microBatches >= 1; interleaved needs
+    // microBatches % pp == 0.
+    Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::int64_t microBatches);
+    static Schedule forLayout(const Layout& layout);
+
+    ScheduleKind kind() const { return m_kind; }
+    std::int64_t stages() const { return m_pp; }
+    std::int64_t chunks() const { return m_vpp; }
+    std::int64_t microBatches() const { return m_m; }
+    const std::vector<PipelineOp>& opsOf(std::int64_t pipelineRank) const;
+
+    // The virtual stage a rank's chunk is: chunk·pp + rank. Virtual stages run in order 0, 1, ..., pp·vpp-1.
+    std::int64_t virtualStage(std::int64_t pipelineRank, std::int64_t chunk) const { return chunk * m_pp + pipelineRank; }
+    // Micro-batches whose activations rank r holds at once at most (for memory estimates).
+    std::int64_t peakInFlight(std::int64_t pipelineRank) const;
+    // A compact text form, one rank a line: "F0 F1 B0 F2 B1 ..." (chunk as ".c" when vpp > 1).
+    std::string toString() const;
+
+private:
+    ScheduleKind m_kind;
+    std::int64_t m_pp, m_vpp, m_m;
+    std::vector<std::vector<PipelineOp>> m_ops;
+};
+
+}  // namespace loom::plan
