@@ -1,5 +1,6 @@
 #pragma once
 
+#include "engine/comm/Communicator.h"
 #include "engine/comm/DType.h"
 #include "engine/trace/TraceEvent.h"
 
@@ -20,7 +21,11 @@ struct CallSignature {
     int codec = 0;
     int root = 0;
     std::size_t count = 0;
+    std::int64_t options = 0;  // optionsFingerprint(): chunk size, codec block, top-k fraction
 };
+
+// A number that differs when options that change the bytes on the wire differ.
+std::int64_t optionsFingerprint(const CollectiveOptions& options);
 
 // Checks over `comm` (host side, one 4-value all-reduce) that every member made the same call; throws
 // CommError naming who called what when they differ, or when a member does not arrive within the timeout.

@@ -55,8 +55,14 @@ public:
     virtual const trace::GroupInfo& group() const = 0;
     virtual bool onDevice() const = 0;
 
-    virtual WorkPtr send(const void* data, std::size_t count, DType type, int peer) = 0;
-    virtual WorkPtr recv(void* data, std::size_t count, DType type, int peer) = 0;
+    // `tag` (0 to 32767) lets messages between the same pair be matched out of order (MPI); NCCL matches
+    // in posting order and ignores it.
+    virtual WorkPtr send(const void* data, std::size_t count, DType type, int peer, int tag = 0) = 0;
+    virtual WorkPtr recv(void* data, std::size_t count, DType type, int peer, int tag = 0) = 0;
+    // Sends to one peer and receives from another at once (a ring shift, a pipeline exchange); on NCCL the
+    // two are grouped, so neither waits for the other. Completes when both have.
+    virtual WorkPtr sendRecv(const void* sendData, int sendPeer, void* recvData, int recvPeer, std::size_t count,
+                             DType type, int tag = 0) = 0;
     virtual WorkPtr broadcast(void* data, std::size_t count, DType type, int root) = 0;
     // In place: every rank ends with the reduction of every rank's `data`.
     virtual WorkPtr allReduce(void* data, std::size_t count, DType type, ReduceOp op,

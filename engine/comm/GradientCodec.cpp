@@ -6,6 +6,7 @@
 #include <lz4.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -80,7 +81,7 @@ public:
                 const std::size_t begin = b * m_block, end = std::min(count, begin + m_block);
                 const float scale = absMax(in + begin, end - begin) / 7.0f;
                 scales[b] = scale;
-                const float inv = scale > 0 ? 1.0f / scale : 0.0f;
+                const float inv = scale > FLT_MIN ? 1.0f / scale : 0.0f;  // 1/scale must stay finite
                 for (std::size_t i = begin; i < end; ++i) {
                     const float r = in[i] * inv;
                     int q = static_cast<int>(r + (r >= 0 ? 0.5f : -0.5f));
@@ -232,7 +233,7 @@ void quantizeInt8(const float* in, std::size_t count, std::size_t block, float* 
         const float amax = absMax(x, n);
         const float scale = amax / 127.0f;
         scales[b] = scale;
-        const float inv = scale > 0 ? 1.0f / scale : 0.0f;
+        const float inv = scale > FLT_MIN ? 1.0f / scale : 0.0f;  // 1/scale must stay finite
         std::int8_t* out = q + begin;
         for (std::size_t i = 0; i < n; ++i) {
             const float r = x[i] * inv;  // |r| <= 127 (up to rounding), so no clamp is needed

@@ -225,7 +225,7 @@ void MpiCommunicator::workerLoop()
 void MpiCommunicator::checkAgreement(const Op& op)
 {
     CallSignature call{op.kind, op.type, op.reduce, static_cast<int>(op.options.algorithm),
-                       static_cast<int>(op.options.codec.kind), op.root, op.count};
+                       static_cast<int>(op.options.codec.kind), op.root, op.count, optionsFingerprint(op.options)};
     comm::checkAgreement(m_collectives, call, m_group.ranks, m_config.timeoutSeconds, describe(op));
 }
 
@@ -397,11 +397,14 @@ void MpiCommunicator::execute(Op& op)
             default: runLibrary(op);
             }
         }
-    } catch (const CommError& e) {
-        m_brokenBy = e.what();
+    } catch (const std::exception& e) {
+        // CommError, or anything else (out of memory for scratch buffers): the Work fails, the process lives.
+        const std::string message = dynamic_cast<const CommError*>(&e) ? std::string(e.what())
+                                                                        : describe(op) + ": " + e.what();
+        m_brokenBy = message;
         m_transport->abandon();
         stats.endNs = trace::nowNs();
-        op.work->fail(e.what(), stats);
+        op.work->fail(message, stats);
         return;
     }
 
@@ -540,6 +543,9 @@ public:
                           + " s; check that the peer is alive and posted the matching "
                           + (m_isSend ? "receive" : "send") + " (LOOM_COMM_TIMEOUT_S sets the limit)";
                 m_done = true;
+                // Withdraw the request so a late message cannot land in a buffer the caller has moved on from.
+                MPI_Cancel(&m_request);
+                MPI_Request_free(&m_request);
             }
         }
         if (m_error)
@@ -599,7 +605,7 @@ private:
 
 }  // namespace
 
-WorkPtr MpiCommunicator::pointToPoint(bool isSend, void* data, std::size_t count, DType type, int peer)
+WorkPtr MpiCommunicator::pointToPoint(bool isSend, void* data, std::size_t count, DType type, int peer, int tag)
 {
     const std::size_t bytes = count * sizeOf(type);
     if (peer < 0 || peer >= m_size)
@@ -612,8 +618,10 @@ WorkPtr MpiCommunicator::pointToPoint(bool isSend, void* data, std::size_t count
     if (bytes > static_cast<std::size_t>(INT_MAX))
         throw CommError(context + ": over MPI's 2 GiB message limit; send it in parts");
     MPI_Request request;
-    const int rc = isSend ? MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, 0, m_pointToPoint, &request)
-                          : MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, 0, m_pointToPoint, &request);
+    if (tag < 0 || tag > 32767)
+        throw CommError(context + ": tag " + std::to_string(tag) + " is outside 0 to 32767");
+    const int rc = isSend ? MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, m_pointToPoint, &request)
+                          : MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, m_pointToPoint, &request);
     if (rc != MPI_SUCCESS)
         throw CommError(context + ": MPI failed: " + mpiErrorText(rc));
     trace::TraceEvent e;
@@ -626,14 +634,22 @@ WorkPtr MpiCommunicator::pointToPoint(bool isSend, void* data, std::size_t count
     return std::make_shared<RequestWork>(request, context, m_config.timeoutSeconds, isSend, m_recorder, std::move(e));
 }
 
-WorkPtr MpiCommunicator::send(const void* data, std::size_t count, DType type, int peer)
+WorkPtr MpiCommunicator::send(const void* data, std::size_t count, DType type, int peer, int tag)
 {
-    return pointToPoint(true, const_cast<void*>(data), count, type, peer);
+    return pointToPoint(true, const_cast<void*>(data), count, type, peer, tag);
 }
 
-WorkPtr MpiCommunicator::recv(void* data, std::size_t count, DType type, int peer)
+WorkPtr MpiCommunicator::recv(void* data, std::size_t count, DType type, int peer, int tag)
 {
-    return pointToPoint(false, data, count, type, peer);
+    return pointToPoint(false, data, count, type, peer, tag);
+}
+
+WorkPtr MpiCommunicator::sendRecv(const void* sendData, int sendPeer, void* recvData, int recvPeer, std::size_t count,
+                                  DType type, int tag)
+{
+    auto r = recv(recvData, count, type, recvPeer, tag);
+    auto s = send(sendData, count, type, sendPeer, tag);
+    return allOf({s, r});
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -57,8 +57,10 @@ public:
     const trace::GroupInfo& group() const override { return m_group; }
     bool onDevice() const override { return false; }
 
-    WorkPtr send(const void* data, std::size_t count, DType type, int peer) override;
-    WorkPtr recv(void* data, std::size_t count, DType type, int peer) override;
+    WorkPtr send(const void* data, std::size_t count, DType type, int peer, int tag = 0) override;
+    WorkPtr recv(void* data, std::size_t count, DType type, int peer, int tag = 0) override;
+    WorkPtr sendRecv(const void* sendData, int sendPeer, void* recvData, int recvPeer, std::size_t count, DType type,
+                     int tag = 0) override;
     WorkPtr broadcast(void* data, std::size_t count, DType type, int root) override;
     WorkPtr allReduce(void* data, std::size_t count, DType type, ReduceOp op,
                       const CollectiveOptions& options = {}) override;
@@ -73,7 +75,7 @@ public:
 private:
     struct Op;
     WorkPtr enqueue(std::shared_ptr<Op> op);
-    WorkPtr pointToPoint(bool isSend, void* data, std::size_t count, DType type, int peer);
+    WorkPtr pointToPoint(bool isSend, void* data, std::size_t count, DType type, int peer, int tag);
     void workerLoop();
     void execute(Op& op);
     void checkAgreement(const Op& op);

@@ -89,8 +89,8 @@ void MpiTransport::waitAll()
 void MpiTransport::abandon()
 {
     for (auto& p : m_pending) {
-        if (p.request != MPI_REQUEST_NULL && !p.isSend) {
-            MPI_Cancel(&p.request);
+        if (p.request != MPI_REQUEST_NULL) {
+            MPI_Cancel(&p.request);  // a send too: its buffer is about to be freed
             MPI_Request_free(&p.request);
         }
     }

@@ -39,12 +39,44 @@ ncclRedOp_t ncclOp(ReduceOp op)
     return op == ReduceOp::Sum ? ncclSum : op == ReduceOp::Max ? ncclMax : ncclMin;
 }
 
+}  // namespace
+
+// What outlives a communicator's Works: its NCCL communicators (a timed-out Work aborts all of them, as NCCL
+// advises for a hung collective) and whether that happened (then the destructor must not wait or destroy).
+struct NcclCommunicator::Shared {
+    std::mutex mutex;
+    std::vector<ncclComm_t> comms;
+    bool aborted = false;
+    void abortAll()
+    {
+        std::lock_guard lock(mutex);
+        if (aborted)
+            return;
+        aborted = true;
+        for (ncclComm_t c : comms)
+            if (c)
+                ncclCommAbort(c);
+    }
+    ncclResult_t asyncError()
+    {
+        std::lock_guard lock(mutex);
+        for (ncclComm_t c : comms) {
+            ncclResult_t e = ncclSuccess;
+            if (c && ncclCommGetAsyncError(c, &e) == ncclSuccess && e != ncclSuccess && e != ncclInProgress)
+                return e;
+        }
+        return ncclSuccess;
+    }
+};
+
+namespace {
+
 // Completes when the stream passes the event recorded after the operation.
 class EventWork final : public Work {
 public:
-    EventWork(cudaStream_t stream, ncclComm_t comm, std::string context, double timeoutSeconds,
-              trace::TraceRecorder* recorder, trace::TraceEvent event, WorkStats stats)
-        : m_comm(comm), m_context(std::move(context)), m_timeout(timeoutSeconds), m_recorder(recorder),
+    EventWork(cudaStream_t stream, std::shared_ptr<NcclCommunicator::Shared> shared, std::string context,
+              double timeoutSeconds, trace::TraceRecorder* recorder, trace::TraceEvent event, WorkStats stats)
+        : m_shared(std::move(shared)), m_context(std::move(context)), m_timeout(timeoutSeconds), m_recorder(recorder),
           m_event(std::move(event)), m_stats(stats)
     {
         cudaEventCreateWithFlags(&m_done, cudaEventDisableTiming);
@@ -61,7 +93,7 @@ public:
         std::lock_guard lock(m_mutex);
         const bool finished = pollUntil([this] { return poll(); }, std::chrono::duration<double>(m_timeout));
         if (!finished && !m_error) {
-            ncclCommAbort(m_comm);  // NCCL's advice for a hung collective: abort the communicator
+            m_shared->abortAll();  // NCCL's advice for a hung collective: abort the communicators
             m_error = m_context + " timed out after " + std::to_string(static_cast<int>(m_timeout))
                       + " s on the GPU; a peer did not take part (LOOM_COMM_TIMEOUT_S sets the limit)";
             m_finished = true;
@@ -87,9 +119,8 @@ private:
             return true;
         const cudaError_t q = cudaEventQuery(m_done);
         if (q == cudaErrorNotReady) {
-            ncclResult_t async = ncclSuccess;
-            ncclCommGetAsyncError(m_comm, &async);
-            if (async == ncclSuccess || async == ncclInProgress)
+            const ncclResult_t async = m_shared->asyncError();
+            if (async == ncclSuccess)
                 return false;
             m_error = m_context + ": NCCL failed: " + ncclGetErrorString(async);
         } else if (q != cudaSuccess) {
@@ -106,7 +137,7 @@ private:
 
     std::mutex m_mutex;
     cudaEvent_t m_done = nullptr;
-    ncclComm_t m_comm;
+    std::shared_ptr<NcclCommunicator::Shared> m_shared;
     std::string m_context;
     double m_timeout;
     trace::TraceRecorder* m_recorder;
@@ -253,8 +284,10 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, trace::GroupKind kind, std::st
     if (m_recorder)
         m_group.id = m_recorder->addGroup(kind, m_group.ranks, m_group.name);
 
+    // The device is the process's rank among the processes of its node (from the world, so every
+    // communicator of a process uses the same GPU).
     MPI_Comm shared;
-    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &shared);
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, worldRank, MPI_INFO_NULL, &shared);
     int localRank = 0, devices = 1;
     MPI_Comm_rank(shared, &localRank);
     MPI_Comm_free(&shared);
@@ -289,16 +322,31 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, trace::GroupKind kind, std::st
     }
     m_transport = std::make_unique<NcclTransport>(m_comm, m_stream);
     cudaCheck(cudaMalloc(reinterpret_cast<void**>(&m_barrierWord), sizeof(float)), m_group.name);
+    cudaCheck(cudaEventCreateWithFlags(&m_callerReady, cudaEventDisableTiming), m_group.name);
+    m_shared = std::make_shared<Shared>();
+    m_shared->comms = {m_comm};
+}
+
+void NcclCommunicator::begin()
+{
+    // The communicator's stream does not synchronise with the legacy default stream, where callers' kernels
+    // and copies run: make it wait for everything issued there so far, so it reads finished data.
+    cudaCheck(cudaEventRecord(m_callerReady, 0), m_group.name);
+    cudaCheck(cudaStreamWaitEvent(m_stream, m_callerReady, 0), m_group.name);
 }
 
 NcclCommunicator::~NcclCommunicator()
 {
-    if (m_stream)
-        cudaStreamSynchronize(m_stream);
+    const bool aborted = m_shared && m_shared->aborted;
+    if (m_stream && !aborted)
+        cudaStreamSynchronize(m_stream);  // after an abort the stream may never drain
     m_transport.reset();
-    for (ncclComm_t c : {m_crossNode, m_nodeLocal, m_comm})
-        if (c)
-            ncclCommDestroy(c);
+    if (!aborted)
+        for (ncclComm_t c : {m_crossNode, m_nodeLocal, m_comm})
+            if (c)
+                ncclCommDestroy(c);
+    if (m_callerReady)
+        cudaEventDestroy(m_callerReady);
     if (m_barrierWord)
         cudaFree(m_barrierWord);
     if (m_stream)
@@ -338,7 +386,7 @@ WorkPtr NcclCommunicator::finish(Call& c)
     e.algorithm = c.stats.algorithm;
     if (c.options.codec.kind != plan::Codec::Kind::None)
         e.codec = c.options.codec.toString();
-    return std::make_shared<EventWork>(m_stream, m_comm, describe(c), m_config.timeoutSeconds, m_recorder, std::move(e),
+    return std::make_shared<EventWork>(m_stream, m_shared, describe(c), m_config.timeoutSeconds, m_recorder, std::move(e),
                                        c.stats);
 }
 
@@ -351,6 +399,8 @@ void NcclCommunicator::ensureHierarchy()
     int local = 0;
     ncclCommUserRank(m_nodeLocal, &local);
     ncclCheck(ncclCommSplit(m_comm, local, m_rank, &m_crossNode, nullptr), m_group.name + ": splitting across nodes");
+    std::lock_guard lock(m_shared->mutex);
+    m_shared->comms = {m_comm, m_nodeLocal, m_crossNode};
 }
 
 WorkPtr NcclCommunicator::allReduce(void* data, std::size_t count, DType type, ReduceOp op,
@@ -360,6 +410,7 @@ WorkPtr NcclCommunicator::allReduce(void* data, std::size_t count, DType type, R
     c.stats.startNs = trace::nowNs();
     c.stats.bytes = count * sizeOf(type);
     check(c);
+    begin();
     const std::string context = describe(c);
     m_transport->setContext(context);
     const std::uint64_t before = m_transport->bytesSent();
@@ -395,6 +446,17 @@ WorkPtr NcclCommunicator::allReduce(void* data, std::size_t count, DType type, R
         c.stats.algorithm = options.algorithm == CollectiveAlgorithm::Chunked ? Algorithm::ChunkedRing : Algorithm::Ring;
         break;
     case CollectiveAlgorithm::Hierarchical: {
+        std::map<int, int> perNode;
+        for (int node : m_nodeOf)
+            ++perNode[node];
+        bool even = true;
+        for (auto& [node, count] : perNode)
+            even = even && count == perNode.begin()->second;
+        if (!even) {  // the cross-node groups would not line up: the ring, as the MPI backend does
+            ringAllReduce(*m_transport, data, count, type, op, options.chunkBytes);
+            c.stats.algorithm = Algorithm::Ring;
+            break;
+        }
         ensureHierarchy();
         NcclTransport local(m_nodeLocal, m_stream), cross(m_crossNode, m_stream);
         local.setContext(context + " [inside the node]");
@@ -419,6 +481,7 @@ WorkPtr NcclCommunicator::reduceScatter(const void* send, void* recv, std::size_
     c.stats.startNs = trace::nowNs();
     c.stats.bytes = recvCount * sizeOf(type) * static_cast<std::size_t>(m_size);
     check(c);
+    begin();
     const std::string context = describe(c);
     if (options.algorithm == CollectiveAlgorithm::Library || options.algorithm == CollectiveAlgorithm::Hierarchical) {
         ncclCheck(ncclReduceScatter(send, recv, recvCount, ncclType(type), ncclOp(op), m_comm, m_stream), context);
@@ -448,6 +511,7 @@ WorkPtr NcclCommunicator::allGather(const void* send, void* recv, std::size_t se
     c.stats.startNs = trace::nowNs();
     c.stats.bytes = sendCount * sizeOf(type) * static_cast<std::size_t>(m_size);
     check(c);
+    begin();
     const std::string context = describe(c);
     if (options.algorithm == CollectiveAlgorithm::Library || options.algorithm == CollectiveAlgorithm::Hierarchical) {
         ncclCheck(ncclAllGather(send, recv, sendCount, ncclType(type), m_comm, m_stream), context);
@@ -476,6 +540,7 @@ WorkPtr NcclCommunicator::broadcast(void* data, std::size_t count, DType type, i
     c.stats.startNs = trace::nowNs();
     c.stats.bytes = count * sizeOf(type);
     check(c);
+    begin();
     ncclCheck(ncclBroadcast(data, data, count, ncclType(type), root, m_comm, m_stream), describe(c));
     c.stats.algorithm = Algorithm::Library;
     c.stats.wireBytes = m_rank == root ? c.stats.bytes : 0;
@@ -488,26 +553,46 @@ WorkPtr NcclCommunicator::barrier()
     Call c{EventKind::Barrier, 0, DType::F32, ReduceOp::Sum, 0, -1, {}, ++m_sequence, {}};
     c.stats.startNs = trace::nowNs();
     check(c);
+    begin();
     ncclCheck(ncclAllReduce(m_barrierWord, m_barrierWord, 1, ncclFloat32, ncclSum, m_comm, m_stream), describe(c));
     c.stats.algorithm = Algorithm::Library;
     return finish(c);
 }
 
-WorkPtr NcclCommunicator::send(const void* data, std::size_t count, DType type, int peer)
+WorkPtr NcclCommunicator::send(const void* data, std::size_t count, DType type, int peer, int)
 {
     Call c{EventKind::Send, count, type, ReduceOp::Sum, 0, peer, {}, 0, {}};
     c.stats.startNs = trace::nowNs();
     c.stats.bytes = c.stats.wireBytes = count * sizeOf(type);
+    begin();
     ncclCheck(ncclSend(data, count, ncclType(type), peer, m_comm, m_stream), "send to member " + std::to_string(peer) + " on " + m_group.name);
     return finish(c);
 }
 
-WorkPtr NcclCommunicator::recv(void* data, std::size_t count, DType type, int peer)
+WorkPtr NcclCommunicator::recv(void* data, std::size_t count, DType type, int peer, int)
 {
     Call c{EventKind::Recv, count, type, ReduceOp::Sum, 0, peer, {}, 0, {}};
     c.stats.startNs = trace::nowNs();
     c.stats.bytes = count * sizeOf(type);
+    begin();
     ncclCheck(ncclRecv(data, count, ncclType(type), peer, m_comm, m_stream), "receive from member " + std::to_string(peer) + " on " + m_group.name);
+    return finish(c);
+}
+
+WorkPtr NcclCommunicator::sendRecv(const void* sendData, int sendPeer, void* recvData, int recvPeer, std::size_t count,
+                                   DType type, int)
+{
+    // NCCL's point-to-point blocks on the GPU until the peer's matching call: the pair goes in one group.
+    Call c{EventKind::Send, count, type, ReduceOp::Sum, 0, sendPeer, {}, 0, {}};
+    c.stats.startNs = trace::nowNs();
+    c.stats.bytes = c.stats.wireBytes = count * sizeOf(type);
+    begin();
+    const std::string context = "send to member " + std::to_string(sendPeer) + " and receive from member "
+                                + std::to_string(recvPeer) + " on " + m_group.name;
+    ncclCheck(ncclGroupStart(), context);
+    ncclCheck(ncclSend(sendData, count, ncclType(type), sendPeer, m_comm, m_stream), context);
+    ncclCheck(ncclRecv(recvData, count, ncclType(type), recvPeer, m_comm, m_stream), context);
+    ncclCheck(ncclGroupEnd(), context);
     return finish(c);
 }
 

@@ -31,6 +31,7 @@ public:
 
     // "" when a CUDA device is usable, else a sentence saying why not ("no GPU: ...").
     static std::string deviceProblem();
+    struct Shared;  // state shared with the communicator's Works
 
     int rank() const override { return m_rank; }
     int size() const override { return m_size; }
@@ -38,8 +39,10 @@ public:
     bool onDevice() const override { return true; }
     int device() const { return m_device; }
 
-    WorkPtr send(const void* data, std::size_t count, DType type, int peer) override;
-    WorkPtr recv(void* data, std::size_t count, DType type, int peer) override;
+    WorkPtr send(const void* data, std::size_t count, DType type, int peer, int tag = 0) override;
+    WorkPtr recv(void* data, std::size_t count, DType type, int peer, int tag = 0) override;
+    WorkPtr sendRecv(const void* sendData, int sendPeer, void* recvData, int recvPeer, std::size_t count, DType type,
+                     int tag = 0) override;
     WorkPtr broadcast(void* data, std::size_t count, DType type, int root) override;
     WorkPtr allReduce(void* data, std::size_t count, DType type, ReduceOp op,
                       const CollectiveOptions& options = {}) override;
@@ -52,6 +55,7 @@ public:
 private:
     struct Call;
     WorkPtr finish(Call& call);
+    void begin();
     void check(const Call& call);
     std::string describe(const Call& call) const;
     void ensureHierarchy();
@@ -69,6 +73,8 @@ private:
     CommConfig m_config;
     std::vector<int> m_nodeOf;
     std::uint64_t m_sequence = 0;
+    std::shared_ptr<Shared> m_shared;  // the communicators a timed-out Work aborts, and whether it did
+    cudaEvent_t m_callerReady = nullptr;
     std::unique_ptr<NcclTransport> m_transport;
     float* m_barrierWord = nullptr;
 };

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace loom::comm {
 
@@ -58,6 +59,9 @@ private:
     std::optional<std::string> m_error;
     WorkStats m_stats;
 };
+
+// A Work that completes when all of its parts have (stats are those of the first part, bytes summed).
+WorkPtr allOf(std::vector<WorkPtr> parts);
 
 // A Work that is already finished (synchronous paths, empty operations).
 WorkPtr completedWork(const WorkStats& stats = {});

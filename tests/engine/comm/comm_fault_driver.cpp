@@ -4,6 +4,8 @@
 //   silent-peer    rank 1 never calls the all-reduce (the others must time out, not hang)
 //   silent-sender  rank 0 waits for a message rank 1 never sends
 //   peer-dies      rank 1 is killed (SIGKILL) between two all-reduces
+//   late-message   rank 0's receive times out; rank 1's later messages must reach rank 0's next receives
+//   block-mismatch ranks all-reduce with int8 codecs of different block sizes
 #include "engine/comm/MpiCommunicator.h"
 
 #include <csignal>
@@ -45,6 +47,27 @@ int main(int argc, char** argv)
                 CollectiveOptions ring;
                 ring.algorithm = CollectiveAlgorithm::Ring;
                 world.allReduce(data.data(), data.size(), DType::F32, ReduceOp::Sum, ring)->wait();
+            } else if (scenario == "late-message") {
+                if (rank == 0) {
+                    try {
+                        world.recv(data.data(), 1, DType::F32, 1)->wait();  // times out: rank 1 is still asleep
+                    } catch (const CommError&) {
+                        std::printf("rank 0: first receive timed out\n");
+                    }
+                    float got = 0;
+                    world.recv(&got, 1, DType::F32, 1)->wait();
+                    std::printf("rank 0: next receive got %g\n", double(got));
+                } else if (rank == 1) {
+                    std::this_thread::sleep_for(std::chrono::seconds(3));
+                    const float first = 111, second = 222;
+                    world.send(&first, 1, DType::F32, 0)->wait();
+                    world.send(&second, 1, DType::F32, 0)->wait();
+                }
+            } else if (scenario == "block-mismatch") {
+                CollectiveOptions o;
+                o.codec = *loom::plan::Codec::parse("int8");
+                o.codecBlock = rank == 0 ? 250 : 256;
+                world.allReduce(data.data(), 1000, DType::F32, ReduceOp::Sum, o)->wait();
             } else {
                 std::fprintf(stderr, "unknown scenario '%s'\n", scenario.c_str());
                 return 64;

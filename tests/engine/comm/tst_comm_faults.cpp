@@ -69,6 +69,21 @@ private slots:
         QVERIFY2(r.ms < 20000, qPrintable(QString::number(r.ms)));
     }
 
+    void timedOutReceiveIsWithdrawn()
+    {
+        // The abandoned receive must not swallow the peer's first late message.
+        const Run r = mpirun(QStringLiteral("late-message"), 2);
+        QVERIFY2(r.output.contains(QStringLiteral("rank 0: first receive timed out")), qPrintable(r.output));
+        QVERIFY2(r.output.contains(QStringLiteral("rank 0: next receive got 111")), qPrintable(r.output));
+    }
+
+    void mismatchedCodecOptions()
+    {
+        const Run r = mpirun(QStringLiteral("block-mismatch"), 2);
+        QVERIFY2(r.output.contains(QStringLiteral("the members disagree")) && r.output.contains(QStringLiteral("codec block")),
+                 qPrintable(r.output));
+    }
+
     void deadPeerEndsTheJob()
     {
         const Run r = mpirun(QStringLiteral("peer-dies"), 3);

@@ -118,10 +118,7 @@ private slots:
         QCOMPARE(b.get(), fromLast);
         DeviceVector s(c), rv(c);
         s.put(mine);
-        auto recv = m_comm->recv(rv.ptr, c, DType::F32, (r + n - 1) % n);
-        auto send = m_comm->send(s.ptr, c, DType::F32, (r + 1) % n);
-        send->wait();
-        recv->wait();
+        m_comm->sendRecv(s.ptr, (r + 1) % n, rv.ptr, (r + n - 1) % n, c, DType::F32)->wait();
         std::vector<float> fromPrev(c);
         for (std::size_t i = 0; i < c; ++i)
             fromPrev[i] = value((r + n - 1) % n, i);

@@ -1,0 +1,305 @@
+#include "engine/train/GptStage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace loom::train {
+
+GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize,
+                   comm::Communicator* tp, Kernels& kernels, bool fullRecompute)
+    : m_h(model.hidden), m_heads(model.heads), m_ffn(model.ffnHidden), m_vocab(model.vocab),
+      m_paddedVocab(model.paddedVocab()), m_seq(model.seqLen), m_chunks(std::move(chunks)), m_tpRank(tpRank),
+      m_tpSize(tpSize), m_tp(tp), m_k(kernels), m_recompute(fullRecompute), m_params(tpRank, tpSize)
+{
+    const float std = 0.02f;
+    const float projStd = 0.02f / std::sqrt(2.0f * static_cast<float>(model.layers));  // GPT-2's residual scaling
+    // Flat order is the reverse of backward's: the head first, then blocks from the last down, then the
+    // embedding, so gradient buckets fill from the front while backward runs.
+    bool anyHead = false, anyEmbedding = false;
+    for (const auto& c : m_chunks) {
+        anyHead = anyHead || c.head;
+        anyEmbedding = anyEmbedding || c.embedding;
+    }
+    if (anyHead) {
+        m_lnfg = m_params.add("lnf.g", 1, m_h, Shard::Replicated, Init::Ones, 0, false);
+        m_lnfb = m_params.add("lnf.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+    }
+    std::vector<std::int64_t> layers;
+    for (const auto& c : m_chunks)
+        for (auto l = c.blocks.first; l <= c.blocks.last; ++l)
+            layers.push_back(l);
+    std::sort(layers.rbegin(), layers.rend());
+    for (auto l : layers) {
+        const std::string p = "h" + std::to_string(l) + ".";
+        BlockParams b;
+        b.ln1g = m_params.add(p + "ln1.g", 1, m_h, Shard::Replicated, Init::Ones, 0, false);
+        b.ln1b = m_params.add(p + "ln1.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+        b.wqkv = m_params.add(p + "qkv.w", m_h, 3 * m_h, Shard::QkvColumns, Init::Normal, std, true);
+        b.bqkv = m_params.add(p + "qkv.b", 1, 3 * m_h, Shard::QkvColumns, Init::Zeros, 0, false);
+        b.wo = m_params.add(p + "proj.w", m_h, m_h, Shard::Rows, Init::Normal, projStd, true);
+        b.bo = m_params.add(p + "proj.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+        b.ln2g = m_params.add(p + "ln2.g", 1, m_h, Shard::Replicated, Init::Ones, 0, false);
+        b.ln2b = m_params.add(p + "ln2.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+        b.wfc = m_params.add(p + "fc.w", m_h, m_ffn, Shard::Columns, Init::Normal, std, true);
+        b.bfc = m_params.add(p + "fc.b", 1, m_ffn, Shard::Columns, Init::Zeros, 0, false);
+        b.wpr = m_params.add(p + "fcproj.w", m_ffn, m_h, Shard::Rows, Init::Normal, projStd, true);
+        b.bpr = m_params.add(p + "fcproj.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+        m_block[l] = b;
+    }
+    if (anyHead || anyEmbedding)
+        m_wte = m_params.add("wte", m_paddedVocab, m_h, Shard::Rows, Init::Normal, std, true);
+    if (anyEmbedding)
+        m_wpe = m_params.add("wpe", m_seq, m_h, Shard::Replicated, Init::Normal, 0.01f, true);
+    m_params.allocate();
+}
+
+std::vector<int> GptStage::blockParams(std::int64_t layer) const
+{
+    const auto& b = m_block.at(layer);
+    return {b.ln1g, b.ln1b, b.wqkv, b.bqkv, b.wo, b.bo, b.ln2g, b.ln2b, b.wfc, b.bfc, b.wpr, b.bpr};
+}
+
+void GptStage::allReduce(float* data, std::size_t n, comm::ReduceOp op)
+{
+    if (m_tp && m_tpSize > 1)
+        m_tp->allReduce(data, n, comm::DType::F32, op)->wait();
+}
+
+void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const float* in, float* out)
+{
+    const BlockParams& p = m_block.at(layer);
+    const int T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h);
+    const int hl = h / m_tpSize, fl = static_cast<int>(m_ffn) / m_tpSize, Hl = static_cast<int>(m_heads) / m_tpSize;
+    const int d = h / static_cast<int>(m_heads);
+    const auto n = static_cast<std::size_t>(T);
+    c.x.assign(in, in + n * h);
+    c.ln1.resize(n * h);
+    c.ln1Mean.resize(n);
+    c.ln1Rstd.resize(n);
+    c.qkv.resize(n * 3 * hl);
+    c.probs.resize(static_cast<std::size_t>(B) * Hl * m_seq * m_seq);
+    c.att.resize(n * hl);
+    c.x2.resize(n * h);
+    c.ln2.resize(n * h);
+    c.ln2Mean.resize(n);
+    c.ln2Rstd.resize(n);
+    c.fc.resize(n * fl);
+    c.act.resize(n * fl);
+    m_k.layerNormForward(c.ln1.data(), c.ln1Mean.data(), c.ln1Rstd.data(), in, m_params.value(p.ln1g),
+                         m_params.value(p.ln1b), T, h);
+    m_k.gemm(false, false, T, 3 * hl, h, c.ln1.data(), m_params.value(p.wqkv), c.qkv.data(), false);
+    m_k.addBias(c.qkv.data(), m_params.value(p.bqkv), T, 3 * hl);
+    m_k.attentionForward(c.att.data(), c.probs.data(), c.qkv.data(), B, static_cast<int>(m_seq), Hl, d);
+    m_k.gemm(false, false, T, h, hl, c.att.data(), m_params.value(p.wo), c.x2.data(), false);
+    allReduce(c.x2.data(), n * h);  // row-parallel: partial sums over the TP group
+    m_k.addBias(c.x2.data(), m_params.value(p.bo), T, h);
+    for (std::size_t i = 0; i < n * h; ++i)
+        c.x2[i] += in[i];
+    m_k.layerNormForward(c.ln2.data(), c.ln2Mean.data(), c.ln2Rstd.data(), c.x2.data(), m_params.value(p.ln2g),
+                         m_params.value(p.ln2b), T, h);
+    m_k.gemm(false, false, T, fl, h, c.ln2.data(), m_params.value(p.wfc), c.fc.data(), false);
+    m_k.addBias(c.fc.data(), m_params.value(p.bfc), T, fl);
+    m_k.geluForward(c.act.data(), c.fc.data(), n * fl);
+    m_k.gemm(false, false, T, h, fl, c.act.data(), m_params.value(p.wpr), out, false);
+    allReduce(out, n * h);
+    m_k.addBias(out, m_params.value(p.bpr), T, h);
+    for (std::size_t i = 0; i < n * h; ++i)
+        out[i] += c.x2[i];
+    if (m_recompute) {  // keep only the input; backward runs this again
+        std::vector<float> keep = std::move(c.x);
+        c = BlockCache{};
+        c.x = std::move(keep);
+    }
+}
+
+void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const float* dOut, float* dIn)
+{
+    const BlockParams& p = m_block.at(layer);
+    const int T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h);
+    const int hl = h / m_tpSize, fl = static_cast<int>(m_ffn) / m_tpSize, Hl = static_cast<int>(m_heads) / m_tpSize;
+    const int d = h / static_cast<int>(m_heads);
+    const auto n = static_cast<std::size_t>(T);
+    if (m_recompute) {
+        std::vector<float> scratch(n * h);
+        const std::vector<float> input = c.x;
+        const bool saved = m_recompute;
+        m_recompute = false;
+        blockForward(layer, c, B, input.data(), scratch.data());
+        m_recompute = saved;
+    }
+    // MLP: out = x2 + gelu(ln2·Wfc + bfc)·Wpr + bpr
+    std::vector<float> dAct(n * fl), dFc(n * fl), dLn2(n * h), dX2(dOut, dOut + n * h);
+    m_k.biasBackward(m_params.grad(p.bpr), dOut, T, h);
+    m_k.gemm(true, false, fl, h, T, c.act.data(), dOut, m_params.grad(p.wpr), true);
+    m_k.gemm(false, true, T, fl, h, dOut, m_params.value(p.wpr), dAct.data(), false);
+    m_k.geluBackward(dFc.data(), dAct.data(), c.fc.data(), n * fl);
+    m_k.biasBackward(m_params.grad(p.bfc), dFc.data(), T, fl);
+    m_k.gemm(true, false, h, fl, T, c.ln2.data(), dFc.data(), m_params.grad(p.wfc), true);
+    m_k.gemm(false, true, T, h, fl, dFc.data(), m_params.value(p.wfc), dLn2.data(), false);
+    allReduce(dLn2.data(), n * h);  // column-parallel: each rank saw part of the columns
+    m_k.layerNormBackward(dX2.data(), m_params.grad(p.ln2g), m_params.grad(p.ln2b), dLn2.data(), c.x2.data(),
+                          c.ln2Mean.data(), c.ln2Rstd.data(), m_params.value(p.ln2g), T, h);
+    // Attention: x2 = x + attn(ln1(x))·Wo + bo
+    std::vector<float> dAtt(n * hl), dQkv(n * 3 * hl), dLn1(n * h);
+    m_k.biasBackward(m_params.grad(p.bo), dX2.data(), T, h);
+    m_k.gemm(true, false, hl, h, T, c.att.data(), dX2.data(), m_params.grad(p.wo), true);
+    m_k.gemm(false, true, T, hl, h, dX2.data(), m_params.value(p.wo), dAtt.data(), false);
+    m_k.attentionBackward(dQkv.data(), dAtt.data(), c.qkv.data(), c.probs.data(), B, static_cast<int>(m_seq), Hl, d);
+    m_k.biasBackward(m_params.grad(p.bqkv), dQkv.data(), T, 3 * hl);
+    m_k.gemm(true, false, h, 3 * hl, T, c.ln1.data(), dQkv.data(), m_params.grad(p.wqkv), true);
+    m_k.gemm(false, true, T, h, 3 * hl, dQkv.data(), m_params.value(p.wqkv), dLn1.data(), false);
+    allReduce(dLn1.data(), n * h);
+    std::copy(dX2.begin(), dX2.end(), dIn);
+    m_k.layerNormBackward(dIn, m_params.grad(p.ln1g), m_params.grad(p.ln1b), dLn1.data(), c.x.data(), c.ln1Mean.data(),
+                          c.ln1Rstd.data(), m_params.value(p.ln1g), T, h);
+}
+
+double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, const std::int32_t* targets,
+                         const float* input, float* output)
+{
+    const Chunk& ch = m_chunks.at(static_cast<std::size_t>(chunk));
+    ChunkCache& cache = m_cache[{mb, chunk}];
+    cache = ChunkCache{};
+    cache.B = B;
+    const int T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h);
+    const auto n = static_cast<std::size_t>(T);
+    std::vector<float> x(n * h), next(n * h);
+    if (ch.embedding) {
+        cache.tokens.assign(tokens, tokens + n);
+        const std::int64_t rowsLocal = m_paddedVocab / m_tpSize, first = m_tpRank * rowsLocal;
+        const float* wte = m_params.value(m_wte);
+        for (int t = 0; t < T; ++t) {
+            const std::int64_t tok = tokens[t] - first;
+            if (tok >= 0 && tok < rowsLocal)
+                std::copy(wte + tok * h, wte + (tok + 1) * h, x.data() + static_cast<std::size_t>(t) * h);
+        }
+        allReduce(x.data(), n * h);  // vocab-parallel: each token's row lives on one TP rank
+        const float* wpe = m_params.value(m_wpe);
+        for (int t = 0; t < T; ++t) {
+            const float* pos = wpe + static_cast<std::size_t>(t % m_seq) * h;
+            for (int c = 0; c < h; ++c)
+                x[static_cast<std::size_t>(t) * h + c] += pos[c];
+        }
+    } else {
+        std::copy(input, input + n * h, x.begin());
+    }
+    cache.blocks.resize(static_cast<std::size_t>(ch.blocks.size()));
+    for (auto l = ch.blocks.first; l <= ch.blocks.last; ++l) {
+        blockForward(l, cache.blocks[static_cast<std::size_t>(l - ch.blocks.first)], B, x.data(), next.data());
+        x.swap(next);
+    }
+    if (!ch.head) {
+        std::copy(x.begin(), x.end(), output);
+        return 0;
+    }
+    // Final norm, logits against the local vocab slice, vocab-parallel cross-entropy.
+    cache.targets.assign(targets, targets + n);
+    cache.headIn = x;
+    cache.lnf.resize(n * h);
+    cache.lnfMean.resize(n);
+    cache.lnfRstd.resize(n);
+    m_k.layerNormForward(cache.lnf.data(), cache.lnfMean.data(), cache.lnfRstd.data(), x.data(), m_params.value(m_lnfg),
+                         m_params.value(m_lnfb), T, h);
+    const int Vl = static_cast<int>(m_paddedVocab / m_tpSize);
+    const std::int64_t first = static_cast<std::int64_t>(m_tpRank) * Vl;
+    cache.probs.resize(n * Vl);
+    m_k.gemm(false, true, T, Vl, h, cache.lnf.data(), m_params.value(m_wte), cache.probs.data(), false);
+    std::vector<float> rowMax(n, -INFINITY);
+    for (int t = 0; t < T; ++t) {
+        float* z = cache.probs.data() + static_cast<std::size_t>(t) * Vl;
+        for (int v = 0; v < Vl; ++v) {
+            if (first + v >= m_vocab)
+                z[v] = -INFINITY;  // padding rows are not words
+            rowMax[static_cast<std::size_t>(t)] = std::max(rowMax[static_cast<std::size_t>(t)], z[v]);
+        }
+    }
+    allReduce(rowMax.data(), n, comm::ReduceOp::Max);
+    std::vector<float> sums(2 * n, 0.0f);  // [Σ exp(z - max) ; target logit - max]
+    for (int t = 0; t < T; ++t) {
+        float* z = cache.probs.data() + static_cast<std::size_t>(t) * Vl;
+        const float m = rowMax[static_cast<std::size_t>(t)];
+        const std::int64_t target = targets[t] - first;
+        if (target >= 0 && target < Vl)
+            sums[n + static_cast<std::size_t>(t)] = z[target] - m;
+        float s = 0;
+        for (int v = 0; v < Vl; ++v) {
+            z[v] = std::exp(z[v] - m);
+            s += z[v];
+        }
+        sums[static_cast<std::size_t>(t)] = s;
+    }
+    allReduce(sums.data(), 2 * n);
+    double loss = 0;
+    for (int t = 0; t < T; ++t) {
+        const float s = sums[static_cast<std::size_t>(t)];
+        float* z = cache.probs.data() + static_cast<std::size_t>(t) * Vl;
+        for (int v = 0; v < Vl; ++v)
+            z[v] /= s;
+        loss += std::log(static_cast<double>(s)) - sums[n + static_cast<std::size_t>(t)];
+    }
+    return loss / T;
+}
+
+void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, float lossScale,
+                        const std::function<void(std::int64_t)>& onBlockDone)
+{
+    const Chunk& ch = m_chunks.at(static_cast<std::size_t>(chunk));
+    auto it = m_cache.find({mb, chunk});
+    if (it == m_cache.end())
+        throw std::logic_error("backward of micro-batch " + std::to_string(mb) + " chunk " + std::to_string(chunk)
+                               + " before its forward");
+    ChunkCache& cache = it->second;
+    const int B = cache.B, T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h);
+    const auto n = static_cast<std::size_t>(T);
+    std::vector<float> dx(n * h), dPrev(n * h);
+    if (ch.head) {
+        const int Vl = static_cast<int>(m_paddedVocab / m_tpSize);
+        const std::int64_t first = static_cast<std::int64_t>(m_tpRank) * Vl;
+        std::vector<float>& dLogits = cache.probs;  // reuse: (softmax - onehot) · scale / T
+        const float scale = lossScale / static_cast<float>(T);
+        for (int t = 0; t < T; ++t) {
+            float* g = dLogits.data() + static_cast<std::size_t>(t) * Vl;
+            const std::int64_t target = cache.targets[static_cast<std::size_t>(t)] - first;
+            if (target >= 0 && target < Vl)
+                g[target] -= 1.0f;
+            for (int v = 0; v < Vl; ++v)
+                g[v] *= scale;
+        }
+        std::vector<float> dLnf(n * h);
+        m_k.gemm(false, false, T, h, Vl, dLogits.data(), m_params.value(m_wte), dLnf.data(), false);
+        allReduce(dLnf.data(), n * h);
+        m_k.gemm(true, false, Vl, h, T, dLogits.data(), cache.lnf.data(), m_params.grad(m_wte), true);
+        m_k.layerNormBackward(dx.data(), m_params.grad(m_lnfg), m_params.grad(m_lnfb), dLnf.data(), cache.headIn.data(),
+                              cache.lnfMean.data(), cache.lnfRstd.data(), m_params.value(m_lnfg), T, h);
+    } else {
+        std::copy(dOutput, dOutput + n * h, dx.begin());
+    }
+    for (auto l = ch.blocks.last; l >= ch.blocks.first; --l) {
+        std::fill(dPrev.begin(), dPrev.end(), 0.0f);
+        blockBackward(l, cache.blocks[static_cast<std::size_t>(l - ch.blocks.first)], B, dx.data(), dPrev.data());
+        dx.swap(dPrev);
+        if (onBlockDone)
+            onBlockDone(l);
+    }
+    if (ch.embedding) {
+        const std::int64_t rowsLocal = m_paddedVocab / m_tpSize, first = m_tpRank * rowsLocal;
+        float* dwte = m_params.grad(m_wte);
+        float* dwpe = m_params.grad(m_wpe);
+        for (int t = 0; t < T; ++t) {
+            const float* g = dx.data() + static_cast<std::size_t>(t) * h;
+            const std::int64_t tok = cache.tokens[static_cast<std::size_t>(t)] - first;
+            if (tok >= 0 && tok < rowsLocal)
+                for (int c = 0; c < h; ++c)
+                    dwte[tok * h + c] += g[c];
+            float* pos = dwpe + static_cast<std::size_t>(t % m_seq) * h;
+            for (int c = 0; c < h; ++c)
+                pos[c] += g[c];
+        }
+    } else {
+        std::copy(dx.begin(), dx.end(), dInput);
+    }
+    m_cache.erase(it);
+}
+
+}  // namespace loom::train

@@ -1,0 +1,45 @@
+#pragma once
+
+#include "engine/comm/Communicator.h"
+#include "engine/train/Parameters.h"
+
+#include <vector>
+
+namespace loom::train {
+
+// Data-parallel gradient reduction in buckets (PyTorch DDP's scheme): parameters are grouped into
+// contiguous ranges of the flat gradient buffer of about `bucketBytes`; with overlap on, a bucket's
+// all-reduce starts as soon as backward has finished every parameter in it, while the rest of backward
+// runs. Lossy codecs keep one error-feedback state per bucket.
+class GradientSync {
+public:
+    GradientSync(ParamSet& params, comm::Communicator* dp, std::size_t bucketBytes, bool overlap,
+                 comm::CollectiveOptions options, bool errorFeedback);
+
+    // Backward has finished parameter `index` for this step.
+    void markReady(int index);
+    // Starts whatever has not started and waits for every bucket.
+    void finish();
+    void reset();
+    std::size_t bucketCount() const { return m_buckets.size(); }
+
+private:
+    struct Bucket {
+        std::size_t begin = 0, end = 0;  // in the flat buffer
+        int waiting = 0;                 // parameters not yet ready this step
+        int size = 0;
+        comm::WorkPtr work;
+        comm::ErrorFeedback feedback;
+    };
+    void launch(Bucket& b);
+
+    ParamSet& m_params;
+    comm::Communicator* m_dp;
+    bool m_overlap;
+    bool m_errorFeedback;
+    comm::CollectiveOptions m_options;
+    std::vector<Bucket> m_buckets;
+    std::vector<int> m_bucketOf;  // parameter -> bucket
+};
+
+}  // namespace loom::train

@@ -1,0 +1,35 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace loom::train {
+
+// The learning rate: linear warm-up to `maxLr` over `warmup` steps, then cosine decay to `minLr` at `total`.
+struct LearningRate {
+    double maxLr = 1e-3;
+    double minLr = 1e-4;
+    std::int64_t warmup = 10;
+    std::int64_t total = 100;
+    double at(std::int64_t step) const;
+};
+
+// AdamW (Loshchilov & Hutter) over a range of the flat parameter buffer. Weight decay applies where
+// `decayMask` is 1. With ZeRO-1 each data-parallel rank owns one range and keeps moments only for it.
+class AdamW {
+public:
+    AdamW(std::size_t begin, std::size_t end, double beta1 = 0.9, double beta2 = 0.95, double eps = 1e-8,
+          double weightDecay = 0.1);
+    void step(float* params, const float* grads, const std::vector<std::uint8_t>& decayMask, double lr, float gradScale);
+    std::size_t begin() const { return m_begin; }
+    std::size_t end() const { return m_end; }
+    std::int64_t steps() const { return m_t; }
+
+private:
+    std::size_t m_begin, m_end;
+    double m_beta1, m_beta2, m_eps, m_weightDecay;
+    std::int64_t m_t = 0;
+    std::vector<float> m_m, m_v;
+};
+
+}  // namespace loom::train

@@ -1,0 +1,117 @@
+#include "engine/train/Parameters.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace loom::train {
+
+namespace {
+
+std::uint64_t splitmix(std::uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+std::uint64_t nameHash(const std::string& s)
+{
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (unsigned char c : s)
+        h = (h ^ c) * 1099511628211ull;
+    return h;
+}
+
+}  // namespace
+
+float initialValue(std::uint64_t seed, const std::string& tensor, std::uint64_t element)
+{
+    const std::uint64_t base = splitmix(seed ^ splitmix(nameHash(tensor)) ^ splitmix(element * 2 + 1));
+    const std::uint64_t a = splitmix(base), b = splitmix(base ^ 0xD1B54A32D192ED03ull);
+    const double u1 = (static_cast<double>(a >> 11) + 1.0) / 9007199254740993.0;  // (0, 1]
+    const double u2 = static_cast<double>(b >> 11) / 9007199254740992.0;         // [0, 1)
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+}
+
+int ParamSet::add(std::string name, std::int64_t rows, std::int64_t cols, Shard shard, Init init, float stddev, bool decay)
+{
+    ParamSpec p{std::move(name), rows, cols, shard, init, stddev, decay, rows, cols, 0};
+    const std::int64_t t = m_tpSize;
+    switch (shard) {
+    case Shard::Replicated: break;
+    case Shard::Rows:
+        if (rows % t)
+            throw std::invalid_argument(p.name + ": " + std::to_string(rows) + " rows do not split over tp=" + std::to_string(t));
+        p.localRows = rows / t;
+        break;
+    case Shard::Columns:
+    case Shard::QkvColumns:
+        if (cols % (shard == Shard::QkvColumns ? 3 * t : t))
+            throw std::invalid_argument(p.name + ": " + std::to_string(cols) + " columns do not split over tp=" + std::to_string(t));
+        p.localCols = cols / t;
+        break;
+    }
+    m_specs.push_back(std::move(p));
+    return static_cast<int>(m_specs.size()) - 1;
+}
+
+void ParamSet::allocate()
+{
+    std::size_t offset = 0;
+    for (auto& s : m_specs) {
+        s.offset = offset;
+        offset += s.size();
+    }
+    values.assign(offset, 0.0f);
+    grads.assign(offset, 0.0f);
+}
+
+std::pair<std::int64_t, std::int64_t> ParamSet::globalPosition(int index, std::int64_t r, std::int64_t c) const
+{
+    const auto& s = m_specs[static_cast<std::size_t>(index)];
+    switch (s.shard) {
+    case Shard::Replicated: return {r, c};
+    case Shard::Rows: return {m_tpRank * s.localRows + r, c};
+    case Shard::Columns: return {r, m_tpRank * s.localCols + c};
+    case Shard::QkvColumns: {
+        const std::int64_t width = s.localCols / 3, part = c / width, within = c % width;
+        return {r, part * (s.cols / 3) + m_tpRank * width + within};
+    }
+    }
+    return {r, c};
+}
+
+void ParamSet::initialise(std::uint64_t seed)
+{
+    for (int i = 0; i < static_cast<int>(m_specs.size()); ++i) {
+        const auto& s = m_specs[static_cast<std::size_t>(i)];
+        float* v = value(i);
+        for (std::int64_t r = 0; r < s.localRows; ++r)
+            for (std::int64_t c = 0; c < s.localCols; ++c) {
+                float x = 0;
+                if (s.init == Init::Ones) {
+                    x = 1;
+                } else if (s.init == Init::Normal) {
+                    const auto [gr, gc] = globalPosition(i, r, c);
+                    x = s.stddev * initialValue(seed, s.name, static_cast<std::uint64_t>(gr * s.cols + gc));
+                }
+                v[r * s.localCols + c] = x;
+            }
+    }
+}
+
+int ParamSet::find(const std::string& name) const
+{
+    for (std::size_t i = 0; i < m_specs.size(); ++i)
+        if (m_specs[i].name == name)
+            return static_cast<int>(i);
+    return -1;
+}
+
+void ParamSet::zeroGrads()
+{
+    std::fill(grads.begin(), grads.end(), 0.0f);
+}
+
+}  // namespace loom::train

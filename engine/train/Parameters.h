@@ -1,0 +1,67 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::train {
+
+// How a parameter is split across the tensor-parallel group (Megatron-LM's layout).
+enum class Shard : std::uint8_t {
+    Replicated,  // every TP rank holds all of it (norms, biases added after an all-reduce, positions)
+    Rows,        // rank j holds rows [j·R/t, (j+1)·R/t): row-parallel weights, the vocab-parallel embedding
+    Columns,     // rank j holds columns [j·C/t, (j+1)·C/t): column-parallel weights and their biases
+    QkvColumns,  // columns of [Q | K | V], each h wide: rank j holds its heads' slice of each
+};
+
+enum class Init : std::uint8_t { Normal, Zeros, Ones };
+
+// One parameter tensor: its global shape, its shard on this rank and where it sits in the flat buffers.
+struct ParamSpec {
+    std::string name;
+    std::int64_t rows = 0, cols = 0;  // global shape
+    Shard shard = Shard::Replicated;
+    Init init = Init::Zeros;
+    float stddev = 0;
+    bool decay = false;  // AdamW weight decay applies (matrices, not biases or norms)
+    std::int64_t localRows = 0, localCols = 0;
+    std::size_t offset = 0;  // in ParamSet::values / grads
+    std::size_t size() const { return static_cast<std::size_t>(localRows * localCols); }
+};
+
+// Every parameter of one rank in one flat buffer (and a gradient buffer of the same layout), so data
+// parallelism can reduce contiguous buckets and the optimizer can shard one range.
+//
+// Initial values depend only on the seed and each element's global position in its named tensor (a
+// counter-based generator), never on the layout: every layout starts from the same model.
+class ParamSet {
+public:
+    ParamSet(int tpRank, int tpSize) : m_tpRank(tpRank), m_tpSize(tpSize) {}
+
+    // Adds a tensor; returns its index. Call allocate() after the last add().
+    int add(std::string name, std::int64_t rows, std::int64_t cols, Shard shard, Init init, float stddev, bool decay);
+    void allocate();
+    void initialise(std::uint64_t seed);
+
+    float* value(int index) { return values.data() + m_specs[static_cast<std::size_t>(index)].offset; }
+    float* grad(int index) { return grads.data() + m_specs[static_cast<std::size_t>(index)].offset; }
+    const ParamSpec& spec(int index) const { return m_specs[static_cast<std::size_t>(index)]; }
+    const std::vector<ParamSpec>& specs() const { return m_specs; }
+    int find(const std::string& name) const;
+    void zeroGrads();
+
+    // The global (row, column) of local element (r, c) of tensor `index`.
+    std::pair<std::int64_t, std::int64_t> globalPosition(int index, std::int64_t r, std::int64_t c) const;
+
+    std::vector<float> values;
+    std::vector<float> grads;
+
+private:
+    int m_tpRank, m_tpSize;
+    std::vector<ParamSpec> m_specs;
+};
+
+// A standard normal value from (seed, tensor name, element index): the same on every rank and layout.
+float initialValue(std::uint64_t seed, const std::string& tensor, std::uint64_t element);
+
+}  // namespace loom::train

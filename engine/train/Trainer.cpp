@@ -1,0 +1,245 @@
+#include "engine/train/Trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <deque>
+
+namespace loom::train {
+
+using plan::PipelineOp;
+
+double modelFlopsPerStep(const plan::ModelSpec& m, std::int64_t globalBatch)
+{
+    const double B = double(globalBatch), s = double(m.seqLen), l = double(m.layers), h = double(m.hidden),
+                 V = double(m.vocab);
+    return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
+}
+
+Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, const Corpus& corpus, TrainOptions options,
+                 Kernels& kernels)
+    : m_layout(layout), m_comms(comms), m_corpus(corpus), m_options(options), m_grid(plan::RankGrid::forLayout(layout)),
+      m_schedule(plan::Schedule::forLayout(layout))
+{
+    int worldRank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
+    m_coord = m_grid.coordOf(worldRank);
+    const auto& p = layout.parallel;
+    const auto ranges = layout.stageRanges();
+    const std::int64_t last = p.pp * m_schedule.chunks() - 1;
+    std::vector<GptStage::Chunk> chunks;
+    for (std::int64_t c = 0; c < m_schedule.chunks(); ++c) {
+        const std::int64_t vs = m_schedule.virtualStage(m_coord.pp, c);
+        chunks.push_back({ranges[static_cast<std::size_t>(vs)], vs == 0, vs == last});
+    }
+    m_stage = std::make_unique<GptStage>(layout.model, chunks, static_cast<int>(m_coord.tp), static_cast<int>(p.tp),
+                                         comms.tensor.get(), kernels, layout.memory.recompute == plan::Recompute::Full);
+    ParamSet& params = m_stage->params();
+    params.initialise(options.seed);
+    m_tiedAcrossStages = p.pp > 1 && m_stage->tokenEmbedding() >= 0;
+
+    comm::CollectiveOptions sync;
+    sync.algorithm = layout.comm.allreduce == plan::AllreduceAlgorithm::Ring           ? comm::CollectiveAlgorithm::Ring
+                     : layout.comm.allreduce == plan::AllreduceAlgorithm::Hierarchical ? comm::CollectiveAlgorithm::Hierarchical
+                                                                                       : comm::CollectiveAlgorithm::Library;
+    sync.chunkBytes = static_cast<std::size_t>(layout.comm.chunkKb * 1024);
+    sync.codec = layout.comm.dpCodec;
+    m_sync = std::make_unique<GradientSync>(params, comms.data.get(), static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20)),
+                                            layout.comm.overlap, sync, layout.comm.errorFeedback);
+
+    m_decay.assign(params.values.size(), 0);
+    for (const auto& s : params.specs())
+        if (s.decay)
+            std::fill(m_decay.begin() + static_cast<std::ptrdiff_t>(s.offset),
+                      m_decay.begin() + static_cast<std::ptrdiff_t>(s.offset + s.size()), 1);
+    std::size_t begin = 0, end = params.values.size();
+    if (layout.memory.zero == 1 && p.dp > 1) {
+        const std::size_t shard = (params.values.size() + static_cast<std::size_t>(p.dp) - 1) / static_cast<std::size_t>(p.dp);
+        begin = std::min(params.values.size(), shard * static_cast<std::size_t>(m_coord.dp));
+        end = std::min(params.values.size(), begin + shard);
+    }
+    m_adam = std::make_unique<AdamW>(begin, end);
+    m_lr = {options.lr, options.lr * 0.1, options.warmup, options.steps};
+
+    m_lastBackward.assign(static_cast<std::size_t>(m_schedule.chunks()), -1);
+    const auto& ops = m_schedule.opsOf(m_coord.pp);
+    for (int i = 0; i < static_cast<int>(ops.size()); ++i)
+        if (ops[static_cast<std::size_t>(i)].kind == PipelineOp::Kind::Backward)
+            m_lastBackward[static_cast<std::size_t>(ops[static_cast<std::size_t>(i)].chunk)] = i;
+}
+
+int Trainer::tag(int kind, int microBatch, std::int64_t virtualStage) const
+{
+    const std::int64_t stages = m_layout.parallel.pp * m_schedule.chunks();
+    return static_cast<int>(((kind * m_schedule.microBatches() + microBatch) * stages + virtualStage) % 32768);
+}
+
+void Trainer::batchOf(std::int64_t step, int microBatch, std::vector<std::int32_t>& tokens,
+                      std::vector<std::int32_t>& targets) const
+{
+    const auto& p = m_layout.parallel;
+    const std::int64_t s = m_layout.model.seqLen;
+    tokens.resize(static_cast<std::size_t>(p.microBatch * s));
+    targets.resize(tokens.size());
+    for (std::int64_t i = 0; i < p.microBatch; ++i) {
+        const std::int64_t index = m_coord.dp * (p.globalBatch / p.dp) + microBatch * p.microBatch + i;
+        m_corpus.sequence(m_options.seed, step, index, s, tokens.data() + i * s, targets.data() + i * s);
+    }
+}
+
+void Trainer::runSchedule(std::int64_t step, double& lossSum)
+{
+    const auto& p = m_layout.parallel;
+    const int B = static_cast<int>(p.microBatch);
+    const std::size_t activation = static_cast<std::size_t>(B * m_layout.model.seqLen * m_layout.model.hidden);
+    const std::int64_t stages = p.pp * m_schedule.chunks();
+    const float lossScale = 1.0f / static_cast<float>(p.microBatches() * p.dp);
+    comm::Communicator& pipe = *m_comms.pipeline;
+    struct InFlight {
+        comm::WorkPtr work;
+        std::vector<float> buffer;
+    };
+    std::deque<InFlight> sends;
+    std::vector<std::int32_t> tokens, targets;
+    std::vector<float> in(activation), out(activation);
+    const auto& ops = m_schedule.opsOf(m_coord.pp);
+    for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+        const PipelineOp& op = ops[static_cast<std::size_t>(i)];
+        const std::int64_t vs = m_schedule.virtualStage(m_coord.pp, op.chunk);
+        const int prev = static_cast<int>((vs - 1 + stages) % p.pp), next = static_cast<int>((vs + 1) % p.pp);
+        const auto& chunk = m_stage->chunks()[static_cast<std::size_t>(op.chunk)];
+        if (op.kind == PipelineOp::Kind::Forward) {
+            if (chunk.embedding || chunk.head)
+                batchOf(step, op.microBatch, tokens, targets);
+            if (!chunk.embedding)
+                pipe.recv(in.data(), activation, comm::DType::F32, prev, tag(0, op.microBatch, vs))->wait();
+            const double loss = m_stage->forward(op.microBatch, op.chunk, B, tokens.data(), targets.data(), in.data(), out.data());
+            if (chunk.head) {
+                lossSum += loss;
+            } else {
+                InFlight f{nullptr, out};
+                f.work = pipe.send(f.buffer.data(), activation, comm::DType::F32, next, tag(0, op.microBatch, vs + 1));
+                sends.push_back(std::move(f));
+            }
+        } else {
+            if (!chunk.head)
+                pipe.recv(out.data(), activation, comm::DType::F32, next, tag(1, op.microBatch, vs))->wait();
+            const bool lastForChunk = m_lastBackward[static_cast<std::size_t>(op.chunk)] == i;
+            auto ready = [&](std::int64_t layer) {
+                if (lastForChunk)
+                    for (int index : m_stage->blockParams(layer))
+                        m_sync->markReady(index);
+            };
+            m_stage->backward(op.microBatch, op.chunk, out.data(), in.data(), lossScale, ready);
+            if (!chunk.embedding) {
+                InFlight f{nullptr, in};
+                f.work = pipe.send(f.buffer.data(), activation, comm::DType::F32, prev, tag(1, op.microBatch, vs - 1));
+                sends.push_back(std::move(f));
+            }
+        }
+        while (!sends.empty() && sends.front().work->isCompleted()) {
+            sends.front().work->wait();  // raises a failed send's error
+            sends.pop_front();
+        }
+    }
+    for (auto& f : sends)
+        f.work->wait();
+}
+
+void Trainer::syncTiedEmbedding()
+{
+    // The first and the last pipeline rank each hold the token embedding (input and LM head): add their
+    // gradients so both copies take the same step (Megatron's embedding group).
+    if (!m_tiedAcrossStages)
+        return;
+    const auto& p = m_layout.parallel;
+    const bool first = m_coord.pp == 0, lastStage = m_coord.pp == p.pp - 1;
+    if (!first && !lastStage)
+        return;
+    ParamSet& params = m_stage->params();
+    const int wte = m_stage->tokenEmbedding();
+    const std::size_t n = params.spec(wte).size();
+    std::vector<float> theirs(n);
+    const int peer = first ? static_cast<int>(p.pp - 1) : 0;
+    const int t = 32767;
+    auto r = m_comms.pipeline->recv(theirs.data(), n, comm::DType::F32, peer, t);
+    auto s = m_comms.pipeline->send(params.grad(wte), n, comm::DType::F32, peer, t);
+    s->wait();
+    r->wait();
+    float* g = params.grad(wte);
+    // Sum in the same order on both ranks (first's + last's), so the copies stay bit-identical.
+    for (std::size_t i = 0; i < n; ++i)
+        g[i] = first ? g[i] + theirs[i] : theirs[i] + g[i];
+}
+
+double Trainer::gradientNormSquared()
+{
+    // Count every parameter once per model replica: TP shards on every TP rank, replicated tensors on TP
+    // rank 0, the token embedding on the first pipeline rank.
+    ParamSet& params = m_stage->params();
+    double sum = 0;
+    for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) {
+        const auto& s = params.spec(i);
+        if (s.shard == Shard::Replicated && m_coord.tp != 0)
+            continue;
+        if (i == m_stage->tokenEmbedding() && m_tiedAcrossStages && m_coord.pp != 0)
+            continue;
+        const float* g = params.grad(i);
+        for (std::size_t k = 0; k < s.size(); ++k)
+            sum += double(g[k]) * double(g[k]);
+    }
+    double total = sum;
+    if (m_comms.tensor->size() > 1 || m_comms.pipeline->size() > 1) {
+        std::vector<float> v{static_cast<float>(sum)};
+        // fp32 is enough for a norm used to clip; the all-reduce stays on the library path.
+        m_comms.tensor->allReduce(v.data(), 1, comm::DType::F32, comm::ReduceOp::Sum)->wait();
+        m_comms.pipeline->allReduce(v.data(), 1, comm::DType::F32, comm::ReduceOp::Sum)->wait();
+        total = v[0];
+    }
+    return total;
+}
+
+StepResult Trainer::step(std::int64_t step)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    ParamSet& params = m_stage->params();
+    params.zeroGrads();
+    m_sync->reset();
+    double lossSum = 0;
+    runSchedule(step, lossSum);
+    for (int i = 0; i < static_cast<int>(params.specs().size()); ++i)
+        if (i == m_stage->tokenEmbedding() || params.spec(i).name.rfind("h", 0) != 0)
+            m_sync->markReady(i);  // embedding and head tensors: reduced after backward
+    syncTiedEmbedding();
+    m_sync->finish();
+
+    StepResult r;
+    r.step = step;
+    const auto& p = m_layout.parallel;
+    const double norm = std::sqrt(gradientNormSquared());
+    r.gradNorm = norm;
+    const float clip = norm > m_options.clip ? static_cast<float>(m_options.clip / (norm + 1e-6)) : 1.0f;
+    r.lr = m_lr.at(step);
+    m_adam->step(params.values.data(), params.grads.data(), m_decay, r.lr, clip);
+    if (m_layout.memory.zero == 1 && p.dp > 1) {
+        // ZeRO-1: each DP rank updated its shard; gather the others' shards.
+        const std::size_t shard = (params.values.size() + static_cast<std::size_t>(p.dp) - 1) / static_cast<std::size_t>(p.dp);
+        std::vector<float> mine(shard, 0.0f), all(shard * static_cast<std::size_t>(p.dp));
+        std::copy(params.values.begin() + static_cast<std::ptrdiff_t>(m_adam->begin()),
+                  params.values.begin() + static_cast<std::ptrdiff_t>(m_adam->end()), mine.begin());
+        m_comms.data->allGather(mine.data(), all.data(), shard, comm::DType::F32)->wait();
+        std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(params.values.size()), params.values.begin());
+    }
+
+    // The global loss: each data-parallel replica's last stage (TP rank 0) adds its share.
+    const bool reports = m_coord.tp == 0 && m_stage->chunks().back().head;
+    double share = reports ? lossSum / double(p.microBatches() * p.dp) : 0.0;
+    MPI_Allreduce(MPI_IN_PLACE, &share, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    r.loss = share;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double tokens = double(p.globalBatch * m_layout.model.seqLen);
+    r.tokensPerSecond = tokens / r.seconds;
+    r.flopsPerSecond = modelFlopsPerStep(m_layout.model, p.globalBatch) / r.seconds;
+    return r;
+}
+
+}  // namespace loom::train

@@ -1,0 +1,73 @@
+#pragma once
+
+#include "engine/comm/MpiCommunicator.h"
+#include "engine/plan/Layout.h"
+#include "engine/plan/RankGrid.h"
+#include "engine/plan/Schedule.h"
+#include "engine/train/Corpus.h"
+#include "engine/train/GptStage.h"
+#include "engine/train/GradientSync.h"
+#include "engine/train/Optimizer.h"
+
+#include <memory>
+#include <optional>
+
+namespace loom::train {
+
+struct TrainOptions {
+    std::int64_t steps = 20;
+    std::uint64_t seed = 1234;
+    double lr = 1e-3;
+    std::int64_t warmup = 10;
+    double clip = 1.0;  // global gradient-norm clipping
+};
+
+struct StepResult {
+    std::int64_t step = 0;
+    double loss = 0;        // mean over the global batch, the same on every rank
+    double gradNorm = 0;    // before clipping
+    double lr = 0;
+    double seconds = 0;
+    double tokensPerSecond = 0;
+    double flopsPerSecond = 0;  // model FLOPs (Narayanan et al. eq. 3) over the step time, all ranks together
+};
+
+// One rank's training: the GPT stage it holds, the pipeline schedule it runs, data-parallel gradient sync,
+// global-norm clipping and AdamW (sharded across the DP group with ZeRO-1). Collective over the world:
+// every rank constructs one and calls step() the same number of times.
+class Trainer {
+public:
+    Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, const Corpus& corpus, TrainOptions options,
+            Kernels& kernels);
+    StepResult step(std::int64_t step);
+    GptStage& stage() { return *m_stage; }
+    const plan::RankCoord& coord() const { return m_coord; }
+
+private:
+    void runSchedule(std::int64_t step, double& lossSum);
+    void batchOf(std::int64_t step, int microBatch, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const;
+    int tag(int kind, int microBatch, std::int64_t virtualStage) const;
+    double gradientNormSquared();
+    void syncTiedEmbedding();
+
+    plan::Layout m_layout;
+    comm::GridCommunicators& m_comms;
+    const Corpus& m_corpus;
+    TrainOptions m_options;
+    plan::RankGrid m_grid;
+    plan::RankCoord m_coord;
+    plan::Schedule m_schedule;
+    std::unique_ptr<GptStage> m_stage;
+    std::unique_ptr<GradientSync> m_sync;
+    std::unique_ptr<AdamW> m_adam;
+    std::vector<std::uint8_t> m_decay;
+    LearningRate m_lr;
+    bool m_tiedAcrossStages = false;  // the token embedding lives on the first and the last pipeline rank
+    std::vector<int> m_lastBackward;  // per chunk: index in the schedule of its last backward
+};
+
+// Model FLOPs of one step without recomputation (Narayanan et al., SC21, eq. 3):
+// 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)).
+double modelFlopsPerStep(const plan::ModelSpec& model, std::int64_t globalBatch);
+
+}  // namespace loom::train
