@@ -206,10 +206,11 @@ StepResult Trainer::step(std::int64_t step)
     m_sync->reset();
     double lossSum = 0;
     runSchedule(step, lossSum);
+    // The token embedding's two copies add their gradients before any bucket holding it starts reducing.
+    syncTiedEmbedding();
     for (int i = 0; i < static_cast<int>(params.specs().size()); ++i)
         if (i == m_stage->tokenEmbedding() || params.spec(i).name.rfind("h", 0) != 0)
             m_sync->markReady(i);  // embedding and head tensors: reduced after backward
-    syncTiedEmbedding();
     m_sync->finish();
 
     StepResult r;

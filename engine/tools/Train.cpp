@@ -1,0 +1,190 @@
+// loom-train: trains a GPT model under a layout; one process per rank (mpirun, srun or Loom's launcher).
+//
+//   mpirun -np N loom-train --layout FILE [--steps N] [--seed S] [--data FILE] [--lr X] [--warmup N]
+//                           [--metrics FILE]
+#include "engine/comm/MpiCommunicator.h"
+#include "engine/plan/LayoutParser.h"
+#include "engine/train/CpuKernels.h"
+#include "engine/train/Trainer.h"
+#include "profiles/BuiltinProfiles.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cblas.h>
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+
+using namespace loom;
+
+namespace {
+
+const char* kUsage =
+    "usage: mpirun -np N loom-train --layout FILE [options]\n"
+    "  --layout FILE     the layout to train (tp·pp·dp must equal N)\n"
+    "  --steps N         optimizer steps (20)\n"
+    "  --seed S          seed of the initial weights and the data order (1234)\n"
+    "  --data FILE       a text file (bytes) or an llm.c token file; default: a synthetic corpus from the seed\n"
+    "  --lr X            peak learning rate (0.001); warm-up then cosine decay to a tenth\n"
+    "  --warmup N        warm-up steps (10, at most steps)\n"
+    "  --metrics FILE    one JSON object per step: step, loss, tokens_per_s, step_time_s, grad_norm, lr, flops_per_s\n";
+
+struct Args {
+    std::string layout, data, metrics;
+    std::int64_t steps = 20, warmup = 10;
+    std::uint64_t seed = 1234;
+    double lr = 1e-3;
+};
+
+template <typename T>
+bool parseNumber(const std::string& s, T& out)
+{
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && end == s.data() + s.size();
+}
+
+std::optional<Args> parse(int argc, char** argv, std::string& error)
+{
+    Args a;
+    for (int i = 1; i < argc; ++i) {
+        const std::string k = argv[i];
+        if (k == "--help" || k == "-h") {
+            error = "";
+            return std::nullopt;
+        }
+        if (i + 1 >= argc) {
+            error = k + " needs a value (or is not an option)";
+            return std::nullopt;
+        }
+        const std::string v = argv[++i];
+        bool ok = true;
+        if (k == "--layout")
+            a.layout = v;
+        else if (k == "--data")
+            a.data = v;
+        else if (k == "--metrics")
+            a.metrics = v;
+        else if (k == "--steps")
+            ok = parseNumber(v, a.steps) && a.steps >= 1;
+        else if (k == "--warmup")
+            ok = parseNumber(v, a.warmup) && a.warmup >= 1;
+        else if (k == "--seed")
+            ok = parseNumber(v, a.seed);
+        else if (k == "--lr")
+            ok = parseNumber(v, a.lr) && a.lr > 0;
+        else {
+            error = "unknown option " + k;
+            return std::nullopt;
+        }
+        if (!ok) {
+            error = k + " " + v + " is not valid";
+            return std::nullopt;
+        }
+    }
+    if (a.layout.empty()) {
+        error = "--layout FILE is required";
+        return std::nullopt;
+    }
+    a.warmup = std::min(a.warmup, a.steps);
+    return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    std::string error;
+    auto args = parse(argc, argv, error);
+    if (!args) {
+        (error.empty() ? std::cout : std::cerr) << (error.empty() ? "" : "loom-train: " + error + "\n") << kUsage;
+        return error.empty() ? 0 : 64;
+    }
+    std::optional<comm::MpiSession> session;
+    try {
+        session.emplace(&argc, &argv);
+    } catch (const std::exception& e) {
+        std::cerr << "loom-train: " << e.what() << "\n";
+        return 1;
+    }
+    const int rank = session->worldRank(), size = session->worldSize();
+
+    // Every rank reads and checks the layout; rank 0 says what is wrong; all stop before any work.
+    const auto read = plan::readLayoutFile(args->layout, profiles::BuiltinProfiles::instance());
+    if (!read.ok()) {
+        if (rank == 0)
+            std::cerr << "loom-train: the layout " << args->layout << " is not valid:\n" << read.diagnostics.format();
+        return 2;
+    }
+    const plan::Layout& layout = *read.layout;
+    if (layout.parallel.worldSize() != size) {
+        if (rank == 0)
+            std::cerr << "loom-train: the layout needs tp·pp·dp = " << layout.parallel.worldSize() << " ranks but "
+                      << size << " were started; run mpirun -np " << layout.parallel.worldSize() << "\n";
+        return 2;
+    }
+    if (size > 1 && !std::getenv("OPENBLAS_NUM_THREADS"))
+        openblas_set_num_threads(1);  // ranks share the cores; one BLAS thread each
+
+    try {
+        const train::Corpus corpus = args->data.empty() ? train::Corpus::synthetic(args->seed) : train::Corpus::fromFile(args->data);
+        if (corpus.maxToken() >= layout.model.vocab)
+            throw std::runtime_error("the data has token " + std::to_string(corpus.maxToken()) + " but model " + layout.model.name
+                                     + " has a vocabulary of " + std::to_string(layout.model.vocab));
+        if (static_cast<std::int64_t>(corpus.tokens().size()) <= layout.model.seqLen)
+            throw std::runtime_error("the data has " + std::to_string(corpus.tokens().size()) + " tokens; it needs more than seq_len="
+                                     + std::to_string(layout.model.seqLen));
+        trace::TraceRecorder recorder(rank);
+        recorder.setEnabled(false);  // the telemetry stream turns this on
+        auto comms = comm::makeGridCommunicators(plan::RankGrid::forLayout(layout), &recorder);
+        train::CpuKernels kernels;
+        train::TrainOptions options;
+        options.steps = args->steps;
+        options.seed = args->seed;
+        options.lr = args->lr;
+        options.warmup = args->warmup;
+        train::Trainer trainer(layout, comms, corpus, options, kernels);
+        std::ofstream metrics;
+        if (rank == 0) {
+            std::printf("loom-train: %s, %s, %d ranks (tp=%lld pp=%lld dp=%lld, %s), %lld steps, data: %s\n",
+                        layout.name.c_str(), layout.model.name.c_str(), size, static_cast<long long>(layout.parallel.tp),
+                        static_cast<long long>(layout.parallel.pp), static_cast<long long>(layout.parallel.dp),
+                        std::string(plan::toString(layout.parallel.schedule)).c_str(), static_cast<long long>(args->steps),
+                        corpus.description().c_str());
+            if (!args->metrics.empty()) {
+                metrics.open(args->metrics, std::ios::trunc);
+                if (!metrics)
+                    throw std::runtime_error("cannot write the metrics file \"" + args->metrics + "\"");
+            }
+        }
+        for (std::int64_t s = 0; s < args->steps; ++s) {
+            const train::StepResult r = trainer.step(s);
+            if (rank != 0)
+                continue;
+            std::printf("step %4lld/%lld  loss %.6f  grad norm %.4f  lr %.2e  %.1f ms  %.0f tokens/s  %.3f GFLOP/s\n",
+                        static_cast<long long>(s + 1), static_cast<long long>(args->steps), r.loss, r.gradNorm, r.lr,
+                        r.seconds * 1e3, r.tokensPerSecond, r.flopsPerSecond / 1e9);
+            std::fflush(stdout);
+            if (metrics.is_open()) {
+                nlohmann::ordered_json j = {{"step", s + 1},
+                                            {"loss", r.loss},
+                                            {"tokens_per_s", r.tokensPerSecond},
+                                            {"step_time_s", r.seconds},
+                                            {"grad_norm", r.gradNorm},
+                                            {"lr", r.lr},
+                                            {"flops_per_s", r.flopsPerSecond}};
+                metrics << j.dump() << "\n" << std::flush;
+            }
+        }
+    } catch (const std::exception& e) {
+        std::cerr << "loom-train: rank " << rank << ": " << e.what() << "\n";
+        std::cerr.flush();
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        return 1;
+    }
+    return 0;
+}

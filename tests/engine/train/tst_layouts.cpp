@@ -1,0 +1,132 @@
+// Layout equivalence: gpt-tiny trained for 20 steps under each layout gives the single-process loss at
+// every step (within 1e-4 relative). Runs loom-train under mpirun, as a user would.
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+namespace {
+
+constexpr int kSteps = 20;
+
+QJsonObject layout(const QString& name, int tp, int pp, int dp, const QString& schedule)
+{
+    return QJsonObject{{"loom_layout", 1},
+                       {"name", name},
+                       {"model", "gpt-tiny"},
+                       {"cluster", "local"},
+                       {"parallel", QJsonObject{{"tp", tp}, {"pp", pp}, {"dp", dp}, {"micro_batch", 2}, {"global_batch", 12},
+                                                {"schedule", schedule}}}};
+}
+
+}  // namespace
+
+class TestLayouts : public QObject {
+    Q_OBJECT
+    QTemporaryDir m_dir;
+    std::vector<double> m_baseline;
+
+    // Runs loom-train on the layout; returns the loss of each step (empty on failure, with `log` set).
+    std::vector<double> train(const QJsonObject& layoutJson, QString& log)
+    {
+        const QString name = layoutJson.value("name").toString();
+        const QString file = m_dir.filePath(name + ".json"), metrics = m_dir.filePath(name + ".metrics");
+        QFile f(file);
+        f.open(QIODevice::WriteOnly);
+        f.write(QJsonDocument(layoutJson).toJson());
+        f.close();
+        const QJsonObject p = layoutJson.value("parallel").toObject();
+        const int ranks = p.value("tp").toInt() * p.value("pp").toInt() * p.value("dp").toInt();
+        QProcess proc;
+        proc.setProcessChannelMode(QProcess::MergedChannels);
+        const QStringList trainArgs{QStringLiteral("--layout"), file, QStringLiteral("--steps"), QString::number(kSteps),
+                                    QStringLiteral("--metrics"), metrics};
+        if (ranks == 1)
+            proc.start(QStringLiteral(LOOM_TRAIN), trainArgs);
+        else
+            proc.start(QStringLiteral(MPIEXEC), QStringList{QStringLiteral("--allow-run-as-root"), QStringLiteral("--oversubscribe"),
+                                                            QStringLiteral("-np"), QString::number(ranks), QStringLiteral(LOOM_TRAIN)}
+                                                    + trainArgs);
+        const bool finished = proc.waitForFinished(240000);
+        log = QString::fromUtf8(proc.readAll());
+        if (!finished || proc.exitCode() != 0)
+            return {};
+        std::vector<double> losses;
+        QFile m(metrics);
+        m.open(QIODevice::ReadOnly);
+        for (const QByteArray& line : m.readAll().split('\n'))
+            if (!line.trimmed().isEmpty())
+                losses.push_back(QJsonDocument::fromJson(line).object().value("loss").toDouble());
+        return losses;
+    }
+
+private slots:
+    void initTestCase()
+    {
+        QString log;
+        m_baseline = train(layout("single", 1, 1, 1, "1f1b"), log);
+        QVERIFY2(m_baseline.size() == kSteps, qPrintable(log));
+        QVERIFY2(m_baseline.back() < m_baseline.front() - 0.3, "the loss must fall on the synthetic corpus");
+    }
+
+    void sameLossAsOneProcess_data()
+    {
+        QTest::addColumn<QJsonObject>("layout");
+        for (int tp : {1, 2})
+            for (int pp : {1, 2, 4})
+                for (int dp : {1, 2})
+                    for (const char* schedule : {"gpipe", "1f1b"}) {
+                        if (tp * pp * dp == 1)
+                            continue;
+                        const QString name = QStringLiteral("tp%1-pp%2-dp%3-%4").arg(tp).arg(pp).arg(dp).arg(schedule);
+                        QTest::newRow(qPrintable(name)) << layout(name, tp, pp, dp, schedule);
+                    }
+        QJsonObject interleaved = layout("interleaved-pp2-vpp2", 1, 2, 1, "interleaved");
+        QJsonObject par = interleaved.value("parallel").toObject();
+        par.insert("vpp", 2);
+        interleaved.insert("parallel", par);
+        QTest::newRow("interleaved pp2 vpp2") << interleaved;
+
+        QJsonObject zero = layout("zero1-tp2-pp2-dp2", 2, 2, 2, "1f1b");
+        zero.insert("memory", QJsonObject{{"zero", 1}, {"recompute", "none"}});
+        QTest::newRow("ZeRO-1") << zero;
+
+        QJsonObject overlap = layout("overlap-small-buckets", 2, 2, 2, "1f1b");
+        overlap.insert("comm", QJsonObject{{"overlap", true}, {"bucket_mb", 0.01}});  // many buckets, reduced during backward
+        QTest::newRow("overlap, 10 KB buckets") << overlap;
+
+        QJsonObject recompute = layout("recompute-tp2-pp2", 2, 2, 1, "1f1b");
+        recompute.insert("memory", QJsonObject{{"zero", 0}, {"recompute", "full"}});
+        QTest::newRow("full recompute") << recompute;
+
+        QJsonObject uneven = layout("uneven-stages", 1, 2, 1, "1f1b");
+        par = uneven.value("parallel").toObject();
+        par.insert("stages", QJsonArray{QJsonArray{0, 0}, QJsonArray{1, 3}});
+        uneven.insert("parallel", par);
+        QTest::newRow("uneven stages") << uneven;
+
+        QTest::newRow("dp3") << layout("dp3-pp2", 1, 2, 3, "1f1b");
+
+        QJsonObject ring = layout("ring-allreduce-dp2", 2, 1, 2, "1f1b");
+        ring.insert("comm", QJsonObject{{"allreduce", "ring"}, {"bucket_mb", 0.01}});
+        QTest::newRow("ring all-reduce") << ring;
+    }
+    void sameLossAsOneProcess()
+    {
+        QFETCH(QJsonObject, layout);
+        QString log;
+        const auto losses = train(layout, log);
+        QVERIFY2(losses.size() == kSteps, qPrintable(log));
+        for (int s = 0; s < kSteps; ++s) {
+            const double a = losses[static_cast<std::size_t>(s)], b = m_baseline[static_cast<std::size_t>(s)];
+            if (!(std::fabs(a - b) <= 1e-4 * std::fabs(b)))
+                QFAIL(qPrintable(QStringLiteral("step %1: loss %2, one process %3").arg(s + 1).arg(a, 0, 'g', 9).arg(b, 0, 'g', 9)));
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestLayouts)
+#include "tst_layouts.moc"
