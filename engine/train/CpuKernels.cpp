@@ -1,5 +1,7 @@
 #include "engine/train/CpuKernels.h"
 
+#include "engine/train/Gelu.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -70,65 +72,47 @@ void CpuKernels::layerNormBackward(float* dIn, float* dGamma, float* dBeta, cons
     }
 }
 
-namespace {
-constexpr float kGeluScale = 0.7978845608028654f;  // √(2/π)
-}
-
 void CpuKernels::geluForward(float* out, const float* in, std::size_t n)
 {
-    for (std::size_t i = 0; i < n; ++i) {
-        const float x = in[i];
-        out[i] = 0.5f * x * (1.0f + std::tanh(kGeluScale * (x + 0.044715f * x * x * x)));
-    }
+    gelu::forward(out, in, n);
 }
 
 void CpuKernels::geluBackward(float* dIn, const float* dOut, const float* in, std::size_t n)
 {
-    for (std::size_t i = 0; i < n; ++i) {
-        const float x = in[i];
-        const float u = kGeluScale * (x + 0.044715f * x * x * x);
-        const float t = std::tanh(u);
-        const float du = kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
-        dIn[i] = dOut[i] * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
-    }
+    gelu::backward(dIn, dOut, in, n);
 }
 
+// Attention per (sequence, head) with BLAS: S = Q·Kᵀ/√d, causal softmax, Y = P·V. Q, K and V are read in
+// place from the fused qkv rows (leading dimension 3·H·d); the masked upper triangle is computed and
+// zeroed, which costs half of those FLOPs but keeps the products in sgemm.
 void CpuKernels::attentionForward(float* out, float* probs, const float* qkv, int B, int s, int H, int d)
 {
     const int width = 3 * H * d, hd = H * d;
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     for (int b = 0; b < B; ++b)
         for (int h = 0; h < H; ++h) {
+            const float* Q = qkv + static_cast<std::size_t>(b) * s * width + h * d;
+            const float* K = Q + hd;
+            const float* V = Q + 2 * hd;
             float* P = probs + (static_cast<std::size_t>(b) * H + h) * s * s;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s, d, scale, Q, width, K, width, 0.0f, P, s);
             for (int i = 0; i < s; ++i) {
-                const float* q = qkv + static_cast<std::size_t>(b * s + i) * width + h * d;
+                float* row = P + static_cast<std::size_t>(i) * s;
                 float maxv = -INFINITY;
-                for (int j = 0; j <= i; ++j) {
-                    const float* k = qkv + static_cast<std::size_t>(b * s + j) * width + hd + h * d;
-                    float dot = 0;
-                    for (int c = 0; c < d; ++c)
-                        dot += q[c] * k[c];
-                    P[i * s + j] = dot * scale;
-                    maxv = std::max(maxv, P[i * s + j]);
-                }
+                for (int j = 0; j <= i; ++j)
+                    maxv = std::max(maxv, row[j]);
                 float sum = 0;
                 for (int j = 0; j <= i; ++j) {
-                    P[i * s + j] = std::exp(P[i * s + j] - maxv);
-                    sum += P[i * s + j];
+                    row[j] = std::exp(row[j] - maxv);
+                    sum += row[j];
                 }
+                const float inv = 1.0f / sum;
                 for (int j = 0; j <= i; ++j)
-                    P[i * s + j] /= sum;
-                for (int j = i + 1; j < s; ++j)
-                    P[i * s + j] = 0;
-                float* y = out + static_cast<std::size_t>(b * s + i) * hd + h * d;
-                std::fill(y, y + d, 0.0f);
-                for (int j = 0; j <= i; ++j) {
-                    const float* v = qkv + static_cast<std::size_t>(b * s + j) * width + 2 * hd + h * d;
-                    const float p = P[i * s + j];
-                    for (int c = 0; c < d; ++c)
-                        y[c] += p * v[c];
-                }
+                    row[j] *= inv;
+                std::fill(row + i + 1, row + s, 0.0f);
             }
+            float* Y = out + static_cast<std::size_t>(b) * s * hd + h * d;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, d, s, 1.0f, P, s, V, width, 0.0f, Y, hd);
         }
 }
 
@@ -137,40 +121,34 @@ void CpuKernels::attentionBackward(float* dqkv, const float* dOut, const float* 
 {
     const int width = 3 * H * d, hd = H * d;
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    std::fill(dqkv, dqkv + static_cast<std::size_t>(B) * s * width, 0.0f);
-    std::vector<float> dP(static_cast<std::size_t>(s));
+    std::vector<float> dP(static_cast<std::size_t>(s) * s);
     for (int b = 0; b < B; ++b)
         for (int h = 0; h < H; ++h) {
+            const float* Q = qkv + static_cast<std::size_t>(b) * s * width + h * d;
+            const float* K = Q + hd;
+            const float* V = Q + 2 * hd;
             const float* P = probs + (static_cast<std::size_t>(b) * H + h) * s * s;
+            const float* dY = dOut + static_cast<std::size_t>(b) * s * hd + h * d;
+            float* dQ = dqkv + static_cast<std::size_t>(b) * s * width + h * d;
+            float* dK = dQ + hd;
+            float* dV = dQ + 2 * hd;
+            // dP = dY·Vᵀ ; dV = Pᵀ·dY
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s, d, 1.0f, dY, hd, V, width, 0.0f, dP.data(), s);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s, d, s, 1.0f, P, s, dY, hd, 0.0f, dV, width);
+            // softmax backward, in place: dS = P ⊙ (dP − Σ_j P·dP) / √d (zero above the diagonal, where P is)
             for (int i = 0; i < s; ++i) {
-                const float* dy = dOut + static_cast<std::size_t>(b * s + i) * hd + h * d;
-                // dP_ij = dy · v_j ; dv_j += P_ij · dy
-                for (int j = 0; j <= i; ++j) {
-                    const float* v = qkv + static_cast<std::size_t>(b * s + j) * width + 2 * hd + h * d;
-                    float* dv = dqkv + static_cast<std::size_t>(b * s + j) * width + 2 * hd + h * d;
-                    float dot = 0;
-                    for (int c = 0; c < d; ++c) {
-                        dot += dy[c] * v[c];
-                        dv[c] += P[i * s + j] * dy[c];
-                    }
-                    dP[static_cast<std::size_t>(j)] = dot;
-                }
-                // softmax backward: dS_ij = P_ij (dP_ij - Σ_k P_ik dP_ik)
+                float* row = dP.data() + static_cast<std::size_t>(i) * s;
+                const float* p = P + static_cast<std::size_t>(i) * s;
                 float inner = 0;
                 for (int j = 0; j <= i; ++j)
-                    inner += P[i * s + j] * dP[static_cast<std::size_t>(j)];
-                const float* q = qkv + static_cast<std::size_t>(b * s + i) * width + h * d;
-                float* dq = dqkv + static_cast<std::size_t>(b * s + i) * width + h * d;
-                for (int j = 0; j <= i; ++j) {
-                    const float dS = P[i * s + j] * (dP[static_cast<std::size_t>(j)] - inner) * scale;
-                    const float* k = qkv + static_cast<std::size_t>(b * s + j) * width + hd + h * d;
-                    float* dk = dqkv + static_cast<std::size_t>(b * s + j) * width + hd + h * d;
-                    for (int c = 0; c < d; ++c) {
-                        dq[c] += dS * k[c];
-                        dk[c] += dS * q[c];
-                    }
-                }
+                    inner += p[j] * row[j];
+                for (int j = 0; j <= i; ++j)
+                    row[j] = p[j] * (row[j] - inner) * scale;
+                std::fill(row + i + 1, row + s, 0.0f);
             }
+            // dQ = dS·K ; dK = dSᵀ·Q
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, d, s, 1.0f, dP.data(), s, K, width, 0.0f, dQ, width);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s, d, s, 1.0f, dP.data(), s, Q, width, 0.0f, dK, width);
         }
 }
 
