@@ -1,9 +1,10 @@
 // loom-train: trains a GPT model under a layout; one process per rank (mpirun, srun or Loom's launcher).
 //
 //   mpirun -np N loom-train --layout FILE [--steps N] [--seed S] [--data FILE] [--lr X] [--warmup N]
-//                           [--metrics FILE]
+//                           [--metrics FILE] [--checkpoint-dir DIR] [--checkpoint-every N] [--resume]
 #include "engine/comm/MpiCommunicator.h"
 #include "engine/plan/LayoutParser.h"
+#include "engine/train/Checkpoint.h"
 #include "engine/train/CpuKernels.h"
 #include "engine/train/Trainer.h"
 #include "profiles/BuiltinProfiles.h"
@@ -14,6 +15,7 @@
 #include <malloc.h>
 
 #include <charconv>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -33,11 +35,15 @@ const char* kUsage =
     "  --data FILE       a text file (bytes) or an llm.c token file; default: a synthetic corpus from the seed\n"
     "  --lr X            peak learning rate (0.001); warm-up then cosine decay to a tenth\n"
     "  --warmup N        warm-up steps (10, at most steps)\n"
-    "  --metrics FILE    one JSON object per step: step, loss, tokens_per_s, step_time_s, grad_norm, lr, flops_per_s\n";
+    "  --metrics FILE    one JSON object per step: step, loss, tokens_per_s, step_time_s, grad_norm, lr, flops_per_s\n"
+    "  --checkpoint-dir DIR   save checkpoints there: every --checkpoint-every steps, at the end, and on SIGTERM\n"
+    "  --checkpoint-every N   steps between checkpoints (0: only at the end and on SIGTERM)\n"
+    "  --resume          continue from the newest checkpoint in --checkpoint-dir (any layout of the same model)\n";
 
 struct Args {
-    std::string layout, data, metrics;
-    std::int64_t steps = 20, warmup = 10;
+    std::string layout, data, metrics, checkpointDir;
+    std::int64_t steps = 20, warmup = 10, checkpointEvery = 0;
+    bool resume = false;
     std::uint64_t seed = 1234;
     double lr = 1e-3;
 };
@@ -58,6 +64,10 @@ std::optional<Args> parse(int argc, char** argv, std::string& error)
             error = "";
             return std::nullopt;
         }
+        if (k == "--resume") {
+            a.resume = true;
+            continue;
+        }
         if (i + 1 >= argc) {
             error = k + " needs a value (or is not an option)";
             return std::nullopt;
@@ -70,6 +80,10 @@ std::optional<Args> parse(int argc, char** argv, std::string& error)
             a.data = v;
         else if (k == "--metrics")
             a.metrics = v;
+        else if (k == "--checkpoint-dir")
+            a.checkpointDir = v;
+        else if (k == "--checkpoint-every")
+            ok = parseNumber(v, a.checkpointEvery) && a.checkpointEvery >= 0;
         else if (k == "--steps")
             ok = parseNumber(v, a.steps) && a.steps >= 1;
         else if (k == "--warmup")
@@ -92,7 +106,17 @@ std::optional<Args> parse(int argc, char** argv, std::string& error)
         return std::nullopt;
     }
     a.warmup = std::min(a.warmup, a.steps);
+    if (a.resume && a.checkpointDir.empty()) {
+        error = "--resume needs --checkpoint-dir DIR";
+        return std::nullopt;
+    }
     return a;
+}
+
+volatile std::sig_atomic_t g_terminate = 0;
+void onTerminate(int)
+{
+    g_terminate = 1;
 }
 
 }  // namespace
@@ -166,8 +190,32 @@ int main(int argc, char** argv)
                     throw std::runtime_error("cannot write the metrics file \"" + args->metrics + "\"");
             }
         }
-        for (std::int64_t s = 0; s < args->steps; ++s) {
+        std::int64_t first = 0;
+        if (args->resume) {
+            if (auto folder = train::latestCheckpoint(args->checkpointDir)) {
+                first = trainer.resume(*folder);
+                if (rank == 0)
+                    std::printf("loom-train: resumed from %s after step %lld\n", folder->c_str(), static_cast<long long>(first));
+            } else if (rank == 0) {
+                std::printf("loom-train: no checkpoint in %s yet; starting from step 0\n", args->checkpointDir.c_str());
+            }
+        }
+        std::signal(SIGTERM, onTerminate);
+        for (std::int64_t s = first; s < args->steps; ++s) {
             const train::StepResult r = trainer.step(s);
+            // Every rank learns whether any was asked to stop, so all save and stop at the same step.
+            int stop = g_terminate ? 1 : 0;
+            MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            const bool last = s + 1 == args->steps;
+            if (!args->checkpointDir.empty()
+                && (stop || last || (args->checkpointEvery > 0 && (s + 1) % args->checkpointEvery == 0)))
+                trainer.save(args->checkpointDir, s + 1);
+            if (stop) {
+                if (rank == 0)
+                    std::printf("loom-train: stopped by SIGTERM after step %lld%s\n", static_cast<long long>(s + 1),
+                                args->checkpointDir.empty() ? "" : "; checkpoint saved");
+                return 143;
+            }
             if (rank != 0)
                 continue;
             std::printf("step %4lld/%lld  loss %.6f  grad norm %.4f  lr %.2e  %.1f ms  %.0f tokens/s  %.3f GFLOP/s\n",

@@ -24,6 +24,12 @@ public:
     std::size_t begin() const { return m_begin; }
     std::size_t end() const { return m_end; }
     std::int64_t steps() const { return m_t; }
+    // The first and second moments of [begin, end), for checkpoints.
+    std::vector<float>& firstMoment() { return m_m; }
+    std::vector<float>& secondMoment() { return m_v; }
+    const std::vector<float>& firstMoment() const { return m_m; }
+    const std::vector<float>& secondMoment() const { return m_v; }
+    void setSteps(std::int64_t t) { m_t = t; }
 
 private:
     std::size_t m_begin, m_end;

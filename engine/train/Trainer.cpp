@@ -1,5 +1,10 @@
 #include "engine/train/Trainer.h"
 
+#include "engine/plan/LayoutParser.h"
+#include "engine/train/Checkpoint.h"
+
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -241,6 +246,42 @@ StepResult Trainer::step(std::int64_t step)
     r.tokensPerSecond = tokens / r.seconds;
     r.flopsPerSecond = modelFlopsPerStep(m_layout.model, p.globalBatch) / r.seconds;
     return r;
+}
+
+void Trainer::save(const std::string& dir, std::int64_t stepsDone)
+{
+    const auto& p = m_layout.parallel;
+    ParamSet& params = m_stage->params();
+    CheckpointRole role;
+    role.writesParams = m_coord.dp == 0;
+    role.writesMoments = m_coord.dp == 0 || (m_layout.memory.zero == 1 && p.dp > 1);
+    for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) {
+        bool owns = params.spec(i).shard != Shard::Replicated || m_coord.tp == 0;
+        if (i == m_stage->tokenEmbedding() && m_tiedAcrossStages && m_coord.pp != 0)
+            owns = false;  // the last stage's copy of the tied embedding is the same tensor
+        role.ownsTensor.push_back(owns);
+    }
+    CheckpointInfo info;
+    info.step = stepsDone;
+    info.adamSteps = m_adam->steps();
+    info.seed = m_options.seed;
+    info.modelJson = plan::toJson(m_layout.model).dump();
+    info.layoutJson = plan::writeLayout(m_layout);
+    saveCheckpoint(dir, info, params, *m_adam, role);
+}
+
+std::int64_t Trainer::resume(const std::string& folder)
+{
+    const CheckpointInfo info = readCheckpointInfo(folder);
+    const auto saved = nlohmann::json::parse(info.modelJson);
+    const auto mine = nlohmann::json::parse(plan::toJson(m_layout.model).dump());
+    for (const char* key : {"layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len"})
+        if (saved.value(key, -1) != mine.value(key, -2))
+            throw std::runtime_error("the checkpoint " + folder + " holds a model with " + key + "=" + saved.value(key, nlohmann::json()).dump()
+                                     + " but the layout's model has " + key + "=" + mine.value(key, nlohmann::json()).dump());
+    loadCheckpoint(folder, m_stage->params(), *m_adam);
+    m_adam->setSteps(info.adamSteps);
+    return info.step;
 }
 
 }  // namespace loom::train

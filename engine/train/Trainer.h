@@ -40,6 +40,10 @@ public:
     Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, const Corpus& corpus, TrainOptions options,
             Kernels& kernels);
     StepResult step(std::int64_t step);
+    // Writes a checkpoint of the state after `stepsDone` steps under `dir` (collective).
+    void save(const std::string& dir, std::int64_t stepsDone);
+    // Loads `folder` (from any layout of the same model); returns the steps it had completed (collective).
+    std::int64_t resume(const std::string& folder);
     GptStage& stage() { return *m_stage; }
     const plan::RankCoord& coord() const { return m_coord; }
 
