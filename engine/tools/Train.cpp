@@ -6,6 +6,7 @@
 #include "engine/plan/LayoutParser.h"
 #include "engine/train/Checkpoint.h"
 #include "engine/train/CpuKernels.h"
+#include "engine/train/LlmcModel.h"
 #include "engine/train/Trainer.h"
 #include "profiles/BuiltinProfiles.h"
 
@@ -38,10 +39,12 @@ const char* kUsage =
     "  --metrics FILE    one JSON object per step: step, loss, tokens_per_s, step_time_s, grad_norm, lr, flops_per_s\n"
     "  --checkpoint-dir DIR   save checkpoints there: every --checkpoint-every steps, at the end, and on SIGTERM\n"
     "  --checkpoint-every N   steps between checkpoints (0: only at the end and on SIGTERM)\n"
-    "  --resume          continue from the newest checkpoint in --checkpoint-dir (any layout of the same model)\n";
+    "  --resume          continue from the newest checkpoint in --checkpoint-dir (any layout of the same model)\n"
+    "  --init-llmc FILE  start from the GPT-2 weights of an llm.c model file (magic 20240326, version 3)\n"
+    "  --export-llmc FILE  at the end, write the weights as an llm.c model file\n";
 
 struct Args {
-    std::string layout, data, metrics, checkpointDir;
+    std::string layout, data, metrics, checkpointDir, initLlmc, exportLlmc;
     std::int64_t steps = 20, warmup = 10, checkpointEvery = 0;
     bool resume = false;
     std::uint64_t seed = 1234;
@@ -82,10 +85,14 @@ std::optional<Args> parse(int argc, char** argv, std::string& error)
             a.metrics = v;
         else if (k == "--checkpoint-dir")
             a.checkpointDir = v;
+        else if (k == "--init-llmc")
+            a.initLlmc = v;
+        else if (k == "--export-llmc")
+            a.exportLlmc = v;
         else if (k == "--checkpoint-every")
             ok = parseNumber(v, a.checkpointEvery) && a.checkpointEvery >= 0;
         else if (k == "--steps")
-            ok = parseNumber(v, a.steps) && a.steps >= 1;
+            ok = parseNumber(v, a.steps) && a.steps >= 0;
         else if (k == "--warmup")
             ok = parseNumber(v, a.warmup) && a.warmup >= 1;
         else if (k == "--seed")
@@ -105,7 +112,7 @@ std::optional<Args> parse(int argc, char** argv, std::string& error)
         error = "--layout FILE is required";
         return std::nullopt;
     }
-    a.warmup = std::min(a.warmup, a.steps);
+    a.warmup = std::max<std::int64_t>(1, std::min(a.warmup, a.steps));
     if (a.resume && a.checkpointDir.empty()) {
         error = "--resume needs --checkpoint-dir DIR";
         return std::nullopt;
@@ -167,6 +174,12 @@ int main(int argc, char** argv)
         if (static_cast<std::int64_t>(corpus.tokens().size()) <= layout.model.seqLen)
             throw std::runtime_error("the data has " + std::to_string(corpus.tokens().size()) + " tokens; it needs more than seq_len="
                                      + std::to_string(layout.model.seqLen));
+        if (!args->initLlmc.empty() || !args->exportLlmc.empty())
+            train::checkLlmcCompatible(layout.model);
+        // llm.c conversion goes through a checkpoint folder: --checkpoint-dir, or one beside the output.
+        const std::string scratch = !args->checkpointDir.empty() ? args->checkpointDir
+                                    : !args->exportLlmc.empty() ? args->exportLlmc + ".loom-checkpoint"
+                                                                : args->initLlmc + ".loom-checkpoint";
         trace::TraceRecorder recorder(rank);
         recorder.setEnabled(false);  // the telemetry stream turns this on
         auto comms = comm::makeGridCommunicators(plan::RankGrid::forLayout(layout), &recorder);
@@ -200,6 +213,30 @@ int main(int argc, char** argv)
                 std::printf("loom-train: no checkpoint in %s yet; starting from step 0\n", args->checkpointDir.c_str());
             }
         }
+        if (!args->initLlmc.empty()) {
+            if (args->resume)
+                throw std::runtime_error("--init-llmc and --resume both say where to start; use one");
+            const std::string folder = scratch + "/llmc-import";
+            int ok = 1;
+            std::string why;
+            if (rank == 0) {
+                try {
+                    train::importLlmc(args->initLlmc, layout.model, plan::writeLayout(layout), folder);
+                } catch (const std::exception& e) {
+                    ok = 0;
+                    why = e.what();
+                }
+            }
+            MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+            if (!ok) {
+                if (rank == 0)
+                    std::cerr << "loom-train: " << why << "\n";
+                return 2;
+            }
+            trainer.resume(folder);
+            if (rank == 0)
+                std::printf("loom-train: weights from %s\n", args->initLlmc.c_str());
+        }
         std::signal(SIGTERM, onTerminate);
         for (std::int64_t s = first; s < args->steps; ++s) {
             const train::StepResult r = trainer.step(s);
@@ -231,6 +268,15 @@ int main(int argc, char** argv)
                                             {"lr", r.lr},
                                             {"flops_per_s", r.flopsPerSecond}};
                 metrics << j.dump() << "\n" << std::flush;
+            }
+        }
+        if (!args->exportLlmc.empty()) {
+            const bool savedAtEnd = !args->checkpointDir.empty() && args->steps > first;  // by the loop above
+            if (!savedAtEnd)
+                trainer.save(scratch, args->steps);
+            if (rank == 0) {
+                train::exportLlmc(*train::latestCheckpoint(scratch), layout.model, args->exportLlmc);
+                std::printf("loom-train: wrote %s\n", args->exportLlmc.c_str());
             }
         }
     } catch (const std::exception& e) {

@@ -13,6 +13,7 @@
 #include <QThread>
 
 #include <csignal>
+#include <cstring>
 
 namespace {
 
@@ -93,6 +94,38 @@ private slots:
         for (const auto& [step, loss] : b)
             QVERIFY2(std::fabs(loss - a.at(step)) <= 1e-5 * a.at(step),
                      qPrintable(QStringLiteral("step %1: %2 vs %3").arg(step).arg(loss).arg(a.at(step))));
+    }
+
+    void llmcModelFileRoundTrip()
+    {
+        // Export after 3 steps, import on 8 ranks (tp 2, pp 2, dp 2) and export again: the same bytes.
+        const QString a = m_dir.filePath("a.bin"), b = m_dir.filePath("b.bin");
+        QString log;
+        QCOMPARE(run(layout("llmc-one", 1, 1, 1), {"--steps", "3", "--export-llmc", a}, &log), 0);
+        QFile fa(a);
+        QVERIFY(fa.open(QIODevice::ReadOnly));
+        const QByteArray bytesA = fa.readAll();
+        std::int32_t header[8];
+        std::memcpy(header, bytesA.constData(), sizeof header);
+        QCOMPARE(header[0], 20240326);  // llm.c's magic
+        QCOMPARE(header[1], 3);         // fp32, padded vocabulary
+        QCOMPARE(header[2], 32);        // max_seq_len
+        QCOMPARE(header[3], 256);       // vocab
+        QCOMPARE(header[4], 4);         // layers
+        QCOMPARE(header[5], 4);         // heads
+        QCOMPARE(header[6], 64);        // channels
+        QCOMPARE(header[7], 256);       // padded vocab
+        QCOMPARE(bytesA.size(), qsizetype(1024 + 4 * 218496));  // gpt-tiny's 218,496 parameters
+        QCOMPARE(run(layout("llmc-eight", 2, 2, 2), {"--steps", "0", "--init-llmc", a, "--export-llmc", b}, &log), 0);
+        QFile fb(b);
+        QVERIFY(fb.open(QIODevice::ReadOnly));
+        QVERIFY(fb.readAll() == bytesA);
+
+        // A file of another model is refused with what differs.
+        QJsonObject mini = layout("llmc-mini", 1, 1, 1);
+        mini.insert("model", "gpt-mini");
+        QCOMPARE(run(mini, {"--steps", "1", "--init-llmc", a}, &log), 2);
+        QVERIFY2(log.contains("holds a GPT-2 with vocab 256, 4 layers, 4 heads, hidden 64"), qPrintable(log));
     }
 
     void killedRankThenResume()
