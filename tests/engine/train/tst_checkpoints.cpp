@@ -128,6 +128,34 @@ private slots:
         QVERIFY2(log.contains("holds a GPT-2 with vocab 256, 4 layers, 4 heads, hidden 64"), qPrintable(log));
     }
 
+    void sigtermSavesAndStops()
+    {
+        // SIGTERM to every rank (what Slurm's scancel and Loom's launcher send): all finish the step they are
+        // in, save a checkpoint and exit with 143.
+        const QJsonObject l = layout("term", 1, 1, 2);
+        const QString dir = m_dir.filePath("term"), metrics = m_dir.filePath("term.m");
+        QProcess job;
+        job.setProcessChannelMode(QProcess::MergedChannels);
+        job.start(QStringLiteral(MPIEXEC), command(l, {"--steps", "100000", "--checkpoint-dir", dir, "--metrics", metrics}));
+        QVERIFY(job.waitForStarted());
+        QElapsedTimer wait;
+        wait.start();
+        while (losses(metrics).size() < 10 && wait.elapsed() < 60000 && job.state() == QProcess::Running)
+            QThread::msleep(20);
+        QProcess pgrep;
+        pgrep.start(QStringLiteral("pgrep"), {QStringLiteral("-P"), QString::number(job.processId())});
+        pgrep.waitForFinished();
+        for (const QString& pid : QString::fromUtf8(pgrep.readAll()).split('\n', Qt::SkipEmptyParts))
+            ::kill(pid.toInt(), SIGTERM);
+        QVERIFY(job.waitForFinished(30000));
+        const QString out = QString::fromUtf8(job.readAll());
+        QVERIFY2(out.contains("stopped by SIGTERM after step") && out.contains("checkpoint saved"), qPrintable(out));
+        QFile latest(dir + "/latest");
+        QVERIFY(latest.open(QIODevice::ReadOnly));
+        const int saved = QString::fromUtf8(latest.readAll()).trimmed().mid(5).toInt();
+        QVERIFY2(saved >= 10, qPrintable(QString::number(saved)));
+    }
+
     void killedRankThenResume()
     {
         const QJsonObject l = layout("four", 1, 2, 2);
