@@ -10,5 +10,6 @@ namespace loom::app {
 int validateCommand(CliContext& context, const QStringList& args);
 int profilesCommand(CliContext& context, const QStringList& args);
 int describeCommand(CliContext& context, const QStringList& args);
+int planCommand(CliContext& context, const QStringList& args);
 
 } // namespace loom::app

@@ -151,9 +151,24 @@ std::optional<ClusterSpec> parseClusterSpec(const json& object, const std::strin
             bf16 = pr.number("bf16", Presence::Required, 0, 1e6, true);
             pr.warnUnknown({ "fp32", "fp16", "bf16" });
         }
-        dr.warnUnknown({ "name", "memory_gb", "memory_bandwidth_gbs", "peak_tflops" });
+        std::optional<double> gMax, gWidth, gRows;
+        if (const json* g = dr.find("gemm_efficiency"); g && !g->is_object()) {
+            dr.reportWrongType("gemm_efficiency", *g, "an object with max, half_width and half_rows");
+        } else if (g) {
+            ObjectReader gr(*g, dr.pathOf("gemm_efficiency"), local);
+            gMax = gr.number("max", Presence::Required, 0, 1, true);
+            gWidth = gr.number("half_width", Presence::Required, 0, 1e6);
+            gRows = gr.number("half_rows", Presence::Required, 0, 1e6);
+            gr.warnUnknown({ "max", "half_width", "half_rows" });
+        }
+        dr.warnUnknown({ "name", "memory_gb", "memory_bandwidth_gbs", "peak_tflops", "gemm_efficiency" });
         if (dname && mem && bw && fp32 && fp16 && bf16) {
             dev = { *dname, *mem, *bw, *fp32, *fp16, *bf16 };
+            if (gMax && gWidth && gRows) {
+                dev.gemmMax = *gMax;
+                dev.gemmHalfWidth = *gWidth;
+                dev.gemmHalfRows = *gRows;
+            }
             device = dev;
         }
     }
@@ -220,7 +235,10 @@ nlohmann::ordered_json toJson(const ClusterSpec& c)
         { "memory_bandwidth_gbs", c.device.memoryBandwidthGBs },
         { "peak_tflops",
             { { "fp32", c.device.peakTflopsFp32 }, { "fp16", c.device.peakTflopsFp16 },
-                { "bf16", c.device.peakTflopsBf16 } } } };
+                { "bf16", c.device.peakTflopsBf16 } } },
+        { "gemm_efficiency",
+            { { "max", c.device.gemmMax }, { "half_width", c.device.gemmHalfWidth },
+                { "half_rows", c.device.gemmHalfRows } } } };
     j["intra_node"] = linkToJson(c.intraNode, false);
     if (c.interNode)
         j["inter_node"] = linkToJson(*c.interNode, true);

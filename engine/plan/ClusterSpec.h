@@ -36,6 +36,11 @@ struct DeviceSpec {
     double peakTflopsFp32 = 0;
     double peakTflopsFp16 = 0;
     double peakTflopsBf16 = 0;
+    // The achievable fraction of peak on a layer's GEMMs: max · w/(w + halfWidth) · r/(r + halfRows) for
+    // thinnest dimension w and r rows (see CostModel.h). Profile key "gemm_efficiency".
+    double gemmMax = 0.8;
+    double gemmHalfWidth = 256;
+    double gemmHalfRows = 128;
 
     bool operator==(const DeviceSpec&) const = default;
     double peakTflops(Precision p) const;

@@ -1,9 +1,11 @@
 #include "engine/plan/LayoutValidator.h"
 
+#include "engine/plan/CostModel.h"
 #include "engine/plan/RankGrid.h"
 #include "engine/plan/TextUtil.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace loom::plan {
@@ -42,6 +44,7 @@ public:
         schedule();
         memoryAndComm();
         placement();
+        memoryFit();
     }
 
 private:
@@ -284,6 +287,22 @@ private:
             return;
         for (const auto& note : RankGrid::forLayout(l).placementNotes())
             d.warning("parallel.tp", note);
+    }
+
+    void memoryFit()
+    {
+        if (known.hasErrors() || d.hasErrors() || !simulatable(l))
+            return;  // the planner needs a valid layout of a size it can replay
+        const Prediction prediction = predict(l);
+        if (prediction.fits)
+            return;
+        const auto& mem = prediction.memory;
+        auto gb = [](double x) { return text::number(std::round(x * 10) / 10); };
+        d.warning("memory", "the layout needs about " + gb(mem.total()) + " GB per device (parameters " + gb(mem.params)
+                                + ", gradients " + gb(mem.grads) + ", optimizer " + gb(mem.optimizer) + ", activations "
+                                + gb(mem.activations) + ", reserve " + gb(mem.reserve) + ") but " + l.cluster.device.name
+                                + " has " + gb(prediction.memoryCapacityGB)
+                                + " GB; raise tp or pp, use memory.zero 1 with dp > 1, or recompute activations");
     }
 
     const Layout& l;

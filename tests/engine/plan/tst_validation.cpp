@@ -207,6 +207,9 @@ private slots:
         QTest::newRow("TP group straddles nodes (warning)")
             << R"({"nodes": 3, "parallel": {"tp": 3, "pp": 8, "global_batch": 8}})" << false << "parallel.tp"
             << "a TP group spans 2 nodes (tp=3 does not divide the 8 devices of a node)";
+        QTest::newRow("does not fit in memory (warning)")
+            << R"({"model": "gpt3-175b", "parallel": {"tp": 8, "pp": 1}})" << false << "memory"
+            << "GB per device (parameters";
         QTest::newRow("ZeRO-1 with dp 1 (warning)")
             << R"({"memory": {"zero": 1}})" << false << "memory.zero"
             << "memory.zero=1 shards optimizer state across the DP group, but dp=1";

@@ -1,0 +1,88 @@
+#include "app/cli/CommandLine.h"
+#include "app/cli/Commands.h"
+
+#include "engine/plan/CostModel.h"
+#include "engine/plan/LayoutParser.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+namespace loom::app {
+
+namespace {
+
+std::string fixed(double v, int digits)
+{
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
+int predictCommand(CliContext& context, const QString& file, bool json)
+{
+    const auto read = plan::readLayoutFile(file.toStdString(), context.catalog());
+    if (!read.ok()) {
+        context.err << read.diagnostics.format();
+        return ExitInvalid;
+    }
+    const plan::Layout& l = *read.layout;
+    if (!plan::simulatable(l)) {
+        context.err << "error: " << l.parallel.microBatches() << " micro-batches on " << l.parallel.pp
+                    << " pipeline stages are too many to simulate; use a larger micro_batch or a smaller global_batch\n";
+        return ExitInvalid;
+    }
+    const plan::Prediction p = plan::predict(l);
+    if (json) {
+        nlohmann::ordered_json j = {
+            {"layout", l.name},
+            {"step_time_s", p.stepTime},
+            {"tokens_per_s", p.tokensPerSecond},
+            {"tflops_per_gpu", p.tflopsPerGpu},
+            {"mfu", p.mfu},
+            {"bubble_fraction", p.bubbleFraction},
+            {"bubble_theory", p.bubbleTheory},
+            {"step_split_s", {{"compute", p.compute}, {"tp_exposed", p.tpExposed}, {"pp_exposed", p.ppExposed},
+                              {"bubble", p.bubble}, {"dp_exposed", p.dpExposed}, {"optimizer", p.optimizer}}},
+            {"memory_gb", {{"params", p.memory.params}, {"grads", p.memory.grads}, {"optimizer", p.memory.optimizer},
+                           {"activations", p.memory.activations}, {"reserve", p.memory.reserve}, {"total", p.memory.total()}}},
+            {"memory_capacity_gb", p.memoryCapacityGB},
+            {"fits", p.fits},
+            {"model_flops_per_step", p.modelFlops},
+            {"gpus", l.parallel.worldSize()}};
+        context.out << j.dump(2) << "\n";
+        return ExitOk;
+    }
+    auto& o = context.out;
+    o << "layout " << l.name << ": " << l.parallel.worldSize() << " × " << l.cluster.device.name << " (tp=" << l.parallel.tp
+      << " pp=" << l.parallel.pp << " dp=" << l.parallel.dp << ", " << plan::toString(l.parallel.schedule) << ", "
+      << l.parallel.microBatches() << " micro-batches of " << l.parallel.microBatch << ")\n";
+    o << "  step time      " << fixed(p.stepTime, 3) << " s   (" << fixed(p.tokensPerSecond, 0) << " tokens/s)\n";
+    o << "  per GPU        " << fixed(p.tflopsPerGpu, 1) << " TFLOP/s of model FLOPs, MFU " << fixed(100 * p.mfu, 1) << " %\n";
+    o << "  step split     compute " << fixed(p.compute, 3) << " s, TP comm " << fixed(p.tpExposed, 3) << " s, PP comm "
+      << fixed(p.ppExposed, 3) << " s, bubble " << fixed(p.bubble, 3) << " s, DP comm " << fixed(p.dpExposed, 3)
+      << " s, optimizer " << fixed(p.optimizer, 3) << " s\n";
+    o << "  bubble         " << fixed(100 * p.bubbleFraction, 1) << " % of the step (closed form " << fixed(100 * p.bubbleTheory, 1)
+      << " %: (p-1)/(v·m+p-1))\n";
+    o << "  memory/device  params " << fixed(p.memory.params, 2) << " GB, grads " << fixed(p.memory.grads, 2)
+      << " GB, optimizer " << fixed(p.memory.optimizer, 2) << " GB, activations " << fixed(p.memory.activations, 2)
+      << " GB, reserve " << fixed(p.memory.reserve, 2) << " GB = " << fixed(p.memory.total(), 2) << " of "
+      << fixed(p.memoryCapacityGB, 0) << " GB: " << (p.fits ? "fits" : "DOES NOT FIT") << "\n";
+    for (const auto& n : p.notes)
+        o << "  note: " << n << "\n";
+    return ExitOk;
+}
+
+}  // namespace
+
+int planCommand(CliContext& context, const QStringList& argsIn)
+{
+    QStringList args = argsIn;
+    const bool json = args.removeAll(QStringLiteral("--json")) > 0;
+    if (args.value(0) == QLatin1String("predict") && args.size() == 2)
+        return predictCommand(context, args[1], json);
+    context.err << "usage: loom plan predict LAYOUT.json [--json]\n";
+    return ExitUsage;
+}
+
+}  // namespace loom::app

@@ -1,0 +1,336 @@
+#include "engine/plan/CostModel.h"
+
+#include "engine/plan/RankGrid.h"
+#include "engine/plan/Schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace loom::plan {
+
+double megatronModelFlops(const ModelSpec& m, std::int64_t globalBatch, bool fullRecompute)
+{
+    const double B = double(globalBatch), s = double(m.seqLen), l = double(m.layers), h = double(m.hidden),
+                 V = double(m.vocab);
+    return fullRecompute ? 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h))
+                         : 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
+}
+
+double activationBytesPerLayer(const ModelSpec& m, std::int64_t b, std::int64_t t, Recompute recompute, bool sp)
+{
+    const double s = double(m.seqLen), h = double(m.hidden), a = double(m.heads), B = double(b), T = double(t);
+    switch (recompute) {
+    case Recompute::Full: return 2.0 * s * B * h;
+    case Recompute::Selective: return sp ? 34.0 * s * B * h / T : s * B * h * (10.0 + 24.0 / T);
+    case Recompute::None:
+        if (t == 1)
+            return s * B * h * (34.0 + 5.0 * a * s / h);
+        return sp ? s * B * h / T * (34.0 + 5.0 * a * s / h) : s * B * h * (10.0 + 24.0 / T + 5.0 * a * s / (h * T));
+    }
+    return 0;
+}
+
+double gemmEfficiency(const DeviceSpec& d, double width, double rows)
+{
+    return d.gemmMax * width / (width + d.gemmHalfWidth) * rows / (rows + d.gemmHalfRows);
+}
+
+double ringAllReduceSeconds(double bytes, std::int64_t n, const LinkSpec& link)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0;
+    const double alpha = link.latencyUs * 1e-6, beta = link.bandwidthGBs * 1e9;
+    return 2.0 * double(n - 1) * alpha + 2.0 * double(n - 1) / double(n) * bytes / beta;
+}
+
+namespace {
+
+struct StageCost {
+    double forward = 0, backward = 0;        // seconds per micro-batch, compute and TP communication
+    double forwardTp = 0, backwardTp = 0;    // of which TP all-reduces
+};
+
+// The link a group uses: the inter-node link when it spans nodes, else the node's own.
+const LinkSpec& linkOf(const Layout& l, std::int64_t nodesSpanned)
+{
+    return nodesSpanned > 1 && l.cluster.interNode ? *l.cluster.interNode : l.cluster.intraNode;
+}
+
+double dpAllReduceSeconds(const Layout& l, double gradBytes, std::int64_t dp, const LinkSpec& link,
+                          std::int64_t nodesSpanned)
+{
+    if (dp <= 1)
+        return 0;
+    const auto& codec = l.comm.dpCodec;
+    const double count = gradBytes / 4.0;  // values, whatever their width on the device
+    const double beta = link.bandwidthGBs * 1e9, alpha = link.latencyUs * 1e-6;
+    const double memBw = l.cluster.device.memoryBandwidthGBs * 1e9;
+    using K = Codec::Kind;
+    if (codec.kind == K::TopK) {  // sparse all-gather: (n-1)·8k bytes in and out per rank
+        const double k = std::ceil(codec.topkFraction * count);
+        return double(dp - 1) * alpha + double(dp - 1) * 8.0 * k / beta + 3.0 * gradBytes / memBw;
+    }
+    double ratio = 1.0;
+    const double wire = gradBytes / count;  // bytes per value as reduced
+    switch (codec.kind) {
+    case K::Fp16:
+    case K::Bf16: ratio = std::min(1.0, 2.0 / wire); break;
+    case K::Int8: ratio = (1.0 + 4.0 / double(256)) / wire; break;
+    case K::Int4: ratio = (0.5 + 4.0 / double(256)) / wire; break;
+    default: break;
+    }
+    const double codecCost = codec.kind == K::None ? 0 : 4.0 * gradBytes / memBw;  // encode + decode, twice
+    if (l.comm.allreduce == AllreduceAlgorithm::Hierarchical && nodesSpanned > 1) {
+        // in-node reduce-scatter and all-gather, across-node all-reduce of 1/k (FORMULAS.md)
+        const double k = double(std::max<std::int64_t>(1, dp / nodesSpanned));
+        return ringAllReduceSeconds(gradBytes * ratio, static_cast<std::int64_t>(k), l.cluster.intraNode)
+               + ringAllReduceSeconds(gradBytes * ratio / k, nodesSpanned, link) + codecCost;
+    }
+    return ringAllReduceSeconds(gradBytes * ratio, dp, link) + codecCost;
+}
+
+}  // namespace
+
+bool simulatable(const Layout& l)
+{
+    const auto& p = l.parallel;
+    const double ops = 2.0 * double(p.microBatches()) * double(p.vpp) * double(p.pp);
+    return ops <= 4e6;
+}
+
+Prediction predict(const Layout& l)
+{
+    Prediction out;
+    const ModelSpec& m = l.model;
+    const auto& par = l.parallel;
+    const DeviceSpec& dev = l.cluster.device;
+    const std::int64_t t = par.tp, p = par.pp, d = par.dp, b = par.microBatch;
+    const Schedule schedule = Schedule::forLayout(l);
+    const std::int64_t v = schedule.chunks(), mb = schedule.microBatches();
+    const RankGrid grid = RankGrid::forLayout(l);
+    const auto ranges = l.stageRanges();
+    const std::int64_t virtualStages = p * v;
+    const double actBytes = l.precision == Precision::Fp32 ? 4.0 : 2.0;
+    const double peak = dev.peakTflops(l.precision) * 1e12;
+    const double T = double(b * m.seqLen), h = double(m.hidden), f = double(m.ffnHidden), s = double(m.seqLen);
+    const double V = double(m.paddedVocab());
+
+    // Compute and TP communication of one layer and of the head, per micro-batch.
+    const double eff = gemmEfficiency(dev, h / double(t), T);
+    const double layerFlops = (2.0 * T * h * (4.0 * h + 2.0 * f) + 4.0 * T * s * h) / double(t);
+    const double attentionFlops = 4.0 * T * s * h / double(t);
+    // Memory-bound work (norms, softmax, GELU, dropout, residuals) moves about the layer's activation bytes
+    // (Korthikanti et al.'s count) once in and once out; it weighs most where h is small.
+    const double layerMemory = 2.0 * activationBytesPerLayer(m, b, t, Recompute::None)
+                               * (l.precision == Precision::Fp32 ? 2.0 : 1.0) / (dev.memoryBandwidthGBs * 1e9);
+    const double layerFwd = layerFlops / (peak * eff) + layerMemory;
+    const double headFwd = 2.0 * T * h * V / double(t) / (peak * eff);
+    const LinkSpec& tpLink = linkOf(l, grid.maxNodesSpanned(GroupKind::Tensor));
+    const double tpAllReduce = ringAllReduceSeconds(T * h * actBytes, t, tpLink);
+    const bool full = l.memory.recompute == Recompute::Full, selective = l.memory.recompute == Recompute::Selective;
+
+    std::vector<StageCost> cost(static_cast<std::size_t>(virtualStages));
+    for (std::int64_t vs = 0; vs < virtualStages; ++vs) {
+        const double layers = double(ranges[static_cast<std::size_t>(vs)].size());
+        StageCost& c = cost[static_cast<std::size_t>(vs)];
+        c.forwardTp = layers * 2.0 * tpAllReduce;
+        c.backwardTp = layers * (2.0 + (full ? 2.0 : 0.0)) * tpAllReduce;
+        c.forward = layers * layerFwd + c.forwardTp;
+        c.backward = layers * (2.0 * layerFwd + (full ? layerFwd : 0.0)
+                               + (selective ? attentionFlops / (peak * eff) : 0.0)) + c.backwardTp;
+        if (vs == virtualStages - 1) {
+            c.forward += headFwd;
+            c.backward += 2.0 * headFwd;
+        }
+    }
+
+    // Point-to-point between consecutive pipeline ranks.
+    const LinkSpec& ppLink = linkOf(l, grid.maxNodesSpanned(GroupKind::Pipeline));
+    const double p2p = p > 1 ? ppLink.latencyUs * 1e-6 + T * h * actBytes / (ppLink.bandwidthGBs * 1e9) : 0.0;
+
+    // Replay the schedule on one representative rank per stage (tp = 0, dp = 0).
+    struct RankTimes {
+        double busy = 0, tp = 0, end = 0, lastBackwardStart = 0, lastBackwardEnd = 0;
+    };
+    auto replay = [&](double transfer, std::vector<trace::TraceEvent>* events) {
+        std::vector<RankTimes> times(static_cast<std::size_t>(p));
+        std::map<std::tuple<int, int, std::int64_t>, double> done;
+        std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
+        std::vector<double> clock(static_cast<std::size_t>(p), 0);
+        for (bool progress = true; progress;) {
+            progress = false;
+            for (std::int64_t r = 0; r < p; ++r) {
+                auto& i = next[static_cast<std::size_t>(r)];
+                const auto& ops = schedule.opsOf(r);
+                while (i < ops.size()) {
+                    const PipelineOp& op = ops[i];
+                    const std::int64_t vs = schedule.virtualStage(r, op.chunk);
+                    const bool fwd = op.kind == PipelineOp::Kind::Forward;
+                    double ready = 0;
+                    if (fwd && vs > 0) {
+                        auto it = done.find({0, op.microBatch, vs - 1});
+                        if (it == done.end())
+                            break;
+                        ready = it->second + transfer;
+                    } else if (!fwd) {
+                        auto it = vs == virtualStages - 1 ? done.find({0, op.microBatch, vs}) : done.find({1, op.microBatch, vs + 1});
+                        if (it == done.end())
+                            break;
+                        ready = it->second + (vs == virtualStages - 1 ? 0.0 : transfer);
+                    }
+                    const StageCost& c = cost[static_cast<std::size_t>(vs)];
+                    const double duration = fwd ? c.forward : c.backward;
+                    double& now = clock[static_cast<std::size_t>(r)];
+                    const double start = std::max(now, ready);
+                    now = start + duration;
+                    done[{fwd ? 0 : 1, op.microBatch, vs}] = now;
+                    RankTimes& rt = times[static_cast<std::size_t>(r)];
+                    rt.busy += duration;
+                    rt.tp += fwd ? c.forwardTp : c.backwardTp;
+                    if (!fwd) {
+                        rt.lastBackwardStart = start;
+                        rt.lastBackwardEnd = now;
+                    }
+                    if (events) {
+                        trace::TraceEvent e;
+                        e.rank = static_cast<std::int32_t>(grid.rankOf({0, r, 0}));
+                        e.kind = fwd ? trace::EventKind::Forward : trace::EventKind::Backward;
+                        e.lane = trace::Lane::Compute;
+                        e.source = trace::EventSource::Simulated;
+                        e.step = 0;
+                        e.microBatch = op.microBatch;
+                        e.stage = static_cast<std::int32_t>(vs);
+                        e.chunk = op.chunk;
+                        e.startNs = static_cast<std::int64_t>(start * 1e9);
+                        e.endNs = static_cast<std::int64_t>(now * 1e9);
+                        events->push_back(e);
+                        const bool sends = fwd ? vs < virtualStages - 1 : vs > 0;
+                        if (sends && transfer > 0) {
+                            trace::TraceEvent s2 = e;
+                            s2.kind = trace::EventKind::Send;
+                            s2.lane = trace::Lane::Comm;
+                            s2.startNs = e.endNs;
+                            s2.endNs = static_cast<std::int64_t>((now + transfer) * 1e9);
+                            s2.bytes = s2.wireBytes = static_cast<std::uint64_t>(T * h * actBytes);
+                            s2.peer = static_cast<std::int32_t>(grid.rankOf({0, (fwd ? vs + 1 : vs - 1 + virtualStages) % p, 0}));
+                            events->push_back(s2);
+                        }
+                    }
+                    ++i;
+                    progress = true;
+                }
+            }
+        }
+        for (std::int64_t r = 0; r < p; ++r)
+            times[static_cast<std::size_t>(r)].end = clock[static_cast<std::size_t>(r)];
+        return times;
+    };
+    const auto withTransfers = replay(p2p, &out.events);
+    const auto noTransfers = replay(0.0, nullptr);
+
+    // Parameters per pipeline rank (the stage's layers over t; embeddings on the first, head on the last).
+    auto paramsOf = [&](std::int64_t r) {
+        double n = 0;
+        for (std::int64_t c = 0; c < v; ++c) {
+            const std::int64_t vs = schedule.virtualStage(r, c);
+            n += double(ranges[static_cast<std::size_t>(vs)].size()) * double(m.blockParameters()) / double(t);
+            if (vs == 0)
+                n += double(m.embeddingParameters()) / double(t);
+            if (vs == virtualStages - 1)
+                n += double(m.headParameters()) + (vs != 0 ? double(m.paddedVocab() * m.hidden) / double(t) : 0.0);
+        }
+        return n;
+    };
+
+    const LinkSpec& dpLink = linkOf(l, grid.maxNodesSpanned(GroupKind::Data));
+    const double memBw = dev.memoryBandwidthGBs * 1e9;
+    const double gradWidth = l.precision == Precision::Fp32 ? 4.0 : 2.0;
+    double stepEnd = 0;
+    std::int64_t critical = 0;
+    std::vector<double> dpTime(static_cast<std::size_t>(p)), optTime(static_cast<std::size_t>(p));
+    for (std::int64_t r = 0; r < p; ++r) {
+        const auto& rt = withTransfers[static_cast<std::size_t>(r)];
+        const double params = paramsOf(r);
+        const double dpSeconds = dpAllReduceSeconds(l, params * gradWidth, d, dpLink, grid.maxNodesSpanned(GroupKind::Data));
+        const double dpEnd = l.comm.overlap ? std::max(rt.lastBackwardEnd, rt.lastBackwardStart + dpSeconds)
+                                            : rt.lastBackwardEnd + dpSeconds;
+        // AdamW reads weights, gradients and both moments and writes three of them: ~28 bytes a parameter.
+        const double opt = params * 28.0 / memBw / (l.memory.zero == 1 ? double(d) : 1.0);
+        dpTime[static_cast<std::size_t>(r)] = dpEnd - rt.lastBackwardEnd;
+        optTime[static_cast<std::size_t>(r)] = opt;
+        const double end = std::max(rt.end, dpEnd) + opt;
+        if (end > stepEnd) {
+            stepEnd = end;
+            critical = r;
+        }
+        if (out.events.size() < 4000000) {
+            trace::TraceEvent e;
+            e.rank = static_cast<std::int32_t>(grid.rankOf({0, r, 0}));
+            e.kind = trace::EventKind::AllReduce;
+            e.lane = trace::Lane::Comm;
+            e.source = trace::EventSource::Simulated;
+            e.step = 0;
+            e.stage = static_cast<std::int32_t>(r);
+            e.startNs = static_cast<std::int64_t>((dpEnd - dpSeconds) * 1e9);
+            e.endNs = static_cast<std::int64_t>(dpEnd * 1e9);
+            e.bytes = static_cast<std::uint64_t>(params * gradWidth);
+            e.algorithm = trace::Algorithm::Library;
+            if (d > 1)
+                out.events.push_back(e);
+            e.kind = trace::EventKind::Optimizer;
+            e.lane = trace::Lane::Compute;
+            e.startNs = static_cast<std::int64_t>(std::max(rt.end, dpEnd) * 1e9);
+            e.endNs = static_cast<std::int64_t>((std::max(rt.end, dpEnd) + opt) * 1e9);
+            e.bytes = 0;
+            out.events.push_back(e);
+        }
+    }
+
+    const auto& crit = withTransfers[static_cast<std::size_t>(critical)];
+    const auto& critNoP2p = noTransfers[static_cast<std::size_t>(critical)];
+    out.stepTime = stepEnd;
+    out.tpExposed = crit.tp;
+    out.compute = crit.busy - crit.tp;
+    out.ppExposed = std::max(0.0, crit.end - critNoP2p.end);
+    out.bubble = std::max(0.0, critNoP2p.end - critNoP2p.busy);
+    out.dpExposed = dpTime[static_cast<std::size_t>(critical)];
+    out.optimizer = optTime[static_cast<std::size_t>(critical)];
+    out.bubbleFraction = out.bubble / out.stepTime;
+    out.bubbleTheory = p > 1 ? double(p - 1) / double(v * mb + p - 1) : 0.0;
+    out.modelFlops = megatronModelFlops(m, par.globalBatch, full);
+    const double gpus = double(par.worldSize());
+    out.tokensPerSecond = double(par.globalBatch) * s / out.stepTime;
+    out.tflopsPerGpu = out.modelFlops / (out.stepTime * gpus) / 1e12;
+    out.mfu = out.tflopsPerGpu / dev.peakTflops(l.precision);
+
+    // Memory of the most loaded pipeline rank.
+    const bool mixed = l.precision != Precision::Fp32;
+    const double perLayerAct = activationBytesPerLayer(m, b, t, l.memory.recompute) * (mixed ? 1.0 : 2.0);
+    const double fullLayerAct = activationBytesPerLayer(m, b, t, Recompute::None) * (mixed ? 1.0 : 2.0);
+    out.memoryCapacityGB = dev.memoryGB;
+    for (std::int64_t r = 0; r < p; ++r) {
+        const double params = paramsOf(r);
+        double layers = 0;
+        for (std::int64_t c = 0; c < v; ++c)
+            layers += double(ranges[static_cast<std::size_t>(schedule.virtualStage(r, c))].size());
+        MemoryEstimate mem;
+        mem.params = params * (mixed ? 2.0 : 4.0) / 1e9;
+        mem.grads = params * (mixed ? 2.0 : 4.0) / 1e9;
+        mem.optimizer = params * (mixed ? 12.0 : 8.0) / (l.memory.zero == 1 ? double(d) : 1.0) / 1e9;
+        const double inFlight = double(schedule.peakInFlight(r));
+        mem.activations = (inFlight * layers / double(v) * perLayerAct + (full ? fullLayerAct : 0.0)) / 1e9;
+        if (r == p - 1)
+            mem.activations += T * V / double(t) * 4.0 / 1e9;  // fp32 logits of one micro-batch
+        mem.reserve = 0.05 * dev.memoryGB;
+        if (mem.total() > out.memory.total())
+            out.memory = mem;
+    }
+    out.fits = out.memory.total() <= out.memoryCapacityGB;
+    if (!out.fits)
+        out.notes.push_back("needs " + std::to_string(out.memory.total()).substr(0, 6) + " GB per device but "
+                            + l.cluster.device.name + " has " + std::to_string(dev.memoryGB).substr(0, 6) + " GB");
+    return out;
+}
+
+}  // namespace loom::plan

@@ -1,0 +1,65 @@
+#pragma once
+
+#include "engine/plan/Layout.h"
+#include "engine/trace/TraceEvent.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::plan {
+
+// Memory per device, in GB (10^9 bytes).
+struct MemoryEstimate {
+    double params = 0, grads = 0, optimizer = 0, activations = 0, reserve = 0;
+    double total() const { return params + grads + optimizer + activations + reserve; }
+};
+
+// What a layout will cost, predicted before anything runs.
+struct Prediction {
+    double stepTime = 0;        // seconds per optimizer step
+    double tokensPerSecond = 0;
+    double tflopsPerGpu = 0;    // model FLOPs (Narayanan et al. eq. 3) / (step time · GPUs)
+    double mfu = 0;             // tflopsPerGpu / the device's peak at the layout's precision
+    double bubbleFraction = 0;  // pipeline idle time / step time, on the busiest stage
+    double bubbleTheory = 0;    // the closed form, as a fraction of the step: (p-1)/(m+p-1), or (p-1)/(v·m+p-1)
+    // The step split into parts on the critical stage (they add up to stepTime).
+    double compute = 0, tpExposed = 0, ppExposed = 0, dpExposed = 0, bubble = 0, optimizer = 0;
+    MemoryEstimate memory;      // the most loaded device
+    double memoryCapacityGB = 0;
+    bool fits = true;
+    double modelFlops = 0;      // per step, whole model
+    std::vector<std::string> notes;
+    // The simulated timeline: compute and communication events of one representative rank per pipeline
+    // stage (tp = 0, dp = 0), source = simulated.
+    std::vector<trace::TraceEvent> events;
+};
+
+// Model FLOPs of one step (Narayanan et al., SC21, eq. 3): 96·B·s·l·h²·(1 + s/6h + V/16lh) with full
+// recomputation, 72·B·s·l·h²·(1 + s/6h + V/12lh) without.
+double megatronModelFlops(const ModelSpec& model, std::int64_t globalBatch, bool fullRecompute);
+
+// Activation bytes of one transformer layer for one micro-batch (Korthikanti et al. 2022), 16-bit
+// activations: s·b·h·(34 + 5as/h) with no parallelism; s·b·h·(10 + 24/t + 5as/(h·t)) with tensor
+// parallelism; s·b·h/t·(34 + 5as/h) with sequence parallelism too; s·b·h·(10 + 24/t) with selective
+// recomputation (34·s·b·h/t with sequence parallelism); 2·s·b·h with full recomputation.
+double activationBytesPerLayer(const ModelSpec& model, std::int64_t microBatch, std::int64_t tp, Recompute recompute,
+                               bool sequenceParallel = false);
+
+// The fraction of peak a device reaches on the GEMMs of a layer whose thinnest matrix dimension is `width`
+// (h/t) with `rows` = tokens per micro-batch: max · width/(width + half_width) · rows/(rows + half_rows).
+double gemmEfficiency(const DeviceSpec& device, double width, double rows);
+
+// Predicts a valid layout: compute from FLOPs and the efficiency curve, communication from the α-β model
+// of the links each group crosses, the pipeline from a replay of the layout's Schedule, memory from the
+// parameters, optimizer state and activations in flight. Deterministic and fast (no per-rank loops over
+// large grids: one representative rank per pipeline stage).
+Prediction predict(const Layout& layout);
+// Whether predict() can replay the layout's schedule quickly: at most 4 million pipeline operations.
+bool simulatable(const Layout& layout);
+
+// Time of an all-reduce of `bytes` over `ranks` members whose slowest link is `link`, ring algorithm:
+// 2(n-1)·α + 2(n-1)/n · bytes / β (nccl-tests' bus bandwidth factor).
+double ringAllReduceSeconds(double bytes, std::int64_t ranks, const LinkSpec& link);
+
+}  // namespace loom::plan
