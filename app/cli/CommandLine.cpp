@@ -15,6 +15,7 @@ const char* kUsage
       "       loom profiles import FILE.json         save a model or cluster profile in the store\n"
       "       loom profiles remove NAME              delete a user profile from the store\n"
     "       loom plan predict LAYOUT.json [--json]  predicted step time, TFLOP/s, bubble, memory per device\n"
+    "       loom simulate LAYOUT.json --out FILE    the simulated step as a Chrome trace (Perfetto)\n"
       "       loom --version | --help\n"
       "\n"
       "The store is $LOOM_DB when set, else $XDG_DATA_HOME/loom/loom.db.\n"
@@ -40,6 +41,8 @@ int runCommandLine(const QStringList& args, std::ostream& out, std::ostream& err
             return profilesCommand(context, args.mid(1));
         if (command == QLatin1String("plan"))
             return planCommand(context, args.mid(1));
+        if (command == QLatin1String("simulate"))
+            return simulateCommand(context, args.mid(1));
         if (command.isEmpty() || command.startsWith(QLatin1Char('-')) || command.endsWith(QLatin1String(".json"))
             || command.contains(QLatin1Char('/')))
             return describeCommand(context, args);

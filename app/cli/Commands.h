@@ -11,5 +11,6 @@ int validateCommand(CliContext& context, const QStringList& args);
 int profilesCommand(CliContext& context, const QStringList& args);
 int describeCommand(CliContext& context, const QStringList& args);
 int planCommand(CliContext& context, const QStringList& args);
+int simulateCommand(CliContext& context, const QStringList& args);
 
 } // namespace loom::app

@@ -3,10 +3,12 @@
 
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
+#include "engine/trace/ChromeTrace.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <fstream>
 
 namespace loom::app {
 
@@ -74,6 +76,41 @@ int predictCommand(CliContext& context, const QString& file, bool json)
 }
 
 }  // namespace
+
+int simulateCommand(CliContext& context, const QStringList& args)
+{
+    const int outAt = static_cast<int>(args.indexOf(QStringLiteral("--out")));
+    if (args.size() != 3 || outAt < 1 || outAt + 1 >= args.size()) {
+        context.err << "usage: loom simulate LAYOUT.json --out trace.json\n";
+        return ExitUsage;
+    }
+    const QString layoutFile = outAt == 0 ? args[2] : args[0];
+    const QString out = args[outAt + 1];
+    const auto read = plan::readLayoutFile(layoutFile.toStdString(), context.catalog());
+    if (!read.ok()) {
+        context.err << read.diagnostics.format();
+        return ExitInvalid;
+    }
+    if (!plan::simulatable(*read.layout)) {
+        context.err << "error: too many micro-batches to simulate; use a larger micro_batch\n";
+        return ExitInvalid;
+    }
+    const plan::Prediction p = plan::predict(*read.layout);
+    std::ofstream file(out.toStdString(), std::ios::trunc);
+    if (!file) {
+        context.err << "error: cannot write " << out.toStdString() << "\n";
+        return ExitFailure;
+    }
+    trace::writeChromeTrace(file, p.events);
+    if (!file.flush()) {
+        context.err << "error: writing " << out.toStdString() << " failed (is the disk full?)\n";
+        return ExitFailure;
+    }
+    context.out << "wrote " << p.events.size() << " simulated events of one step (" << fixed(p.stepTime, 3) << " s, "
+                << read.layout->parallel.pp << " pipeline stages, one rank each) to " << out.toStdString()
+                << "; open it in Perfetto (ui.perfetto.dev) or chrome://tracing\n";
+    return ExitOk;
+}
 
 int planCommand(CliContext& context, const QStringList& argsIn)
 {

@@ -1,6 +1,7 @@
 // The `loom` command line, run as a user runs it: exit codes, output, and the store named by LOOM_DB.
 #include <QFile>
 #include <QJsonArray>
+#include <QSet>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -189,6 +190,40 @@ private slots:
         QVERIFY(p.waitForFinished(30000));
         QCOMPARE(p.exitCode(), 0);
         QVERIFY(QString::fromUtf8(p.readAllStandardError()).contains(QStringLiteral("is not a Loom database")));
+    }
+
+    void planPredictAndSimulate()
+    {
+        const QString layout = QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/gpt3-175b-1024-a100.json");
+        const Run r = loom({QStringLiteral("plan"), QStringLiteral("predict"), layout, QStringLiteral("--json")});
+        QCOMPARE(r.exitCode, 0);
+        const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+        for (const char* key : {"step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "bubble_fraction", "fits"})
+            QVERIFY2(j.contains(QLatin1String(key)), key);
+        const QJsonObject mem = j.value("memory_gb").toObject();
+        for (const char* key : {"params", "grads", "optimizer", "activations", "total"})
+            QVERIFY2(mem.value(QLatin1String(key)).toDouble() > 0, key);
+        QVERIFY(j.value("fits").toBool());
+        QVERIFY(j.value("tflops_per_gpu").toDouble() > 100 && j.value("tflops_per_gpu").toDouble() < 200);
+
+        const QString trace = m_dir.filePath(QStringLiteral("sim.json"));
+        const Run sim = loom({QStringLiteral("simulate"), layout, QStringLiteral("--out"), trace});
+        QCOMPARE(sim.exitCode, 0);
+        QFile f(trace);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QJsonArray events = QJsonDocument::fromJson(f.readAll()).object().value("traceEvents").toArray();
+        QSet<int> ranks;
+        int complete = 0;
+        for (const auto& v : events) {
+            const QJsonObject e = v.toObject();
+            if (e.value("ph").toString() == QLatin1String("X")) {
+                ++complete;
+                ranks.insert(e.value("pid").toInt());
+                QCOMPARE(e.value("args").toObject().value("source").toString(), QStringLiteral("simulated"));
+            }
+        }
+        QCOMPARE(ranks.size(), 16);  // one representative rank per pipeline stage
+        QVERIFY(complete > 16 * 192 * 2);
     }
 
     void usageErrors()
