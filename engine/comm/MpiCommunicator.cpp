@@ -92,32 +92,6 @@ MPI_Op mpiOp(DType t, ReduceOp op)
     return t == DType::F16 ? mpiOps().half[i] : mpiOps().bf16[i];
 }
 
-std::vector<int> detectNodes(MPI_Comm comm)
-{
-    int rank = 0, size = 1;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
-    MPI_Comm shared;
-    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared);
-    int sharedRank = 0;
-    MPI_Comm_rank(shared, &sharedRank);
-    int leader = sharedRank == 0 ? rank : 0;
-    MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MAX, shared);  // the node leader's rank in `comm`
-    MPI_Comm_free(&shared);
-    std::vector<int> leaders(static_cast<std::size_t>(size));
-    MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, comm);
-    std::map<int, int> index;
-    for (int l : leaders)
-        index.emplace(l, 0);
-    int next = 0;
-    for (auto& [l, i] : index)
-        i = next++;
-    std::vector<int> nodes;
-    for (int l : leaders)
-        nodes.push_back(index[l]);
-    return nodes;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------
@@ -159,7 +133,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, trace::GroupKind kind, std::stri
     if (m_recorder)
         m_group.id = m_recorder->addGroup(kind, m_group.ranks, m_group.name);
     if (m_nodeOf.empty())
-        m_nodeOf = detectNodes(comm);
+        m_nodeOf = nodesBySharedMemory(comm);
 
     m_transport = std::make_unique<MpiTransport>(m_collectives, members, m_config.timeoutSeconds);
     m_worker = std::thread([this] { workerLoop(); });

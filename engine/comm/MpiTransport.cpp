@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <climits>
+#include <map>
 #include <cstring>
 
 namespace loom::comm {
@@ -131,6 +132,32 @@ void* MpiTransport::scratch(std::size_t bytes, int slot)
     if (m_scratch[s].size() < bytes)
         m_scratch[s].resize(bytes);
     return m_scratch[s].data();
+}
+
+std::vector<int> nodesBySharedMemory(MPI_Comm comm)
+{
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    MPI_Comm shared;
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared);
+    int sharedRank = 0;
+    MPI_Comm_rank(shared, &sharedRank);
+    int leader = sharedRank == 0 ? rank : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MAX, shared);  // the node leader's rank in `comm`
+    MPI_Comm_free(&shared);
+    std::vector<int> leaders(static_cast<std::size_t>(size));
+    MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, comm);
+    std::map<int, int> index;
+    for (int l : leaders)
+        index.emplace(l, 0);
+    int next = 0;
+    for (auto& [l, i] : index)
+        i = next++;
+    std::vector<int> nodes;
+    for (int l : leaders)
+        nodes.push_back(index[l]);
+    return nodes;
 }
 
 }  // namespace loom::comm

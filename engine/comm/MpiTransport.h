@@ -69,6 +69,10 @@ bool pollUntil(Test&& test, std::chrono::duration<double> timeout)
     }
 }
 
+// The node of each member of `comm`, numbered from 0: members that share memory (MPI_COMM_TYPE_SHARED) are
+// on one node. Collective over `comm`.
+std::vector<int> nodesBySharedMemory(MPI_Comm comm);
+
 // A readable form of an MPI error code.
 std::string mpiErrorText(int code);
 

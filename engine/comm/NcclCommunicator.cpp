@@ -301,25 +301,8 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, trace::GroupKind kind, std::st
         ncclCheck(ncclGetUniqueId(&id), m_group.name);
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, m_mpi);
     ncclCheck(ncclCommInitRank(&m_comm, m_size, id, m_rank), m_group.name + ": ncclCommInitRank");
-    if (m_nodeOf.empty()) {
-        m_nodeOf.assign(static_cast<std::size_t>(m_size), 0);
-        int node = 0;
-        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &shared);
-        int sharedRank = 0;
-        MPI_Comm_rank(shared, &sharedRank);
-        int leader = sharedRank == 0 ? m_rank : 0;
-        MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MAX, shared);
-        MPI_Comm_free(&shared);
-        std::vector<int> leaders(static_cast<std::size_t>(m_size));
-        MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, comm);
-        std::map<int, int> index;
-        for (int l : leaders)
-            index.emplace(l, 0);
-        for (auto& [l, i] : index)
-            i = node++;
-        for (std::size_t i = 0; i < leaders.size(); ++i)
-            m_nodeOf[i] = index[leaders[i]];
-    }
+    if (m_nodeOf.empty())
+        m_nodeOf = nodesBySharedMemory(comm);
     m_transport = std::make_unique<NcclTransport>(m_comm, m_stream);
     cudaCheck(cudaMalloc(reinterpret_cast<void**>(&m_barrierWord), sizeof(float)), m_group.name);
     cudaCheck(cudaEventCreateWithFlags(&m_callerReady, cudaEventDisableTiming), m_group.name);

@@ -1,5 +1,7 @@
 #include "engine/train/Corpus.h"
 
+#include "engine/train/Mix.h"
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -8,16 +10,6 @@
 #include <stdexcept>
 
 namespace loom::train {
-
-namespace {
-std::uint64_t mix(std::uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-}  // namespace
 
 Corpus Corpus::fromFile(const std::string& path)
 {
@@ -95,7 +87,7 @@ void Corpus::sequence(std::uint64_t seed, std::int64_t step, std::int64_t index,
 {
     const std::size_t span = m_tokens.size() - static_cast<std::size_t>(seq) - 1;
     const std::size_t start = span == 0 ? 0
-                                        : static_cast<std::size_t>(mix(seed ^ mix(static_cast<std::uint64_t>(step) * 1000003ull
+                                        : static_cast<std::size_t>(mix64(seed ^ mix64(static_cast<std::uint64_t>(step) * 1000003ull
                                                                                    + static_cast<std::uint64_t>(index)))
                                                                    % (span + 1));
     for (std::int64_t i = 0; i < seq; ++i) {

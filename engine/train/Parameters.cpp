@@ -1,19 +1,13 @@
 #include "engine/train/Parameters.h"
 
+#include "engine/train/Mix.h"
+
 #include <cmath>
 #include <stdexcept>
 
 namespace loom::train {
 
 namespace {
-
-std::uint64_t splitmix(std::uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
 
 std::uint64_t nameHash(const std::string& s)
 {
@@ -27,8 +21,8 @@ std::uint64_t nameHash(const std::string& s)
 
 float initialValue(std::uint64_t seed, const std::string& tensor, std::uint64_t element)
 {
-    const std::uint64_t base = splitmix(seed ^ splitmix(nameHash(tensor)) ^ splitmix(element * 2 + 1));
-    const std::uint64_t a = splitmix(base), b = splitmix(base ^ 0xD1B54A32D192ED03ull);
+    const std::uint64_t base = mix64(seed ^ mix64(nameHash(tensor)) ^ mix64(element * 2 + 1));
+    const std::uint64_t a = mix64(base), b = mix64(base ^ 0xD1B54A32D192ED03ull);
     const double u1 = (static_cast<double>(a >> 11) + 1.0) / 9007199254740993.0;  // (0, 1]
     const double u2 = static_cast<double>(b >> 11) / 9007199254740992.0;         // [0, 1)
     return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
