@@ -15,6 +15,8 @@ const char* kUsage
       "       loom profiles import FILE.json         save a model or cluster profile in the store\n"
       "       loom profiles remove NAME              delete a user profile from the store\n"
     "       loom plan predict LAYOUT.json [--json]  predicted step time, TFLOP/s, bubble, memory per device\n"
+    "       loom plan search --model M --cluster C --nodes N --global-batch B [--top K] [--json]\n"
+    "                                              the fastest layouts that fit, and why the first wins\n"
     "       loom simulate LAYOUT.json --out FILE    the simulated step as a Chrome trace (Perfetto)\n"
       "       loom --version | --help\n"
       "\n"

@@ -3,6 +3,7 @@
 
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
+#include "engine/plan/Search.h"
 #include "engine/trace/ChromeTrace.h"
 
 #include <nlohmann/json.hpp>
@@ -112,13 +113,113 @@ int simulateCommand(CliContext& context, const QStringList& args)
     return ExitOk;
 }
 
+int searchCommand(CliContext& context, const QStringList& args, bool json)
+{
+    QString model, cluster;
+    long long nodes = 0, batch = 0, top = 5;
+    QString precision = QStringLiteral("bf16");
+    for (int i = 0; i + 1 < args.size(); i += 2) {
+        const QString& k = args[i];
+        const QString& v = args[i + 1];
+        bool ok = true;
+        if (k == QLatin1String("--model"))
+            model = v;
+        else if (k == QLatin1String("--cluster"))
+            cluster = v;
+        else if (k == QLatin1String("--nodes"))
+            nodes = v.toLongLong(&ok);
+        else if (k == QLatin1String("--global-batch"))
+            batch = v.toLongLong(&ok);
+        else if (k == QLatin1String("--top"))
+            top = v.toLongLong(&ok);
+        else if (k == QLatin1String("--precision"))
+            precision = v;
+        else
+            ok = false;
+        if (!ok) {
+            context.err << "loom plan search: " << k.toStdString() << " " << v.toStdString() << " is not valid\n";
+            return ExitUsage;
+        }
+    }
+    if (args.size() % 2 || model.isEmpty() || cluster.isEmpty() || nodes < 1 || batch < 1 || top < 1
+        || !plan::precisionFromString(precision.toStdString())) {
+        context.err << "usage: loom plan search --model M --cluster C --nodes N --global-batch B [--top K] "
+                       "[--precision fp32|fp16|bf16] [--json]\n";
+        return ExitUsage;
+    }
+    plan::SearchRequest request;
+    auto m = context.catalog().findModel(model.toStdString());
+    auto c = context.catalog().findCluster(cluster.toStdString());
+    if (!m || !c) {
+        context.err << "error: " << (!m ? "no model profile is called \"" + model.toStdString() + "\""
+                                        : "no cluster profile is called \"" + cluster.toStdString() + "\"")
+                    << "; see loom profiles list\n";
+        return ExitInvalid;
+    }
+    request.model = *m;
+    request.modelProfile = model.toStdString();
+    request.cluster = *c;
+    request.clusterProfile = cluster.toStdString();
+    request.nodes = nodes;
+    request.globalBatch = batch;
+    request.top = static_cast<int>(top);
+    request.precision = *plan::precisionFromString(precision.toStdString());
+    plan::SearchResult result;
+    try {
+        result = plan::search(request);
+    } catch (const std::invalid_argument& e) {
+        context.err << "error: " << e.what() << "\n";
+        return ExitInvalid;
+    }
+    if (json) {
+        auto list = nlohmann::ordered_json::array();
+        for (const auto& cand : result.ranked) {
+            const auto& p = cand.prediction;
+            list.push_back({{"layout", nlohmann::ordered_json::parse(plan::writeLayout(cand.layout))},
+                            {"step_time_s", p.stepTime},
+                            {"tokens_per_s", p.tokensPerSecond},
+                            {"tflops_per_gpu", p.tflopsPerGpu},
+                            {"mfu", p.mfu},
+                            {"bubble_fraction", p.bubbleFraction},
+                            {"memory_gb", p.memory.total()}});
+        }
+        context.out << nlohmann::ordered_json({{"evaluated", result.evaluated}, {"fitting", result.fitting},
+                                               {"why", result.why}, {"ranked", list}})
+                           .dump(2)
+                    << "\n";
+        return ExitOk;
+    }
+    context.out << "evaluated " << result.evaluated << " valid layouts of " << model.toStdString() << " on " << nodes
+                << " × " << cluster.toStdString() << " (global batch " << batch << "); " << result.fitting << " fit in memory\n";
+    int rank = 0;
+    for (const auto& cand : result.ranked) {
+        const auto& l = cand.layout;
+        const auto& p = cand.prediction;
+        context.out << "  " << ++rank << ". tp=" << l.parallel.tp << " pp=" << l.parallel.pp << " dp=" << l.parallel.dp << " "
+                    << plan::toString(l.parallel.schedule)
+                    << (l.parallel.schedule == plan::ScheduleKind::Interleaved ? " vpp=" + std::to_string(l.parallel.vpp) : "")
+                    << " mb=" << l.parallel.microBatch << " zero=" << l.memory.zero << " recompute="
+                    << plan::toString(l.memory.recompute) << ": " << fixed(p.stepTime, 3) << " s/step, "
+                    << fixed(p.tokensPerSecond, 0) << " tokens/s, " << fixed(p.tflopsPerGpu, 1) << " TFLOP/s per GPU, "
+                    << fixed(p.memory.total(), 1) << " GB\n";
+    }
+    if (!result.why.empty())
+        context.out << result.why << "\n";
+    if (result.ranked.empty())
+        context.out << "no layout fits; add nodes, or choose a smaller global batch or model\n";
+    return ExitOk;
+}
+
 int planCommand(CliContext& context, const QStringList& argsIn)
 {
     QStringList args = argsIn;
     const bool json = args.removeAll(QStringLiteral("--json")) > 0;
     if (args.value(0) == QLatin1String("predict") && args.size() == 2)
         return predictCommand(context, args[1], json);
-    context.err << "usage: loom plan predict LAYOUT.json [--json]\n";
+    if (args.value(0) == QLatin1String("search"))
+        return searchCommand(context, args.mid(1), json);
+    context.err << "usage: loom plan predict LAYOUT.json [--json]\n"
+                   "       loom plan search --model M --cluster C --nodes N --global-batch B [--top K] [--json]\n";
     return ExitUsage;
 }
 

@@ -99,55 +99,124 @@ bool simulatable(const Layout& l)
     return ops <= 4e6;
 }
 
+namespace {
+
+// Everything the replay and the estimate share: per-virtual-stage costs, links and sizes.
+struct Costs {
+    std::int64_t t, p, d, b, v, mb, virtualStages;
+    double actBytes, peak, T, h, s, V;
+    std::vector<StageCost> stage;
+    double p2p = 0;
+    std::vector<StageRange> ranges;
+};
+
+Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, std::int64_t chunks, std::int64_t microBatches)
+{
+    Costs c;
+    const ModelSpec& m = l.model;
+    const auto& par = l.parallel;
+    const DeviceSpec& dev = l.cluster.device;
+    c.t = par.tp;
+    c.p = par.pp;
+    c.d = par.dp;
+    c.b = par.microBatch;
+    c.v = chunks;
+    c.mb = microBatches;
+    c.ranges = l.stageRanges();
+    c.virtualStages = c.p * c.v;
+    c.actBytes = l.precision == Precision::Fp32 ? 4.0 : 2.0;
+    c.peak = dev.peakTflops(l.precision) * 1e12;
+    c.T = double(c.b * m.seqLen);
+    c.h = double(m.hidden);
+    c.s = double(m.seqLen);
+    c.V = double(m.paddedVocab());
+    const double f = double(m.ffnHidden), T = c.T, h = c.h, s = c.s, peak = c.peak;
+    const std::int64_t t = c.t;
+    const double eff = gemmEfficiency(dev, h / double(t), T);
+    const double layerFlops = (2.0 * T * h * (4.0 * h + 2.0 * f) + 4.0 * T * s * h) / double(t);
+    const double attentionFlops = 4.0 * T * s * h / double(t);
+    // Memory-bound work (norms, softmax, GELU, dropout, residuals) moves about the layer's activation bytes
+    // (Korthikanti et al.'s count) once in and once out; it weighs most where h is small.
+    const double layerMemory = 2.0 * activationBytesPerLayer(m, c.b, t, Recompute::None)
+                               * (l.precision == Precision::Fp32 ? 2.0 : 1.0) / (dev.memoryBandwidthGBs * 1e9);
+    const double layerFwd = layerFlops / (peak * eff) + layerMemory;
+    const double headFwd = 2.0 * T * h * c.V / double(t) / (peak * eff);
+    const LinkSpec& tpLink = linkOf(l, tpSpan);
+    const double tpAllReduce = ringAllReduceSeconds(T * h * c.actBytes, t, tpLink);
+    const bool full = l.memory.recompute == Recompute::Full, selective = l.memory.recompute == Recompute::Selective;
+    c.stage.resize(static_cast<std::size_t>(c.virtualStages));
+    for (std::int64_t vs = 0; vs < c.virtualStages; ++vs) {
+        const double layers = double(c.ranges[static_cast<std::size_t>(vs)].size());
+        StageCost& sc = c.stage[static_cast<std::size_t>(vs)];
+        sc.forwardTp = layers * 2.0 * tpAllReduce;
+        sc.backwardTp = layers * (2.0 + (full ? 2.0 : 0.0)) * tpAllReduce;
+        sc.forward = layers * layerFwd + sc.forwardTp;
+        sc.backward = layers * (2.0 * layerFwd + (full ? layerFwd : 0.0)
+                                + (selective ? attentionFlops / (peak * eff) : 0.0)) + sc.backwardTp;
+        if (vs == c.virtualStages - 1) {
+            sc.forward += headFwd;
+            sc.backward += 2.0 * headFwd;
+        }
+    }
+    const LinkSpec& ppLink = linkOf(l, ppSpan);
+    c.p2p = c.p > 1 ? ppLink.latencyUs * 1e-6 + T * h * c.actBytes / (ppLink.bandwidthGBs * 1e9) : 0.0;
+    return c;
+}
+
+// Parameters held by pipeline rank r (its layers over t; embeddings on the first, head on the last).
+double paramsOfRank(const Layout& l, const Costs& c, std::int64_t r)
+{
+    const ModelSpec& m = l.model;
+    double n = 0;
+    for (std::int64_t ch = 0; ch < c.v; ++ch) {
+        const std::int64_t vs = ch * c.p + r;
+        n += double(c.ranges[static_cast<std::size_t>(vs)].size()) * double(m.blockParameters()) / double(c.t);
+        if (vs == 0)
+            n += double(m.embeddingParameters()) / double(c.t);
+        if (vs == c.virtualStages - 1)
+            n += double(m.headParameters()) + (vs != 0 ? double(m.paddedVocab() * m.hidden) / double(c.t) : 0.0);
+    }
+    return n;
+}
+
+// Memory of pipeline rank r holding `inFlight` chunk-micro-batches of activations at its peak.
+MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, double inFlight)
+{
+    const ModelSpec& m = l.model;
+    const bool mixed = l.precision != Precision::Fp32, full = l.memory.recompute == Recompute::Full;
+    const double perLayerAct = activationBytesPerLayer(m, c.b, c.t, l.memory.recompute) * (mixed ? 1.0 : 2.0);
+    const double fullLayerAct = activationBytesPerLayer(m, c.b, c.t, Recompute::None) * (mixed ? 1.0 : 2.0);
+    const double params = paramsOfRank(l, c, r);
+    double layers = 0;
+    for (std::int64_t ch = 0; ch < c.v; ++ch)
+        layers += double(c.ranges[static_cast<std::size_t>(ch * c.p + r)].size());
+    MemoryEstimate mem;
+    mem.params = params * (mixed ? 2.0 : 4.0) / 1e9;
+    mem.grads = params * (mixed ? 2.0 : 4.0) / 1e9;
+    mem.optimizer = params * (mixed ? 12.0 : 8.0) / (l.memory.zero == 1 ? double(c.d) : 1.0) / 1e9;
+    mem.activations = (inFlight * layers / double(c.v) * perLayerAct + (full ? fullLayerAct : 0.0)) / 1e9;
+    if (r == c.p - 1)
+        mem.activations += c.T * c.V / double(c.t) * 4.0 / 1e9;  // fp32 logits of one micro-batch
+    mem.reserve = 0.05 * l.cluster.device.memoryGB;
+    return mem;
+}
+
+}  // namespace
+
 Prediction predict(const Layout& l)
 {
     Prediction out;
     const ModelSpec& m = l.model;
     const auto& par = l.parallel;
     const DeviceSpec& dev = l.cluster.device;
-    const std::int64_t t = par.tp, p = par.pp, d = par.dp, b = par.microBatch;
     const Schedule schedule = Schedule::forLayout(l);
-    const std::int64_t v = schedule.chunks(), mb = schedule.microBatches();
     const RankGrid grid = RankGrid::forLayout(l);
-    const auto ranges = l.stageRanges();
-    const std::int64_t virtualStages = p * v;
-    const double actBytes = l.precision == Precision::Fp32 ? 4.0 : 2.0;
-    const double peak = dev.peakTflops(l.precision) * 1e12;
-    const double T = double(b * m.seqLen), h = double(m.hidden), f = double(m.ffnHidden), s = double(m.seqLen);
-    const double V = double(m.paddedVocab());
-
-    // Compute and TP communication of one layer and of the head, per micro-batch.
-    const double eff = gemmEfficiency(dev, h / double(t), T);
-    const double layerFlops = (2.0 * T * h * (4.0 * h + 2.0 * f) + 4.0 * T * s * h) / double(t);
-    const double attentionFlops = 4.0 * T * s * h / double(t);
-    // Memory-bound work (norms, softmax, GELU, dropout, residuals) moves about the layer's activation bytes
-    // (Korthikanti et al.'s count) once in and once out; it weighs most where h is small.
-    const double layerMemory = 2.0 * activationBytesPerLayer(m, b, t, Recompute::None)
-                               * (l.precision == Precision::Fp32 ? 2.0 : 1.0) / (dev.memoryBandwidthGBs * 1e9);
-    const double layerFwd = layerFlops / (peak * eff) + layerMemory;
-    const double headFwd = 2.0 * T * h * V / double(t) / (peak * eff);
-    const LinkSpec& tpLink = linkOf(l, grid.maxNodesSpanned(GroupKind::Tensor));
-    const double tpAllReduce = ringAllReduceSeconds(T * h * actBytes, t, tpLink);
-    const bool full = l.memory.recompute == Recompute::Full, selective = l.memory.recompute == Recompute::Selective;
-
-    std::vector<StageCost> cost(static_cast<std::size_t>(virtualStages));
-    for (std::int64_t vs = 0; vs < virtualStages; ++vs) {
-        const double layers = double(ranges[static_cast<std::size_t>(vs)].size());
-        StageCost& c = cost[static_cast<std::size_t>(vs)];
-        c.forwardTp = layers * 2.0 * tpAllReduce;
-        c.backwardTp = layers * (2.0 + (full ? 2.0 : 0.0)) * tpAllReduce;
-        c.forward = layers * layerFwd + c.forwardTp;
-        c.backward = layers * (2.0 * layerFwd + (full ? layerFwd : 0.0)
-                               + (selective ? attentionFlops / (peak * eff) : 0.0)) + c.backwardTp;
-        if (vs == virtualStages - 1) {
-            c.forward += headFwd;
-            c.backward += 2.0 * headFwd;
-        }
-    }
-
-    // Point-to-point between consecutive pipeline ranks.
-    const LinkSpec& ppLink = linkOf(l, grid.maxNodesSpanned(GroupKind::Pipeline));
-    const double p2p = p > 1 ? ppLink.latencyUs * 1e-6 + T * h * actBytes / (ppLink.bandwidthGBs * 1e9) : 0.0;
+    const Costs c = computeCosts(l, grid.maxNodesSpanned(GroupKind::Tensor), grid.maxNodesSpanned(GroupKind::Pipeline),
+                                 schedule.chunks(), schedule.microBatches());
+    const std::int64_t p = c.p, d = c.d, v = c.v, mb = c.mb, virtualStages = c.virtualStages;
+    const double T = c.T, h = c.h, s = c.s, actBytes = c.actBytes, p2p = c.p2p;
+    const auto& cost = c.stage;
+    const bool full = l.memory.recompute == Recompute::Full;
 
     // Replay the schedule on one representative rank per stage (tp = 0, dp = 0).
     struct RankTimes {
@@ -229,19 +298,7 @@ Prediction predict(const Layout& l)
     const auto withTransfers = replay(p2p, &out.events);
     const auto noTransfers = replay(0.0, nullptr);
 
-    // Parameters per pipeline rank (the stage's layers over t; embeddings on the first, head on the last).
-    auto paramsOf = [&](std::int64_t r) {
-        double n = 0;
-        for (std::int64_t c = 0; c < v; ++c) {
-            const std::int64_t vs = schedule.virtualStage(r, c);
-            n += double(ranges[static_cast<std::size_t>(vs)].size()) * double(m.blockParameters()) / double(t);
-            if (vs == 0)
-                n += double(m.embeddingParameters()) / double(t);
-            if (vs == virtualStages - 1)
-                n += double(m.headParameters()) + (vs != 0 ? double(m.paddedVocab() * m.hidden) / double(t) : 0.0);
-        }
-        return n;
-    };
+    auto paramsOf = [&](std::int64_t r) { return paramsOfRank(l, c, r); };
 
     const LinkSpec& dpLink = linkOf(l, grid.maxNodesSpanned(GroupKind::Data));
     const double memBw = dev.memoryBandwidthGBs * 1e9;
@@ -305,24 +362,9 @@ Prediction predict(const Layout& l)
     out.mfu = out.tflopsPerGpu / dev.peakTflops(l.precision);
 
     // Memory of the most loaded pipeline rank.
-    const bool mixed = l.precision != Precision::Fp32;
-    const double perLayerAct = activationBytesPerLayer(m, b, t, l.memory.recompute) * (mixed ? 1.0 : 2.0);
-    const double fullLayerAct = activationBytesPerLayer(m, b, t, Recompute::None) * (mixed ? 1.0 : 2.0);
     out.memoryCapacityGB = dev.memoryGB;
     for (std::int64_t r = 0; r < p; ++r) {
-        const double params = paramsOf(r);
-        double layers = 0;
-        for (std::int64_t c = 0; c < v; ++c)
-            layers += double(ranges[static_cast<std::size_t>(schedule.virtualStage(r, c))].size());
-        MemoryEstimate mem;
-        mem.params = params * (mixed ? 2.0 : 4.0) / 1e9;
-        mem.grads = params * (mixed ? 2.0 : 4.0) / 1e9;
-        mem.optimizer = params * (mixed ? 12.0 : 8.0) / (l.memory.zero == 1 ? double(d) : 1.0) / 1e9;
-        const double inFlight = double(schedule.peakInFlight(r));
-        mem.activations = (inFlight * layers / double(v) * perLayerAct + (full ? fullLayerAct : 0.0)) / 1e9;
-        if (r == p - 1)
-            mem.activations += T * V / double(t) * 4.0 / 1e9;  // fp32 logits of one micro-batch
-        mem.reserve = 0.05 * dev.memoryGB;
+        const MemoryEstimate mem = memoryOfRank(l, c, r, double(schedule.peakInFlight(r)));
         if (mem.total() > out.memory.total())
             out.memory = mem;
     }
@@ -331,6 +373,63 @@ Prediction predict(const Layout& l)
         out.notes.push_back("needs " + std::to_string(out.memory.total()).substr(0, 6) + " GB per device but "
                             + l.cluster.device.name + " has " + std::to_string(dev.memoryGB).substr(0, 6) + " GB");
     return out;
+}
+
+Estimate estimate(const Layout& l)
+{
+    const auto& par = l.parallel;
+    const DeviceSpec& dev = l.cluster.device;
+    const std::int64_t D = l.cluster.autoDevices() ? par.worldSize() : l.cluster.devicesPerNode;
+    // Nodes the groups span under the default order (tp fastest, then pp, then dp): no grid needed.
+    const std::int64_t tpSpan = (par.tp > D || D % par.tp != 0) ? 2 : 1;
+    const std::int64_t ppSpan = par.tp * par.pp > D ? 2 : 1;
+    const std::int64_t dpSpan = par.tp * par.pp * par.dp > D ? std::min(par.dp, (par.tp * par.pp * par.dp + D - 1) / D) : 1;
+    const std::int64_t v = par.schedule == ScheduleKind::Interleaved ? par.vpp : 1;
+    const std::int64_t m = par.microBatches();
+    const Costs c = computeCosts(l, tpSpan, ppSpan, v, m);
+    const std::int64_t p = c.p;
+    Estimate e;
+    double tau = 0, tauTp = 0;  // the slowest rank's forward + backward of one micro-batch through all its chunks
+    double lastBackward = 0;
+    for (std::int64_t r = 0; r < p; ++r) {
+        double total = 0, tp = 0;
+        for (std::int64_t ch = 0; ch < v; ++ch) {
+            const StageCost& sc = c.stage[static_cast<std::size_t>(ch * p + r)];
+            total += sc.forward + sc.backward;
+            tp += sc.forwardTp + sc.backwardTp;
+        }
+        if (total > tau) {
+            tau = total;
+            tauTp = tp;
+            lastBackward = c.stage[static_cast<std::size_t>(r)].backward;
+        }
+    }
+    e.compute = double(m) * (tau - tauTp);
+    e.tp = double(m) * tauTp;
+    e.bubble = double(p - 1) * tau / double(v);
+    e.pp = p > 1 ? 2.0 * double(p - 1) * double(v) * c.p2p : 0.0;
+    const double dpSeconds = dpAllReduceSeconds(l, paramsOfRank(l, c, 0) * (l.precision == Precision::Fp32 ? 4.0 : 2.0),
+                                                par.dp, linkOf(l, dpSpan), dpSpan);
+    e.dp = l.comm.overlap ? std::max(0.0, dpSeconds - lastBackward) : dpSeconds;
+    const double opt = paramsOfRank(l, c, 0) * 28.0 / (dev.memoryBandwidthGBs * 1e9) / (l.memory.zero == 1 ? double(par.dp) : 1.0);
+    e.stepTime = e.compute + e.tp + e.bubble + e.pp + e.dp + opt;
+    e.tokensPerSecond = double(par.globalBatch * l.model.seqLen) / e.stepTime;
+    e.tflopsPerGpu = megatronModelFlops(l.model, par.globalBatch, l.memory.recompute == Recompute::Full) / e.stepTime
+                     / double(par.worldSize()) / 1e12;
+    // Activations in flight on the first and last stage, in closed form (as Schedule::peakInFlight counts).
+    double first = 0, last = 0;
+    switch (par.schedule) {
+    case ScheduleKind::GPipe: first = last = double(m); break;
+    case ScheduleKind::OneFOneB: first = double(std::min(p, m)); last = 1; break;
+    case ScheduleKind::Interleaved:
+        first = m == p ? double(m * v) : double(std::min(m * v, (p - 1) * 2 + (v - 1) * p + 1));
+        last = m == p ? double(m * v) : double(std::min(m * v, (v - 1) * p + 1));
+        break;
+    }
+    const MemoryEstimate a = memoryOfRank(l, c, 0, first), b = memoryOfRank(l, c, p - 1, last);
+    e.memoryGB = std::max(a.total(), b.total());
+    e.fits = e.memoryGB <= dev.memoryGB;
+    return e;
 }
 
 }  // namespace loom::plan

@@ -55,6 +55,16 @@ double gemmEfficiency(const DeviceSpec& device, double width, double rows);
 // parameters, optimizer state and activations in flight. Deterministic and fast (no per-rank loops over
 // large grids: one representative rank per pipeline stage).
 Prediction predict(const Layout& layout);
+// A quick estimate for ranking many layouts: the same per-stage costs and memory, with the pipeline from the
+// closed form ((p-1)/v stage-times of bubble) instead of a replay, and no events. Microseconds per layout.
+struct Estimate {
+    double stepTime = 0, tokensPerSecond = 0, tflopsPerGpu = 0;
+    double compute = 0, tp = 0, pp = 0, bubble = 0, dp = 0;
+    double memoryGB = 0;
+    bool fits = true;
+};
+Estimate estimate(const Layout& layout);
+
 // Whether predict() can replay the layout's schedule quickly: at most 4 million pipeline operations.
 bool simulatable(const Layout& layout);
 

@@ -1,0 +1,143 @@
+#include "engine/plan/Search.h"
+
+#include "engine/plan/LayoutValidator.h"
+#include "engine/plan/TextUtil.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+namespace loom::plan {
+
+namespace {
+
+std::string describe(const Layout& l)
+{
+    const auto& p = l.parallel;
+    std::string s = "tp=" + std::to_string(p.tp) + " pp=" + std::to_string(p.pp) + " dp=" + std::to_string(p.dp) + " "
+                    + std::string(toString(p.schedule));
+    if (p.schedule == ScheduleKind::Interleaved)
+        s += " vpp=" + std::to_string(p.vpp);
+    s += " mb=" + std::to_string(p.microBatch) + " zero=" + std::to_string(l.memory.zero) + " recompute="
+         + std::string(toString(l.memory.recompute));
+    return s;
+}
+
+std::string seconds(double s)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f s", s);
+    return buf;
+}
+
+// Why `a` beats `b`: the part of the step where they differ most.
+std::string explain(const SearchCandidate& a, const SearchCandidate& b)
+{
+    const Prediction &x = a.prediction, &y = b.prediction;
+    struct Part {
+        const char* what;
+        double a, b;
+    };
+    const Part parts[] = {{"compute", x.compute, y.compute},          {"exposed TP communication", x.tpExposed, y.tpExposed},
+                          {"exposed PP communication", x.ppExposed, y.ppExposed}, {"pipeline bubble", x.bubble, y.bubble},
+                          {"exposed DP communication", x.dpExposed, y.dpExposed}, {"optimizer step", x.optimizer, y.optimizer}};
+    const Part* best = &parts[0];
+    for (const Part& p : parts)
+        if (p.b - p.a > best->b - best->a)
+            best = &p;
+    char gain[32];
+    std::snprintf(gain, sizeof gain, "%.1f %%", 100.0 * (x.tokensPerSecond / y.tokensPerSecond - 1.0));
+    return describe(a.layout) + " is " + gain + " faster than " + describe(b.layout) + " mainly because its "
+           + best->what + " takes " + seconds(best->a) + " against " + seconds(best->b) + " per step";
+}
+
+}  // namespace
+
+SearchResult search(const SearchRequest& r)
+{
+    if (r.cluster.autoDevices())
+        throw std::invalid_argument("cluster " + r.cluster.name + " has no fixed number of devices per node; search needs a "
+                                    "cluster profile with devices_per_node");
+    const std::int64_t devices = r.nodes * r.cluster.devicesPerNode;
+    const ModelSpec& m = r.model;
+    SearchResult out;
+    std::vector<SearchCandidate> fitting;
+    Layout base;
+    base.name = "search";
+    base.model = m;
+    base.modelProfile = r.modelProfile;
+    base.cluster = r.cluster;
+    base.clusterProfile = r.clusterProfile;
+    base.nodes = r.nodes;
+    base.precision = r.precision;
+    base.parallel.globalBatch = r.globalBatch;
+    for (std::int64_t tp : validTensorParallelDegrees(m)) {
+        if (devices % tp)
+            continue;
+        for (std::int64_t pp = 1; pp <= std::min(m.layers, devices / tp); ++pp) {
+            if ((devices / tp) % pp)
+                continue;
+            const std::int64_t dp = devices / (tp * pp);
+            for (std::int64_t mb = 1; mb <= 64; mb *= 2) {
+                if (r.globalBatch % (mb * dp))
+                    continue;
+                const std::int64_t micro = r.globalBatch / (mb * dp);
+                std::vector<std::pair<ScheduleKind, std::int64_t>> schedules = {{ScheduleKind::GPipe, 1}, {ScheduleKind::OneFOneB, 1}};
+                if (pp > 1 && micro % pp == 0)
+                    for (std::int64_t v : {2, 3, 4, 6, 8})
+                        if (m.layers % (pp * v) == 0)
+                            schedules.emplace_back(ScheduleKind::Interleaved, v);
+                for (auto [schedule, vpp] : schedules)
+                    for (int zero : {0, 1}) {
+                        if (zero == 1 && dp == 1)
+                            continue;
+                        for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+                            Layout l = base;
+                            l.parallel.tp = tp;
+                            l.parallel.pp = pp;
+                            l.parallel.dp = dp;
+                            l.parallel.vpp = vpp;
+                            l.parallel.microBatch = mb;
+                            l.parallel.schedule = schedule;
+                            l.memory = {zero, rc};
+                            ++out.evaluated;
+                            const Estimate e = estimate(l);
+                            if (!e.fits)
+                                continue;
+                            fitting.push_back({l, e, {}});
+                        }
+                    }
+            }
+        }
+    }
+    out.fitting = fitting.size();
+    if (fitting.empty())
+        return out;
+    std::sort(fitting.begin(), fitting.end(), [](const SearchCandidate& a, const SearchCandidate& b) {
+        return a.estimate.tokensPerSecond > b.estimate.tokensPerSecond;
+    });
+    // Replay the best few in full; the estimate's closed-form pipeline can misorder close ones.
+    const std::size_t keep = std::min<std::size_t>(fitting.size(), static_cast<std::size_t>(std::max(r.top, 2)) * 3);
+    fitting.resize(keep);
+    for (auto& c : fitting) {
+        if (simulatable(c.layout)) {
+            c.prediction = predict(c.layout);
+            c.prediction.events.clear();
+            c.prediction.events.shrink_to_fit();
+        }
+    }
+    std::sort(fitting.begin(), fitting.end(), [](const SearchCandidate& a, const SearchCandidate& b) {
+        return a.prediction.tokensPerSecond > b.prediction.tokensPerSecond;
+    });
+    fitting.erase(std::remove_if(fitting.begin(), fitting.end(), [](const SearchCandidate& c) { return !c.prediction.fits; }),
+                  fitting.end());
+    if (fitting.size() >= 2)
+        out.why = explain(fitting[0], fitting[1]);
+    if (fitting.size() > static_cast<std::size_t>(r.top))
+        fitting.resize(static_cast<std::size_t>(r.top));
+    out.ranked = std::move(fitting);
+    return out;
+}
+
+}  // namespace loom::plan

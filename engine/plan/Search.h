@@ -1,0 +1,41 @@
+#pragma once
+
+#include "engine/plan/CostModel.h"
+#include "engine/plan/Layout.h"
+
+#include <string>
+#include <vector>
+
+namespace loom::plan {
+
+struct SearchRequest {
+    ModelSpec model;
+    std::string modelProfile;
+    ClusterSpec cluster;
+    std::string clusterProfile;
+    std::int64_t nodes = 1;
+    std::int64_t globalBatch = 1;
+    Precision precision = Precision::Bf16;
+    int top = 5;
+};
+
+struct SearchCandidate {
+    Layout layout;
+    Estimate estimate;
+    Prediction prediction;  // the full replay, for the top candidates
+};
+
+struct SearchResult {
+    std::vector<SearchCandidate> ranked;  // best first, all fitting
+    std::size_t evaluated = 0;            // valid layouts estimated
+    std::size_t fitting = 0;
+    std::string why;                      // one sentence: why the first beats the second
+};
+
+// Enumerates every valid (tp, pp, dp, vpp, micro-batch, schedule, ZeRO, recompute) for the model on
+// `nodes` nodes of the cluster, estimates each (CostModel's estimate()), keeps those that fit, replays the
+// best few in full (predict()) and ranks them by tokens per second. Throws std::invalid_argument when the
+// request itself is impossible (a cluster without a fixed device count, a batch no layout can split).
+SearchResult search(const SearchRequest& request);
+
+}  // namespace loom::plan
