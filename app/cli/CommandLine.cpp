@@ -18,6 +18,7 @@ const char* kUsage
     "       loom plan search --model M --cluster C --nodes N --global-batch B [--top K] [--json]\n"
     "                                              the fastest layouts that fit, and why the first wins\n"
     "       loom simulate LAYOUT.json --out FILE    the simulated step as a Chrome trace (Perfetto)\n"
+    "       loom trace stats TRACE.json [--json]    bubble per stage, bandwidth per collective, overlap, tokens/s\n"
       "       loom --version | --help\n"
       "\n"
       "The store is $LOOM_DB when set, else $XDG_DATA_HOME/loom/loom.db.\n"
@@ -45,6 +46,8 @@ int runCommandLine(const QStringList& args, std::ostream& out, std::ostream& err
             return planCommand(context, args.mid(1));
         if (command == QLatin1String("simulate"))
             return simulateCommand(context, args.mid(1));
+        if (command == QLatin1String("trace"))
+            return traceCommand(context, args.mid(1));
         if (command.isEmpty() || command.startsWith(QLatin1Char('-')) || command.endsWith(QLatin1String(".json"))
             || command.contains(QLatin1Char('/')))
             return describeCommand(context, args);

@@ -12,5 +12,6 @@ int profilesCommand(CliContext& context, const QStringList& args);
 int describeCommand(CliContext& context, const QStringList& args);
 int planCommand(CliContext& context, const QStringList& args);
 int simulateCommand(CliContext& context, const QStringList& args);
+int traceCommand(CliContext& context, const QStringList& args);
 
 } // namespace loom::app

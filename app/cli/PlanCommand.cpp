@@ -102,7 +102,9 @@ int simulateCommand(CliContext& context, const QStringList& args)
         context.err << "error: cannot write " << out.toStdString() << "\n";
         return ExitFailure;
     }
-    trace::writeChromeTrace(file, p.events);
+    const nlohmann::ordered_json other = {{"generator", "loom simulate"}, {"loom_trace", 1},
+                                          {"layout", nlohmann::ordered_json::parse(plan::writeLayout(*read.layout))}};
+    trace::writeChromeTrace(file, p.events, {}, other.dump());
     if (!file.flush()) {
         context.err << "error: writing " << out.toStdString() << " failed (is the disk full?)\n";
         return ExitFailure;

@@ -403,6 +403,8 @@ void MpiCommunicator::execute(Op& op)
         e.bytes = stats.bytes;
         e.wireBytes = stats.wireBytes;
         e.group = m_group.id;
+    e.groupSize = m_size;
+        e.groupSize = m_size;
         e.peer = op.kind == EventKind::Broadcast ? m_group.ranks[static_cast<std::size_t>(op.root)] : -1;
         e.algorithm = op.ran;
         if (op.options.codec.kind != plan::Codec::Kind::None)
@@ -604,6 +606,7 @@ WorkPtr MpiCommunicator::pointToPoint(bool isSend, void* data, std::size_t count
     e.bytes = bytes;
     e.wireBytes = isSend ? bytes : 0;
     e.group = m_group.id;
+    e.groupSize = m_size;
     e.peer = globalPeer;
     return std::make_shared<RequestWork>(request, context, m_config.timeoutSeconds, isSend, m_recorder, std::move(e));
 }

@@ -365,6 +365,7 @@ WorkPtr NcclCommunicator::finish(Call& c)
     e.bytes = c.stats.bytes;
     e.wireBytes = c.stats.wireBytes;
     e.group = m_group.id;
+    e.groupSize = m_size;
     e.peer = c.peer >= 0 ? m_group.ranks[static_cast<std::size_t>(c.peer)] : -1;
     e.algorithm = c.stats.algorithm;
     if (c.options.codec.kind != plan::Codec::Kind::None)

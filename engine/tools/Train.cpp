@@ -3,6 +3,8 @@
 //   mpirun -np N loom-train --layout FILE [--steps N] [--seed S] [--data FILE] [--lr X] [--warmup N]
 //                           [--metrics FILE] [--checkpoint-dir DIR] [--checkpoint-every N] [--resume]
 #include "engine/comm/MpiCommunicator.h"
+#include "engine/comm/TraceGather.h"
+#include "engine/trace/ChromeTrace.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/train/Checkpoint.h"
 #include "engine/train/CpuKernels.h"
@@ -41,10 +43,11 @@ const char* kUsage =
     "  --checkpoint-every N   steps between checkpoints (0: only at the end and on SIGTERM)\n"
     "  --resume          continue from the newest checkpoint in --checkpoint-dir (any layout of the same model)\n"
     "  --init-llmc FILE  start from the GPT-2 weights of an llm.c model file (magic 20240326, version 3)\n"
-    "  --export-llmc FILE  at the end, write the weights as an llm.c model file\n";
+    "  --export-llmc FILE  at the end, write the weights as an llm.c model file\n"
+    "  --trace-out FILE  write every rank's events as a Chrome trace (Perfetto, chrome://tracing, loom trace stats)\n";
 
 struct Args {
-    std::string layout, data, metrics, checkpointDir, initLlmc, exportLlmc;
+    std::string layout, data, metrics, checkpointDir, initLlmc, exportLlmc, traceOut;
     std::int64_t steps = 20, warmup = 10, checkpointEvery = 0;
     bool resume = false;
     std::uint64_t seed = 1234;
@@ -85,6 +88,8 @@ std::optional<Args> parse(int argc, char** argv, std::string& error)
             a.metrics = v;
         else if (k == "--checkpoint-dir")
             a.checkpointDir = v;
+        else if (k == "--trace-out")
+            a.traceOut = v;
         else if (k == "--init-llmc")
             a.initLlmc = v;
         else if (k == "--export-llmc")
@@ -181,7 +186,8 @@ int main(int argc, char** argv)
                                     : !args->exportLlmc.empty() ? args->exportLlmc + ".loom-checkpoint"
                                                                 : args->initLlmc + ".loom-checkpoint";
         trace::TraceRecorder recorder(rank);
-        recorder.setEnabled(false);  // the telemetry stream turns this on
+        recorder.setEnabled(!args->traceOut.empty());
+        const comm::ClockAlignment clock = args->traceOut.empty() ? comm::ClockAlignment{} : comm::alignClock(MPI_COMM_WORLD);
         auto comms = comm::makeGridCommunicators(plan::RankGrid::forLayout(layout), &recorder);
         train::CpuKernels kernels;
         train::TrainOptions options;
@@ -189,6 +195,7 @@ int main(int argc, char** argv)
         options.seed = args->seed;
         options.lr = args->lr;
         options.warmup = args->warmup;
+        options.recorder = args->traceOut.empty() ? nullptr : &recorder;
         train::Trainer trainer(layout, comms, corpus, options, kernels);
         std::ofstream metrics;
         if (rank == 0) {
@@ -268,6 +275,30 @@ int main(int argc, char** argv)
                                             {"lr", r.lr},
                                             {"flops_per_s", r.flopsPerSecond}};
                 metrics << j.dump() << "\n" << std::flush;
+            }
+        }
+        if (!args->traceOut.empty()) {
+            std::int64_t worstError = clock.errorNs;
+            MPI_Allreduce(MPI_IN_PLACE, &worstError, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+            const auto mine = recorder.take();
+            std::int64_t recorded = static_cast<std::int64_t>(mine.size());
+            std::vector<std::int64_t> perRank(static_cast<std::size_t>(size));
+            MPI_Gather(&recorded, 1, MPI_INT64_T, perRank.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+            const auto events = comm::gatherEvents(MPI_COMM_WORLD, mine, clock.offsetNs);
+            if (rank == 0) {
+                std::ofstream out(args->traceOut, std::ios::trunc);
+                const nlohmann::ordered_json other = {{"generator", "loom-train"},
+                                                      {"loom_trace", 1},
+                                                      {"ranks", size},
+                                                      {"steps", args->steps - first},
+                                                      {"clock_error_ns", worstError},
+                                                      {"events_per_rank", perRank},
+                                                      {"layout", nlohmann::ordered_json::parse(plan::writeLayout(layout))}};
+                trace::writeChromeTrace(out, events, recorder.groups(), other.dump());
+                if (!out.flush())
+                    throw std::runtime_error("cannot write the trace file \"" + args->traceOut + "\"");
+                std::printf("loom-train: wrote %zu events of %d ranks to %s (clocks aligned to rank 0 within %.1f us)\n",
+                            events.size(), size, args->traceOut.c_str(), double(worstError) / 1000.0);
             }
         }
         if (!args->exportLlmc.empty()) {

@@ -30,9 +30,10 @@ std::string microseconds(std::int64_t ns)
 
 }  // namespace
 
-void writeChromeTrace(std::ostream& out, const std::vector<TraceEvent>& events, const std::vector<GroupInfo>& groups)
+void writeChromeTrace(std::ostream& out, const std::vector<TraceEvent>& events, const std::vector<GroupInfo>& groups,
+                      const std::string& otherData)
 {
-    out << "{\"displayTimeUnit\": \"ns\", \"otherData\": {\"generator\": \"loom\", \"loom_trace\": 1}, \"traceEvents\": [\n";
+    out << "{\"displayTimeUnit\": \"ns\", \"otherData\": " << otherData << ", \"traceEvents\": [\n";
     bool first = true;
     auto line = [&](const std::string& s) {
         out << (first ? "" : ",\n") << s;
@@ -54,6 +55,7 @@ void writeChromeTrace(std::ostream& out, const std::vector<TraceEvent>& events, 
                            + ", \"stage\": " + std::to_string(e.stage) + ", \"chunk\": " + std::to_string(e.chunk)
                            + ", \"bytes\": " + std::to_string(e.bytes) + ", \"wire_bytes\": " + std::to_string(e.wireBytes)
                            + ", \"peer\": " + std::to_string(e.peer) + ", \"group\": " + std::to_string(e.group)
+                           + ", \"group_size\": " + std::to_string(e.groupSize)
                            + ", \"algorithm\": " + quoted(std::string(toString(e.algorithm))) + ", \"codec\": " + quoted(e.codec)
                            + ", \"source\": " + quoted(e.source == EventSource::Measured ? "measured" : "simulated");
         if (e.group >= 0 && static_cast<std::size_t>(e.group) < groups.size())

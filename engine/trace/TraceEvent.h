@@ -58,6 +58,7 @@ struct TraceEvent {
     std::uint64_t bytes = 0;      // logical payload (uncompressed)
     std::uint64_t wireBytes = 0;  // what this rank actually sent
     std::int32_t group = -1;      // id of a GroupInfo (collectives) or -1
+    std::int32_t groupSize = 0;   // members of that group (for bus bandwidth), 0 when none
     std::int32_t peer = -1;       // global rank of the other side (point-to-point) or -1
     Algorithm algorithm = Algorithm::None;
     std::string codec;            // "" or the codec's text form ("int8", "topk:0.01")

@@ -14,11 +14,19 @@ bool TraceRecorder::enabled() const
     return m_enabled;
 }
 
+void TraceRecorder::setStep(std::int32_t step)
+{
+    std::lock_guard lock(m_mutex);
+    m_step = step;
+}
+
 void TraceRecorder::record(TraceEvent event)
 {
     event.rank = m_rank;
     event.lane = laneOf(event.kind);
     std::lock_guard lock(m_mutex);
+    if (event.step < 0)
+        event.step = m_step;
     if (m_enabled)
         m_events.push_back(std::move(event));
 }

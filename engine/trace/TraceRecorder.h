@@ -18,6 +18,8 @@ public:
     void setEnabled(bool enabled);
     bool enabled() const;
 
+    // The training step events without one are attributed to (communication knows no steps).
+    void setStep(std::int32_t step);
     // Records `event` with this recorder's rank (and its lane derived from the kind).
     void record(TraceEvent event);
     // Registers a group and returns its id (stable for the recorder's lifetime).
@@ -31,6 +33,7 @@ private:
     const std::int32_t m_rank;
     mutable std::mutex m_mutex;
     bool m_enabled = true;
+    std::int32_t m_step = -1;
     std::vector<TraceEvent> m_events;
     std::vector<GroupInfo> m_groups;
 };

@@ -91,6 +91,21 @@ void Trainer::batchOf(std::int64_t step, int microBatch, std::vector<std::int32_
     }
 }
 
+void Trainer::record(trace::EventKind kind, std::int64_t start, std::int64_t step, int microBatch, std::int64_t stage, int chunk)
+{
+    if (!m_options.recorder)
+        return;
+    trace::TraceEvent e;
+    e.kind = kind;
+    e.step = static_cast<std::int32_t>(step);
+    e.microBatch = microBatch;
+    e.stage = static_cast<std::int32_t>(stage);
+    e.chunk = chunk;
+    e.startNs = start;
+    e.endNs = trace::nowNs();
+    m_options.recorder->record(std::move(e));
+}
+
 void Trainer::runSchedule(std::int64_t step, double& lossSum)
 {
     const auto& p = m_layout.parallel;
@@ -113,11 +128,19 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
         const int prev = static_cast<int>((vs - 1 + stages) % p.pp), next = static_cast<int>((vs + 1) % p.pp);
         const auto& chunk = m_stage->chunks()[static_cast<std::size_t>(op.chunk)];
         if (op.kind == PipelineOp::Kind::Forward) {
-            if (chunk.embedding || chunk.head)
+            if (chunk.embedding || chunk.head) {
+                const auto t0 = trace::nowNs();
                 batchOf(step, op.microBatch, tokens, targets);
-            if (!chunk.embedding)
+                record(trace::EventKind::DataLoad, t0, step, op.microBatch, vs, op.chunk);
+            }
+            if (!chunk.embedding) {
+                const auto t0 = trace::nowNs();
                 pipe.recv(in.data(), activation, comm::DType::F32, prev, tag(0, op.microBatch, vs))->wait();
+                record(trace::EventKind::Wait, t0, step, op.microBatch, vs, op.chunk);
+            }
+            const auto t0 = trace::nowNs();
             const double loss = m_stage->forward(op.microBatch, op.chunk, B, tokens.data(), targets.data(), in.data(), out.data());
+            record(trace::EventKind::Forward, t0, step, op.microBatch, vs, op.chunk);
             if (chunk.head) {
                 lossSum += loss;
             } else {
@@ -126,15 +149,20 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
                 sends.push_back(std::move(f));
             }
         } else {
-            if (!chunk.head)
+            if (!chunk.head) {
+                const auto t0 = trace::nowNs();
                 pipe.recv(out.data(), activation, comm::DType::F32, next, tag(1, op.microBatch, vs))->wait();
+                record(trace::EventKind::Wait, t0, step, op.microBatch, vs, op.chunk);
+            }
             const bool lastForChunk = m_lastBackward[static_cast<std::size_t>(op.chunk)] == i;
             auto ready = [&](std::int64_t layer) {
                 if (lastForChunk)
                     for (int index : m_stage->blockParams(layer))
                         m_sync->markReady(index);
             };
+            const auto t0 = trace::nowNs();
             m_stage->backward(op.microBatch, op.chunk, out.data(), in.data(), lossScale, ready);
+            record(trace::EventKind::Backward, t0, step, op.microBatch, vs, op.chunk);
             if (!chunk.embedding) {
                 InFlight f{nullptr, in};
                 f.work = pipe.send(f.buffer.data(), activation, comm::DType::F32, prev, tag(1, op.microBatch, vs - 1));
@@ -206,6 +234,8 @@ double Trainer::gradientNormSquared()
 StepResult Trainer::step(std::int64_t step)
 {
     const auto t0 = std::chrono::steady_clock::now();
+    if (m_options.recorder)
+        m_options.recorder->setStep(static_cast<std::int32_t>(step));
     ParamSet& params = m_stage->params();
     params.zeroGrads();
     m_sync->reset();
@@ -225,7 +255,9 @@ StepResult Trainer::step(std::int64_t step)
     r.gradNorm = norm;
     const float clip = norm > m_options.clip ? static_cast<float>(m_options.clip / (norm + 1e-6)) : 1.0f;
     r.lr = m_lr.at(step);
+    const auto optimizerStart = trace::nowNs();
     m_adam->step(params.values.data(), params.grads.data(), m_decay, r.lr, clip);
+    record(trace::EventKind::Optimizer, optimizerStart, step);
     if (m_layout.memory.zero == 1 && p.dp > 1) {
         // ZeRO-1: each DP rank updated its shard; gather the others' shards.
         const std::size_t shard = (params.values.size() + static_cast<std::size_t>(p.dp) - 1) / static_cast<std::size_t>(p.dp);

@@ -8,6 +8,7 @@
 #include "engine/train/GptStage.h"
 #include "engine/train/GradientSync.h"
 #include "engine/train/Optimizer.h"
+#include "engine/trace/TraceRecorder.h"
 
 #include <memory>
 #include <optional>
@@ -20,6 +21,7 @@ struct TrainOptions {
     double lr = 1e-3;
     std::int64_t warmup = 10;
     double clip = 1.0;  // global gradient-norm clipping
+    trace::TraceRecorder* recorder = nullptr;  // compute, wait and optimizer events when set
 };
 
 struct StepResult {
@@ -53,6 +55,9 @@ private:
     int tag(int kind, int microBatch, std::int64_t virtualStage) const;
     double gradientNormSquared();
     void syncTiedEmbedding();
+    // Records a compute-lane event of this rank (no-op without a recorder).
+    void record(trace::EventKind kind, std::int64_t start, std::int64_t step, int microBatch = -1, std::int64_t stage = -1,
+                int chunk = -1);
 
     plan::Layout m_layout;
     comm::GridCommunicators& m_comms;

@@ -1,0 +1,92 @@
+#include "app/cli/CommandLine.h"
+#include "app/cli/Commands.h"
+
+#include "engine/plan/LayoutParser.h"
+#include "engine/trace/TraceStats.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+namespace loom::app {
+
+namespace {
+
+std::string fmt(double v, const char* f = "%.3f")
+{
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+}  // namespace
+
+int traceCommand(CliContext& context, const QStringList& argsIn)
+{
+    QStringList args = argsIn;
+    const bool json = args.removeAll(QStringLiteral("--json")) > 0;
+    if (args.size() != 2 || args[0] != QLatin1String("stats")) {
+        context.err << "usage: loom trace stats TRACE.json [--json]\n";
+        return ExitUsage;
+    }
+    std::string why;
+    auto text = readTextFile(args[1], &why);
+    if (!text) {
+        context.err << "error: " << why << "\n";
+        return ExitFailure;
+    }
+    std::string other;
+    std::vector<trace::TraceEvent> events;
+    try {
+        events = trace::readChromeTrace(*text, &other);
+    } catch (const std::exception& e) {
+        context.err << "error: " << args[1].toStdString() << " is " << e.what() << "\n";
+        return ExitInvalid;
+    }
+    trace::StatsContext c;
+    const nlohmann::json meta = nlohmann::json::parse(other, nullptr, false);
+    if (meta.is_object() && meta.contains("layout")) {
+        const auto read = plan::readLayout(meta["layout"].dump(), context.catalog());
+        if (read.layout) {
+            const auto& p = read.layout->parallel;
+            c.pp = p.pp;
+            c.vpp = p.vpp;
+            c.interleaved = p.schedule == plan::ScheduleKind::Interleaved;
+            if (p.microBatch * p.dp > 0)
+                c.microBatches = p.microBatches();
+            c.tokensPerStep = p.globalBatch * read.layout->model.seqLen;
+        }
+    } else {
+        for (const auto& e : events)
+            c.pp = std::max<std::int64_t>(c.pp, e.stage + 1);
+    }
+    const trace::TraceStats s = trace::computeStats(events, c);
+    if (json) {
+        auto stages = nlohmann::ordered_json::array();
+        for (const auto& st : s.stages)
+            stages.push_back({{"stage", st.stage}, {"bubble_fraction", st.bubbleFraction}, {"bubble_theory", st.bubbleTheory}});
+        auto coll = nlohmann::ordered_json::array();
+        for (const auto& cs : s.collectives)
+            coll.push_back({{"kind", cs.kind}, {"algorithm", cs.algorithm}, {"count", cs.count}, {"bytes", cs.bytes},
+                            {"seconds", cs.seconds}, {"algbw_gbps", cs.algbwGBs}, {"busbw_gbps", cs.busbwGBs}});
+        context.out << nlohmann::ordered_json({{"ranks", s.ranks}, {"steps", s.steps}, {"step_time_s", s.stepSeconds},
+                                               {"tokens_per_s", s.tokensPerSecond}, {"overlap", s.overlap},
+                                               {"stages", stages}, {"collectives", coll}})
+                           .dump(2)
+                    << "\n";
+        return ExitOk;
+    }
+    context.out << events.size() << " events, " << s.ranks << " ranks, " << s.steps << " steps; step "
+                << fmt(s.stepSeconds * 1e3, "%.2f") << " ms, " << fmt(s.tokensPerSecond, "%.0f") << " tokens/s, overlap "
+                << fmt(100 * s.overlap, "%.1f") << " % (compute during communication ÷ communication)\n";
+    for (const auto& st : s.stages)
+        context.out << "  stage " << st.stage << ": bubble " << fmt(100 * st.bubbleFraction, "%.1f") << " % of the pipeline phase"
+                    << " (closed form " << fmt(100 * st.bubbleTheory, "%.1f") << " %: (p-1)/(v·m+p-1))\n";
+    for (const auto& cs : s.collectives)
+        context.out << "  " << cs.kind << " (" << cs.algorithm << "): " << cs.count << " calls, " << cs.bytes << " bytes, "
+                    << fmt(cs.seconds * 1e3, "%.2f") << " ms; algbw " << fmt(cs.algbwGBs) << " GB/s, busbw "
+                    << fmt(cs.busbwGBs) << " GB/s\n";
+    return ExitOk;
+}
+
+}  // namespace loom::app

@@ -1,0 +1,51 @@
+#pragma once
+
+#include "engine/trace/TraceEvent.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::trace {
+
+// What the timeline shows as numbers, computed from events alone: the same code for measured and simulated
+// runs. No MPI, no Qt.
+struct StatsContext {
+    std::int64_t pp = 1, vpp = 1, microBatches = 1;
+    bool interleaved = false;
+    std::int64_t tokensPerStep = 0;
+};
+
+struct StageStats {
+    std::int32_t stage = 0;       // pipeline rank
+    double bubbleFraction = 0;    // idle ÷ the pipeline phase of the step, mean over the stage's ranks and steps
+    double bubbleTheory = 0;      // (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v·m+p-1) interleaved
+};
+
+struct CollectiveStats {
+    std::string kind, algorithm;
+    std::int64_t count = 0;
+    std::uint64_t bytes = 0;
+    double seconds = 0;
+    double algbwGBs = 0;   // bytes / time (nccl-tests)
+    double busbwGBs = 0;   // algbw × 2(n-1)/n (all-reduce), (n-1)/n (gather, scatter), 1 (others)
+};
+
+struct TraceStats {
+    std::int32_t ranks = 0;
+    std::int32_t steps = 0;
+    double stepSeconds = 0;       // mean, first step left out when there are several
+    double tokensPerSecond = 0;
+    double overlap = 0;           // compute time during communication ÷ communication time
+    std::vector<StageStats> stages;
+    std::vector<CollectiveStats> collectives;
+};
+
+TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContext& context);
+
+// Reads a Chrome trace written by writeChromeTrace (or one like it). Events keep their args; `otherData`
+// gets the trace's "otherData" object as JSON text. Throws std::runtime_error with a message for text that
+// is not such a trace.
+std::vector<TraceEvent> readChromeTrace(const std::string& text, std::string* otherData = nullptr);
+
+}  // namespace loom::trace
