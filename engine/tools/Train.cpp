@@ -5,6 +5,7 @@
 #include "engine/comm/MpiCommunicator.h"
 #include "engine/comm/TraceGather.h"
 #include "engine/trace/ChromeTrace.h"
+#include "engine/trace/TelemetryStream.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/train/Checkpoint.h"
 #include "engine/train/CpuKernels.h"
@@ -44,12 +45,14 @@ const char* kUsage =
     "  --resume          continue from the newest checkpoint in --checkpoint-dir (any layout of the same model)\n"
     "  --init-llmc FILE  start from the GPT-2 weights of an llm.c model file (magic 20240326, version 3)\n"
     "  --export-llmc FILE  at the end, write the weights as an llm.c model file\n"
-    "  --trace-out FILE  write every rank's events as a Chrome trace (Perfetto, chrome://tracing, loom trace stats)\n";
+    "  --trace-out FILE  write every rank's events as a Chrome trace (Perfetto, chrome://tracing, loom trace stats)\n"
+    "  --stream          write the telemetry stream (framed lines: run, step, events, end) to standard output\n";
 
 struct Args {
     std::string layout, data, metrics, checkpointDir, initLlmc, exportLlmc, traceOut;
     std::int64_t steps = 20, warmup = 10, checkpointEvery = 0;
     bool resume = false;
+    bool stream = false;
     std::uint64_t seed = 1234;
     double lr = 1e-3;
 };
@@ -72,6 +75,10 @@ std::optional<Args> parse(int argc, char** argv, std::string& error)
         }
         if (k == "--resume") {
             a.resume = true;
+            continue;
+        }
+        if (k == "--stream") {
+            a.stream = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -186,8 +193,15 @@ int main(int argc, char** argv)
                                     : !args->exportLlmc.empty() ? args->exportLlmc + ".loom-checkpoint"
                                                                 : args->initLlmc + ".loom-checkpoint";
         trace::TraceRecorder recorder(rank);
-        recorder.setEnabled(!args->traceOut.empty());
-        const comm::ClockAlignment clock = args->traceOut.empty() ? comm::ClockAlignment{} : comm::alignClock(MPI_COMM_WORLD);
+        const bool tracing = !args->traceOut.empty() || args->stream;
+        recorder.setEnabled(tracing);
+        const comm::ClockAlignment clock = tracing ? comm::alignClock(MPI_COMM_WORLD) : comm::ClockAlignment{};
+        std::vector<trace::TraceEvent> streamed;  // rank 0: what the stream carried, for --trace-out
+        auto emit = [](std::string_view type, const std::string& payload) {
+            const std::string frame = trace::encodeFrame(type, payload);
+            std::fwrite(frame.data(), 1, frame.size(), stdout);
+            std::fflush(stdout);
+        };
         auto comms = comm::makeGridCommunicators(plan::RankGrid::forLayout(layout), &recorder);
         train::CpuKernels kernels;
         train::TrainOptions options;
@@ -195,7 +209,7 @@ int main(int argc, char** argv)
         options.seed = args->seed;
         options.lr = args->lr;
         options.warmup = args->warmup;
-        options.recorder = args->traceOut.empty() ? nullptr : &recorder;
+        options.recorder = tracing ? &recorder : nullptr;
         train::Trainer trainer(layout, comms, corpus, options, kernels);
         std::ofstream metrics;
         if (rank == 0) {
@@ -244,9 +258,32 @@ int main(int argc, char** argv)
             if (rank == 0)
                 std::printf("loom-train: weights from %s\n", args->initLlmc.c_str());
         }
+        if (args->stream && rank == 0)
+            emit("run", nlohmann::ordered_json({{"loom_stream", 1},
+                                                {"layout", nlohmann::ordered_json::parse(plan::writeLayout(layout))},
+                                                {"ranks", size},
+                                                {"first_step", first + 1},
+                                                {"steps", args->steps}})
+                            .dump());
         std::signal(SIGTERM, onTerminate);
         for (std::int64_t s = first; s < args->steps; ++s) {
             const train::StepResult r = trainer.step(s);
+            if (args->stream) {
+                auto events = comm::gatherEvents(MPI_COMM_WORLD, recorder.take(), clock.offsetNs);
+                if (rank == 0) {
+                    emit("events", trace::encodeEvents(events));
+                    emit("step", nlohmann::ordered_json({{"step", s + 1},
+                                                         {"loss", r.loss},
+                                                         {"tokens_per_s", r.tokensPerSecond},
+                                                         {"step_time_s", r.seconds},
+                                                         {"grad_norm", r.gradNorm},
+                                                         {"lr", r.lr},
+                                                         {"flops_per_s", r.flopsPerSecond}})
+                                     .dump());
+                    if (!args->traceOut.empty())
+                        streamed.insert(streamed.end(), events.begin(), events.end());
+                }
+            }
             // Every rank learns whether any was asked to stop, so all save and stop at the same step.
             int stop = g_terminate ? 1 : 0;
             MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -255,6 +292,8 @@ int main(int argc, char** argv)
                 && (stop || last || (args->checkpointEvery > 0 && (s + 1) % args->checkpointEvery == 0)))
                 trainer.save(args->checkpointDir, s + 1);
             if (stop) {
+                if (args->stream && rank == 0)
+                    emit("end", "{\"reason\": \"sigterm\"}");
                 if (rank == 0)
                     std::printf("loom-train: stopped by SIGTERM after step %lld%s\n", static_cast<long long>(s + 1),
                                 args->checkpointDir.empty() ? "" : "; checkpoint saved");
@@ -284,7 +323,12 @@ int main(int argc, char** argv)
             std::int64_t recorded = static_cast<std::int64_t>(mine.size());
             std::vector<std::int64_t> perRank(static_cast<std::size_t>(size));
             MPI_Gather(&recorded, 1, MPI_INT64_T, perRank.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-            const auto events = comm::gatherEvents(MPI_COMM_WORLD, mine, clock.offsetNs);
+            auto events = comm::gatherEvents(MPI_COMM_WORLD, mine, clock.offsetNs);
+            if (args->stream) {  // the stream already gathered each step's events
+                for (const auto& e : streamed)
+                    ++perRank[static_cast<std::size_t>(e.rank)];
+                events.insert(events.begin(), streamed.begin(), streamed.end());
+            }
             if (rank == 0) {
                 std::ofstream out(args->traceOut, std::ios::trunc);
                 const nlohmann::ordered_json other = {{"generator", "loom-train"},
@@ -310,6 +354,8 @@ int main(int argc, char** argv)
                 std::printf("loom-train: wrote %s\n", args->exportLlmc.c_str());
             }
         }
+        if (args->stream && rank == 0)
+            emit("end", "{\"reason\": \"finished\"}");
     } catch (const std::exception& e) {
         std::cerr << "loom-train: rank " << rank << ": " << e.what() << "\n";
         std::cerr.flush();
