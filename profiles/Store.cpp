@@ -38,6 +38,33 @@ const std::vector<Migration>& migrations()
               " json TEXT NOT NULL,"
               " created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),"
               " updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')))" } },
+        { 3, "runs, their step metrics and events",
+            { "CREATE TABLE runs ("
+              " id INTEGER PRIMARY KEY,"
+              " name TEXT NOT NULL,"
+              " layout_json TEXT NOT NULL,"
+              " cluster TEXT NOT NULL,"
+              " command TEXT NOT NULL,"
+              " started_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),"
+              " ended_at TEXT,"
+              " state TEXT NOT NULL CHECK (state IN ('running', 'finished', 'failed', 'cancelled', 'interrupted')),"
+              " exit_cause TEXT NOT NULL DEFAULT '',"
+              " steps INTEGER NOT NULL DEFAULT 0)",
+                "CREATE TABLE step_metrics ("
+                " run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,"
+                " step INTEGER NOT NULL,"
+                " loss REAL, tokens_per_s REAL, step_time_s REAL, grad_norm REAL, lr REAL,"
+                " PRIMARY KEY (run_id, step))",
+                "CREATE TABLE events ("
+                " run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,"
+                " rank INTEGER, lane INTEGER, kind INTEGER, source INTEGER, step INTEGER, micro_batch INTEGER,"
+                " stage INTEGER, chunk INTEGER, start_ns INTEGER, end_ns INTEGER, bytes INTEGER, wire_bytes INTEGER,"
+                " grp INTEGER, group_size INTEGER, peer INTEGER, algorithm INTEGER, codec TEXT)",
+                "CREATE INDEX events_by_run ON events (run_id, rank, start_ns)",
+                "CREATE TABLE checkpoints ("
+                " run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,"
+                " step INTEGER NOT NULL, path TEXT NOT NULL,"
+                " PRIMARY KEY (run_id, step))" } },
     };
     return list;
 }

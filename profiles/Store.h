@@ -29,7 +29,7 @@ struct SavedLayout {
 // One Store is one connection; use it from the thread that opened it.
 class Store {
 public:
-    static constexpr int kSchemaVersion = 2;
+    static constexpr int kSchemaVersion = 3;
 
     // Opens the database at `path`, creating it (and its folder) when missing, and migrates it to
     // kSchemaVersion. Throws StoreError when the file cannot be opened, is not a Loom database, or was
@@ -45,6 +45,8 @@ public:
     static QString defaultPath();
 
     QString path() const { return m_path; }
+    // The Qt SQL connection (for RunStore, which shares the database).
+    QString connectionName() const { return m_connection; }
     int schemaVersion() const;
 
     // User profiles, keyed by (kind, name). saveProfile replaces one of the same kind and name.

@@ -19,6 +19,8 @@ const char* kUsage
     "                                              the fastest layouts that fit, and why the first wins\n"
     "       loom simulate LAYOUT.json --out FILE    the simulated step as a Chrome trace (Perfetto)\n"
     "       loom trace stats TRACE.json [--json]    bubble per stage, bandwidth per collective, overlap, tokens/s\n"
+    "       loom run LAYOUT.json [--steps N]        train on this machine with live progress; Ctrl-C cancels\n"
+    "       loom runs list [--json] | show ID | export ID --chrome FILE\n"
       "       loom --version | --help\n"
       "\n"
       "The store is $LOOM_DB when set, else $XDG_DATA_HOME/loom/loom.db.\n"
@@ -48,6 +50,10 @@ int runCommandLine(const QStringList& args, std::ostream& out, std::ostream& err
             return simulateCommand(context, args.mid(1));
         if (command == QLatin1String("trace"))
             return traceCommand(context, args.mid(1));
+        if (command == QLatin1String("run"))
+            return runCommand(context, args.mid(1));
+        if (command == QLatin1String("runs"))
+            return runsCommand(context, args.mid(1));
         if (command.isEmpty() || command.startsWith(QLatin1Char('-')) || command.endsWith(QLatin1String(".json"))
             || command.contains(QLatin1Char('/')))
             return describeCommand(context, args);

@@ -13,5 +13,7 @@ int describeCommand(CliContext& context, const QStringList& args);
 int planCommand(CliContext& context, const QStringList& args);
 int simulateCommand(CliContext& context, const QStringList& args);
 int traceCommand(CliContext& context, const QStringList& args);
+int runCommand(CliContext& context, const QStringList& args);
+int runsCommand(CliContext& context, const QStringList& args);
 
 } // namespace loom::app

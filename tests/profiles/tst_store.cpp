@@ -90,7 +90,7 @@ private slots:
             QVERIFY(!rawQuery(path, QStringLiteral("SELECT name FROM sqlite_master WHERE name = 'layouts'")).isValid());
         }
         Store current(path);
-        QCOMPARE(current.schemaVersion(), 2);
+        QCOMPARE(current.schemaVersion(), Store::kSchemaVersion);
         const auto profiles = current.profiles();
         QCOMPARE(profiles.size(), std::size_t(1));
         QCOMPARE(profiles[0].name(), std::string("kept"));
@@ -140,7 +140,7 @@ private slots:
         }
         rawQuery(newer, QStringLiteral("PRAGMA user_version = 99"));
         message = storeError([&] { Store s(newer); });
-        QVERIFY2(message.contains(QStringLiteral("schema version 99, newer than this Loom understands (2)")),
+        QVERIFY2(message.contains(QStringLiteral("schema version 99, newer than this Loom understands (3)")),
             qPrintable(message));
 
         message = storeError([&] { Store s(dir.path()); });

@@ -1,0 +1,180 @@
+#include "app/cli/CommandLine.h"
+#include "app/cli/Commands.h"
+
+#include "engine/plan/LayoutParser.h"
+#include "engine/trace/ChromeTrace.h"
+#include "launcher/RunController.h"
+#include "profiles/RunStore.h"
+
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QDir>
+#include <QFileInfo>
+#include <QStandardPaths>
+#include <QTimer>
+
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+
+namespace loom::app {
+
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void onInterrupt(int)
+{
+    g_interrupted = 1;
+}
+
+QString enginePath()
+{
+    const QString fromEnv = qEnvironmentVariable("LOOM_TRAIN");
+    if (!fromEnv.isEmpty())
+        return fromEnv;
+    return QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("loom-train"));
+}
+
+}  // namespace
+
+int runCommand(CliContext& context, const QStringList& args)
+{
+    QString file;
+    qint64 steps = 20;
+    double timeout = 300;
+    for (int i = 0; i < args.size(); ++i) {
+        if (args[i] == QLatin1String("--steps") && i + 1 < args.size())
+            steps = args[++i].toLongLong();
+        else if (args[i] == QLatin1String("--progress-timeout") && i + 1 < args.size())
+            timeout = args[++i].toDouble();
+        else if (args[i] == QLatin1String("--cluster") && i + 1 < args.size()) {
+            if (args[++i] != QLatin1String("local")) {
+                context.err << "error: only the local target can launch so far (hosts over ssh and Slurm are not built yet)\n";
+                return ExitUsage;
+            }
+        } else if (file.isEmpty() && !args[i].startsWith(QLatin1String("--")))
+            file = args[i];
+        else {
+            context.err << "usage: loom run LAYOUT.json [--steps N] [--cluster local] [--progress-timeout S]\n";
+            return ExitUsage;
+        }
+    }
+    if (file.isEmpty() || steps < 1 || timeout <= 0) {
+        context.err << "usage: loom run LAYOUT.json [--steps N] [--cluster local] [--progress-timeout S]\n";
+        return ExitUsage;
+    }
+    const auto read = plan::readLayoutFile(file.toStdString(), context.catalog());
+    if (!read.ok()) {
+        context.err << "error: the layout is not valid; nothing was started:\n" << read.diagnostics.format();
+        return ExitInvalid;
+    }
+    profiles::Store* store = context.requireStore();
+    if (!store)
+        return ExitFailure;
+    profiles::RunStore runs(*store);
+    runs.markInterrupted();
+    launcher::LaunchRequest request;
+    request.layout = *read.layout;
+    request.steps = steps;
+    request.engine = enginePath();
+    request.progressTimeoutSeconds = timeout;
+    const QString base = QFileInfo(store->path()).absolutePath() + QStringLiteral("/runs");
+    launcher::RunController controller(&runs);
+    QString state, cause, tail;
+    QObject::connect(&controller, &launcher::RunController::stepFinished, [&](const profiles::StepRecord& s, qint64 total) {
+        const double eta = s.stepTimeSeconds * double(total - s.step);
+        std::fprintf(stdout, "\rstep %lld/%lld  loss %.4f  %.0f tokens/s  ETA %.0f s   ", static_cast<long long>(s.step),
+                     static_cast<long long>(total), s.loss, s.tokensPerSecond, eta);
+        std::fflush(stdout);
+    });
+    QObject::connect(&controller, &launcher::RunController::finished, [&](const QString& st, const QString& c, const QString& t) {
+        state = st;
+        cause = c;
+        tail = t;
+        QCoreApplication::exit(0);
+    });
+    std::signal(SIGINT, onInterrupt);
+    QTimer poll;
+    QObject::connect(&poll, &QTimer::timeout, [&] {
+        if (g_interrupted) {
+            g_interrupted = 0;
+            std::fprintf(stdout, "\ncancelling (SIGTERM to every rank, SIGKILL after 10 s)...\n");
+            controller.cancel();
+        }
+    });
+    poll.start(100);
+    QDir().mkpath(base);
+    request.workDir = base + QLatin1Char('/') + QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"));
+    const qint64 id = controller.start(request);
+    if (state.isEmpty())
+        QCoreApplication::exec();
+    std::signal(SIGINT, SIG_DFL);
+    std::fprintf(stdout, "\n");
+    context.out << "run " << id << " " << state.toStdString() << (cause.isEmpty() ? "" : ": " + cause.toStdString()) << "\n";
+    if (state == QLatin1String("failed") && !tail.isEmpty())
+        context.out << "last output:\n" << tail.toStdString();
+    return state == QLatin1String("finished") ? ExitOk : state == QLatin1String("cancelled") ? 130 : ExitFailure;
+}
+
+int runsCommand(CliContext& context, const QStringList& argsIn)
+{
+    QStringList args = argsIn;
+    const bool json = args.removeAll(QStringLiteral("--json")) > 0;
+    profiles::Store* store = context.requireStore();
+    if (!store)
+        return ExitFailure;
+    profiles::RunStore runs(*store);
+    runs.markInterrupted();  // runs whose Loom died
+    const QString verb = args.value(0);
+    if (verb == QLatin1String("list") && args.size() == 1) {
+        const auto all = runs.runs();
+        if (json) {
+            auto a = nlohmann::ordered_json::array();
+            for (const auto& r : all)
+                a.push_back({{"id", r.id}, {"name", r.name.toStdString()}, {"state", r.state.toStdString()},
+                             {"steps", r.steps}, {"cluster", r.cluster.toStdString()}, {"started_at", r.startedAt.toStdString()},
+                             {"ended_at", r.endedAt.toStdString()}, {"exit_cause", r.exitCause.toStdString()}});
+            context.out << a.dump(2) << "\n";
+            return ExitOk;
+        }
+        for (const auto& r : all)
+            context.out << r.id << "  " << r.state.toStdString() << "  " << r.steps << " steps  " << r.name.toStdString() << "  "
+                        << r.startedAt.toStdString() << (r.exitCause.isEmpty() ? "" : "  (" + r.exitCause.toStdString() + ")") << "\n";
+        return ExitOk;
+    }
+    const qint64 id = args.value(1).toLongLong();
+    const auto run = id > 0 ? runs.run(id) : std::nullopt;
+    if ((verb == QLatin1String("show") || verb == QLatin1String("export")) && !run) {
+        context.err << "error: there is no run " << args.value(1).toStdString() << "; see loom runs list\n";
+        return ExitFailure;
+    }
+    if (verb == QLatin1String("show") && args.size() == 2) {
+        context.out << "run " << run->id << ": " << run->name.toStdString() << ", " << run->state.toStdString()
+                    << (run->exitCause.isEmpty() ? "" : " (" + run->exitCause.toStdString() + ")") << "\n  started "
+                    << run->startedAt.toStdString() << ", ended " << run->endedAt.toStdString() << "\n  command "
+                    << run->command.toStdString() << "\n";
+        for (const auto& s : runs.steps(id))
+            context.out << "  step " << s.step << ": loss " << s.loss << ", " << s.tokensPerSecond << " tokens/s, "
+                        << s.stepTimeSeconds << " s\n";
+        return ExitOk;
+    }
+    if (verb == QLatin1String("export") && args.size() == 4 && args[2] == QLatin1String("--chrome")) {
+        std::ofstream out(args[3].toStdString(), std::ios::trunc);
+        const nlohmann::ordered_json other = {{"generator", "loom runs export"}, {"loom_trace", 1}, {"run", run->id},
+                                              {"layout", nlohmann::ordered_json::parse(run->layoutJson.toStdString(), nullptr, false)}};
+        const auto events = runs.events(id);
+        trace::writeChromeTrace(out, events, {}, other.dump());
+        if (!out.flush()) {
+            context.err << "error: cannot write " << args[3].toStdString() << "\n";
+            return ExitFailure;
+        }
+        context.out << "wrote " << events.size() << " events of run " << id << " to " << args[3].toStdString() << "\n";
+        return ExitOk;
+    }
+    context.err << "usage: loom runs list [--json] | show ID | export ID --chrome FILE\n";
+    return ExitUsage;
+}
+
+}  // namespace loom::app

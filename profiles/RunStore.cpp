@@ -1,0 +1,225 @@
+#include "profiles/RunStore.h"
+
+#include <QSqlDatabase>
+#include <QSqlError>
+#include <QSqlQuery>
+#include <QVariant>
+
+namespace loom::profiles {
+
+namespace {
+
+[[noreturn]] void fail(const Store& store, const QString& what, const QSqlError& error)
+{
+    throw StoreError(QStringLiteral("store %1: %2 (%3)").arg(store.path(), what, error.text()).toStdString());
+}
+
+QSqlDatabase db(const Store& store)
+{
+    return QSqlDatabase::database(store.connectionName(), false);
+}
+
+RunRecord runFrom(const QSqlQuery& q)
+{
+    RunRecord r;
+    r.id = q.value(0).toLongLong();
+    r.name = q.value(1).toString();
+    r.layoutJson = q.value(2).toString();
+    r.cluster = q.value(3).toString();
+    r.command = q.value(4).toString();
+    r.startedAt = q.value(5).toString();
+    r.endedAt = q.value(6).toString();
+    r.state = q.value(7).toString();
+    r.exitCause = q.value(8).toString();
+    r.steps = q.value(9).toLongLong();
+    return r;
+}
+
+const char* kRunColumns = "id, name, layout_json, cluster, command, started_at, ended_at, state, exit_cause, steps";
+
+}  // namespace
+
+qint64 RunStore::startRun(const QString& name, const QString& layoutJson, const QString& cluster, const QString& command)
+{
+    QSqlQuery q(db(m_store));
+    q.prepare(QStringLiteral("INSERT INTO runs (name, layout_json, cluster, command, state) VALUES (?, ?, ?, ?, 'running')"));
+    q.addBindValue(name);
+    q.addBindValue(layoutJson);
+    q.addBindValue(cluster);
+    q.addBindValue(command);
+    if (!q.exec())
+        fail(m_store, QStringLiteral("cannot record the run"), q.lastError());
+    return q.lastInsertId().toLongLong();
+}
+
+void RunStore::addStep(qint64 run, const StepRecord& s)
+{
+    QSqlQuery q(db(m_store));
+    q.prepare(QStringLiteral("INSERT OR REPLACE INTO step_metrics (run_id, step, loss, tokens_per_s, step_time_s, grad_norm, lr) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?)"));
+    for (const QVariant& v : {QVariant(run), QVariant(s.step), QVariant(s.loss), QVariant(s.tokensPerSecond),
+                              QVariant(s.stepTimeSeconds), QVariant(s.gradNorm), QVariant(s.lr)})
+        q.addBindValue(v);
+    if (!q.exec())
+        fail(m_store, QStringLiteral("cannot store step %1 of run %2").arg(s.step).arg(run), q.lastError());
+    QSqlQuery u(db(m_store));
+    u.prepare(QStringLiteral("UPDATE runs SET steps = MAX(steps, ?) WHERE id = ?"));
+    u.addBindValue(s.step);
+    u.addBindValue(run);
+    if (!u.exec())
+        fail(m_store, QStringLiteral("cannot update run %1").arg(run), u.lastError());
+}
+
+void RunStore::addEvents(qint64 run, const std::vector<trace::TraceEvent>& events)
+{
+    if (events.empty())
+        return;
+    QSqlDatabase d = db(m_store);
+    if (!d.transaction())
+        fail(m_store, QStringLiteral("cannot start storing events"), d.lastError());
+    QSqlQuery q(d);
+    q.prepare(QStringLiteral("INSERT INTO events (run_id, rank, lane, kind, source, step, micro_batch, stage, chunk, start_ns, "
+                             "end_ns, bytes, wire_bytes, grp, group_size, peer, algorithm, codec) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    for (const auto& e : events) {
+        q.bindValue(0, run);
+        q.bindValue(1, e.rank);
+        q.bindValue(2, static_cast<int>(e.lane));
+        q.bindValue(3, static_cast<int>(e.kind));
+        q.bindValue(4, static_cast<int>(e.source));
+        q.bindValue(5, e.step);
+        q.bindValue(6, e.microBatch);
+        q.bindValue(7, e.stage);
+        q.bindValue(8, e.chunk);
+        q.bindValue(9, static_cast<qint64>(e.startNs));
+        q.bindValue(10, static_cast<qint64>(e.endNs));
+        q.bindValue(11, static_cast<qint64>(e.bytes));
+        q.bindValue(12, static_cast<qint64>(e.wireBytes));
+        q.bindValue(13, e.group);
+        q.bindValue(14, e.groupSize);
+        q.bindValue(15, e.peer);
+        q.bindValue(16, static_cast<int>(e.algorithm));
+        q.bindValue(17, QString::fromStdString(e.codec));
+        if (!q.exec()) {
+            d.rollback();
+            fail(m_store, QStringLiteral("cannot store events of run %1").arg(run), q.lastError());
+        }
+    }
+    if (!d.commit())
+        fail(m_store, QStringLiteral("cannot commit events of run %1").arg(run), d.lastError());
+}
+
+void RunStore::addCheckpoint(qint64 run, qint64 step, const QString& path)
+{
+    QSqlQuery q(db(m_store));
+    q.prepare(QStringLiteral("INSERT OR REPLACE INTO checkpoints (run_id, step, path) VALUES (?, ?, ?)"));
+    q.addBindValue(run);
+    q.addBindValue(step);
+    q.addBindValue(path);
+    if (!q.exec())
+        fail(m_store, QStringLiteral("cannot record a checkpoint of run %1").arg(run), q.lastError());
+}
+
+void RunStore::finishRun(qint64 run, const QString& state, const QString& exitCause)
+{
+    QSqlQuery q(db(m_store));
+    q.prepare(QStringLiteral("UPDATE runs SET state = ?, exit_cause = ?, ended_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') "
+                             "WHERE id = ?"));
+    q.addBindValue(state);
+    q.addBindValue(exitCause.isNull() ? QStringLiteral("") : exitCause);
+    q.addBindValue(run);
+    if (!q.exec())
+        fail(m_store, QStringLiteral("cannot finish run %1").arg(run), q.lastError());
+}
+
+int RunStore::markInterrupted()
+{
+    QSqlQuery q(db(m_store));
+    if (!q.exec(QStringLiteral("UPDATE runs SET state = 'interrupted', exit_cause = 'Loom stopped while the run was going', "
+                               "ended_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE state = 'running'")))
+        fail(m_store, QStringLiteral("cannot mark interrupted runs"), q.lastError());
+    return q.numRowsAffected();
+}
+
+std::vector<RunRecord> RunStore::runs() const
+{
+    std::vector<RunRecord> out;
+    QSqlQuery q(db(m_store));
+    if (!q.exec(QStringLiteral("SELECT %1 FROM runs ORDER BY id").arg(QLatin1String(kRunColumns))))
+        fail(m_store, QStringLiteral("cannot list runs"), q.lastError());
+    while (q.next())
+        out.push_back(runFrom(q));
+    return out;
+}
+
+std::optional<RunRecord> RunStore::run(qint64 id) const
+{
+    QSqlQuery q(db(m_store));
+    q.prepare(QStringLiteral("SELECT %1 FROM runs WHERE id = ?").arg(QLatin1String(kRunColumns)));
+    q.addBindValue(id);
+    if (!q.exec())
+        fail(m_store, QStringLiteral("cannot read run %1").arg(id), q.lastError());
+    if (!q.next())
+        return std::nullopt;
+    return runFrom(q);
+}
+
+std::vector<StepRecord> RunStore::steps(qint64 run) const
+{
+    std::vector<StepRecord> out;
+    QSqlQuery q(db(m_store));
+    q.prepare(QStringLiteral("SELECT step, loss, tokens_per_s, step_time_s, grad_norm, lr FROM step_metrics WHERE run_id = ? ORDER BY step"));
+    q.addBindValue(run);
+    if (!q.exec())
+        fail(m_store, QStringLiteral("cannot read the steps of run %1").arg(run), q.lastError());
+    while (q.next())
+        out.push_back({q.value(0).toLongLong(), q.value(1).toDouble(), q.value(2).toDouble(), q.value(3).toDouble(),
+                       q.value(4).toDouble(), q.value(5).toDouble()});
+    return out;
+}
+
+std::vector<trace::TraceEvent> RunStore::events(qint64 run) const
+{
+    std::vector<trace::TraceEvent> out;
+    QSqlQuery q(db(m_store));
+    q.setForwardOnly(true);
+    q.prepare(QStringLiteral("SELECT rank, lane, kind, source, step, micro_batch, stage, chunk, start_ns, end_ns, bytes, wire_bytes, "
+                             "grp, group_size, peer, algorithm, codec FROM events WHERE run_id = ? ORDER BY rank, start_ns"));
+    q.addBindValue(run);
+    if (!q.exec())
+        fail(m_store, QStringLiteral("cannot read the events of run %1").arg(run), q.lastError());
+    while (q.next()) {
+        trace::TraceEvent e;
+        e.rank = q.value(0).toInt();
+        e.lane = static_cast<trace::Lane>(q.value(1).toInt());
+        e.kind = static_cast<trace::EventKind>(q.value(2).toInt());
+        e.source = static_cast<trace::EventSource>(q.value(3).toInt());
+        e.step = q.value(4).toInt();
+        e.microBatch = q.value(5).toInt();
+        e.stage = q.value(6).toInt();
+        e.chunk = q.value(7).toInt();
+        e.startNs = q.value(8).toLongLong();
+        e.endNs = q.value(9).toLongLong();
+        e.bytes = static_cast<std::uint64_t>(q.value(10).toLongLong());
+        e.wireBytes = static_cast<std::uint64_t>(q.value(11).toLongLong());
+        e.group = q.value(12).toInt();
+        e.groupSize = q.value(13).toInt();
+        e.peer = q.value(14).toInt();
+        e.algorithm = static_cast<trace::Algorithm>(q.value(15).toInt());
+        e.codec = q.value(16).toString().toStdString();
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
+bool RunStore::removeRun(qint64 id)
+{
+    QSqlQuery q(db(m_store));
+    q.prepare(QStringLiteral("DELETE FROM runs WHERE id = ?"));
+    q.addBindValue(id);
+    if (!q.exec())
+        fail(m_store, QStringLiteral("cannot delete run %1").arg(id), q.lastError());
+    return q.numRowsAffected() > 0;
+}
+
+}  // namespace loom::profiles

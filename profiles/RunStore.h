@@ -1,0 +1,56 @@
+#pragma once
+
+#include "engine/trace/TraceEvent.h"
+#include "profiles/Store.h"
+
+#include <QString>
+
+#include <optional>
+#include <vector>
+
+namespace loom::profiles {
+
+struct RunRecord {
+    qint64 id = 0;
+    QString name;
+    QString layoutJson;
+    QString cluster;
+    QString command;
+    QString startedAt, endedAt;
+    QString state;      // running, finished, failed, cancelled, interrupted
+    QString exitCause;  // one sentence when not finished
+    qint64 steps = 0;
+};
+
+struct StepRecord {
+    qint64 step = 0;
+    double loss = 0, tokensPerSecond = 0, stepTimeSeconds = 0, gradNorm = 0, lr = 0;
+};
+
+// Runs, their per-step metrics and trace events, in Loom's database (schema version 3). Each write is one
+// transaction, so a Loom killed mid-run leaves every stored step readable; markInterrupted() turns runs
+// left "running" into "interrupted" at the next start. Throws StoreError on database failures.
+class RunStore {
+public:
+    explicit RunStore(Store& store) : m_store(store) {}
+
+    qint64 startRun(const QString& name, const QString& layoutJson, const QString& cluster, const QString& command);
+    void addStep(qint64 run, const StepRecord& step);
+    // Bulk insert in one transaction (a million events take a few seconds).
+    void addEvents(qint64 run, const std::vector<trace::TraceEvent>& events);
+    void addCheckpoint(qint64 run, qint64 step, const QString& path);
+    void finishRun(qint64 run, const QString& state, const QString& exitCause);
+    // Runs still "running" (their Loom died) become "interrupted"; returns how many.
+    int markInterrupted();
+
+    std::vector<RunRecord> runs() const;
+    std::optional<RunRecord> run(qint64 id) const;
+    std::vector<StepRecord> steps(qint64 run) const;
+    std::vector<trace::TraceEvent> events(qint64 run) const;
+    bool removeRun(qint64 id);
+
+private:
+    Store& m_store;
+};
+
+}  // namespace loom::profiles

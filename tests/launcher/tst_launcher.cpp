@@ -1,0 +1,162 @@
+// `loom run` as a user runs it: a run that finishes, one cancelled with Ctrl-C, one whose rank is killed,
+// one whose Loom is killed, bad layouts and a missing engine; every outcome stored, no process left behind.
+#include <QDir>
+#include <QElapsedTimer>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QRegularExpression>
+#include <QThread>
+
+#include <csignal>
+
+class TestLauncher : public QObject {
+    Q_OBJECT
+    QTemporaryDir m_dir;
+
+    QProcessEnvironment env(const QString& engine = {})
+    {
+        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+        e.insert(QStringLiteral("LOOM_DB"), m_dir.filePath(QStringLiteral("loom.db")));
+        if (!engine.isEmpty())
+            e.insert(QStringLiteral("LOOM_TRAIN"), engine);
+        return e;
+    }
+    QString example() const { return QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/tiny-local.json"); }
+
+    int loom(const QStringList& args, QString* out = nullptr, const QString& engine = {})
+    {
+        QProcess p;
+        p.setProcessEnvironment(env(engine));
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(QStringLiteral(LOOM_EXE), args);
+        p.waitForFinished(180000);
+        if (out)
+            *out = QString::fromUtf8(p.readAll());
+        return p.exitCode();
+    }
+
+    QJsonObject lastRun()
+    {
+        QString out;
+        loom({QStringLiteral("runs"), QStringLiteral("list"), QStringLiteral("--json")}, &out);
+        const QJsonArray runs = QJsonDocument::fromJson(out.toUtf8()).array();
+        return runs.isEmpty() ? QJsonObject{} : runs.last().toObject();
+    }
+
+    // Engine processes of this test's runs (their layout files live under the test's folder).
+    int enginesLeft()
+    {
+        QProcess p;
+        p.start(QStringLiteral("pgrep"), {QStringLiteral("-f"), m_dir.path() + QStringLiteral("/runs")});
+        p.waitForFinished();
+        return QString::fromUtf8(p.readAll()).split('\n', Qt::SkipEmptyParts).size();
+    }
+
+    // Starts `loom run` in the background and waits until its first steps are stored.
+    std::unique_ptr<QProcess> startLongRun()
+    {
+        auto p = std::make_unique<QProcess>();
+        p->setProcessEnvironment(env());
+        p->setProcessChannelMode(QProcess::MergedChannels);
+        p->start(QStringLiteral(LOOM_EXE), {QStringLiteral("run"), example(), QStringLiteral("--steps"), QStringLiteral("100000")});
+        QElapsedTimer t;
+        t.start();
+        while (t.elapsed() < 60000) {
+            p->waitForReadyRead(100);
+            if (p->readAll().contains("step 3/"))
+                break;
+        }
+        return p;
+    }
+
+private slots:
+    void finishedRun()
+    {
+        QString out;
+        QCOMPARE(loom({QStringLiteral("run"), example(), QStringLiteral("--steps"), QStringLiteral("4")}, &out), 0);
+        QVERIFY2(out.contains("step 4/4") && out.contains("finished"), qPrintable(out));
+        const QJsonObject run = lastRun();
+        QCOMPARE(run.value("state").toString(), QStringLiteral("finished"));
+        QCOMPARE(run.value("steps").toInt(), 4);
+        const QString trace = m_dir.filePath(QStringLiteral("run.json"));
+        QCOMPARE(loom({QStringLiteral("runs"), QStringLiteral("export"), QString::number(run.value("id").toInt()),
+                       QStringLiteral("--chrome"), trace}, &out), 0);
+        QVERIFY2(out.contains("wrote"), qPrintable(out));
+        QFile f(trace);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QVERIFY(QJsonDocument::fromJson(f.readAll()).object().value("traceEvents").toArray().size() > 100);
+        QCOMPARE(enginesLeft(), 0);
+    }
+
+    void cancelWithCtrlC()
+    {
+        auto p = startLongRun();
+        ::kill(static_cast<pid_t>(p->processId()), SIGINT);
+        QVERIFY(p->waitForFinished(30000));
+        QCOMPARE(p->exitCode(), 130);
+        QCOMPARE(lastRun().value("state").toString(), QStringLiteral("cancelled"));
+        QThread::msleep(500);
+        QCOMPARE(enginesLeft(), 0);
+    }
+
+    void killedRankFailsTheRun()
+    {
+        auto p = startLongRun();
+        QProcess pgrep;
+        pgrep.start(QStringLiteral("pgrep"), {QStringLiteral("-f"), m_dir.path() + QStringLiteral("/runs")});
+        pgrep.waitForFinished();
+        const QStringList pids = QString::fromUtf8(pgrep.readAll()).split('\n', Qt::SkipEmptyParts);
+        QVERIFY(pids.size() >= 2);
+        QElapsedTimer t;
+        t.start();
+        ::kill(pids.last().toInt(), SIGKILL);
+        QVERIFY(p->waitForFinished(30000));
+        QVERIFY(t.elapsed() < 10000);
+        const QString out = QString::fromUtf8(p->readAll());
+        QCOMPARE(p->exitCode(), 1);
+        const QJsonObject run = lastRun();
+        QCOMPARE(run.value("state").toString(), QStringLiteral("failed"));
+        QVERIFY2(run.value("exit_cause").toString().contains(QRegularExpression("rank \\d+ died \\(signal 9")), qPrintable(out));
+        QThread::msleep(500);
+        QCOMPARE(enginesLeft(), 0);
+    }
+
+    void killedLoomMarksTheRunInterrupted()
+    {
+        auto p = startLongRun();
+        ::kill(static_cast<pid_t>(p->processId()), SIGKILL);
+        p->waitForFinished(10000);
+        QElapsedTimer t;
+        t.start();
+        while (enginesLeft() > 0 && t.elapsed() < 20000)  // rank 0's stdout is gone: the job ends by itself
+            QThread::msleep(100);
+        QCOMPARE(enginesLeft(), 0);
+        const QJsonObject run = lastRun();
+        QCOMPARE(run.value("state").toString(), QStringLiteral("interrupted"));
+        QVERIFY(run.value("steps").toInt() >= 3);  // what was stored before Loom died is still there
+    }
+
+    void badInputs()
+    {
+        QString out;
+        const QString bad = m_dir.filePath(QStringLiteral("bad.json"));
+        QFile f(bad);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(R"({"loom_layout": 1, "name": "bad", "model": "gpt-tiny", "cluster": "local",
+                    "parallel": {"tp": 3, "pp": 1, "dp": 1, "micro_batch": 1, "global_batch": 1}})");
+        f.close();
+        QCOMPARE(loom({QStringLiteral("run"), bad}, &out), 2);
+        QVERIFY2(out.contains("parallel.tp=3 does not divide model.heads=4") && out.contains("nothing was started"), qPrintable(out));
+        QCOMPARE(loom({QStringLiteral("run"), example(), QStringLiteral("--steps"), QStringLiteral("2")}, &out,
+                      QStringLiteral("/nonexistent/loom-train")), 1);
+        QVERIFY2(out.contains("the engine /nonexistent/loom-train does not exist"), qPrintable(out));
+        QCOMPARE(lastRun().value("state").toString(), QStringLiteral("failed"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestLauncher)
+#include "tst_launcher.moc"
