@@ -140,6 +140,27 @@ private slots:
         QVERIFY(run.value("steps").toInt() >= 3);  // what was stored before Loom died is still there
     }
 
+    void namesAreNeverRunByAShell()
+    {
+        const QString dir = m_dir.filePath(QStringLiteral("inject"));
+        QDir().mkpath(dir);
+        const QString file = dir + QStringLiteral("/$(touch pwned).json");
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(R"({"loom_layout": 1, "name": "$(touch pwned); `touch pwned2`", "model": "gpt-tiny", "cluster": "local",
+                    "parallel": {"tp": 1, "pp": 1, "dp": 2, "micro_batch": 1, "global_batch": 2}})");
+        f.close();
+        QProcess p;
+        p.setProcessEnvironment(env());
+        p.setWorkingDirectory(dir);
+        p.start(QStringLiteral(LOOM_EXE), {QStringLiteral("run"), file, QStringLiteral("--steps"), QStringLiteral("2")});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        QCOMPARE(lastRun().value("name").toString(), QStringLiteral("$(touch pwned); `touch pwned2`"));
+        for (const QString& where : {dir, m_dir.path(), m_dir.filePath(QStringLiteral("runs"))})
+            QVERIFY(!QFile::exists(where + QStringLiteral("/pwned")) && !QFile::exists(where + QStringLiteral("/pwned2")));
+    }
+
     void badInputs()
     {
         QString out;
