@@ -76,7 +76,8 @@ public:
         if (m_bits == 8) {
             quantizeInt8(in, count, m_block, scales, reinterpret_cast<std::int8_t*>(codes));
         } else {
-            std::memset(codes, 0, codeBytes(count));
+            if (count > 0)  // an empty tensor may come with a null buffer
+                std::memset(codes, 0, codeBytes(count));
             for (std::size_t b = 0; b * m_block < count; ++b) {
                 const std::size_t begin = b * m_block, end = std::min(count, begin + m_block);
                 const float scale = absMax(in + begin, end - begin) / 7.0f;

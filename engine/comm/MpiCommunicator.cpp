@@ -352,6 +352,8 @@ void MpiCommunicator::execute(Op& op)
             case EventKind::ReduceScatter: {
                 if (algorithm == CollectiveAlgorithm::Hierarchical)
                     throw CommError(describe(op) + ": the hierarchical algorithm is for all-reduce; use ring or library");
+                if (op.count == 0)
+                    break;  // nothing to reduce (and the buffers may be null)
                 char* work = static_cast<char*>(m_transport->scratch(op.count * n * es, 1));
                 std::memcpy(work, op.send, op.count * n * es);
                 const Segments seg = Segments::even(op.count * n, m_size);
@@ -362,6 +364,8 @@ void MpiCommunicator::execute(Op& op)
             case EventKind::AllGather: {
                 if (algorithm == CollectiveAlgorithm::Hierarchical)
                     throw CommError(describe(op) + ": the hierarchical algorithm is for all-reduce; use ring or library");
+                if (op.count == 0)
+                    break;
                 const Segments seg = Segments::even(op.count * n, m_size);
                 std::memmove(static_cast<char*>(op.recv) + seg.offset[static_cast<std::size_t>(m_rank)] * es, op.send,
                              op.count * es);
