@@ -1,5 +1,6 @@
 #include "engine/train/Trainer.h"
 
+#include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/train/Checkpoint.h"
 
@@ -12,13 +13,6 @@
 namespace loom::train {
 
 using plan::PipelineOp;
-
-double modelFlopsPerStep(const plan::ModelSpec& m, std::int64_t globalBatch)
-{
-    const double B = double(globalBatch), s = double(m.seqLen), l = double(m.layers), h = double(m.hidden),
-                 V = double(m.vocab);
-    return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
-}
 
 Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, const Corpus& corpus, TrainOptions options,
                  Kernels& kernels)
@@ -276,7 +270,7 @@ StepResult Trainer::step(std::int64_t step)
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double tokens = double(p.globalBatch * m_layout.model.seqLen);
     r.tokensPerSecond = tokens / r.seconds;
-    r.flopsPerSecond = modelFlopsPerStep(m_layout.model, p.globalBatch) / r.seconds;
+    r.flopsPerSecond = plan::megatronModelFlops(m_layout.model, p.globalBatch, false) / r.seconds;
     return r;
 }
 

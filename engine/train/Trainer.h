@@ -31,7 +31,7 @@ struct StepResult {
     double lr = 0;
     double seconds = 0;
     double tokensPerSecond = 0;
-    double flopsPerSecond = 0;  // model FLOPs (Narayanan et al. eq. 3) over the step time, all ranks together
+    double flopsPerSecond = 0;  // plan::megatronModelFlops (no recomputation) over the step time, all ranks together
 };
 
 // One rank's training: the GPT stage it holds, the pipeline schedule it runs, data-parallel gradient sync,
@@ -75,8 +75,5 @@ private:
     std::vector<int> m_lastBackward;  // per chunk: index in the schedule of its last backward
 };
 
-// Model FLOPs of one step without recomputation (Narayanan et al., SC21, eq. 3):
-// 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)).
-double modelFlopsPerStep(const plan::ModelSpec& model, std::int64_t globalBatch);
 
 }  // namespace loom::train

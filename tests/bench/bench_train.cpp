@@ -2,6 +2,7 @@
 // FLOP/s (1024³) measured in the same run with the same number of threads. Goal: fraction >= 0.5.
 // Run: build/dev/bin/bench_train [--threads 1] [--steps 6] [--json]
 #include "engine/comm/MpiCommunicator.h"
+#include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/train/CpuKernels.h"
 #include "engine/train/Trainer.h"
@@ -66,7 +67,7 @@ int main(int argc, char** argv)
     }
     std::sort(stepTimes.begin(), stepTimes.end());
     const double step = stepTimes[stepTimes.size() / 2];
-    const double model = train::modelFlopsPerStep(read.layout->model, read.layout->parallel.globalBatch) / step;
+    const double model = plan::megatronModelFlops(read.layout->model, read.layout->parallel.globalBatch, false) / step;
     if (json)
         std::printf("{\"bench\":\"train\",\"model\":\"gpt-mini\",\"tokens\":%lld,\"threads\":%d,\"step_ms\":%.2f,"
                     "\"model_gflops\":%.2f,\"sgemm_gflops\":%.2f,\"fraction_of_sgemm\":%.3f}\n",

@@ -2,6 +2,8 @@
 #include "engine/comm/MpiCommunicator.h"
 #include "engine/comm/NcclCommunicator.h"
 
+#include "MpiTest.h"
+
 #include <QTest>
 
 #include <cuda_runtime_api.h>
@@ -10,27 +12,9 @@
 
 using namespace loom;
 using namespace loom::comm;
+using namespace loom::comm::testing;
 
 namespace {
-
-int worldSize()
-{
-    int n = 0;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
-
-int worldRank()
-{
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-
-float value(int rank, std::size_t i)
-{
-    return static_cast<float>((rank * 3 + static_cast<int>(i % 11)) % 13 - 6);
-}
 
 struct DeviceVector {
     explicit DeviceVector(std::size_t n) : size(n) { cudaMalloc(&ptr, std::max<std::size_t>(n, 1) * 4); }
@@ -144,19 +128,7 @@ private slots:
 
 int main(int argc, char** argv)
 {
-    MpiSession session(&argc, &argv);
-    int result = 0;
-    {
-        TestNccl test;
-        std::vector<char*> args(argv, argv + argc);
-        char silent[] = "-silent";
-        if (session.worldRank() != 0)
-            args.push_back(silent);
-        result = QTest::qExec(&test, static_cast<int>(args.size()), args.data());
-    }
-    int worst = result;
-    MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return worst;
+    return loom::comm::testing::runOnEveryRank<TestNccl>(argc, argv);
 }
 
 #include "tst_nccl.moc"
