@@ -21,7 +21,7 @@ LayerPalette::LayerPalette(LayerModel* model, QWidget* parent)
     verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 6);
     horizontalHeader()->setStretchLastSection(false);
     horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+    horizontalHeader()->setMinimumSectionSize(40);
     setToolTip(tr("Select blocks (shift-click for a range) and drag them onto a device of the topology map to move "
                   "them to that device's pipeline stage."));
 }

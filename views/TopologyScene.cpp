@@ -93,7 +93,11 @@ void TopologyScene::rebuild()
         }
         fabric.moveTo(kGapX / 2, size.height() + kGapY / 2);
         fabric.lineTo(kGapX / 2, qreal(rows - 1) * (size.height() + kGapY) + size.height() + kGapY / 2);
-        m_fabric = addPath(fabric, linkPen(m_layout.cluster.interNode->kind));
+        // Drawn in scene units, not pixels, so the links recede when the map is zoomed out to many nodes.
+        QPen pen = linkPen(m_layout.cluster.interNode->kind);
+        pen.setCosmetic(false);
+        pen.setWidthF(pen.widthF() * 1.5);
+        m_fabric = addPath(fabric, pen);
         m_fabric->setToolTip(interLinkToolTip());
         m_fabric->setZValue(-1);
     }

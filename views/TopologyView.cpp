@@ -22,13 +22,13 @@ TopologyView::TopologyView(TopologyScene* scene, QWidget* parent)
     setAcceptDrops(true);
     setDragMode(QGraphicsView::ScrollHandDrag);
     setTransformationAnchor(QGraphicsView::AnchorUnderMouse);
-    setViewportUpdateMode(QGraphicsView::FullViewportUpdate); // the legend is drawn over the scene
+    setViewportUpdateMode(QGraphicsView::SmartViewportUpdate);
     setOptimizationFlags(QGraphicsView::DontSavePainterState);
     setRenderHint(QPainter::TextAntialiasing);
     setBackgroundRole(QPalette::Base);
     setToolTip(QString());
     connect(scene, &QGraphicsScene::sceneRectChanged, this, [this] {
-        m_fitPending = true;
+        m_autoFit = true;
         fitAll();
     });
 }
@@ -41,13 +41,13 @@ void TopologyView::fitAll()
     // A small cluster is shown at its natural size rather than blown up.
     if (zoom() > 2.0)
         setTransform(QTransform::fromScale(2.0, 2.0));
-    m_fitPending = false;
 }
 
 qreal TopologyView::zoom() const { return transform().m11(); }
 
 void TopologyView::zoomBy(qreal factor)
 {
+    m_autoFit = false;
     const qreal next = std::clamp(zoom() * factor, 0.01, 8.0);
     scale(next / zoom(), next / zoom());
 }
@@ -68,7 +68,10 @@ void TopologyView::keyPressEvent(QKeyEvent* event)
     case Qt::Key_S: zoomBy(0.8); return;
     case Qt::Key_A: horizontalScrollBar()->setValue(horizontalScrollBar()->value() - viewport()->width() / 5); return;
     case Qt::Key_D: horizontalScrollBar()->setValue(horizontalScrollBar()->value() + viewport()->width() / 5); return;
-    case Qt::Key_F: fitAll(); return;
+    case Qt::Key_F:
+        m_autoFit = true;
+        fitAll();
+        return;
     default: QGraphicsView::keyPressEvent(event);
     }
 }
@@ -76,8 +79,8 @@ void TopologyView::keyPressEvent(QKeyEvent* event)
 void TopologyView::resizeEvent(QResizeEvent* event)
 {
     QGraphicsView::resizeEvent(event);
-    if (m_fitPending)
-        fitAll();
+    if (m_autoFit)
+        fitAll(); // until the user zooms, the map follows the window's size
 }
 
 void TopologyView::dragEnterEvent(QDragEnterEvent* event)
@@ -126,85 +129,6 @@ void TopologyView::dropEvent(QDropEvent* event)
     }
     event->acceptProposedAction();
     emit blocksDropped(m_scene->device(node, local).rank, first, last);
-}
-
-void TopologyView::drawForeground(QPainter* painter, const QRectF&)
-{
-    // The legend, in viewport coordinates so it keeps its size and place whatever the zoom.
-    const auto& layout = m_scene->layout();
-    if (m_scene->nodeCount() == 0)
-        return;
-    painter->save();
-    painter->resetTransform();
-    painter->setRenderHint(QPainter::Antialiasing);
-    QFont f = font();
-    f.setPointSizeF(std::max(8.0, f.pointSizeF() - 1));
-    painter->setFont(f);
-    const QFontMetrics fm(f);
-    const int line = fm.height() + 4;
-    struct Entry {
-        enum { Link, Swatch, Outline, Bar } kind;
-        QPen pen;
-        QColor color;
-        QString text;
-    };
-    std::vector<Entry> entries;
-    entries.push_back({Entry::Link, linkPen(layout.cluster.intraNode.kind), {},
-        tr("%1 in node, %2 GB/s").arg(linkName(layout.cluster.intraNode.kind)).arg(layout.cluster.intraNode.bandwidthGBs)});
-    if (layout.cluster.interNode && m_scene->nodeCount() > 1)
-        entries.push_back({Entry::Link, linkPen(layout.cluster.interNode->kind), {},
-            tr("%1 between nodes, %2 GB/s").arg(linkName(layout.cluster.interNode->kind)).arg(layout.cluster.interNode->bandwidthGBs)});
-    const std::int64_t pp = layout.parallel.pp;
-    for (std::int64_t s = 0; s < std::min<std::int64_t>(pp, 4); ++s)
-        entries.push_back({Entry::Swatch, {}, stageColor(s), tr("pipeline stage %1").arg(s)});
-    if (pp > 4)
-        entries.push_back({Entry::Swatch, {}, stageColor(4), tr("… %1 stages in all (colours repeat)").arg(pp)});
-    if (layout.parallel.tp > 1)
-        entries.push_back({Entry::Outline, {}, {}, tr("tensor-parallel group (tp %1)").arg(layout.parallel.tp)});
-    entries.push_back({Entry::Bar, {}, QColor(0x33, 0x66, 0x33), tr("memory used / capacity")});
-    entries.push_back({Entry::Bar, {}, colors::overBudget, tr("does not fit")});
-    int width = 0;
-    for (const auto& e : entries)
-        width = std::max(width, fm.horizontalAdvance(e.text));
-    const QRect box(8, viewport()->height() - 8 - int(entries.size()) * line - 8, width + 52, int(entries.size()) * line + 8);
-    QColor bg = palette().color(QPalette::Base);
-    bg.setAlpha(230);
-    painter->setPen(QPen(palette().color(QPalette::Mid), 1));
-    painter->setBrush(bg);
-    painter->drawRoundedRect(box, 4, 4);
-    int y = box.top() + 4;
-    for (const auto& e : entries) {
-        const QRect mark(box.left() + 8, y + 2, 30, line - 8);
-        switch (e.kind) {
-        case Entry::Link: {
-            QPen pen = e.pen;
-            painter->setPen(pen);
-            painter->drawLine(mark.left(), mark.center().y(), mark.right(), mark.center().y());
-            break;
-        }
-        case Entry::Swatch:
-            painter->setPen(QPen(QColor(0x55, 0x55, 0x55), 1));
-            painter->setBrush(e.color);
-            painter->drawRect(mark);
-            break;
-        case Entry::Outline:
-            painter->setPen(QPen(QColor(0x22, 0x22, 0x22), 2));
-            painter->setBrush(Qt::NoBrush);
-            painter->drawRoundedRect(mark, 3, 3);
-            break;
-        case Entry::Bar:
-            painter->setPen(QPen(QColor(0x33, 0x33, 0x33), 1));
-            painter->setBrush(Qt::white);
-            painter->drawRect(mark.adjusted(0, 3, 0, -3));
-            painter->setBrush(e.color);
-            painter->drawRect(QRect(mark.left(), mark.top() + 3, mark.width() * 2 / 3, mark.height() - 6));
-            break;
-        }
-        painter->setPen(palette().color(QPalette::Text));
-        painter->drawText(QRect(mark.right() + 8, y, width + 4, line), Qt::AlignVCenter | Qt::AlignLeft, e.text);
-        y += line;
-    }
-    painter->restore();
 }
 
 } // namespace loom::views

@@ -6,8 +6,8 @@ namespace loom::views {
 
 class TopologyScene;
 
-// The topology map: zoom with the wheel (at the mouse) or +/-, pan by dragging, F fits everything; a legend
-// of link classes, stage colours and memory bars stays in the corner. Accepts block ranges dragged from the
+// The topology map: zoom with the wheel (at the mouse) or +/-, pan by dragging, F fits everything (see
+// MapLegend for what the colours and lines mean). Accepts block ranges dragged from the
 // layer palette and reports the device they were dropped on.
 class TopologyView : public QGraphicsView {
     Q_OBJECT
@@ -32,12 +32,11 @@ protected:
     void dragMoveEvent(QDragMoveEvent* event) override;
     void dragLeaveEvent(QDragLeaveEvent* event) override;
     void dropEvent(QDropEvent* event) override;
-    void drawForeground(QPainter* painter, const QRectF& rect) override;
     void resizeEvent(QResizeEvent* event) override;
 
 private:
     TopologyScene* m_scene;
-    bool m_fitPending = true;
+    bool m_autoFit = true;
 };
 
 } // namespace loom::views

@@ -5,6 +5,7 @@
 #include "views/LayoutAnalysis.h"
 #include "views/LayoutDocument.h"
 #include "views/LayoutEdits.h"
+#include "views/MapLegend.h"
 #include "views/PredictionPanel.h"
 #include "views/RecommendDialog.h"
 #include "views/StrategyPanel.h"
@@ -14,6 +15,8 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QGuiApplication>
+#include <QScreen>
 #include <QCloseEvent>
 #include <QDockWidget>
 #include <QFileDialog>
@@ -26,6 +29,7 @@
 #include <QStatusBar>
 #include <QToolBar>
 #include <QUndoStack>
+#include <QVBoxLayout>
 
 namespace loom::app {
 
@@ -55,7 +59,14 @@ MainWindow::MainWindow(const plan::ProfileResolver& profiles, QWidget* parent)
     setObjectName(QStringLiteral("LoomMainWindow"));
     setWindowIcon(QIcon::fromTheme(QStringLiteral("applications-science")));
     m_map = new TopologyView(m_scene);
-    setCentralWidget(m_map);
+    m_legend = new MapLegend;
+    auto* central = new QWidget;
+    auto* centralLayout = new QVBoxLayout(central);
+    centralLayout->setContentsMargins(0, 0, 0, 0);
+    centralLayout->setSpacing(0);
+    centralLayout->addWidget(m_map, 1);
+    centralLayout->addWidget(m_legend);
+    setCentralWidget(central);
     m_palette = new LayerPalette(m_layers);
     m_strategy = new StrategyPanel(&m_profiles);
     m_prediction = new PredictionPanel;
@@ -88,8 +99,12 @@ MainWindow::MainWindow(const plan::ProfileResolver& profiles, QWidget* parent)
 
     QSettings settings;
     restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
-    if (!restoreState(settings.value(QStringLiteral("window/state")).toByteArray()))
-        resize(1600, 1000);
+    if (!restoreState(settings.value(QStringLiteral("window/state")).toByteArray())) {
+        // 1600×1000 where the screen allows (UI.md), else the screen's available area.
+        const QRect screen = QGuiApplication::primaryScreen() ? QGuiApplication::primaryScreen()->availableGeometry()
+                                                              : QRect(0, 0, 1600, 1000);
+        resize(std::min(1600, screen.width()), std::min(1000, screen.height()));
+    }
     fillRecentMenu();
 }
 
@@ -109,7 +124,7 @@ void MainWindow::buildDocks()
     auto* prediction = dock(tr("Prediction"), "predictionDock", scrolled(m_prediction), Qt::RightDockWidgetArea);
     dock(tr("Schedule (simulated)"), "scheduleDock", m_schedule, Qt::BottomDockWidgetArea);
     splitDockWidget(strategy, prediction, Qt::Vertical);
-    resizeDocks({findChild<QDockWidget*>(QStringLiteral("layersDock"))}, {260}, Qt::Horizontal);
+    resizeDocks({findChild<QDockWidget*>(QStringLiteral("layersDock"))}, {310}, Qt::Horizontal);
     resizeDocks({strategy}, {430}, Qt::Horizontal);
     resizeDocks({findChild<QDockWidget*>(QStringLiteral("scheduleDock"))}, {260}, Qt::Vertical);
 }
@@ -266,6 +281,7 @@ void MainWindow::layoutChanged()
     const auto& last = m_runner->latest();
     const bool samePipeline = last.prediction && last.layout.parallel.pp == l.parallel.pp;
     m_scene->show(l, samePipeline ? &*last.prediction : nullptr);
+    m_legend->setLayout(l, m_scene->nodeCount());
     m_validation->setText(tr("checking…"));
     m_runner->request(l);
     updateTitle();

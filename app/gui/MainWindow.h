@@ -13,6 +13,7 @@ class AnalysisRunner;
 class LayerModel;
 class LayerPalette;
 class LayoutDocument;
+class MapLegend;
 class PredictionPanel;
 class StrategyPanel;
 class TimelineView;
@@ -44,6 +45,7 @@ public:
     views::StrategyPanel* strategyPanel() const { return m_strategy; }
     views::PredictionPanel* predictionPanel() const { return m_prediction; }
     views::TopologyView* topologyView() const { return m_map; }
+    views::MapLegend* mapLegend() const { return m_legend; }
     views::LayerPalette* layerPalette() const { return m_palette; }
     views::TimelineView* scheduleView() const { return m_schedule; }
     QLabel* validationLabel() const { return m_validation; }
@@ -79,6 +81,7 @@ private:
     views::LayerPalette* m_palette;
     views::TopologyScene* m_scene;
     views::TopologyView* m_map;
+    views::MapLegend* m_legend;
     views::StrategyPanel* m_strategy;
     views::PredictionPanel* m_prediction;
     views::TimelineView* m_schedule;

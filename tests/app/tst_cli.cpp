@@ -81,7 +81,7 @@ private slots:
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         QImage image(png);
         QVERIFY(!image.isNull());
-        QVERIFY(image.width() >= 1000 && image.height() >= 600);
+        QVERIFY2(image.width() >= 600 && image.height() >= 400, qPrintable(QStringLiteral("%1x%2").arg(image.width()).arg(image.height())));
         const Run missing = loom({ m_dir.filePath(QStringLiteral("missing.json")), QStringLiteral("--screenshot"), png });
         QCOMPARE(missing.exitCode, 2);
         QVERIFY2(missing.err.contains(QStringLiteral("Cannot open")), qPrintable(missing.err));
