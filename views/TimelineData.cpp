@@ -38,9 +38,16 @@ void TimelineData::setEvents(std::vector<trace::TraceEvent> events, std::vector<
         std::stable_sort(r.events.begin(), r.events.end(),
             [this](std::uint32_t a, std::uint32_t b) { return m_events[a].startNs < m_events[b].startNs; });
         r.maxEnd.resize(r.events.size());
+        r.start.resize(r.events.size());
+        r.end.resize(r.events.size());
         std::int64_t running = INT64_MIN;
-        for (std::size_t i = 0; i < r.events.size(); ++i)
-            r.maxEnd[i] = running = std::max(running, m_events[r.events[i]].endNs);
+        for (std::size_t i = 0; i < r.events.size(); ++i) {
+            const auto& e = m_events[r.events[i]];
+            r.start[i] = e.startNs;
+            r.end[i] = e.endNs;
+            r.maxEnd[i] = running = std::max(running, e.endNs);
+            r.maxDuration = std::max(r.maxDuration, e.endNs - e.startNs);
+        }
     }
     // Both lanes of a rank show its pipeline stage.
     for (Row& r : m_rows)
@@ -61,20 +68,16 @@ trace::GroupKind TimelineData::groupKindOf(const trace::TraceEvent& e) const
 std::pair<std::size_t, std::size_t> TimelineData::visible(const Row& row, std::int64_t t0, std::int64_t t1) const
 {
     const auto first = std::size_t(std::lower_bound(row.maxEnd.begin(), row.maxEnd.end(), t0) - row.maxEnd.begin());
-    const auto last = std::size_t(std::upper_bound(row.events.begin(), row.events.end(), t1,
-                                      [this](std::int64_t t, std::uint32_t i) { return t < m_events[i].startNs; })
-        - row.events.begin());
+    const auto last = std::size_t(std::upper_bound(row.start.begin(), row.start.end(), t1) - row.start.begin());
     return {first, std::max(first, last)};
 }
 
 std::int64_t TimelineData::eventAt(const Row& row, std::int64_t t) const
 {
     const auto [first, last] = visible(row, t, t);
-    for (std::size_t i = last; i > first; --i) {
-        const auto& e = m_events[row.events[i - 1]];
-        if (e.startNs <= t && t <= e.endNs)
+    for (std::size_t i = last; i > first; --i)
+        if (row.start[i - 1] <= t && t <= row.end[i - 1])
             return row.events[i - 1];
-    }
     return -1;
 }
 

@@ -11,6 +11,7 @@
 #include <QToolTip>
 
 #include <cmath>
+#include <unordered_map>
 
 namespace loom::views {
 
@@ -201,6 +202,8 @@ void TimelineView::paintEvent(QPaintEvent*)
     small.setPointSizeF(std::max(7.0, small.pointSizeF() - 1.5));
     p.setFont(small);
     const QFontMetrics fm(small);
+    const int digitWidth = fm.horizontalAdvance(QLatin1Char('0'));
+    std::unordered_map<std::uint64_t, std::pair<QString, int>> labels;
     const QBrush hatch(colors::misc, Qt::BDiagPattern);
     int top = kRulerHeight - verticalScrollBar()->value();
     const auto& rows = m_data.rows();
@@ -233,46 +236,74 @@ void TimelineView::paintEvent(QPaintEvent*)
             ++boxes;
             runStart = -1;
         };
+        const double left = band.left(), right = band.right();
+        const double scale = (right - left) / double(m_t1 - m_t0);
+        const auto px = [&](std::int64_t t) { return left + double(t - m_t0) * scale; };
+        // When every event of the row is under two pixels wide, whole pixel runs can be skipped unseen.
+        const bool allTiny = double(row.maxDuration) * scale < 2;
+        std::int64_t nextJump = INT64_MIN;
         for (std::size_t i = first; i < last; ++i) {
-            const auto& e = m_data.event(row.events[i]);
-            const double x0 = std::max(band.left(), xOf(e.startNs));
-            const double x1 = std::min(band.right(), xOf(e.endNs));
-            if (x1 < band.left() || x0 > band.right())
+            const double x0 = std::max(left, px(row.start[i]));
+            const double x1 = std::min(right, px(row.end[i]));
+            if (x1 < left || x0 > right)
                 continue;
-            const QColor c = eventColor(e.kind, m_data.groupKindOf(e));
             if (x1 - x0 < 2) {
                 // Tiny events: extend the current pixel run instead of drawing each.
                 if (runStart >= 0 && x0 <= runEnd + 1) {
                     runEnd = std::max(runEnd, x1);
                 } else {
                     flush();
+                    const auto& e = m_data.event(row.events[i]);
                     runStart = x0;
                     runEnd = x1;
-                    runColor = c;
+                    runColor = eventColor(e.kind, e.group >= 0 ? m_data.groupKindOf(e) : trace::GroupKind::Other);
+                }
+                // Skip, by binary search, the later events that start within the run's next two pixels: they
+                // can only extend it when all are tiny, or when the running maximum of ends proves none sticks
+                // out. One search per two pixels at most, so the cost follows the pixels, not the events.
+                if (row.start[i] < nextJump)
+                    continue;
+                const auto tNext = m_t0 + std::int64_t((runEnd + 2 - left) / scale);
+                nextJump = tNext;
+                const auto j = std::size_t(
+                    std::lower_bound(row.start.begin() + std::ptrdiff_t(i + 1), row.start.begin() + std::ptrdiff_t(last), tNext)
+                    - row.start.begin());
+                if (j > i + 1 && (allTiny || row.maxEnd[j - 1] <= tNext)) {
+                    runEnd = std::max(runEnd, std::min(right, px(row.maxEnd[j - 1])));
+                    i = j - 1;
                 }
                 continue;
             }
             flush();
+            const auto& e = m_data.event(row.events[i]);
+            const QColor c = eventColor(e.kind, e.group >= 0 ? m_data.groupKindOf(e) : trace::GroupKind::Other);
             const QRectF box(x0, top, x1 - x0, h);
             p.fillRect(box, c);
             ++boxes;
             if (std::int64_t(row.events[i]) == m_selected) {
                 p.setPen(QPen(pal.color(QPalette::Highlight), 2));
                 p.drawRect(box.adjusted(1, 1, -1, -1));
-            } else if (box.width() > 4) {
+            } else if (box.width() > 8) {
                 p.setPen(QPen(c.darker(140), 0));
                 p.drawLine(box.topRight(), box.bottomRight());
             }
-            if (e.microBatch >= 0 && box.width() > 18 && row.lane == trace::Lane::Compute) {
-                QString text = (e.kind == trace::EventKind::Forward ? QStringLiteral("F")
-                                    : e.kind == trace::EventKind::Backward ? QStringLiteral("B")
-                                                                           : QString())
-                    + QString::number(e.microBatch);
-                if (e.chunk > 0)
-                    text += QStringLiteral(".%1").arg(e.chunk);
-                if (fm.horizontalAdvance(text) + 4 <= box.width()) {
+            if (e.microBatch >= 0 && box.width() > 3 * digitWidth && row.lane == trace::Lane::Compute) {
+                // Labels are cached per paint: thousands of boxes share a few dozen texts.
+                const auto key = (std::uint64_t(std::uint8_t(e.kind)) << 48) | (std::uint64_t(std::uint32_t(e.chunk)) << 32)
+                    | std::uint32_t(e.microBatch);
+                auto it = labels.find(key);
+                if (it == labels.end()) {
+                    QString text = (e.kind == trace::EventKind::Forward ? QStringLiteral("F")
+                                        : e.kind == trace::EventKind::Backward ? QStringLiteral("B")
+                                                                               : QString())
+                        + QString::number(e.microBatch);
+                    if (e.chunk > 0)
+                        text += QStringLiteral(".%1").arg(e.chunk);
+                    it = labels.emplace(key, std::pair{text, fm.horizontalAdvance(text)}).first;
+                }
+                if (it->second.second + 4 <= box.width()) {
                     p.setPen(e.kind == trace::EventKind::Optimizer ? QColor(0x11, 0x11, 0x11) : QColor(Qt::white));
-                    p.drawText(box, Qt::AlignCenter, text);
+                    p.drawText(box, Qt::AlignCenter, it->second.first);
                 }
             }
         }
