@@ -1,60 +1,107 @@
 #include "views/TimelineData.h"
 
 #include <algorithm>
-#include <map>
+#include <limits>
 
 namespace loom::views {
 
 void TimelineData::setEvents(std::vector<trace::TraceEvent> events, std::vector<trace::GroupInfo> groups)
 {
-    m_events = std::move(events);
-    m_groups = std::move(groups);
+    m_events.clear();
     m_rows.clear();
+    m_groups = std::move(groups);
     m_begin = m_end = 0;
-    std::map<std::pair<std::int32_t, int>, std::size_t> rowOf;
-    for (const auto& e : m_events)
-        rowOf.try_emplace(std::pair{e.rank, int(e.lane)}, 0);
-    // Rows ordered by rank, compute lane above comm lane.
-    for (auto& [key, index] : rowOf) {
-        index = m_rows.size();
-        Row r;
-        r.rank = key.first;
-        r.lane = trace::Lane(key.second);
-        m_rows.push_back(std::move(r));
+    append(events);
+}
+
+void TimelineData::addGroups(const std::vector<trace::GroupInfo>& groups)
+{
+    for (const auto& g : groups)
+        if (std::none_of(m_groups.begin(), m_groups.end(), [&](const trace::GroupInfo& o) { return o.id == g.id; }))
+            m_groups.push_back(g);
+}
+
+int TimelineData::rowIndex(std::int32_t rank, trace::Lane lane) const
+{
+    const auto it = std::lower_bound(m_rows.begin(), m_rows.end(), std::pair{rank, int(lane)},
+        [](const Row& r, const std::pair<std::int32_t, int>& key) { return std::pair{r.rank, int(r.lane)} < key; });
+    return it != m_rows.end() && it->rank == rank && it->lane == lane ? int(it - m_rows.begin()) : -1;
+}
+
+TimelineData::Row& TimelineData::rowFor(std::int32_t rank, trace::Lane lane)
+{
+    // Rows stay ordered by rank, the compute lane above the comm lane.
+    const auto it = std::lower_bound(m_rows.begin(), m_rows.end(), std::pair{rank, int(lane)},
+        [](const Row& r, const std::pair<std::int32_t, int>& key) { return std::pair{r.rank, int(r.lane)} < key; });
+    if (it != m_rows.end() && it->rank == rank && it->lane == lane)
+        return *it;
+    Row r;
+    r.rank = rank;
+    r.lane = lane;
+    for (const Row& o : m_rows)
+        if (o.rank == rank && o.stage >= 0)
+            r.stage = o.stage;
+    return *m_rows.insert(it, std::move(r));
+}
+
+bool TimelineData::appendsInOrder(const std::vector<trace::TraceEvent>& events) const
+{
+    std::vector<std::int64_t> lastStart(m_rows.size());
+    for (std::size_t i = 0; i < m_rows.size(); ++i)
+        lastStart[i] = m_rows[i].start.empty() ? INT64_MIN : m_rows[i].start.back();
+    for (const auto& e : events) {
+        const int r = rowIndex(e.rank, e.lane);
+        if (r < 0 || e.startNs < lastStart[std::size_t(r)])
+            return false;
+        lastStart[std::size_t(r)] = e.startNs;
     }
-    bool first = true;
-    for (std::uint32_t i = 0; i < m_events.size(); ++i) {
-        const auto& e = m_events[i];
-        Row& r = m_rows[rowOf[{e.rank, int(e.lane)}]];
-        r.events.push_back(i);
+    return true;
+}
+
+void TimelineData::append(const std::vector<trace::TraceEvent>& events)
+{
+    if (events.empty())
+        return;
+    const bool first = m_events.empty();
+    for (const auto& e : events) {
+        if (m_events.size() >= std::numeric_limits<std::uint32_t>::max())
+            break; // 4 billion events: more than any view can use
+        const auto index = std::uint32_t(m_events.size());
+        m_events.push_back(e);
+        m_begin = first && index == 0 ? e.startNs : std::min(m_begin, e.startNs);
+        m_end = first && index == 0 ? e.endNs : std::max(m_end, e.endNs);
+        Row& r = rowFor(e.rank, e.lane);
         if (e.stage >= 0 && (e.kind == trace::EventKind::Forward || e.kind == trace::EventKind::Backward)
-            && (r.stage < 0 || e.stage < r.stage))
+            && (r.stage < 0 || e.stage < r.stage)) {
             r.stage = e.stage;
-        m_begin = first ? e.startNs : std::min(m_begin, e.startNs);
-        m_end = first ? e.endNs : std::max(m_end, e.endNs);
-        first = false;
-    }
-    for (Row& r : m_rows) {
-        std::stable_sort(r.events.begin(), r.events.end(),
-            [this](std::uint32_t a, std::uint32_t b) { return m_events[a].startNs < m_events[b].startNs; });
-        r.maxEnd.resize(r.events.size());
-        r.start.resize(r.events.size());
-        r.end.resize(r.events.size());
-        std::int64_t running = INT64_MIN;
-        for (std::size_t i = 0; i < r.events.size(); ++i) {
-            const auto& e = m_events[r.events[i]];
-            r.start[i] = e.startNs;
-            r.end[i] = e.endNs;
-            r.maxEnd[i] = running = std::max(running, e.endNs);
-            r.maxDuration = std::max(r.maxDuration, e.endNs - e.startNs);
+            for (Row& o : m_rows)
+                if (o.rank == e.rank)
+                    o.stage = r.stage;
         }
+        if (r.start.empty() || e.startNs >= r.start.back()) {
+            r.events.push_back(index);
+            r.start.push_back(e.startNs);
+            r.end.push_back(e.endNs);
+            r.maxEnd.push_back(std::max(r.maxEnd.empty() ? INT64_MIN : r.maxEnd.back(), e.endNs));
+            r.maxDuration = std::max(r.maxDuration, e.endNs - e.startNs);
+            continue;
+        }
+        const auto pos = std::size_t(std::upper_bound(r.start.begin(), r.start.end(), e.startNs) - r.start.begin());
+        r.events.insert(r.events.begin() + std::ptrdiff_t(pos), index);
+        r.start.insert(r.start.begin() + std::ptrdiff_t(pos), e.startNs);
+        r.end.insert(r.end.begin() + std::ptrdiff_t(pos), e.endNs);
+        r.maxEnd.insert(r.maxEnd.begin() + std::ptrdiff_t(pos), 0);
+        r.maxDuration = std::max(r.maxDuration, e.endNs - e.startNs);
+        reindex(r, pos); // now: a later rowFor() may insert rows and move this one
+
     }
-    // Both lanes of a rank show its pipeline stage.
-    for (Row& r : m_rows)
-        if (r.stage < 0)
-            for (const Row& o : m_rows)
-                if (o.rank == r.rank && o.stage >= 0)
-                    r.stage = o.stage;
+}
+
+void TimelineData::reindex(Row& r, std::size_t from)
+{
+    std::int64_t running = from == 0 ? INT64_MIN : r.maxEnd[from - 1];
+    for (std::size_t i = from; i < r.events.size(); ++i)
+        r.maxEnd[i] = running = std::max(running, r.end[i]);
 }
 
 trace::GroupKind TimelineData::groupKindOf(const trace::TraceEvent& e) const

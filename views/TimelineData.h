@@ -27,6 +27,14 @@ public:
 
     void setEvents(std::vector<trace::TraceEvent> events, std::vector<trace::GroupInfo> groups = {});
     void clear() { setEvents({}); }
+    // Adds events as they stream in. Cheap when each lane's new events start no earlier than its last one
+    // (the usual order of a live run); otherwise the lanes concerned are re-sorted.
+    void append(const std::vector<trace::TraceEvent>& events);
+    void addGroups(const std::vector<trace::GroupInfo>& groups);
+    // The row of (rank, lane), or -1.
+    int rowIndex(std::int32_t rank, trace::Lane lane) const;
+    // Whether append(events) would only add rows' tails in order, to existing rows (no new row, no re-sort).
+    bool appendsInOrder(const std::vector<trace::TraceEvent>& events) const;
 
     const std::vector<trace::TraceEvent>& events() const { return m_events; }
     const std::vector<trace::GroupInfo>& groups() const { return m_groups; }
@@ -43,6 +51,9 @@ public:
     std::int64_t eventAt(const Row& row, std::int64_t t) const;
 
 private:
+    void reindex(Row& row, std::size_t from);
+    Row& rowFor(std::int32_t rank, trace::Lane lane);
+
     std::vector<trace::TraceEvent> m_events;
     std::vector<trace::GroupInfo> m_groups;
     std::vector<Row> m_rows;
