@@ -120,6 +120,29 @@ void RunStore::addCheckpoint(qint64 run, qint64 step, const QString& path)
         fail(m_store, QStringLiteral("cannot record a checkpoint of run %1").arg(run), q.lastError());
 }
 
+void RunStore::setCommand(qint64 run, const QString& command)
+{
+    QSqlQuery q(db(m_store));
+    q.prepare(QStringLiteral("UPDATE runs SET command = ? WHERE id = ?"));
+    q.addBindValue(command);
+    q.addBindValue(run);
+    if (!q.exec())
+        fail(m_store, QStringLiteral("cannot update run %1").arg(run), q.lastError());
+}
+
+std::vector<CheckpointRecord> RunStore::checkpoints(qint64 run) const
+{
+    std::vector<CheckpointRecord> out;
+    QSqlQuery q(db(m_store));
+    q.prepare(QStringLiteral("SELECT step, path FROM checkpoints WHERE run_id = ? ORDER BY step"));
+    q.addBindValue(run);
+    if (!q.exec())
+        fail(m_store, QStringLiteral("cannot read the checkpoints of run %1").arg(run), q.lastError());
+    while (q.next())
+        out.push_back({q.value(0).toLongLong(), q.value(1).toString()});
+    return out;
+}
+
 void RunStore::finishRun(qint64 run, const QString& state, const QString& exitCause)
 {
     QSqlQuery q(db(m_store));
