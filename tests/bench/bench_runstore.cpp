@@ -1,4 +1,4 @@
-// The run store's bulk event insert: a million events stored through RunStore::addEvents (Qt SQL, WAL mode),
+// The run store's bulk event insert: a million events stored through RunStore::addEvents (WAL mode),
 // in transactions of 10,000 (about one step's worth of a large run), against the same rows inserted with
 // SQLite's C API (one prepared statement, the same schema, pragmas and transaction size) in the same run.
 // Prints both rates and their ratio; fails when the million take more than 5 s ("a few seconds").
@@ -61,7 +61,7 @@ double rawInsert(const std::string& path, const std::vector<trace::TraceEvent>& 
 {
     sqlite3* db = nullptr;
     check(sqlite3_open(path.c_str(), &db), db, "open");
-    for (const char* sql : {"PRAGMA journal_mode = WAL", "PRAGMA foreign_keys = ON",
+    for (const char* sql : {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA foreign_keys = ON",
                             "CREATE TABLE events (run_id INTEGER NOT NULL, rank INTEGER, lane INTEGER, kind INTEGER, source INTEGER,"
                             " step INTEGER, micro_batch INTEGER, stage INTEGER, chunk INTEGER, start_ns INTEGER, end_ns INTEGER,"
                             " bytes INTEGER, wire_bytes INTEGER, grp INTEGER, group_size INTEGER, peer INTEGER, algorithm INTEGER,"
