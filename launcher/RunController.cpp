@@ -295,9 +295,30 @@ void RunController::handleFrame(const trace::Frame& frame)
             if (m_store && m_run)
                 m_store->addEvents(m_run, events);
             emit eventsArrived(static_cast<qint64>(events.size()));
+            emit eventsReceived(events);
         } catch (const std::exception&) {
             // a damaged events frame would have failed its CRC; a malformed one is skipped
         }
+    } else if (frame.type == "groups" && j.is_array()) {
+        std::vector<trace::GroupInfo> groups;
+        for (const auto& g : j) {
+            if (!g.is_object())
+                continue;
+            trace::GroupInfo info;
+            info.id = g.value("id", -1);
+            const std::string kind = g.value("kind", std::string());
+            for (auto k : {trace::GroupKind::World, trace::GroupKind::Tensor, trace::GroupKind::Pipeline, trace::GroupKind::Data,
+                     trace::GroupKind::Node, trace::GroupKind::CrossNode})
+                if (kind == trace::toString(k))
+                    info.kind = k;
+            if (g.contains("ranks") && g["ranks"].is_array())
+                for (const auto& r : g["ranks"])
+                    if (r.is_number_integer())
+                        info.ranks.push_back(r.get<std::int32_t>());
+            info.name = g.value("name", std::string());
+            groups.push_back(std::move(info));
+        }
+        emit groupsReceived(groups);
     } else if (frame.type == "checkpoint" && j.is_object()) {
         const qint64 step = j.value("step", 0LL);
         const QString path = QString::fromStdString(j.value("path", std::string()));

@@ -37,6 +37,10 @@ public:
 signals:
     void stepFinished(const loom::profiles::StepRecord& step, qint64 totalSteps);
     void eventsArrived(qint64 count);
+    // The events of one frame (one step of every rank), as they arrive, for live views.
+    void eventsReceived(const std::vector<loom::trace::TraceEvent>& events);
+    // The communication groups the events refer to (sent once, before the first events).
+    void groupsReceived(const std::vector<loom::trace::GroupInfo>& groups);
     void checkpointSaved(qint64 step, const QString& path);
     // state: finished, failed or cancelled.
     void finished(const QString& state, const QString& cause, const QString& logTail);

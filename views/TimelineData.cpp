@@ -11,6 +11,7 @@ void TimelineData::setEvents(std::vector<trace::TraceEvent> events, std::vector<
     m_rows.clear();
     m_groups = std::move(groups);
     m_begin = m_end = 0;
+    m_firstStep = m_lastStep = -1;
     append(events);
 }
 
@@ -70,6 +71,10 @@ void TimelineData::append(const std::vector<trace::TraceEvent>& events)
         m_events.push_back(e);
         m_begin = first && index == 0 ? e.startNs : std::min(m_begin, e.startNs);
         m_end = first && index == 0 ? e.endNs : std::max(m_end, e.endNs);
+        if (e.step >= 0) {
+            m_firstStep = m_firstStep < 0 ? e.step : std::min(m_firstStep, e.step);
+            m_lastStep = std::max(m_lastStep, e.step);
+        }
         Row& r = rowFor(e.rank, e.lane);
         if (e.stage >= 0 && (e.kind == trace::EventKind::Forward || e.kind == trace::EventKind::Backward)
             && (r.stage < 0 || e.stage < r.stage)) {

@@ -41,6 +41,9 @@ public:
     const std::vector<Row>& rows() const { return m_rows; }
     const trace::TraceEvent& event(std::uint32_t index) const { return m_events[index]; }
     trace::GroupKind groupKindOf(const trace::TraceEvent& e) const;
+    // The lowest and highest step of the events (-1 when none carries one).
+    std::int32_t firstStep() const { return m_firstStep; }
+    std::int32_t lastStep() const { return m_lastStep; }
     std::int64_t beginNs() const { return m_begin; }
     std::int64_t endNs() const { return m_end; }
 
@@ -58,6 +61,7 @@ private:
     std::vector<trace::GroupInfo> m_groups;
     std::vector<Row> m_rows;
     std::int64_t m_begin = 0, m_end = 0;
+    std::int32_t m_firstStep = -1, m_lastStep = -1;
 };
 
 } // namespace loom::views

@@ -17,7 +17,10 @@ namespace loom::views {
 
 TimelineView::TimelineView(QWidget* parent)
     : QAbstractScrollArea(parent)
+    , m_ownModel(new TimelineModel(this))
+    , m_model(m_ownModel)
 {
+    connect(m_model, &TimelineModel::timelineChanged, this, &TimelineView::modelChanged);
     setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     setFocusPolicy(Qt::StrongFocus);
     viewport()->setMouseTracking(true);
@@ -27,19 +30,63 @@ TimelineView::TimelineView(QWidget* parent)
 
 void TimelineView::setTimeline(TimelineData data)
 {
-    const bool sameSpan = data.beginNs() == m_data.beginNs() && data.endNs() == m_data.endNs();
-    m_data = std::move(data);
+    setModel(m_ownModel);
+    const bool sameSpan = data.beginNs() == this->data().beginNs() && data.endNs() == this->data().endNs();
     m_selected = -1;
+    m_model->setTimeline(std::move(data));
     if (!sameSpan || m_t1 <= m_t0)
         fit();
+}
+
+void TimelineView::setModel(TimelineModel* model)
+{
+    if (model == m_model)
+        return;
+    disconnect(m_model, nullptr, this, nullptr);
+    m_model = model ? model : m_ownModel;
+    connect(m_model, &TimelineModel::timelineChanged, this, &TimelineView::modelChanged);
+    m_selected = -1;
+    m_selection = {};
+    fit();
+    modelChanged();
+}
+
+void TimelineView::modelChanged()
+{
+    if (m_selected >= 0 && std::size_t(m_selected) >= data().events().size())
+        m_selected = -1;
+    if (m_following && !data().events().empty()) {
+        // The newest three steps (the whole run while it is shorter), ending at the newest event.
+        const std::int64_t total = data().endNs() - data().beginNs();
+        const std::int32_t steps = data().firstStep() >= 0 ? data().lastStep() - data().firstStep() + 1 : 1;
+        const std::int64_t span = steps > 3 ? total / steps * 3 : total;
+        if (span >= total)
+            fit();
+        else
+            setWindow(data().endNs() - span - span / 50, data().endNs() + span / 50);
+    }
     updateScrollBars();
     viewport()->update();
 }
 
+void TimelineView::setOverlay(TimelineData overlay, std::int64_t offsetNs)
+{
+    m_overlay = std::move(overlay);
+    m_overlayOffset = offsetNs;
+    viewport()->update();
+}
+
+void TimelineView::setSelection(std::int64_t t0, std::int64_t t1)
+{
+    m_selection = t0 == t1 ? RangeStats{} : rangeStats(data(), t0, t1);
+    viewport()->update();
+    emit rangeSelected(m_selection);
+}
+
 void TimelineView::fit()
 {
-    const std::int64_t span = std::max<std::int64_t>(m_data.endNs() - m_data.beginNs(), 1000);
-    setWindow(m_data.beginNs() - span / 50, m_data.endNs() + span / 50);
+    const std::int64_t span = std::max<std::int64_t>(data().endNs() - data().beginNs(), 1000);
+    setWindow(data().beginNs() - span / 50, data().endNs() + span / 50);
 }
 
 void TimelineView::setWindow(std::int64_t t0, std::int64_t t1)
@@ -86,7 +133,7 @@ int TimelineView::rowHeight(const TimelineData::Row& row) const
 int TimelineView::contentHeight() const
 {
     int h = 0;
-    for (const auto& r : m_data.rows())
+    for (const auto& r : data().rows())
         h += rowHeight(r) + 2;
     return h;
 }
@@ -108,7 +155,7 @@ void TimelineView::resizeEvent(QResizeEvent* event)
 int TimelineView::rowAtY(int y) const
 {
     int top = kRulerHeight - verticalScrollBar()->value();
-    const auto& rows = m_data.rows();
+    const auto& rows = data().rows();
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const int h = rowHeight(rows[i]);
         if (y >= top && y < top + h)
@@ -124,11 +171,11 @@ std::int64_t TimelineView::eventAt(const QPoint& pos) const
     if (row < 0 || pos.x() < kLabelWidth)
         return -1;
     // Accept a hit within a pixel either side, so very short events can be picked.
-    const auto& r = m_data.rows()[std::size_t(row)];
+    const auto& r = data().rows()[std::size_t(row)];
     const std::int64_t t = timeAt(pos.x());
     const std::int64_t slack = std::max<std::int64_t>(1, timeAt(pos.x() + 1) - t);
     for (std::int64_t probe : {t, t - slack, t + slack}) {
-        const std::int64_t e = m_data.eventAt(r, probe);
+        const std::int64_t e = data().eventAt(r, probe);
         if (e >= 0)
             return e;
     }
@@ -137,9 +184,9 @@ std::int64_t TimelineView::eventAt(const QPoint& pos) const
 
 QString TimelineView::eventDescription(std::int64_t index) const
 {
-    if (index < 0 || std::size_t(index) >= m_data.events().size())
+    if (index < 0 || std::size_t(index) >= data().events().size())
         return {};
-    const auto& e = m_data.event(std::uint32_t(index));
+    const auto& e = data().event(std::uint32_t(index));
     QString s = QStringLiteral("<b>%1</b> — rank %2").arg(QString::fromLatin1(trace::toString(e.kind).data()), QString::number(e.rank));
     if (e.stage >= 0)
         s += tr(", stage %1").arg(e.stage);
@@ -149,7 +196,7 @@ QString TimelineView::eventDescription(std::int64_t index) const
         s += tr(", chunk %1").arg(e.chunk);
     if (e.step >= 0)
         s += tr(", step %1").arg(e.step);
-    s += tr("<br>start %1, duration %2").arg(formatSeconds(double(e.startNs - m_data.beginNs()) * 1e-9),
+    s += tr("<br>start %1, duration %2").arg(formatSeconds(double(e.startNs - data().beginNs()) * 1e-9),
         formatSeconds(double(e.durationNs()) * 1e-9));
     if (e.bytes > 0) {
         s += tr("<br>%1 bytes").arg(QLocale().toString(qulonglong(e.bytes)));
@@ -177,11 +224,17 @@ void TimelineView::paintRuler(QPainter& p)
         if (step < target)
             step = std::pow(10.0, std::floor(std::log10(target))) * m;
     p.setPen(palette().color(QPalette::Text));
-    const double origin = double(m_data.beginNs());
+    const double origin = double(data().beginNs());
     for (double t = origin + std::ceil((double(m_t0) - origin) / step) * step; t <= double(m_t1); t += step) {
         const double x = xOf(std::int64_t(t));
         p.drawLine(QPointF(x, kRulerHeight - 6), QPointF(x, kRulerHeight));
-        p.drawText(QRectF(x + 3, 2, 100, kRulerHeight - 6), Qt::AlignLeft | Qt::AlignVCenter, formatSeconds((t - origin) * 1e-9));
+        // As many decimals as the tick step needs, so neighbouring ticks never read the same.
+        const double seconds = (t - origin) * 1e-9;
+        const int decimals = std::clamp(int(std::ceil(-std::log10(step * 1e-9))), 0, 9);
+        const QString text = std::abs(seconds) >= 1 || decimals <= 3
+            ? QLocale().toString(seconds, 'f', decimals) + QStringLiteral(" s")
+            : QLocale().toString(seconds * 1e3, 'f', std::max(0, decimals - 3)) + QStringLiteral(" ms");
+        p.drawText(QRectF(x + 3, 2, 120, kRulerHeight - 6), Qt::AlignLeft | Qt::AlignVCenter, text);
     }
 }
 
@@ -191,7 +244,7 @@ void TimelineView::paintEvent(QPaintEvent*)
     const QPalette& pal = palette();
     const int width = viewport()->width();
     std::size_t boxes = 0;
-    if (m_data.events().empty()) {
+    if (data().events().empty()) {
         p.setPen(pal.color(QPalette::PlaceholderText));
         p.drawText(viewport()->rect(), Qt::AlignCenter, tr("No events to show yet."));
         m_lastBoxes = 0;
@@ -206,7 +259,7 @@ void TimelineView::paintEvent(QPaintEvent*)
     std::unordered_map<std::uint64_t, std::pair<QString, int>> labels;
     const QBrush hatch(colors::misc, Qt::BDiagPattern);
     int top = kRulerHeight - verticalScrollBar()->value();
-    const auto& rows = m_data.rows();
+    const auto& rows = data().rows();
     for (std::size_t ri = 0; ri < rows.size(); ++ri) {
         const auto& row = rows[ri];
         const int h = rowHeight(row);
@@ -219,14 +272,14 @@ void TimelineView::paintEvent(QPaintEvent*)
         const QRectF band(kLabelWidth, top, width - kLabelWidth, h);
         if (row.lane == trace::Lane::Compute) {
             // Idle time is what is left visible between events: the pipeline bubble and waits.
-            const double x0 = std::max(double(kLabelWidth), xOf(m_data.beginNs()));
-            const double x1 = std::min(double(width), xOf(m_data.endNs()));
+            const double x0 = std::max(double(kLabelWidth), xOf(data().beginNs()));
+            const double x1 = std::min(double(width), xOf(data().endNs()));
             if (x1 > x0) {
                 p.fillRect(QRectF(x0, top, x1 - x0, h), colors::idle.lighter(108));
                 p.fillRect(QRectF(x0, top, x1 - x0, h), hatch);
             }
         }
-        const auto [first, last] = m_data.visible(row, m_t0, m_t1);
+        const auto [first, last] = data().visible(row, m_t0, m_t1);
         double runStart = -1, runEnd = -1;
         QColor runColor;
         auto flush = [&] {
@@ -253,10 +306,10 @@ void TimelineView::paintEvent(QPaintEvent*)
                     runEnd = std::max(runEnd, x1);
                 } else {
                     flush();
-                    const auto& e = m_data.event(row.events[i]);
+                    const auto& e = data().event(row.events[i]);
                     runStart = x0;
                     runEnd = x1;
-                    runColor = eventColor(e.kind, e.group >= 0 ? m_data.groupKindOf(e) : trace::GroupKind::Other);
+                    runColor = eventColor(e.kind, e.group >= 0 ? data().groupKindOf(e) : trace::GroupKind::Other);
                 }
                 // Skip, by binary search, the later events that start within the run's next two pixels: they
                 // can only extend it when all are tiny, or when the running maximum of ends proves none sticks
@@ -275,8 +328,8 @@ void TimelineView::paintEvent(QPaintEvent*)
                 continue;
             }
             flush();
-            const auto& e = m_data.event(row.events[i]);
-            const QColor c = eventColor(e.kind, e.group >= 0 ? m_data.groupKindOf(e) : trace::GroupKind::Other);
+            const auto& e = data().event(row.events[i]);
+            const QColor c = eventColor(e.kind, e.group >= 0 ? data().groupKindOf(e) : trace::GroupKind::Other);
             const QRectF box(x0, top, x1 - x0, h);
             p.fillRect(box, c);
             ++boxes;
@@ -295,6 +348,7 @@ void TimelineView::paintEvent(QPaintEvent*)
                 if (it == labels.end()) {
                     QString text = (e.kind == trace::EventKind::Forward ? QStringLiteral("F")
                                         : e.kind == trace::EventKind::Backward ? QStringLiteral("B")
+                                        : e.kind == trace::EventKind::Wait     ? QStringLiteral("wait ")
                                                                                : QString())
                         + QString::number(e.microBatch);
                     if (e.chunk > 0)
@@ -302,12 +356,31 @@ void TimelineView::paintEvent(QPaintEvent*)
                     it = labels.emplace(key, std::pair{text, fm.horizontalAdvance(text)}).first;
                 }
                 if (it->second.second + 4 <= box.width()) {
-                    p.setPen(e.kind == trace::EventKind::Optimizer ? QColor(0x11, 0x11, 0x11) : QColor(Qt::white));
+                    const bool light = e.kind == trace::EventKind::Optimizer || e.kind == trace::EventKind::Wait;
+                    p.setPen(light ? QColor(0x11, 0x11, 0x11) : QColor(Qt::white));
                     p.drawText(box, Qt::AlignCenter, it->second.first);
                 }
             }
         }
         flush();
+        // The simulated step of the same rank, as outlines along the bottom of its compute lane.
+        if (row.lane == trace::Lane::Compute && !m_overlay.events().empty()) {
+            const int o = m_overlay.rowIndex(row.rank, trace::Lane::Compute);
+            if (o >= 0) {
+                const auto& orow = m_overlay.rows()[std::size_t(o)];
+                const auto [a, b] = m_overlay.visible(orow, m_t0 - m_overlayOffset, m_t1 - m_overlayOffset);
+                p.setBrush(Qt::NoBrush);
+                for (std::size_t i = a; i < b; ++i) {
+                    const double x0 = std::max(left, px(orow.start[i] + m_overlayOffset));
+                    const double x1 = std::min(right, px(orow.end[i] + m_overlayOffset));
+                    if (x1 - x0 < 1)
+                        continue;
+                    const auto& e = m_overlay.event(orow.events[i]);
+                    p.setPen(QPen(eventColor(e.kind).darker(150), 1.5, Qt::DashLine));
+                    p.drawRect(QRectF(x0, top + h - 6, x1 - x0, 5));
+                }
+            }
+        }
         // The row's label, over a plain background so long timelines never run under it.
         const QRectF labelBox(0, top, kLabelWidth - 4, h);
         p.fillRect(QRectF(0, top, kLabelWidth, h + 2), pal.color(QPalette::Window));
@@ -321,6 +394,25 @@ void TimelineView::paintEvent(QPaintEvent*)
     }
     p.setClipping(false);
     paintRuler(p);
+    if (m_selection.t1 > m_selection.t0) {
+        const double x0 = std::max(double(kLabelWidth), xOf(m_selection.t0)), x1 = std::min(double(width), xOf(m_selection.t1));
+        QColor shade = pal.color(QPalette::Highlight);
+        shade.setAlpha(50);
+        p.fillRect(QRectF(x0, 0, std::max(1.0, x1 - x0), viewport()->height()), shade);
+        const RangeStats& r = m_selection;
+        const QString text = tr("%1 selected: compute busy %2 %, waiting %3 %, comm busy %4 %, %5 MB moved (%6 GB/s), %7 events")
+                                 .arg(formatSeconds(double(r.t1 - r.t0) * 1e-9))
+                                 .arg(QLocale().toString(100 * r.computeBusy, 'f', 1))
+                                 .arg(QLocale().toString(100 * r.waitFraction, 'f', 1))
+                                 .arg(QLocale().toString(100 * r.commBusy, 'f', 1))
+                                 .arg(QLocale().toString(r.bytes / 1e6, 'f', 2))
+                                 .arg(QLocale().toString(r.gbPerSecond, 'f', 2))
+                                 .arg(r.events);
+        const QRect box(kLabelWidth + 4, kRulerHeight + 4, fm.horizontalAdvance(text) + 12, fm.height() + 6);
+        p.fillRect(box, pal.color(QPalette::ToolTipBase));
+        p.setPen(pal.color(QPalette::ToolTipText));
+        p.drawText(box, Qt::AlignCenter, text);
+    }
     m_lastBoxes = boxes;
 }
 
@@ -330,6 +422,7 @@ void TimelineView::wheelEvent(QWheelEvent* event)
         QAbstractScrollArea::wheelEvent(event); // scroll the rows
         return;
     }
+    m_following = false;
     zoomAt(std::pow(1.0015, event->angleDelta().y()), int(event->position().x()));
     event->accept();
 }
@@ -341,6 +434,8 @@ void TimelineView::mousePressEvent(QMouseEvent* event)
     m_dragFrom = event->pos();
     m_dragT0 = m_t0;
     m_dragging = false;
+    // A drag that starts on the ruler selects a time range; elsewhere it pans.
+    m_selectingRange = event->pos().y() < kRulerHeight && event->pos().x() >= kLabelWidth;
 }
 
 void TimelineView::mouseMoveEvent(QMouseEvent* event)
@@ -351,6 +446,11 @@ void TimelineView::mouseMoveEvent(QMouseEvent* event)
     if (!m_dragging && std::abs(dx) < 4)
         return;
     m_dragging = true;
+    if (m_selectingRange) {
+        setSelection(timeAt(m_dragFrom.x()), timeAt(event->pos().x()));
+        return;
+    }
+    m_following = false;
     const double nsPerPixel = double(m_t1 - m_t0) / std::max(1, viewport()->width() - kLabelWidth);
     const std::int64_t span = m_t1 - m_t0;
     const auto t0 = m_dragT0 - std::int64_t(dx * nsPerPixel);
@@ -361,6 +461,12 @@ void TimelineView::mouseReleaseEvent(QMouseEvent* event)
 {
     if (event->button() != Qt::LeftButton || m_dragging) {
         m_dragging = false;
+        m_selectingRange = false;
+        return;
+    }
+    if (m_selectingRange) { // a click on the ruler clears the range
+        m_selectingRange = false;
+        setSelection(0, 0);
         return;
     }
     m_selected = eventAt(event->pos());
@@ -372,14 +478,18 @@ void TimelineView::keyPressEvent(QKeyEvent* event)
 {
     const int mouseX = viewport()->mapFromGlobal(QCursor::pos()).x();
     const int x = mouseX >= kLabelWidth && mouseX < viewport()->width() ? mouseX : (kLabelWidth + viewport()->width()) / 2;
+    if (event->key() == Qt::Key_W || event->key() == Qt::Key_S || event->key() == Qt::Key_A || event->key() == Qt::Key_D)
+        m_following = false;
     switch (event->key()) {
     case Qt::Key_W: zoomAt(1.25, x); return;
     case Qt::Key_S: zoomAt(0.8, x); return;
     case Qt::Key_A: panBy(-0.2); return;
     case Qt::Key_D: panBy(0.2); return;
     case Qt::Key_F:
-        if (m_selected >= 0) {
-            const auto& e = m_data.event(std::uint32_t(m_selected));
+        if (m_selection.t1 > m_selection.t0) {
+            setWindow(m_selection.t0, m_selection.t1);
+        } else if (m_selected >= 0) {
+            const auto& e = data().event(std::uint32_t(m_selected));
             const std::int64_t pad = std::max<std::int64_t>(e.durationNs() / 4, 100);
             setWindow(e.startNs - pad, e.endNs + pad);
         } else {

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "views/TimelineData.h"
+#include "views/TimelineModel.h"
 
 #include <QAbstractScrollArea>
 
@@ -16,8 +16,22 @@ class TimelineView : public QAbstractScrollArea {
 public:
     explicit TimelineView(QWidget* parent = nullptr);
 
+    // Shows `data` (in the view's own model).
     void setTimeline(TimelineData data);
-    const TimelineData& timeline() const { return m_data; }
+    const TimelineData& timeline() const { return m_model->timeline(); }
+    // Draws another model's timeline (a live run's); it must outlive the view or be replaced first.
+    void setModel(TimelineModel* model);
+    TimelineModel* model() const { return m_model; }
+    // Follow the newest events as they arrive (the window slides to the end), until the user navigates.
+    void setFollowing(bool follow) { m_following = follow; }
+    bool following() const { return m_following; }
+    // A second timeline (the simulated step of the same layout) drawn as outlines under the measured events
+    // of the same rank, shifted by `offsetNs`; empty data removes it.
+    void setOverlay(TimelineData overlay, std::int64_t offsetNs);
+    const TimelineData& overlay() const { return m_overlay; }
+    // The selected time range (drag on the ruler) and what it holds; t0 == t1 when none.
+    void setSelection(std::int64_t t0, std::int64_t t1);
+    RangeStats selection() const { return m_selection; }
     // The visible time window, ns.
     void setWindow(std::int64_t t0, std::int64_t t1);
     std::pair<std::int64_t, std::int64_t> window() const { return {m_t0, m_t1}; }
@@ -35,6 +49,7 @@ public:
 
 signals:
     void eventSelected(std::int64_t index);
+    void rangeSelected(const loom::views::RangeStats& stats);
 
 protected:
     void paintEvent(QPaintEvent* event) override;
@@ -55,7 +70,16 @@ private:
     void updateScrollBars();
     void paintRuler(class QPainter& p);
 
-    TimelineData m_data;
+    void modelChanged();
+    const TimelineData& data() const { return m_model->timeline(); }
+
+    TimelineModel* m_ownModel;
+    TimelineModel* m_model;
+    TimelineData m_overlay;
+    std::int64_t m_overlayOffset = 0;
+    RangeStats m_selection;
+    bool m_selectingRange = false;
+    bool m_following = false;
     std::int64_t m_t0 = 0, m_t1 = 1;
     std::int64_t m_selected = -1;
     QPoint m_dragFrom;

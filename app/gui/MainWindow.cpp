@@ -7,7 +7,14 @@
 #include "views/LayoutEdits.h"
 #include "views/MapLegend.h"
 #include "views/PredictionPanel.h"
+#include "views/CompareDialog.h"
+#include "views/MetricsPanel.h"
 #include "views/RecommendDialog.h"
+#include "views/RunHistoryModel.h"
+#include "views/RunMonitor.h"
+#include "views/RunPanel.h"
+#include "views/RunsPanel.h"
+#include "views/RunTimelinePanel.h"
 #include "views/StrategyPanel.h"
 #include "views/TimelineView.h"
 #include "views/TopologyScene.h"
@@ -48,7 +55,7 @@ QScrollArea* scrolled(QWidget* w)
 }
 } // namespace
 
-MainWindow::MainWindow(const plan::ProfileResolver& profiles, QWidget* parent)
+MainWindow::MainWindow(const plan::ProfileResolver& profiles, profiles::Store* store, QWidget* parent)
     : QMainWindow(parent)
     , m_profiles(profiles)
     , m_doc(new LayoutDocument(this))
@@ -71,7 +78,9 @@ MainWindow::MainWindow(const plan::ProfileResolver& profiles, QWidget* parent)
     m_strategy = new StrategyPanel(&m_profiles);
     m_prediction = new PredictionPanel;
     m_schedule = new TimelineView;
+    m_store = store;
     buildDocks();
+    buildRunSide();
     buildActions();
 
     m_validation = new QLabel;
@@ -129,6 +138,71 @@ void MainWindow::buildDocks()
     resizeDocks({findChild<QDockWidget*>(QStringLiteral("scheduleDock"))}, {260}, Qt::Vertical);
 }
 
+void MainWindow::buildRunSide()
+{
+    m_monitor = new RunMonitor(m_store, this);
+    m_runPanel = new RunPanel(m_monitor);
+    m_runTimeline = new RunTimelinePanel(m_monitor);
+    m_metrics = new MetricsPanel(m_monitor);
+    m_runs = new RunsPanel(m_store);
+    auto dock = [this](const QString& title, const char* name, QWidget* w, Qt::DockWidgetArea area) {
+        auto* d = new QDockWidget(title, this);
+        d->setObjectName(QString::fromLatin1(name));
+        d->setWidget(w);
+        addDockWidget(area, d);
+        return d;
+    };
+    auto* schedule = findChild<QDockWidget*>(QStringLiteral("scheduleDock"));
+    auto* run = dock(tr("Run"), "runDock", m_runPanel, Qt::LeftDockWidgetArea);
+    tabifyDockWidget(findChild<QDockWidget*>(QStringLiteral("layersDock")), run);
+    findChild<QDockWidget*>(QStringLiteral("layersDock"))->raise();
+    auto* timeline = dock(tr("Timeline (measured)"), "timelineDock", m_runTimeline, Qt::BottomDockWidgetArea);
+    auto* metrics = dock(tr("Metrics"), "metricsDock", m_metrics, Qt::BottomDockWidgetArea);
+    auto* runs = dock(tr("Runs"), "runsDock", m_runs, Qt::BottomDockWidgetArea);
+    tabifyDockWidget(schedule, timeline);
+    tabifyDockWidget(timeline, metrics);
+    tabifyDockWidget(metrics, runs);
+    schedule->raise();
+    connect(m_monitor, &RunMonitor::started, this, [this, timeline] {
+        timeline->raise();
+        m_runs->model()->refresh();
+    });
+    connect(m_monitor, &RunMonitor::finished, this, [this](const QString& state, const QString& cause, const QString&) {
+        m_runs->model()->refresh();
+        statusBar()->showMessage(tr("Run %1 %2%3").arg(m_monitor->runId()).arg(state).arg(cause.isEmpty() ? QString() : QStringLiteral(": ") + cause), 15000);
+    });
+    connect(m_runs, &RunsPanel::openRequested, this, [this](qint64 id) { openRun(id); });
+    connect(m_runs, &RunsPanel::compareRequested, this, &MainWindow::compareRuns);
+}
+
+bool MainWindow::openRun(qint64 runId, QString* error)
+{
+    QString why;
+    if (!m_monitor->open(runId, &why)) {
+        if (error)
+            *error = why;
+        else
+            QMessageBox::warning(this, tr("Open run"), why);
+        return false;
+    }
+    findChild<QDockWidget*>(QStringLiteral("metricsDock"))->raise();
+    statusBar()->showMessage(tr("Showing run %1 (%2)").arg(runId).arg(m_monitor->state()), 8000);
+    return true;
+}
+
+void MainWindow::compareRuns(qint64 left, qint64 right)
+{
+    auto* dialog = new CompareDialog(m_store, left, right, this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    QString error;
+    if (!dialog->ok(&error)) {
+        QMessageBox::warning(this, tr("Compare runs"), error);
+        dialog->deleteLater();
+        return;
+    }
+    dialog->show();
+}
+
 void MainWindow::buildActions()
 {
     auto* file = menuBar()->addMenu(tr("&File"));
@@ -167,6 +241,18 @@ void MainWindow::buildActions()
     auto* tools = menuBar()->addMenu(tr("&Plan"));
     auto* recommendAct = tools->addAction(tr("&Recommend a layout…"), this, &MainWindow::recommend);
 
+    auto* runMenu = menuBar()->addMenu(tr("&Run"));
+    auto* runAct = runMenu->addAction(QIcon::fromTheme(QStringLiteral("media-playback-start")), tr("&Run"), this, [this] {
+        findChild<QDockWidget*>(QStringLiteral("runDock"))->raise();
+        m_runPanel->run();
+    });
+    runAct->setShortcut(QKeySequence(QStringLiteral("Ctrl+R")));
+    auto* cancelAct = runMenu->addAction(QIcon::fromTheme(QStringLiteral("process-stop")), tr("&Cancel the run"), m_monitor,
+        &RunMonitor::cancel);
+    cancelAct->setEnabled(false);
+    connect(m_monitor, &RunMonitor::started, cancelAct, [cancelAct] { cancelAct->setEnabled(true); });
+    connect(m_monitor, &RunMonitor::finished, cancelAct, [cancelAct] { cancelAct->setEnabled(false); });
+
     auto* bar = addToolBar(tr("Main"));
     bar->setObjectName(QStringLiteral("mainToolBar"));
     bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
@@ -178,6 +264,9 @@ void MainWindow::buildActions()
     bar->addAction(redo);
     bar->addSeparator();
     bar->addAction(recommendAct);
+    bar->addSeparator();
+    bar->addAction(runAct);
+    bar->addAction(cancelAct);
 }
 
 void MainWindow::newLayout()
@@ -262,6 +351,14 @@ bool MainWindow::maybeSave()
 
 void MainWindow::closeEvent(QCloseEvent* event)
 {
+    if (m_monitor->running()
+        && QMessageBox::question(this, tr("A run is in progress"),
+               tr("Run %1 is still training. Cancel it and quit?").arg(m_monitor->runId()))
+            != QMessageBox::Yes) {
+        event->ignore();
+        return;
+    }
+    m_monitor->cancel();
     if (!maybeSave()) {
         event->ignore();
         return;
@@ -312,6 +409,7 @@ void MainWindow::showAnalysis(const LayoutAnalysis& a)
     if (!errors.empty())
         statusBar()->showMessage(QString::fromStdString(errors.front().message), 15000);
     m_timing->setText(tr("analysed in %1 ms").arg(QString::number(a.elapsedMs, 'f', 0)));
+    m_runPanel->setLayout(a.layout, errors.empty(), errors.empty() ? QString() : QString::fromStdString(errors.front().message));
     emit analysisShown();
 }
 

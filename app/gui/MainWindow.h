@@ -8,8 +8,17 @@ class QAction;
 class QLabel;
 class QMenu;
 
+namespace loom::profiles {
+class Store;
+}
+
 namespace loom::views {
 class AnalysisRunner;
+class MetricsPanel;
+class RunMonitor;
+class RunPanel;
+class RunsPanel;
+class RunTimelinePanel;
 class LayerModel;
 class LayerPalette;
 class LayoutDocument;
@@ -31,7 +40,8 @@ class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
     // `profiles` resolves the model and cluster names of layout files; it must outlive the window.
-    explicit MainWindow(const plan::ProfileResolver& profiles, QWidget* parent = nullptr);
+    // `store` (may be null: no runs then) holds runs; both must outlive the window.
+    explicit MainWindow(const plan::ProfileResolver& profiles, profiles::Store* store = nullptr, QWidget* parent = nullptr);
     ~MainWindow() override;
 
     // Opens a layout file (or a ":/" resource); false with a message box... unless `error` is given.
@@ -49,6 +59,14 @@ public:
     views::LayerPalette* layerPalette() const { return m_palette; }
     views::TimelineView* scheduleView() const { return m_schedule; }
     QLabel* validationLabel() const { return m_validation; }
+    views::RunMonitor* runMonitor() const { return m_monitor; }
+    views::RunPanel* runPanel() const { return m_runPanel; }
+    views::RunTimelinePanel* runTimeline() const { return m_runTimeline; }
+    views::MetricsPanel* metricsPanel() const { return m_metrics; }
+    views::RunsPanel* runsPanel() const { return m_runs; }
+    // Shows a stored run in the timeline and metrics docks.
+    bool openRun(qint64 runId, QString* error = nullptr);
+    void compareRuns(qint64 left, qint64 right);
     QStringList recentFiles() const;
 
     static constexpr const char* kExample = ":/examples/tiny-local.json";
@@ -72,6 +90,7 @@ private:
     bool saveAs();
     void recommend();
     void addRecent(const QString& path);
+    void buildRunSide();
     void fillRecentMenu();
 
     const plan::ProfileResolver& m_profiles;
@@ -86,6 +105,12 @@ private:
     views::PredictionPanel* m_prediction;
     views::TimelineView* m_schedule;
     QLabel* m_validation;
+    profiles::Store* m_store;
+    views::RunMonitor* m_monitor = nullptr;
+    views::RunPanel* m_runPanel = nullptr;
+    views::RunTimelinePanel* m_runTimeline = nullptr;
+    views::MetricsPanel* m_metrics = nullptr;
+    views::RunsPanel* m_runs = nullptr;
     QLabel* m_timing;
     QMenu* m_recentMenu = nullptr;
     QMenu* m_viewMenu = nullptr;

@@ -2,10 +2,13 @@
 
 #include "app/cli/CommandLine.h"
 #include "app/gui/MainWindow.h"
+#include "views/RunMonitor.h"
+#include "views/RunPanel.h"
 #include "profiles/ProfileCatalog.h"
 #include "profiles/Store.h"
 
 #include <QApplication>
+#include <QSpinBox>
 #include <QTimer>
 
 #include <iostream>
@@ -18,6 +21,7 @@ namespace {
 struct WorkbenchArgs {
     QString layout;
     QString screenshot;
+    qint64 runSteps = 0;
     QString error;
 };
 
@@ -32,6 +36,14 @@ WorkbenchArgs parse(const QStringList& args)
                 return out;
             }
             out.screenshot = args[++i];
+        } else if (a == QLatin1String("--run")) {
+            bool ok = false;
+            out.runSteps = i + 1 < args.size() ? args[i + 1].toLongLong(&ok) : 0;
+            if (!ok || out.runSteps < 1) {
+                out.error = QStringLiteral("--run needs a step count of 1 or more, e.g. --run 30");
+                return out;
+            }
+            ++i;
         } else if (a.startsWith(QLatin1Char('-'))) {
             out.error = QStringLiteral("unknown option %1; see loom --help").arg(a);
             return out;
@@ -60,7 +72,7 @@ bool wantsWorkbench(const QStringList& args)
     if (args.isEmpty())
         return true;
     const QString& first = args.front();
-    return first == QLatin1String("--screenshot") || first.endsWith(QLatin1String(".json"))
+    return first == QLatin1String("--screenshot") || first == QLatin1String("--run") || first.endsWith(QLatin1String(".json"))
         || first.contains(QLatin1Char('/'));
 }
 
@@ -93,7 +105,7 @@ int runWorkbench(int& argc, char** argv, const QStringList& args)
         storeProblem = QString::fromStdString(e.what());
     }
     profiles::ProfileCatalog catalog(store.get());
-    MainWindow window(catalog);
+    MainWindow window(catalog, store.get());
     QString error;
     const bool opened = parsed.layout.isEmpty() ? window.openFile(QString::fromLatin1(MainWindow::kExample), &error)
                                                 : window.openFile(parsed.layout, &error);
@@ -107,21 +119,33 @@ int runWorkbench(int& argc, char** argv, const QStringList& args)
     if (!storeProblem.isEmpty())
         std::cerr << "loom: the store could not be opened (" << storeProblem.toStdString()
                   << "); only built-in profiles are available\n";
-    if (!parsed.screenshot.isEmpty()) {
-        // Save the window once the first prediction is drawn (and give the map one more frame to fit).
+    auto screenshot = [&window, &parsed] {
+        QTimer::singleShot(500, &window, [&window, &parsed] {
+            const bool ok = window.grab().save(parsed.screenshot);
+            if (!ok)
+                std::cerr << "loom: cannot write " << parsed.screenshot.toStdString() << "\n";
+            QApplication::exit(ok ? 0 : 1);
+        });
+    };
+    if (parsed.runSteps > 0) {
+        // --run N: launch the layout once its first analysis says it is valid; with --screenshot, save the
+        // window when the run has ended.
         QObject::connect(&window, &MainWindow::analysisShown, &window, [&window, &parsed] {
-            QTimer::singleShot(300, &window, [&window, &parsed] {
-                const bool ok = window.grab().save(parsed.screenshot);
-                if (!ok)
-                    std::cerr << "loom: cannot write " << parsed.screenshot.toStdString() << "\n";
-                QApplication::exit(ok ? 0 : 1);
-            });
+            window.runPanel()->stepsBox()->setValue(int(parsed.runSteps));
+            if (!window.runPanel()->run())
+                std::cerr << "loom: " << window.runPanel()->status().toStdString() << "\n";
         }, Qt::SingleShotConnection);
-        QTimer::singleShot(30000, &app, [] {
-            std::cerr << "loom: no prediction within 30 s; no screenshot taken\n";
+        if (!parsed.screenshot.isEmpty())
+            QObject::connect(window.runMonitor(), &views::RunMonitor::finished, &window, screenshot);
+    } else if (!parsed.screenshot.isEmpty()) {
+        // Save the window once the first prediction is drawn (and give the map a moment to fit).
+        QObject::connect(&window, &MainWindow::analysisShown, &window, screenshot, Qt::SingleShotConnection);
+    }
+    if (!parsed.screenshot.isEmpty())
+        QTimer::singleShot(parsed.runSteps > 0 ? 600000 : 30000, &app, [] {
+            std::cerr << "loom: the window did not get ready in time; no screenshot taken\n";
             QApplication::exit(1);
         });
-    }
     return app.exec();
 }
 

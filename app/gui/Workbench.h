@@ -9,7 +9,8 @@ namespace loom::app {
 bool wantsWorkbench(const QStringList& args);
 
 // Runs the workbench window until it is closed. Without a display it says so and describes the layout in
-// the terminal instead. `--screenshot PNG` saves the window once the first prediction is shown, and exits.
+// the terminal instead. `--run N` launches the layout for N steps as soon as it is checked; `--screenshot
+// PNG` saves the window once the first prediction is shown (with --run: once the run has ended), and exits.
 int runWorkbench(int& argc, char** argv, const QStringList& args);
 
 } // namespace loom::app

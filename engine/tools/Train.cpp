@@ -47,7 +47,7 @@ const char* kUsage =
     "  --init-llmc FILE  start from the GPT-2 weights of an llm.c model file (magic 20240326, version 3)\n"
     "  --export-llmc FILE  at the end, write the weights as an llm.c model file\n"
     "  --trace-out FILE  write every rank's events as a Chrome trace (Perfetto, chrome://tracing, loom trace stats)\n"
-    "  --stream          write the telemetry stream (framed lines: run, step, events, end) to standard output\n";
+    "  --stream          write the telemetry stream (framed lines: run, groups, events, step, checkpoint, end) to standard output\n";
 
 struct Args {
     std::string layout, data, metrics, checkpointDir, initLlmc, exportLlmc, traceOut;
@@ -267,11 +267,21 @@ int main(int argc, char** argv)
                                                 {"steps", args->steps}})
                             .dump());
         std::signal(SIGTERM, onTerminate);
+        bool groupsSent = false;
         for (std::int64_t s = first; s < args->steps; ++s) {
             const train::StepResult r = trainer.step(s);
             if (args->stream) {
                 auto events = comm::gatherEvents(MPI_COMM_WORLD, recorder.take(), clock.offsetNs);
                 if (rank == 0) {
+                    if (!groupsSent) {
+                        // Every rank creates its groups in the same order, so rank 0's ids name everyone's.
+                        nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+                        for (const auto& g : recorder.groups())
+                            groups.push_back({{"id", g.id}, {"kind", std::string(trace::toString(g.kind))},
+                                {"ranks", g.ranks}, {"name", g.name}});
+                        emit("groups", groups.dump());
+                        groupsSent = true;
+                    }
                     emit("events", trace::encodeEvents(events));
                     emit("step", nlohmann::ordered_json({{"step", s + 1},
                                                          {"loss", r.loss},

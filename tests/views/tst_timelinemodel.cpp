@@ -1,0 +1,151 @@
+// The timeline's item model and index: QAbstractItemModelTester over resets and live appends, folding of
+// tiny events into pixel runs, hit testing, range statistics and the simulated overlay.
+
+#include "engine/plan/CostModel.h"
+#include "views/TimelineModel.h"
+#include "views/TimelineView.h"
+#include "ViewsTest.h"
+
+#include <QAbstractItemModelTester>
+
+using namespace loom;
+using namespace loom::views;
+
+namespace {
+trace::TraceEvent makeEvent(int rank, trace::Lane lane, trace::EventKind kind, std::int64_t start, std::int64_t end, int step = 0)
+{
+    trace::TraceEvent e;
+    e.rank = rank;
+    e.lane = lane;
+    e.kind = kind;
+    e.startNs = start;
+    e.endNs = end;
+    e.step = step;
+    e.microBatch = 0;
+    return e;
+}
+} // namespace
+
+class TestTimelineModel : public QObject {
+    Q_OBJECT
+private slots:
+    void modelUnderTesterWithLiveAppends()
+    {
+        TimelineModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QSignalSpy inserted(&model, &QAbstractItemModel::rowsInserted);
+        QSignalSpy reset(&model, &QAbstractItemModel::modelReset);
+        // Step 0 creates the lanes (a reset); later steps extend them in order (row insertions).
+        std::vector<trace::TraceEvent> step0;
+        for (int r = 0; r < 4; ++r) {
+            step0.push_back(makeEvent(r, trace::Lane::Compute, trace::EventKind::Forward, 0, 100));
+            step0.push_back(makeEvent(r, trace::Lane::Comm, trace::EventKind::AllReduce, 100, 150));
+        }
+        model.append(step0);
+        QCOMPARE(reset.count(), 1);
+        QCOMPARE(model.rowCount(), 8);
+        for (int s = 1; s <= 5; ++s) {
+            std::vector<trace::TraceEvent> step;
+            for (int r = 0; r < 4; ++r) {
+                step.push_back(makeEvent(r, trace::Lane::Compute, trace::EventKind::Forward, s * 1000, s * 1000 + 100, s));
+                step.push_back(makeEvent(r, trace::Lane::Compute, trace::EventKind::Backward, s * 1000 + 100, s * 1000 + 300, s));
+            }
+            model.append(step);
+        }
+        QCOMPARE(reset.count(), 1);
+        QCOMPARE(inserted.count(), 5 * 4);
+        QCOMPARE(model.rowCount(model.index(0, 0)), 1 + 10);
+        QCOMPARE(model.data(model.index(0, 0)).toString(), QStringLiteral("rank 0 compute"));
+        QCOMPARE(model.data(model.index(10, TimelineModel::Name, model.index(0, 0))).toString(), QStringLiteral("backward"));
+        // A late event (out of order) re-sorts its lane through a reset, and the index stays right.
+        model.append({makeEvent(2, trace::Lane::Compute, trace::EventKind::Optimizer, 500, 600)});
+        QCOMPARE(reset.count(), 2);
+        const auto& lane = model.timeline().rows()[std::size_t(model.timeline().rowIndex(2, trace::Lane::Compute))];
+        QVERIFY(std::is_sorted(lane.start.begin(), lane.start.end()));
+        QVERIFY(model.timeline().event(lane.events[1]).kind == trace::EventKind::Optimizer);
+        for (std::size_t i = 1; i < lane.maxEnd.size(); ++i)
+            QVERIFY(lane.maxEnd[i] >= lane.maxEnd[i - 1]);
+        // A new lane is a reset too.
+        model.append({makeEvent(9, trace::Lane::Compute, trace::EventKind::Forward, 7000, 7100, 6)});
+        QCOMPARE(model.rowCount(), 9);
+        QCOMPARE(model.timeline().firstStep(), 0);
+        QCOMPARE(model.timeline().lastStep(), 6);
+    }
+
+    void foldingDrawsPixelsNotEvents()
+    {
+        // 200,000 back-to-back 10 ns events on one lane: at full zoom they fold into one box per run.
+        std::vector<trace::TraceEvent> events;
+        for (int i = 0; i < 200000; ++i)
+            events.push_back(makeEvent(0, trace::Lane::Compute, i % 2 ? trace::EventKind::Backward : trace::EventKind::Forward,
+                std::int64_t(i) * 10, std::int64_t(i) * 10 + 10));
+        // One long event in the middle must still be drawn on its own.
+        events.push_back(makeEvent(0, trace::Lane::Compute, trace::EventKind::Optimizer, 2000000, 2600000));
+        TimelineView view;
+        view.resize(1200, 200);
+        view.show();
+        TimelineData data;
+        data.setEvents(events);
+        view.setTimeline(std::move(data));
+        QImage image(view.viewport()->size(), QImage::Format_ARGB32_Premultiplied);
+        view.viewport()->render(&image);
+        QVERIFY2(view.lastPaintBoxes() <= 4, qPrintable(QString::number(view.lastPaintBoxes())));
+        // The long optimizer event is hit where it is drawn.
+        const auto [t0, t1] = view.window();
+        const int x = TimelineView::kLabelWidth
+            + int(double(2300000 - t0) / double(t1 - t0) * (view.viewport()->width() - TimelineView::kLabelWidth));
+        const std::int64_t hit = view.eventAt(QPoint(x, TimelineView::kRulerHeight + 5));
+        QVERIFY(hit >= 0);
+        QVERIFY(view.timeline().event(std::uint32_t(hit)).kind == trace::EventKind::Optimizer);
+        // Deep zoom draws single events again.
+        view.setWindow(1000, 1100);
+        view.viewport()->render(&image);
+        QVERIFY(view.lastPaintBoxes() >= 10);
+    }
+
+    void rangeStatistics()
+    {
+        TimelineData data;
+        auto comm = makeEvent(0, trace::Lane::Comm, trace::EventKind::AllReduce, 200, 600);
+        comm.bytes = 4000;
+        auto wait = makeEvent(0, trace::Lane::Compute, trace::EventKind::Wait, 500, 700);
+        data.setEvents({makeEvent(0, trace::Lane::Compute, trace::EventKind::Forward, 0, 500), wait, comm});
+        const RangeStats s = rangeStats(data, 0, 1000);
+        QCOMPARE(s.computeLanes, 1);
+        QCOMPARE(s.commLanes, 1);
+        QCOMPARE(s.computeBusy, 0.5);
+        QCOMPARE(s.waitFraction, 0.2);
+        QCOMPARE(s.commBusy, 0.4);
+        QCOMPARE(s.bytes, 4000.0);
+        QCOMPARE(s.gbPerSecond, 4000.0 / 400e-9 / 1e9);
+        // A range that cuts the all-reduce in half counts half its bytes.
+        QCOMPARE(rangeStats(data, 400, 1000).bytes, 2000.0);
+        TimelineView view;
+        view.setTimeline(data);
+        QSignalSpy selected(&view, &TimelineView::rangeSelected);
+        view.setSelection(0, 1000);
+        QCOMPARE(selected.count(), 1);
+        QCOMPARE(view.selection().events, std::size_t(3));
+    }
+
+    void overlayOfTheSimulatedStep()
+    {
+        const plan::Prediction p = plan::predict(test::tinyLayout());
+        TimelineData simulated;
+        simulated.setEvents(p.events);
+        TimelineView view;
+        view.resize(900, 300);
+        TimelineData measured;
+        measured.setEvents({makeEvent(0, trace::Lane::Compute, trace::EventKind::Forward, 1000000, 2000000)});
+        view.setTimeline(std::move(measured));
+        view.setOverlay(std::move(simulated), 1000000);
+        QVERIFY(view.overlay().rowIndex(0, trace::Lane::Compute) >= 0);
+        QImage image(view.viewport()->size(), QImage::Format_ARGB32_Premultiplied);
+        view.viewport()->render(&image); // draws without crashing, dashed boxes under rank 0
+        view.setOverlay({}, 0);
+        QVERIFY(view.overlay().events().empty());
+    }
+};
+
+QTEST_MAIN(TestTimelineModel)
+#include "tst_timelinemodel.moc"

@@ -1,0 +1,251 @@
+#include "views/RunMonitor.h"
+
+#include "engine/plan/LayoutParser.h"
+#include "engine/plan/RankGrid.h"
+#include "launcher/RunController.h"
+#include "profiles/ProfileCatalog.h"
+
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QDir>
+#include <QFileInfo>
+
+#include <map>
+
+namespace loom::views {
+
+RunMonitor::RunMonitor(profiles::Store* store, QObject* parent)
+    : QObject(parent)
+    , m_store(store)
+    , m_runs(store ? std::make_unique<profiles::RunStore>(*store) : nullptr)
+    , m_timeline(new TimelineModel(this))
+{
+    if (m_runs)
+        m_runs->markInterrupted();
+}
+
+RunMonitor::~RunMonitor()
+{
+    if (m_controller && m_controller->isRunning())
+        m_controller->cancel();
+}
+
+QString RunMonitor::enginePath()
+{
+    const QString fromEnv = qEnvironmentVariable("LOOM_TRAIN");
+    if (!fromEnv.isEmpty())
+        return fromEnv;
+    return QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("loom-train"));
+}
+
+bool RunMonitor::running() const { return m_controller && m_controller->isRunning(); }
+
+void RunMonitor::clear()
+{
+    m_steps.clear();
+    m_bandwidth.clear();
+    m_stats = {};
+    m_state.clear();
+    m_cause.clear();
+    m_log.clear();
+    m_timeline->clear();
+    m_run = 0;
+    m_total = 0;
+}
+
+void RunMonitor::setLayout(const plan::Layout& layout)
+{
+    m_layout = layout;
+    m_prediction.reset();
+    if (plan::simulatable(layout))
+        m_prediction = plan::predict(layout);
+    m_nodeOfRank.clear();
+    const plan::RankGrid grid = plan::RankGrid::forLayout(layout);
+    for (std::int64_t r = 0; r < grid.size(); ++r)
+        m_nodeOfRank.push_back(grid.nodeOf(r));
+}
+
+qint64 RunMonitor::start(const plan::Layout& layout, qint64 steps, QString* error)
+{
+    if (running()) {
+        if (error)
+            *error = tr("A run is in progress; cancel it or wait for it to end.");
+        return 0;
+    }
+    if (!m_runs) {
+        if (error)
+            *error = tr("The store could not be opened, so runs cannot be recorded; check LOOM_DB.");
+        return 0;
+    }
+    const QString engine = enginePath();
+    if (!QFileInfo(engine).isExecutable()) {
+        if (error)
+            *error = tr("The training engine %1 is missing; build it (cmake --build) or set LOOM_TRAIN.").arg(engine);
+        return 0;
+    }
+    clear();
+    setLayout(layout);
+    m_total = steps;
+    emit reset();
+    m_controller = std::make_unique<launcher::RunController>(m_runs.get());
+    connect(m_controller.get(), &launcher::RunController::stepFinished, this,
+        [this](const profiles::StepRecord& s, qint64 total) {
+            m_steps.push_back(s);
+            m_total = total;
+            updateStats();
+            emit stepAdded(s, total);
+        });
+    connect(m_controller.get(), &launcher::RunController::groupsReceived, this,
+        [this](const std::vector<trace::GroupInfo>& groups) { m_timeline->addGroups(groups); });
+    connect(m_controller.get(), &launcher::RunController::eventsReceived, this, &RunMonitor::addEvents);
+    connect(m_controller.get(), &launcher::RunController::finished, this,
+        [this](const QString& state, const QString& cause, const QString& tail) {
+            m_state = state;
+            m_cause = cause;
+            m_log = tail;
+            updateStats();
+            emit finished(state, cause, tail);
+        });
+    launcher::LaunchRequest request;
+    request.layout = layout;
+    request.steps = steps;
+    request.engine = engine;
+    const QString base = QFileInfo(m_store->path()).absolutePath() + QStringLiteral("/runs");
+    QDir().mkpath(base);
+    request.workDir = base + QLatin1Char('/') + QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"));
+    m_state = QStringLiteral("running");
+    m_run = m_controller->start(request);
+    if (m_run == 0) {
+        if (error)
+            *error = m_cause.isEmpty() ? tr("The run could not start.") : m_cause;
+        return 0;
+    }
+    emit started(m_run);
+    return m_run;
+}
+
+void RunMonitor::cancel()
+{
+    if (running())
+        m_controller->cancel();
+}
+
+bool RunMonitor::open(qint64 runId, QString* error)
+{
+    if (!m_runs) {
+        if (error)
+            *error = tr("The store could not be opened; check LOOM_DB.");
+        return false;
+    }
+    if (running() && runId != m_run) {
+        if (error)
+            *error = tr("A run is in progress; cancel it or wait for it to end before opening another.");
+        return false;
+    }
+    try {
+        const auto record = m_runs->run(runId);
+        if (!record) {
+            if (error)
+                *error = tr("There is no run %1 in the store.").arg(runId);
+            return false;
+        }
+        const std::string json = record->layoutJson.toStdString();
+        const profiles::ProfileCatalog catalog(m_store);
+        const auto read = plan::readLayout(json, catalog);
+        clear();
+        if (read.layout)
+            setLayout(*read.layout);
+        m_run = runId;
+        m_state = record->state;
+        m_cause = record->exitCause;
+        m_steps = m_runs->steps(runId);
+        m_total = std::max<qint64>(record->steps, m_steps.empty() ? 0 : m_steps.back().step);
+        emit reset();
+        addEvents(m_runs->events(runId));
+        updateStats();
+        return true;
+    } catch (const std::exception& e) {
+        if (error)
+            *error = tr("The run could not be read from the store: %1").arg(QString::fromUtf8(e.what()));
+        return false;
+    }
+}
+
+void RunMonitor::addEvents(const std::vector<trace::TraceEvent>& events)
+{
+    if (events.empty())
+        return;
+    m_timeline->append(events);
+    // Bandwidth per step: bus bandwidth of each collective kind and bytes per second per link class.
+    std::map<qint64, BandwidthPoint> points;
+    std::map<std::pair<qint64, QString>, std::pair<double, double>> busSum, linkSum; // (bus GB, seconds)
+    const auto& data = m_timeline->timeline();
+    for (const auto& e : events) {
+        if (e.lane != trace::Lane::Comm || e.durationNs() <= 0 || e.bytes == 0 || e.kind == trace::EventKind::Wait)
+            continue;
+        const trace::GroupKind group = e.group >= 0 ? data.groupKindOf(e) : trace::GroupKind::Other;
+        const QString groupName = group == trace::GroupKind::Other ? QString()
+                                                                    : QString::fromLatin1(trace::toString(group).data()) + QLatin1Char(' ');
+        const QString name = groupName + QString::fromLatin1(trace::toString(e.kind).data());
+        const double n = std::max(1, e.groupSize);
+        const double factor = e.kind == trace::EventKind::AllReduce ? 2 * (n - 1) / n
+            : (e.kind == trace::EventKind::AllGather || e.kind == trace::EventKind::ReduceScatter) ? (n - 1) / n
+                                                                                                  : 1.0;
+        const double seconds = double(e.durationNs()) * 1e-9;
+        auto& b = busSum[{e.step, name}];
+        b.first += double(e.bytes) * factor / 1e9;
+        b.second += seconds;
+        // The link class: inter-node when the peer or any member of the group is on another node.
+        bool crossNode = false;
+        const auto nodeOf = [&](std::int32_t r) {
+            return r >= 0 && std::size_t(r) < m_nodeOfRank.size() ? m_nodeOfRank[std::size_t(r)] : std::int64_t(0);
+        };
+        if (e.peer >= 0)
+            crossNode = nodeOf(e.peer) != nodeOf(e.rank);
+        for (const auto& g : data.groups())
+            if (g.id == e.group)
+                for (std::int32_t r : g.ranks)
+                    crossNode |= nodeOf(r) != nodeOf(e.rank);
+        auto& l = linkSum[{e.step, crossNode ? tr("inter-node") : tr("intra-node")}];
+        l.first += double(e.wireBytes > 0 ? e.wireBytes : e.bytes) / 1e9;
+        l.second += seconds;
+    }
+    for (const auto& [key, v] : busSum) {
+        points[key.first].step = key.first + 1;
+        points[key.first].perCollective[key.second] = v.second > 0 ? v.first / v.second : 0;
+    }
+    for (const auto& [key, v] : linkSum) {
+        points[key.first].step = key.first + 1;
+        points[key.first].perLinkClass[key.second] = v.second > 0 ? v.first / v.second : 0;
+    }
+    for (auto& [step, p] : points) {
+        auto it = std::find_if(m_bandwidth.begin(), m_bandwidth.end(), [&](const BandwidthPoint& b) { return b.step == p.step; });
+        if (it == m_bandwidth.end())
+            m_bandwidth.push_back(p);
+        else {
+            for (auto& [k, v] : p.perCollective)
+                it->perCollective[k] = v;
+            for (auto& [k, v] : p.perLinkClass)
+                it->perLinkClass[k] = v;
+        }
+    }
+    std::sort(m_bandwidth.begin(), m_bandwidth.end(), [](const BandwidthPoint& a, const BandwidthPoint& b) { return a.step < b.step; });
+    emit eventsAdded(qint64(events.size()));
+}
+
+void RunMonitor::updateStats()
+{
+    const auto& events = m_timeline->timeline().events();
+    if (events.empty())
+        return;
+    trace::StatsContext context;
+    context.pp = m_layout.parallel.pp;
+    context.vpp = m_layout.parallel.vpp;
+    context.microBatches = m_layout.parallel.globalBatch / std::max<std::int64_t>(1, m_layout.parallel.microBatch * m_layout.parallel.dp);
+    context.interleaved = m_layout.parallel.schedule == plan::ScheduleKind::Interleaved;
+    context.tokensPerStep = m_layout.parallel.globalBatch * m_layout.model.seqLen;
+    m_stats = trace::computeStats(events, context);
+    emit statsChanged();
+}
+
+} // namespace loom::views

@@ -1,0 +1,89 @@
+#pragma once
+
+#include "engine/plan/CostModel.h"
+#include "engine/plan/Layout.h"
+#include "engine/trace/TraceStats.h"
+#include "profiles/RunStore.h"
+#include "views/TimelineModel.h"
+
+#include <QObject>
+
+#include <memory>
+#include <optional>
+
+namespace loom::launcher {
+class RunController;
+}
+
+namespace loom::views {
+
+// One run as the workbench sees it, live or from history: its layout and prediction, per-step metrics, the
+// timeline of every rank's events, and the statistics computed from them (engine/trace, the same code as
+// `loom trace stats`). Starting a run goes through the launcher's RunController (mpirun here, ssh or
+// Slurm as the layout's cluster says); everything arrives by signals, so the window never waits.
+class RunMonitor : public QObject {
+    Q_OBJECT
+public:
+    // `store` holds the runs; it must outlive the monitor.
+    explicit RunMonitor(profiles::Store* store, QObject* parent = nullptr);
+    ~RunMonitor() override;
+
+    // Launches `layout` for `steps` steps; returns the run's id, or 0 with the reason in `error`.
+    qint64 start(const plan::Layout& layout, qint64 steps, QString* error);
+    void cancel();
+    bool running() const;
+    // Shows a stored run (finished or not); false with the reason when it cannot be read.
+    bool open(qint64 runId, QString* error);
+
+    qint64 runId() const { return m_run; }
+    qint64 totalSteps() const { return m_total; }
+    const plan::Layout& layout() const { return m_layout; }
+    const std::optional<plan::Prediction>& prediction() const { return m_prediction; }
+    const std::vector<profiles::StepRecord>& steps() const { return m_steps; }
+    TimelineModel* timeline() const { return m_timeline; }
+    const trace::TraceStats& stats() const { return m_stats; }
+    QString state() const { return m_state; }
+    QString cause() const { return m_cause; }
+    QString logTail() const { return m_log; }
+    // The engine program used for runs: $LOOM_TRAIN, else loom-train next to this program.
+    static QString enginePath();
+
+    // Per step: bus bandwidth (GB/s) of each kind of collective ("TP all-reduce", "DP all-reduce", "PP
+    // send", ...) and bytes per second over each link class ("intra-node", "inter-node").
+    struct BandwidthPoint {
+        qint64 step = 0;
+        std::map<QString, double> perCollective;
+        std::map<QString, double> perLinkClass;
+    };
+    const std::vector<BandwidthPoint>& bandwidth() const { return m_bandwidth; }
+
+signals:
+    void started(qint64 runId);
+    void stepAdded(const loom::profiles::StepRecord& step, qint64 totalSteps);
+    void eventsAdded(qint64 count);
+    void statsChanged();
+    void finished(const QString& state, const QString& cause, const QString& logTail);
+    // The monitor now shows another run (start or open): views reset.
+    void reset();
+
+private:
+    void clear();
+    void addEvents(const std::vector<trace::TraceEvent>& events);
+    void updateStats();
+    void setLayout(const plan::Layout& layout);
+
+    profiles::Store* m_store;
+    std::unique_ptr<profiles::RunStore> m_runs;
+    std::unique_ptr<launcher::RunController> m_controller;
+    TimelineModel* m_timeline;
+    plan::Layout m_layout;
+    std::optional<plan::Prediction> m_prediction;
+    std::vector<profiles::StepRecord> m_steps;
+    std::vector<BandwidthPoint> m_bandwidth;
+    std::vector<std::int64_t> m_nodeOfRank;
+    trace::TraceStats m_stats;
+    qint64 m_run = 0, m_total = 0;
+    QString m_state, m_cause, m_log;
+};
+
+} // namespace loom::views

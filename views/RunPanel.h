@@ -1,0 +1,51 @@
+#pragma once
+
+#include "engine/plan/Layout.h"
+
+#include <QWidget>
+
+class QLabel;
+class QPlainTextEdit;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+
+namespace loom::views {
+
+class RunMonitor;
+
+// Launching the current layout: where it will run (the cluster profile's launch method: mpirun on this
+// machine, mpirun on a head node over ssh, or Slurm), how many steps, Run and Cancel; then live status
+// (step, loss, tokens/s, ETA) and, when a run fails, its cause and the tail of its log.
+class RunPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit RunPanel(RunMonitor* monitor, QWidget* parent = nullptr);
+
+    // The layout Run launches and whether it is valid (Run is disabled, with the reason, when not).
+    void setLayout(const plan::Layout& layout, bool valid, const QString& whyNot = {});
+    // Starts the run; false with the reason shown when it cannot start.
+    bool run();
+    QPushButton* runButton() const { return m_run; }
+    QPushButton* cancelButton() const { return m_cancel; }
+    QSpinBox* stepsBox() const { return m_steps; }
+    QString status() const;
+    QString target() const;
+
+private:
+    void updateButtons();
+    void showStep();
+
+    RunMonitor* m_monitor;
+    plan::Layout m_layout;
+    bool m_valid = false;
+    QString m_whyNot;
+    QLabel* m_target;
+    QSpinBox* m_steps;
+    QPushButton *m_run, *m_cancel;
+    QProgressBar* m_progress;
+    QLabel* m_status;
+    QPlainTextEdit* m_log;
+};
+
+} // namespace loom::views
