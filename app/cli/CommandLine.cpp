@@ -8,8 +8,9 @@ namespace loom::app {
 
 namespace {
 const char* kUsage
-    = "usage: loom [LAYOUT.json] [--run N] [--screenshot PNG]  the workbench window (the example when no layout);\n"
-      "                                              --run N trains N steps at once, --screenshot saves the window\n"
+    = "usage: loom [LAYOUT.json] [--run N] [--show schedule|timeline|metrics|runs] [--screenshot PNG]\n"
+      "                                              the workbench window (the example when no layout); --run N trains\n"
+      "                                              N steps at once, --show raises a dock, --screenshot saves the window\n"
       "       loom --headless [LAYOUT.json]         describe a layout in the terminal\n"
       "       loom validate LAYOUT.json... [--json]  check layouts; exit 0 when valid, 2 with every problem listed\n"
       "       loom profiles list [--json]            built-in and user model and cluster profiles\n"

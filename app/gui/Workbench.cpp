@@ -8,6 +8,7 @@
 #include "profiles/Store.h"
 
 #include <QApplication>
+#include <QDockWidget>
 #include <QSpinBox>
 #include <QTimer>
 
@@ -22,6 +23,7 @@ struct WorkbenchArgs {
     QString layout;
     QString screenshot;
     qint64 runSteps = 0;
+    QString show;
     QString error;
 };
 
@@ -36,6 +38,14 @@ WorkbenchArgs parse(const QStringList& args)
                 return out;
             }
             out.screenshot = args[++i];
+        } else if (a == QLatin1String("--show")) {
+            static const QStringList docks{QStringLiteral("schedule"), QStringLiteral("timeline"), QStringLiteral("metrics"),
+                QStringLiteral("runs")};
+            if (i + 1 >= args.size() || !docks.contains(args[i + 1])) {
+                out.error = QStringLiteral("--show takes one of: ") + docks.join(QStringLiteral(", "));
+                return out;
+            }
+            out.show = args[++i];
         } else if (a == QLatin1String("--run")) {
             bool ok = false;
             out.runSteps = i + 1 < args.size() ? args[i + 1].toLongLong(&ok) : 0;
@@ -72,7 +82,8 @@ bool wantsWorkbench(const QStringList& args)
     if (args.isEmpty())
         return true;
     const QString& first = args.front();
-    return first == QLatin1String("--screenshot") || first == QLatin1String("--run") || first.endsWith(QLatin1String(".json"))
+    return first == QLatin1String("--screenshot") || first == QLatin1String("--run") || first == QLatin1String("--show")
+        || first.endsWith(QLatin1String(".json"))
         || first.contains(QLatin1Char('/'));
 }
 
@@ -119,7 +130,14 @@ int runWorkbench(int& argc, char** argv, const QStringList& args)
     if (!storeProblem.isEmpty())
         std::cerr << "loom: the store could not be opened (" << storeProblem.toStdString()
                   << "); only built-in profiles are available\n";
-    auto screenshot = [&window, &parsed] {
+    auto raise = [&window, &parsed] {
+        if (!parsed.show.isEmpty())
+            if (auto* dock = window.findChild<QDockWidget*>(parsed.show + QStringLiteral("Dock")))
+                dock->raise();
+    };
+    raise();
+    auto screenshot = [&window, &parsed, raise] {
+        raise();
         QTimer::singleShot(500, &window, [&window, &parsed] {
             const bool ok = window.grab().save(parsed.screenshot);
             if (!ok)
