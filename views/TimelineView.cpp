@@ -11,6 +11,7 @@
 #include <QToolTip>
 
 #include <cmath>
+#include <tuple>
 #include <unordered_map>
 
 namespace loom::views {
@@ -152,11 +153,27 @@ void TimelineView::resizeEvent(QResizeEvent* event)
     updateScrollBars();
 }
 
+std::vector<std::size_t> TimelineView::displayOrder() const
+{
+    // Grouped by pipeline stage (ranks without one last), then by rank, the compute lane above the comm lane.
+    const auto& rows = data().rows();
+    std::vector<std::size_t> order(rows.size());
+    for (std::size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&rows](std::size_t a, std::size_t b) {
+        const auto key = [](const TimelineData::Row& r) {
+            return std::tuple(r.stage < 0 ? INT32_MAX : r.stage, r.rank, int(r.lane));
+        };
+        return key(rows[a]) < key(rows[b]);
+    });
+    return order;
+}
+
 int TimelineView::rowAtY(int y) const
 {
     int top = kRulerHeight - verticalScrollBar()->value();
     const auto& rows = data().rows();
-    for (std::size_t i = 0; i < rows.size(); ++i) {
+    for (std::size_t i : displayOrder()) {
         const int h = rowHeight(rows[i]);
         if (y >= top && y < top + h)
             return int(i);
@@ -260,7 +277,7 @@ void TimelineView::paintEvent(QPaintEvent*)
     const QBrush hatch(colors::misc, Qt::BDiagPattern);
     int top = kRulerHeight - verticalScrollBar()->value();
     const auto& rows = data().rows();
-    for (std::size_t ri = 0; ri < rows.size(); ++ri) {
+    for (std::size_t ri : displayOrder()) {
         const auto& row = rows[ri];
         const int h = rowHeight(row);
         if (top > viewport()->height())

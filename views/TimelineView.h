@@ -6,7 +6,7 @@
 
 namespace loom::views {
 
-// Per-rank timeline: one row per rank's compute lane (forward, backward, optimizer, with idle time hatched
+// Per-rank timeline, ranks grouped by pipeline stage: one row per rank's compute lane (forward, backward, optimizer, with idle time hatched
 // as bubble) and one for its communication lane; micro-batches numbered in the boxes. Navigation as in
 // Perfetto: wheel or W/S zoom at the mouse, A/D or dragging pans, F fits; hovering an event shows its
 // details and clicking selects it. Events narrower than 2 pixels are merged into one box per pixel run,
@@ -65,6 +65,7 @@ private:
     int rowHeight(const TimelineData::Row& row) const;
     int contentHeight() const;
     int rowAtY(int y) const; // -1 when none
+    std::vector<std::size_t> displayOrder() const;
     double xOf(std::int64_t t) const;
     std::int64_t timeAt(double x) const;
     void updateScrollBars();
