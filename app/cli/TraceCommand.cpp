@@ -1,12 +1,14 @@
 #include "app/cli/CommandLine.h"
 #include "app/cli/Commands.h"
 
+#include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/trace/TraceStats.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <optional>
 
 namespace loom::app {
 
@@ -45,8 +47,10 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
     }
     trace::StatsContext c;
     const nlohmann::json meta = nlohmann::json::parse(other, nullptr, false);
+    std::optional<plan::Layout> layout;
     if (meta.is_object() && meta.contains("layout")) {
         const auto read = plan::readLayout(meta["layout"].dump(), context.catalog());
+        layout = read.layout;
         if (read.layout) {
             const auto& p = read.layout->parallel;
             c.pp = p.pp;
@@ -61,6 +65,19 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
             c.pp = std::max<std::int64_t>(c.pp, e.stage + 1);
     }
     const trace::TraceStats s = trace::computeStats(events, c);
+    // MFU against the cluster profile's peak: model FLOPs (Narayanan et al. eq. 3) per measured step.
+    double tflopsPerGpu = 0, mfu = 0, peak = 0;
+    if (layout && s.stepSeconds > 0) {
+        const double flops = plan::megatronModelFlops(layout->model, layout->parallel.globalBatch,
+            layout->memory.recompute == plan::Recompute::Full);
+        tflopsPerGpu = flops / s.stepSeconds / double(layout->parallel.worldSize()) / 1e12;
+        peak = layout->cluster.device.peakTflops(layout->precision);
+        mfu = peak > 0 ? tflopsPerGpu / peak : 0;
+    }
+    std::vector<double> memoryGB; // per rank, from the trace's otherData (loom-train records it)
+    if (meta.is_object() && meta.contains("memory_high_water_bytes") && meta["memory_high_water_bytes"].is_array())
+        for (const auto& v : meta["memory_high_water_bytes"])
+            memoryGB.push_back(v.is_number() ? v.get<double>() / 1e9 : 0.0);
     if (json) {
         auto stages = nlohmann::ordered_json::array();
         for (const auto& st : s.stages)
@@ -71,6 +88,8 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
                             {"seconds", cs.seconds}, {"algbw_gbps", cs.algbwGBs}, {"busbw_gbps", cs.busbwGBs}});
         context.out << nlohmann::ordered_json({{"ranks", s.ranks}, {"steps", s.steps}, {"step_time_s", s.stepSeconds},
                                                {"tokens_per_s", s.tokensPerSecond}, {"overlap", s.overlap},
+                                               {"tflops_per_gpu", tflopsPerGpu}, {"mfu", mfu},
+                                               {"memory_high_water_gb", memoryGB},
                                                {"stages", stages}, {"collectives", coll}})
                            .dump(2)
                     << "\n";
@@ -79,6 +98,16 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
     context.out << events.size() << " events, " << s.ranks << " ranks, " << s.steps << " steps; step "
                 << fmt(s.stepSeconds * 1e3, "%.2f") << " ms, " << fmt(s.tokensPerSecond, "%.0f") << " tokens/s, overlap "
                 << fmt(100 * s.overlap, "%.1f") << " % (compute during communication ÷ communication)\n";
+    if (layout && peak > 0)
+        context.out << "  " << fmt(tflopsPerGpu, "%.4g") << " TFLOP/s per device (model FLOPs, Narayanan et al. eq. 3), MFU "
+                    << fmt(100 * mfu, "%.2f") << " % of " << layout->cluster.device.name << "'s " << fmt(peak, "%.4g")
+                    << " TFLOP/s\n";
+    if (!memoryGB.empty()) {
+        context.out << "  memory high-water per rank (GB):";
+        for (double g : memoryGB)
+            context.out << " " << fmt(g, "%.3f");
+        context.out << "\n";
+    }
     for (const auto& st : s.stages)
         context.out << "  stage " << st.stage << ": bubble " << fmt(100 * st.bubbleFraction, "%.1f") << " % of the pipeline phase"
                     << " (closed form " << fmt(100 * st.bubbleTheory, "%.1f") << " %: (p-1)/(v·m+p-1))\n";

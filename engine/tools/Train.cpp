@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sys/resource.h>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -31,6 +32,23 @@
 using namespace loom;
 
 namespace {
+
+// This process's resident-memory high-water mark (getrusage's ru_maxrss, KiB on Linux): the "memory
+// high-water per rank" of the telemetry on CPU ranks.
+std::int64_t peakResidentBytes()
+{
+    rusage usage{};
+    return getrusage(RUSAGE_SELF, &usage) == 0 ? std::int64_t(usage.ru_maxrss) * 1024 : 0;
+}
+
+// Every rank's high-water mark, at rank 0 (collective).
+std::vector<std::int64_t> gatherPeakMemory(int size)
+{
+    std::int64_t mine = peakResidentBytes();
+    std::vector<std::int64_t> all(static_cast<std::size_t>(size));
+    MPI_Gather(&mine, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    return all;
+}
 
 const char* kUsage =
     "usage: mpirun -np N loom-train --layout FILE [options]\n"
@@ -196,7 +214,12 @@ int main(int argc, char** argv)
         trace::TraceRecorder recorder(rank);
         const bool tracing = !args->traceOut.empty() || args->stream;
         recorder.setEnabled(tracing);
-        const comm::ClockAlignment clock = tracing ? comm::alignClock(MPI_COMM_WORLD) : comm::ClockAlignment{};
+        // Clocks drift apart by tens of µs a minute: the offset to rank 0 is measured at the start and again
+        // every kClockRefreshSteps steps; events are moved to rank 0's clock with the offset of their stretch.
+        constexpr std::int64_t kClockRefreshSteps = 25;
+        comm::ClockAlignment clock = tracing ? comm::alignClock(MPI_COMM_WORLD) : comm::ClockAlignment{};
+        std::int64_t clockError = clock.errorNs;
+        std::vector<trace::TraceEvent> aligned;  // this rank's events of earlier stretches, on rank 0's clock
         std::vector<trace::TraceEvent> streamed;  // rank 0: what the stream carried, for --trace-out
         auto emit = [](std::string_view type, const std::string& payload) {
             const std::string frame = trace::encodeFrame(type, payload);
@@ -272,6 +295,7 @@ int main(int argc, char** argv)
             const train::StepResult r = trainer.step(s);
             if (args->stream) {
                 auto events = comm::gatherEvents(MPI_COMM_WORLD, recorder.take(), clock.offsetNs);
+                const auto memory = gatherPeakMemory(size);
                 if (rank == 0) {
                     if (!groupsSent) {
                         // Every rank creates its groups in the same order, so rank 0's ids name everyone's.
@@ -289,11 +313,22 @@ int main(int argc, char** argv)
                                                          {"step_time_s", r.seconds},
                                                          {"grad_norm", r.gradNorm},
                                                          {"lr", r.lr},
-                                                         {"flops_per_s", r.flopsPerSecond}})
+                                                         {"flops_per_s", r.flopsPerSecond},
+                                                         {"memory_high_water_bytes", memory}})
                                      .dump());
                     if (!args->traceOut.empty())
                         streamed.insert(streamed.end(), events.begin(), events.end());
                 }
+            }
+            if (tracing && (s + 1 - first) % kClockRefreshSteps == 0 && s + 1 < args->steps) {
+                if (!args->stream) // the stream has already moved this stretch's events
+                    for (auto& e : recorder.take()) {
+                        e.startNs -= clock.offsetNs;
+                        e.endNs -= clock.offsetNs;
+                        aligned.push_back(std::move(e));
+                    }
+                clock = comm::alignClock(MPI_COMM_WORLD);
+                clockError = std::max(clockError, clock.errorNs);
             }
             // Every rank learns whether any was asked to stop, so all save and stop at the same step.
             int stop = g_terminate ? 1 : 0;
@@ -335,13 +370,19 @@ int main(int argc, char** argv)
             }
         }
         if (!args->traceOut.empty()) {
-            std::int64_t worstError = clock.errorNs;
+            std::int64_t worstError = clockError;
             MPI_Allreduce(MPI_IN_PLACE, &worstError, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
-            const auto mine = recorder.take();
+            auto mine = std::move(aligned);
+            for (auto& e : recorder.take()) {
+                e.startNs -= clock.offsetNs;
+                e.endNs -= clock.offsetNs;
+                mine.push_back(std::move(e));
+            }
             std::int64_t recorded = static_cast<std::int64_t>(mine.size());
             std::vector<std::int64_t> perRank(static_cast<std::size_t>(size));
             MPI_Gather(&recorded, 1, MPI_INT64_T, perRank.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-            auto events = comm::gatherEvents(MPI_COMM_WORLD, mine, clock.offsetNs);
+            auto events = comm::gatherEvents(MPI_COMM_WORLD, mine, 0);
+            const auto memory = gatherPeakMemory(size);
             if (args->stream) {  // the stream already gathered each step's events
                 for (const auto& e : streamed)
                     ++perRank[static_cast<std::size_t>(e.rank)];
@@ -355,6 +396,7 @@ int main(int argc, char** argv)
                                                       {"steps", args->steps - first},
                                                       {"clock_error_ns", worstError},
                                                       {"events_per_rank", perRank},
+                                                      {"memory_high_water_bytes", memory},
                                                       {"layout", nlohmann::ordered_json::parse(plan::writeLayout(layout))}};
                 trace::writeChromeTrace(out, events, recorder.groups(), other.dump());
                 if (!out.flush())

@@ -6,6 +6,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <nlohmann/json.hpp>
+
 #include <random>
 #include <set>
 
@@ -133,14 +135,23 @@ private slots:
                 break;
         }
         QCOMPARE(p.exitCode(), 0);
-        QVERIFY(frames.size() == 1 + 4 * 2 + 1);
+        // run, groups (once), 4 × (events, step), end.
+        QVERIFY2(frames.size() == 1 + 1 + 4 * 2 + 1, qPrintable(QString::number(frames.size())));
         QCOMPARE(QString::fromStdString(frames.front().type), QStringLiteral("run"));
+        QCOMPARE(QString::fromStdString(frames[1].type), QStringLiteral("groups"));
+        const auto groups = nlohmann::json::parse(frames[1].payload);
+        QVERIFY(groups.is_array() && !groups.empty());
+        QVERIFY(groups[0].contains("kind") && groups[0].contains("ranks"));
         QCOMPARE(QString::fromStdString(frames.back().type), QStringLiteral("end"));
         int steps = 0;
         std::set<std::int32_t> ranks;
         for (const auto& f : frames) {
-            if (f.type == "step")
+            if (f.type == "step") {
                 ++steps;
+                const auto step = nlohmann::json::parse(f.payload);
+                QCOMPARE(int(step["memory_high_water_bytes"].size()), 4); // every rank's peak memory
+                QVERIFY(step["memory_high_water_bytes"][3].get<double>() > 1e6);
+            }
             if (f.type == "events")
                 for (const auto& e : decodeEvents(f.payload))
                     ranks.insert(e.rank);
