@@ -238,6 +238,11 @@ void RunMonitor::updateStats()
     const auto& events = m_timeline->timeline().events();
     if (events.empty())
         return;
+    // The statistics re-read every event: on big runs, refresh them every tenth step, and above two
+    // million events only when the run ends, so the window keeps its pace.
+    const bool live = running();
+    if (live && (events.size() > 2000000 || (events.size() > 200000 && m_steps.size() % 10 != 0)))
+        return;
     trace::StatsContext context;
     context.pp = m_layout.parallel.pp;
     context.vpp = m_layout.parallel.vpp;
