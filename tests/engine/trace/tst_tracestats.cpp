@@ -8,6 +8,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QSet>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -94,7 +95,7 @@ private slots:
         QProcess p;
         p.setProcessChannelMode(QProcess::MergedChannels);
         p.start(QStringLiteral(MPIEXEC), {"--allow-run-as-root", "--oversubscribe", "-np", "4", QStringLiteral(LOOM_TRAIN),
-                                          "--layout", layout, "--steps", "3", "--trace-out", trace});
+                                          "--layout", layout, "--steps", "27", "--trace-out", trace});
         QVERIFY(p.waitForFinished(120000));
         QCOMPARE(p.exitCode(), 0);
         QFile t(trace);
@@ -110,6 +111,16 @@ private slots:
         for (int r = 0; r < 4; ++r)
             QCOMPARE(counted.value(r), perRank[r].toInt());
         QVERIFY(doc.value("otherData").toObject().value("clock_error_ns").toDouble() < 1e6);
+        // 27 steps cross one clock refresh (every 25): the events of all steps are still there, and every
+        // rank's memory high-water mark is recorded.
+        QSet<int> steps;
+        for (const auto& v : doc.value("traceEvents").toArray())
+            steps.insert(v.toObject().value("args").toObject().value("step").toInt(-1));
+        QVERIFY(steps.contains(0) && steps.contains(26));
+        const QJsonArray memory = doc.value("otherData").toObject().value("memory_high_water_bytes").toArray();
+        QCOMPARE(memory.size(), 4);
+        for (const auto& m : memory)
+            QVERIFY(m.toDouble() > 1e6);
     }
 };
 
