@@ -20,13 +20,14 @@ set(CPACK_PACKAGE_VENDOR Loom)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "${LOOM_PACKAGE_CONTACT}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "workbench for the parallel training of very large models")
+# The long description, wrapped under 80 columns as Debian asks.
 set(CPACK_PACKAGE_DESCRIPTION
-    "Loom plans tensor-, pipeline- and data-parallel layouts for training large models, predicts what a
-layout costs (step time, MFU, pipeline bubble, memory per device), and launches its bundled MPI training
-engine with live progress.
+    "Loom plans tensor-, pipeline- and data-parallel layouts for training large
+models, predicts what a layout costs (step time, MFU, pipeline bubble, memory
+per device), and launches its bundled MPI training engine with live progress.
 .
-This package holds the workbench and command line (loom), the training engine (loom-train) and the
-collective-communication benchmark (loom-commbench).")
+This package holds the workbench and command line (loom), the training engine
+(loom-train) and the collective-communication benchmark (loom-commbench).")
 set(CPACK_STRIP_FILES ON)
 
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # loom_<version>_<arch>.deb

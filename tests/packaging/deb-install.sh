@@ -115,7 +115,7 @@ say "loom-commbench --help: $(head -n 1 <<<"$out")"
 out=$(run loom run "$src/resources/examples/tiny-local.json" --steps 1 2>&1) || die "loom run failed: $out"
 grep -q 'command mpirun .* /usr/bin/loom-train --layout' <<<"$(run loom runs show 1 2>&1)" \
   || die "the run did not use /usr/bin/loom-train: $(run loom runs show 1 2>&1)"
-say "loom run --steps 1 with the installed engine: $(tr '\r' '\n' <<<"$out" | grep -v '^ *$' | tail -n 1)"
+say "loom run --steps 1 with the installed engine /usr/bin/loom-train: $(tr '\r' '\n' <<<"$out" | grep -E '^step 1/1' | tail -n 1 | sed 's/ *$//')"
 if command -v xvfb-run >/dev/null; then
   env -i HOME="$work" PATH=/usr/bin:/bin LOOM_DB="$work/loom.db" xvfb-run -a loom --screenshot "$work/window.png" >/dev/null 2>&1 \
     || die "the installed workbench did not open under Xvfb"
