@@ -30,12 +30,17 @@ void onInterrupt(int)
     g_interrupted = 1;
 }
 
+// $LOOM_TRAIN, else loom-train beside this loom (build/<preset>/bin, or the install prefix's bin), else on PATH.
 QString enginePath()
 {
     const QString fromEnv = qEnvironmentVariable("LOOM_TRAIN");
     if (!fromEnv.isEmpty())
         return fromEnv;
-    return QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("loom-train"));
+    const QString beside = QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("loom-train"));
+    if (QFileInfo(beside).isExecutable())
+        return beside;
+    const QString onPath = QStandardPaths::findExecutable(QStringLiteral("loom-train"));
+    return onPath.isEmpty() ? beside : onPath;
 }
 
 }  // namespace
