@@ -1,6 +1,10 @@
 #include "launcher/LaunchCommands.h"
 
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileInfo>
 #include <QRegularExpression>
+#include <QStandardPaths>
 
 #include <unistd.h>
 
@@ -196,4 +200,16 @@ Command srunCommand(const LaunchRequest& request, const QString& layoutFile)
     return {QStringLiteral("srun"), args};
 }
 
+
+QString defaultEnginePath()
+{
+    const QString fromEnv = qEnvironmentVariable("LOOM_TRAIN");
+    if (!fromEnv.isEmpty())
+        return fromEnv;
+    const QString beside = QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("loom-train"));
+    if (QFileInfo(beside).isExecutable())
+        return beside;
+    const QString onPath = QStandardPaths::findExecutable(QStringLiteral("loom-train"));
+    return onPath.isEmpty() ? beside : onPath;
+}
 }  // namespace loom::launcher

@@ -27,6 +27,11 @@ struct Command {
     QStringList all() const { return QStringList{program} + args; }
 };
 
+// The training engine on this machine: $LOOM_TRAIN when set, else loom-train beside the running program
+// (build/<preset>/bin, or /usr/bin when installed), else the first loom-train on PATH; when none exists,
+// the path beside the program (so the error names where it was expected).
+QString defaultEnginePath();
+
 // One word for a POSIX shell: 'it'\''s' — whatever it holds ($(…), `…`, ;, newlines) stays one literal word.
 QString shellQuote(const QString& word);
 QString shellJoin(const QStringList& words);

@@ -2,6 +2,7 @@
 
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/RankGrid.h"
+#include "launcher/LaunchCommands.h"
 #include "launcher/RunController.h"
 #include "profiles/ProfileCatalog.h"
 
@@ -30,13 +31,7 @@ RunMonitor::~RunMonitor()
         m_controller->cancel();
 }
 
-QString RunMonitor::enginePath()
-{
-    const QString fromEnv = qEnvironmentVariable("LOOM_TRAIN");
-    if (!fromEnv.isEmpty())
-        return fromEnv;
-    return QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("loom-train"));
-}
+QString RunMonitor::enginePath() { return launcher::defaultEnginePath(); }
 
 bool RunMonitor::running() const { return m_controller && m_controller->isRunning(); }
 

@@ -45,7 +45,7 @@ public:
     QString state() const { return m_state; }
     QString cause() const { return m_cause; }
     QString logTail() const { return m_log; }
-    // The engine program used for runs: $LOOM_TRAIN, else loom-train next to this program.
+    // The engine program used for runs (launcher::defaultEnginePath: $LOOM_TRAIN, beside loom, PATH).
     static QString enginePath();
 
     // Per step: bus bandwidth (GB/s) of each kind of collective ("TP all-reduce", "DP all-reduce", "PP

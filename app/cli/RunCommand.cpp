@@ -31,18 +31,6 @@ void onInterrupt(int)
 }
 
 // $LOOM_TRAIN, else loom-train beside this loom (build/<preset>/bin, or the install prefix's bin), else on PATH.
-QString enginePath()
-{
-    const QString fromEnv = qEnvironmentVariable("LOOM_TRAIN");
-    if (!fromEnv.isEmpty())
-        return fromEnv;
-    const QString beside = QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("loom-train"));
-    if (QFileInfo(beside).isExecutable())
-        return beside;
-    const QString onPath = QStandardPaths::findExecutable(QStringLiteral("loom-train"));
-    return onPath.isEmpty() ? beside : onPath;
-}
-
 }  // namespace
 
 int runCommand(CliContext& context, const QStringList& args)
@@ -100,7 +88,7 @@ int runCommand(CliContext& context, const QStringList& args)
     launcher::LaunchRequest request;
     request.layout = *read.layout;
     request.steps = steps;
-    request.engine = enginePath();
+    request.engine = launcher::defaultEnginePath();
     request.progressTimeoutSeconds = timeout;
     if (!checkpointDir.isEmpty())
         request.checkpointDir = QFileInfo(checkpointDir).isAbsolute() || read.layout->cluster.launch.method != "local"

@@ -64,7 +64,7 @@ MainWindow::MainWindow(const plan::ProfileResolver& profiles, profiles::Store* s
     , m_scene(new TopologyScene(this))
 {
     setObjectName(QStringLiteral("LoomMainWindow"));
-    setWindowIcon(QIcon::fromTheme(QStringLiteral("applications-science")));
+    setWindowIcon(QIcon::fromTheme(QStringLiteral("loom"), QIcon(QStringLiteral(":/icons/loom.svg"))));
     m_map = new TopologyView(m_scene);
     m_legend = new MapLegend;
     auto* central = new QWidget;

@@ -107,6 +107,7 @@ int runWorkbench(int& argc, char** argv, const QStringList& args)
     QApplication::setApplicationName(QStringLiteral("loom"));
     QApplication::setOrganizationName(QStringLiteral("loom"));
     QApplication::setApplicationDisplayName(QStringLiteral("Loom"));
+    QGuiApplication::setDesktopFileName(QStringLiteral("loom")); // installer/loom.desktop
 
     std::unique_ptr<profiles::Store> store;
     QString storeProblem;
