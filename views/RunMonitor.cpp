@@ -244,6 +244,7 @@ void RunMonitor::updateStats()
     context.microBatches = m_layout.parallel.globalBatch / std::max<std::int64_t>(1, m_layout.parallel.microBatch * m_layout.parallel.dp);
     context.interleaved = m_layout.parallel.schedule == plan::ScheduleKind::Interleaved;
     context.tokensPerStep = m_layout.parallel.globalBatch * m_layout.model.seqLen;
+    context.groups = m_timeline->timeline().groups();
     m_stats = trace::computeStats(events, context);
     emit statsChanged();
 }

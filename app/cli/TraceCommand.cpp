@@ -39,13 +39,13 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
     }
     std::string other;
     std::vector<trace::TraceEvent> events;
+    trace::StatsContext c;
     try {
-        events = trace::readChromeTrace(*text, &other);
+        events = trace::readChromeTrace(*text, &other, &c.groups);
     } catch (const std::exception& e) {
         context.err << "error: " << args[1].toStdString() << " is " << e.what() << "\n";
         return ExitInvalid;
     }
-    trace::StatsContext c;
     const nlohmann::json meta = nlohmann::json::parse(other, nullptr, false);
     std::optional<plan::Layout> layout;
     if (meta.is_object() && meta.contains("layout")) {

@@ -121,29 +121,62 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
         s.collectives.push_back(cs);
     }
 
-    // Overlap: compute time inside communication intervals, per rank.
-    std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::int64_t>>> computeIntervals;
-    for (const auto& e : events)
-        if (e.lane == Lane::Compute && e.kind != EventKind::Wait && e.endNs > e.startNs)
+    // Overlap: compute time inside communication intervals, per rank. Blocking communication (send / recv,
+    // and TP or PP collectives when the groups are known) runs on the compute thread inside a compute event:
+    // the thread waits, so that time is neither computing nor overlapped.
+    std::map<std::int32_t, GroupKind> kindOf;
+    for (const auto& g : c.groups)
+        kindOf[g.id] = g.kind;
+    const auto blocking = [&kindOf](const TraceEvent& e) {
+        if (e.kind == EventKind::Send || e.kind == EventKind::Recv)
+            return true;
+        const auto it = kindOf.find(e.group);
+        return it != kindOf.end() && (it->second == GroupKind::Tensor || it->second == GroupKind::Pipeline);
+    };
+    using Intervals = std::vector<std::pair<std::int64_t, std::int64_t>>;
+    std::map<std::int32_t, Intervals> computeIntervals, blockingIntervals;
+    for (const auto& e : events) {
+        if (e.endNs <= e.startNs)
+            continue;
+        if (e.lane == Lane::Compute && e.kind != EventKind::Wait)
             computeIntervals[e.rank].emplace_back(e.startNs, e.endNs);
-    for (auto& [rank, v2] : computeIntervals)
-        std::sort(v2.begin(), v2.end());
+        else if (e.lane == Lane::Comm && blocking(e))
+            blockingIntervals[e.rank].emplace_back(e.startNs, e.endNs);
+    }
+    for (auto* m : {&computeIntervals, &blockingIntervals})
+        for (auto& [rank, v2] : *m)
+            std::sort(v2.begin(), v2.end());
+    // Length of [a, b) covered by sorted, non-overlapping intervals (overlapping ones are counted once).
+    const auto covered = [](const Intervals& iv, std::int64_t a, std::int64_t b) {
+        std::int64_t total = 0, reached = a;
+        auto it = std::lower_bound(iv.begin(), iv.end(), std::pair{a, std::int64_t(0)},
+            [](const auto& x, const auto& y) { return x.second < y.first; });
+        for (; it != iv.end() && it->first < b; ++it) {
+            const std::int64_t lo = std::max({it->first, a, reached}), hi = std::min(it->second, b);
+            if (hi > lo) {
+                total += hi - lo;
+                reached = hi;
+            }
+        }
+        return total;
+    };
     double commTime = 0, overlapped = 0;
     for (const auto& e : events) {
         if (e.lane != Lane::Comm || e.endNs <= e.startNs)
             continue;
         commTime += double(e.endNs - e.startNs);
-        const auto& iv = computeIntervals[e.rank];
-        auto it = std::lower_bound(iv.begin(), iv.end(), std::pair{e.startNs, std::int64_t(0)},
-                                   [](const auto& a, const auto& b) { return a.second < b.first; });
-        for (; it != iv.end() && it->first < e.endNs; ++it)
-            overlapped += double(std::max<std::int64_t>(0, std::min(it->second, e.endNs) - std::max(it->first, e.startNs)));
+        if (blocking(e))
+            continue;
+        // Compute inside [start, end), less the stretches where the compute thread itself was blocked.
+        const double busy = double(covered(computeIntervals[e.rank], e.startNs, e.endNs));
+        const double waiting = double(covered(blockingIntervals[e.rank], e.startNs, e.endNs));
+        overlapped += std::max(0.0, busy - waiting);
     }
     s.overlap = commTime > 0 ? overlapped / commTime : 0;
     return s;
 }
 
-std::vector<TraceEvent> readChromeTrace(const std::string& text, std::string* otherData)
+std::vector<TraceEvent> readChromeTrace(const std::string& text, std::string* otherData, std::vector<GroupInfo>* groups)
 {
     const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
     if (doc.is_discarded() || !doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
@@ -175,6 +208,18 @@ std::vector<TraceEvent> readChromeTrace(const std::string& text, std::string* ot
             e.peer = a.value("peer", -1);
             e.group = a.value("group", -1);
             e.groupSize = a.value("group_size", 0);
+            if (groups && e.group >= 0 && a.contains("group_name") && a["group_name"].is_string()
+                && std::none_of(groups->begin(), groups->end(), [&](const GroupInfo& g) { return g.id == e.group; })) {
+                GroupInfo g;
+                g.id = e.group;
+                g.name = a["group_name"].get<std::string>();
+                const std::string first = g.name.substr(0, g.name.find(' '));
+                for (auto k : {GroupKind::World, GroupKind::Tensor, GroupKind::Pipeline, GroupKind::Data, GroupKind::Node,
+                         GroupKind::CrossNode})
+                    if (first == toString(k))
+                        g.kind = k;
+                groups->push_back(std::move(g));
+            }
             e.codec = a.value("codec", "");
             e.source = a.value("source", "measured") == "simulated" ? EventSource::Simulated : EventSource::Measured;
             const std::string algorithm = a.value("algorithm", "none");

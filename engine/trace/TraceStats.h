@@ -14,6 +14,10 @@ struct StatsContext {
     std::int64_t pp = 1, vpp = 1, microBatches = 1;
     bool interleaved = false;
     std::int64_t tokensPerStep = 0;
+    // What each event's `group` is (from the trace's group names or the stream's groups frame). With it,
+    // tensor- and pipeline-parallel collectives count as blocking: the compute thread waits in them, so the
+    // compute event around them is not overlapping them. Without it only send / recv count as blocking.
+    std::vector<GroupInfo> groups;
 };
 
 struct StageStats {
@@ -46,6 +50,9 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
 // Reads a Chrome trace written by writeChromeTrace (or one like it). Events keep their args; `otherData`
 // gets the trace's "otherData" object as JSON text. Throws std::runtime_error with a message for text that
 // is not such a trace.
-std::vector<TraceEvent> readChromeTrace(const std::string& text, std::string* otherData = nullptr);
+// `groups`, when given, receives the groups named by the events' `group_name` args (kind from the name's
+// first word: TP, PP, DP).
+std::vector<TraceEvent> readChromeTrace(const std::string& text, std::string* otherData = nullptr,
+    std::vector<GroupInfo>* groups = nullptr);
 
 }  // namespace loom::trace
