@@ -22,6 +22,12 @@ public:
     void finish();
     void reset();
     std::size_t bucketCount() const { return m_buckets.size(); }
+    // The buckets as [begin, end) ranges of the flat buffer.
+    std::vector<std::pair<std::size_t, std::size_t>> bucketRanges() const;
+    // Off: the codec is not used (an uncompressed all-reduce; the codec warm-up).
+    void setCompressed(bool on) { m_options.codec = on ? m_codec : plan::Codec{}; }
+    // Off: gradients stay local (the optimizer communicates instead; see SparseAdam).
+    void setEnabled(bool on) { m_enabled = on; }
 
 private:
     struct Bucket {
@@ -37,6 +43,8 @@ private:
     comm::Communicator* m_dp;
     bool m_overlap;
     bool m_errorFeedback;
+    bool m_enabled = true;
+    plan::Codec m_codec;
     comm::CollectiveOptions m_options;
     std::vector<Bucket> m_buckets;
     std::vector<int> m_bucketOf;  // parameter -> bucket
