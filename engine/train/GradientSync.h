@@ -11,10 +11,15 @@ namespace loom::train {
 // contiguous ranges of the flat gradient buffer of about `bucketBytes`; with overlap on, a bucket's
 // all-reduce starts as soon as backward has finished every parameter in it, while the rest of backward
 // runs. Lossy codecs keep one error-feedback state per bucket.
+//
+// `groups` (one value per parameter, or empty) keeps parameters of different groups out of one bucket. A
+// lossy codec's result depends on the whole bucket (top-k's selection, int8's block scales), so copies of a
+// tensor that other ranks of the same replica hold too (TP-replicated tensors, the token embedding on the
+// first and last pipeline stage) must share a bucket only with such copies to stay identical.
 class GradientSync {
 public:
     GradientSync(ParamSet& params, comm::Communicator* dp, std::size_t bucketBytes, bool overlap,
-                 comm::CollectiveOptions options, bool errorFeedback);
+                 comm::CollectiveOptions options, bool errorFeedback, const std::vector<int>& groups = {});
 
     // Backward has finished parameter `index` for this step.
     void markReady(int index);

@@ -42,8 +42,17 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
                                                                                        : comm::CollectiveAlgorithm::Library;
     sync.chunkBytes = static_cast<std::size_t>(layout.comm.chunkKb * 1024);
     sync.codec = layout.comm.dpCodec;
+    // A lossy codec's output depends on the whole bucket: TP-replicated tensors and the tied embedding
+    // (held by the first and the last stage) get buckets of their own so that their copies stay identical.
+    std::vector<int> groups;
+    const bool lossy = layout.comm.dpCodec.kind != plan::Codec::Kind::None && layout.comm.dpCodec.kind != plan::Codec::Kind::Lz4;
+    if (lossy && p.dp > 1)
+        for (int i = 0; i < static_cast<int>(params.specs().size()); ++i)
+            groups.push_back(i == m_stage->tokenEmbedding() && m_tiedAcrossStages ? 2
+                             : p.tp > 1 && params.spec(i).shard == Shard::Replicated ? 1
+                                                                                     : 0);
     m_sync = std::make_unique<GradientSync>(params, comms.data.get(), static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20)),
-                                            layout.comm.overlap, sync, layout.comm.errorFeedback);
+                                            layout.comm.overlap, sync, layout.comm.errorFeedback, groups);
 
     m_decay.assign(params.values.size(), 0);
     for (const auto& s : params.specs())
