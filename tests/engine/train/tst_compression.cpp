@@ -4,7 +4,7 @@
 // measurably worse. The final loss is the mean of the last 10 steps. Runs loom-train under mpirun.
 //
 // Built twice from this file: tst_compression_mini (label bench) runs the acceptance as written, gpt-mini
-// for 300 steps (about 4 minutes on 2 cores); tst_compression runs gpt-tiny for 300 steps (under a minute),
+// for 300 steps (4-13 minutes on 2 cores, depending on load); tst_compression runs gpt-tiny for 300 steps (28 s),
 // where int8's gap is close to the 2% line (measured +1.9%), so it allows int8 5% (kInt8Tolerance).
 #include <QFile>
 #include <QJsonDocument>
