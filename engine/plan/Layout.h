@@ -76,6 +76,9 @@ struct CommSpec {
     double bucketMb = 25; // PyTorch DDP's default bucket size
     double chunkKb = 1024; // chunk size of the chunked ring all-reduce
     AllreduceAlgorithm allreduce = AllreduceAlgorithm::Library;
+    // Steps whose data-parallel all-reduce is uncompressed before dp_codec starts; -1 (field absent): 0,
+    // except for topk with error feedback, where it is a tenth of the run (AdamW's variance is frozen then).
+    std::int64_t codecWarmup = -1;
 
     bool operator==(const CommSpec&) const = default;
 };

@@ -156,7 +156,9 @@ void readComm(const json& j, Layout& layout, Diagnostics& d)
         c.allreduce = *v == "library" ? AllreduceAlgorithm::Library
             : *v == "ring"            ? AllreduceAlgorithm::Ring
                                       : AllreduceAlgorithm::Hierarchical;
-    r.warnUnknown({ "dp_codec", "error_feedback", "overlap", "bucket_mb", "chunk_kb", "allreduce" });
+    if (auto v = r.integer("codec_warmup", Presence::Optional, 0, 1000000000))
+        c.codecWarmup = *v;
+    r.warnUnknown({ "dp_codec", "error_feedback", "overlap", "bucket_mb", "chunk_kb", "allreduce", "codec_warmup" });
 }
 
 // An object field that must be an object when present; reports otherwise.
@@ -386,6 +388,8 @@ std::string writeLayout(const Layout& layout)
     const auto& c = layout.comm;
     j["comm"] = { { "dp_codec", c.dpCodec.toString() }, { "error_feedback", c.errorFeedback }, { "overlap", c.overlap },
         { "bucket_mb", c.bucketMb }, { "chunk_kb", c.chunkKb }, { "allreduce", toString(c.allreduce) } };
+    if (c.codecWarmup >= 0)
+        j["comm"]["codec_warmup"] = c.codecWarmup;
     return j.dump(2) + "\n";
 }
 

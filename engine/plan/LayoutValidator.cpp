@@ -271,6 +271,13 @@ private:
             d.warning("comm.dp_codec",
                 "comm.dp_codec=\"" + l.comm.dpCodec.toString()
                     + "\" compresses the data-parallel all-reduce, but dp=1, so there is none");
+        const bool sparseAdam = l.comm.dpCodec.kind == Codec::Kind::TopK && l.comm.errorFeedback && p.dp > 1;
+        if (fine({ "comm.dp_codec", "comm.error_feedback", "comm.codec_warmup", "parallel.dp" }) && sparseAdam
+            && l.comm.codecWarmup == 0)
+            d.error("comm.codec_warmup",
+                "comm.codec_warmup=0 with comm.dp_codec=\"" + l.comm.dpCodec.toString()
+                    + "\" and error_feedback leaves no uncompressed AdamW steps to freeze the variance from; "
+                      "use at least 1 (1-bit Adam uses 15-25% of the run), or leave the field out for a tenth of the run");
         if (fine({ "comm.allreduce", "nodes" }) && l.comm.allreduce == AllreduceAlgorithm::Hierarchical && l.nodes == 1)
             d.warning("comm.allreduce",
                 "comm.allreduce=\"hierarchical\" splits the all-reduce into in-node and "

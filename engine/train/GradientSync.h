@@ -11,10 +11,15 @@ namespace loom::train {
 // contiguous ranges of the flat gradient buffer of about `bucketBytes`; with overlap on, a bucket's
 // all-reduce starts as soon as backward has finished every parameter in it, while the rest of backward
 // runs. Lossy codecs keep one error-feedback state per bucket.
+//
+// `groups` (one value per parameter, or empty) keeps parameters of different groups out of one bucket. A
+// lossy codec's result depends on the whole bucket (top-k's selection, int8's block scales), so copies of a
+// tensor that other ranks of the same replica hold too (TP-replicated tensors, the token embedding on the
+// first and last pipeline stage) must share a bucket only with such copies to stay identical.
 class GradientSync {
 public:
     GradientSync(ParamSet& params, comm::Communicator* dp, std::size_t bucketBytes, bool overlap,
-                 comm::CollectiveOptions options, bool errorFeedback);
+                 comm::CollectiveOptions options, bool errorFeedback, const std::vector<int>& groups = {});
 
     // Backward has finished parameter `index` for this step.
     void markReady(int index);
@@ -22,6 +27,12 @@ public:
     void finish();
     void reset();
     std::size_t bucketCount() const { return m_buckets.size(); }
+    // The buckets as [begin, end) ranges of the flat buffer.
+    std::vector<std::pair<std::size_t, std::size_t>> bucketRanges() const;
+    // Off: the codec is not used (an uncompressed all-reduce; the codec warm-up).
+    void setCompressed(bool on) { m_options.codec = on ? m_codec : plan::Codec{}; }
+    // Off: gradients stay local (the optimizer communicates instead; see SparseAdam).
+    void setEnabled(bool on) { m_enabled = on; }
 
 private:
     struct Bucket {
@@ -37,6 +48,8 @@ private:
     comm::Communicator* m_dp;
     bool m_overlap;
     bool m_errorFeedback;
+    bool m_enabled = true;
+    plan::Codec m_codec;
     comm::CollectiveOptions m_options;
     std::vector<Bucket> m_buckets;
     std::vector<int> m_bucketOf;  // parameter -> bucket

@@ -24,6 +24,10 @@ public:
     std::size_t begin() const { return m_begin; }
     std::size_t end() const { return m_end; }
     std::int64_t steps() const { return m_t; }
+    double beta1() const { return m_beta1; }
+    double beta2() const { return m_beta2; }
+    double eps() const { return m_eps; }
+    double weightDecay() const { return m_weightDecay; }
     // The first and second moments of [begin, end), for checkpoints.
     std::vector<float>& firstMoment() { return m_m; }
     std::vector<float>& secondMoment() { return m_v; }

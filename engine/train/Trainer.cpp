@@ -42,8 +42,17 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
                                                                                        : comm::CollectiveAlgorithm::Library;
     sync.chunkBytes = static_cast<std::size_t>(layout.comm.chunkKb * 1024);
     sync.codec = layout.comm.dpCodec;
+    // A lossy codec's output depends on the whole bucket: TP-replicated tensors and the tied embedding
+    // (held by the first and the last stage) get buckets of their own so that their copies stay identical.
+    std::vector<int> groups;
+    const bool lossy = layout.comm.dpCodec.kind != plan::Codec::Kind::None && layout.comm.dpCodec.kind != plan::Codec::Kind::Lz4;
+    if (lossy && p.dp > 1)
+        for (int i = 0; i < static_cast<int>(params.specs().size()); ++i)
+            groups.push_back(i == m_stage->tokenEmbedding() && m_tiedAcrossStages ? 2
+                             : p.tp > 1 && params.spec(i).shard == Shard::Replicated ? 1
+                                                                                     : 0);
     m_sync = std::make_unique<GradientSync>(params, comms.data.get(), static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20)),
-                                            layout.comm.overlap, sync, layout.comm.errorFeedback);
+                                            layout.comm.overlap, sync, layout.comm.errorFeedback, groups);
 
     m_decay.assign(params.values.size(), 0);
     for (const auto& s : params.specs())
@@ -57,6 +66,13 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         end = std::min(params.values.size(), begin + shard);
     }
     m_adam = std::make_unique<AdamW>(begin, end);
+    m_codecWarmup = std::max<std::int64_t>(layout.comm.codecWarmup, 0);
+    if (layout.comm.dpCodec.kind == plan::Codec::Kind::TopK && layout.comm.errorFeedback && p.dp > 1) {
+        // Sparse updates under AdamW (SparseAdam): a warm-up of uncompressed steps, then frozen variance.
+        if (layout.comm.codecWarmup < 0)
+            m_codecWarmup = std::max<std::int64_t>(1, options.steps / 10);
+        m_sparse = std::make_unique<SparseAdam>(m_sync->bucketRanges(), *comms.data, sync);
+    }
     m_lr = {options.lr, options.lr * 0.1, options.warmup, options.steps};
 
     m_lastBackward.assign(static_cast<std::size_t>(m_schedule.chunks()), -1);
@@ -232,6 +248,10 @@ StepResult Trainer::step(std::int64_t step)
         m_options.recorder->setStep(static_cast<std::int32_t>(step));
     ParamSet& params = m_stage->params();
     params.zeroGrads();
+    const bool compressed = step >= m_codecWarmup;
+    const bool sparse = m_sparse && compressed;
+    m_sync->setCompressed(compressed);
+    m_sync->setEnabled(!sparse);
     m_sync->reset();
     double lossSum = 0;
     runSchedule(step, lossSum);
@@ -247,12 +267,20 @@ StepResult Trainer::step(std::int64_t step)
     const auto& p = m_layout.parallel;
     const double norm = std::sqrt(gradientNormSquared());
     r.gradNorm = norm;
-    const float clip = norm > m_options.clip ? static_cast<float>(m_options.clip / (norm + 1e-6)) : 1.0f;
     r.lr = m_lr.at(step);
     const auto optimizerStart = trace::nowNs();
-    m_adam->step(params.values.data(), params.grads.data(), m_decay, r.lr, clip);
+    if (sparse) {
+        // Local gradients (this rank's share of the mean): DGC's local clipping at clip/sqrt(dp).
+        const double threshold = m_options.clip / std::sqrt(double(p.dp));
+        const float clip = norm > threshold ? static_cast<float>(threshold / (norm + 1e-6)) : 1.0f;
+        r.gradNorm = norm * std::sqrt(double(p.dp));  // the estimate of the global norm the threshold assumes
+        m_sparse->step(*m_adam, params.values.data(), params.grads.data(), clip, m_decay, r.lr, m_codecWarmup);
+    } else {
+        const float clip = norm > m_options.clip ? static_cast<float>(m_options.clip / (norm + 1e-6)) : 1.0f;
+        m_adam->step(params.values.data(), params.grads.data(), m_decay, r.lr, clip);
+    }
     record(trace::EventKind::Optimizer, optimizerStart, step);
-    if (m_layout.memory.zero == 1 && p.dp > 1) {
+    if (!sparse && m_layout.memory.zero == 1 && p.dp > 1) {
         // ZeRO-1: each DP rank updated its shard; gather the others' shards.
         const std::size_t shard = (params.values.size() + static_cast<std::size_t>(p.dp) - 1) / static_cast<std::size_t>(p.dp);
         std::vector<float> mine(shard, 0.0f), all(shard * static_cast<std::size_t>(p.dp));

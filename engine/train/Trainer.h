@@ -8,6 +8,7 @@
 #include "engine/train/GptStage.h"
 #include "engine/train/GradientSync.h"
 #include "engine/train/Optimizer.h"
+#include "engine/train/SparseAdam.h"
 #include "engine/trace/TraceRecorder.h"
 
 #include <memory>
@@ -69,6 +70,8 @@ private:
     std::unique_ptr<GptStage> m_stage;
     std::unique_ptr<GradientSync> m_sync;
     std::unique_ptr<AdamW> m_adam;
+    std::unique_ptr<SparseAdam> m_sparse;  // top-k with error feedback after the codec warm-up
+    std::int64_t m_codecWarmup = 0;        // steps with an uncompressed data-parallel all-reduce
     std::vector<std::uint8_t> m_decay;
     LearningRate m_lr;
     bool m_tiedAcrossStages = false;  // the token embedding lives on the first and the last pipeline rank

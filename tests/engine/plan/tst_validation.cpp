@@ -195,6 +195,11 @@ private slots:
                                    << "comm.dp_codec=\"int2\" is not a known codec; use one of";
         QTest::newRow("bad top-k fraction") << R"({"comm": {"dp_codec": "topk:0"}})" << true << "comm.dp_codec"
                                             << "the top-k fraction must be above 0 and below 1";
+        QTest::newRow("top-k feedback without warm-up")
+            << R"({"parallel": {"tp": 4, "pp": 1, "dp": 2}, "comm": {"dp_codec": "topk:0.01", "codec_warmup": 0}})"
+            << true << "comm.codec_warmup" << "leaves no uncompressed AdamW steps to freeze the variance from";
+        QTest::newRow("negative codec warm-up") << R"({"comm": {"codec_warmup": -1}})" << true << "comm.codec_warmup"
+                                                << "comm.codec_warmup=-1 is too small";
         QTest::newRow("unknown precision") << R"({"precision": "fp8"})" << true << "precision"
                                            << "precision=\"fp8\" is not known; use one of \"fp32\", \"fp16\", \"bf16\"";
         QTest::newRow("too many ranks") << R"({"parallel": {"tp": 1024, "pp": 1024, "dp": 2}})" << true << "parallel"
