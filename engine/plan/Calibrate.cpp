@@ -1,0 +1,302 @@
+#include "engine/plan/Calibrate.h"
+
+#include "engine/plan/CostModel.h"
+#include "engine/plan/RankGrid.h"
+#include "engine/plan/Schedule.h"
+#include "engine/trace/TraceStats.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+namespace loom::plan {
+
+CalibrationTrace readCalibrationTrace(const std::string& text)
+{
+    CalibrationTrace out;
+    std::string other;
+    out.events = trace::readChromeTrace(text, &other);
+    const auto otherData = nlohmann::json::parse(other, nullptr, false);
+    if (otherData.is_object() && otherData.contains("layout") && otherData["layout"].is_object())
+        out.layoutJson = otherData["layout"].dump();
+    // Group kinds from the names loom-train gives its groups; every rank creates them in the same order, so
+    // a group id means the same kind of group on every rank.
+    const auto doc = nlohmann::json::parse(text, nullptr, false);
+    for (const auto& j : doc["traceEvents"]) {
+        if (!j.is_object() || !j.contains("args") || !j["args"].is_object())
+            continue;
+        const auto& a = j["args"];
+        const int group = a.value("group", -1);
+        if (group < 0 || out.groupKinds.count(group) || !a.contains("group_name") || !a["group_name"].is_string())
+            continue;
+        const std::string name = a["group_name"];
+        const auto kind = name.rfind("TP", 0) == 0   ? trace::GroupKind::Tensor
+                          : name.rfind("PP", 0) == 0 ? trace::GroupKind::Pipeline
+                          : name.rfind("DP", 0) == 0 ? trace::GroupKind::Data
+                          : name == "world"          ? trace::GroupKind::World
+                                                     : trace::GroupKind::Other;
+        out.groupKinds[group] = kind;
+    }
+    return out;
+}
+
+namespace {
+
+// One measured duration and the model's linear terms for it: predicted = a0·x0 + a1·x1.
+struct Row {
+    double a0 = 0, a1 = 0, measured = 0, weight = 1;
+};
+
+double residualRms(const std::vector<Row>& rows, double x0, double x1)
+{
+    double sum = 0, weights = 0;
+    for (const auto& r : rows) {
+        const double rel = (r.a0 * x0 + r.a1 * x1 - r.measured) / r.measured;
+        sum += r.weight * r.measured * r.measured * rel * rel;
+        weights += r.weight * r.measured * r.measured;
+    }
+    return weights > 0 ? std::sqrt(sum / weights) : 0;
+}
+
+double weightedError(const std::vector<Row>& rows, double x0, double x1)
+{
+    double sum = 0;
+    for (const auto& r : rows) {
+        const double e = r.a0 * x0 + r.a1 * x1 - r.measured;
+        sum += r.weight * e * e;
+    }
+    return sum;
+}
+
+// Weighted least squares of x0 and x1 (both >= 0). fit0/fit1 say which may move; the others keep their
+// value. Where the two columns are (nearly) proportional, only the one that carries more of the predicted
+// time moves. Returns which moved.
+std::pair<bool, bool> fitTwo(const std::vector<Row>& rows, double& x0, double& x1)
+{
+    double s00 = 0, s01 = 0, s11 = 0, s0t = 0, s1t = 0, share0 = 0, share1 = 0;
+    for (const auto& r : rows) {
+        s00 += r.weight * r.a0 * r.a0;
+        s01 += r.weight * r.a0 * r.a1;
+        s11 += r.weight * r.a1 * r.a1;
+        s0t += r.weight * r.a0 * r.measured;
+        s1t += r.weight * r.a1 * r.measured;
+        share0 += r.a0 * x0;
+        share1 += r.a1 * x1;
+    }
+    auto only0 = [&](double keep1) {
+        return s00 > 0 ? (s0t - s01 * keep1) / s00 : -1.0;
+    };
+    auto only1 = [&](double keep0) {
+        return s11 > 0 ? (s1t - s01 * keep0) / s11 : -1.0;
+    };
+    const bool proportional = s00 <= 0 || s11 <= 0 || s01 * s01 >= (1.0 - 1e-6) * s00 * s11;
+    if (!proportional) {
+        const double det = s00 * s11 - s01 * s01;
+        const double y0 = (s0t * s11 - s1t * s01) / det, y1 = (s1t * s00 - s0t * s01) / det;
+        if (y0 > 0 && y1 > 0) {
+            x0 = y0;
+            x1 = y1;
+            return {true, true};
+        }
+    }
+    // One at a time: the one that carries more time when the columns are proportional, else the better fit.
+    const double y0 = only0(x1), y1 = only1(x0);
+    const bool ok0 = y0 > 0 && std::isfinite(y0), ok1 = y1 > 0 && std::isfinite(y1);
+    bool use0 = ok0;
+    if (ok0 && ok1)
+        use0 = proportional ? share0 >= share1 : weightedError(rows, y0, x1) <= weightedError(rows, x0, y1);
+    if (use0) {
+        x0 = y0;
+        return {true, false};
+    }
+    if (ok1) {
+        x1 = y1;
+        return {false, true};
+    }
+    return {false, false};
+}
+
+bool isCompute(trace::EventKind k)
+{
+    return k == trace::EventKind::Forward || k == trace::EventKind::Backward;
+}
+
+std::string count(std::size_t n, const char* what)
+{
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEvent>& all,
+                      const std::map<std::int32_t, trace::GroupKind>& groupKinds)
+{
+    Layout layout = layoutIn;
+    const ClusterSpec before = layout.cluster;
+    const DeviceSpec& dev = before.device;
+    const RankGrid grid = RankGrid::forLayout(layout);
+    const std::int64_t chunks = Schedule::forLayout(layout).chunks();
+    const std::vector<StageWork> work = stageWork(layout, chunks);
+    const std::int64_t virtualStages = layout.parallel.pp * chunks;
+
+    // Steps: the first of several warms caches and allocators and is left out.
+    std::set<std::int32_t> stepSet;
+    for (const auto& e : all)
+        if (e.step >= 0)
+            stepSet.insert(e.step);
+    if (stepSet.size() > 1)
+        stepSet.erase(stepSet.begin());
+    std::vector<trace::TraceEvent> events;
+    for (const auto& e : all)
+        if (stepSet.count(e.step) && e.source == trace::EventSource::Measured)
+            events.push_back(e);
+
+    Calibration out;
+    out.steps = static_cast<std::int32_t>(stepSet.size());
+    auto kindOf = [&](const trace::TraceEvent& e) {
+        auto it = groupKinds.find(e.group);
+        return it == groupKinds.end() ? trace::GroupKind::Other : it->second;
+    };
+
+    // Compute: forward and backward without the TP all-reduces they wait for inside, and the optimizer.
+    std::map<std::int32_t, std::vector<const trace::TraceEvent*>> tpByRank;
+    for (const auto& e : events)
+        if (e.lane == trace::Lane::Comm && kindOf(e) == trace::GroupKind::Tensor)
+            tpByRank[e.rank].push_back(&e);
+    std::vector<Row> compute;
+    std::size_t passes = 0, optimizerSteps = 0;
+    for (const auto& e : events) {
+        const double seconds = double(e.durationNs()) * 1e-9;
+        if (isCompute(e.kind)) {
+            if (e.stage < 0 || e.stage >= virtualStages)
+                continue;
+            double inside = 0;
+            for (const auto* c : tpByRank[e.rank])
+                if (c->startNs >= e.startNs && c->endNs <= e.endNs)
+                    inside += double(c->durationNs()) * 1e-9;
+            const StageWork& w = work[static_cast<std::size_t>(e.stage)];
+            const ComputeWork& cw = e.kind == trace::EventKind::Forward ? w.forward : w.backward;
+            if (seconds - inside > 0) {
+                compute.push_back({cw.flops, cw.bytes, seconds - inside, 0});
+                ++passes;
+            }
+        } else if (e.kind == trace::EventKind::Optimizer && e.rank >= 0 && e.rank < grid.size() && seconds > 0) {
+            compute.push_back({0, optimizerBytes(layout, grid.coordOf(e.rank).pp), seconds, 0});
+            ++optimizerSteps;
+        }
+    }
+    if (passes == 0)
+        throw std::invalid_argument("the trace has no forward or backward events of layout \"" + layout.name
+                                    + "\" after its first step; record a run of two or more steps with loom-train --trace-out");
+    for (auto& r : compute)
+        r.weight = 1.0 / r.measured;
+
+    const double peak = dev.peakTflops(layout.precision) * 1e12;
+    double xFlops = 1.0 / (peak * dev.gemmMax), xBytes = 1.0 / (dev.memoryBandwidthGBs * 1e9);
+    const double rmsComputeBefore = residualRms(compute, xFlops, xBytes);
+    const auto [flopsMoved, bytesMoved] = fitTwo(compute, xFlops, xBytes);
+    out.residuals.push_back({"compute (forward, backward, optimizer)", static_cast<std::int64_t>(compute.size()),
+                             rmsComputeBefore, residualRms(compute, xFlops, xBytes)});
+    ClusterSpec after = before;
+    const std::string from = count(passes, "forward/backward event") + ", " + count(optimizerSteps, "optimizer step");
+    {
+        double newMax = 1.0 / (xFlops * peak);
+        FittedParameter max{"device.gemm_efficiency.max", dev.gemmMax, newMax, flopsMoved,
+                            flopsMoved ? "from " + from : "kept: the events do not separate it from the memory-bound part"};
+        if (flopsMoved && newMax > 1.0) {
+            // Faster than the datasheet peak: the peak was wrong, not the efficiency.
+            const double factor = newMax;
+            newMax = 1.0;
+            max.after = 1.0;
+            for (double* p : {&after.device.peakTflopsFp32, &after.device.peakTflopsFp16, &after.device.peakTflopsBf16})
+                *p *= factor;
+            out.parameters.push_back(max);
+            out.parameters.push_back({"device.peak_tflops (all precisions, x" + std::to_string(factor).substr(0, 5) + ")",
+                                      dev.peakTflops(layout.precision), after.device.peakTflops(layout.precision), true,
+                                      "the measured FLOP rate is above max x peak"});
+        } else {
+            out.parameters.push_back(max);
+        }
+        after.device.gemmMax = newMax;
+        const double newBandwidth = 1.0 / (xBytes * 1e9);
+        out.parameters.push_back({"device.memory_bandwidth_gbs", dev.memoryBandwidthGBs, newBandwidth, bytesMoved,
+                                  bytesMoved ? "from " + from
+                                             : "kept: the events do not separate it from the GEMM part (an optimizer step would)"});
+        after.device.memoryBandwidthGBs = newBandwidth;
+        out.parameters.push_back({"device.gemm_efficiency.half_width", dev.gemmHalfWidth, dev.gemmHalfWidth, false,
+                                  "kept: one layout has one GEMM width (h/tp)"});
+        out.parameters.push_back({"device.gemm_efficiency.half_rows", dev.gemmHalfRows, dev.gemmHalfRows, false,
+                                  "kept: one layout has one row count (micro-batch x sequence)"});
+    }
+
+    // Links: all-reduces per link class, the median duration of each (group size, bytes).
+    for (const bool inter : {false, true}) {
+        if (inter && !before.interNode)
+            continue;
+        std::map<std::pair<std::int32_t, std::uint64_t>, std::vector<double>> bySize;
+        for (const auto& e : events) {
+            if (e.kind != trace::EventKind::AllReduce || e.groupSize < 2 || !e.codec.empty() || e.endNs <= e.startNs
+                || !(e.algorithm == trace::Algorithm::Library || e.algorithm == trace::Algorithm::Ring
+                     || e.algorithm == trace::Algorithm::ChunkedRing))
+                continue;
+            std::int64_t spanned = 1;
+            switch (kindOf(e)) {
+            case trace::GroupKind::Tensor: spanned = grid.maxNodesSpanned(GroupKind::Tensor); break;
+            case trace::GroupKind::Pipeline: spanned = grid.maxNodesSpanned(GroupKind::Pipeline); break;
+            case trace::GroupKind::Data: spanned = grid.maxNodesSpanned(GroupKind::Data); break;
+            case trace::GroupKind::World: spanned = grid.nodeOf(grid.size() - 1) + 1; break;
+            default: continue;  // a group we cannot place
+            }
+            if ((spanned > 1 && before.interNode) != inter)
+                continue;
+            bySize[{e.groupSize, e.bytes}].push_back(double(e.durationNs()) * 1e-9);
+        }
+        LinkSpec& link = inter ? *after.interNode : after.intraNode;
+        const LinkSpec& old = inter ? *before.interNode : before.intraNode;
+        const std::string prefix = inter ? "inter_node." : "intra_node.";
+        std::vector<Row> rows;
+        std::size_t n = 0;
+        for (auto& [key, durations] : bySize) {
+            std::sort(durations.begin(), durations.end());
+            const double median = durations[durations.size() / 2];
+            const double members = double(key.first);
+            rows.push_back({2.0 * (members - 1.0), 2.0 * (members - 1.0) / members * double(key.second), median,
+                            double(durations.size()) / median});
+            n += durations.size();
+        }
+        double alpha = old.latencyUs * 1e-6, invBeta = 1.0 / (old.bandwidthGBs * 1e9);
+        if (rows.empty()) {
+            const std::string why = "kept: the trace has no all-reduce over " + std::string(toString(old.kind)) + " links";
+            out.parameters.push_back({prefix + "latency_us", old.latencyUs, old.latencyUs, false, why});
+            out.parameters.push_back({prefix + "bandwidth_gbs", old.bandwidthGBs, old.bandwidthGBs, false, why});
+            continue;
+        }
+        const double rmsBefore = residualRms(rows, alpha, invBeta);
+        const auto [alphaMoved, betaMoved] = fitTwo(rows, alpha, invBeta);
+        const std::string fromLinks = "from " + count(n, "all-reduce") + " in " + count(rows.size(), "size");
+        const std::string keptWhy = rows.size() == 1 ? "kept: all-reduces of one size only" : "kept: a negative fit";
+        link.latencyUs = alpha * 1e6;
+        link.bandwidthGBs = 1.0 / (invBeta * 1e9);
+        out.parameters.push_back({prefix + "latency_us", old.latencyUs, link.latencyUs, alphaMoved, alphaMoved ? fromLinks : keptWhy});
+        out.parameters.push_back({prefix + "bandwidth_gbs", old.bandwidthGBs, link.bandwidthGBs, betaMoved, betaMoved ? fromLinks : keptWhy});
+        out.residuals.push_back({std::string(toString(old.kind)) + " all-reduce (medians per size)",
+                                 static_cast<std::int64_t>(n), rmsBefore, residualRms(rows, alpha, invBeta)});
+    }
+
+    trace::StatsContext context;
+    context.pp = layout.parallel.pp;
+    context.vpp = chunks;
+    context.microBatches = layout.parallel.microBatches();
+    context.interleaved = layout.parallel.schedule == ScheduleKind::Interleaved;
+    out.measuredStepSeconds = trace::computeStats(all, context).stepSeconds;
+    out.predictedBefore = predict(layout).stepTime;
+    layout.cluster = after;
+    out.predictedAfter = predict(layout).stepTime;
+    out.cluster = after;
+    return out;
+}
+
+}  // namespace loom::plan
