@@ -245,7 +245,7 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
             std::int64_t spanned = 1;
             switch (kindOf(e)) {
             case trace::GroupKind::Tensor: spanned = grid.maxNodesSpanned(GroupKind::Tensor); break;
-            case trace::GroupKind::Pipeline: spanned = grid.maxNodesSpanned(GroupKind::Pipeline); break;
+            case trace::GroupKind::Pipeline: continue;  // the gradient norm's one value: it waits out the pipeline's drain
             case trace::GroupKind::Data: spanned = grid.maxNodesSpanned(GroupKind::Data); break;
             case trace::GroupKind::World: spanned = grid.nodeOf(grid.size() - 1) + 1; break;
             default: continue;  // a group we cannot place

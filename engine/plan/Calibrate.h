@@ -56,8 +56,10 @@ struct Calibration {
 //  - links: uncompressed all-reduces (library or ring) of each link class (the inter-node link when the
 //    group spans nodes) are 2(n-1)·α + 2(n-1)/n · bytes/β; α and 1/β are fitted to the median duration of
 //    each (group size, bytes), weighted by count / median. With one message size only, the term that
-//    dominates is fitted and the other kept. Point-to-point events are not used: a send or receive lasts
-//    until the peer reaches it, which is pipeline waiting, not the link.
+//    dominates is fitted and the other kept. Not used, because their time is mostly waiting for a peer that
+//    is still computing rather than the link: point-to-point events (a send or receive lasts until the
+//    other stage reaches it) and all-reduces over the pipeline group (the gradient norm's one value, which
+//    waits out the pipeline's drain).
 // Parameters without events to fit them are kept, with the reason in their note. Throws
 // std::invalid_argument when the events hold no forward or backward of the layout.
 Calibration calibrate(const Layout& layout, const std::vector<trace::TraceEvent>& events,

@@ -1,0 +1,216 @@
+// `loom plan calibrate` on runs measured on this machine: loom-train --trace-out under mpirun, then the CLI as
+// a user runs it. Built twice:
+//  - tst_calibration (quick): one gpt-mini run (tp 1, pp 1, dp 2, 3 steps) is calibrated; the profile is
+//    saved, listed and usable, and it predicts the run it came from within 25 %; bad input is refused.
+//  - tst_calibration_bench (LOOM_CALIBRATION_BENCH, label bench, run alone): the acceptance: after
+//    calibrating on one gpt-mini layout, the predicted step time of three other layouts (different tp, pp,
+//    dp) is within 20 % of measured. Prints the table.
+#include "engine/trace/TraceStats.h"
+
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace {
+
+struct Run {
+    int exitCode = -1;
+    QString out, err;
+};
+
+struct Shape {
+    int tp, pp, dp;
+    QString name() const { return QStringLiteral("gpt-mini-t%1p%2d%3").arg(tp).arg(pp).arg(dp); }
+};
+
+}  // namespace
+
+class TestCalibration : public QObject {
+    Q_OBJECT
+    QTemporaryDir m_dir;
+
+    Run run(const QString& program, const QStringList& args, int timeoutMs = 120000)
+    {
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert("LOOM_DB", m_dir.filePath("calibration.db"));
+        env.insert("OPENBLAS_NUM_THREADS", "1");  // one BLAS thread per rank, one rank per core
+        p.setProcessEnvironment(env);
+        p.start(program, args);
+        if (!p.waitForFinished(timeoutMs)) {
+            p.kill();
+            p.waitForFinished();
+            return {-1, QString::fromUtf8(p.readAllStandardOutput()), "timed out"};
+        }
+        return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2, QString::fromUtf8(p.readAllStandardOutput()),
+                QString::fromUtf8(p.readAllStandardError())};
+    }
+    Run loom(const QStringList& args) { return run(QStringLiteral(LOOM_EXE), args); }
+
+    QString layoutFile(const Shape& s, const QString& cluster)
+    {
+        const QString path = m_dir.filePath(s.name() + "-" + cluster + ".json");
+        QFile f(path);
+        if (!f.open(QIODevice::WriteOnly))
+            qFatal("cannot write %s", qPrintable(path));
+        f.write(QJsonDocument(QJsonObject{{"loom_layout", 1},
+                                          {"name", s.name()},
+                                          {"model", "gpt-mini"},
+                                          {"cluster", cluster},
+                                          {"parallel", QJsonObject{{"tp", s.tp}, {"pp", s.pp}, {"dp", s.dp}, {"micro_batch", 2},
+                                                                   {"global_batch", 16}, {"schedule", "1f1b"}}},
+                                          {"precision", "fp32"}})
+                    .toJson());
+        return path;
+    }
+
+    // Trains `steps` steps of the shape with --trace-out; returns the trace and the median step time of the
+    // steps after the first (from the trace: first event to last event of each step, over all ranks).
+    std::pair<QString, double> measure(const Shape& s, int steps, const QString& tag = {})
+    {
+        const QString trace = m_dir.filePath(s.name() + tag + ".trace.json");
+        const Run r = run(QStringLiteral(MPIEXEC),
+                          {"--allow-run-as-root", "--oversubscribe", "-np", QString::number(s.tp * s.pp * s.dp),
+                           QStringLiteral(LOOM_TRAIN), "--layout", layoutFile(s, "local"), "--steps", QString::number(steps),
+                           "--trace-out", trace},
+                          300000);
+        if (r.exitCode != 0)
+            qFatal("loom-train %s failed: %s %s", qPrintable(s.name()), qPrintable(r.out), qPrintable(r.err));
+        QFile f(trace);
+        f.open(QIODevice::ReadOnly);
+        const auto events = loom::trace::readChromeTrace(f.readAll().toStdString());
+        std::map<std::int32_t, std::pair<std::int64_t, std::int64_t>> window;
+        for (const auto& e : events) {
+            if (e.step < 0)
+                continue;
+            auto& w = window.try_emplace(e.step, e.startNs, e.endNs).first->second;
+            w = {std::min(w.first, e.startNs), std::max(w.second, e.endNs)};
+        }
+        std::vector<double> seconds;
+        for (const auto& [step, w] : window)
+            if (step != window.begin()->first)
+                seconds.push_back(double(w.second - w.first) * 1e-9);
+        if (seconds.empty())
+            qFatal("no steps in %s", qPrintable(trace));
+        std::sort(seconds.begin(), seconds.end());
+        return {trace, seconds[seconds.size() / 2]};
+    }
+
+    double predicted(const Shape& s, const QString& cluster)
+    {
+        const Run r = loom({"plan", "predict", layoutFile(s, cluster), "--json"});
+        if (r.exitCode != 0)
+            qFatal("loom plan predict failed: %s", qPrintable(r.err));
+        return QJsonDocument::fromJson(r.out.toUtf8()).object().value("step_time_s").toDouble();
+    }
+
+private slots:
+#ifndef LOOM_CALIBRATION_BENCH
+    void calibratesSavesAndPredicts()
+    {
+        const Shape shape{1, 1, 2};
+        const auto [trace, measured] = measure(shape, 3);
+        const Run r = loom({"plan", "calibrate", trace, "--cluster", "local"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        qInfo("%s", qPrintable(r.out));
+        QVERIFY(r.out.contains("device.gemm_efficiency.max: 0.95 -> "));
+        QVERIFY(r.out.contains("intra_node.bandwidth_gbs: 5 -> "));  // from the DP all-reduces
+        QVERIFY(r.out.contains("fit residual"));
+        QVERIFY(r.out.contains("saved cluster profile \"local-calibrated\""));
+
+        const Run list = loom({"profiles", "list"});
+        QVERIFY(list.out.contains(QRegularExpression("cluster\\s+local-calibrated\\s+user")));
+        const Run show = loom({"profiles", "show", "local-calibrated", "--json"});
+        QCOMPARE(show.exitCode, 0);
+        const QJsonObject device = QJsonDocument::fromJson(show.out.toUtf8()).object()["profile"].toObject()["device"].toObject();
+        QVERIFY(device["gemm_efficiency"].toObject()["max"].toDouble() != 0.95
+                || device["peak_tflops"].toObject()["fp32"].toDouble() != 0.105);
+
+        // The calibrated profile predicts the run it was fitted to.
+        const double p = predicted(shape, "local-calibrated");
+        qInfo("measured %.3f s per step, predicted %.3f s", measured, p);
+        QVERIFY2(std::fabs(p / measured - 1.0) <= 0.25, qPrintable(QStringLiteral("%1 vs %2").arg(p).arg(measured)));
+
+        // --name, and a second calibration of the calibrated profile replaces it rather than stacking names.
+        QCOMPARE(loom({"plan", "calibrate", trace, "--cluster", "local", "--name", "my-laptop"}).exitCode, 0);
+        QVERIFY(loom({"profiles", "list"}).out.contains("my-laptop"));
+        const Run again = loom({"plan", "calibrate", trace, "--cluster", "local-calibrated", "--json"});
+        QCOMPARE(again.exitCode, 0);
+        QCOMPARE(QJsonDocument::fromJson(again.out.toUtf8()).object()["profile"].toString(), QStringLiteral("local-calibrated"));
+    }
+
+    void refusesBadInput()
+    {
+        const QString notTrace = m_dir.filePath("not-a-trace.json");
+        QFile f(notTrace);
+        f.open(QIODevice::WriteOnly);
+        f.write("{\"hello\": 1}");
+        f.close();
+        Run r = loom({"plan", "calibrate", notTrace, "--cluster", "local"});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains("not a Chrome trace"), qPrintable(r.err));
+        r = loom({"plan", "calibrate", notTrace, "--cluster", "locl"});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains("no cluster profile is called \"locl\"") && r.err.contains("did you mean \"local\""), qPrintable(r.err));
+        r = loom({"plan", "calibrate", m_dir.filePath("missing.json"), "--cluster", "local"});
+        QCOMPARE(r.exitCode, 1);
+        r = loom({"plan", "calibrate", notTrace});
+        QCOMPARE(r.exitCode, 64);
+        // A trace without the layout it ran (a simulated one has it; strip it).
+        QFile t(m_dir.filePath("no-layout.json"));
+        t.open(QIODevice::WriteOnly);
+        t.write("{\"otherData\": {}, \"traceEvents\": []}");
+        t.close();
+        r = loom({"plan", "calibrate", t.fileName(), "--cluster", "local"});
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains("does not say which layout ran"), qPrintable(r.err));
+        // Built-in names cannot be taken.
+        r = loom({"plan", "calibrate", notTrace, "--cluster", "local", "--name", "dgx-a100"});
+        QCOMPARE(r.exitCode, 2);
+    }
+#else
+    void predictsOtherLayoutsWithin20Percent()
+    {
+        // Calibrate on tp 1, pp 1, dp 2 (its DP all-reduces fit the shared-memory link); predict three layouts
+        // that differ in tp, pp and dp. At most two ranks: this machine has two cores (a rank per core).
+        const Shape calibration{1, 1, 2};
+        const std::vector<Shape> others{{2, 1, 1}, {1, 2, 1}, {1, 1, 1}};
+        const int steps = 6;
+        const auto [trace, calibrationStep] = measure(calibration, steps);
+        const Run r = loom({"plan", "calibrate", trace, "--cluster", "local"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        qInfo("%s", qPrintable(r.out));
+        std::vector<std::pair<double, double>> rows;  // measured, predicted
+        for (const Shape& s : others)
+            rows.emplace_back(measure(s, steps).second, predicted(s, "local-calibrated"));
+        QFile load("/proc/loadavg");
+        load.open(QIODevice::ReadOnly);
+        std::printf("calibrated on %s: measured %.3f s per step, predicted %.3f s (load average after: %s)\n",
+                    qPrintable(calibration.name()), calibrationStep, predicted(calibration, "local-calibrated"),
+                    load.readAll().split(' ').value(0).constData());
+        std::printf("| layout | measured s/step (median of %d) | predicted (local-calibrated) | predicted (local) | error |\n", steps - 1);
+        std::printf("|---|---|---|---|---|\n");
+        bool ok = true;
+        for (std::size_t i = 0; i < others.size(); ++i) {
+            const double error = rows[i].second / rows[i].first - 1.0;
+            ok = ok && std::fabs(error) <= 0.20;
+            std::printf("| tp %d, pp %d, dp %d | %.3f | %.3f | %.3f | %+.1f %% |\n", others[i].tp, others[i].pp, others[i].dp,
+                        rows[i].first, rows[i].second, predicted(others[i], "local"), 100.0 * error);
+        }
+        std::fflush(stdout);
+        QVERIFY2(ok, "a prediction is more than 20 % off (is the machine busy? run it alone)");
+    }
+#endif
+};
+
+QTEST_GUILESS_MAIN(TestCalibration)
+#include "tst_calibration.moc"
