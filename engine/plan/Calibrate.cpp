@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <tuple>
 #include <stdexcept>
 
 namespace loom::plan {
@@ -55,8 +56,9 @@ double residualRms(const std::vector<Row>& rows, double x0, double x1)
     double sum = 0, weights = 0;
     for (const auto& r : rows) {
         const double rel = (r.a0 * x0 + r.a1 * x1 - r.measured) / r.measured;
-        sum += r.weight * r.measured * r.measured * rel * rel;
-        weights += r.weight * r.measured * r.measured;
+        const double count = r.weight * r.measured;  // weights are count / duration
+        sum += count * rel * rel;
+        weights += count;
     }
     return weights > 0 ? std::sqrt(sum / weights) : 0;
 }
@@ -161,12 +163,20 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
         return it == groupKinds.end() ? trace::GroupKind::Other : it->second;
     };
 
-    // Compute: forward and backward without the TP all-reduces they wait for inside, and the optimizer.
-    std::map<std::int32_t, std::vector<const trace::TraceEvent*>> tpByRank;
+    // Compute: forward and backward without the TP all-reduces they wait for inside, and the optimizer; the
+    // median of each (rank, kind, virtual stage), so that a few passes slowed by other work on the machine do
+    // not move the fit.
+    std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::int64_t>>> tpByRank;
     for (const auto& e : events)
         if (e.lane == trace::Lane::Comm && kindOf(e) == trace::GroupKind::Tensor)
-            tpByRank[e.rank].push_back(&e);
-    std::vector<Row> compute;
+            tpByRank[e.rank].emplace_back(e.startNs, e.endNs);
+    for (auto& [rank, list] : tpByRank)
+        std::sort(list.begin(), list.end());
+    struct Samples {
+        ComputeWork work;
+        std::vector<double> seconds;
+    };
+    std::map<std::tuple<std::int32_t, int, std::int32_t>, Samples> classes;
     std::size_t passes = 0, optimizerSteps = 0;
     for (const auto& e : events) {
         const double seconds = double(e.durationNs()) * 1e-9;
@@ -174,31 +184,41 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
             if (e.stage < 0 || e.stage >= virtualStages)
                 continue;
             double inside = 0;
-            for (const auto* c : tpByRank[e.rank])
-                if (c->startNs >= e.startNs && c->endNs <= e.endNs)
-                    inside += double(c->durationNs()) * 1e-9;
+            const auto& list = tpByRank[e.rank];
+            for (auto it = std::lower_bound(list.begin(), list.end(), std::pair{e.startNs, std::int64_t(0)});
+                 it != list.end() && it->first < e.endNs; ++it)
+                if (it->second <= e.endNs)
+                    inside += double(it->second - it->first) * 1e-9;
             const StageWork& w = work[static_cast<std::size_t>(e.stage)];
-            const ComputeWork& cw = e.kind == trace::EventKind::Forward ? w.forward : w.backward;
             if (seconds - inside > 0) {
-                compute.push_back({cw.flops, cw.bytes, seconds - inside, 0});
+                auto& c = classes[{e.rank, static_cast<int>(e.kind), e.stage}];
+                c.work = e.kind == trace::EventKind::Forward ? w.forward : w.backward;
+                c.seconds.push_back(seconds - inside);
                 ++passes;
             }
         } else if (e.kind == trace::EventKind::Optimizer && e.rank >= 0 && e.rank < grid.size() && seconds > 0) {
-            compute.push_back({0, optimizerBytes(layout, grid.coordOf(e.rank).pp), seconds, 0});
+            auto& c = classes[{e.rank, static_cast<int>(e.kind), -1}];
+            c.work = {0, optimizerBytes(layout, grid.coordOf(e.rank).pp)};
+            c.seconds.push_back(seconds);
             ++optimizerSteps;
         }
     }
     if (passes == 0)
         throw std::invalid_argument("the trace has no forward or backward events of layout \"" + layout.name
                                     + "\" after its first step; record a run of two or more steps with loom-train --trace-out");
-    for (auto& r : compute)
-        r.weight = 1.0 / r.measured;
+    std::vector<Row> compute;
+    for (auto& [key, c] : classes) {
+        std::sort(c.seconds.begin(), c.seconds.end());
+        const double median = c.seconds[c.seconds.size() / 2];
+        compute.push_back({c.work.flops, c.work.bytes, median, double(c.seconds.size()) / median});
+    }
 
     const double peak = dev.peakTflops(layout.precision) * 1e12;
     double xFlops = 1.0 / (peak * dev.gemmMax), xBytes = 1.0 / (dev.memoryBandwidthGBs * 1e9);
     const double rmsComputeBefore = residualRms(compute, xFlops, xBytes);
     const auto [flopsMoved, bytesMoved] = fitTwo(compute, xFlops, xBytes);
-    out.residuals.push_back({"compute (forward, backward, optimizer)", static_cast<std::int64_t>(compute.size()),
+    out.residuals.push_back({"compute (forward, backward, optimizer; medians per rank and stage)",
+                             static_cast<std::int64_t>(passes + optimizerSteps),
                              rmsComputeBefore, residualRms(compute, xFlops, xBytes)});
     ClusterSpec after = before;
     const std::string from = count(passes, "forward/backward event") + ", " + count(optimizerSteps, "optimizer step");

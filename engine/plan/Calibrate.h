@@ -30,7 +30,7 @@ struct FittedParameter {
 };
 
 // How well the model matches the measured events of one kind, before and after the fit: the root mean
-// square of (predicted - measured) / measured over the events (collectives: over the medians of each size).
+// square of (predicted - measured) / measured over the medians the fit used, weighted by their counts.
 struct FitResidual {
     std::string what;  // "compute (forward, backward, optimizer)", "shm all-reduce", ...
     std::int64_t events = 0;
@@ -49,8 +49,9 @@ struct Calibration {
 // Fits the cluster profile of `layout` (layout.cluster) to measured events of that layout's run:
 //  - compute: every forward and backward (minus the tensor-parallel all-reduces inside it) is
 //    flops / (peak · max) + bytes / memory bandwidth (stageWork), every optimizer step optimizerBytes /
-//    memory bandwidth: a weighted linear least-squares fit of 1/(peak · max) and 1/bandwidth, each event
-//    weighted by 1/its duration (so the fitted durations add up to about the measured ones). `peak` stays the datasheet figure and `max`
+//    memory bandwidth: a weighted linear least-squares fit of 1/(peak · max) and 1/bandwidth to the median
+//    duration of each (rank, kind, virtual stage), weighted by count / median (so the fitted durations add
+//    up to about the measured ones; medians, so that passes slowed by other work on the machine do not count). `peak` stays the datasheet figure and `max`
 //    (device.gemm_efficiency.max) moves; a max above 1 moves the peak instead. half_width and half_rows
 //    stay: one layout has one GEMM width and one row count.
 //  - links: uncompressed all-reduces (library or ring) of each link class (the inter-node link when the
