@@ -46,6 +46,15 @@ CalibrationTrace readCalibrationTrace(const std::string& text)
 
 namespace {
 
+// Fitted figures keep 4 significant digits: the measurements do not support more.
+double rounded(double v)
+{
+    if (v == 0 || !std::isfinite(v))
+        return v;
+    const double scale = std::pow(10.0, 3 - std::floor(std::log10(std::fabs(v))));
+    return std::round(v * scale) / scale;
+}
+
 // One measured duration and the model's linear terms for it: predicted = a0·x0 + a1·x1.
 struct Row {
     double a0 = 0, a1 = 0, measured = 0, weight = 1;
@@ -76,7 +85,12 @@ double weightedError(const std::vector<Row>& rows, double x0, double x1)
 // Weighted least squares of x0 and x1 (both >= 0). fit0/fit1 say which may move; the others keep their
 // value. Where the two columns are (nearly) proportional, only the one that carries more of the predicted
 // time moves. Returns which moved.
-std::pair<bool, bool> fitTwo(const std::vector<Row>& rows, double& x0, double& x1)
+struct Moved {
+    bool first = false, second = false;
+    bool proportional = false;  // the events cannot tell the two apart
+};
+
+Moved fitTwo(const std::vector<Row>& rows, double& x0, double& x1)
 {
     double s00 = 0, s01 = 0, s11 = 0, s0t = 0, s1t = 0, share0 = 0, share1 = 0;
     for (const auto& r : rows) {
@@ -101,7 +115,7 @@ std::pair<bool, bool> fitTwo(const std::vector<Row>& rows, double& x0, double& x
         if (y0 > 0 && y1 > 0) {
             x0 = y0;
             x1 = y1;
-            return {true, true};
+            return {true, true, false};
         }
     }
     // One at a time: the one that carries more time when the columns are proportional, else the better fit.
@@ -112,13 +126,13 @@ std::pair<bool, bool> fitTwo(const std::vector<Row>& rows, double& x0, double& x
         use0 = proportional ? share0 >= share1 : weightedError(rows, y0, x1) <= weightedError(rows, x0, y1);
     if (use0) {
         x0 = y0;
-        return {true, false};
+        return {true, false, proportional};
     }
     if (ok1) {
         x1 = y1;
-        return {false, true};
+        return {false, true, proportional};
     }
-    return {false, false};
+    return {false, false, proportional};
 }
 
 bool isCompute(trace::EventKind k)
@@ -216,35 +230,40 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
     const double peak = dev.peakTflops(layout.precision) * 1e12;
     double xFlops = 1.0 / (peak * dev.gemmMax), xBytes = 1.0 / (dev.memoryBandwidthGBs * 1e9);
     const double rmsComputeBefore = residualRms(compute, xFlops, xBytes);
-    const auto [flopsMoved, bytesMoved] = fitTwo(compute, xFlops, xBytes);
+    const Moved computeFit = fitTwo(compute, xFlops, xBytes);
+    const bool flopsMoved = computeFit.first, bytesMoved = computeFit.second;
+    const std::string negative = "kept: fitting it as well gives a negative value";
     out.residuals.push_back({"compute (forward, backward, optimizer; medians per rank and stage)",
                              static_cast<std::int64_t>(passes + optimizerSteps),
                              rmsComputeBefore, residualRms(compute, xFlops, xBytes)});
     ClusterSpec after = before;
     const std::string from = count(passes, "forward/backward event") + ", " + count(optimizerSteps, "optimizer step");
     {
-        double newMax = 1.0 / (xFlops * peak);
+        double newMax = flopsMoved ? rounded(1.0 / (xFlops * peak)) : dev.gemmMax;
         FittedParameter max{"device.gemm_efficiency.max", dev.gemmMax, newMax, flopsMoved,
-                            flopsMoved ? "from " + from : "kept: the events do not separate it from the memory-bound part"};
+                            flopsMoved                ? "from " + from
+                            : computeFit.proportional ? "kept: the events do not separate it from the memory-bound part"
+                                                      : negative};
         if (flopsMoved && newMax > 1.0) {
             // Faster than the datasheet peak: the peak was wrong, not the efficiency.
             const double factor = newMax;
             newMax = 1.0;
             max.after = 1.0;
             for (double* p : {&after.device.peakTflopsFp32, &after.device.peakTflopsFp16, &after.device.peakTflopsBf16})
-                *p *= factor;
+                *p = rounded(*p * factor);
             out.parameters.push_back(max);
-            out.parameters.push_back({"device.peak_tflops (all precisions, x" + std::to_string(factor).substr(0, 5) + ")",
+            out.parameters.push_back({"device.peak_tflops (every precision)",
                                       dev.peakTflops(layout.precision), after.device.peakTflops(layout.precision), true,
-                                      "the measured FLOP rate is above max x peak"});
+                                      "x" + std::to_string(factor).substr(0, 5) + ": the measured FLOP rate is above max x peak"});
         } else {
             out.parameters.push_back(max);
         }
         after.device.gemmMax = newMax;
-        const double newBandwidth = 1.0 / (xBytes * 1e9);
+        const double newBandwidth = bytesMoved ? rounded(1.0 / (xBytes * 1e9)) : dev.memoryBandwidthGBs;
         out.parameters.push_back({"device.memory_bandwidth_gbs", dev.memoryBandwidthGBs, newBandwidth, bytesMoved,
-                                  bytesMoved ? "from " + from
-                                             : "kept: the events do not separate it from the GEMM part (an optimizer step would)"});
+                                  bytesMoved                ? "from " + from
+                                  : computeFit.proportional ? "kept: the events do not separate it from the GEMM part"
+                                                            : negative});
         after.device.memoryBandwidthGBs = newBandwidth;
         out.parameters.push_back({"device.gemm_efficiency.half_width", dev.gemmHalfWidth, dev.gemmHalfWidth, false,
                                   "kept: one layout has one GEMM width (h/tp)"});
@@ -295,11 +314,16 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
             continue;
         }
         const double rmsBefore = residualRms(rows, alpha, invBeta);
-        const auto [alphaMoved, betaMoved] = fitTwo(rows, alpha, invBeta);
+        const Moved linkFit = fitTwo(rows, alpha, invBeta);
+        const bool alphaMoved = linkFit.first, betaMoved = linkFit.second;
         const std::string fromLinks = "from " + count(n, "all-reduce") + " in " + count(rows.size(), "size");
-        const std::string keptWhy = rows.size() == 1 ? "kept: all-reduces of one size only" : "kept: a negative fit";
-        link.latencyUs = alpha * 1e6;
-        link.bandwidthGBs = 1.0 / (invBeta * 1e9);
+        const std::string keptWhy = rows.size() == 1 ? "kept: all-reduces of one size only"
+                                    : linkFit.proportional ? "kept: the sizes do not separate latency from bandwidth"
+                                                           : "kept: fitting it as well gives a negative value";
+        if (alphaMoved)
+            link.latencyUs = rounded(alpha * 1e6);
+        if (betaMoved)
+            link.bandwidthGBs = rounded(1.0 / (invBeta * 1e9));
         out.parameters.push_back({prefix + "latency_us", old.latencyUs, link.latencyUs, alphaMoved, alphaMoved ? fromLinks : keptWhy});
         out.parameters.push_back({prefix + "bandwidth_gbs", old.bandwidthGBs, link.bandwidthGBs, betaMoved, betaMoved ? fromLinks : keptWhy});
         out.residuals.push_back({std::string(toString(old.kind)) + " all-reduce (medians per size)",

@@ -136,7 +136,7 @@ private slots:
     {
         QTest::addColumn<double>("noise");
         QTest::addColumn<double>("tolerance");
-        QTest::newRow("exact events") << 0.0 << 1e-4;  // durations are whole nanoseconds
+        QTest::newRow("exact events") << 0.0 << 1e-3;  // whole nanoseconds; 4 significant digits
         QTest::newRow("3 % noise") << 0.03 << 0.05;
     }
     void recoversKnownParameters()
@@ -175,7 +175,7 @@ private slots:
         real.device.peakTflopsFp32 = 3.0 * layout.cluster.device.peakTflopsFp32;
         const Calibration fit = calibrate(layout, synthesise(layout, real, 0.0), kKinds);
         QCOMPARE(fit.cluster.device.gemmMax, 1.0);
-        QVERIFY(std::fabs(fit.cluster.device.peakTflopsFp32 / real.device.peakTflopsFp32 - 1.0) < 1e-4);
+        QVERIFY(std::fabs(fit.cluster.device.peakTflopsFp32 / real.device.peakTflopsFp32 - 1.0) < 1e-3);
     }
 
     // One rank: no all-reduce, so the links keep their figures and say why.
@@ -187,7 +187,7 @@ private slots:
         QVERIFY(!latency.fitted);
         QCOMPARE(latency.after, layout.cluster.intraNode.latencyUs);
         QVERIFY(latency.note.find("no all-reduce") != std::string::npos);
-        QVERIFY(std::fabs(fit.cluster.device.gemmMax / 0.35 - 1.0) < 1e-4);
+        QVERIFY(std::fabs(fit.cluster.device.gemmMax / 0.35 - 1.0) < 1e-3);
     }
 
     void refusesATraceWithoutComputeEvents()
