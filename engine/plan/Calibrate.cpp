@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <set>
 #include <tuple>
 #include <stdexcept>
@@ -178,8 +179,7 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
     };
 
     // Compute: forward and backward without the TP all-reduces they wait for inside, and the optimizer; the
-    // median of each (rank, kind, virtual stage), so that a few passes slowed by other work on the machine do
-    // not move the fit.
+    // mean of each (rank, kind, virtual stage): the step is their sum, so the fit keeps the sum.
     std::map<std::int32_t, std::vector<std::pair<std::int64_t, std::int64_t>>> tpByRank;
     for (const auto& e : events)
         if (e.lane == trace::Lane::Comm && kindOf(e) == trace::GroupKind::Tensor)
@@ -222,9 +222,8 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
                                     + "\" after its first step; record a run of two or more steps with loom-train --trace-out");
     std::vector<Row> compute;
     for (auto& [key, c] : classes) {
-        std::sort(c.seconds.begin(), c.seconds.end());
-        const double median = c.seconds[c.seconds.size() / 2];
-        compute.push_back({c.work.flops, c.work.bytes, median, double(c.seconds.size()) / median});
+        const double mean = std::accumulate(c.seconds.begin(), c.seconds.end(), 0.0) / double(c.seconds.size());
+        compute.push_back({c.work.flops, c.work.bytes, mean, double(c.seconds.size()) / mean});
     }
 
     const double peak = dev.peakTflops(layout.precision) * 1e12;
@@ -233,7 +232,7 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
     const Moved computeFit = fitTwo(compute, xFlops, xBytes);
     const bool flopsMoved = computeFit.first, bytesMoved = computeFit.second;
     const std::string negative = "kept: fitting it as well gives a negative value";
-    out.residuals.push_back({"compute (forward, backward, optimizer; medians per rank and stage)",
+    out.residuals.push_back({"compute (forward, backward, optimizer; means per rank and stage)",
                              static_cast<std::int64_t>(passes + optimizerSteps),
                              rmsComputeBefore, residualRms(compute, xFlops, xBytes)});
     ClusterSpec after = before;
@@ -271,7 +270,7 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
                                   "kept: one layout has one row count (micro-batch x sequence)"});
     }
 
-    // Links: all-reduces per link class, the median duration of each (group size, bytes).
+    // Links: all-reduces per link class, the mean duration of each (group size, bytes).
     for (const bool inter : {false, true}) {
         if (inter && !before.interNode)
             continue;
@@ -299,11 +298,10 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
         std::vector<Row> rows;
         std::size_t n = 0;
         for (auto& [key, durations] : bySize) {
-            std::sort(durations.begin(), durations.end());
-            const double median = durations[durations.size() / 2];
+            const double mean = std::accumulate(durations.begin(), durations.end(), 0.0) / double(durations.size());
             const double members = double(key.first);
-            rows.push_back({2.0 * (members - 1.0), 2.0 * (members - 1.0) / members * double(key.second), median,
-                            double(durations.size()) / median});
+            rows.push_back({2.0 * (members - 1.0), 2.0 * (members - 1.0) / members * double(key.second), mean,
+                            double(durations.size()) / mean});
             n += durations.size();
         }
         double alpha = old.latencyUs * 1e-6, invBeta = 1.0 / (old.bandwidthGBs * 1e9);
@@ -326,7 +324,7 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
             link.bandwidthGBs = rounded(1.0 / (invBeta * 1e9));
         out.parameters.push_back({prefix + "latency_us", old.latencyUs, link.latencyUs, alphaMoved, alphaMoved ? fromLinks : keptWhy});
         out.parameters.push_back({prefix + "bandwidth_gbs", old.bandwidthGBs, link.bandwidthGBs, betaMoved, betaMoved ? fromLinks : keptWhy});
-        out.residuals.push_back({std::string(toString(old.kind)) + " all-reduce (medians per size)",
+        out.residuals.push_back({std::string(toString(old.kind)) + " all-reduce (means per size)",
                                  static_cast<std::int64_t>(n), rmsBefore, residualRms(rows, alpha, invBeta)});
     }
 

@@ -30,7 +30,7 @@ struct FittedParameter {
 };
 
 // How well the model matches the measured events of one kind, before and after the fit: the root mean
-// square of (predicted - measured) / measured over the medians the fit used, weighted by their counts.
+// square of (predicted - measured) / measured over the means the fit used, weighted by their counts.
 struct FitResidual {
     std::string what;  // "compute (forward, backward, optimizer)", "shm all-reduce", ...
     std::int64_t events = 0;
@@ -49,14 +49,14 @@ struct Calibration {
 // Fits the cluster profile of `layout` (layout.cluster) to measured events of that layout's run:
 //  - compute: every forward and backward (minus the tensor-parallel all-reduces inside it) is
 //    flops / (peak · max) + bytes / memory bandwidth (stageWork), every optimizer step optimizerBytes /
-//    memory bandwidth: a weighted linear least-squares fit of 1/(peak · max) and 1/bandwidth to the median
-//    duration of each (rank, kind, virtual stage), weighted by count / median (so the fitted durations add
-//    up to about the measured ones; medians, so that passes slowed by other work on the machine do not count). `peak` stays the datasheet figure and `max`
+//    memory bandwidth: a weighted linear least-squares fit of 1/(peak · max) and 1/bandwidth to the mean
+//    duration of each (rank, kind, virtual stage), weighted by count / mean (so the fitted durations add up
+//    to about the measured ones, as the step adds them up). `peak` stays the datasheet figure and `max`
 //    (device.gemm_efficiency.max) moves; a max above 1 moves the peak instead. half_width and half_rows
 //    stay: one layout has one GEMM width and one row count.
 //  - links: uncompressed all-reduces (library or ring) of each link class (the inter-node link when the
-//    group spans nodes) are 2(n-1)·α + 2(n-1)/n · bytes/β; α and 1/β are fitted to the median duration of
-//    each (group size, bytes), weighted by count / median. With one message size only, the term that
+//    group spans nodes) are 2(n-1)·α + 2(n-1)/n · bytes/β; α and 1/β are fitted to the mean duration of
+//    each (group size, bytes), weighted by count / mean. With one message size only, the term that
 //    dominates is fitted and the other kept. Not used, because their time is mostly waiting for a peer that
 //    is still computing rather than the link: point-to-point events (a send or receive lasts until the
 //    other stage reaches it) and all-reduces over the pipeline group (the gradient norm's one value, which
