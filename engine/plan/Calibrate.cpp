@@ -270,27 +270,63 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
                                   "kept: one layout has one row count (micro-batch x sequence)"});
     }
 
-    // Links: all-reduces per link class, the mean duration of each (group size, bytes).
+    // Links. Each all-reduce instance (the k-th of a group in a step) lasts, on every member, from its own
+    // arrival until the last member's: the shortest of the members' durations, the last arrival's, is the
+    // transfer itself; the others add waiting for a peer that was still computing.
+    struct Instance {
+        trace::GroupKind kind = trace::GroupKind::Other;
+        std::int32_t groupSize = 0;
+        std::uint64_t bytes = 0;
+        double seconds = 0;
+        int members = 0;
+    };
+    std::map<std::tuple<int, std::int64_t, std::int32_t, int>, Instance> instances;
+    {
+        std::vector<const trace::TraceEvent*> collectives;
+        for (const auto& e : events)
+            if (e.kind == trace::EventKind::AllReduce && e.groupSize >= 2 && e.codec.empty() && e.endNs > e.startNs
+                && e.rank >= 0 && e.rank < grid.size()
+                && (e.algorithm == trace::Algorithm::Library || e.algorithm == trace::Algorithm::Ring
+                    || e.algorithm == trace::Algorithm::ChunkedRing))
+                collectives.push_back(&e);
+        std::sort(collectives.begin(), collectives.end(), [](const auto* a, const auto* b) {
+            return std::tie(a->rank, a->startNs) < std::tie(b->rank, b->startNs);
+        });
+        std::map<std::tuple<std::int32_t, int, std::int32_t>, int> seen;  // (rank, kind, step) -> count so far
+        for (const auto* e : collectives) {
+            const trace::GroupKind kind = kindOf(*e);
+            std::int64_t first = 0;  // the group's first member names the group
+            switch (kind) {
+            case trace::GroupKind::Tensor: first = grid.groupOf(GroupKind::Tensor, e->rank).front(); break;
+            case trace::GroupKind::Pipeline: first = grid.groupOf(GroupKind::Pipeline, e->rank).front(); break;
+            case trace::GroupKind::Data: first = grid.groupOf(GroupKind::Data, e->rank).front(); break;
+            case trace::GroupKind::World: first = 0; break;
+            default: continue;  // a group we cannot place
+            }
+            const int k = seen[{e->rank, static_cast<int>(kind), e->step}]++;
+            Instance& in = instances[{static_cast<int>(kind), first, e->step, k}];
+            const double seconds = double(e->durationNs()) * 1e-9;
+            in.seconds = in.members == 0 ? seconds : std::min(in.seconds, seconds);
+            in.kind = kind;
+            in.groupSize = e->groupSize;
+            in.bytes = e->bytes;
+            ++in.members;
+        }
+    }
     for (const bool inter : {false, true}) {
         if (inter && !before.interNode)
             continue;
         std::map<std::pair<std::int32_t, std::uint64_t>, std::vector<double>> bySize;
-        for (const auto& e : events) {
-            if (e.kind != trace::EventKind::AllReduce || e.groupSize < 2 || !e.codec.empty() || e.endNs <= e.startNs
-                || !(e.algorithm == trace::Algorithm::Library || e.algorithm == trace::Algorithm::Ring
-                     || e.algorithm == trace::Algorithm::ChunkedRing))
-                continue;
-            std::int64_t spanned = 1;
-            switch (kindOf(e)) {
-            case trace::GroupKind::Tensor: spanned = grid.maxNodesSpanned(GroupKind::Tensor); break;
-            case trace::GroupKind::Pipeline: continue;  // the gradient norm's one value: it waits out the pipeline's drain
-            case trace::GroupKind::Data: spanned = grid.maxNodesSpanned(GroupKind::Data); break;
-            case trace::GroupKind::World: spanned = grid.nodeOf(grid.size() - 1) + 1; break;
-            default: continue;  // a group we cannot place
-            }
+        for (const auto& [key, in] : instances) {
+            if (in.members != in.groupSize)
+                continue;  // a member's event is missing: no last arrival to read
+            const std::int64_t spanned = in.kind == trace::GroupKind::Tensor     ? grid.maxNodesSpanned(GroupKind::Tensor)
+                                         : in.kind == trace::GroupKind::Pipeline ? grid.maxNodesSpanned(GroupKind::Pipeline)
+                                         : in.kind == trace::GroupKind::Data     ? grid.maxNodesSpanned(GroupKind::Data)
+                                                                                 : grid.nodeOf(grid.size() - 1) + 1;
             if ((spanned > 1 && before.interNode) != inter)
                 continue;
-            bySize[{e.groupSize, e.bytes}].push_back(double(e.durationNs()) * 1e-9);
+            bySize[{in.groupSize, in.bytes}].push_back(in.seconds);
         }
         LinkSpec& link = inter ? *after.interNode : after.intraNode;
         const LinkSpec& old = inter ? *before.interNode : before.intraNode;
@@ -314,7 +350,7 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
         const double rmsBefore = residualRms(rows, alpha, invBeta);
         const Moved linkFit = fitTwo(rows, alpha, invBeta);
         const bool alphaMoved = linkFit.first, betaMoved = linkFit.second;
-        const std::string fromLinks = "from " + count(n, "all-reduce") + " in " + count(rows.size(), "size");
+        const std::string fromLinks = "from " + count(n, "all-reduce") + " (the last member's time) in " + count(rows.size(), "size");
         const std::string keptWhy = rows.size() == 1 ? "kept: all-reduces of one size only"
                                     : linkFit.proportional ? "kept: the sizes do not separate latency from bandwidth"
                                                            : "kept: fitting it as well gives a negative value";

@@ -55,12 +55,12 @@ struct Calibration {
 //    (device.gemm_efficiency.max) moves; a max above 1 moves the peak instead. half_width and half_rows
 //    stay: one layout has one GEMM width and one row count.
 //  - links: uncompressed all-reduces (library or ring) of each link class (the inter-node link when the
-//    group spans nodes) are 2(n-1)·α + 2(n-1)/n · bytes/β; α and 1/β are fitted to the mean duration of
-//    each (group size, bytes), weighted by count / mean. With one message size only, the term that
-//    dominates is fitted and the other kept. Not used, because their time is mostly waiting for a peer that
-//    is still computing rather than the link: point-to-point events (a send or receive lasts until the
-//    other stage reaches it) and all-reduces over the pipeline group (the gradient norm's one value, which
-//    waits out the pipeline's drain).
+//    group spans nodes) are 2(n-1)·α + 2(n-1)/n · bytes/β. Every member of an all-reduce waits for the last
+//    to arrive, so each instance (the k-th all-reduce of a group in a step) counts with its members' shortest
+//    duration, the last arrival's: the transfer without the waiting. α and 1/β are fitted to the mean of
+//    those per (group size, bytes), weighted by count / mean. With one message size only, the term that
+//    dominates is fitted and the other kept. Point-to-point events are not used: a send or receive lasts
+//    until the other stage reaches it, which is pipeline waiting, not the link.
 // Parameters without events to fit them are kept, with the reason in their note. Throws
 // std::invalid_argument when the events hold no forward or backward of the layout.
 Calibration calibrate(const Layout& layout, const std::vector<trace::TraceEvent>& events,
