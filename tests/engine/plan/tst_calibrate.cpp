@@ -22,13 +22,14 @@ using loom::trace::TraceEvent;
 
 namespace {
 
-Layout gptMini(int tp, int pp, int dp)
+Layout gptMini(int tp, int pp, int dp, const char* model = "gpt-mini", const char* cluster = "local", int batch = 16)
 {
     const nlohmann::json j = {{"loom_layout", 1},
                               {"name", "mini"},
-                              {"model", "gpt-mini"},
-                              {"cluster", "local"},
-                              {"parallel", {{"tp", tp}, {"pp", pp}, {"dp", dp}, {"micro_batch", 2}, {"global_batch", 16}}},
+                              {"model", model},
+                              {"cluster", cluster},
+                              {"nodes", std::max(1, tp * pp * dp / 8)},
+                              {"parallel", {{"tp", tp}, {"pp", pp}, {"dp", dp}, {"micro_batch", 2}, {"global_batch", batch}}},
                               {"precision", "fp32"}};
     auto r = readLayout(j.dump(), loom::profiles::BuiltinProfiles::instance());
     if (!r.ok())
@@ -44,6 +45,11 @@ ClusterSpec truth(const ClusterSpec& base)
     c.device.memoryBandwidthGBs = 3.0;
     c.intraNode.latencyUs = 20.0;
     c.intraNode.bandwidthGBs = 2.0;
+    if (c.interNode) {
+        c.intraNode = {c.intraNode.kind, 150.0, 3.0, 0};
+        c.interNode->latencyUs = 12.0;
+        c.interNode->bandwidthGBs = 11.0;
+    }
     return c;
 }
 
@@ -72,8 +78,12 @@ std::vector<TraceEvent> synthesise(Layout layout, const ClusterSpec& cluster, do
         e.endNs = end;
         return e;
     };
+    auto linkOf = [&](int group) {
+        const auto kind = group == kTensor ? GroupKind::Tensor : group == kPipeline ? GroupKind::Pipeline : GroupKind::Data;
+        return grid.maxNodesSpanned(kind) > 1 && cluster.interNode ? *cluster.interNode : cluster.intraNode;
+    };
     auto allReduce = [&](std::int32_t rank, std::int32_t step, std::int64_t start, double bytes, std::int64_t n, int group) {
-        TraceEvent e = event(rank, EventKind::AllReduce, step, start, start + jitter(ringAllReduceSeconds(bytes, n, cluster.intraNode)));
+        TraceEvent e = event(rank, EventKind::AllReduce, step, start, start + jitter(ringAllReduceSeconds(bytes, n, linkOf(group))));
         e.bytes = static_cast<std::uint64_t>(bytes);
         e.groupSize = static_cast<std::int32_t>(n);
         e.group = group;
@@ -100,8 +110,10 @@ std::vector<TraceEvent> synthesise(Layout layout, const ClusterSpec& cluster, do
                 e.chunk = static_cast<std::int32_t>(op.chunk);
                 out.push_back(e);
             }
-            if (p.dp > 1)
-                now = allReduce(r, step, now, double(layout.model.parameterCount()) * 4.0 / double(p.tp * p.pp), p.dp, kData);
+            const double gradients = double(layout.model.parameterCount()) * 4.0 / double(p.tp * p.pp);
+            for (double share : {0.25, 0.75})  // two buckets
+                if (p.dp > 1)
+                    now = allReduce(r, step, now, share * gradients, p.dp, kData);
             if (p.tp > 1)
                 now = allReduce(r, step, now, 4.0, p.tp, kTensor);  // the gradient norm
             if (p.pp > 1)
@@ -164,6 +176,23 @@ private slots:
         close(predict(calibrated).stepTime, predict(real2).stepTime, "predicted step");
         QVERIFY(fit.residuals.front().rmsAfter < fit.residuals.front().rmsBefore);
         QVERIFY(fit.residuals.front().rmsAfter <= noise + 1e-4);
+    }
+
+    // Two nodes' worth of link classes: TP and PP inside a node, DP across nodes; each class gets its own fit.
+    void fitsEachLinkClass()
+    {
+        const Layout layout = gptMini(2, 2, 8, "gpt2-124m", "dgx-a100", 64);
+        const ClusterSpec real = truth(layout.cluster);
+        const Calibration fit = calibrate(layout, synthesise(layout, real, 0.0), kKinds);
+        auto close = [&](double got, double want, const char* what) {
+            QVERIFY2(std::fabs(got / want - 1.0) <= 2e-3, qPrintable(QStringLiteral("%1: %2, want %3").arg(what).arg(got).arg(want)));
+        };
+        close(fit.cluster.intraNode.latencyUs, real.intraNode.latencyUs, "NVLink latency");
+        close(fit.cluster.intraNode.bandwidthGBs, real.intraNode.bandwidthGBs, "NVLink bandwidth");
+        close(fit.cluster.interNode->latencyUs, real.interNode->latencyUs, "InfiniBand latency");
+        close(fit.cluster.interNode->bandwidthGBs, real.interNode->bandwidthGBs, "InfiniBand bandwidth");
+        close(fit.cluster.device.gemmMax, real.device.gemmMax, "gemm max");
+        QVERIFY(parameter(fit, "inter_node.bandwidth_gbs").fitted);
     }
 
     // A device faster than its datasheet peak × max: the peak moves, max stops at 1.
