@@ -33,7 +33,7 @@ std::string percent(double v)
 const char* kUsage = "usage: loom plan calibrate TRACE.json --cluster C [--name NAME] [--json]\n"
                      "  TRACE.json: a run of two or more steps recorded with loom-train --trace-out\n";
 
-}  // namespace
+} // namespace
 
 int calibrateCommand(CliContext& context, const QStringList& args, bool json)
 {
@@ -109,10 +109,10 @@ int calibrateCommand(CliContext& context, const QStringList& args, bool json)
     spec.description = base->description + " (calibrated from a measured run of layout " + layout.name + ")";
     profile.spec = spec;
     profile.source = "loom plan calibrate " + traceFile.section(QLatin1Char('/'), -1).toStdString() + ": "
-                     + std::to_string(fit.steps) + " measured steps of " + layout.name + " (tp " + std::to_string(layout.parallel.tp)
-                     + ", pp " + std::to_string(layout.parallel.pp) + ", dp " + std::to_string(layout.parallel.dp)
-                     + "), fitted to " + cluster.toStdString() + "; measured step " + number(fit.measuredStepSeconds)
-                     + " s, predicted " + number(fit.predictedAfter) + " s";
+        + std::to_string(fit.steps) + " measured steps of " + layout.name + " (tp " + std::to_string(layout.parallel.tp)
+        + ", pp " + std::to_string(layout.parallel.pp) + ", dp " + std::to_string(layout.parallel.dp) + "), fitted to "
+        + cluster.toStdString() + "; measured step " + number(fit.measuredStepSeconds) + " s, predicted "
+        + number(fit.predictedAfter) + " s";
     if (auto refused = context.catalog().add(profile); !refused.empty()) {
         context.err << "error: " << refused << " (use --name)\n";
         return ExitInvalid;
@@ -121,20 +121,17 @@ int calibrateCommand(CliContext& context, const QStringList& args, bool json)
     if (json) {
         auto params = nlohmann::ordered_json::array();
         for (const auto& p : fit.parameters)
-            params.push_back({{"name", p.name}, {"before", p.before}, {"after", p.after}, {"fitted", p.fitted}, {"note", p.note}});
+            params.push_back({ { "name", p.name }, { "before", p.before }, { "after", p.after }, { "fitted", p.fitted },
+                { "note", p.note } });
         auto residuals = nlohmann::ordered_json::array();
         for (const auto& r : fit.residuals)
-            residuals.push_back({{"what", r.what}, {"events", r.events}, {"rms_before", r.rmsBefore}, {"rms_after", r.rmsAfter}});
-        context.out << nlohmann::ordered_json({{"profile", spec.name},
-                                               {"store", context.store()->path().toStdString()},
-                                               {"layout", layout.name},
-                                               {"steps", fit.steps},
-                                               {"measured_step_s", fit.measuredStepSeconds},
-                                               {"predicted_step_s_before", fit.predictedBefore},
-                                               {"predicted_step_s_after", fit.predictedAfter},
-                                               {"parameters", params},
-                                               {"residuals", residuals},
-                                               {"cluster", plan::toJson(spec)}})
+            residuals.push_back({ { "what", r.what }, { "events", r.events }, { "rms_before", r.rmsBefore },
+                { "rms_after", r.rmsAfter } });
+        context.out << nlohmann::ordered_json(
+            { { "profile", spec.name }, { "store", context.store()->path().toStdString() }, { "layout", layout.name },
+                { "steps", fit.steps }, { "measured_step_s", fit.measuredStepSeconds },
+                { "predicted_step_s_before", fit.predictedBefore }, { "predicted_step_s_after", fit.predictedAfter },
+                { "parameters", params }, { "residuals", residuals }, { "cluster", plan::toJson(spec) } })
                            .dump(2)
                     << "\n";
         return ExitOk;
@@ -143,17 +140,18 @@ int calibrateCommand(CliContext& context, const QStringList& args, bool json)
     o << "calibrated " << cluster.toStdString() << " from " << fit.steps << " measured steps of layout " << layout.name
       << " (tp=" << layout.parallel.tp << " pp=" << layout.parallel.pp << " dp=" << layout.parallel.dp << ")\n";
     for (const auto& p : fit.parameters)
-        o << "  " << p.name << ": " << number(p.before) << (p.fitted ? " -> " + number(p.after) : " (kept)") << "   " << p.note
-          << "\n";
+        o << "  " << p.name << ": " << number(p.before) << (p.fitted ? " -> " + number(p.after) : " (kept)") << "   "
+          << p.note << "\n";
     o << "fit residual (RMS of (predicted - measured) / measured):\n";
     for (const auto& r : fit.residuals)
-        o << "  " << r.what << ", " << r.events << " events: " << percent(r.rmsBefore) << " before, " << percent(r.rmsAfter)
-          << " after\n";
+        o << "  " << r.what << ", " << r.events << " events: " << percent(r.rmsBefore) << " before, "
+          << percent(r.rmsAfter) << " after\n";
     o << "step time: measured " << number(fit.measuredStepSeconds) << " s, predicted " << number(fit.predictedBefore)
       << " s before and " << number(fit.predictedAfter) << " s after calibration\n";
     o << "saved cluster profile \"" << spec.name << "\" in " << context.store()->path().toStdString()
-      << "; use it with \"cluster\": \"" << spec.name << "\" in a layout, or loom plan search --cluster " << spec.name << "\n";
+      << "; use it with \"cluster\": \"" << spec.name << "\" in a layout, or loom plan search --cluster " << spec.name
+      << "\n";
     return ExitOk;
 }
 
-}  // namespace loom::app
+} // namespace loom::app

@@ -11,8 +11,8 @@
 #include <cmath>
 #include <numeric>
 #include <set>
-#include <tuple>
 #include <stdexcept>
+#include <tuple>
 
 namespace loom::plan {
 
@@ -35,11 +35,11 @@ CalibrationTrace readCalibrationTrace(const std::string& text)
         if (group < 0 || out.groupKinds.count(group) || !a.contains("group_name") || !a["group_name"].is_string())
             continue;
         const std::string name = a["group_name"];
-        const auto kind = name.rfind("TP", 0) == 0   ? trace::GroupKind::Tensor
-                          : name.rfind("PP", 0) == 0 ? trace::GroupKind::Pipeline
-                          : name.rfind("DP", 0) == 0 ? trace::GroupKind::Data
-                          : name == "world"          ? trace::GroupKind::World
-                                                     : trace::GroupKind::Other;
+        const auto kind = name.rfind("TP", 0) == 0 ? trace::GroupKind::Tensor
+            : name.rfind("PP", 0) == 0             ? trace::GroupKind::Pipeline
+            : name.rfind("DP", 0) == 0             ? trace::GroupKind::Data
+            : name == "world"                      ? trace::GroupKind::World
+                                                   : trace::GroupKind::Other;
         out.groupKinds[group] = kind;
     }
     return out;
@@ -66,7 +66,7 @@ double residualRms(const std::vector<Row>& rows, double x0, double x1)
     double sum = 0, weights = 0;
     for (const auto& r : rows) {
         const double rel = (r.a0 * x0 + r.a1 * x1 - r.measured) / r.measured;
-        const double count = r.weight * r.measured;  // weights are count / duration
+        const double count = r.weight * r.measured; // weights are count / duration
         sum += count * rel * rel;
         weights += count;
     }
@@ -88,7 +88,7 @@ double weightedError(const std::vector<Row>& rows, double x0, double x1)
 // time moves. Returns which moved.
 struct Moved {
     bool first = false, second = false;
-    bool proportional = false;  // the events cannot tell the two apart
+    bool proportional = false; // the events cannot tell the two apart
 };
 
 Moved fitTwo(const std::vector<Row>& rows, double& x0, double& x1)
@@ -103,12 +103,8 @@ Moved fitTwo(const std::vector<Row>& rows, double& x0, double& x1)
         share0 += r.a0 * x0;
         share1 += r.a1 * x1;
     }
-    auto only0 = [&](double keep1) {
-        return s00 > 0 ? (s0t - s01 * keep1) / s00 : -1.0;
-    };
-    auto only1 = [&](double keep0) {
-        return s11 > 0 ? (s1t - s01 * keep0) / s11 : -1.0;
-    };
+    auto only0 = [&](double keep1) { return s00 > 0 ? (s0t - s01 * keep1) / s00 : -1.0; };
+    auto only1 = [&](double keep0) { return s11 > 0 ? (s1t - s01 * keep0) / s11 : -1.0; };
     const bool proportional = s00 <= 0 || s11 <= 0 || s01 * s01 >= (1.0 - 1e-6) * s00 * s11;
     if (!proportional) {
         const double det = s00 * s11 - s01 * s01;
@@ -116,7 +112,7 @@ Moved fitTwo(const std::vector<Row>& rows, double& x0, double& x1)
         if (y0 > 0 && y1 > 0) {
             x0 = y0;
             x1 = y1;
-            return {true, true, false};
+            return { true, true, false };
         }
     }
     // One at a time: the one that carries more time when the columns are proportional, else the better fit.
@@ -127,13 +123,13 @@ Moved fitTwo(const std::vector<Row>& rows, double& x0, double& x1)
         use0 = proportional ? share0 >= share1 : weightedError(rows, y0, x1) <= weightedError(rows, x0, y1);
     if (use0) {
         x0 = y0;
-        return {true, false, proportional};
+        return { true, false, proportional };
     }
     if (ok1) {
         x1 = y1;
-        return {false, true, proportional};
+        return { false, true, proportional };
     }
-    return {false, false, proportional};
+    return { false, false, proportional };
 }
 
 bool isCompute(trace::EventKind k)
@@ -146,10 +142,10 @@ std::string count(std::size_t n, const char* what)
     return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
 }
 
-}  // namespace
+} // namespace
 
 Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEvent>& all,
-                      const std::map<std::int32_t, trace::GroupKind>& groupKinds)
+    const std::map<std::int32_t, trace::GroupKind>& groupKinds)
 {
     Layout layout = layoutIn;
     const ClusterSpec before = layout.cluster;
@@ -199,31 +195,31 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
                 continue;
             double inside = 0;
             const auto& list = tpByRank[e.rank];
-            for (auto it = std::lower_bound(list.begin(), list.end(), std::pair{e.startNs, std::int64_t(0)});
+            for (auto it = std::lower_bound(list.begin(), list.end(), std::pair { e.startNs, std::int64_t(0) });
                  it != list.end() && it->first < e.endNs; ++it)
                 if (it->second <= e.endNs)
                     inside += double(it->second - it->first) * 1e-9;
             const StageWork& w = work[static_cast<std::size_t>(e.stage)];
             if (seconds - inside > 0) {
-                auto& c = classes[{e.rank, static_cast<int>(e.kind), e.stage}];
+                auto& c = classes[{ e.rank, static_cast<int>(e.kind), e.stage }];
                 c.work = e.kind == trace::EventKind::Forward ? w.forward : w.backward;
                 c.seconds.push_back(seconds - inside);
                 ++passes;
             }
         } else if (e.kind == trace::EventKind::Optimizer && e.rank >= 0 && e.rank < grid.size() && seconds > 0) {
-            auto& c = classes[{e.rank, static_cast<int>(e.kind), -1}];
-            c.work = {0, optimizerBytes(layout, grid.coordOf(e.rank).pp)};
+            auto& c = classes[{ e.rank, static_cast<int>(e.kind), -1 }];
+            c.work = { 0, optimizerBytes(layout, grid.coordOf(e.rank).pp) };
             c.seconds.push_back(seconds);
             ++optimizerSteps;
         }
     }
     if (passes == 0)
         throw std::invalid_argument("the trace has no forward or backward events of layout \"" + layout.name
-                                    + "\" after its first step; record a run of two or more steps with loom-train --trace-out");
+            + "\" after its first step; record a run of two or more steps with loom-train --trace-out");
     std::vector<Row> compute;
     for (auto& [key, c] : classes) {
         const double mean = std::accumulate(c.seconds.begin(), c.seconds.end(), 0.0) / double(c.seconds.size());
-        compute.push_back({c.work.flops, c.work.bytes, mean, double(c.seconds.size()) / mean});
+        compute.push_back({ c.work.flops, c.work.bytes, mean, double(c.seconds.size()) / mean });
     }
 
     const double peak = dev.peakTflops(layout.precision) * 1e12;
@@ -232,42 +228,42 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
     const Moved computeFit = fitTwo(compute, xFlops, xBytes);
     const bool flopsMoved = computeFit.first, bytesMoved = computeFit.second;
     const std::string negative = "kept: fitting it as well gives a negative value";
-    out.residuals.push_back({"compute (forward, backward, optimizer; means per rank and stage)",
-                             static_cast<std::int64_t>(passes + optimizerSteps),
-                             rmsComputeBefore, residualRms(compute, xFlops, xBytes)});
+    out.residuals.push_back({ "compute (forward, backward, optimizer; means per rank and stage)",
+        static_cast<std::int64_t>(passes + optimizerSteps), rmsComputeBefore, residualRms(compute, xFlops, xBytes) });
     ClusterSpec after = before;
     const std::string from = count(passes, "forward/backward event") + ", " + count(optimizerSteps, "optimizer step");
     {
         double newMax = flopsMoved ? rounded(1.0 / (xFlops * peak)) : dev.gemmMax;
-        FittedParameter max{"device.gemm_efficiency.max", dev.gemmMax, newMax, flopsMoved,
-                            flopsMoved                ? "from " + from
-                            : computeFit.proportional ? "kept: the events do not separate it from the memory-bound part"
-                                                      : negative};
+        FittedParameter max { "device.gemm_efficiency.max", dev.gemmMax, newMax, flopsMoved,
+            flopsMoved                    ? "from " + from
+                : computeFit.proportional ? "kept: the events do not separate it from the memory-bound part"
+                                          : negative };
         if (flopsMoved && newMax > 1.0) {
             // Faster than the datasheet peak: the peak was wrong, not the efficiency.
             const double factor = newMax;
             newMax = 1.0;
             max.after = 1.0;
-            for (double* p : {&after.device.peakTflopsFp32, &after.device.peakTflopsFp16, &after.device.peakTflopsBf16})
+            for (double* p :
+                { &after.device.peakTflopsFp32, &after.device.peakTflopsFp16, &after.device.peakTflopsBf16 })
                 *p = rounded(*p * factor);
             out.parameters.push_back(max);
-            out.parameters.push_back({"device.peak_tflops (every precision)",
-                                      dev.peakTflops(layout.precision), after.device.peakTflops(layout.precision), true,
-                                      "x" + std::to_string(factor).substr(0, 5) + ": the measured FLOP rate is above max x peak"});
+            out.parameters.push_back({ "device.peak_tflops (every precision)", dev.peakTflops(layout.precision),
+                after.device.peakTflops(layout.precision), true,
+                "x" + std::to_string(factor).substr(0, 5) + ": the measured FLOP rate is above max x peak" });
         } else {
             out.parameters.push_back(max);
         }
         after.device.gemmMax = newMax;
         const double newBandwidth = bytesMoved ? rounded(1.0 / (xBytes * 1e9)) : dev.memoryBandwidthGBs;
-        out.parameters.push_back({"device.memory_bandwidth_gbs", dev.memoryBandwidthGBs, newBandwidth, bytesMoved,
-                                  bytesMoved                ? "from " + from
-                                  : computeFit.proportional ? "kept: the events do not separate it from the GEMM part"
-                                                            : negative});
+        out.parameters.push_back({ "device.memory_bandwidth_gbs", dev.memoryBandwidthGBs, newBandwidth, bytesMoved,
+            bytesMoved                    ? "from " + from
+                : computeFit.proportional ? "kept: the events do not separate it from the GEMM part"
+                                          : negative });
         after.device.memoryBandwidthGBs = newBandwidth;
-        out.parameters.push_back({"device.gemm_efficiency.half_width", dev.gemmHalfWidth, dev.gemmHalfWidth, false,
-                                  "kept: one layout has one GEMM width (h/tp)"});
-        out.parameters.push_back({"device.gemm_efficiency.half_rows", dev.gemmHalfRows, dev.gemmHalfRows, false,
-                                  "kept: one layout has one row count (micro-batch x sequence)"});
+        out.parameters.push_back({ "device.gemm_efficiency.half_width", dev.gemmHalfWidth, dev.gemmHalfWidth, false,
+            "kept: one layout has one GEMM width (h/tp)" });
+        out.parameters.push_back({ "device.gemm_efficiency.half_rows", dev.gemmHalfRows, dev.gemmHalfRows, false,
+            "kept: one layout has one row count (micro-batch x sequence)" });
     }
 
     // Links. Each all-reduce instance (the k-th of a group in a step) lasts, on every member, from its own
@@ -289,22 +285,30 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
                 && (e.algorithm == trace::Algorithm::Library || e.algorithm == trace::Algorithm::Ring
                     || e.algorithm == trace::Algorithm::ChunkedRing))
                 collectives.push_back(&e);
-        std::sort(collectives.begin(), collectives.end(), [](const auto* a, const auto* b) {
-            return std::tie(a->rank, a->startNs) < std::tie(b->rank, b->startNs);
-        });
-        std::map<std::tuple<std::int32_t, int, std::int32_t>, int> seen;  // (rank, kind, step) -> count so far
+        std::sort(collectives.begin(), collectives.end(),
+            [](const auto* a, const auto* b) { return std::tie(a->rank, a->startNs) < std::tie(b->rank, b->startNs); });
+        std::map<std::tuple<std::int32_t, int, std::int32_t>, int> seen; // (rank, kind, step) -> count so far
         for (const auto* e : collectives) {
             const trace::GroupKind kind = kindOf(*e);
-            std::int64_t first = 0;  // the group's first member names the group
+            std::int64_t first = 0; // the group's first member names the group
             switch (kind) {
-            case trace::GroupKind::Tensor: first = grid.groupOf(GroupKind::Tensor, e->rank).front(); break;
-            case trace::GroupKind::Pipeline: first = grid.groupOf(GroupKind::Pipeline, e->rank).front(); break;
-            case trace::GroupKind::Data: first = grid.groupOf(GroupKind::Data, e->rank).front(); break;
-            case trace::GroupKind::World: first = 0; break;
-            default: continue;  // a group we cannot place
+            case trace::GroupKind::Tensor:
+                first = grid.groupOf(GroupKind::Tensor, e->rank).front();
+                break;
+            case trace::GroupKind::Pipeline:
+                first = grid.groupOf(GroupKind::Pipeline, e->rank).front();
+                break;
+            case trace::GroupKind::Data:
+                first = grid.groupOf(GroupKind::Data, e->rank).front();
+                break;
+            case trace::GroupKind::World:
+                first = 0;
+                break;
+            default:
+                continue; // a group we cannot place
             }
-            const int k = seen[{e->rank, static_cast<int>(kind), e->step}]++;
-            Instance& in = instances[{static_cast<int>(kind), first, e->step, k}];
+            const int k = seen[{ e->rank, static_cast<int>(kind), e->step }]++;
+            Instance& in = instances[{ static_cast<int>(kind), first, e->step, k }];
             const double seconds = double(e->durationNs()) * 1e-9;
             in.seconds = in.members == 0 ? seconds : std::min(in.seconds, seconds);
             in.kind = kind;
@@ -313,20 +317,20 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
             ++in.members;
         }
     }
-    for (const bool inter : {false, true}) {
+    for (const bool inter : { false, true }) {
         if (inter && !before.interNode)
             continue;
         std::map<std::pair<std::int32_t, std::uint64_t>, std::vector<double>> bySize;
         for (const auto& [key, in] : instances) {
             if (in.members != in.groupSize)
-                continue;  // a member's event is missing: no last arrival to read
-            const std::int64_t spanned = in.kind == trace::GroupKind::Tensor     ? grid.maxNodesSpanned(GroupKind::Tensor)
-                                         : in.kind == trace::GroupKind::Pipeline ? grid.maxNodesSpanned(GroupKind::Pipeline)
-                                         : in.kind == trace::GroupKind::Data     ? grid.maxNodesSpanned(GroupKind::Data)
-                                                                                 : grid.nodeOf(grid.size() - 1) + 1;
+                continue; // a member's event is missing: no last arrival to read
+            const std::int64_t spanned = in.kind == trace::GroupKind::Tensor ? grid.maxNodesSpanned(GroupKind::Tensor)
+                : in.kind == trace::GroupKind::Pipeline                      ? grid.maxNodesSpanned(GroupKind::Pipeline)
+                : in.kind == trace::GroupKind::Data                          ? grid.maxNodesSpanned(GroupKind::Data)
+                                                                             : grid.nodeOf(grid.size() - 1) + 1;
             if ((spanned > 1 && before.interNode) != inter)
                 continue;
-            bySize[{in.groupSize, in.bytes}].push_back(in.seconds);
+            bySize[{ in.groupSize, in.bytes }].push_back(in.seconds);
         }
         LinkSpec& link = inter ? *after.interNode : after.intraNode;
         const LinkSpec& old = inter ? *before.interNode : before.intraNode;
@@ -336,32 +340,36 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
         for (auto& [key, durations] : bySize) {
             const double mean = std::accumulate(durations.begin(), durations.end(), 0.0) / double(durations.size());
             const double members = double(key.first);
-            rows.push_back({2.0 * (members - 1.0), 2.0 * (members - 1.0) / members * double(key.second), mean,
-                            double(durations.size()) / mean});
+            rows.push_back({ 2.0 * (members - 1.0), 2.0 * (members - 1.0) / members * double(key.second), mean,
+                double(durations.size()) / mean });
             n += durations.size();
         }
         double alpha = old.latencyUs * 1e-6, invBeta = 1.0 / (old.bandwidthGBs * 1e9);
         if (rows.empty()) {
-            const std::string why = "kept: the trace has no all-reduce over " + std::string(toString(old.kind)) + " links";
-            out.parameters.push_back({prefix + "latency_us", old.latencyUs, old.latencyUs, false, why});
-            out.parameters.push_back({prefix + "bandwidth_gbs", old.bandwidthGBs, old.bandwidthGBs, false, why});
+            const std::string why
+                = "kept: the trace has no all-reduce over " + std::string(toString(old.kind)) + " links";
+            out.parameters.push_back({ prefix + "latency_us", old.latencyUs, old.latencyUs, false, why });
+            out.parameters.push_back({ prefix + "bandwidth_gbs", old.bandwidthGBs, old.bandwidthGBs, false, why });
             continue;
         }
         const double rmsBefore = residualRms(rows, alpha, invBeta);
         const Moved linkFit = fitTwo(rows, alpha, invBeta);
         const bool alphaMoved = linkFit.first, betaMoved = linkFit.second;
-        const std::string fromLinks = "from " + count(n, "all-reduce") + " (the last member's time) in " + count(rows.size(), "size");
+        const std::string fromLinks
+            = "from " + count(n, "all-reduce") + " (the last member's time) in " + count(rows.size(), "size");
         const std::string keptWhy = rows.size() == 1 ? "kept: all-reduces of one size only"
-                                    : linkFit.proportional ? "kept: the sizes do not separate latency from bandwidth"
-                                                           : "kept: fitting it as well gives a negative value";
+            : linkFit.proportional                   ? "kept: the sizes do not separate latency from bandwidth"
+                                                     : "kept: fitting it as well gives a negative value";
         if (alphaMoved)
             link.latencyUs = rounded(alpha * 1e6);
         if (betaMoved)
             link.bandwidthGBs = rounded(1.0 / (invBeta * 1e9));
-        out.parameters.push_back({prefix + "latency_us", old.latencyUs, link.latencyUs, alphaMoved, alphaMoved ? fromLinks : keptWhy});
-        out.parameters.push_back({prefix + "bandwidth_gbs", old.bandwidthGBs, link.bandwidthGBs, betaMoved, betaMoved ? fromLinks : keptWhy});
-        out.residuals.push_back({std::string(toString(old.kind)) + " all-reduce (means per size)",
-                                 static_cast<std::int64_t>(n), rmsBefore, residualRms(rows, alpha, invBeta)});
+        out.parameters.push_back(
+            { prefix + "latency_us", old.latencyUs, link.latencyUs, alphaMoved, alphaMoved ? fromLinks : keptWhy });
+        out.parameters.push_back({ prefix + "bandwidth_gbs", old.bandwidthGBs, link.bandwidthGBs, betaMoved,
+            betaMoved ? fromLinks : keptWhy });
+        out.residuals.push_back({ std::string(toString(old.kind)) + " all-reduce (means per size)",
+            static_cast<std::int64_t>(n), rmsBefore, residualRms(rows, alpha, invBeta) });
     }
 
     trace::StatsContext context;
@@ -377,4 +385,4 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
     return out;
 }
 
-}  // namespace loom::plan
+} // namespace loom::plan

@@ -15,7 +15,7 @@ namespace loom::plan {
 struct CalibrationTrace {
     std::vector<trace::TraceEvent> events;
     std::map<std::int32_t, trace::GroupKind> groupKinds;
-    std::string layoutJson;  // otherData.layout; empty when the trace has none
+    std::string layoutJson; // otherData.layout; empty when the trace has none
 };
 
 // Reads a Chrome trace written by `loom-train --trace-out`. Throws std::runtime_error naming the problem.
@@ -23,27 +23,27 @@ CalibrationTrace readCalibrationTrace(const std::string& text);
 
 // One parameter of the cluster profile, before and after the fit.
 struct FittedParameter {
-    std::string name;  // the profile key: "device.gemm_efficiency.max", "intra_node.latency_us", ...
+    std::string name; // the profile key: "device.gemm_efficiency.max", "intra_node.latency_us", ...
     double before = 0, after = 0;
     bool fitted = false;
-    std::string note;  // what it was fitted from, or why it was kept
+    std::string note; // what it was fitted from, or why it was kept
 };
 
 // How well the model matches the measured events of one kind, before and after the fit: the root mean
 // square of (predicted - measured) / measured over the means the fit used, weighted by their counts.
 struct FitResidual {
-    std::string what;  // "compute (forward, backward, optimizer)", "shm all-reduce", ...
+    std::string what; // "compute (forward, backward, optimizer)", "shm all-reduce", ...
     std::int64_t events = 0;
     double rmsBefore = 0, rmsAfter = 0;
 };
 
 struct Calibration {
-    ClusterSpec cluster;  // the calibrated profile (same name as the input; the caller renames it)
+    ClusterSpec cluster; // the calibrated profile (same name as the input; the caller renames it)
     std::vector<FittedParameter> parameters;
     std::vector<FitResidual> residuals;
-    std::int32_t steps = 0;          // steps used (the first of several is left out: it warms caches)
-    double measuredStepSeconds = 0;  // mean over those steps
-    double predictedBefore = 0, predictedAfter = 0;  // predict(layout).stepTime with the old and new cluster
+    std::int32_t steps = 0; // steps used (the first of several is left out: it warms caches)
+    double measuredStepSeconds = 0; // mean over those steps
+    double predictedBefore = 0, predictedAfter = 0; // predict(layout).stepTime with the old and new cluster
 };
 
 // Fits the cluster profile of `layout` (layout.cluster) to measured events of that layout's run:
@@ -64,6 +64,6 @@ struct Calibration {
 // Parameters without events to fit them are kept, with the reason in their note. Throws
 // std::invalid_argument when the events hold no forward or backward of the layout.
 Calibration calibrate(const Layout& layout, const std::vector<trace::TraceEvent>& events,
-                      const std::map<std::int32_t, trace::GroupKind>& groupKinds);
+    const std::map<std::int32_t, trace::GroupKind>& groupKinds);
 
-}  // namespace loom::plan
+} // namespace loom::plan

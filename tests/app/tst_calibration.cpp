@@ -14,8 +14,8 @@
 #include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
-#include <QThread>
 #include <QTest>
+#include <QThread>
 
 #include <algorithm>
 #include <cmath>
@@ -34,7 +34,7 @@ struct Shape {
     QString name() const { return QStringLiteral("gpt-mini-t%1p%2d%3").arg(tp).arg(pp).arg(dp); }
 };
 
-}  // namespace
+} // namespace
 
 class TestCalibration : public QObject {
     Q_OBJECT
@@ -45,16 +45,16 @@ class TestCalibration : public QObject {
         QProcess p;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert("LOOM_DB", m_dir.filePath("calibration.db"));
-        env.insert("OPENBLAS_NUM_THREADS", "1");  // one BLAS thread per rank, one rank per core
+        env.insert("OPENBLAS_NUM_THREADS", "1"); // one BLAS thread per rank, one rank per core
         p.setProcessEnvironment(env);
         p.start(program, args);
         if (!p.waitForFinished(timeoutMs)) {
             p.kill();
             p.waitForFinished();
-            return {-1, QString::fromUtf8(p.readAllStandardOutput()), "timed out"};
+            return { -1, QString::fromUtf8(p.readAllStandardOutput()), "timed out" };
         }
-        return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2, QString::fromUtf8(p.readAllStandardOutput()),
-                QString::fromUtf8(p.readAllStandardError())};
+        return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2,
+            QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError()) };
     }
     Run loom(const QStringList& args) { return run(QStringLiteral(LOOM_EXE), args); }
 
@@ -64,13 +64,12 @@ class TestCalibration : public QObject {
         QFile f(path);
         if (!f.open(QIODevice::WriteOnly))
             qFatal("cannot write %s", qPrintable(path));
-        f.write(QJsonDocument(QJsonObject{{"loom_layout", 1},
-                                          {"name", s.name()},
-                                          {"model", "gpt-mini"},
-                                          {"cluster", cluster},
-                                          {"parallel", QJsonObject{{"tp", s.tp}, {"pp", s.pp}, {"dp", s.dp}, {"micro_batch", 2},
-                                                                   {"global_batch", 16}, {"schedule", "1f1b"}}},
-                                          {"precision", "fp32"}})
+        f.write(QJsonDocument(
+            QJsonObject { { "loom_layout", 1 }, { "name", s.name() }, { "model", "gpt-mini" }, { "cluster", cluster },
+                { "parallel",
+                    QJsonObject { { "tp", s.tp }, { "pp", s.pp }, { "dp", s.dp }, { "micro_batch", 2 },
+                        { "global_batch", 16 }, { "schedule", "1f1b" } } },
+                { "precision", "fp32" } })
                     .toJson());
         return path;
     }
@@ -82,10 +81,10 @@ class TestCalibration : public QObject {
     {
         const QString trace = m_dir.filePath(s.name() + tag + ".trace.json");
         const Run r = run(QStringLiteral(MPIEXEC),
-                          {"--allow-run-as-root", "--oversubscribe", "-np", QString::number(s.tp * s.pp * s.dp),
-                           QStringLiteral(LOOM_TRAIN), "--layout", layoutFile(s, "local"), "--steps", QString::number(steps),
-                           "--trace-out", trace},
-                          300000);
+            { "--allow-run-as-root", "--oversubscribe", "-np", QString::number(s.tp * s.pp * s.dp),
+                QStringLiteral(LOOM_TRAIN), "--layout", layoutFile(s, "local"), "--steps", QString::number(steps),
+                "--trace-out", trace },
+            300000);
         if (r.exitCode != 0)
             qFatal("loom-train %s failed: %s %s", qPrintable(s.name()), qPrintable(r.out), qPrintable(r.err));
         QFile f(trace);
@@ -96,7 +95,7 @@ class TestCalibration : public QObject {
             if (e.step < 0)
                 continue;
             auto& w = window.try_emplace(e.step, e.startNs, e.endNs).first->second;
-            w = {std::min(w.first, e.startNs), std::max(w.second, e.endNs)};
+            w = { std::min(w.first, e.startNs), std::max(w.second, e.endNs) };
         }
         std::vector<double> seconds;
         for (const auto& [step, w] : window)
@@ -104,12 +103,12 @@ class TestCalibration : public QObject {
                 seconds.push_back(double(w.second - w.first) * 1e-9);
         if (seconds.empty())
             qFatal("no steps in %s", qPrintable(trace));
-        return {trace, std::accumulate(seconds.begin(), seconds.end(), 0.0) / double(seconds.size())};
+        return { trace, std::accumulate(seconds.begin(), seconds.end(), 0.0) / double(seconds.size()) };
     }
 
     double predicted(const Shape& s, const QString& cluster)
     {
-        const Run r = loom({"plan", "predict", layoutFile(s, cluster), "--json"});
+        const Run r = loom({ "plan", "predict", layoutFile(s, cluster), "--json" });
         if (r.exitCode != 0)
             qFatal("loom plan predict failed: %s", qPrintable(r.err));
         return QJsonDocument::fromJson(r.out.toUtf8()).object().value("step_time_s").toDouble();
@@ -119,23 +118,24 @@ private slots:
 #ifndef LOOM_CALIBRATION_BENCH
     void calibratesSavesAndPredicts()
     {
-        const Shape shape{1, 1, 2};
+        const Shape shape { 1, 1, 2 };
         const auto [trace, measured] = measure(shape, 3);
-        const Run r = loom({"plan", "calibrate", trace, "--cluster", "local"});
+        const Run r = loom({ "plan", "calibrate", trace, "--cluster", "local" });
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         qInfo("%s", qPrintable(r.out));
         QVERIFY(r.out.contains("device.gemm_efficiency.max: 0.95 -> "));
-        QVERIFY(r.out.contains("intra_node.bandwidth_gbs: 5 -> "));  // from the DP all-reduces
+        QVERIFY(r.out.contains("intra_node.bandwidth_gbs: 5 -> ")); // from the DP all-reduces
         QVERIFY(r.out.contains("fit residual"));
         QVERIFY(r.out.contains("saved cluster profile \"local-calibrated\""));
 
-        const Run list = loom({"profiles", "list"});
+        const Run list = loom({ "profiles", "list" });
         QVERIFY(list.out.contains(QRegularExpression("cluster\\s+local-calibrated\\s+user")));
-        const Run show = loom({"profiles", "show", "local-calibrated", "--json"});
+        const Run show = loom({ "profiles", "show", "local-calibrated", "--json" });
         QCOMPARE(show.exitCode, 0);
-        const QJsonObject device = QJsonDocument::fromJson(show.out.toUtf8()).object()["profile"].toObject()["device"].toObject();
+        const QJsonObject device
+            = QJsonDocument::fromJson(show.out.toUtf8()).object()["profile"].toObject()["device"].toObject();
         QVERIFY(device["gemm_efficiency"].toObject()["max"].toDouble() != 0.95
-                || device["peak_tflops"].toObject()["fp32"].toDouble() != 0.105);
+            || device["peak_tflops"].toObject()["fp32"].toDouble() != 0.105);
 
         // The calibrated profile predicts the run it was fitted to.
         const double p = predicted(shape, "local-calibrated");
@@ -143,11 +143,12 @@ private slots:
         QVERIFY2(std::fabs(p / measured - 1.0) <= 0.25, qPrintable(QStringLiteral("%1 vs %2").arg(p).arg(measured)));
 
         // --name, and a second calibration of the calibrated profile replaces it rather than stacking names.
-        QCOMPARE(loom({"plan", "calibrate", trace, "--cluster", "local", "--name", "my-laptop"}).exitCode, 0);
-        QVERIFY(loom({"profiles", "list"}).out.contains("my-laptop"));
-        const Run again = loom({"plan", "calibrate", trace, "--cluster", "local-calibrated", "--json"});
+        QCOMPARE(loom({ "plan", "calibrate", trace, "--cluster", "local", "--name", "my-laptop" }).exitCode, 0);
+        QVERIFY(loom({ "profiles", "list" }).out.contains("my-laptop"));
+        const Run again = loom({ "plan", "calibrate", trace, "--cluster", "local-calibrated", "--json" });
         QCOMPARE(again.exitCode, 0);
-        QCOMPARE(QJsonDocument::fromJson(again.out.toUtf8()).object()["profile"].toString(), QStringLiteral("local-calibrated"));
+        QCOMPARE(QJsonDocument::fromJson(again.out.toUtf8()).object()["profile"].toString(),
+            QStringLiteral("local-calibrated"));
     }
 
     void refusesBadInput()
@@ -157,26 +158,27 @@ private slots:
         f.open(QIODevice::WriteOnly);
         f.write("{\"hello\": 1}");
         f.close();
-        Run r = loom({"plan", "calibrate", notTrace, "--cluster", "local"});
+        Run r = loom({ "plan", "calibrate", notTrace, "--cluster", "local" });
         QCOMPARE(r.exitCode, 2);
         QVERIFY2(r.err.contains("not a Chrome trace"), qPrintable(r.err));
-        r = loom({"plan", "calibrate", notTrace, "--cluster", "locl"});
+        r = loom({ "plan", "calibrate", notTrace, "--cluster", "locl" });
         QCOMPARE(r.exitCode, 2);
-        QVERIFY2(r.err.contains("no cluster profile is called \"locl\"") && r.err.contains("did you mean \"local\""), qPrintable(r.err));
-        r = loom({"plan", "calibrate", m_dir.filePath("missing.json"), "--cluster", "local"});
+        QVERIFY2(r.err.contains("no cluster profile is called \"locl\"") && r.err.contains("did you mean \"local\""),
+            qPrintable(r.err));
+        r = loom({ "plan", "calibrate", m_dir.filePath("missing.json"), "--cluster", "local" });
         QCOMPARE(r.exitCode, 1);
-        r = loom({"plan", "calibrate", notTrace});
+        r = loom({ "plan", "calibrate", notTrace });
         QCOMPARE(r.exitCode, 64);
         // A trace without the layout it ran (a simulated one has it; strip it).
         QFile t(m_dir.filePath("no-layout.json"));
         t.open(QIODevice::WriteOnly);
         t.write("{\"otherData\": {}, \"traceEvents\": []}");
         t.close();
-        r = loom({"plan", "calibrate", t.fileName(), "--cluster", "local"});
+        r = loom({ "plan", "calibrate", t.fileName(), "--cluster", "local" });
         QCOMPARE(r.exitCode, 2);
         QVERIFY2(r.err.contains("does not say which layout ran"), qPrintable(r.err));
         // Built-in names cannot be taken.
-        r = loom({"plan", "calibrate", notTrace, "--cluster", "local", "--name", "dgx-a100"});
+        r = loom({ "plan", "calibrate", notTrace, "--cluster", "local", "--name", "dgx-a100" });
         QCOMPARE(r.exitCode, 2);
     }
 #else
@@ -190,7 +192,7 @@ private slots:
             double total = 0;
             for (int i = 1; i < std::min<int>(8, int(v.size())); ++i)
                 total += v[i].toDouble();
-            return std::pair{total, v.value(4).toDouble() + v.value(5).toDouble()};  // idle + iowait
+            return std::pair { total, v.value(4).toDouble() + v.value(5).toDouble() }; // idle + iowait
         };
         const auto [t0, i0] = sample();
         QThread::sleep(1);
@@ -202,36 +204,39 @@ private slots:
     {
         // Calibrate on tp 1, pp 1, dp 2 (its DP all-reduces fit the shared-memory link); predict three layouts
         // that differ in tp, pp and dp. At most two ranks: this machine has two cores (a rank per core).
-        const Shape calibration{1, 1, 2};
-        const std::vector<Shape> others{{2, 1, 1}, {1, 2, 1}, {1, 1, 1}};
+        const Shape calibration { 1, 1, 2 };
+        const std::vector<Shape> others { { 2, 1, 1 }, { 1, 2, 1 }, { 1, 1, 1 } };
         const int steps = 6;
         // Step times of CPU ranks are only this machine's when nothing else runs on it: note the busiest
         // moment other processes had before each measurement.
         double busy = busyElsewhere();
         const auto [trace, calibrationStep] = measure(calibration, steps);
-        const Run r = loom({"plan", "calibrate", trace, "--cluster", "local"});
+        const Run r = loom({ "plan", "calibrate", trace, "--cluster", "local" });
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         qInfo("%s", qPrintable(r.out));
-        std::vector<std::pair<double, double>> rows;  // measured, predicted
+        std::vector<std::pair<double, double>> rows; // measured, predicted
         for (const Shape& s : others) {
             busy = std::max(busy, busyElsewhere());
             rows.emplace_back(measure(s, steps).second, predicted(s, "local-calibrated"));
         }
         std::printf("calibrated on %s: measured %.3f s per step, predicted %.3f s; other processes used up to %.0f %% "
                     "of the CPU before a measurement\n",
-                    qPrintable(calibration.name()), calibrationStep, predicted(calibration, "local-calibrated"), 100.0 * busy);
-        std::printf("| layout | measured s/step (mean of %d) | predicted (local-calibrated) | predicted (local) | error |\n", steps - 1);
+            qPrintable(calibration.name()), calibrationStep, predicted(calibration, "local-calibrated"), 100.0 * busy);
+        std::printf(
+            "| layout | measured s/step (mean of %d) | predicted (local-calibrated) | predicted (local) | error |\n",
+            steps - 1);
         std::printf("|---|---|---|---|---|\n");
         bool ok = true;
         for (std::size_t i = 0; i < others.size(); ++i) {
             const double error = rows[i].second / rows[i].first - 1.0;
             ok = ok && std::fabs(error) <= 0.20;
-            std::printf("| tp %d, pp %d, dp %d | %.3f | %.3f | %.3f | %+.1f %% |\n", others[i].tp, others[i].pp, others[i].dp,
-                        rows[i].first, rows[i].second, predicted(others[i], "local"), 100.0 * error);
+            std::printf("| tp %d, pp %d, dp %d | %.3f | %.3f | %.3f | %+.1f %% |\n", others[i].tp, others[i].pp,
+                others[i].dp, rows[i].first, rows[i].second, predicted(others[i], "local"), 100.0 * error);
         }
         std::fflush(stdout);
         if (!ok && busy > 0.25)
-            QSKIP("other processes kept the CPU busy, so these are not this machine's step times; run it on an idle machine");
+            QSKIP("other processes kept the CPU busy, so these are not this machine's step times; run it on an idle "
+                  "machine");
         QVERIFY2(ok, "a prediction is more than 20 % off");
     }
 #endif

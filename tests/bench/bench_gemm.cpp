@@ -29,13 +29,13 @@ double layer(int T, int h, int t, const float* a, const float* b, float* c)
     return 2.0 * T * h * (3.0 * w + w + 2.0 * f);
 }
 
-}  // namespace
+} // namespace
 
 int main()
 {
     openblas_set_num_threads(1);
     const int h = 192;
-    const std::vector<int> rows = {64, 128, 256, 512, 1024}, tps = {1, 2, 4, 8};
+    const std::vector<int> rows = { 64, 128, 256, 512, 1024 }, tps = { 1, 2, 4, 8 };
     std::vector<float> a(1 << 20, 0.001f), b(1 << 20, 0.002f), c(1 << 20);
     std::vector<double> best(rows.size() * tps.size(), 0.0);
     for (int pass = 0; pass < 7; ++pass)
@@ -50,7 +50,7 @@ int main()
             }
     const double reference = best[(rows.size() - 1) * tps.size()];
     std::printf("sgemm GFLOP/s, one core, gpt-mini layer GEMMs (h %d), best of 7 (relative to %d rows at width %d)\n",
-                h, rows.back(), h);
+        h, rows.back(), h);
     std::printf("rows");
     for (int t : tps)
         std::printf("\t\twidth %d", h / t);

@@ -24,13 +24,10 @@ namespace {
 
 Layout gptMini(int tp, int pp, int dp, const char* model = "gpt-mini", const char* cluster = "local", int batch = 16)
 {
-    const nlohmann::json j = {{"loom_layout", 1},
-                              {"name", "mini"},
-                              {"model", model},
-                              {"cluster", cluster},
-                              {"nodes", std::max(1, tp * pp * dp / 8)},
-                              {"parallel", {{"tp", tp}, {"pp", pp}, {"dp", dp}, {"micro_batch", 2}, {"global_batch", batch}}},
-                              {"precision", "fp32"}};
+    const nlohmann::json j = { { "loom_layout", 1 }, { "name", "mini" }, { "model", model }, { "cluster", cluster },
+        { "nodes", std::max(1, tp * pp * dp / 8) },
+        { "parallel", { { "tp", tp }, { "pp", pp }, { "dp", dp }, { "micro_batch", 2 }, { "global_batch", batch } } },
+        { "precision", "fp32" } };
     auto r = readLayout(j.dump(), loom::profiles::BuiltinProfiles::instance());
     if (!r.ok())
         qFatal("%s", r.diagnostics.format().c_str());
@@ -46,14 +43,14 @@ ClusterSpec truth(const ClusterSpec& base)
     c.intraNode.latencyUs = 20.0;
     c.intraNode.bandwidthGBs = 2.0;
     if (c.interNode) {
-        c.intraNode = {c.intraNode.kind, 150.0, 3.0, 0};
+        c.intraNode = { c.intraNode.kind, 150.0, 3.0, 0 };
         c.interNode->latencyUs = 12.0;
         c.interNode->bandwidthGBs = 11.0;
     }
     return c;
 }
 
-constexpr int kTensor = 1, kPipeline = 2, kData = 3;  // group ids, in loom-train's order (world is 0)
+constexpr int kTensor = 1, kPipeline = 2, kData = 3; // group ids, in loom-train's order (world is 0)
 
 // Three steps of every rank of `layout` run on `cluster`, each duration times (1 + noise·u), u in [-1, 1].
 std::vector<TraceEvent> synthesise(Layout layout, const ClusterSpec& cluster, double noise)
@@ -79,18 +76,22 @@ std::vector<TraceEvent> synthesise(Layout layout, const ClusterSpec& cluster, do
         return e;
     };
     auto linkOf = [&](int group) {
-        const auto kind = group == kTensor ? GroupKind::Tensor : group == kPipeline ? GroupKind::Pipeline : GroupKind::Data;
+        const auto kind = group == kTensor ? GroupKind::Tensor
+            : group == kPipeline           ? GroupKind::Pipeline
+                                           : GroupKind::Data;
         return grid.maxNodesSpanned(kind) > 1 && cluster.interNode ? *cluster.interNode : cluster.intraNode;
     };
-    auto allReduce = [&](std::int32_t rank, std::int32_t step, std::int64_t start, double bytes, std::int64_t n, int group) {
-        TraceEvent e = event(rank, EventKind::AllReduce, step, start, start + jitter(ringAllReduceSeconds(bytes, n, linkOf(group))));
-        e.bytes = static_cast<std::uint64_t>(bytes);
-        e.groupSize = static_cast<std::int32_t>(n);
-        e.group = group;
-        e.algorithm = loom::trace::Algorithm::Library;
-        out.push_back(e);
-        return e.endNs;
-    };
+    auto allReduce
+        = [&](std::int32_t rank, std::int32_t step, std::int64_t start, double bytes, std::int64_t n, int group) {
+              TraceEvent e = event(rank, EventKind::AllReduce, step, start,
+                  start + jitter(ringAllReduceSeconds(bytes, n, linkOf(group))));
+              e.bytes = static_cast<std::uint64_t>(bytes);
+              e.groupSize = static_cast<std::int32_t>(n);
+              e.group = group;
+              e.algorithm = loom::trace::Algorithm::Library;
+              out.push_back(e);
+              return e.endNs;
+          };
     for (std::int64_t rank = 0; rank < grid.size(); ++rank) {
         const RankCoord c = grid.coordOf(rank);
         const auto r = static_cast<std::int32_t>(rank);
@@ -102,7 +103,7 @@ std::vector<TraceEvent> synthesise(Layout layout, const ClusterSpec& cluster, do
                 const std::int64_t start = now;
                 now += jitter((fwd ? work[vs].forward : work[vs].backward).seconds(cluster.device, layout.precision));
                 const double layers = double(layout.stageRanges()[static_cast<std::size_t>(vs)].size());
-                for (int k = 0; p.tp > 1 && k < int(2 * layers); ++k)  // the TP all-reduces it waits for inside
+                for (int k = 0; p.tp > 1 && k < int(2 * layers); ++k) // the TP all-reduces it waits for inside
                     now = allReduce(r, step, now, activation, p.tp, kTensor);
                 TraceEvent e = event(r, fwd ? EventKind::Forward : EventKind::Backward, step, start, now);
                 e.stage = static_cast<std::int32_t>(vs);
@@ -111,11 +112,11 @@ std::vector<TraceEvent> synthesise(Layout layout, const ClusterSpec& cluster, do
                 out.push_back(e);
             }
             const double gradients = double(layout.model.parameterCount()) * 4.0 / double(p.tp * p.pp);
-            for (double share : {0.25, 0.75})  // two buckets
+            for (double share : { 0.25, 0.75 }) // two buckets
                 if (p.dp > 1)
                     now = allReduce(r, step, now, share * gradients, p.dp, kData);
             if (p.tp > 1)
-                now = allReduce(r, step, now, 4.0, p.tp, kTensor);  // the gradient norm
+                now = allReduce(r, step, now, 4.0, p.tp, kTensor); // the gradient norm
             if (p.pp > 1)
                 now = allReduce(r, step, now, 4.0, p.pp, kPipeline);
             const std::int64_t start = now;
@@ -126,10 +127,9 @@ std::vector<TraceEvent> synthesise(Layout layout, const ClusterSpec& cluster, do
     return out;
 }
 
-const std::map<std::int32_t, loom::trace::GroupKind> kKinds = {{0, loom::trace::GroupKind::World},
-                                                                {kTensor, loom::trace::GroupKind::Tensor},
-                                                                {kPipeline, loom::trace::GroupKind::Pipeline},
-                                                                {kData, loom::trace::GroupKind::Data}};
+const std::map<std::int32_t, loom::trace::GroupKind> kKinds
+    = { { 0, loom::trace::GroupKind::World }, { kTensor, loom::trace::GroupKind::Tensor },
+          { kPipeline, loom::trace::GroupKind::Pipeline }, { kData, loom::trace::GroupKind::Data } };
 
 const FittedParameter& parameter(const Calibration& c, const std::string& name)
 {
@@ -139,7 +139,7 @@ const FittedParameter& parameter(const Calibration& c, const std::string& name)
     qFatal("no parameter %s", name.c_str());
 }
 
-}  // namespace
+} // namespace
 
 class TestCalibrate : public QObject {
     Q_OBJECT
@@ -148,7 +148,7 @@ private slots:
     {
         QTest::addColumn<double>("noise");
         QTest::addColumn<double>("tolerance");
-        QTest::newRow("exact events") << 0.0 << 1e-3;  // whole nanoseconds; 4 significant digits
+        QTest::newRow("exact events") << 0.0 << 1e-3; // whole nanoseconds; 4 significant digits
         QTest::newRow("3 % noise") << 0.03 << 0.05;
     }
     void recoversKnownParameters()
@@ -159,7 +159,8 @@ private slots:
         const ClusterSpec real = truth(layout.cluster);
         const Calibration fit = calibrate(layout, synthesise(layout, real, noise), kKinds);
         auto close = [&](double got, double want, const char* what) {
-            QVERIFY2(std::fabs(got / want - 1.0) <= tolerance, qPrintable(QStringLiteral("%1: %2, want %3").arg(what).arg(got).arg(want)));
+            QVERIFY2(std::fabs(got / want - 1.0) <= tolerance,
+                qPrintable(QStringLiteral("%1: %2, want %3").arg(what).arg(got).arg(want)));
         };
         close(fit.cluster.device.gemmMax, real.device.gemmMax, "gemm max");
         close(fit.cluster.device.memoryBandwidthGBs, real.device.memoryBandwidthGBs, "memory bandwidth");
@@ -167,9 +168,9 @@ private slots:
         close(fit.cluster.intraNode.bandwidthGBs, real.intraNode.bandwidthGBs, "bandwidth");
         QVERIFY(parameter(fit, "device.gemm_efficiency.max").fitted);
         QVERIFY(parameter(fit, "intra_node.bandwidth_gbs").fitted);
-        QCOMPARE(fit.cluster.device.gemmHalfWidth, layout.cluster.device.gemmHalfWidth);  // one width: kept
+        QCOMPARE(fit.cluster.device.gemmHalfWidth, layout.cluster.device.gemmHalfWidth); // one width: kept
         QVERIFY(!parameter(fit, "device.gemm_efficiency.half_width").fitted);
-        QCOMPARE(fit.steps, 2);  // the first of three is left out
+        QCOMPARE(fit.steps, 2); // the first of three is left out
         Layout calibrated = layout, real2 = layout;
         calibrated.cluster = fit.cluster;
         real2.cluster = real;
@@ -185,7 +186,8 @@ private slots:
         const ClusterSpec real = truth(layout.cluster);
         const Calibration fit = calibrate(layout, synthesise(layout, real, 0.0), kKinds);
         auto close = [&](double got, double want, const char* what) {
-            QVERIFY2(std::fabs(got / want - 1.0) <= 2e-3, qPrintable(QStringLiteral("%1: %2, want %3").arg(what).arg(got).arg(want)));
+            QVERIFY2(std::fabs(got / want - 1.0) <= 2e-3,
+                qPrintable(QStringLiteral("%1: %2, want %3").arg(what).arg(got).arg(want)));
         };
         close(fit.cluster.intraNode.latencyUs, real.intraNode.latencyUs, "NVLink latency");
         close(fit.cluster.intraNode.bandwidthGBs, real.intraNode.bandwidthGBs, "NVLink bandwidth");
@@ -230,22 +232,22 @@ private slots:
     {
         const Layout layout = gptMini(2, 2, 2);
         const auto events = synthesise(layout, truth(layout.cluster), 0.0);
-        std::vector<loom::trace::GroupInfo> groups = {{0, loom::trace::GroupKind::World, {}, "world"},
-                                                      {1, loom::trace::GroupKind::Tensor, {}, "TP group of pp=0 dp=0"},
-                                                      {2, loom::trace::GroupKind::Pipeline, {}, "PP group of tp=0 dp=0"},
-                                                      {3, loom::trace::GroupKind::Data, {}, "DP group of tp=0 pp=0"}};
+        std::vector<loom::trace::GroupInfo> groups = { { 0, loom::trace::GroupKind::World, {}, "world" },
+            { 1, loom::trace::GroupKind::Tensor, {}, "TP group of pp=0 dp=0" },
+            { 2, loom::trace::GroupKind::Pipeline, {}, "PP group of tp=0 dp=0" },
+            { 3, loom::trace::GroupKind::Data, {}, "DP group of tp=0 pp=0" } };
         std::ostringstream text;
-        loom::trace::writeChromeTrace(text, events, groups,
-                                      nlohmann::json({{"layout", nlohmann::json::parse(writeLayout(layout))}}).dump());
+        loom::trace::writeChromeTrace(
+            text, events, groups, nlohmann::json({ { "layout", nlohmann::json::parse(writeLayout(layout)) } }).dump());
         const CalibrationTrace read = readCalibrationTrace(text.str());
         QCOMPARE(read.events.size(), events.size());
-        QCOMPARE(read.groupKinds.size(), std::size_t(3));  // world has no events
+        QCOMPARE(read.groupKinds.size(), std::size_t(3)); // world has no events
         QVERIFY(read.groupKinds.at(1) == loom::trace::GroupKind::Tensor);
         QVERIFY(read.groupKinds.at(3) == loom::trace::GroupKind::Data);
         const auto again = readLayout(read.layoutJson, loom::profiles::BuiltinProfiles::instance());
         QVERIFY(again.ok());
         const Calibration fit = calibrate(*again.layout, read.events, read.groupKinds);
-        QVERIFY(std::fabs(fit.cluster.intraNode.bandwidthGBs / 2.0 - 1.0) < 1e-3);  // microsecond rounding
+        QVERIFY(std::fabs(fit.cluster.intraNode.bandwidthGBs / 2.0 - 1.0) < 1e-3); // microsecond rounding
         QVERIFY(std::fabs(fit.cluster.device.gemmMax / 0.35 - 1.0) < 1e-3);
     }
 };
