@@ -213,9 +213,15 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
             ++optimizerSteps;
         }
     }
-    if (passes == 0)
-        throw std::invalid_argument("the trace has no forward or backward events of layout \"" + layout.name
-            + "\" after its first step; record a run of two or more steps with loom-train --trace-out");
+    if (passes == 0) {
+        const bool simulated = std::any_of(all.begin(), all.end(),
+            [](const trace::TraceEvent& e) { return e.source == trace::EventSource::Simulated; });
+        throw std::invalid_argument(simulated
+                ? "the trace holds simulated events (loom simulate), which are the model's own; calibrate on a run "
+                  "measured with loom-train --trace-out"
+                : "the trace has no forward or backward events of layout \"" + layout.name
+                    + "\" after its first step; record a run of two or more steps with loom-train --trace-out");
+    }
     std::vector<Row> compute;
     for (auto& [key, c] : classes) {
         const double mean = std::accumulate(c.seconds.begin(), c.seconds.end(), 0.0) / double(c.seconds.size());

@@ -225,6 +225,13 @@ private slots:
     {
         const Layout layout = gptMini(1, 1, 1);
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, calibrate(layout, {}, kKinds));
+        // The simulator's own events would only fit the model to itself.
+        try {
+            calibrate(layout, predict(layout).events, kKinds);
+            QFAIL("a simulated trace was calibrated");
+        } catch (const std::invalid_argument& e) {
+            QVERIFY2(std::string(e.what()).find("simulated") != std::string::npos, e.what());
+        }
     }
 
     // Through a Chrome trace like loom-train's: group kinds from the group names, the layout from otherData.
