@@ -81,15 +81,17 @@ int calibrateCommand(CliContext& context, const QStringList& args, bool json)
                     << " does not say which layout ran (no otherData.layout); record it with loom-train --trace-out\n";
         return ExitInvalid;
     }
-    auto read = plan::readLayout(measured.layoutJson, context.catalog());
+    // The run's layout on the cluster being calibrated (validated there: its ranks must fit C's nodes).
+    auto layoutJson = nlohmann::json::parse(measured.layoutJson);
+    layoutJson["cluster"] = cluster.toStdString();
+    auto read = plan::readLayout(layoutJson.dump(), context.catalog());
     if (!read.ok()) {
-        context.err << "error: the layout recorded in " << traceFile.toStdString() << " is not valid here:\n"
+        context.err << "error: the layout recorded in " << traceFile.toStdString() << " is not valid on cluster "
+                    << cluster.toStdString() << ":\n"
                     << read.diagnostics.format();
         return ExitInvalid;
     }
-    plan::Layout layout = *read.layout;
-    layout.cluster = *base;
-    layout.clusterProfile = cluster.toStdString();
+    const plan::Layout& layout = *read.layout;
     plan::Calibration fit;
     try {
         fit = plan::calibrate(layout, measured.events, measured.groupKinds);
