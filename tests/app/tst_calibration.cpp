@@ -149,6 +149,10 @@ private slots:
         QCOMPARE(again.exitCode, 0);
         QCOMPARE(QJsonDocument::fromJson(again.out.toUtf8()).object()["profile"].toString(),
             QStringLiteral("local-calibrated"));
+        // The run's two ranks are not pcie-4gpu's one node of four.
+        const Run elsewhere = loom({ "plan", "calibrate", trace, "--cluster", "pcie-4gpu" });
+        QCOMPARE(elsewhere.exitCode, 2);
+        QVERIFY2(elsewhere.err.contains("not valid on cluster pcie-4gpu"), qPrintable(elsewhere.err));
     }
 
     void refusesBadInput()
