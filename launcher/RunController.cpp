@@ -4,6 +4,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QRegularExpression>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +23,8 @@ RunController::RunController(profiles::RunStore* store, QObject* parent) : QObje
 
 RunController::~RunController()
 {
+    if (m_mode == Mode::Sbatch && !m_jobId.isEmpty() && !m_ended)
+        QProcess::execute(QStringLiteral("scancel"), {m_jobId});
     if (isRunning()) {
         signalJob(SIGKILL);
         m_process->waitForFinished(5000);
@@ -36,8 +39,10 @@ bool RunController::isRunning() const
 qint64 RunController::start(const LaunchRequest& request)
 {
     m_request = request;
-    m_cancelling = m_ended = m_sawEnd = m_progressTimedOut = false;
+    m_cancelling = m_ended = m_sawEnd = m_progressTimedOut = m_jobRunning = false;
     m_steps = 0;
+    m_jobOffset = 0;
+    m_jobId.clear();
     m_tail.clear();
     m_reader = trace::StreamReader();
     // The engine resolves only built-in profiles: write the layout with its model and cluster inline.
@@ -53,41 +58,161 @@ qint64 RunController::start(const LaunchRequest& request)
         return 0;
     }
     f.close();
-    // Every argument is its own argv entry: names, paths and hosts never pass through a shell.
-    QStringList args;
-    if (::geteuid() == 0)
-        args << QStringLiteral("--allow-run-as-root");
-    args << QStringLiteral("--oversubscribe") << QStringLiteral("-np") << QString::number(request.layout.parallel.worldSize())
-         << QStringLiteral("--bind-to") << QStringLiteral("none") << QStringLiteral("-x") << QStringLiteral("OPENBLAS_NUM_THREADS=1")
-         << request.engine << QStringLiteral("--layout") << layoutFile << QStringLiteral("--steps")
-         << QString::number(request.steps) << QStringLiteral("--stream");
-    m_command = QStringList{request.mpirun} + args;
+    // Every argument is its own argv entry: names, paths and hosts never pass through a shell (over ssh,
+    // where the remote side is a shell, each word is quoted).
+    const std::string& method = request.layout.cluster.launch.method;
+    QString problem;
+    Command command;
+    if (method == "ssh") {
+        m_mode = Mode::Ssh;
+        command = sshCommand(request, layoutJson, QFileInfo(request.workDir).fileName(), &problem);
+    } else if (method == "slurm" && !qEnvironmentVariable("SLURM_JOB_ID").isEmpty()) {
+        m_mode = Mode::Srun;
+        command = srunCommand(request, layoutFile);
+    } else if (method == "slurm") {
+        m_mode = Mode::Sbatch;
+        command = sbatchCommand(request, QDir(request.workDir).filePath(QStringLiteral("job.sbatch")),
+                                QDir(request.workDir).filePath(QStringLiteral("job.out")));
+    } else {
+        m_mode = Mode::Local;
+        command = localCommand(request, layoutFile);
+    }
+    m_command = command.all();
+    // Over ssh the last argument is the whole remote script: store a shorter form of it.
+    QStringList shown = m_command;
+    if (m_mode == Mode::Ssh && !shown.isEmpty())
+        shown.last() = QStringLiteral("<head-node script running mpirun>");
     m_run = m_store ? m_store->startRun(QString::fromStdString(request.layout.name), layoutJson,
-                                        QString::fromStdString(request.layout.cluster.name), m_command.join(QLatin1Char(' ')))
+                                        QString::fromStdString(request.layout.cluster.name), shown.join(QLatin1Char(' ')))
                     : 0;
-
-    m_process = std::make_unique<QProcess>();
-    m_process->setProcessChannelMode(QProcess::MergedChannels);
-    m_process->setWorkingDirectory(request.workDir);
-    m_process->setChildProcessModifier([] { ::setpgid(0, 0); });  // one process group: cancel reaches every rank
-    connect(m_process.get(), &QProcess::readyReadStandardOutput, this, &RunController::readOutput);
-    connect(m_process.get(), &QProcess::finished, this, &RunController::processFinished);
-    connect(m_process.get(), &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
-        if (e == QProcess::FailedToStart)
-            end(QStringLiteral("failed"), QStringLiteral("%1 could not be started (%2); install Open MPI (installer/bootstrap.sh)")
-                                              .arg(m_request.mpirun, m_process->errorString()));
-    });
-    if (!QFile::exists(request.engine)) {
+    if (!problem.isEmpty()) {
+        end(QStringLiteral("failed"), problem);
+        return m_run;
+    }
+    if (m_mode == Mode::Local && !QFile::exists(request.engine)) {
         end(QStringLiteral("failed"), QStringLiteral("the engine %1 does not exist; build it (cmake --build) or set LOOM_TRAIN")
                                           .arg(request.engine));
         return m_run;
     }
-    m_process->start(request.mpirun, args);
-    if (m_process->waitForStarted(10000))
-        m_pgid = m_process->processId();
     m_sinceFrame.start();
     m_watchdog.start();
+    if (m_mode == Mode::Sbatch)
+        startSbatch(layoutFile);
+    else
+        startProcess(command);
     return m_run;
+}
+
+void RunController::startProcess(const Command& command)
+{
+    m_process = std::make_unique<QProcess>();
+    m_process->setProcessChannelMode(QProcess::MergedChannels);
+    m_process->setWorkingDirectory(m_request.workDir);
+    m_process->setChildProcessModifier([] { ::setpgid(0, 0); });  // one process group: cancel reaches every rank
+    connect(m_process.get(), &QProcess::readyReadStandardOutput, this, &RunController::readOutput);
+    connect(m_process.get(), &QProcess::finished, this, &RunController::processFinished);
+    connect(m_process.get(), &QProcess::errorOccurred, this, [this, program = command.program](QProcess::ProcessError e) {
+        if (e == QProcess::FailedToStart)
+            end(QStringLiteral("failed"), QStringLiteral("%1 could not be started (%2); install %3 (installer/bootstrap.sh)")
+                                              .arg(program, m_process->errorString(),
+                                                   m_mode == Mode::Ssh    ? QStringLiteral("openssh-client")
+                                                   : m_mode == Mode::Srun ? QStringLiteral("slurm-client")
+                                                                          : QStringLiteral("Open MPI")));
+    });
+    m_process->start(command.program, command.args);
+    if (m_process->waitForStarted(10000))
+        m_pgid = m_process->processId();
+}
+
+void RunController::startSbatch(const QString& layoutFile)
+{
+    const QString script = QDir(m_request.workDir).filePath(QStringLiteral("job.sbatch"));
+    m_jobOutput = QDir(m_request.workDir).filePath(QStringLiteral("job.out"));
+    QFile f(script);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(sbatchScript(m_request, layoutFile).toUtf8()) < 0) {
+        end(QStringLiteral("failed"), QStringLiteral("cannot write %1: %2").arg(script, f.errorString()));
+        return;
+    }
+    f.close();
+    QProcess sbatch;
+    sbatch.start(m_command.first(), m_command.mid(1));
+    if (!sbatch.waitForStarted(10000)) {
+        end(QStringLiteral("failed"), QStringLiteral("sbatch could not be started (%1); install slurm-client (installer/bootstrap.sh)")
+                                          .arg(sbatch.errorString()));
+        return;
+    }
+    sbatch.waitForFinished(60000);
+    const QString out = QString::fromUtf8(sbatch.readAllStandardOutput()).trimmed();
+    const QString err = QString::fromUtf8(sbatch.readAllStandardError()).trimmed();
+    m_jobId = out.section(QLatin1Char(';'), 0, 0);
+    bool numeric = false;
+    m_jobId.toLongLong(&numeric);
+    if (sbatch.exitStatus() != QProcess::NormalExit || sbatch.exitCode() != 0 || !numeric) {
+        m_tail += err + QLatin1Char('\n');
+        end(QStringLiteral("failed"), QStringLiteral("sbatch refused the job: %1")
+                                          .arg(err.isEmpty() ? QStringLiteral("exit code %1").arg(sbatch.exitCode())
+                                                             : err.section(QLatin1Char('\n'), -1)));
+        return;
+    }
+    m_tail += QStringLiteral("loom: submitted Slurm job %1\n").arg(m_jobId);
+    if (m_store && m_run)
+        m_store->setCommand(m_run, m_command.join(QLatin1Char(' ')) + QStringLiteral("  (Slurm job %1)").arg(m_jobId));
+    m_jobPoll.setInterval(1000);
+    connect(&m_jobPoll, &QTimer::timeout, this, &RunController::pollJob, Qt::UniqueConnection);
+    m_jobPoll.start();
+}
+
+void RunController::pollJob()
+{
+    QFile out(m_jobOutput);
+    if (out.open(QIODevice::ReadOnly) && out.size() > m_jobOffset) {
+        out.seek(m_jobOffset);
+        const QByteArray chunk = out.readAll();
+        m_jobOffset += chunk.size();
+        feed(chunk);
+    }
+    QProcess scontrol;
+    scontrol.start(QStringLiteral("scontrol"), {QStringLiteral("show"), QStringLiteral("job"), QStringLiteral("-o"), m_jobId});
+    if (!scontrol.waitForFinished(10000))
+        return;  // the controller is busy: ask again next time
+    const QString text = QString::fromUtf8(scontrol.readAllStandardOutput() + scontrol.readAllStandardError());
+    static const QRegularExpression stateRe(QStringLiteral("JobState=(\\S+)"));
+    static const QRegularExpression exitRe(QStringLiteral("\\bExitCode=(\\d+):(\\d+)"));
+    static const QRegularExpression reasonRe(QStringLiteral("\\bReason=(\\S+)"));
+    const QString state = stateRe.match(text).captured(1);
+    if (state.isEmpty() && !text.contains(QLatin1String("Invalid job id")))
+        return;
+    if (state == QLatin1String("RUNNING") && !m_jobRunning) {
+        m_jobRunning = true;
+        m_sinceFrame.restart();  // waiting in the queue is not a lack of progress
+    }
+    if (state == QLatin1String("PENDING") || state == QLatin1String("RUNNING") || state == QLatin1String("CONFIGURING") ||
+        state == QLatin1String("COMPLETING") || state == QLatin1String("SUSPENDED") || state == QLatin1String("REQUEUED"))
+        return;
+    // The job is over: read what is left of its output, then decide.
+    if (out.isOpen() || out.open(QIODevice::ReadOnly)) {
+        out.seek(m_jobOffset);
+        const QByteArray rest = out.readAll();
+        m_jobOffset += rest.size();
+        feed(rest);
+    }
+    m_jobPoll.stop();
+    const auto exit = exitRe.match(text);
+    if (m_progressTimedOut) {
+        end(QStringLiteral("failed"), QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
+                                          .arg(m_request.progressTimeoutSeconds));
+    } else if (m_cancelling) {
+        end(QStringLiteral("cancelled"), QStringLiteral("cancelled after step %1").arg(m_steps));
+    } else if ((state == QLatin1String("COMPLETED") || state.isEmpty()) && m_sawEnd) {
+        end(QStringLiteral("finished"), {});
+    } else {
+        QString cause = causeFromLog(m_tail);
+        if (cause.isEmpty())
+            cause = QStringLiteral("Slurm job %1 ended %2 (exit code %3, reason %4)")
+                        .arg(m_jobId, state.isEmpty() ? QStringLiteral("without a trace") : state,
+                             exit.hasMatch() ? exit.captured(1) : QStringLiteral("?"), reasonRe.match(text).captured(1));
+        end(QStringLiteral("failed"), cause);
+    }
 }
 
 void RunController::signalJob(int signal)
@@ -118,11 +243,36 @@ void RunController::signalRanks(int signal)
 
 void RunController::cancel()
 {
-    if (!isRunning() || m_cancelling)
+    if (m_ended || m_cancelling || (m_mode != Mode::Sbatch && !isRunning()))
         return;
     m_cancelling = true;
-    signalRanks(SIGTERM);
-    QTimer::singleShot(static_cast<int>(m_request.cancelGraceSeconds * 1000), this, [this] {
+    stopJob();
+}
+
+void RunController::stopJob()
+{
+    switch (m_mode) {
+    case Mode::Local:
+        signalRanks(SIGTERM);
+        break;
+    case Mode::Ssh:  // the head node's script SIGTERMs mpirun, then SIGKILLs it after the grace period
+        m_process->write("cancel\n");
+        break;
+    case Mode::Srun:  // srun passes SIGTERM on to every task
+        ::kill(static_cast<pid_t>(m_pgid), SIGTERM);
+        break;
+    case Mode::Sbatch: {
+        QProcess::execute(QStringLiteral("scancel"), {QStringLiteral("--full"), QStringLiteral("--signal=TERM"), m_jobId});
+        QTimer::singleShot(static_cast<int>(m_request.cancelGraceSeconds * 1000), this, [this] {
+            if (!m_ended)
+                QProcess::execute(QStringLiteral("scancel"), {m_jobId});
+        });
+        return;
+    }
+    }
+    // Over ssh the head node has its own grace period: give it time to report before ssh goes.
+    const double grace = m_request.cancelGraceSeconds + (m_mode == Mode::Ssh ? 5 : 0);
+    QTimer::singleShot(static_cast<int>(grace * 1000), this, [this] {
         if (isRunning())
             signalJob(SIGKILL);
     });
@@ -148,6 +298,12 @@ void RunController::handleFrame(const trace::Frame& frame)
         } catch (const std::exception&) {
             // a damaged events frame would have failed its CRC; a malformed one is skipped
         }
+    } else if (frame.type == "checkpoint" && j.is_object()) {
+        const qint64 step = j.value("step", 0LL);
+        const QString path = QString::fromStdString(j.value("path", std::string()));
+        if (m_store && m_run)
+            m_store->addCheckpoint(m_run, step, path);
+        emit checkpointSaved(step, path);
     } else if (frame.type == "end") {
         m_sawEnd = true;
     }
@@ -155,7 +311,11 @@ void RunController::handleFrame(const trace::Frame& frame)
 
 void RunController::readOutput()
 {
-    const QByteArray chunk = m_process->readAllStandardOutput();
+    feed(m_process->readAllStandardOutput());
+}
+
+void RunController::feed(const QByteArray& chunk)
+{
     m_reader.feed(std::string_view(chunk.constData(), static_cast<std::size_t>(chunk.size())));
     for (const QString& line : QString::fromUtf8(chunk).split(QLatin1Char('\n')))
         if (!line.startsWith(QChar(0x1e)) && !line.isEmpty())
@@ -177,17 +337,13 @@ void RunController::readOutput()
 
 void RunController::checkProgress()
 {
-    if (!isRunning() || m_cancelling)
+    if (m_ended || m_cancelling || (m_mode == Mode::Sbatch ? !m_jobRunning : !isRunning()))
         return;
     if (m_sinceFrame.elapsed() > m_request.progressTimeoutSeconds * 1000) {
         m_tail += QStringLiteral("loom: no progress for %1 s; stopping the run\n").arg(m_request.progressTimeoutSeconds);
         m_cancelling = true;
-        signalRanks(SIGTERM);
-        QTimer::singleShot(static_cast<int>(m_request.cancelGraceSeconds * 1000), this, [this] {
-            if (isRunning())
-                signalJob(SIGKILL);
-        });
         m_progressTimedOut = true;
+        stopJob();
     }
 }
 
@@ -196,6 +352,9 @@ QString RunController::causeFromLog(const QString& log)
     static const QRegularExpression died(QStringLiteral("process rank (\\d+) with PID \\d+ on node (\\S+) exited on signal (\\d+)"));
     static const QRegularExpression rankError(QStringLiteral("loom-train: rank (\\d+): ([^\\n]+)"));
     static const QRegularExpression layoutError(QStringLiteral("loom-train: (the layout[^\\n]+)"));
+    static const QRegularExpression folder(QStringLiteral("loom: (cannot write the run folder [^\\n]+)"));
+    static const QRegularExpression daemons(QStringLiteral("ORTE was unable to reliably start one or more daemons|"
+                                                           "ORTE does not know how to route|An ORTE daemon has unexpectedly failed"));
     static const QRegularExpression missing(QStringLiteral("was unable to find the executable|could not access or execute"));
     if (auto m = died.match(log); m.hasMatch())
         return QStringLiteral("rank %1 died (signal %3 on node %2)").arg(m.captured(1), m.captured(2), m.captured(3));
@@ -203,6 +362,11 @@ QString RunController::causeFromLog(const QString& log)
         return QStringLiteral("rank %1 failed: %2").arg(m.captured(1), m.captured(2));
     if (auto m = layoutError.match(log); m.hasMatch())
         return m.captured(1);
+    if (auto m = folder.match(log); m.hasMatch())
+        return m.captured(1);
+    if (daemons.match(log).hasMatch())
+        return QStringLiteral("mpirun could not start its daemon on every host; check that the head node reaches each host "
+                              "by ssh without a password");
     if (missing.match(log).hasMatch())
         return QStringLiteral("mpirun could not find or run the engine");
     return {};
@@ -225,6 +389,15 @@ void RunController::processFinished(int exitCode, QProcess::ExitStatus status)
         return;
     }
     QString cause = causeFromLog(m_tail);
+    if (m_mode == Mode::Ssh && status == QProcess::NormalExit && exitCode == 255 && cause.isEmpty()) {
+        // ssh's own failure: its last message says why (connection refused, timed out, no route, key refused)
+        QString why;
+        for (const QString& line : m_tail.split(QLatin1Char('\n'), Qt::SkipEmptyParts))
+            if (!line.startsWith(QLatin1String("loom:")))
+                why = line.trimmed();
+        const QString head = m_command.value(m_command.indexOf(QStringLiteral("--")) + 1);
+        cause = QStringLiteral("ssh to %1 failed: %2").arg(head, why.isEmpty() ? QStringLiteral("exit code 255") : why);
+    }
     if (cause.isEmpty())
         cause = status == QProcess::CrashExit ? QStringLiteral("mpirun crashed")
                                               : QStringLiteral("the job ended with exit code %1 before finishing").arg(exitCode);
@@ -237,6 +410,7 @@ void RunController::end(const QString& state, const QString& cause)
         return;
     m_ended = true;
     m_watchdog.stop();
+    m_jobPoll.stop();
     if (isRunning()) {
         signalJob(SIGKILL);
         m_process->waitForFinished(5000);

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "engine/plan/Layout.h"
+#include "launcher/LaunchCommands.h"
 #include "engine/trace/TelemetryStream.h"
 #include "profiles/RunStore.h"
 
@@ -13,21 +13,12 @@
 
 namespace loom::launcher {
 
-// What to launch on this machine (the "local" target; hosts over ssh and Slurm join later).
-struct LaunchRequest {
-    plan::Layout layout;        // validated
-    std::int64_t steps = 20;
-    QString engine;             // loom-train
-    QString mpirun = QStringLiteral("mpirun");
-    QString workDir;            // the run's folder: its layout file and output
-    double progressTimeoutSeconds = 300;  // no frame for this long: the run is stuck
-    double cancelGraceSeconds = 10;       // SIGTERM, then SIGKILL after this
-};
-
-// Starts the engine under mpirun, follows its telemetry stream, stores steps and events in the run store,
-// and reports progress, failure (with its cause in one sentence and the log's tail) and cancellation.
-// The job runs in its own process group, so cancel reaches every rank: SIGTERM first (ranks finish their
-// step and stop), SIGKILL after the grace period; nothing is left behind.
+// Starts the engine the way the layout's cluster says (launch.method): mpirun here, mpirun on a head node
+// over ssh, or a Slurm job (sbatch, or srun inside an allocation). Follows its telemetry stream, stores
+// steps, events and checkpoints in the run store, and reports progress, failure (with its cause in one
+// sentence and the log's tail) and cancellation. Local jobs run in their own process group, so cancel
+// reaches every rank: SIGTERM first (ranks finish their step and stop), SIGKILL after the grace period;
+// over ssh a line on ssh's input makes the head node do the same; under Slurm it is scancel.
 class RunController : public QObject {
     Q_OBJECT
 public:
@@ -46,15 +37,22 @@ public:
 signals:
     void stepFinished(const loom::profiles::StepRecord& step, qint64 totalSteps);
     void eventsArrived(qint64 count);
+    void checkpointSaved(qint64 step, const QString& path);
     // state: finished, failed or cancelled.
     void finished(const QString& state, const QString& cause, const QString& logTail);
 
 private:
+    enum class Mode { Local, Ssh, Srun, Sbatch };
+    void startProcess(const Command& command);
+    void startSbatch(const QString& layoutFile);
+    void pollJob();
+    void feed(const QByteArray& chunk);
     void readOutput();
     void processFinished(int exitCode, QProcess::ExitStatus status);
     void checkProgress();
     void signalJob(int signal);
     void signalRanks(int signal);
+    void stopJob();
     void end(const QString& state, const QString& cause);
     void handleFrame(const trace::Frame& frame);
 
@@ -63,6 +61,12 @@ private:
     trace::StreamReader m_reader;
     QString m_tail;  // the last output, for failure reports
     QStringList m_command;
+    Mode m_mode = Mode::Local;
+    QString m_jobId;          // Slurm
+    QString m_jobOutput;      // Slurm: the job's output file, followed
+    qint64 m_jobOffset = 0;
+    bool m_jobRunning = false;
+    QTimer m_jobPoll;
     qint64 m_run = 0;
     qint64 m_steps = 0;
     bool m_cancelling = false;

@@ -22,6 +22,11 @@ struct RunRecord {
     qint64 steps = 0;
 };
 
+struct CheckpointRecord {
+    qint64 step = 0;
+    QString path;  // the checkpoint's folder, as the engine saw it (on the cluster for remote runs)
+};
+
 struct StepRecord {
     qint64 step = 0;
     double loss = 0, tokensPerSecond = 0, stepTimeSeconds = 0, gradNorm = 0, lr = 0;
@@ -39,6 +44,8 @@ public:
     // Bulk insert in one transaction (a million events take a few seconds).
     void addEvents(qint64 run, const std::vector<trace::TraceEvent>& events);
     void addCheckpoint(qint64 run, qint64 step, const QString& path);
+    // The command as finally known (a Slurm job's id arrives after the run is recorded).
+    void setCommand(qint64 run, const QString& command);
     void finishRun(qint64 run, const QString& state, const QString& exitCause);
     // Runs still "running" (their Loom died) become "interrupted"; returns how many.
     int markInterrupted();
@@ -47,6 +54,7 @@ public:
     std::optional<RunRecord> run(qint64 id) const;
     std::vector<StepRecord> steps(qint64 run) const;
     std::vector<trace::TraceEvent> events(qint64 run) const;
+    std::vector<CheckpointRecord> checkpoints(qint64 run) const;
     bool removeRun(qint64 id);
 
 private:

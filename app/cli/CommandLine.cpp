@@ -8,7 +8,8 @@ namespace loom::app {
 
 namespace {
 const char* kUsage
-    = "usage: loom [--headless] [LAYOUT.json]     describe a layout (the built-in example when none is given)\n"
+    = "usage: loom [LAYOUT.json] [--screenshot PNG]  the workbench window (the built-in example when no layout)\n"
+      "       loom --headless [LAYOUT.json]         describe a layout in the terminal\n"
       "       loom validate LAYOUT.json... [--json]  check layouts; exit 0 when valid, 2 with every problem listed\n"
       "       loom profiles list [--json]            built-in and user model and cluster profiles\n"
       "       loom profiles show NAME [--json]       one profile in full\n"
@@ -22,7 +23,8 @@ const char* kUsage
     "                                              loom-train --trace-out; saves C-calibrated (or NAME)\n"
     "       loom simulate LAYOUT.json --out FILE    the simulated step as a Chrome trace (Perfetto)\n"
     "       loom trace stats TRACE.json [--json]    bubble per stage, bandwidth per collective, overlap, tokens/s\n"
-    "       loom run LAYOUT.json [--steps N]        train on this machine with live progress; Ctrl-C cancels\n"
+    "       loom run LAYOUT.json [--steps N] [--cluster NAME] [--checkpoint-dir DIR]\n"
+    "                                              train (here, over ssh or under Slurm) with live progress; Ctrl-C cancels\n"
     "       loom runs list [--json] | show ID | export ID --chrome FILE\n"
       "       loom --version | --help\n"
       "\n"

@@ -9,6 +9,7 @@
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QStandardPaths>
 #include <QTimer>
@@ -41,33 +42,49 @@ QString enginePath()
 
 int runCommand(CliContext& context, const QStringList& args)
 {
-    QString file;
-    qint64 steps = 20;
+    QString file, cluster, checkpointDir;
+    qint64 steps = 20, checkpointEvery = 0;
     double timeout = 300;
+    const char* usage = "usage: loom run LAYOUT.json [--steps N] [--cluster NAME] [--progress-timeout S]\n"
+                        "                [--checkpoint-dir DIR [--checkpoint-every N]]\n";
     for (int i = 0; i < args.size(); ++i) {
-        if (args[i] == QLatin1String("--steps") && i + 1 < args.size())
+        const bool hasValue = i + 1 < args.size();
+        if (args[i] == QLatin1String("--steps") && hasValue)
             steps = args[++i].toLongLong();
-        else if (args[i] == QLatin1String("--progress-timeout") && i + 1 < args.size())
+        else if (args[i] == QLatin1String("--progress-timeout") && hasValue)
             timeout = args[++i].toDouble();
-        else if (args[i] == QLatin1String("--cluster") && i + 1 < args.size()) {
-            if (args[++i] != QLatin1String("local")) {
-                context.err << "error: only the local target can launch so far (hosts over ssh and Slurm are not built yet)\n";
-                return ExitUsage;
-            }
-        } else if (file.isEmpty() && !args[i].startsWith(QLatin1String("--")))
+        else if (args[i] == QLatin1String("--cluster") && hasValue)
+            cluster = args[++i];
+        else if (args[i] == QLatin1String("--checkpoint-dir") && hasValue)
+            checkpointDir = args[++i];
+        else if (args[i] == QLatin1String("--checkpoint-every") && hasValue)
+            checkpointEvery = args[++i].toLongLong();
+        else if (file.isEmpty() && !args[i].startsWith(QLatin1String("--")))
             file = args[i];
         else {
-            context.err << "usage: loom run LAYOUT.json [--steps N] [--cluster local] [--progress-timeout S]\n";
+            context.err << usage;
             return ExitUsage;
         }
     }
-    if (file.isEmpty() || steps < 1 || timeout <= 0) {
-        context.err << "usage: loom run LAYOUT.json [--steps N] [--cluster local] [--progress-timeout S]\n";
+    if (file.isEmpty() || steps < 1 || timeout <= 0 || checkpointEvery < 0 || (checkpointEvery > 0 && checkpointDir.isEmpty())) {
+        context.err << usage;
         return ExitUsage;
     }
-    const auto read = plan::readLayoutFile(file.toStdString(), context.catalog());
+    // --cluster NAME runs the layout on that cluster profile instead of the one it names, checked against it.
+    auto read = plan::readLayoutFile(file.toStdString(), context.catalog());
+    if (!cluster.isEmpty() && read.layout) {
+        QFile f(file);
+        nlohmann::json j = f.open(QIODevice::ReadOnly) ? nlohmann::json::parse(f.readAll().toStdString(), nullptr, false)
+                                                       : nlohmann::json();
+        if (j.is_object()) {
+            j["cluster"] = cluster.toStdString();
+            read = plan::readLayout(j.dump(), context.catalog());
+        }
+    }
     if (!read.ok()) {
-        context.err << "error: the layout is not valid; nothing was started:\n" << read.diagnostics.format();
+        context.err << "error: the layout is not valid" << (cluster.isEmpty() ? "" : " on cluster " + cluster.toStdString())
+                    << "; nothing was started:\n"
+                    << read.diagnostics.format();
         return ExitInvalid;
     }
     profiles::Store* store = context.requireStore();
@@ -80,6 +97,11 @@ int runCommand(CliContext& context, const QStringList& args)
     request.steps = steps;
     request.engine = enginePath();
     request.progressTimeoutSeconds = timeout;
+    if (!checkpointDir.isEmpty())
+        request.checkpointDir = QFileInfo(checkpointDir).isAbsolute() || read.layout->cluster.launch.method != "local"
+                                    ? checkpointDir
+                                    : QFileInfo(checkpointDir).absoluteFilePath();
+    request.checkpointEvery = checkpointEvery;
     const QString base = QFileInfo(store->path()).absolutePath() + QStringLiteral("/runs");
     launcher::RunController controller(&runs);
     QString state, cause, tail;
@@ -155,6 +177,8 @@ int runsCommand(CliContext& context, const QStringList& argsIn)
                     << (run->exitCause.isEmpty() ? "" : " (" + run->exitCause.toStdString() + ")") << "\n  started "
                     << run->startedAt.toStdString() << ", ended " << run->endedAt.toStdString() << "\n  command "
                     << run->command.toStdString() << "\n";
+        for (const auto& c : runs.checkpoints(id))
+            context.out << "  checkpoint at step " << c.step << ": " << c.path.toStdString() << "\n";
         for (const auto& s : runs.steps(id))
             context.out << "  step " << s.step << ": loss " << s.loss << ", " << s.tokensPerSecond << " tokens/s, "
                         << s.stepTimeSeconds << " s\n";

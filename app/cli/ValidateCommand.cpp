@@ -86,7 +86,7 @@ int describeCommand(CliContext& context, const QStringList& args)
     QString path;
     for (const auto& a : args) {
         if (a == QLatin1String("--headless"))
-            continue; // the workbench window is not built yet, so every run is headless for now
+            continue; // main() sends everything but --headless (and runs without a display) to the window
         if (a.startsWith(QLatin1String("-"))) {
             context.err << "loom: unknown option " << a.toStdString() << "; see loom --help\n";
             return ExitUsage;

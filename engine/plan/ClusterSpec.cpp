@@ -46,6 +46,82 @@ std::optional<LinkSpec> parseLink(
     return link;
 }
 
+std::optional<std::vector<std::string>> stringList(
+    ObjectReader& r, std::string_view key, std::string_view example, Diagnostics& diagnostics)
+{
+    std::vector<std::string> out;
+    const json* v = r.find(key);
+    if (!v)
+        return out;
+    if (!v->is_array()) {
+        r.reportWrongType(key, *v, std::string("a list of strings, e.g. ") + std::string(example));
+        return std::nullopt;
+    }
+    bool ok = true;
+    for (std::size_t i = 0; i < v->size(); ++i) {
+        const json& e = (*v)[i];
+        const std::string p = r.pathOf(key) + "[" + std::to_string(i) + "]";
+        if (!e.is_string() || e.get_ref<const std::string&>().size() > 4096) {
+            diagnostics.error(p, p + "=" + jsonSnippet(e) + " is not a string; write each argument in quotes");
+            ok = false;
+        } else {
+            out.push_back(e.get<std::string>());
+        }
+    }
+    return ok ? std::optional(out) : std::nullopt;
+}
+
+std::optional<LaunchSpec> parseLaunch(ObjectReader& parent, Diagnostics& diagnostics)
+{
+    const json* v = parent.find("launch");
+    if (!v)
+        return LaunchSpec{};
+    if (!v->is_object()) {
+        parent.reportWrongType("launch", *v, "an object with method (local, ssh or slurm) and its settings");
+        return std::nullopt;
+    }
+    Diagnostics local;
+    ObjectReader r(*v, parent.pathOf("launch"), local);
+    LaunchSpec l;
+    auto method = r.choice("method", Presence::Required, { "local", "ssh", "slurm" });
+    auto head = r.string("head_node", Presence::Optional, 255);
+    auto ssh = stringList(r, "ssh_options", "[\"-p\", \"2222\"]", local);
+    auto engine = r.string("engine", Presence::Optional, 4096);
+    auto mpirun = r.string("mpirun", Presence::Optional, 4096);
+    auto mpirunOptions = stringList(r, "mpirun_options", "[\"--mca\", \"btl_tcp_if_include\", \"eth0\"]", local);
+    auto runDir = r.string("run_dir", Presence::Optional, 4096);
+    auto partition = r.string("partition", Presence::Optional, 255);
+    auto timeLimit = r.string("time_limit", Presence::Optional, 64);
+    auto gpus = r.integer("gpus_per_node", Presence::Optional, 0, 1024);
+    auto sbatch = stringList(r, "sbatch_options", "[\"--account\", \"proj42\"]", local);
+    r.warnUnknown({ "method", "head_node", "ssh_options", "engine", "mpirun", "mpirun_options", "run_dir", "partition",
+        "time_limit", "gpus_per_node", "sbatch_options" });
+    if (head && !head->empty() && head->front() == '-')
+        local.error(r.pathOf("head_node"),
+            r.pathOf("head_node") + "=\"" + *head + "\" cannot start with '-'; write a host name or user@host");
+    for (const auto& [key, value] : { std::pair{ "time_limit", timeLimit }, std::pair{ "partition", partition } })
+        if (value && value->find_first_of("\n\r") != std::string::npos)
+            local.error(r.pathOf(key), r.pathOf(key) + " holds a line break; write it on one line");
+    if (mpirun && mpirun->empty())
+        local.error(r.pathOf("mpirun"), r.pathOf("mpirun") + " is empty; write mpirun's path, or leave the key out");
+    bool ok = !local.hasErrors();
+    diagnostics.append(local);
+    if (!ok)
+        return std::nullopt;
+    l.method = *method;
+    l.headNode = head.value_or("");
+    l.sshOptions = *ssh;
+    l.engine = engine.value_or("");
+    l.mpirun = mpirun.value_or("mpirun");
+    l.mpirunOptions = *mpirunOptions;
+    l.runDir = runDir.value_or("");
+    l.partition = partition.value_or("");
+    l.timeLimit = timeLimit.value_or("");
+    l.gpusPerNode = gpus.value_or(0);
+    l.sbatchOptions = *sbatch;
+    return l;
+}
+
 nlohmann::ordered_json linkToJson(const LinkSpec& link, bool interNode)
 {
     nlohmann::ordered_json j
@@ -196,8 +272,9 @@ std::optional<ClusterSpec> parseClusterSpec(const json& object, const std::strin
             }
         }
     }
+    std::optional<LaunchSpec> launch = parseLaunch(r, local);
     r.warnUnknown({ "name", "description", "nodes", "devices_per_node", "device", "intra_node", "inter_node", "hosts",
-        "source", "loom_profile", "kind" });
+        "launch", "source", "loom_profile", "kind" });
 
     if (nodes && *nodes > 1 && !r.find("inter_node") && !local.hasErrorAt(r.pathOf("inter_node")))
         local.error(r.pathOf("nodes"),
@@ -217,6 +294,7 @@ std::optional<ClusterSpec> parseClusterSpec(const json& object, const std::strin
     c.intraNode = *intra;
     c.interNode = inter;
     c.hosts = std::move(hosts);
+    c.launch = *launch;
     return c;
 }
 
@@ -244,6 +322,31 @@ nlohmann::ordered_json toJson(const ClusterSpec& c)
         j["inter_node"] = linkToJson(*c.interNode, true);
     if (!c.hosts.empty())
         j["hosts"] = c.hosts;
+    if (!c.launch.isDefault()) {
+        const LaunchSpec& l = c.launch;
+        nlohmann::ordered_json L = { { "method", l.method } };
+        auto put = [&L](const char* key, const std::string& v) {
+            if (!v.empty())
+                L[key] = v;
+        };
+        auto putList = [&L](const char* key, const std::vector<std::string>& v) {
+            if (!v.empty())
+                L[key] = v;
+        };
+        put("head_node", l.headNode);
+        putList("ssh_options", l.sshOptions);
+        put("engine", l.engine);
+        if (l.mpirun != "mpirun")
+            L["mpirun"] = l.mpirun;
+        putList("mpirun_options", l.mpirunOptions);
+        put("run_dir", l.runDir);
+        put("partition", l.partition);
+        put("time_limit", l.timeLimit);
+        if (l.gpusPerNode > 0)
+            L["gpus_per_node"] = l.gpusPerNode;
+        putList("sbatch_options", l.sbatchOptions);
+        j["launch"] = L;
+    }
     return j;
 }
 

@@ -404,6 +404,7 @@ Prediction predict(const Layout& l)
     out.memoryCapacityGB = dev.memoryGB;
     for (std::int64_t r = 0; r < p; ++r) {
         const MemoryEstimate mem = memoryOfRank(l, c, r, double(schedule.peakInFlight(r)));
+        out.memoryPerStage.push_back(mem);
         if (mem.total() > out.memory.total())
             out.memory = mem;
     }

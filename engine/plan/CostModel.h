@@ -26,6 +26,7 @@ struct Prediction {
     // The step split into parts on the critical stage (they add up to stepTime).
     double compute = 0, tpExposed = 0, ppExposed = 0, dpExposed = 0, bubble = 0, optimizer = 0;
     MemoryEstimate memory;      // the most loaded device
+    std::vector<MemoryEstimate> memoryPerStage;  // per pipeline rank (all its chunks), the same for every tp, dp
     double memoryCapacityGB = 0;
     bool fits = true;
     double modelFlops = 0;      // per step, whole model

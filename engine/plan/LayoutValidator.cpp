@@ -44,7 +44,8 @@ public:
         schedule();
         memoryAndComm();
         placement();
-        memoryFit();
+        if (checkMemory)
+            memoryFit();
     }
 
 private:
@@ -310,6 +311,9 @@ private:
     const ModelSpec& m;
     const Diagnostics& known;
     Diagnostics& d;
+
+public:
+    bool checkMemory = true;
 };
 
 } // namespace
@@ -327,6 +331,16 @@ Diagnostics validateLayout(const Layout& layout, const Diagnostics& alreadyRepor
 {
     Diagnostics out;
     Rules(layout, alreadyReported, out).run();
+    return out;
+}
+
+Diagnostics validateRules(const Layout& layout)
+{
+    Diagnostics out;
+    const Diagnostics none;
+    Rules rules(layout, none, out);
+    rules.checkMemory = false;
+    rules.run();
     return out;
 }
 

@@ -16,6 +16,10 @@ constexpr std::int64_t kMaxRanks = 1 << 20;
 // skipped, so one mistake is not reported twice. Used on layouts from files and on layouts the GUI edits.
 Diagnostics validateLayout(const Layout& layout, const Diagnostics& alreadyReported = {});
 
+// The same rules without the memory-fit check (which runs the planner): microseconds, for editors that
+// test many candidate values.
+Diagnostics validateRules(const Layout& layout);
+
 // Tensor-parallel degrees that divide the heads, KV heads, ffn_hidden and the padded vocabulary.
 std::vector<std::int64_t> validTensorParallelDegrees(const ModelSpec& model);
 

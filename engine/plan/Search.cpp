@@ -72,12 +72,22 @@ SearchResult search(const SearchRequest& r)
     base.nodes = r.nodes;
     base.precision = r.precision;
     base.parallel.globalBatch = r.globalBatch;
-    for (std::int64_t tp : validTensorParallelDegrees(m)) {
+    const auto degrees = validTensorParallelDegrees(m);
+    auto report = [&](double fraction) {
+        if (!out.cancelled && r.progress && !r.progress(fraction))
+            out.cancelled = true;
+        return !out.cancelled;
+    };
+    for (std::size_t ti = 0; ti < degrees.size() && !out.cancelled; ++ti) {
+        const std::int64_t tp = degrees[ti];
         if (devices % tp)
             continue;
-        for (std::int64_t pp = 1; pp <= std::min(m.layers, devices / tp); ++pp) {
+        const std::int64_t maxPp = std::min(m.layers, devices / tp);
+        for (std::int64_t pp = 1; pp <= maxPp; ++pp) {
             if ((devices / tp) % pp)
                 continue;
+            if (!report(0.7 * (double(ti) + double(pp) / double(maxPp)) / double(degrees.size())))
+                break;
             const std::int64_t dp = devices / (tp * pp);
             for (std::int64_t mb = 1; mb <= 64; mb *= 2) {
                 if (r.globalBatch % (mb * dp))
@@ -112,7 +122,7 @@ SearchResult search(const SearchRequest& r)
         }
     }
     out.fitting = fitting.size();
-    if (fitting.empty())
+    if (fitting.empty() || out.cancelled)
         return out;
     std::sort(fitting.begin(), fitting.end(), [](const SearchCandidate& a, const SearchCandidate& b) {
         return a.estimate.tokensPerSecond > b.estimate.tokensPerSecond;
@@ -120,13 +130,18 @@ SearchResult search(const SearchRequest& r)
     // Replay the best few in full; the estimate's closed-form pipeline can misorder close ones.
     const std::size_t keep = std::min<std::size_t>(fitting.size(), static_cast<std::size_t>(std::max(r.top, 2)) * 3);
     fitting.resize(keep);
-    for (auto& c : fitting) {
+    for (std::size_t i = 0; i < fitting.size(); ++i) {
+        auto& c = fitting[i];
+        if (!report(0.7 + 0.3 * double(i) / double(fitting.size())))
+            break;
         if (simulatable(c.layout)) {
             c.prediction = predict(c.layout);
             c.prediction.events.clear();
             c.prediction.events.shrink_to_fit();
         }
     }
+    if (out.cancelled)
+        return out;
     std::sort(fitting.begin(), fitting.end(), [](const SearchCandidate& a, const SearchCandidate& b) {
         return a.prediction.tokensPerSecond > b.prediction.tokensPerSecond;
     });
@@ -137,6 +152,7 @@ SearchResult search(const SearchRequest& r)
     if (fitting.size() > static_cast<std::size_t>(r.top))
         fitting.resize(static_cast<std::size_t>(r.top));
     out.ranked = std::move(fitting);
+    report(1.0);
     return out;
 }
 

@@ -3,6 +3,7 @@
 #include "engine/plan/CostModel.h"
 #include "engine/plan/Layout.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ struct SearchRequest {
     std::int64_t globalBatch = 1;
     Precision precision = Precision::Bf16;
     int top = 5;
+    // Called now and then with the fraction done (0..1); returning false stops the search, which then
+    // returns what it has with `cancelled` set. May be empty. Called on the searching thread.
+    std::function<bool(double fraction)> progress;
 };
 
 struct SearchCandidate {
@@ -30,6 +34,7 @@ struct SearchResult {
     std::size_t evaluated = 0;            // valid layouts estimated
     std::size_t fitting = 0;
     std::string why;                      // one sentence: why the first beats the second
+    bool cancelled = false;               // the progress callback stopped the search
 };
 
 // Enumerates every valid (tp, pp, dp, vpp, micro-batch, schedule, ZeRO, recompute) for the model on

@@ -22,6 +22,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -289,8 +290,15 @@ int main(int argc, char** argv)
             MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
             const bool last = s + 1 == args->steps;
             if (!args->checkpointDir.empty()
-                && (stop || last || (args->checkpointEvery > 0 && (s + 1) % args->checkpointEvery == 0)))
+                && (stop || last || (args->checkpointEvery > 0 && (s + 1) % args->checkpointEvery == 0))) {
                 trainer.save(args->checkpointDir, s + 1);
+                if (args->stream && rank == 0) {
+                    std::error_code ec;
+                    const auto folder = std::filesystem::absolute(
+                        std::filesystem::path(args->checkpointDir) / ("step-" + std::to_string(s + 1)), ec);
+                    emit("checkpoint", nlohmann::ordered_json({{"step", s + 1}, {"path", folder.string()}}).dump());
+                }
+            }
             if (stop) {
                 if (args->stream && rank == 0)
                     emit("end", "{\"reason\": \"sigterm\"}");

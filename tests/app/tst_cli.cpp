@@ -1,5 +1,6 @@
 // The `loom` command line, run as a user runs it: exit codes, output, and the store named by LOOM_DB.
 #include <QFile>
+#include <QImage>
 #include <QJsonArray>
 #include <QSet>
 #include <QJsonDocument>
@@ -21,11 +22,15 @@ class TestCli : public QObject {
     Q_OBJECT
     QTemporaryDir m_dir;
 
-    Run loom(const QStringList& args)
+    Run loom(const QStringList& args, bool display = true)
     {
         QProcess p;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert(QStringLiteral("LOOM_DB"), m_dir.filePath(QStringLiteral("cli.db")));
+        env.insert(QStringLiteral("XDG_CONFIG_HOME"), m_dir.filePath(QStringLiteral("config")));
+        if (!display)
+            for (const char* v : { "QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY" })
+                env.remove(QString::fromLatin1(v));
         p.setProcessEnvironment(env);
         p.start(QStringLiteral(LOOM_EXE), args);
         if (!p.waitForFinished(30000)) {
@@ -55,13 +60,32 @@ private slots:
 
     void noArgumentsDescribesTheExample()
     {
+        // --headless asks for the description; without a display, plain `loom` falls back to it and says so.
         for (const QStringList& args : { QStringList {}, QStringList { QStringLiteral("--headless") } }) {
-            const Run r = loom(args);
+            const Run r = loom(args, false);
+            if (args.isEmpty())
+                QVERIFY2(r.err.contains(QStringLiteral("no display")), qPrintable(r.err));
             QCOMPARE(r.exitCode, 0);
             QVERIFY2(r.out.contains(QStringLiteral("\nvalid\n")), qPrintable(r.out));
             QVERIFY(r.out.contains(QStringLiteral("tp=2 pp=2 dp=2 (8 ranks)")));
             QVERIFY(r.out.contains(QStringLiteral("rank grid")));
         }
+    }
+
+    void workbenchScreenshot()
+    {
+        // The window opens the 3,072-GPU layout, predicts it and saves what it shows (offscreen platform).
+        const QString png = m_dir.filePath(QStringLiteral("window.png"));
+        const Run r = loom({ QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/megatron-1t-3072-a100.json"),
+            QStringLiteral("--screenshot"), png });
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QImage image(png);
+        QVERIFY(!image.isNull());
+        QVERIFY2(image.width() >= 600 && image.height() >= 400, qPrintable(QStringLiteral("%1x%2").arg(image.width()).arg(image.height())));
+        const Run missing = loom({ m_dir.filePath(QStringLiteral("missing.json")), QStringLiteral("--screenshot"), png });
+        QCOMPARE(missing.exitCode, 2);
+        QVERIFY2(missing.err.contains(QStringLiteral("Cannot open")), qPrintable(missing.err));
+        QCOMPARE(loom({ QStringLiteral("a.json"), QStringLiteral("b.json") }).exitCode, 64);
     }
 
     void validateExamples()

@@ -92,6 +92,23 @@ private slots:
         QCOMPARE(enginesLeft(), 0);
     }
 
+    void checkpointsAreRecorded()
+    {
+        QString out;
+        const QString dir = m_dir.filePath(QStringLiteral("ckpt"));
+        QCOMPARE(loom({QStringLiteral("run"), example(), QStringLiteral("--steps"), QStringLiteral("4"), QStringLiteral("--checkpoint-dir"),
+                       dir, QStringLiteral("--checkpoint-every"), QStringLiteral("2")}, &out), 0);
+        const QJsonObject run = lastRun();
+        QCOMPARE(run.value("state").toString(), QStringLiteral("finished"));
+        QCOMPARE(loom({QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt())}, &out), 0);
+        for (int step : {2, 4}) {
+            const QString folder = dir + QStringLiteral("/step-%1").arg(step);
+            QVERIFY2(out.contains(QStringLiteral("checkpoint at step %1: %2\n").arg(step).arg(folder)), qPrintable(out));
+            QVERIFY(QFile::exists(folder + QStringLiteral("/checkpoint.json")));
+        }
+        QCOMPARE(out.count(QStringLiteral("checkpoint at step")), 2);
+    }
+
     void cancelWithCtrlC()
     {
         auto p = startLongRun();

@@ -1,0 +1,364 @@
+#include "app/gui/MainWindow.h"
+
+#include "views/LayerModel.h"
+#include "views/LayerPalette.h"
+#include "views/LayoutAnalysis.h"
+#include "views/LayoutDocument.h"
+#include "views/LayoutEdits.h"
+#include "views/MapLegend.h"
+#include "views/PredictionPanel.h"
+#include "views/RecommendDialog.h"
+#include "views/StrategyPanel.h"
+#include "views/TimelineView.h"
+#include "views/TopologyScene.h"
+#include "views/TopologyView.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QGuiApplication>
+#include <QScreen>
+#include <QCloseEvent>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QScrollArea>
+#include <QSettings>
+#include <QStatusBar>
+#include <QToolBar>
+#include <QUndoStack>
+#include <QVBoxLayout>
+
+namespace loom::app {
+
+using namespace loom::views;
+
+namespace {
+constexpr int kMaxRecent = 8;
+
+QScrollArea* scrolled(QWidget* w)
+{
+    auto* area = new QScrollArea;
+    area->setWidget(w);
+    area->setWidgetResizable(true);
+    area->setFrameShape(QFrame::NoFrame);
+    return area;
+}
+} // namespace
+
+MainWindow::MainWindow(const plan::ProfileResolver& profiles, QWidget* parent)
+    : QMainWindow(parent)
+    , m_profiles(profiles)
+    , m_doc(new LayoutDocument(this))
+    , m_runner(new AnalysisRunner(this))
+    , m_layers(new LayerModel(this))
+    , m_scene(new TopologyScene(this))
+{
+    setObjectName(QStringLiteral("LoomMainWindow"));
+    setWindowIcon(QIcon::fromTheme(QStringLiteral("applications-science")));
+    m_map = new TopologyView(m_scene);
+    m_legend = new MapLegend;
+    auto* central = new QWidget;
+    auto* centralLayout = new QVBoxLayout(central);
+    centralLayout->setContentsMargins(0, 0, 0, 0);
+    centralLayout->setSpacing(0);
+    centralLayout->addWidget(m_map, 1);
+    centralLayout->addWidget(m_legend);
+    setCentralWidget(central);
+    m_palette = new LayerPalette(m_layers);
+    m_strategy = new StrategyPanel(&m_profiles);
+    m_prediction = new PredictionPanel;
+    m_schedule = new TimelineView;
+    buildDocks();
+    buildActions();
+
+    m_validation = new QLabel;
+    m_validation->setTextFormat(Qt::RichText);
+    m_timing = new QLabel;
+    statusBar()->addPermanentWidget(m_timing);
+    statusBar()->addPermanentWidget(m_validation);
+
+    connect(m_doc, &LayoutDocument::layoutChanged, this, &MainWindow::layoutChanged);
+    connect(m_doc, &LayoutDocument::modifiedChanged, this, &MainWindow::updateTitle);
+    connect(m_doc, &LayoutDocument::filePathChanged, this, &MainWindow::updateTitle);
+    connect(m_runner, &AnalysisRunner::analysisReady, this, &MainWindow::showAnalysis);
+    connect(m_strategy, &StrategyPanel::editRequested, this,
+        [this](const plan::Layout& next, const QString& text, int mergeId) { m_doc->edit(next, text, mergeId); });
+    connect(m_map, &TopologyView::blocksDropped, this, [this](std::int64_t rank, std::int64_t first, std::int64_t last) {
+        const EditResult r = dropBlocksOnRank(m_doc->layout(), rank, first, last);
+        if (!r.ok()) {
+            statusBar()->showMessage(tr("Cannot move blocks %1–%2 there: %3").arg(first).arg(last).arg(QString::fromStdString(r.refusal)), 10000);
+            return;
+        }
+        m_doc->edit(*r.layout, tr("Move blocks %1–%2 to rank %3's stage").arg(first).arg(last).arg(rank));
+    });
+    connect(m_map, &TopologyView::dropRefused, this, [this](const QString& why) { statusBar()->showMessage(why, 8000); });
+    connect(m_prediction, &PredictionPanel::recommendRequested, this, &MainWindow::recommend);
+
+    QSettings settings;
+    restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+    if (!restoreState(settings.value(QStringLiteral("window/state")).toByteArray())) {
+        // 1600×1000 where the screen allows (UI.md), else the screen's available area.
+        const QRect screen = QGuiApplication::primaryScreen() ? QGuiApplication::primaryScreen()->availableGeometry()
+                                                              : QRect(0, 0, 1600, 1000);
+        resize(std::min(1600, screen.width()), std::min(1000, screen.height()));
+    }
+    fillRecentMenu();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildDocks()
+{
+    auto dock = [this](const QString& title, const char* name, QWidget* w, Qt::DockWidgetArea area) {
+        auto* d = new QDockWidget(title, this);
+        d->setObjectName(QString::fromLatin1(name));
+        d->setWidget(w);
+        addDockWidget(area, d);
+        return d;
+    };
+    dock(tr("Layers"), "layersDock", m_palette, Qt::LeftDockWidgetArea);
+    auto* strategy = dock(tr("Strategy"), "strategyDock", scrolled(m_strategy), Qt::RightDockWidgetArea);
+    auto* prediction = dock(tr("Prediction"), "predictionDock", scrolled(m_prediction), Qt::RightDockWidgetArea);
+    dock(tr("Schedule (simulated)"), "scheduleDock", m_schedule, Qt::BottomDockWidgetArea);
+    splitDockWidget(strategy, prediction, Qt::Vertical);
+    resizeDocks({findChild<QDockWidget*>(QStringLiteral("layersDock"))}, {310}, Qt::Horizontal);
+    resizeDocks({strategy}, {430}, Qt::Horizontal);
+    resizeDocks({findChild<QDockWidget*>(QStringLiteral("scheduleDock"))}, {260}, Qt::Vertical);
+}
+
+void MainWindow::buildActions()
+{
+    auto* file = menuBar()->addMenu(tr("&File"));
+    auto* newAct = file->addAction(QIcon::fromTheme(QStringLiteral("document-new")), tr("&New"), this, [this] {
+        if (maybeSave())
+            newLayout();
+    });
+    newAct->setShortcut(QKeySequence::New);
+    auto* openAct = file->addAction(QIcon::fromTheme(QStringLiteral("document-open")), tr("&Open…"), this, &MainWindow::open);
+    openAct->setShortcut(QKeySequence::Open);
+    m_recentMenu = file->addMenu(tr("Open &Recent"));
+    auto* saveAct = file->addAction(QIcon::fromTheme(QStringLiteral("document-save")), tr("&Save"), this, &MainWindow::save);
+    saveAct->setShortcut(QKeySequence::Save);
+    auto* saveAsAct = file->addAction(tr("Save &As…"), this, &MainWindow::saveAs);
+    saveAsAct->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+S")));
+    file->addSeparator();
+    auto* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+    quit->setShortcut(QKeySequence::Quit);
+
+    auto* edit = menuBar()->addMenu(tr("&Edit"));
+    QAction* undo = m_doc->undoStack()->createUndoAction(this, tr("&Undo"));
+    undo->setShortcut(QKeySequence(QStringLiteral("Ctrl+Z")));
+    undo->setIcon(QIcon::fromTheme(QStringLiteral("edit-undo")));
+    QAction* redo = m_doc->undoStack()->createRedoAction(this, tr("&Redo"));
+    redo->setShortcuts({QKeySequence(QStringLiteral("Ctrl+Shift+Z")), QKeySequence(QStringLiteral("Ctrl+Y"))});
+    redo->setIcon(QIcon::fromTheme(QStringLiteral("edit-redo")));
+    edit->addAction(undo);
+    edit->addAction(redo);
+
+    m_viewMenu = menuBar()->addMenu(tr("&View"));
+    for (auto* d : findChildren<QDockWidget*>())
+        m_viewMenu->addAction(d->toggleViewAction());
+    m_viewMenu->addSeparator();
+    m_viewMenu->addAction(tr("&Fit the map"), m_map, &TopologyView::fitAll);
+
+    auto* tools = menuBar()->addMenu(tr("&Plan"));
+    auto* recommendAct = tools->addAction(tr("&Recommend a layout…"), this, &MainWindow::recommend);
+
+    auto* bar = addToolBar(tr("Main"));
+    bar->setObjectName(QStringLiteral("mainToolBar"));
+    bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    bar->addAction(newAct);
+    bar->addAction(openAct);
+    bar->addAction(saveAct);
+    bar->addSeparator();
+    bar->addAction(undo);
+    bar->addAction(redo);
+    bar->addSeparator();
+    bar->addAction(recommendAct);
+}
+
+void MainWindow::newLayout()
+{
+    if (!m_doc->open(QString::fromLatin1(kExample), m_profiles, nullptr))
+        return;
+    plan::Layout l = m_doc->layout();
+    l.name = "untitled";
+    m_doc->reset(l);
+}
+
+bool MainWindow::openFile(const QString& path, QString* error)
+{
+    QString why;
+    if (!m_doc->open(path, m_profiles, &why)) {
+        if (error)
+            *error = why;
+        else
+            QMessageBox::warning(this, tr("Open layout"), why);
+        return false;
+    }
+    if (!path.startsWith(QLatin1Char(':')))
+        addRecent(QFileInfo(path).absoluteFilePath());
+    const auto errors = m_doc->readDiagnostics().errors();
+    if (!errors.empty())
+        statusBar()->showMessage(tr("Opened with %1 problem(s) to fix; see the status bar.").arg(errors.size()), 10000);
+    m_map->fitAll();
+    return true;
+}
+
+bool MainWindow::saveTo(const QString& path, QString* error)
+{
+    QString why;
+    if (!m_doc->save(path, &why)) {
+        if (error)
+            *error = why;
+        else
+            QMessageBox::warning(this, tr("Save layout"), why);
+        return false;
+    }
+    addRecent(QFileInfo(path).absoluteFilePath());
+    statusBar()->showMessage(tr("Saved %1").arg(path), 5000);
+    return true;
+}
+
+void MainWindow::open()
+{
+    if (!maybeSave())
+        return;
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open layout"), QString(), tr("Layouts (*.json);;All files (*)"));
+    if (!path.isEmpty())
+        openFile(path);
+}
+
+bool MainWindow::save()
+{
+    if (m_doc->filePath().isEmpty())
+        return saveAs();
+    return saveTo(m_doc->filePath());
+}
+
+bool MainWindow::saveAs()
+{
+    QString suggested = m_doc->filePath();
+    if (suggested.isEmpty())
+        suggested = QString::fromStdString(m_doc->layout().name) + QStringLiteral(".json");
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save layout"), suggested, tr("Layouts (*.json)"));
+    return !path.isEmpty() && saveTo(path);
+}
+
+bool MainWindow::maybeSave()
+{
+    if (!m_doc->isModified())
+        return true;
+    const auto answer = QMessageBox::warning(this, tr("Unsaved changes"),
+        tr("%1 has changes that are not saved. Save them?").arg(m_doc->displayName()),
+        QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
+    if (answer == QMessageBox::Save)
+        return save();
+    return answer == QMessageBox::Discard;
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    if (!maybeSave()) {
+        event->ignore();
+        return;
+    }
+    QSettings settings;
+    settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    settings.setValue(QStringLiteral("window/state"), saveState());
+    event->accept();
+}
+
+void MainWindow::layoutChanged()
+{
+    const plan::Layout& l = m_doc->layout();
+    m_strategy->setLayout(l);
+    m_layers->setLayout(l);
+    // Until the new prediction arrives, keep the last memory bars when they describe the same stages.
+    const auto& last = m_runner->latest();
+    const bool samePipeline = last.prediction && last.layout.parallel.pp == l.parallel.pp;
+    m_scene->show(l, samePipeline ? &*last.prediction : nullptr);
+    m_legend->setLayout(l, m_scene->nodeCount());
+    m_validation->setText(tr("checking…"));
+    m_runner->request(l);
+    updateTitle();
+}
+
+void MainWindow::showAnalysis(const LayoutAnalysis& a)
+{
+    if (!(a.layout == m_doc->layout()))
+        return; // an older edit's analysis; the current one is on its way
+    m_prediction->setAnalysis(a);
+    m_scene->show(a.layout, a.prediction ? &*a.prediction : nullptr);
+    TimelineData timeline;
+    if (a.prediction)
+        timeline.setEvents(a.prediction->events);
+    m_schedule->setTimeline(std::move(timeline));
+    const auto errors = a.diagnostics.errors();
+    const auto warnings = a.diagnostics.warnings();
+    QStringList all;
+    for (const auto& p : a.diagnostics.problems())
+        all << QString::fromStdString((p.severity == plan::Severity::Error ? "error: " : "warning: ") + p.message).toHtmlEscaped();
+    if (!errors.empty())
+        m_validation->setText(tr("<span style=\"color:#C01F1F\">✗ %1 problem(s)</span>").arg(errors.size()));
+    else if (!warnings.empty())
+        m_validation->setText(tr("<span style=\"color:#B06000\">✓ valid, %1 warning(s)</span>").arg(warnings.size()));
+    else
+        m_validation->setText(tr("<span style=\"color:#2E7D32\">✓ valid</span>"));
+    m_validation->setToolTip(all.isEmpty() ? tr("No problems.") : all.join(QStringLiteral("<br>")));
+    if (!errors.empty())
+        statusBar()->showMessage(QString::fromStdString(errors.front().message), 15000);
+    m_timing->setText(tr("analysed in %1 ms").arg(QString::number(a.elapsedMs, 'f', 0)));
+    emit analysisShown();
+}
+
+void MainWindow::updateTitle()
+{
+    setWindowTitle(QStringLiteral("%1[*] — Loom").arg(m_doc->displayName()));
+    setWindowModified(m_doc->isModified());
+}
+
+void MainWindow::recommend()
+{
+    auto* dialog = new RecommendDialog(m_doc->layout(), this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    connect(dialog, &RecommendDialog::layoutChosen, this,
+        [this](const plan::Layout& l) { m_doc->edit(l, tr("Apply a recommended layout")); });
+    dialog->open();
+    dialog->start();
+}
+
+QStringList MainWindow::recentFiles() const
+{
+    return QSettings().value(QStringLiteral("recentFiles")).toStringList();
+}
+
+void MainWindow::addRecent(const QString& path)
+{
+    QStringList files = recentFiles();
+    files.removeAll(path);
+    files.prepend(path);
+    while (files.size() > kMaxRecent)
+        files.removeLast();
+    QSettings().setValue(QStringLiteral("recentFiles"), files);
+    fillRecentMenu();
+}
+
+void MainWindow::fillRecentMenu()
+{
+    if (!m_recentMenu)
+        return;
+    m_recentMenu->clear();
+    const QStringList files = recentFiles();
+    for (const QString& f : files)
+        m_recentMenu->addAction(QFileInfo(f).fileName(), this, [this, f] {
+            if (maybeSave())
+                openFile(f);
+        })->setToolTip(f);
+    m_recentMenu->setEnabled(!files.isEmpty());
+}
+
+} // namespace loom::app

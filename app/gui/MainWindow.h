@@ -1,0 +1,94 @@
+#pragma once
+
+#include "engine/plan/ProfileResolver.h"
+
+#include <QMainWindow>
+
+class QAction;
+class QLabel;
+class QMenu;
+
+namespace loom::views {
+class AnalysisRunner;
+class LayerModel;
+class LayerPalette;
+class LayoutDocument;
+class MapLegend;
+class PredictionPanel;
+class StrategyPanel;
+class TimelineView;
+class TopologyScene;
+class TopologyView;
+struct LayoutAnalysis;
+} // namespace loom::views
+
+namespace loom::app {
+
+// The workbench's design side: the layer palette, topology map, strategy and prediction panels and the
+// simulated schedule as rearrangeable docks around the map, wired to one LayoutDocument (undo/redo, files)
+// and an AnalysisRunner that re-validates and re-predicts on a worker thread after every edit.
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    // `profiles` resolves the model and cluster names of layout files; it must outlive the window.
+    explicit MainWindow(const plan::ProfileResolver& profiles, QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    // Opens a layout file (or a ":/" resource); false with a message box... unless `error` is given.
+    bool openFile(const QString& path, QString* error = nullptr);
+    // Starts a new, unsaved layout from the built-in example.
+    void newLayout();
+    bool saveTo(const QString& path, QString* error = nullptr);
+
+    views::LayoutDocument* document() const { return m_doc; }
+    views::AnalysisRunner* analysis() const { return m_runner; }
+    views::StrategyPanel* strategyPanel() const { return m_strategy; }
+    views::PredictionPanel* predictionPanel() const { return m_prediction; }
+    views::TopologyView* topologyView() const { return m_map; }
+    views::MapLegend* mapLegend() const { return m_legend; }
+    views::LayerPalette* layerPalette() const { return m_palette; }
+    views::TimelineView* scheduleView() const { return m_schedule; }
+    QLabel* validationLabel() const { return m_validation; }
+    QStringList recentFiles() const;
+
+    static constexpr const char* kExample = ":/examples/tiny-local.json";
+
+signals:
+    // Emitted after each analysis that matches the current layout has been shown.
+    void analysisShown();
+
+protected:
+    void closeEvent(QCloseEvent* event) override;
+
+private:
+    void buildActions();
+    void buildDocks();
+    void layoutChanged();
+    void showAnalysis(const views::LayoutAnalysis& analysis);
+    void updateTitle();
+    bool maybeSave();
+    void open();
+    bool save();
+    bool saveAs();
+    void recommend();
+    void addRecent(const QString& path);
+    void fillRecentMenu();
+
+    const plan::ProfileResolver& m_profiles;
+    views::LayoutDocument* m_doc;
+    views::AnalysisRunner* m_runner;
+    views::LayerModel* m_layers;
+    views::LayerPalette* m_palette;
+    views::TopologyScene* m_scene;
+    views::TopologyView* m_map;
+    views::MapLegend* m_legend;
+    views::StrategyPanel* m_strategy;
+    views::PredictionPanel* m_prediction;
+    views::TimelineView* m_schedule;
+    QLabel* m_validation;
+    QLabel* m_timing;
+    QMenu* m_recentMenu = nullptr;
+    QMenu* m_viewMenu = nullptr;
+};
+
+} // namespace loom::app

@@ -1,0 +1,199 @@
+#include "launcher/LaunchCommands.h"
+
+#include <QRegularExpression>
+
+#include <unistd.h>
+
+namespace loom::launcher {
+
+namespace {
+
+// Runs on the head node as `sh -c SCRIPT loom-run DIR LAYOUT_B64 HOSTFILE_B64 GRACE MPIRUN ARGS...`. Its text
+// is fixed: user values only ever arrive as its positional parameters. mpirun runs in the background with
+// its own standard input closed; a watcher waits for a line (cancel) or the end (Loom or ssh gone) of
+// ssh's standard input, then SIGTERMs mpirun (which stops the ranks on every host) and SIGKILLs it after
+// the grace period.
+const char* kHeadScript =
+    "dir=$1; layout=$2; hosts=$3; grace=$4; shift 4\n"
+    "mkdir -p -- \"$dir\" && printf %s \"$layout\" | base64 -d > \"$dir/layout.json\" &&"
+    " printf %s \"$hosts\" | base64 -d > \"$dir/hostfile\" ||"
+    " { echo \"loom: cannot write the run folder $dir on $(hostname)\" >&2; exit 97; }\n"
+    "exec 3<&0\n"
+    "\"$@\" </dev/null 3<&- &\n"
+    "pid=$!\n"
+    "( read line <&3; kill -TERM $pid 2>/dev/null; i=0;"
+    " while [ $i -lt $grace ] && kill -0 $pid 2>/dev/null; do sleep 1; i=$((i+1)); done;"
+    " kill -KILL $pid 2>/dev/null ) &\n"
+    "watcher=$!\n"
+    "wait $pid; rc=$?\n"
+    "kill $watcher 2>/dev/null\n"
+    "exit $rc\n";
+
+QString tasksPerNode(const plan::Layout& layout)
+{
+    const std::int64_t nodes = std::max<std::int64_t>(1, layout.nodes);
+    return QString::number(layout.parallel.worldSize() / nodes);
+}
+
+QStringList asList(const std::vector<std::string>& v)
+{
+    QStringList out;
+    for (const auto& s : v)
+        out << QString::fromStdString(s);
+    return out;
+}
+
+QString clusterEngine(const LaunchRequest& request)
+{
+    const auto& e = request.layout.cluster.launch.engine;
+    return e.empty() ? request.engine : QString::fromStdString(e);
+}
+
+QStringList rootFlag()
+{
+    return ::geteuid() == 0 ? QStringList{QStringLiteral("--allow-run-as-root")} : QStringList{};
+}
+
+}  // namespace
+
+QString shellQuote(const QString& word)
+{
+    static const QRegularExpression plain(QStringLiteral("^[A-Za-z0-9_./=:,+@%-]+$"));
+    if (plain.match(word).hasMatch())
+        return word;
+    QString out = word;
+    out.replace(QLatin1Char('\''), QStringLiteral("'\\''"));
+    return QLatin1Char('\'') + out + QLatin1Char('\'');
+}
+
+QString shellJoin(const QStringList& words)
+{
+    QStringList quoted;
+    for (const QString& w : words)
+        quoted << shellQuote(w);
+    return quoted.join(QLatin1Char(' '));
+}
+
+QStringList engineArgs(const LaunchRequest& request, const QString& engine, const QString& layoutFile)
+{
+    QStringList a{engine, QStringLiteral("--layout"), layoutFile, QStringLiteral("--steps"), QString::number(request.steps),
+                  QStringLiteral("--stream")};
+    if (!request.checkpointDir.isEmpty()) {
+        a << QStringLiteral("--checkpoint-dir") << request.checkpointDir;
+        if (request.checkpointEvery > 0)
+            a << QStringLiteral("--checkpoint-every") << QString::number(request.checkpointEvery);
+    }
+    return a;
+}
+
+Command localCommand(const LaunchRequest& request, const QString& layoutFile)
+{
+    QStringList args = rootFlag();
+    args << QStringLiteral("--oversubscribe") << QStringLiteral("-np") << QString::number(request.layout.parallel.worldSize())
+         << QStringLiteral("--bind-to") << QStringLiteral("none") << QStringLiteral("-x") << QStringLiteral("OPENBLAS_NUM_THREADS=1")
+         << engineArgs(request, request.engine, layoutFile);
+    return {request.mpirun, args};
+}
+
+QString hostfile(const plan::Layout& layout, QString* error)
+{
+    static const QRegularExpression hostName(QStringLiteral("^[A-Za-z0-9_][A-Za-z0-9_.:-]*$"));
+    const auto& hosts = layout.cluster.hosts;
+    const std::int64_t nodes = std::max<std::int64_t>(1, layout.nodes);
+    if (static_cast<std::int64_t>(hosts.size()) < nodes) {
+        *error = QStringLiteral("the layout asks for %1 nodes but cluster %2 lists %3 hosts; add them to the profile's \"hosts\"")
+                     .arg(nodes)
+                     .arg(QString::fromStdString(layout.cluster.name))
+                     .arg(hosts.size());
+        return {};
+    }
+    QString text;
+    for (std::int64_t i = 0; i < nodes; ++i) {
+        const QString h = QString::fromStdString(hosts[static_cast<std::size_t>(i)]);
+        if (!hostName.match(h).hasMatch()) {
+            *error = QStringLiteral("hosts[%1]=\"%2\" is not a host name; write letters, digits, '.', '-', '_' or ':' only")
+                         .arg(i)
+                         .arg(h);
+            return {};
+        }
+        text += h + QStringLiteral(" slots=") + tasksPerNode(layout) + QLatin1Char('\n');
+    }
+    return text;
+}
+
+Command sshCommand(const LaunchRequest& request, const QString& layoutJson, const QString& runFolder, QString* error)
+{
+    const plan::LaunchSpec& l = request.layout.cluster.launch;
+    const QString hosts = hostfile(request.layout, error);
+    if (hosts.isEmpty())
+        return {};
+    QString head = QString::fromStdString(l.headNode);
+    if (head.isEmpty())
+        head = QString::fromStdString(request.layout.cluster.hosts.front());
+    if (head.startsWith(QLatin1Char('-'))) {
+        *error = QStringLiteral("the head node \"%1\" cannot start with '-'; write a host name").arg(head);
+        return {};
+    }
+    const QString runDir = (l.runDir.empty() ? QStringLiteral("loom-runs") : QString::fromStdString(l.runDir)) +
+                           QLatin1Char('/') + runFolder;
+    QStringList mpirun{QString::fromStdString(l.mpirun)};
+    mpirun << asList(l.mpirunOptions) << QStringLiteral("-np") << QString::number(request.layout.parallel.worldSize())
+           << QStringLiteral("--hostfile") << runDir + QStringLiteral("/hostfile") << QStringLiteral("--bind-to")
+           << QStringLiteral("none") << QStringLiteral("-x") << QStringLiteral("OPENBLAS_NUM_THREADS=1")
+           << engineArgs(request, clusterEngine(request), runDir + QStringLiteral("/layout.json"));
+    QStringList remote{QStringLiteral("sh"), QStringLiteral("-c"), QString::fromLatin1(kHeadScript), QStringLiteral("loom-run"), runDir,
+                       QString::fromLatin1(layoutJson.toUtf8().toBase64()), QString::fromLatin1(hosts.toUtf8().toBase64()),
+                       QString::number(static_cast<int>(request.cancelGraceSeconds))};
+    remote << mpirun;
+    QStringList args{QStringLiteral("-o"), QStringLiteral("BatchMode=yes"), QStringLiteral("-o"), QStringLiteral("ConnectTimeout=10"),
+                     QStringLiteral("-o"), QStringLiteral("ServerAliveInterval=15")};
+    args << asList(l.sshOptions) << QStringLiteral("--") << head << shellJoin(remote);
+    return {QStringLiteral("ssh"), args};
+}
+
+QString sbatchScript(const LaunchRequest& request, const QString& layoutFile)
+{
+    const plan::Layout& layout = request.layout;
+    const plan::LaunchSpec& l = layout.cluster.launch;
+    QString s = QStringLiteral("#!/bin/sh\n# Written by Loom for one run; every word below is quoted, so names and paths stay names.\n");
+    s += QStringLiteral("#SBATCH --nodes=%1\n").arg(std::max<std::int64_t>(1, layout.nodes));
+    s += QStringLiteral("#SBATCH --ntasks-per-node=%1\n").arg(tasksPerNode(layout));
+    if (l.gpusPerNode > 0)
+        s += QStringLiteral("#SBATCH --gpus-per-node=%1\n").arg(l.gpusPerNode);
+    if (!l.timeLimit.empty())
+        s += QStringLiteral("#SBATCH --time=%1\n").arg(QString::fromStdString(l.timeLimit));
+    if (!l.partition.empty())
+        s += QStringLiteral("#SBATCH --partition=%1\n").arg(QString::fromStdString(l.partition));
+    QStringList mpirun{QString::fromStdString(l.mpirun)};
+    mpirun << rootFlag() << asList(l.mpirunOptions) << QStringLiteral("-np") << QString::number(layout.parallel.worldSize())
+           << QStringLiteral("--bind-to") << QStringLiteral("none") << QStringLiteral("-x") << QStringLiteral("OPENBLAS_NUM_THREADS=1")
+           << engineArgs(request, clusterEngine(request), layoutFile);
+    s += QStringLiteral("exec ") + shellJoin(mpirun) + QLatin1Char('\n');
+    return s;
+}
+
+Command sbatchCommand(const LaunchRequest& request, const QString& scriptFile, const QString& outputFile)
+{
+    static const QRegularExpression notName(QStringLiteral("[^A-Za-z0-9._-]"));
+    QString name = QString::fromStdString(request.layout.name);
+    name.replace(notName, QStringLiteral("_"));
+    QStringList args{QStringLiteral("--parsable"), QStringLiteral("--job-name"), QStringLiteral("loom-") + name.left(60),
+                     QStringLiteral("--output"), outputFile, QStringLiteral("--chdir"), request.workDir};
+    args << asList(request.layout.cluster.launch.sbatchOptions) << scriptFile;
+    return {QStringLiteral("sbatch"), args};
+}
+
+Command srunCommand(const LaunchRequest& request, const QString& layoutFile)
+{
+    const plan::Layout& layout = request.layout;
+    QStringList args{QStringLiteral("--mpi=pmix"), QStringLiteral("--kill-on-bad-exit=1"),
+                     QStringLiteral("--nodes=%1").arg(std::max<std::int64_t>(1, layout.nodes)),
+                     QStringLiteral("--ntasks-per-node=%1").arg(tasksPerNode(layout)),
+                     QStringLiteral("--export=ALL,OPENBLAS_NUM_THREADS=1")};
+    if (layout.cluster.launch.gpusPerNode > 0)
+        args << QStringLiteral("--gpus-per-node=%1").arg(layout.cluster.launch.gpusPerNode);
+    args << engineArgs(request, clusterEngine(request), layoutFile);
+    return {QStringLiteral("srun"), args};
+}
+
+}  // namespace loom::launcher

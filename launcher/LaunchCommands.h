@@ -1,0 +1,58 @@
+#pragma once
+
+#include "engine/plan/Layout.h"
+
+#include <QString>
+#include <QStringList>
+
+namespace loom::launcher {
+
+// What to launch and where: the layout's cluster says how (cluster.launch: local, ssh or slurm).
+struct LaunchRequest {
+    plan::Layout layout;        // validated
+    std::int64_t steps = 20;
+    QString engine;             // loom-train on this machine (also on the cluster unless launch.engine says otherwise)
+    QString mpirun = QStringLiteral("mpirun");  // local runs
+    QString workDir;            // the run's folder here: its layout file and output
+    QString checkpointDir;      // empty: no checkpoints
+    std::int64_t checkpointEvery = 0;
+    double progressTimeoutSeconds = 300;  // no frame for this long: the run is stuck
+    double cancelGraceSeconds = 10;       // SIGTERM, then SIGKILL after this
+};
+
+// A program and its arguments, each its own argv entry.
+struct Command {
+    QString program;
+    QStringList args;
+    QStringList all() const { return QStringList{program} + args; }
+};
+
+// One word for a POSIX shell: 'it'\''s' — whatever it holds ($(…), `…`, ;, newlines) stays one literal word.
+QString shellQuote(const QString& word);
+QString shellJoin(const QStringList& words);
+
+// The engine's own arguments: ENGINE --layout FILE --steps N --stream [--checkpoint-dir D --checkpoint-every K].
+QStringList engineArgs(const LaunchRequest& request, const QString& engine, const QString& layoutFile);
+
+// mpirun on this machine.
+Command localCommand(const LaunchRequest& request, const QString& layoutFile);
+
+// Open MPI's hostfile for the layout: the cluster's first `nodes` hosts, each with worldSize/nodes slots.
+// Empty with *error set when the cluster lists too few hosts or a host name is not one.
+QString hostfile(const plan::Layout& layout, QString* error);
+
+// ssh to the head node, where a small fixed sh script writes the layout and the hostfile into the run folder
+// and runs mpirun; every value reaches that script as a quoted positional argument. A line on ssh's
+// standard input (or its end, when Loom dies) makes the script SIGTERM mpirun, then SIGKILL it after the
+// grace period. `runFolder` is the run's folder name under launch.run_dir.
+Command sshCommand(const LaunchRequest& request, const QString& layoutJson, const QString& runFolder, QString* error);
+
+// The batch script for sbatch: #SBATCH lines from the layout (nodes, tasks per node, GPUs per node) and the
+// profile (time limit, partition), then mpirun of the engine, each word quoted.
+QString sbatchScript(const LaunchRequest& request, const QString& layoutFile);
+// sbatch --parsable --job-name … --output OUT --chdir DIR [sbatch_options] SCRIPT.
+Command sbatchCommand(const LaunchRequest& request, const QString& scriptFile, const QString& outputFile);
+// Inside an allocation (SLURM_JOB_ID set): srun --mpi=pmix with the layout's nodes and tasks per node.
+Command srunCommand(const LaunchRequest& request, const QString& layoutFile);
+
+}  // namespace loom::launcher

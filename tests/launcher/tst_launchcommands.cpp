@@ -1,0 +1,235 @@
+// The commands and scripts the launcher generates, checked without starting a job: shell quoting round-trips
+// through a real sh, the head node's script (run here by sh, with echo in mpirun's place) writes the layout
+// and hostfile and passes every word through unchanged, the hostfile, and the exact sbatch script.
+#include "engine/plan/ClusterSpec.h"
+#include "launcher/LaunchCommands.h"
+
+#include <nlohmann/json.hpp>
+
+#include <QDir>
+#include <QFile>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <unistd.h>
+
+using namespace loom::launcher;
+
+namespace {
+
+const QString kEvil = QStringLiteral("$(touch pwned); `touch pwned2` 'quoted' \"double\" \\ * ~ \n newline");
+
+LaunchRequest request(const QString& method)
+{
+    LaunchRequest r;
+    r.layout.name = kEvil.toStdString();
+    r.layout.nodes = 2;
+    r.layout.parallel.tp = 2;
+    r.layout.parallel.pp = 1;
+    r.layout.parallel.dp = 4;
+    r.layout.cluster.name = "lab";
+    r.layout.cluster.hosts = {"node01", "node02", "node03"};
+    r.layout.cluster.launch.method = method.toStdString();
+    r.steps = 7;
+    r.engine = QStringLiteral("/opt/loom/bin/loom-train");
+    r.workDir = QStringLiteral("/shared/runs/20250101-000000-000");
+    return r;
+}
+
+QStringList runSh(const QString& script, const QString& cwd, int* exitCode = nullptr)
+{
+    QProcess p;
+    p.setWorkingDirectory(cwd);
+    p.start(QStringLiteral("sh"), {QStringLiteral("-c"), script});
+    p.closeWriteChannel();
+    p.waitForFinished(10000);
+    if (exitCode)
+        *exitCode = p.exitCode();
+    QStringList words = QString::fromUtf8(p.readAllStandardOutput()).split(QChar(0));
+    words.removeLast();  // after the last NUL
+    return words;
+}
+
+}  // namespace
+
+class TestLaunchCommands : public QObject {
+    Q_OBJECT
+private slots:
+    void launchSettingsInTheProfile()
+    {
+        nlohmann::json j = nlohmann::json::parse(R"({"name": "lab", "nodes": 2, "devices_per_node": 2,
+            "device": {"name": "d", "memory_gb": 1, "memory_bandwidth_gbs": 1, "peak_tflops": {"fp32": 1, "fp16": 1, "bf16": 1}},
+            "intra_node": {"link": "shm", "bandwidth_gbs": 1, "latency_us": 1},
+            "inter_node": {"link": "ethernet", "bandwidth_gbs": 1, "latency_us": 1}, "hosts": ["a", "b"],
+            "launch": {"method": "ssh", "head_node": "me@a", "ssh_options": ["-p", "2222"], "engine": "/opt/loom-train",
+                       "mpirun_options": ["--mca", "btl", "tcp,self"], "run_dir": "runs", "partition": "gpu",
+                       "time_limit": "00:10:00", "gpus_per_node": 4, "sbatch_options": ["--account", "x"]}})");
+        loom::plan::Diagnostics d;
+        const auto c = loom::plan::parseClusterSpec(j, "cluster", d);
+        QVERIFY2(c && !d.hasErrors(), d.format().c_str());
+        QCOMPARE(c->launch.method, std::string("ssh"));
+        QCOMPARE(c->launch.headNode, std::string("me@a"));
+        QCOMPARE(c->launch.sshOptions, (std::vector<std::string>{"-p", "2222"}));
+        QCOMPARE(c->launch.mpirun, std::string("mpirun"));
+        QCOMPARE(c->launch.gpusPerNode, std::int64_t(4));
+        // written back and read again: the same
+        loom::plan::Diagnostics d2;
+        const auto again = loom::plan::parseClusterSpec(nlohmann::json::parse(loom::plan::toJson(*c).dump()), "cluster", d2);
+        QVERIFY(again && *again == *c);
+
+        j["launch"] = {{"method", "ssh"}, {"head_node", "-oProxyCommand=x"}, {"ssh_options", "-p 22"}};
+        loom::plan::Diagnostics bad;
+        QVERIFY(!loom::plan::parseClusterSpec(j, "cluster", bad));
+        const std::string text = bad.format();
+        QVERIFY2(text.find("cluster.launch.head_node=\"-oProxyCommand=x\" cannot start with '-'") != std::string::npos, text.c_str());
+        QVERIFY2(text.find("cluster.launch.ssh_options") != std::string::npos, text.c_str());
+        j["launch"] = {{"method", "pbs"}};
+        loom::plan::Diagnostics unknown;
+        QVERIFY(!loom::plan::parseClusterSpec(j, "cluster", unknown));
+        QVERIFY2(unknown.format().find("local") != std::string::npos, unknown.format().c_str());
+    }
+
+    void quotingRoundTrips()
+    {
+        QTemporaryDir dir;
+        const QStringList words{kEvil, QString(), QStringLiteral("'"), QStringLiteral("plain-word_1.2"), QStringLiteral("-n"),
+                                QStringLiteral("tab\there"), QStringLiteral("ünïcode")};
+        QCOMPARE(runSh(QStringLiteral("printf '%s\\0' ") + shellJoin(words), dir.path()), words);
+        QVERIFY(QDir(dir.path()).entryList(QDir::Files).isEmpty());  // nothing was run
+        QCOMPARE(shellQuote(QStringLiteral("node01")), QStringLiteral("node01"));
+        QCOMPARE(shellQuote(QStringLiteral("it's")), QStringLiteral("'it'\\''s'"));
+    }
+
+    void hostfileFromProfile()
+    {
+        LaunchRequest r = request(QStringLiteral("ssh"));
+        QString error;
+        QCOMPARE(hostfile(r.layout, &error), QStringLiteral("node01 slots=4\nnode02 slots=4\n"));
+        r.layout.cluster.hosts = {"node01"};
+        QVERIFY(hostfile(r.layout, &error).isEmpty());
+        QCOMPARE(error, QStringLiteral("the layout asks for 2 nodes but cluster lab lists 1 hosts; add them to the profile's \"hosts\""));
+        r.layout.cluster.hosts = {"node01", "node02 slots=99"};
+        QVERIFY(hostfile(r.layout, &error).isEmpty());
+        QVERIFY2(error.startsWith(QStringLiteral("hosts[1]=\"node02 slots=99\" is not a host name")), qPrintable(error));
+    }
+
+    void sshCommandAndHeadScript()
+    {
+        QTemporaryDir home;
+        LaunchRequest r = request(QStringLiteral("ssh"));
+        r.layout.cluster.launch.headNode = "me@login";
+        r.layout.cluster.launch.sshOptions = {"-p", "2222"};
+        r.layout.cluster.launch.mpirun = "echo";  // in mpirun's place: prints what it was given
+        r.layout.cluster.launch.mpirunOptions = {kEvil.toStdString()};
+        r.layout.cluster.launch.runDir = (home.path() + QStringLiteral("/runs $(touch pwned)")).toStdString();
+        r.layout.cluster.launch.engine = "/cluster/bin/loom-train";
+        r.checkpointDir = QStringLiteral("ckpt dir");
+        r.checkpointEvery = 2;
+        QString error;
+        const Command c = sshCommand(r, QStringLiteral("{\"name\": \"%1\"}").arg(kEvil), QStringLiteral("run-1"), &error);
+        QVERIFY2(error.isEmpty(), qPrintable(error));
+        QCOMPARE(c.program, QStringLiteral("ssh"));
+        const QStringList before = c.args.mid(0, c.args.indexOf(QStringLiteral("--")));
+        QVERIFY(before.contains(QStringLiteral("BatchMode=yes")) && before.contains(QStringLiteral("2222")));
+        QCOMPARE(c.args.at(c.args.indexOf(QStringLiteral("--")) + 1), QStringLiteral("me@login"));
+        QCOMPARE(c.args.size(), c.args.indexOf(QStringLiteral("--")) + 3);  // host, then the one remote command
+        // What sshd would hand to the remote shell, run here by sh: 'echo' stands for mpirun and prints its words.
+        int exitCode = -1;
+        const QString remote = c.args.last();
+        QProcess p;
+        p.setWorkingDirectory(home.path());
+        p.start(QStringLiteral("sh"), {QStringLiteral("-c"), remote});
+        // standard input stays open (Loom is there), so the watcher waits and is stopped when echo is done
+        QVERIFY(p.waitForFinished(10000));
+        exitCode = p.exitCode();
+        QCOMPARE(exitCode, 0);
+        const QString runDir = home.path() + QStringLiteral("/runs $(touch pwned)/run-1");
+        const QString printed = QString::fromUtf8(p.readAllStandardOutput()).trimmed();
+        QVERIFY2(printed.startsWith(kEvil.simplified().left(10)), qPrintable(printed));
+        QVERIFY2(printed.contains(QStringLiteral("--hostfile %1/hostfile").arg(runDir)), qPrintable(printed));
+        QVERIFY2(printed.endsWith(QStringLiteral("/cluster/bin/loom-train --layout %1/layout.json --steps 7 --stream "
+                                                 "--checkpoint-dir ckpt dir --checkpoint-every 2")
+                                      .arg(runDir)),
+                 qPrintable(printed));
+        QFile layout(runDir + QStringLiteral("/layout.json"));
+        QVERIFY(layout.open(QIODevice::ReadOnly));
+        QCOMPARE(QString::fromUtf8(layout.readAll()), QStringLiteral("{\"name\": \"%1\"}").arg(kEvil));
+        QFile hosts(runDir + QStringLiteral("/hostfile"));
+        QVERIFY(hosts.open(QIODevice::ReadOnly));
+        QCOMPARE(hosts.readAll(), QByteArray("node01 slots=4\nnode02 slots=4\n"));
+        for (const QString& where : {home.path(), runDir, home.path() + QStringLiteral("/runs $(touch pwned)")})
+            QVERIFY(!QFile::exists(where + QStringLiteral("/pwned")) && !QFile::exists(where + QStringLiteral("/pwned2")));
+
+        r.layout.cluster.launch.headNode = "-oProxyCommand=touch pwned";
+        QVERIFY(sshCommand(r, QStringLiteral("{}"), QStringLiteral("run-1"), &error).args.isEmpty());
+        QVERIFY2(error.contains(QStringLiteral("cannot start with '-'")), qPrintable(error));
+    }
+
+    void headScriptReportsAFolderItCannotWrite()
+    {
+        LaunchRequest r = request(QStringLiteral("ssh"));
+        r.layout.cluster.launch.runDir = "/proc/loom-cannot-write-here";
+        r.layout.cluster.launch.mpirun = "true";
+        QString error;
+        const Command c = sshCommand(r, QStringLiteral("{}"), QStringLiteral("run-1"), &error);
+        QProcess p;
+        p.start(QStringLiteral("sh"), {QStringLiteral("-c"), c.args.last()});
+        p.closeWriteChannel();
+        QVERIFY(p.waitForFinished(10000));
+        QCOMPARE(p.exitCode(), 97);
+        QVERIFY(p.readAllStandardError().contains("loom: cannot write the run folder /proc/loom-cannot-write-here/run-1 on "));
+    }
+
+    void sbatchScriptText()
+    {
+        LaunchRequest r = request(QStringLiteral("slurm"));
+        r.layout.cluster.launch.gpusPerNode = 8;
+        r.layout.cluster.launch.timeLimit = "01:30:00";
+        r.layout.cluster.launch.partition = "gpu";
+        r.layout.cluster.launch.mpirun = "/usr/bin/mpirun";
+        r.layout.cluster.launch.mpirunOptions = {"--mca", "btl", "^openib"};
+        const QString layoutFile = QStringLiteral("/shared/runs/$(touch pwned)/layout.json");
+        const QString root = ::geteuid() == 0 ? QStringLiteral("--allow-run-as-root ") : QString();
+        QCOMPARE(sbatchScript(r, layoutFile),
+                 QStringLiteral("#!/bin/sh\n"
+                                "# Written by Loom for one run; every word below is quoted, so names and paths stay names.\n"
+                                "#SBATCH --nodes=2\n"
+                                "#SBATCH --ntasks-per-node=4\n"
+                                "#SBATCH --gpus-per-node=8\n"
+                                "#SBATCH --time=01:30:00\n"
+                                "#SBATCH --partition=gpu\n"
+                                "exec /usr/bin/mpirun %1--mca btl '^openib' -np 8 --bind-to none -x OPENBLAS_NUM_THREADS=1 "
+                                "/opt/loom/bin/loom-train --layout '/shared/runs/$(touch pwned)/layout.json' --steps 7 --stream\n")
+                     .arg(root));
+        // Without GPUs, time limit or partition those lines are left out.
+        r.layout.cluster.launch = {};
+        r.layout.cluster.launch.method = "slurm";
+        const QString plain = sbatchScript(r, layoutFile);
+        QVERIFY(!plain.contains(QLatin1String("--gpus-per-node")) && !plain.contains(QLatin1String("--time")) &&
+                !plain.contains(QLatin1String("--partition")));
+
+        const Command c = sbatchCommand(r, QStringLiteral("/shared/runs/x/job.sbatch"), QStringLiteral("/shared/runs/x/job.out"));
+        QCOMPARE(c.program, QStringLiteral("sbatch"));
+        QCOMPARE(c.args, (QStringList{QStringLiteral("--parsable"), QStringLiteral("--job-name"),
+                                      QStringLiteral("loom-__touch_pwned____touch_pwned2___quoted___double__________new"),
+                                      QStringLiteral("--output"), QStringLiteral("/shared/runs/x/job.out"), QStringLiteral("--chdir"),
+                                      r.workDir, QStringLiteral("/shared/runs/x/job.sbatch")}));
+    }
+
+    void srunInsideAnAllocation()
+    {
+        LaunchRequest r = request(QStringLiteral("slurm"));
+        r.layout.cluster.launch.gpusPerNode = 4;
+        const Command c = srunCommand(r, QStringLiteral("/shared/x/layout.json"));
+        QCOMPARE(c.program, QStringLiteral("srun"));
+        QCOMPARE(c.args, (QStringList{QStringLiteral("--mpi=pmix"), QStringLiteral("--kill-on-bad-exit=1"), QStringLiteral("--nodes=2"),
+                                      QStringLiteral("--ntasks-per-node=4"), QStringLiteral("--export=ALL,OPENBLAS_NUM_THREADS=1"),
+                                      QStringLiteral("--gpus-per-node=4"), QStringLiteral("/opt/loom/bin/loom-train"),
+                                      QStringLiteral("--layout"), QStringLiteral("/shared/x/layout.json"), QStringLiteral("--steps"),
+                                      QStringLiteral("7"), QStringLiteral("--stream")}));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestLaunchCommands)
+#include "tst_launchcommands.moc"

@@ -1,0 +1,155 @@
+// The strategy panel (valid choices, refusals that say why, one edit per change), the prediction panel
+// (figures and their formula tooltips) and the simulated schedule view.
+
+#include "engine/plan/CostModel.h"
+#include "views/LayoutAnalysis.h"
+#include "views/PredictionPanel.h"
+#include "views/StackedBar.h"
+#include "views/StrategyPanel.h"
+#include "views/TimelineView.h"
+#include "ViewsTest.h"
+
+#include <QComboBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSpinBox>
+#include <QStandardItemModel>
+
+using namespace loom;
+using namespace loom::views;
+
+class TestPanels : public QObject {
+    Q_OBJECT
+private slots:
+    void refusedTpExplainsWhy()
+    {
+        StrategyPanel panel(&profiles::BuiltinProfiles::instance());
+        const plan::Layout l = test::tinyLayout();
+        panel.setLayout(l);
+        QSignalSpy edits(&panel, &StrategyPanel::editRequested);
+        QVERIFY(!panel.requestDegree(Degree::Tp, 3));
+        QCOMPARE(edits.count(), 0);
+        QVERIFY2(panel.message().contains(QStringLiteral("parallel.tp=3 does not divide model.heads=4")), qPrintable(panel.message()));
+        QCOMPARE(panel.degreeBox(Degree::Tp)->currentText(), QStringLiteral("2")); // back to the current value
+
+        // Typing it into the box is refused the same way.
+        QLineEdit* edit = panel.degreeBox(Degree::Tp)->lineEdit();
+        edit->setText(QStringLiteral("3"));
+        emit edit->editingFinished();
+        QCOMPARE(edits.count(), 0);
+        QVERIFY(panel.message().contains(QStringLiteral("does not divide")));
+
+        // The list offers 3 but disabled, with the reason as its tooltip.
+        auto* model = static_cast<QStandardItemModel*>(panel.degreeBox(Degree::Tp)->model());
+        bool found = false;
+        for (int i = 0; i < model->rowCount(); ++i)
+            if (model->item(i)->text() == QStringLiteral("3")) {
+                found = true;
+                QVERIFY(!model->item(i)->isEnabled());
+                QVERIFY(model->item(i)->toolTip().contains(QStringLiteral("does not divide")));
+            }
+        QVERIFY(found);
+
+        // A valid degree is one edit, and clears the message.
+        QVERIFY(panel.requestDegree(Degree::Tp, 4));
+        QCOMPARE(edits.count(), 1);
+        const auto next = edits.at(0).at(0).value<plan::Layout>();
+        QCOMPARE(next.parallel.tp, 4);
+        QVERIFY(panel.message().isEmpty());
+    }
+
+    void everyControlEdits()
+    {
+        StrategyPanel panel(&profiles::BuiltinProfiles::instance());
+        const plan::Layout l = test::megatron1t();
+        panel.setLayout(l);
+        QSignalSpy edits(&panel, &StrategyPanel::editRequested);
+        auto* nodes = panel.findChild<QSpinBox*>(QStringLiteral("nodes"));
+        nodes->setValue(192);
+        QCOMPARE(edits.count(), 1);
+        auto next = edits.takeFirst().at(0).value<plan::Layout>();
+        QCOMPARE(next.nodes, 192);
+        QCOMPARE(next.parallel.dp, 3); // 1536 / (8·64)
+        // setLayout shows without emitting.
+        panel.setLayout(next);
+        QCOMPARE(edits.count(), 0);
+        auto* schedule = panel.findChild<QComboBox*>(QStringLiteral("schedule"));
+        QCOMPARE(schedule->currentText(), QStringLiteral("1f1b"));
+        schedule->setCurrentIndex(2);
+        emit schedule->activated(2);
+        QCOMPARE(edits.count(), 1);
+        next = edits.takeFirst().at(0).value<plan::Layout>();
+        QVERIFY(next.parallel.schedule == plan::ScheduleKind::Interleaved);
+        QCOMPARE(next.parallel.vpp, 2);
+    }
+
+    void predictionPanelExplainsEveryFigure()
+    {
+        PredictionPanel panel;
+        const LayoutAnalysis a = analyzeLayout(test::megatron1t());
+        QVERIFY(a.prediction);
+        panel.setAnalysis(a);
+        QCOMPARE(panel.label(QStringLiteral("tflops"))->text(), QLocale().toString(a.prediction->tflopsPerGpu, 'f', 1));
+        const QString flops = panel.label(QStringLiteral("tflops"))->toolTip();
+        QVERIFY2(flops.contains(QStringLiteral("96·B·s·l·h²·(1 + s/6h + V/16lh)")), qPrintable(flops));
+        QVERIFY2(flops.contains(QStringLiteral("96·3,072·2,048·128·25,600²")), qPrintable(flops)); // values substituted
+        const QString bubble = panel.label(QStringLiteral("bubble"))->toolTip();
+        QVERIFY2(bubble.contains(QStringLiteral("(p−1)/(m+p−1) = (64−1)/(512+64−1)")), qPrintable(bubble));
+        QVERIFY(panel.label(QStringLiteral("mfu"))->toolTip().contains(QStringLiteral("A100")));
+        QVERIFY(panel.label(QStringLiteral("memory.activations"))->toolTip().contains(QStringLiteral("2·s·b·h")));
+        QVERIFY(panel.label(QStringLiteral("memory.optimizer"))->toolTip().contains(QStringLiteral("12 bytes")));
+        for (const char* key : {"step", "tokens", "mfu", "memory", "split.compute", "split.tp", "split.pp", "split.dp",
+                 "split.bubble", "split.optimizer", "memory.params", "memory.grads", "memory.reserve"})
+            QVERIFY2(!panel.label(QString::fromLatin1(key))->toolTip().isEmpty(), key);
+        QCOMPARE(panel.splitBar()->parts().size(), std::size_t(6));
+        double sum = 0;
+        for (const auto& part : panel.splitBar()->parts())
+            sum += part.value;
+        QVERIFY(std::abs(sum - a.prediction->stepTime) < 1e-6 * a.prediction->stepTime);
+
+        // An invalid layout shows why there is no prediction.
+        plan::Layout bad = test::tinyLayout();
+        bad.parallel.tp = 3;
+        panel.setAnalysis(analyzeLayout(bad));
+        QCOMPARE(panel.label(QStringLiteral("step"))->text(), QStringLiteral("–"));
+        QVERIFY(panel.label(QStringLiteral("status"))->text().contains(QStringLiteral("does not divide")));
+    }
+
+    void scheduleViewDrawsTheSimulatedTimeline()
+    {
+        TimelineView view;
+        view.resize(1000, 300);
+        view.show();
+        const plan::Prediction p = plan::predict(test::tinyLayout());
+        TimelineData data;
+        data.setEvents(p.events);
+        view.setTimeline(std::move(data));
+        // pp = 2: two ranks (0 and 2), each with compute and comm lanes.
+        QCOMPARE(view.timeline().rows().size(), std::size_t(4));
+        QCOMPARE(view.timeline().rows()[2].rank, 2);
+        QCOMPARE(view.timeline().rows()[2].stage, 1);
+        QImage image(view.viewport()->size(), QImage::Format_ARGB32_Premultiplied);
+        view.viewport()->render(&image);
+        QVERIFY(view.lastPaintBoxes() >= 16); // 4 micro-batches × forward + backward × 2 ranks
+        // The first forward of rank 0 is under the mouse at its middle.
+        const auto& row = view.timeline().rows()[0];
+        const auto& first = view.timeline().event(row.events[0]);
+        const double x = TimelineView::kLabelWidth
+            + double((first.startNs + first.endNs) / 2 - view.window().first) / double(view.window().second - view.window().first)
+                * (view.viewport()->width() - TimelineView::kLabelWidth);
+        const std::int64_t hit = view.eventAt(QPoint(int(x), TimelineView::kRulerHeight + 5));
+        QCOMPARE(hit, std::int64_t(row.events[0]));
+        QVERIFY(view.eventDescription(hit).contains(QStringLiteral("micro-batch 0")));
+        QVERIFY(view.eventDescription(hit).contains(QStringLiteral("simulated")));
+        // Zooming at the mouse keeps the time under it.
+        const auto before = view.window();
+        view.zoomAt(4.0, int(x));
+        QVERIFY(view.window().second - view.window().first < (before.second - before.first) / 3);
+        QCOMPARE(view.eventAt(QPoint(int(x), TimelineView::kRulerHeight + 5)), hit);
+        view.fit();
+        QCOMPARE(view.window(), before);
+    }
+};
+
+QTEST_MAIN(TestPanels)
+#include "tst_panels.moc"

@@ -1,0 +1,164 @@
+// The workbench's item models and the timeline's index: LayerModel, CandidateModel, TimelineData.
+
+#include "engine/plan/Search.h"
+#include "views/CandidateModel.h"
+#include "views/LayerModel.h"
+#include "views/TimelineData.h"
+#include "ViewsTest.h"
+
+#include <QAbstractItemModelTester>
+#include <QMimeData>
+
+#include <random>
+
+using namespace loom;
+using namespace loom::views;
+
+class TestViewModels : public QObject {
+    Q_OBJECT
+private slots:
+    void layerModelRows()
+    {
+        LayerModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        const plan::Layout l = test::tinyLayout();
+        model.setLayout(l);
+        QCOMPARE(model.rowCount(), 4 + 3);
+        QCOMPARE(model.data(model.index(0, LayerModel::Name)).toString(), QStringLiteral("embedding"));
+        QCOMPARE(model.data(model.index(1, LayerModel::Name)).toString(), QStringLiteral("block 0"));
+        QCOMPARE(model.data(model.index(6, LayerModel::Name)).toString(), QStringLiteral("LM head (tied)"));
+        // Stages from the layout's even split: blocks 0-1 on stage 0, 2-3 on stage 1, head on the last.
+        QCOMPARE(model.data(model.index(2, 0), LayerModel::StageRole).toLongLong(), 0);
+        QCOMPARE(model.data(model.index(3, 0), LayerModel::StageRole).toLongLong(), 1);
+        QCOMPARE(model.data(model.index(6, 0), LayerModel::StageRole).toLongLong(), 1);
+        QVERIFY(model.data(model.index(1, LayerModel::Memory), Qt::ToolTipRole).toString().contains(QStringLiteral("16 bytes")));
+        // Block rows drag; the embedding does not.
+        QVERIFY(model.flags(model.index(1, 0)) & Qt::ItemIsDragEnabled);
+        QVERIFY(!(model.flags(model.index(0, 0)) & Qt::ItemIsDragEnabled));
+
+        // A stage change only changes data; a new model resets.
+        plan::Layout moved = l;
+        moved.parallel.stages = {{0, 0}, {1, 3}};
+        QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
+        QSignalSpy reset(&model, &QAbstractItemModel::modelReset);
+        model.setLayout(moved);
+        QCOMPARE(changed.count(), 1);
+        QCOMPARE(reset.count(), 0);
+        QCOMPARE(model.data(model.index(2, 0), LayerModel::StageRole).toLongLong(), 1);
+        model.setLayout(test::megatron1t());
+        QCOMPARE(reset.count(), 1);
+        QCOMPARE(model.rowCount(), 128 + 3);
+    }
+
+    void layerModelMime()
+    {
+        LayerModel model;
+        model.setLayout(test::megatron1t());
+        std::unique_ptr<QMimeData> mime(model.mimeData({model.index(model.rowOfBlock(7), 0), model.index(model.rowOfBlock(3), 2),
+            model.index(0, 0)}));
+        QVERIFY(mime);
+        std::int64_t first = -1, last = -1;
+        QVERIFY(LayerModel::decodeBlocks(mime.get(), &first, &last));
+        QCOMPARE(first, 3);
+        QCOMPARE(last, 7);
+        QVERIFY(!model.mimeData({model.index(0, 0)})); // the embedding alone is not a block range
+        QMimeData junk;
+        junk.setData(QString::fromLatin1(LayerModel::kMimeType), "7 three");
+        QVERIFY(!LayerModel::decodeBlocks(&junk, &first, &last));
+        junk.setData(QString::fromLatin1(LayerModel::kMimeType), "9 2");
+        QVERIFY(!LayerModel::decodeBlocks(&junk, &first, &last));
+        QVERIFY(!LayerModel::decodeBlocks(nullptr, &first, &last));
+    }
+
+    void candidateModel()
+    {
+        CandidateModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        const plan::Layout l = test::megatron1t();
+        plan::SearchRequest request;
+        request.model = l.model;
+        request.cluster = l.cluster;
+        request.nodes = 8;
+        request.globalBatch = 64;
+        request.precision = plan::Precision::Fp16;
+        request.top = 4;
+        plan::ModelSpec small = *profiles::BuiltinProfiles::instance().findModel("gpt2-1.5b");
+        request.model = small;
+        const plan::SearchResult r = plan::search(request);
+        QVERIFY(!r.ranked.empty());
+        model.setCandidates(r.ranked);
+        QCOMPARE(model.rowCount(), int(r.ranked.size()));
+        QCOMPARE(model.data(model.index(0, CandidateModel::Tp)).toLongLong(), r.ranked[0].layout.parallel.tp);
+        // Best first.
+        for (int i = 1; i < model.rowCount(); ++i)
+            QVERIFY(model.data(model.index(i - 1, CandidateModel::TokensPerS), Qt::UserRole).toDouble()
+                >= model.data(model.index(i, CandidateModel::TokensPerS), Qt::UserRole).toDouble());
+    }
+
+    void searchReportsProgressAndCancels()
+    {
+        plan::SearchRequest request;
+        const plan::Layout l = test::megatron1t();
+        request.model = l.model;
+        request.cluster = l.cluster;
+        request.nodes = l.nodes;
+        request.globalBatch = l.parallel.globalBatch;
+        request.precision = l.precision;
+        std::vector<double> seen;
+        request.progress = [&](double f) {
+            seen.push_back(f);
+            return seen.size() < 5;
+        };
+        const plan::SearchResult r = plan::search(request);
+        QVERIFY(r.cancelled);
+        QVERIFY(r.ranked.empty());
+        QCOMPARE(seen.size(), std::size_t(5));
+        QVERIFY(std::is_sorted(seen.begin(), seen.end()));
+    }
+
+    void timelineVisibleMatchesBruteForce()
+    {
+        std::mt19937 rng(7);
+        std::vector<trace::TraceEvent> events;
+        for (int i = 0; i < 5000; ++i) {
+            trace::TraceEvent e;
+            e.rank = int(rng() % 4);
+            e.lane = rng() % 3 == 0 ? trace::Lane::Comm : trace::Lane::Compute;
+            e.kind = e.lane == trace::Lane::Comm ? trace::EventKind::AllReduce : trace::EventKind::Forward;
+            e.startNs = std::int64_t(rng() % 1000000);
+            e.endNs = e.startNs + std::int64_t(rng() % (rng() % 10 == 0 ? 200000 : 2000));
+            events.push_back(e);
+        }
+        TimelineData data;
+        data.setEvents(events);
+        QCOMPARE(data.rows().size(), std::size_t(8));
+        for (int q = 0; q < 300; ++q) {
+            const std::int64_t t0 = std::int64_t(rng() % 1100000) - 50000, t1 = t0 + std::int64_t(rng() % 50000);
+            for (const auto& row : data.rows()) {
+                const auto [first, last] = data.visible(row, t0, t1);
+                std::size_t expected = 0, found = 0;
+                for (std::size_t i = 0; i < row.events.size(); ++i) {
+                    const auto& e = data.event(row.events[i]);
+                    const bool overlaps = e.endNs >= t0 && e.startNs <= t1;
+                    expected += overlaps;
+                    if (overlaps) {
+                        QVERIFY(i >= first && i < last);
+                        ++found;
+                    }
+                }
+                QCOMPARE(found, expected);
+                QVERIFY(last - first <= row.events.size());
+            }
+        }
+        // eventAt finds the event covering a time.
+        const auto& row = data.rows().front();
+        const auto& e = data.event(row.events[row.events.size() / 2]);
+        const std::int64_t hit = data.eventAt(row, (e.startNs + e.endNs) / 2);
+        QVERIFY(hit >= 0);
+        QVERIFY(data.event(std::uint32_t(hit)).startNs <= (e.startNs + e.endNs) / 2);
+        QVERIFY(data.event(std::uint32_t(hit)).endNs >= (e.startNs + e.endNs) / 2);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestViewModels)
+#include "tst_viewmodels.moc"

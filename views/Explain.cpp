@@ -1,0 +1,188 @@
+#include "views/Explain.h"
+
+#include "engine/plan/CostModel.h"
+
+#include <QLocale>
+
+namespace loom::views {
+
+namespace {
+
+QString num(double x, int precision = 3) { return QLocale().toString(x, 'g', precision); }
+QString big(double x) { return QLocale().toString(qlonglong(x)); }
+
+struct Symbols {
+    double B, b, m, s, h, a, l, V, t, p, d, v;
+};
+
+Symbols symbols(const plan::Layout& l)
+{
+    const auto& par = l.parallel;
+    const bool interleaved = par.schedule == plan::ScheduleKind::Interleaved;
+    return {double(par.globalBatch), double(par.microBatch), double(par.microBatches()), double(l.model.seqLen),
+        double(l.model.hidden), double(l.model.heads), double(l.model.layers), double(l.model.vocab), double(par.tp),
+        double(par.pp), double(par.dp), interleaved ? double(par.vpp) : 1.0};
+}
+
+QString percent(double x) { return QLocale().toString(100.0 * x, 'f', 1) + QStringLiteral(" %"); }
+
+} // namespace
+
+QString formatSeconds(double seconds)
+{
+    if (seconds >= 1)
+        return QLocale().toString(seconds, 'f', seconds >= 100 ? 0 : 2) + QStringLiteral(" s");
+    if (seconds >= 1e-3)
+        return QLocale().toString(seconds * 1e3, 'f', seconds >= 0.1 ? 0 : 1) + QStringLiteral(" ms");
+    return QLocale().toString(seconds * 1e6, 'f', 0) + QStringLiteral(" µs");
+}
+
+namespace explain {
+
+QString stepTime(const plan::Layout& l, const plan::Prediction& p)
+{
+    return QObject::tr("<b>Step time</b> = the slowest pipeline stage's timeline from the replay of the %1 "
+                       "schedule: compute %2 + exposed TP %3 + exposed PP %4 + bubble %5 + exposed DP %6 + optimizer "
+                       "%7 = <b>%8</b>. Compute uses the device's peak (%9 TFLOP/s at %10) × a GEMM efficiency curve; "
+                       "communication uses the α-β model of the links each group crosses.")
+        .arg(QString::fromStdString(std::string(plan::toString(l.parallel.schedule))), formatSeconds(p.compute),
+            formatSeconds(p.tpExposed), formatSeconds(p.ppExposed), formatSeconds(p.bubble), formatSeconds(p.dpExposed),
+            formatSeconds(p.optimizer), formatSeconds(p.stepTime), num(l.cluster.device.peakTflops(l.precision)),
+            QString::fromStdString(std::string(plan::toString(l.precision))));
+}
+
+QString tokensPerSecond(const plan::Layout& l, const plan::Prediction& p)
+{
+    const Symbols x = symbols(l);
+    return QObject::tr("<b>Tokens/s</b> = B·s / step time = %1 · %2 / %3 = <b>%4</b>")
+        .arg(big(x.B), big(x.s), formatSeconds(p.stepTime), big(p.tokensPerSecond));
+}
+
+QString tflopsPerGpu(const plan::Layout& l, const plan::Prediction& p)
+{
+    const Symbols x = symbols(l);
+    const bool full = l.memory.recompute == plan::Recompute::Full;
+    const QString formula = full ? QStringLiteral("96·B·s·l·h²·(1 + s/6h + V/16lh)")
+                                 : QStringLiteral("72·B·s·l·h²·(1 + s/6h + V/12lh)");
+    // Built in pieces: QString::arg() would read "%5²" as placeholder 52.
+    const QString values = QStringLiteral("%1·%2·%3·%4·%5").arg(full ? 96 : 72).arg(big(x.B), big(x.s), big(x.l), big(x.h))
+        + QChar(0x00B2)
+        + QStringLiteral("·(1 + %1/(6·%2) + %3/(%4·%5·%6))")
+              .arg(big(x.s), big(x.h), big(x.V))
+              .arg(full ? 16 : 12)
+              .arg(big(x.l), big(x.h));
+    return QObject::tr("<b>TFLOP/s per GPU</b> = model FLOPs F / (step time × GPUs) (Narayanan et al., SC21, eq. 3, "
+                       "%1).<br>F = %2<br>&nbsp;&nbsp;= %3 = %4 FLOPs<br>F / (%5 × %6) = <b>%7 TFLOP/s</b>")
+        .arg(full ? QObject::tr("with full recomputation") : QObject::tr("without recomputation"), formula, values,
+            num(p.modelFlops, 4), formatSeconds(p.stepTime), big(double(l.parallel.worldSize())), num(p.tflopsPerGpu, 4));
+}
+
+QString mfu(const plan::Layout& l, const plan::Prediction& p)
+{
+    return QObject::tr("<b>MFU</b> (model FLOPs utilisation) = TFLOP/s per GPU ÷ the device's peak = %1 ÷ %2 (%3 at %4) "
+                       "= <b>%5</b>. Recomputed forwards are not counted (that would be HFU).")
+        .arg(num(p.tflopsPerGpu, 4), num(l.cluster.device.peakTflops(l.precision), 4),
+            QString::fromStdString(l.cluster.device.name),
+            QString::fromStdString(std::string(plan::toString(l.precision))), percent(p.mfu));
+}
+
+QString bubble(const plan::Layout& l, const plan::Prediction& p)
+{
+    const Symbols x = symbols(l);
+    QString closed;
+    if (l.parallel.schedule == plan::ScheduleKind::Interleaved)
+        closed = QObject::tr("interleaved 1F1B: bubble / ideal time = (p−1)/(v·m) = (%1−1)/(%2·%3); as a fraction of "
+                             "the step (p−1)/(v·m + p−1) = <b>%4</b>")
+                     .arg(big(x.p), big(x.v), big(x.m), percent(p.bubbleTheory));
+    else
+        closed = QObject::tr("%1: bubble / ideal time = (p−1)/m = (%2−1)/%3; as a fraction of the step (p−1)/(m+p−1) = "
+                             "(%2−1)/(%3+%2−1) = <b>%4</b>")
+                     .arg(QString::fromStdString(std::string(plan::toString(l.parallel.schedule))), big(x.p), big(x.m),
+                         percent(p.bubbleTheory));
+    return QObject::tr("<b>Pipeline bubble</b>: idle time of the busiest stage ÷ step time in the simulated schedule = "
+                       "%1 ÷ %2 = <b>%3</b>.<br>Closed form (Narayanan et al., SC21; Huang et al., GPipe) for "
+                       "p = %4 stages and m = B/(b·dp) = %5/(%6·%7) = %8 micro-batches, %9.")
+        .arg(formatSeconds(p.bubble), formatSeconds(p.stepTime), percent(p.bubbleFraction), big(x.p), big(x.B), big(x.b),
+            big(x.d), big(x.m), closed);
+}
+
+QString stepPart(const plan::Layout& l, const plan::Prediction& p, const QString& part)
+{
+    const Symbols x = symbols(l);
+    const double share = [&] {
+        if (part == QLatin1String("compute")) return p.compute;
+        if (part == QLatin1String("tp")) return p.tpExposed;
+        if (part == QLatin1String("pp")) return p.ppExposed;
+        if (part == QLatin1String("dp")) return p.dpExposed;
+        if (part == QLatin1String("bubble")) return p.bubble;
+        return p.optimizer;
+    }() / std::max(1e-12, p.stepTime);
+    QString what;
+    if (part == QLatin1String("compute"))
+        what = QObject::tr("forward and backward passes of the critical stage's layers (backward ≈ 2× forward%1)")
+                   .arg(l.memory.recompute == plan::Recompute::Full ? QObject::tr(", plus the recomputed forward") : QString());
+    else if (part == QLatin1String("tp"))
+        what = QObject::tr("tensor-parallel all-reduces: 2 per layer forward and %1 backward of b·s·h = %2·%3·%4 "
+                           "activations over tp = %5 devices, 2(t−1)/t of the data over the link")
+                   .arg(l.memory.recompute == plan::Recompute::Full ? 4 : 2)
+                   .arg(big(x.b), big(x.s), big(x.h), big(x.t));
+    else if (part == QLatin1String("pp"))
+        what = QObject::tr("pipeline sends of b·s·h activations forward and gradients back at each of the %1 stage "
+                           "boundaries, as far as they delay the critical stage")
+                   .arg(big(x.p * x.v - 1));
+    else if (part == QLatin1String("dp"))
+        what = QObject::tr("the data-parallel gradient all-reduce over dp = %1 replicas not hidden behind backward%2")
+                   .arg(big(x.d))
+                   .arg(l.comm.overlap ? QObject::tr(" (overlap on)") : QObject::tr(" (overlap off: all of it)"));
+    else if (part == QLatin1String("bubble"))
+        what = QObject::tr("pipeline idle time while the stage waits for micro-batches (see the bubble figure)");
+    else
+        what = QObject::tr("AdamW reads and writes about 28 bytes per parameter at the device's memory bandwidth");
+    return QObject::tr("<b>%1</b> (%2 of the step): %3").arg(formatSeconds(share * p.stepTime), percent(share), what);
+}
+
+QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& kind)
+{
+    const Symbols x = symbols(l);
+    const bool mixed = l.precision != plan::Precision::Fp32;
+    const auto& m = p.memory;
+    if (kind == QLatin1String("params"))
+        return QObject::tr("<b>Parameters</b>: the stage's parameters / t × %1 bytes (%2) = <b>%3 GB</b>")
+            .arg(mixed ? 2 : 4)
+            .arg(QString::fromStdString(std::string(plan::toString(l.precision))), num(m.params));
+    if (kind == QLatin1String("grads"))
+        return QObject::tr("<b>Gradients</b>: one per parameter, %1 bytes each = <b>%2 GB</b>").arg(mixed ? 2 : 4).arg(num(m.grads));
+    if (kind == QLatin1String("optimizer"))
+        return QObject::tr("<b>Optimizer state</b>: Adam's %1 bytes per parameter (%2)%3 = <b>%4 GB</b> (ZeRO paper, "
+                           "Rajbhandari et al.)")
+            .arg(mixed ? 12 : 8)
+            .arg(mixed ? QObject::tr("fp32 master weight, m and v") : QObject::tr("m and v"))
+            .arg(l.memory.zero == 1 ? QObject::tr(", divided by dp = %1 under ZeRO-1").arg(big(x.d)) : QString())
+            .arg(num(m.optimizer));
+    if (kind == QLatin1String("activations")) {
+        QString formula;
+        switch (l.memory.recompute) {
+        case plan::Recompute::Full: formula = QStringLiteral("2·s·b·h"); break;
+        case plan::Recompute::Selective: formula = QStringLiteral("s·b·h·(10 + 24/t)"); break;
+        case plan::Recompute::None:
+            formula = x.t == 1 ? QStringLiteral("s·b·h·(34 + 5·a·s/h)") : QStringLiteral("s·b·h·(10 + 24/t + 5·a·s/(h·t))");
+            break;
+        }
+        const double perLayer = plan::activationBytesPerLayer(l.model, l.parallel.microBatch, l.parallel.tp, l.memory.recompute);
+        return QObject::tr("<b>Activations</b> per layer and micro-batch (Korthikanti et al. 2022, 16-bit%1): %2 with s = %3, "
+                           "b = %4, h = %5, a = %6, t = %7 → %8 MB; times the layers of the stage and the micro-batches "
+                           "in flight under %9 (1F1B holds at most p, GPipe m) = <b>%10 GB</b>")
+            .arg(mixed ? QString() : QObject::tr(", doubled for fp32"), formula, big(x.s), big(x.b), big(x.h), big(x.a),
+                big(x.t), num(perLayer / 1e6 * (mixed ? 1 : 2)),
+                QString::fromStdString(std::string(plan::toString(l.parallel.schedule))), num(m.activations));
+    }
+    if (kind == QLatin1String("reserve"))
+        return QObject::tr("<b>Reserve</b>: 5 % of the device's %1 GB for the framework, allocator fragmentation and "
+                           "workspaces = <b>%2 GB</b>")
+            .arg(num(p.memoryCapacityGB), num(m.reserve));
+    return QObject::tr("<b>Memory of the most loaded device</b>: %1 GB of %2 GB — %3")
+        .arg(num(m.total()), num(p.memoryCapacityGB), p.fits ? QObject::tr("fits") : QObject::tr("does <b>not</b> fit"));
+}
+
+} // namespace explain
+} // namespace loom::views

@@ -1,0 +1,187 @@
+#include "views/LayerModel.h"
+
+#include "engine/plan/LayoutSummary.h"
+#include "views/Colors.h"
+
+#include <QLocale>
+#include <QMimeData>
+
+namespace loom::views {
+
+LayerModel::LayerModel(QObject* parent)
+    : QAbstractTableModel(parent)
+{
+}
+
+void LayerModel::setLayout(const plan::Layout& layout)
+{
+    const bool shapeChanged = !(layout.model == m_layout.model) || layout.precision != m_layout.precision;
+    if (shapeChanged)
+        beginResetModel();
+    m_layout = layout;
+    m_ranges = layout.parallel.pp * layout.parallel.vpp <= layout.model.layers ? layout.stageRanges()
+                                                                               : std::vector<plan::StageRange>{};
+    if (shapeChanged)
+        endResetModel();
+    else if (rowCount() > 0)
+        emit dataChanged(index(0, Stage), index(rowCount() - 1, Stage));
+}
+
+int LayerModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() || m_layout.model.layers <= 0 ? 0 : int(m_layout.model.layers) + 3;
+}
+
+int LayerModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+
+int LayerModel::blockOfRow(int row) const
+{
+    return row >= 1 && row <= int(m_layout.model.layers) ? row - 1 : -1;
+}
+
+std::int64_t LayerModel::parametersOfRow(int row) const
+{
+    const auto& m = m_layout.model;
+    if (row == 0)
+        return m.embeddingParameters();
+    if (blockOfRow(row) >= 0)
+        return m.blockParameters();
+    if (row == int(m.layers) + 1)
+        return m.headParameters() - (m.tieEmbeddings ? 0 : m.paddedVocab() * m.hidden);
+    return m.tieEmbeddings ? 0 : m.paddedVocab() * m.hidden;
+}
+
+std::int64_t LayerModel::stageOfRow(int row) const
+{
+    if (m_ranges.empty())
+        return -1;
+    if (row == 0)
+        return 0;
+    const int block = blockOfRow(row);
+    if (block < 0)
+        return std::int64_t(m_ranges.size()) - 1;
+    for (std::size_t s = 0; s < m_ranges.size(); ++s)
+        if (block >= m_ranges[s].first && block <= m_ranges[s].last)
+            return std::int64_t(s);
+    return -1;
+}
+
+QVariant LayerModel::data(const QModelIndex& index, int role) const
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+        return {};
+    const int row = index.row();
+    const int block = blockOfRow(row);
+    const std::int64_t params = parametersOfRow(row);
+    // Weights, gradients and Adam state: 16 bytes a parameter in mixed precision (2 + 2 + 12), 16 in fp32
+    // (4 + 4 + 8) (FORMULAS.md, ZeRO paper).
+    const double bytes = double(params) * 16.0;
+    const std::int64_t stage = stageOfRow(row);
+    const int layers = int(m_layout.model.layers);
+    switch (role) {
+    case Qt::DisplayRole:
+        switch (index.column()) {
+        case Name:
+            if (row == 0)
+                return tr("embedding");
+            if (block >= 0)
+                return tr("block %1").arg(block);
+            if (row == layers + 1)
+                return tr("final norm");
+            return m_layout.model.tieEmbeddings ? tr("LM head (tied)") : tr("LM head");
+        case Parameters: return QString::fromStdString(plan::humanCount(double(params)));
+        case Memory:
+            return bytes >= 1e9 ? QLocale().toString(bytes / 1e9, 'f', 2) + QStringLiteral(" GB")
+                                : QLocale().toString(bytes / 1e6, 'f', 1) + QStringLiteral(" MB");
+        case Stage: return stage >= 0 ? QVariant(qlonglong(stage)) : QVariant(QStringLiteral("–"));
+        }
+        break;
+    case Qt::ToolTipRole:
+        if (index.column() == Memory)
+            return tr("%1 parameters × 16 bytes (weight, gradient and Adam state: 2 + 2 + 12 bytes in mixed "
+                      "precision, 4 + 4 + 8 in fp32; ZeRO paper) = %2 MB before tensor parallelism divides it")
+                .arg(QLocale().toString(qlonglong(params)))
+                .arg(QLocale().toString(bytes / 1e6, 'f', 1));
+        if (block >= 0)
+            return tr("Transformer block %1 on pipeline stage %2. Select a range of blocks and drag it onto a device "
+                      "of the topology map to move them to that device's stage.")
+                .arg(block)
+                .arg(stage);
+        if (row == 0)
+            return tr("The token%1 embedding always lives on the first pipeline stage.")
+                .arg(m_layout.model.position == plan::ModelSpec::Position::Learned ? tr(" and position") : QString());
+        return tr("The final norm and the LM head always live on the last pipeline stage.");
+    case Qt::DecorationRole:
+        if (index.column() == Stage && stage >= 0)
+            return stageColor(stage);
+        break;
+    case Qt::TextAlignmentRole:
+        if (index.column() != Name)
+            return int(Qt::AlignRight | Qt::AlignVCenter);
+        break;
+    case BlockRole: return block;
+    case StageRole: return qlonglong(stage);
+    }
+    return {};
+}
+
+QVariant LayerModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+        return QAbstractTableModel::headerData(section, orientation, role);
+    switch (section) {
+    case Name: return tr("Layer");
+    case Parameters: return tr("Params");
+    case Memory: return tr("Memory");
+    case Stage: return tr("Stage");
+    }
+    return {};
+}
+
+Qt::ItemFlags LayerModel::flags(const QModelIndex& index) const
+{
+    if (!index.isValid())
+        return Qt::NoItemFlags;
+    Qt::ItemFlags f = Qt::ItemIsEnabled | Qt::ItemIsSelectable;
+    if (blockOfRow(index.row()) >= 0)
+        f |= Qt::ItemIsDragEnabled;
+    return f;
+}
+
+QStringList LayerModel::mimeTypes() const { return {QString::fromLatin1(kMimeType)}; }
+
+QMimeData* LayerModel::mimeData(const QModelIndexList& indexes) const
+{
+    int first = -1, last = -1;
+    for (const QModelIndex& i : indexes) {
+        const int block = blockOfRow(i.row());
+        if (block < 0)
+            continue;
+        first = first < 0 ? block : std::min(first, block);
+        last = std::max(last, block);
+    }
+    if (first < 0)
+        return nullptr;
+    auto* mime = new QMimeData;
+    mime->setData(QString::fromLatin1(kMimeType), QByteArray::number(first) + ' ' + QByteArray::number(last));
+    mime->setText(tr("blocks %1–%2").arg(first).arg(last));
+    return mime;
+}
+
+bool LayerModel::decodeBlocks(const QMimeData* mime, std::int64_t* first, std::int64_t* last)
+{
+    if (!mime || !mime->hasFormat(QString::fromLatin1(kMimeType)))
+        return false;
+    const QList<QByteArray> parts = mime->data(QString::fromLatin1(kMimeType)).split(' ');
+    if (parts.size() != 2)
+        return false;
+    bool ok1 = false, ok2 = false;
+    const qlonglong a = parts[0].toLongLong(&ok1), b = parts[1].toLongLong(&ok2);
+    if (!ok1 || !ok2 || a < 0 || b < a)
+        return false;
+    *first = a;
+    *last = b;
+    return true;
+}
+
+} // namespace loom::views

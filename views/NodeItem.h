@@ -1,0 +1,36 @@
+#pragma once
+
+#include <QGraphicsItem>
+
+namespace loom::views {
+
+class TopologyScene;
+
+// One node of the map: a box with its devices, drawn by hand at three levels of detail (Qt's "chip"
+// example): text, memory bars and TP outlines when zoomed in; coloured cells when zoomed out; so 384 nodes
+// of 8 devices stay fast. Hovering a device shows its tooltip.
+class NodeItem : public QGraphicsItem {
+public:
+    NodeItem(const TopologyScene* scene, std::int64_t node, QSizeF size);
+
+    QRectF boundingRect() const override;
+    void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
+    std::int64_t node() const { return m_node; }
+    // The device's rectangle in item coordinates.
+    QRectF cellRect(std::int64_t local) const;
+    // The device at an item position, or -1.
+    std::int64_t cellAt(const QPointF& pos) const;
+
+protected:
+    void hoverMoveEvent(QGraphicsSceneHoverEvent* event) override;
+
+private:
+    void paintCell(QPainter* p, std::int64_t local, qreal lod) const;
+    void paintTpOutlines(QPainter* p) const;
+
+    const TopologyScene* m_scene;
+    std::int64_t m_node;
+    QSizeF m_size;
+};
+
+} // namespace loom::views

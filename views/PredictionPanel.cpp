@@ -1,0 +1,188 @@
+#include "views/PredictionPanel.h"
+
+#include "views/Colors.h"
+#include "views/Explain.h"
+#include "views/StackedBar.h"
+
+#include <QGridLayout>
+#include <QGroupBox>
+#include <QLabel>
+#include <QLocale>
+#include <QPushButton>
+#include <QVBoxLayout>
+
+namespace loom::views {
+
+namespace {
+
+struct PartStyle {
+    const char* key;
+    const char* caption;
+    QColor color;
+};
+
+const PartStyle kSplit[] = {
+    {"compute", QT_TRANSLATE_NOOP("PredictionPanel", "compute"), colors::forward},
+    {"tp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed TP comm."), colors::tensorComm},
+    {"pp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed PP comm."), colors::pipelineComm},
+    {"dp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed DP comm."), colors::dataComm},
+    {"bubble", QT_TRANSLATE_NOOP("PredictionPanel", "bubble"), colors::idle},
+    {"optimizer", QT_TRANSLATE_NOOP("PredictionPanel", "optimizer"), colors::optimizer},
+};
+
+const PartStyle kMemory[] = {
+    {"params", QT_TRANSLATE_NOOP("PredictionPanel", "parameters"), QColor(0x00, 0x72, 0xB2)},
+    {"grads", QT_TRANSLATE_NOOP("PredictionPanel", "gradients"), QColor(0x00, 0x9E, 0x73)},
+    {"optimizer", QT_TRANSLATE_NOOP("PredictionPanel", "optimizer state"), QColor(0xF0, 0xE4, 0x42)},
+    {"activations", QT_TRANSLATE_NOOP("PredictionPanel", "activations"), QColor(0xCC, 0x79, 0xA7)},
+    {"reserve", QT_TRANSLATE_NOOP("PredictionPanel", "reserve"), QColor(0xBB, 0xBB, 0xBB)},
+};
+
+QString swatch(const QColor& c) { return QStringLiteral("<span style=\"color:%1\">■</span> ").arg(c.name()); }
+QString gb(double x) { return QLocale().toString(x, 'f', x < 10 ? 2 : 1) + QStringLiteral(" GB"); }
+
+} // namespace
+
+PredictionPanel::PredictionPanel(QWidget* parent)
+    : QWidget(parent)
+{
+    auto* outer = new QVBoxLayout(this);
+    outer->setContentsMargins(6, 6, 6, 6);
+    auto* figures = new QGridLayout;
+    figures->setHorizontalSpacing(12);
+    addFigure(figures, 0, QStringLiteral("step"), tr("Step time"));
+    addFigure(figures, 1, QStringLiteral("tokens"), tr("Tokens/s"));
+    addFigure(figures, 2, QStringLiteral("tflops"), tr("TFLOP/s per GPU"));
+    addFigure(figures, 3, QStringLiteral("mfu"), tr("MFU"));
+    addFigure(figures, 4, QStringLiteral("bubble"), tr("Bubble"));
+    addFigure(figures, 5, QStringLiteral("memory"), tr("Memory"));
+    figures->setColumnStretch(1, 1);
+    outer->addLayout(figures);
+
+    auto legend = [this](QGridLayout* grid, const char* group, const PartStyle* styles, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) {
+            auto* l = new QLabel;
+            l->setTextFormat(Qt::RichText);
+            m_labels[QString::fromLatin1(group) + QLatin1Char('.') + QString::fromLatin1(styles[i].key)] = l;
+            grid->addWidget(l, int(i), 0);
+        }
+    };
+    auto* splitBox = new QGroupBox(tr("Step split (critical stage)"));
+    auto* splitLayout = new QVBoxLayout(splitBox);
+    m_split = new StackedBar;
+    splitLayout->addWidget(m_split);
+    auto* splitLegend = new QGridLayout;
+    legend(splitLegend, "split", kSplit, std::size(kSplit));
+    splitLayout->addLayout(splitLegend);
+    outer->addWidget(splitBox);
+
+    auto* memBox = new QGroupBox(tr("Memory of the most loaded device"));
+    auto* memLayout = new QVBoxLayout(memBox);
+    m_memory = new StackedBar;
+    memLayout->addWidget(m_memory);
+    auto* memLegend = new QGridLayout;
+    legend(memLegend, "memory", kMemory, std::size(kMemory));
+    memLayout->addLayout(memLegend);
+    outer->addWidget(memBox);
+
+    auto* status = new QLabel;
+    status->setWordWrap(true);
+    status->setTextFormat(Qt::PlainText);
+    m_labels[QStringLiteral("status")] = status;
+    outer->addWidget(status);
+
+    m_recommend = new QPushButton(tr("Recommend…"));
+    m_recommend->setToolTip(tr("Search every valid tp, pp, dp, vpp, micro-batch, schedule, ZeRO and recompute for this "
+                               "model on these nodes and rank the layouts that fit by predicted throughput."));
+    connect(m_recommend, &QPushButton::clicked, this, &PredictionPanel::recommendRequested);
+    outer->addWidget(m_recommend);
+    outer->addStretch(1);
+}
+
+QLabel* PredictionPanel::addFigure(QGridLayout* grid, int row, const QString& key, const QString& caption)
+{
+    auto* name = new QLabel(caption);
+    auto* value = new QLabel(QStringLiteral("–"));
+    QFont f = value->font();
+    f.setBold(true);
+    value->setFont(f);
+    value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    grid->addWidget(name, row, 0);
+    grid->addWidget(value, row, 1);
+    m_labels[key] = value;
+    return value;
+}
+
+QLabel* PredictionPanel::label(const QString& key) const
+{
+    const auto it = m_labels.find(key);
+    return it == m_labels.end() ? nullptr : it->second;
+}
+
+void PredictionPanel::setAnalysis(const LayoutAnalysis& a)
+{
+    QLabel* status = label(QStringLiteral("status"));
+    const auto errors = a.diagnostics.errors();
+    if (!a.prediction) {
+        for (auto& [key, l] : m_labels)
+            if (l != status) {
+                l->setText(key.contains(QLatin1Char('.')) ? QString() : QStringLiteral("–"));
+                l->setToolTip(QString());
+            }
+        m_split->setParts({});
+        m_memory->setParts({});
+        status->setText(QString::fromStdString(a.noPrediction)
+            + (errors.empty() ? QString() : QStringLiteral(":\n") + QString::fromStdString(errors.front().message)));
+        return;
+    }
+    const plan::Prediction& p = *a.prediction;
+    const plan::Layout& l = a.layout;
+    auto set = [this](const char* key, const QString& text, const QString& tip) {
+        QLabel* w = label(QString::fromLatin1(key));
+        w->setText(text);
+        w->setToolTip(tip);
+    };
+    set("step", formatSeconds(p.stepTime), explain::stepTime(l, p));
+    set("tokens", QLocale().toString(p.tokensPerSecond, 'f', 0), explain::tokensPerSecond(l, p));
+    set("tflops", QLocale().toString(p.tflopsPerGpu, p.tflopsPerGpu < 1 ? 'g' : 'f', p.tflopsPerGpu < 1 ? 3 : 1),
+        explain::tflopsPerGpu(l, p));
+    set("mfu", QLocale().toString(100.0 * p.mfu, 'f', 1) + QStringLiteral(" %"), explain::mfu(l, p));
+    set("bubble",
+        tr("%1 (closed form %2)")
+            .arg(QLocale().toString(100.0 * p.bubbleFraction, 'f', 1) + QStringLiteral(" %"),
+                QLocale().toString(100.0 * p.bubbleTheory, 'f', 1) + QStringLiteral(" %")),
+        explain::bubble(l, p));
+    set("memory", tr("%1 of %2 — %3").arg(gb(p.memory.total()), gb(p.memoryCapacityGB), p.fits ? tr("fits") : tr("does not fit")),
+        explain::memory(l, p, QStringLiteral("total")));
+    label(QStringLiteral("memory"))->setStyleSheet(p.fits ? QString() : QStringLiteral("color: #C01F1F;"));
+
+    const double parts[] = {p.compute, p.tpExposed, p.ppExposed, p.dpExposed, p.bubble, p.optimizer};
+    std::vector<StackedBar::Part> split;
+    for (std::size_t i = 0; i < std::size(kSplit); ++i) {
+        const QString key = QString::fromLatin1(kSplit[i].key);
+        const QString tip = explain::stepPart(l, p, key);
+        split.push_back({tr(kSplit[i].caption), parts[i], kSplit[i].color, tip});
+        set(QStringLiteral("split.%1").arg(key).toLatin1().constData(),
+            swatch(kSplit[i].color) + tr(kSplit[i].caption) + QStringLiteral(" ") + formatSeconds(parts[i]), tip);
+    }
+    m_split->setParts(std::move(split));
+
+    const double mem[] = {p.memory.params, p.memory.grads, p.memory.optimizer, p.memory.activations, p.memory.reserve};
+    std::vector<StackedBar::Part> memory;
+    for (std::size_t i = 0; i < std::size(kMemory); ++i) {
+        const QString key = QString::fromLatin1(kMemory[i].key);
+        const QString tip = explain::memory(l, p, key);
+        memory.push_back({tr(kMemory[i].caption), mem[i], kMemory[i].color, tip});
+        set(QStringLiteral("memory.%1").arg(key).toLatin1().constData(),
+            swatch(kMemory[i].color) + tr(kMemory[i].caption) + QStringLiteral(" ") + gb(mem[i]), tip);
+    }
+    m_memory->setParts(std::move(memory), p.memoryCapacityGB);
+    m_memory->setToolTip(explain::memory(l, p, QStringLiteral("total")));
+
+    QStringList notes;
+    for (const auto& w : a.diagnostics.warnings())
+        notes << QString::fromStdString(w.message);
+    status->setText(notes.join(QLatin1Char('\n')));
+}
+
+} // namespace loom::views

@@ -1,0 +1,131 @@
+#include "views/TimelineData.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace loom::views {
+
+void TimelineData::setEvents(std::vector<trace::TraceEvent> events, std::vector<trace::GroupInfo> groups)
+{
+    m_events.clear();
+    m_rows.clear();
+    m_groups = std::move(groups);
+    m_begin = m_end = 0;
+    append(events);
+}
+
+void TimelineData::addGroups(const std::vector<trace::GroupInfo>& groups)
+{
+    for (const auto& g : groups)
+        if (std::none_of(m_groups.begin(), m_groups.end(), [&](const trace::GroupInfo& o) { return o.id == g.id; }))
+            m_groups.push_back(g);
+}
+
+int TimelineData::rowIndex(std::int32_t rank, trace::Lane lane) const
+{
+    const auto it = std::lower_bound(m_rows.begin(), m_rows.end(), std::pair{rank, int(lane)},
+        [](const Row& r, const std::pair<std::int32_t, int>& key) { return std::pair{r.rank, int(r.lane)} < key; });
+    return it != m_rows.end() && it->rank == rank && it->lane == lane ? int(it - m_rows.begin()) : -1;
+}
+
+TimelineData::Row& TimelineData::rowFor(std::int32_t rank, trace::Lane lane)
+{
+    // Rows stay ordered by rank, the compute lane above the comm lane.
+    const auto it = std::lower_bound(m_rows.begin(), m_rows.end(), std::pair{rank, int(lane)},
+        [](const Row& r, const std::pair<std::int32_t, int>& key) { return std::pair{r.rank, int(r.lane)} < key; });
+    if (it != m_rows.end() && it->rank == rank && it->lane == lane)
+        return *it;
+    Row r;
+    r.rank = rank;
+    r.lane = lane;
+    for (const Row& o : m_rows)
+        if (o.rank == rank && o.stage >= 0)
+            r.stage = o.stage;
+    return *m_rows.insert(it, std::move(r));
+}
+
+bool TimelineData::appendsInOrder(const std::vector<trace::TraceEvent>& events) const
+{
+    std::vector<std::int64_t> lastStart(m_rows.size());
+    for (std::size_t i = 0; i < m_rows.size(); ++i)
+        lastStart[i] = m_rows[i].start.empty() ? INT64_MIN : m_rows[i].start.back();
+    for (const auto& e : events) {
+        const int r = rowIndex(e.rank, e.lane);
+        if (r < 0 || e.startNs < lastStart[std::size_t(r)])
+            return false;
+        lastStart[std::size_t(r)] = e.startNs;
+    }
+    return true;
+}
+
+void TimelineData::append(const std::vector<trace::TraceEvent>& events)
+{
+    if (events.empty())
+        return;
+    const bool first = m_events.empty();
+    for (const auto& e : events) {
+        if (m_events.size() >= std::numeric_limits<std::uint32_t>::max())
+            break; // 4 billion events: more than any view can use
+        const auto index = std::uint32_t(m_events.size());
+        m_events.push_back(e);
+        m_begin = first && index == 0 ? e.startNs : std::min(m_begin, e.startNs);
+        m_end = first && index == 0 ? e.endNs : std::max(m_end, e.endNs);
+        Row& r = rowFor(e.rank, e.lane);
+        if (e.stage >= 0 && (e.kind == trace::EventKind::Forward || e.kind == trace::EventKind::Backward)
+            && (r.stage < 0 || e.stage < r.stage)) {
+            r.stage = e.stage;
+            for (Row& o : m_rows)
+                if (o.rank == e.rank)
+                    o.stage = r.stage;
+        }
+        if (r.start.empty() || e.startNs >= r.start.back()) {
+            r.events.push_back(index);
+            r.start.push_back(e.startNs);
+            r.end.push_back(e.endNs);
+            r.maxEnd.push_back(std::max(r.maxEnd.empty() ? INT64_MIN : r.maxEnd.back(), e.endNs));
+            r.maxDuration = std::max(r.maxDuration, e.endNs - e.startNs);
+            continue;
+        }
+        const auto pos = std::size_t(std::upper_bound(r.start.begin(), r.start.end(), e.startNs) - r.start.begin());
+        r.events.insert(r.events.begin() + std::ptrdiff_t(pos), index);
+        r.start.insert(r.start.begin() + std::ptrdiff_t(pos), e.startNs);
+        r.end.insert(r.end.begin() + std::ptrdiff_t(pos), e.endNs);
+        r.maxEnd.insert(r.maxEnd.begin() + std::ptrdiff_t(pos), 0);
+        r.maxDuration = std::max(r.maxDuration, e.endNs - e.startNs);
+        reindex(r, pos); // now: a later rowFor() may insert rows and move this one
+
+    }
+}
+
+void TimelineData::reindex(Row& r, std::size_t from)
+{
+    std::int64_t running = from == 0 ? INT64_MIN : r.maxEnd[from - 1];
+    for (std::size_t i = from; i < r.events.size(); ++i)
+        r.maxEnd[i] = running = std::max(running, r.end[i]);
+}
+
+trace::GroupKind TimelineData::groupKindOf(const trace::TraceEvent& e) const
+{
+    for (const auto& g : m_groups)
+        if (g.id == e.group)
+            return g.kind;
+    return trace::GroupKind::Other;
+}
+
+std::pair<std::size_t, std::size_t> TimelineData::visible(const Row& row, std::int64_t t0, std::int64_t t1) const
+{
+    const auto first = std::size_t(std::lower_bound(row.maxEnd.begin(), row.maxEnd.end(), t0) - row.maxEnd.begin());
+    const auto last = std::size_t(std::upper_bound(row.start.begin(), row.start.end(), t1) - row.start.begin());
+    return {first, std::max(first, last)};
+}
+
+std::int64_t TimelineData::eventAt(const Row& row, std::int64_t t) const
+{
+    const auto [first, last] = visible(row, t, t);
+    for (std::size_t i = last; i > first; --i)
+        if (row.start[i - 1] <= t && t <= row.end[i - 1])
+            return row.events[i - 1];
+    return -1;
+}
+
+} // namespace loom::views

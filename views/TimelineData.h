@@ -1,0 +1,63 @@
+#pragma once
+
+#include "engine/trace/TraceEvent.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::views {
+
+// Events arranged for drawing: one row per (rank, lane), each row's events sorted by start with a running
+// maximum of their ends, so the events overlapping a time window are found by binary search (Qt Creator's
+// tracing and Tracy do the same) whatever the number of events. Qt-free, shared by the simulated schedule
+// view and the live timeline.
+class TimelineData {
+public:
+    struct Row {
+        std::int32_t rank = -1;
+        trace::Lane lane = trace::Lane::Compute;
+        std::int32_t stage = -1; // the rank's pipeline stage when known
+        std::vector<std::uint32_t> events; // indexes into events(), sorted by start
+        std::vector<std::int64_t> start;   // start[i], end[i]: of events[i], kept contiguous for the hot loops
+        std::vector<std::int64_t> end;
+        std::vector<std::int64_t> maxEnd;  // maxEnd[i] = max end of events[0..i]
+        std::int64_t maxDuration = 0;      // of any event in the row
+    };
+
+    void setEvents(std::vector<trace::TraceEvent> events, std::vector<trace::GroupInfo> groups = {});
+    void clear() { setEvents({}); }
+    // Adds events as they stream in. Cheap when each lane's new events start no earlier than its last one
+    // (the usual order of a live run); otherwise the lanes concerned are re-sorted.
+    void append(const std::vector<trace::TraceEvent>& events);
+    void addGroups(const std::vector<trace::GroupInfo>& groups);
+    // The row of (rank, lane), or -1.
+    int rowIndex(std::int32_t rank, trace::Lane lane) const;
+    // Whether append(events) would only add rows' tails in order, to existing rows (no new row, no re-sort).
+    bool appendsInOrder(const std::vector<trace::TraceEvent>& events) const;
+
+    const std::vector<trace::TraceEvent>& events() const { return m_events; }
+    const std::vector<trace::GroupInfo>& groups() const { return m_groups; }
+    const std::vector<Row>& rows() const { return m_rows; }
+    const trace::TraceEvent& event(std::uint32_t index) const { return m_events[index]; }
+    trace::GroupKind groupKindOf(const trace::TraceEvent& e) const;
+    std::int64_t beginNs() const { return m_begin; }
+    std::int64_t endNs() const { return m_end; }
+
+    // Positions [first, last) in row.events of the events that may overlap [t0, t1]: every overlapping
+    // event is inside, and events entirely before t0 are skipped.
+    std::pair<std::size_t, std::size_t> visible(const Row& row, std::int64_t t0, std::int64_t t1) const;
+    // The event of `row` covering time t, or -1.
+    std::int64_t eventAt(const Row& row, std::int64_t t) const;
+
+private:
+    void reindex(Row& row, std::size_t from);
+    Row& rowFor(std::int32_t rank, trace::Lane lane);
+
+    std::vector<trace::TraceEvent> m_events;
+    std::vector<trace::GroupInfo> m_groups;
+    std::vector<Row> m_rows;
+    std::int64_t m_begin = 0, m_end = 0;
+};
+
+} // namespace loom::views

@@ -1,0 +1,209 @@
+#include "views/TopologyScene.h"
+
+#include "views/Colors.h"
+#include "views/NodeItem.h"
+
+#include <QGraphicsPathItem>
+#include <QLocale>
+
+#include <cmath>
+
+namespace loom::views {
+
+namespace {
+constexpr qreal kGapX = 56, kGapY = 44;
+
+QString gb(double x) { return QLocale().toString(x, 'f', x < 10 ? 2 : 1); }
+
+QString linkText(const plan::LinkSpec& link)
+{
+    QString s = QObject::tr("%1: %2 GB/s per device per direction, latency %3 µs")
+                    .arg(linkName(link.kind))
+                    .arg(QLocale().toString(link.bandwidthGBs, 'f', link.bandwidthGBs < 10 ? 1 : 0))
+                    .arg(QLocale().toString(link.latencyUs, 'g', 3));
+    if (link.nicsPerNode > 0)
+        s += QObject::tr(", %1 adapter(s) per node").arg(link.nicsPerNode);
+    return s;
+}
+} // namespace
+
+TopologyScene::TopologyScene(QObject* parent)
+    : QGraphicsScene(parent)
+{
+    setItemIndexMethod(QGraphicsScene::BspTreeIndex);
+}
+
+void TopologyScene::show(const plan::Layout& layout, const plan::Prediction* prediction)
+{
+    const std::int64_t world = layout.parallel.worldSize();
+    const bool autoDevices = layout.cluster.autoDevices();
+    const std::int64_t perNode = autoDevices ? std::max<std::int64_t>(world, 1) : layout.cluster.devicesPerNode;
+    const std::int64_t nodes = autoDevices ? 1 : std::max<std::int64_t>(layout.nodes, 1);
+    const bool reshape = nodes != m_nodes || perNode != m_devicesPerNode || layout.cluster != m_layout.cluster;
+    m_layout = layout;
+    m_world = world;
+    if (reshape) {
+        m_nodes = nodes;
+        m_devicesPerNode = perNode;
+        rebuild();
+    }
+    fill(prediction);
+    update();
+}
+
+int TopologyScene::columnsPerNode() const { return int(std::min<std::int64_t>(m_devicesPerNode, 8)); }
+
+QSizeF TopologyScene::nodeSize() const
+{
+    const int cols = columnsPerNode();
+    const auto rows = (m_devicesPerNode + cols - 1) / cols;
+    return {cols * kCellWidth + 2 * kPadding, kHeader + qreal(rows) * kCellHeight + kBus + kPadding};
+}
+
+void TopologyScene::rebuild()
+{
+    clear(); // deletes the items
+    m_items.clear();
+    m_fabric = nullptr;
+    m_dropTarget = {-1, -1};
+    const QSizeF size = nodeSize();
+    // A grid of nodes about as wide as a 16:10 window is.
+    const auto columns = std::max<std::int64_t>(
+        1, std::int64_t(std::ceil(std::sqrt(double(m_nodes) * 1.6 * (size.height() + kGapY) / (size.width() + kGapX)))));
+    const std::int64_t columnsUsed = std::min(columns, m_nodes);
+    QPainterPath fabric;
+    const std::int64_t rows = (m_nodes + columnsUsed - 1) / columnsUsed;
+    for (std::int64_t n = 0; n < m_nodes; ++n) {
+        auto* item = new NodeItem(this, n, size);
+        const qreal x = qreal(n % columnsUsed) * (size.width() + kGapX) + kGapX;
+        const qreal y = qreal(n / columnsUsed) * (size.height() + kGapY);
+        item->setPos(x, y);
+        addItem(item);
+        m_items.push_back(item);
+        // The node's uplink to its row's leaf switch.
+        fabric.moveTo(x + size.width() / 2, y + size.height());
+        fabric.lineTo(x + size.width() / 2, y + size.height() + kGapY / 2);
+    }
+    if (m_nodes > 1 && m_layout.cluster.interNode) {
+        for (std::int64_t r = 0; r < rows; ++r) {
+            const qreal y = qreal(r) * (size.height() + kGapY) + size.height() + kGapY / 2;
+            const std::int64_t inRow = std::min(columnsUsed, m_nodes - r * columnsUsed);
+            fabric.moveTo(kGapX / 2, y);
+            fabric.lineTo(kGapX + qreal(inRow - 1) * (size.width() + kGapX) + size.width() / 2, y);
+        }
+        fabric.moveTo(kGapX / 2, size.height() + kGapY / 2);
+        fabric.lineTo(kGapX / 2, qreal(rows - 1) * (size.height() + kGapY) + size.height() + kGapY / 2);
+        // Drawn in scene units, not pixels, so the links recede when the map is zoomed out to many nodes.
+        QPen pen = linkPen(m_layout.cluster.interNode->kind);
+        pen.setCosmetic(false);
+        pen.setWidthF(pen.widthF() * 1.5);
+        m_fabric = addPath(fabric, pen);
+        m_fabric->setToolTip(interLinkToolTip());
+        m_fabric->setZValue(-1);
+    }
+    setSceneRect(itemsBoundingRect().adjusted(-kGapX, -kGapY, kGapX, kGapY));
+}
+
+void TopologyScene::fill(const plan::Prediction* prediction)
+{
+    m_devices.assign(std::size_t(m_nodes * m_devicesPerNode), DeviceView{});
+    if (m_world <= 0 || m_layout.parallel.tp < 1 || m_layout.parallel.pp < 1 || m_layout.parallel.dp < 1)
+        return;
+    const plan::RankGrid grid(m_layout.parallel.tp, m_layout.parallel.pp, m_layout.parallel.dp, m_devicesPerNode,
+        m_layout.parallel.order);
+    const std::int64_t used = std::min<std::int64_t>(m_world, std::int64_t(m_devices.size()));
+    for (std::int64_t r = 0; r < used; ++r) {
+        DeviceView& d = m_devices[std::size_t(r)];
+        d.rank = r;
+        d.coord = grid.coordOf(r);
+        for (std::int64_t v = 0; v < m_layout.parallel.vpp; ++v)
+            d.virtualStages.push_back(v * m_layout.parallel.pp + d.coord.pp);
+        if (prediction && std::size_t(d.coord.pp) < prediction->memoryPerStage.size())
+            d.memory = prediction->memoryPerStage[std::size_t(d.coord.pp)];
+    }
+}
+
+const DeviceView& TopologyScene::device(std::int64_t node, std::int64_t local) const
+{
+    return m_devices.at(std::size_t(node * m_devicesPerNode + local));
+}
+
+QRectF TopologyScene::deviceRect(std::int64_t node, std::int64_t local) const
+{
+    const NodeItem* item = m_items.at(std::size_t(node));
+    return item->mapRectToScene(item->cellRect(local));
+}
+
+std::pair<std::int64_t, std::int64_t> TopologyScene::deviceAt(const QPointF& scenePos) const
+{
+    for (QGraphicsItem* item : items(scenePos)) {
+        if (auto* node = dynamic_cast<NodeItem*>(item)) {
+            const std::int64_t cell = node->cellAt(node->mapFromScene(scenePos));
+            if (cell >= 0)
+                return {node->node(), cell};
+        }
+    }
+    return {-1, -1};
+}
+
+void TopologyScene::setDropTarget(std::int64_t node, std::int64_t local)
+{
+    if (m_dropTarget == std::pair{node, local})
+        return;
+    const auto old = m_dropTarget;
+    m_dropTarget = {node, local};
+    if (old.first >= 0 && old.first < m_nodes)
+        m_items[std::size_t(old.first)]->update();
+    if (node >= 0 && node < m_nodes)
+        m_items[std::size_t(node)]->update();
+}
+
+QString TopologyScene::deviceToolTip(std::int64_t node, std::int64_t local) const
+{
+    const DeviceView& d = device(node, local);
+    QString s = tr("<b>node %1, device %2</b>").arg(node).arg(local);
+    if (node < std::int64_t(m_layout.cluster.hosts.size()))
+        s += tr(" (%1)").arg(QString::fromStdString(m_layout.cluster.hosts[std::size_t(node)]).toHtmlEscaped());
+    s += tr("<br>%1, %2 GB").arg(QString::fromStdString(m_layout.cluster.device.name).toHtmlEscaped(),
+        gb(m_layout.cluster.device.memoryGB));
+    if (d.rank < 0)
+        return s + tr("<br>not used by this layout (it runs %1 ranks)").arg(m_world);
+    s += tr("<br>rank %1 &nbsp;(tp %2, pp %3, dp %4)").arg(d.rank).arg(d.coord.tp).arg(d.coord.pp).arg(d.coord.dp);
+    const auto ranges = m_layout.stageRanges();
+    QStringList stages;
+    for (std::int64_t vs : d.virtualStages) {
+        if (vs >= std::int64_t(ranges.size()))
+            continue;
+        const auto& r = ranges[std::size_t(vs)];
+        QString what = r.first == r.last ? tr("block %1").arg(r.first) : tr("blocks %1–%2").arg(r.first).arg(r.last);
+        if (vs == 0)
+            what = tr("embedding, ") + what;
+        if (vs == std::int64_t(ranges.size()) - 1)
+            what += tr(", final norm, LM head");
+        stages << tr("stage %1: %2").arg(vs).arg(what);
+    }
+    if (!stages.isEmpty())
+        s += QStringLiteral("<br>") + stages.join(QStringLiteral("<br>"));
+    if (d.memory) {
+        const auto& m = *d.memory;
+        const bool fits = m.total() <= capacityGB();
+        s += tr("<br>memory %1 of %2 GB%3: parameters %4, gradients %5, optimizer %6, activations %7, reserve %8")
+                 .arg(gb(m.total()), gb(capacityGB()), fits ? QString() : tr(" <b>(does not fit)</b>"), gb(m.params),
+                     gb(m.grads), gb(m.optimizer), gb(m.activations), gb(m.reserve));
+    } else {
+        s += tr("<br>memory: no prediction (the layout is not valid yet)");
+    }
+    return s;
+}
+
+QString TopologyScene::intraLinkToolTip() const
+{
+    return tr("Inside the node: ") + linkText(m_layout.cluster.intraNode);
+}
+
+QString TopologyScene::interLinkToolTip() const
+{
+    return m_layout.cluster.interNode ? tr("Between nodes: ") + linkText(*m_layout.cluster.interNode) : QString();
+}
+
+} // namespace loom::views
