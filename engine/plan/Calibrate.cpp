@@ -132,6 +132,20 @@ Moved fitTwo(const std::vector<Row>& rows, double& x0, double& x1)
     return { false, false, proportional };
 }
 
+// Weighted least squares of x1 alone with x0 fixed; false (x1 unchanged) when the best x1 is not positive.
+bool fitSecond(const std::vector<Row>& rows, double x0, double& x1)
+{
+    double s11 = 0, s1r = 0;
+    for (const auto& r : rows) {
+        s11 += r.weight * r.a1 * r.a1;
+        s1r += r.weight * r.a1 * (r.measured - r.a0 * x0);
+    }
+    if (s11 <= 0 || s1r <= 0)
+        return false;
+    x1 = s1r / s11;
+    return true;
+}
+
 bool isCompute(trace::EventKind k)
 {
     return k == trace::EventKind::Forward || k == trace::EventKind::Backward;
@@ -232,33 +246,27 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
     double xFlops = 1.0 / (peak * dev.gemmMax), xBytes = 1.0 / (dev.memoryBandwidthGBs * 1e9);
     const double rmsComputeBefore = residualRms(compute, xFlops, xBytes);
     const Moved computeFit = fitTwo(compute, xFlops, xBytes);
-    const bool flopsMoved = computeFit.first, bytesMoved = computeFit.second;
+    const bool flopsMoved = computeFit.first;
+    bool bytesMoved = computeFit.second;
     const std::string negative = "kept: fitting it as well gives a negative value";
+    // No device runs its GEMMs above its peak: a fit that says so has put memory-bound time on the FLOPs.
+    // Hold max at 1 and fit the bandwidth alone.
+    const bool capped = flopsMoved && xFlops * peak < 1.0;
+    if (capped) {
+        xFlops = 1.0 / peak;
+        bytesMoved = fitSecond(compute, xFlops, xBytes) || bytesMoved;
+    }
     out.residuals.push_back({ "compute (forward, backward, optimizer; means per rank and stage)",
         static_cast<std::int64_t>(passes + optimizerSteps), rmsComputeBefore, residualRms(compute, xFlops, xBytes) });
     ClusterSpec after = before;
     const std::string from = count(passes, "forward/backward event") + ", " + count(optimizerSteps, "optimizer step");
     {
-        double newMax = flopsMoved ? rounded(1.0 / (xFlops * peak)) : dev.gemmMax;
-        FittedParameter max { "device.gemm_efficiency.max", dev.gemmMax, newMax, flopsMoved,
-            flopsMoved                    ? "from " + from
+        const double newMax = !flopsMoved ? dev.gemmMax : capped ? 1.0 : rounded(1.0 / (xFlops * peak));
+        out.parameters.push_back({ "device.gemm_efficiency.max", dev.gemmMax, newMax, flopsMoved,
+            capped                        ? "from " + from + "; held at 1 (the peak): the fit put the device above it"
+                : flopsMoved              ? "from " + from
                 : computeFit.proportional ? "kept: the events do not separate it from the memory-bound part"
-                                          : negative };
-        if (flopsMoved && newMax > 1.0) {
-            // Faster than the datasheet peak: the peak was wrong, not the efficiency.
-            const double factor = newMax;
-            newMax = 1.0;
-            max.after = 1.0;
-            for (double* p :
-                { &after.device.peakTflopsFp32, &after.device.peakTflopsFp16, &after.device.peakTflopsBf16 })
-                *p = rounded(*p * factor);
-            out.parameters.push_back(max);
-            out.parameters.push_back({ "device.peak_tflops (every precision)", dev.peakTflops(layout.precision),
-                after.device.peakTflops(layout.precision), true,
-                "x" + std::to_string(factor).substr(0, 5) + ": the measured FLOP rate is above max x peak" });
-        } else {
-            out.parameters.push_back(max);
-        }
+                                          : negative });
         after.device.gemmMax = newMax;
         const double newBandwidth = bytesMoved ? rounded(1.0 / (xBytes * 1e9)) : dev.memoryBandwidthGBs;
         out.parameters.push_back({ "device.memory_bandwidth_gbs", dev.memoryBandwidthGBs, newBandwidth, bytesMoved,

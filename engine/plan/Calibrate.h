@@ -52,7 +52,8 @@ struct Calibration {
 //    memory bandwidth: a weighted linear least-squares fit of 1/(peak · max) and 1/bandwidth to the mean
 //    duration of each (rank, kind, virtual stage), weighted by count / mean (so the fitted durations add up
 //    to about the measured ones, as the step adds them up). `peak` stays the datasheet figure and `max`
-//    (device.gemm_efficiency.max) moves; a max above 1 moves the peak instead. half_width and half_rows
+//    (device.gemm_efficiency.max) moves; a fit that puts max above 1 holds it at 1 and fits the bandwidth
+//    alone (no device runs above its peak: the fit had put memory-bound time on the FLOPs). half_width and half_rows
 //    stay: one layout has one GEMM width and one row count.
 //  - links: uncompressed all-reduces (library or ring) of each link class (the inter-node link when the
 //    group spans nodes) are 2(n-1)·α + 2(n-1)/n · bytes/β. Every member of an all-reduce waits for the last
