@@ -11,6 +11,7 @@ int validateCommand(CliContext& context, const QStringList& args);
 int profilesCommand(CliContext& context, const QStringList& args);
 int describeCommand(CliContext& context, const QStringList& args);
 int planCommand(CliContext& context, const QStringList& args);
+int calibrateCommand(CliContext& context, const QStringList& args, bool json);  // loom plan calibrate
 int simulateCommand(CliContext& context, const QStringList& args);
 int traceCommand(CliContext& context, const QStringList& args);
 int runCommand(CliContext& context, const QStringList& args);

@@ -220,8 +220,11 @@ int planCommand(CliContext& context, const QStringList& argsIn)
         return predictCommand(context, args[1], json);
     if (args.value(0) == QLatin1String("search"))
         return searchCommand(context, args.mid(1), json);
+    if (args.value(0) == QLatin1String("calibrate"))
+        return calibrateCommand(context, args.mid(1), json);
     context.err << "usage: loom plan predict LAYOUT.json [--json]\n"
-                   "       loom plan search --model M --cluster C --nodes N --global-batch B [--top K] [--json]\n";
+                   "       loom plan search --model M --cluster C --nodes N --global-batch B [--top K] [--json]\n"
+                   "       loom plan calibrate TRACE.json --cluster C [--name NAME] [--json]\n";
     return ExitUsage;
 }
 

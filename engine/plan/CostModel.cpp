@@ -44,6 +44,46 @@ double ringAllReduceSeconds(double bytes, std::int64_t n, const LinkSpec& link)
     return 2.0 * double(n - 1) * alpha + 2.0 * double(n - 1) / double(n) * bytes / beta;
 }
 
+double ComputeWork::seconds(const DeviceSpec& device, Precision precision) const
+{
+    return flops / (device.peakTflops(precision) * 1e12 * device.gemmMax) + bytes / (device.memoryBandwidthGBs * 1e9);
+}
+
+std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
+{
+    const ModelSpec& m = l.model;
+    const DeviceSpec& dev = l.cluster.device;
+    const std::int64_t t = l.parallel.tp;
+    const std::vector<StageRange> ranges = l.stageRanges();
+    const std::int64_t virtualStages = l.parallel.pp * chunks;
+    const double T = double(l.parallel.microBatch * m.seqLen), h = double(m.hidden), s = double(m.seqLen),
+                 f = double(m.ffnHidden), V = double(m.paddedVocab());
+    // FLOPs run at peak · max · shape; dividing by the shape leaves what peak · max must do.
+    const double shape = dev.gemmMax > 0 ? gemmEfficiency(dev, h / double(t), T) / dev.gemmMax : 1.0;
+    const double layerFlops = (2.0 * T * h * (4.0 * h + 2.0 * f) + 4.0 * T * s * h) / double(t) / shape;
+    const double attentionFlops = 4.0 * T * s * h / double(t) / shape;
+    // Memory-bound work (norms, softmax, GELU, dropout, residuals) moves about the layer's activation bytes
+    // (Korthikanti et al.'s count) once in and once out; it weighs most where h is small.
+    const double layerBytes = 2.0 * activationBytesPerLayer(m, l.parallel.microBatch, t, Recompute::None)
+                              * (l.precision == Precision::Fp32 ? 2.0 : 1.0);
+    const double headFlops = 2.0 * T * h * V / double(t) / shape;
+    const bool full = l.memory.recompute == Recompute::Full, selective = l.memory.recompute == Recompute::Selective;
+    std::vector<StageWork> out(static_cast<std::size_t>(virtualStages));
+    for (std::int64_t vs = 0; vs < virtualStages; ++vs) {
+        const double layers = double(ranges[static_cast<std::size_t>(vs)].size());
+        StageWork& w = out[static_cast<std::size_t>(vs)];
+        const double recompute = full ? 1.0 : 0.0;
+        w.forward = {layers * layerFlops, layers * layerBytes};
+        w.backward = {layers * ((2.0 + recompute) * layerFlops + (selective ? attentionFlops : 0.0)),
+                      layers * (2.0 + recompute) * layerBytes};
+        if (vs == virtualStages - 1) {
+            w.forward.flops += headFlops;
+            w.backward.flops += 2.0 * headFlops;
+        }
+    }
+    return out;
+}
+
 namespace {
 
 struct StageCost {
@@ -130,36 +170,23 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
     c.h = double(m.hidden);
     c.s = double(m.seqLen);
     c.V = double(m.paddedVocab());
-    const double f = double(m.ffnHidden), T = c.T, h = c.h, s = c.s, peak = c.peak;
     const std::int64_t t = c.t;
-    const double eff = gemmEfficiency(dev, h / double(t), T);
-    const double layerFlops = (2.0 * T * h * (4.0 * h + 2.0 * f) + 4.0 * T * s * h) / double(t);
-    const double attentionFlops = 4.0 * T * s * h / double(t);
-    // Memory-bound work (norms, softmax, GELU, dropout, residuals) moves about the layer's activation bytes
-    // (Korthikanti et al.'s count) once in and once out; it weighs most where h is small.
-    const double layerMemory = 2.0 * activationBytesPerLayer(m, c.b, t, Recompute::None)
-                               * (l.precision == Precision::Fp32 ? 2.0 : 1.0) / (dev.memoryBandwidthGBs * 1e9);
-    const double layerFwd = layerFlops / (peak * eff) + layerMemory;
-    const double headFwd = 2.0 * T * h * c.V / double(t) / (peak * eff);
     const LinkSpec& tpLink = linkOf(l, tpSpan);
-    const double tpAllReduce = ringAllReduceSeconds(T * h * c.actBytes, t, tpLink);
-    const bool full = l.memory.recompute == Recompute::Full, selective = l.memory.recompute == Recompute::Selective;
+    const double tpAllReduce = ringAllReduceSeconds(c.T * c.h * c.actBytes, t, tpLink);
+    const bool full = l.memory.recompute == Recompute::Full;
+    const std::vector<StageWork> work = stageWork(l, chunks);
     c.stage.resize(static_cast<std::size_t>(c.virtualStages));
     for (std::int64_t vs = 0; vs < c.virtualStages; ++vs) {
         const double layers = double(c.ranges[static_cast<std::size_t>(vs)].size());
+        const StageWork& w = work[static_cast<std::size_t>(vs)];
         StageCost& sc = c.stage[static_cast<std::size_t>(vs)];
         sc.forwardTp = layers * 2.0 * tpAllReduce;
         sc.backwardTp = layers * (2.0 + (full ? 2.0 : 0.0)) * tpAllReduce;
-        sc.forward = layers * layerFwd + sc.forwardTp;
-        sc.backward = layers * (2.0 * layerFwd + (full ? layerFwd : 0.0)
-                                + (selective ? attentionFlops / (peak * eff) : 0.0)) + sc.backwardTp;
-        if (vs == c.virtualStages - 1) {
-            sc.forward += headFwd;
-            sc.backward += 2.0 * headFwd;
-        }
+        sc.forward = w.forward.seconds(dev, l.precision) + sc.forwardTp;
+        sc.backward = w.backward.seconds(dev, l.precision) + sc.backwardTp;
     }
     const LinkSpec& ppLink = linkOf(l, ppSpan);
-    c.p2p = c.p > 1 ? ppLink.latencyUs * 1e-6 + T * h * c.actBytes / (ppLink.bandwidthGBs * 1e9) : 0.0;
+    c.p2p = c.p > 1 ? ppLink.latencyUs * 1e-6 + c.T * c.h * c.actBytes / (ppLink.bandwidthGBs * 1e9) : 0.0;
     return c;
 }
 
@@ -177,6 +204,12 @@ double paramsOfRank(const Layout& l, const Costs& c, std::int64_t r)
             n += double(m.headParameters()) + (vs != 0 ? double(m.paddedVocab() * m.hidden) / double(c.t) : 0.0);
     }
     return n;
+}
+
+// AdamW reads weights, gradients and both moments and writes three of them: ~28 bytes a parameter.
+double optimizerBytesOf(const Layout& l, const Costs& c, std::int64_t r)
+{
+    return paramsOfRank(l, c, r) * 28.0 / (l.memory.zero == 1 ? double(c.d) : 1.0);
 }
 
 // Memory of pipeline rank r holding `inFlight` chunk-micro-batches of activations at its peak.
@@ -202,6 +235,13 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
 }
 
 }  // namespace
+
+double optimizerBytes(const Layout& l, std::int64_t r)
+{
+    const std::int64_t chunks = l.parallel.schedule == ScheduleKind::Interleaved ? l.parallel.vpp : 1;
+    const Costs c = computeCosts(l, 1, 1, chunks, l.parallel.microBatches());
+    return optimizerBytesOf(l, c, r);
+}
 
 Prediction predict(const Layout& l)
 {
@@ -312,8 +352,7 @@ Prediction predict(const Layout& l)
         const double dpSeconds = dpAllReduceSeconds(l, params * gradWidth, d, dpLink, grid.maxNodesSpanned(GroupKind::Data));
         const double dpEnd = l.comm.overlap ? std::max(rt.lastBackwardEnd, rt.lastBackwardStart + dpSeconds)
                                             : rt.lastBackwardEnd + dpSeconds;
-        // AdamW reads weights, gradients and both moments and writes three of them: ~28 bytes a parameter.
-        const double opt = params * 28.0 / memBw / (l.memory.zero == 1 ? double(d) : 1.0);
+        const double opt = optimizerBytesOf(l, c, r) / memBw;
         dpTime[static_cast<std::size_t>(r)] = dpEnd - rt.lastBackwardEnd;
         optTime[static_cast<std::size_t>(r)] = opt;
         const double end = std::max(rt.end, dpEnd) + opt;
@@ -412,7 +451,7 @@ Estimate estimate(const Layout& l)
     const double dpSeconds = dpAllReduceSeconds(l, paramsOfRank(l, c, 0) * (l.precision == Precision::Fp32 ? 4.0 : 2.0),
                                                 par.dp, linkOf(l, dpSpan), dpSpan);
     e.dp = l.comm.overlap ? std::max(0.0, dpSeconds - lastBackward) : dpSeconds;
-    const double opt = paramsOfRank(l, c, 0) * 28.0 / (dev.memoryBandwidthGBs * 1e9) / (l.memory.zero == 1 ? double(par.dp) : 1.0);
+    const double opt = optimizerBytesOf(l, c, 0) / (dev.memoryBandwidthGBs * 1e9);
     e.stepTime = e.compute + e.tp + e.bubble + e.pp + e.dp + opt;
     e.tokensPerSecond = double(par.globalBatch * l.model.seqLen) / e.stepTime;
     e.tflopsPerGpu = megatronModelFlops(l.model, par.globalBatch, l.memory.recompute == Recompute::Full) / e.stepTime

@@ -51,6 +51,22 @@ double activationBytesPerLayer(const ModelSpec& model, std::int64_t microBatch, 
 // (h/t) with `rows` = tokens per micro-batch: max · width/(width + half_width) · rows/(rows + half_rows).
 double gemmEfficiency(const DeviceSpec& device, double width, double rows);
 
+// The compute of one micro-batch through one virtual stage, split by what limits it: `flops` are the GEMM
+// FLOPs divided by the efficiency curve's shape w/(w + half_width) · r/(r + half_rows), and `bytes` what the
+// memory-bound work moves, so that seconds = flops / (peak · max) + bytes / memory bandwidth. Linear in
+// 1/(peak · max) and 1/bandwidth: what `loom plan calibrate` fits.
+struct ComputeWork {
+    double flops = 0, bytes = 0;
+    double seconds(const DeviceSpec& device, Precision precision) const;
+};
+struct StageWork {
+    ComputeWork forward, backward;  // without TP communication
+};
+// Per virtual stage (chunk · pp + pipeline rank), `chunks` virtual stages per pipeline rank.
+std::vector<StageWork> stageWork(const Layout& layout, std::int64_t chunks);
+// Bytes the optimizer step moves on pipeline rank r (AdamW: ~28 bytes a parameter, divided by dp with ZeRO-1).
+double optimizerBytes(const Layout& layout, std::int64_t pipelineRank);
+
 // Predicts a valid layout: compute from FLOPs and the efficiency curve, communication from the α-β model
 // of the links each group crosses, the pipeline from a replay of the layout's Schedule, memory from the
 // parameters, optimizer state and activations in flight. Deterministic and fast (no per-rank loops over

@@ -1,0 +1,159 @@
+// loom plan calibrate TRACE.json --cluster C [--name NAME] [--json]: fits a cluster profile to a measured run
+// and saves the result in the store as a user profile.
+#include "app/cli/CommandLine.h"
+#include "app/cli/Commands.h"
+
+#include "engine/plan/Calibrate.h"
+#include "engine/plan/LayoutParser.h"
+#include "engine/plan/TextUtil.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <stdexcept>
+
+namespace loom::app {
+
+namespace {
+
+std::string number(double v)
+{
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    return buf;
+}
+
+std::string percent(double v)
+{
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * v);
+    return buf;
+}
+
+const char* kUsage = "usage: loom plan calibrate TRACE.json --cluster C [--name NAME] [--json]\n"
+                     "  TRACE.json: a run of two or more steps recorded with loom-train --trace-out\n";
+
+} // namespace
+
+int calibrateCommand(CliContext& context, const QStringList& args, bool json)
+{
+    QString traceFile, cluster, name;
+    for (int i = 0; i < args.size(); ++i) {
+        if (args[i] == QLatin1String("--cluster") && i + 1 < args.size())
+            cluster = args[++i];
+        else if (args[i] == QLatin1String("--name") && i + 1 < args.size())
+            name = args[++i];
+        else if (traceFile.isEmpty() && !args[i].startsWith(QLatin1String("--")))
+            traceFile = args[i];
+        else {
+            context.err << "loom plan calibrate: unexpected argument \"" << args[i].toStdString() << "\"\n" << kUsage;
+            return ExitUsage;
+        }
+    }
+    if (traceFile.isEmpty() || cluster.isEmpty()) {
+        context.err << kUsage;
+        return ExitUsage;
+    }
+    auto base = context.catalog().findCluster(cluster.toStdString());
+    if (!base) {
+        const auto known = context.catalog().clusterNames();
+        context.err << "error: no cluster profile is called \"" << cluster.toStdString() << "\"";
+        if (auto guess = plan::text::closest(cluster.toStdString(), known); !guess.empty())
+            context.err << " (did you mean \"" << guess << "\"?)";
+        context.err << "; known: " << plan::text::join(known) << "\n";
+        return ExitInvalid;
+    }
+    std::string why;
+    const auto text = readTextFile(traceFile, &why);
+    if (!text) {
+        context.err << "error: " << why << "\n";
+        return ExitFailure;
+    }
+    plan::CalibrationTrace measured;
+    try {
+        measured = plan::readCalibrationTrace(*text);
+    } catch (const std::exception& e) {
+        context.err << "error: " << traceFile.toStdString() << ": " << e.what() << "\n";
+        return ExitInvalid;
+    }
+    if (measured.layoutJson.empty()) {
+        context.err << "error: " << traceFile.toStdString()
+                    << " does not say which layout ran (no otherData.layout); record it with loom-train --trace-out\n";
+        return ExitInvalid;
+    }
+    // The run's layout on the cluster being calibrated (validated there: its ranks must fit C's nodes).
+    auto layoutJson = nlohmann::json::parse(measured.layoutJson);
+    layoutJson["cluster"] = cluster.toStdString();
+    auto read = plan::readLayout(layoutJson.dump(), context.catalog());
+    if (!read.ok()) {
+        context.err << "error: the layout recorded in " << traceFile.toStdString() << " is not valid on cluster "
+                    << cluster.toStdString() << ":\n"
+                    << read.diagnostics.format();
+        return ExitInvalid;
+    }
+    const plan::Layout& layout = *read.layout;
+    plan::Calibration fit;
+    try {
+        fit = plan::calibrate(layout, measured.events, measured.groupKinds);
+    } catch (const std::exception& e) {
+        context.err << "error: " << traceFile.toStdString() << ": " << e.what() << "\n";
+        return ExitInvalid;
+    }
+
+    // Save it: "<cluster>-calibrated" unless named; recalibrating a calibrated profile replaces it.
+    if (name.isEmpty())
+        name = cluster.endsWith(QLatin1String("-calibrated")) ? cluster : cluster + QStringLiteral("-calibrated");
+    if (!context.requireStore())
+        return ExitFailure;
+    profiles::Profile profile;
+    plan::ClusterSpec spec = fit.cluster;
+    spec.name = name.toStdString();
+    spec.description = base->description + " (calibrated from a measured run of layout " + layout.name + ")";
+    profile.spec = spec;
+    profile.source = "loom plan calibrate " + traceFile.section(QLatin1Char('/'), -1).toStdString() + ": "
+        + std::to_string(fit.steps) + " measured steps of " + layout.name + " (tp " + std::to_string(layout.parallel.tp)
+        + ", pp " + std::to_string(layout.parallel.pp) + ", dp " + std::to_string(layout.parallel.dp) + "), fitted to "
+        + cluster.toStdString() + "; measured step " + number(fit.measuredStepSeconds) + " s, predicted "
+        + number(fit.predictedAfter) + " s";
+    if (auto refused = context.catalog().add(profile); !refused.empty()) {
+        context.err << "error: " << refused << " (use --name)\n";
+        return ExitInvalid;
+    }
+
+    if (json) {
+        auto params = nlohmann::ordered_json::array();
+        for (const auto& p : fit.parameters)
+            params.push_back({ { "name", p.name }, { "before", p.before }, { "after", p.after }, { "fitted", p.fitted },
+                { "note", p.note } });
+        auto residuals = nlohmann::ordered_json::array();
+        for (const auto& r : fit.residuals)
+            residuals.push_back({ { "what", r.what }, { "events", r.events }, { "rms_before", r.rmsBefore },
+                { "rms_after", r.rmsAfter } });
+        context.out << nlohmann::ordered_json(
+            { { "profile", spec.name }, { "store", context.store()->path().toStdString() }, { "layout", layout.name },
+                { "steps", fit.steps }, { "measured_step_s", fit.measuredStepSeconds },
+                { "predicted_step_s_before", fit.predictedBefore }, { "predicted_step_s_after", fit.predictedAfter },
+                { "parameters", params }, { "residuals", residuals }, { "cluster", plan::toJson(spec) } })
+                           .dump(2)
+                    << "\n";
+        return ExitOk;
+    }
+    auto& o = context.out;
+    o << "calibrated " << cluster.toStdString() << " from " << fit.steps << " measured steps of layout " << layout.name
+      << " (tp=" << layout.parallel.tp << " pp=" << layout.parallel.pp << " dp=" << layout.parallel.dp << ")\n";
+    for (const auto& p : fit.parameters)
+        o << "  " << p.name << ": " << number(p.before) << (p.fitted ? " -> " + number(p.after) : " (kept)") << "   "
+          << p.note << "\n";
+    o << "fit residual (RMS of (predicted - measured) / measured):\n";
+    for (const auto& r : fit.residuals)
+        o << "  " << r.what << ", " << r.events << " events: " << percent(r.rmsBefore) << " before, "
+          << percent(r.rmsAfter) << " after\n";
+    o << "step time: measured " << number(fit.measuredStepSeconds) << " s, predicted " << number(fit.predictedBefore)
+      << " s before and " << number(fit.predictedAfter) << " s after calibration\n";
+    o << "saved cluster profile \"" << spec.name << "\" in " << context.store()->path().toStdString()
+      << "; use it with \"cluster\": \"" << spec.name << "\" in a layout, or loom plan search --cluster " << spec.name
+      << "\n";
+    return ExitOk;
+}
+
+} // namespace loom::app
