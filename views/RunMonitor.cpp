@@ -10,6 +10,8 @@
 #include <QDateTime>
 #include <QDir>
 #include <QFileInfo>
+#include <QFutureWatcher>
+#include <QtConcurrent/QtConcurrentRun>
 
 #include <map>
 
@@ -132,38 +134,91 @@ bool RunMonitor::open(qint64 runId, QString* error)
             *error = tr("The store could not be opened; check LOOM_DB.");
         return false;
     }
-    if (running() && runId != m_run) {
+    if ((running() && runId != m_run) || m_loading) {
         if (error)
-            *error = tr("A run is in progress; cancel it or wait for it to end before opening another.");
+            *error = tr("A run is in progress or loading; wait for it to end before opening another.");
         return false;
     }
+    Loaded loaded;
     try {
-        const auto record = m_runs->run(runId);
-        if (!record) {
-            if (error)
-                *error = tr("There is no run %1 in the store.").arg(runId);
-            return false;
+        loaded.record = m_runs->run(runId);
+        if (loaded.record) {
+            loaded.steps = m_runs->steps(runId);
+            loaded.events = m_runs->events(runId);
         }
-        const std::string json = record->layoutJson.toStdString();
-        const profiles::ProfileCatalog catalog(m_store);
-        const auto read = plan::readLayout(json, catalog);
-        clear();
-        if (read.layout)
-            setLayout(*read.layout);
-        m_run = runId;
-        m_state = record->state;
-        m_cause = record->exitCause;
-        m_steps = m_runs->steps(runId);
-        m_total = std::max<qint64>(record->steps, m_steps.empty() ? 0 : m_steps.back().step);
-        emit reset();
-        addEvents(m_runs->events(runId));
-        updateStats();
-        return true;
     } catch (const std::exception& e) {
+        loaded.error = tr("The run could not be read from the store: %1").arg(QString::fromUtf8(e.what()));
+    }
+    if (!loaded.record && loaded.error.isEmpty())
+        loaded.error = tr("There is no run %1 in the store.").arg(runId);
+    if (!loaded.error.isEmpty()) {
         if (error)
-            *error = tr("The run could not be read from the store: %1").arg(QString::fromUtf8(e.what()));
+            *error = loaded.error;
         return false;
     }
+    show(runId, std::move(loaded));
+    return true;
+}
+
+void RunMonitor::openInBackground(qint64 runId)
+{
+    QString why;
+    if (!m_store)
+        why = tr("The store could not be opened; check LOOM_DB.");
+    else if ((running() && runId != m_run) || m_loading)
+        why = tr("A run is in progress or loading; wait for it to end before opening another.");
+    if (!why.isEmpty()) {
+        emit openFailed(why);
+        return;
+    }
+    m_loading = true;
+    auto* watcher = new QFutureWatcher<Loaded>(this);
+    connect(watcher, &QFutureWatcher<Loaded>::finished, this, [this, watcher, runId] {
+        Loaded loaded = watcher->result();
+        watcher->deleteLater();
+        m_loading = false;
+        if (!loaded.error.isEmpty()) {
+            emit openFailed(loaded.error);
+            return;
+        }
+        show(runId, std::move(loaded));
+    });
+    // QtSql connections belong to the thread that opens them: the worker opens its own.
+    watcher->setFuture(QtConcurrent::run([path = m_store->path(), runId] {
+        Loaded loaded;
+        try {
+            profiles::Store store(path);
+            profiles::RunStore runs(store);
+            loaded.record = runs.run(runId);
+            if (loaded.record) {
+                loaded.steps = runs.steps(runId);
+                loaded.events = runs.events(runId);
+            } else {
+                loaded.error = tr("There is no run %1 in the store.").arg(runId);
+            }
+        } catch (const std::exception& e) {
+            loaded.error = tr("The run could not be read from the store: %1").arg(QString::fromUtf8(e.what()));
+        }
+        return loaded;
+    }));
+}
+
+void RunMonitor::show(qint64 runId, Loaded loaded)
+{
+    const std::string json = loaded.record->layoutJson.toStdString();
+    const profiles::ProfileCatalog catalog(m_store);
+    const auto read = plan::readLayout(json, catalog);
+    clear();
+    if (read.layout)
+        setLayout(*read.layout);
+    m_run = runId;
+    m_state = loaded.record->state;
+    m_cause = loaded.record->exitCause;
+    m_steps = std::move(loaded.steps);
+    m_total = std::max<qint64>(loaded.record->steps, m_steps.empty() ? 0 : m_steps.back().step);
+    emit reset();
+    addEvents(loaded.events);
+    updateStats();
 }
 
 void RunMonitor::addEvents(const std::vector<trace::TraceEvent>& events)

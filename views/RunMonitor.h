@@ -34,6 +34,10 @@ public:
     bool running() const;
     // Shows a stored run (finished or not); false with the reason when it cannot be read.
     bool open(qint64 runId, QString* error);
+    // The same on a worker thread with its own database connection, for runs of millions of events: the
+    // window keeps working while they load; reset() (or openFailed()) follows.
+    void openInBackground(qint64 runId);
+    bool loading() const { return m_loading; }
 
     qint64 runId() const { return m_run; }
     qint64 totalSteps() const { return m_total; }
@@ -65,8 +69,16 @@ signals:
     void finished(const QString& state, const QString& cause, const QString& logTail);
     // The monitor now shows another run (start or open): views reset.
     void reset();
+    void openFailed(const QString& why);
 
 private:
+    struct Loaded {
+        std::optional<profiles::RunRecord> record;
+        std::vector<profiles::StepRecord> steps;
+        std::vector<trace::TraceEvent> events;
+        QString error;
+    };
+    void show(qint64 runId, Loaded loaded);
     void clear();
     void addEvents(const std::vector<trace::TraceEvent>& events);
     void updateStats();
@@ -83,6 +95,7 @@ private:
     std::vector<std::int64_t> m_nodeOfRank;
     trace::TraceStats m_stats;
     qint64 m_run = 0, m_total = 0;
+    bool m_loading = false;
     QString m_state, m_cause, m_log;
 };
 

@@ -171,7 +171,19 @@ void MainWindow::buildRunSide()
         m_runs->model()->refresh();
         statusBar()->showMessage(tr("Run %1 %2%3").arg(m_monitor->runId()).arg(state).arg(cause.isEmpty() ? QString() : QStringLiteral(": ") + cause), 15000);
     });
-    connect(m_runs, &RunsPanel::openRequested, this, [this](qint64 id) { openRun(id); });
+    connect(m_runs, &RunsPanel::openRequested, this, [this](qint64 id) {
+        statusBar()->showMessage(tr("Loading run %1…").arg(id));
+        m_monitor->openInBackground(id);
+    });
+    connect(m_monitor, &RunMonitor::openFailed, this, [this](const QString& why) {
+        statusBar()->showMessage(tr("Cannot open the run: %1").arg(why), 15000);
+    });
+    connect(m_monitor, &RunMonitor::reset, this, [this] {
+        if (!m_monitor->running() && m_monitor->runId() > 0) {
+            findChild<QDockWidget*>(QStringLiteral("metricsDock"))->raise();
+            statusBar()->showMessage(tr("Showing run %1 (%2)").arg(m_monitor->runId()).arg(m_monitor->state()), 8000);
+        }
+    });
     connect(m_runs, &RunsPanel::compareRequested, this, &MainWindow::compareRuns);
 }
 

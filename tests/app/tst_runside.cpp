@@ -142,6 +142,18 @@ private slots:
         QCOMPARE(w.runMonitor()->runId(), first);
         QCOMPARE(w.runMonitor()->steps().size(), std::size_t(6));
         QVERIFY(w.runTimeline()->view()->timeline().events().size() > 100);
+        // The history's Open loads on a worker thread with its own connection.
+        QSignalSpy loaded(w.runMonitor(), &RunMonitor::reset);
+        emit w.runsPanel()->openRequested(second);
+        QVERIFY(w.runMonitor()->loading());
+        QVERIFY(loaded.wait(20000));
+        QCOMPARE(w.runMonitor()->runId(), second);
+        QCOMPARE(w.runMonitor()->steps().size(), std::size_t(3));
+        QVERIFY(!w.runTimeline()->view()->timeline().events().empty());
+        QSignalSpy failed(w.runMonitor(), &RunMonitor::openFailed);
+        w.runMonitor()->openInBackground(99999);
+        QVERIFY(failed.wait(20000));
+        QVERIFY(failed.at(0).at(0).toString().contains(QStringLiteral("no run 99999")));
         QString error;
         QVERIFY(!w.openRun(99999, &error));
         QVERIFY(error.contains(QStringLiteral("no run 99999")));
