@@ -42,15 +42,12 @@ CompareDialog::CompareDialog(profiles::Store* store, qint64 left, qint64 right, 
     , m_right(new RunMonitor(store, this))
 {
     setWindowTitle(tr("Compare runs %1 and %2").arg(left).arg(right));
-    QString error;
-    if (!m_left->open(left, &error) || !m_right->open(right, &error))
-        m_error = error;
     auto* layout = new QVBoxLayout(this);
     auto* sides = new QSplitter(Qt::Horizontal);
     std::vector<MetricsPanel*> panels;
     for (RunMonitor* m : {m_left, m_right}) {
         auto* column = new QSplitter(Qt::Vertical);
-        auto* head = new QLabel(summary(m));
+        auto* head = new QLabel(tr("Loading…"));
         head->setTextFormat(Qt::RichText);
         head->setWordWrap(true);
         column->addWidget(head);
@@ -62,8 +59,25 @@ CompareDialog::CompareDialog(profiles::Store* store, qint64 left, qint64 right, 
         column->setStretchFactor(1, 2);
         column->setStretchFactor(2, 2);
         sides->addWidget(column);
+        connect(m, &RunMonitor::statsChanged, head, [head, m] { head->setText(summary(m)); });
+        connect(m, &RunMonitor::openFailed, this, [this, head](const QString& why) {
+            m_error = why;
+            head->setText(why.toHtmlEscaped());
+        });
     }
+    for (RunMonitor* m : {m_left, m_right})
+        connect(m, &RunMonitor::statsChanged, this, [this, panels] { sameScales(panels); }, Qt::QueuedConnection);
     layout->addWidget(sides, 1);
+    // Both runs load on worker threads; the columns fill in as they arrive.
+    m_left->openInBackground(left);
+    m_right->openInBackground(right);
+    resize(1500, 950);
+}
+
+void CompareDialog::sameScales(const std::vector<MetricsPanel*>& panels)
+{
+    if (panels.size() != 2)
+        return;
     // One scale for the steps and the loss, so the two curves can be compared by eye.
     auto* a = panels[0]->lossPlot();
     auto* b = panels[1]->lossPlot();
@@ -74,7 +88,11 @@ CompareDialog::CompareDialog(profiles::Store* store, qint64 left, qint64 right, 
         p->yAxis->setRangeUpper(loss);
         p->replot();
     }
-    resize(1500, 950);
+}
+
+bool CompareDialog::loaded() const
+{
+    return !m_left->loading() && !m_right->loading();
 }
 
 bool CompareDialog::ok(QString* error) const

@@ -2,6 +2,8 @@
 
 #include <QDialog>
 
+#include <vector>
+
 namespace loom::profiles {
 class Store;
 }
@@ -18,9 +20,13 @@ public:
     CompareDialog(profiles::Store* store, qint64 left, qint64 right, QWidget* parent = nullptr);
     // False with the reason when either run could not be read.
     bool ok(QString* error = nullptr) const;
+    // Both runs have been read (or have failed); they load on worker threads.
+    bool loaded() const;
     RunMonitor* monitor(int side) const { return side == 0 ? m_left : m_right; }
 
 private:
+    void sameScales(const std::vector<class MetricsPanel*>& panels);
+
     RunMonitor *m_left, *m_right;
     QString m_error;
 };

@@ -206,12 +206,6 @@ void MainWindow::compareRuns(qint64 left, qint64 right)
 {
     auto* dialog = new CompareDialog(m_store, left, right, this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
-    QString error;
-    if (!dialog->ok(&error)) {
-        QMessageBox::warning(this, tr("Compare runs"), error);
-        dialog->deleteLater();
-        return;
-    }
     dialog->show();
 }
 

@@ -159,6 +159,7 @@ private slots:
         QVERIFY(error.contains(QStringLiteral("no run 99999")));
         // Side by side.
         CompareDialog compare(m_store.get(), first, second);
+        QTRY_VERIFY_WITH_TIMEOUT(compare.loaded(), 20000);
         QVERIFY(compare.ok());
         QCOMPARE(compare.monitor(0)->steps().size(), std::size_t(6));
         QCOMPARE(compare.monitor(1)->steps().size(), std::size_t(3));
