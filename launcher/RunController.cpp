@@ -306,11 +306,7 @@ void RunController::handleFrame(const trace::Frame& frame)
                 continue;
             trace::GroupInfo info;
             info.id = g.value("id", -1);
-            const std::string kind = g.value("kind", std::string());
-            for (auto k : {trace::GroupKind::World, trace::GroupKind::Tensor, trace::GroupKind::Pipeline, trace::GroupKind::Data,
-                     trace::GroupKind::Node, trace::GroupKind::CrossNode})
-                if (kind == trace::toString(k))
-                    info.kind = k;
+            info.kind = trace::groupKindFromName(g.value("kind", std::string()));
             if (g.contains("ranks") && g["ranks"].is_array())
                 for (const auto& r : g["ranks"])
                     if (r.is_number_integer())

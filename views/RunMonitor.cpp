@@ -237,10 +237,7 @@ void RunMonitor::addEvents(const std::vector<trace::TraceEvent>& events)
         const QString groupName = group == trace::GroupKind::Other ? QString()
                                                                     : QString::fromLatin1(trace::toString(group).data()) + QLatin1Char(' ');
         const QString name = groupName + QString::fromLatin1(trace::toString(e.kind).data());
-        const double n = std::max(1, e.groupSize);
-        const double factor = e.kind == trace::EventKind::AllReduce ? 2 * (n - 1) / n
-            : (e.kind == trace::EventKind::AllGather || e.kind == trace::EventKind::ReduceScatter) ? (n - 1) / n
-                                                                                                  : 1.0;
+        const double factor = trace::busBandwidthFactor(e.kind, e.groupSize);
         const double seconds = double(e.durationNs()) * 1e-9;
         auto& b = busSum[{e.step, name}];
         b.first += double(e.bytes) * factor / 1e9;

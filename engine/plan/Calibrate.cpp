@@ -20,28 +20,15 @@ CalibrationTrace readCalibrationTrace(const std::string& text)
 {
     CalibrationTrace out;
     std::string other;
-    out.events = trace::readChromeTrace(text, &other);
+    // Group kinds from the names loom-train gives its groups; every rank creates them in the same order, so
+    // a group id means the same kind of group on every rank.
+    std::vector<trace::GroupInfo> groups;
+    out.events = trace::readChromeTrace(text, &other, &groups);
     const auto otherData = nlohmann::json::parse(other, nullptr, false);
     if (otherData.is_object() && otherData.contains("layout") && otherData["layout"].is_object())
         out.layoutJson = otherData["layout"].dump();
-    // Group kinds from the names loom-train gives its groups; every rank creates them in the same order, so
-    // a group id means the same kind of group on every rank.
-    const auto doc = nlohmann::json::parse(text, nullptr, false);
-    for (const auto& j : doc["traceEvents"]) {
-        if (!j.is_object() || !j.contains("args") || !j["args"].is_object())
-            continue;
-        const auto& a = j["args"];
-        const int group = a.value("group", -1);
-        if (group < 0 || out.groupKinds.count(group) || !a.contains("group_name") || !a["group_name"].is_string())
-            continue;
-        const std::string name = a["group_name"];
-        const auto kind = name.rfind("TP", 0) == 0 ? trace::GroupKind::Tensor
-            : name.rfind("PP", 0) == 0             ? trace::GroupKind::Pipeline
-            : name.rfind("DP", 0) == 0             ? trace::GroupKind::Data
-            : name == "world"                      ? trace::GroupKind::World
-                                                   : trace::GroupKind::Other;
-        out.groupKinds[group] = kind;
-    }
+    for (const auto& g : groups)
+        out.groupKinds[g.id] = g.kind;
     return out;
 }
 

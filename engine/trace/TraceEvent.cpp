@@ -44,6 +44,28 @@ std::string_view toString(GroupKind kind)
     return "group";
 }
 
+GroupKind groupKindFromName(std::string_view name)
+{
+    const std::string_view first = name.substr(0, name.find(' '));
+    for (auto k : {GroupKind::World, GroupKind::Tensor, GroupKind::Pipeline, GroupKind::Data, GroupKind::Node,
+             GroupKind::CrossNode})
+        if (first == toString(k))
+            return k;
+    return GroupKind::Other;
+}
+
+double busBandwidthFactor(EventKind kind, std::int32_t members)
+{
+    const double n = members;
+    if (members <= 1)
+        return 1.0;
+    if (kind == EventKind::AllReduce)
+        return 2.0 * (n - 1) / n;
+    if (kind == EventKind::AllGather || kind == EventKind::ReduceScatter)
+        return (n - 1) / n;
+    return 1.0;
+}
+
 std::string_view toString(Algorithm algorithm)
 {
     switch (algorithm) {

@@ -82,6 +82,13 @@ std::string_view toString(Lane lane);
 std::string_view toString(GroupKind kind);
 std::string_view toString(Algorithm algorithm);
 Lane laneOf(EventKind kind);
+// The kind a group's name or kind text begins with (its first word: "TP", "PP", "DP", "world", "node",
+// "cross-node", as toString writes them and loom-train names its groups: "TP group of pp=0 dp=1"); Other
+// when it begins with none of them.
+GroupKind groupKindFromName(std::string_view name);
+// nccl-tests' bus-bandwidth factor of a collective over `members` ranks: 2(n-1)/n for all-reduce, (n-1)/n
+// for all-gather and reduce-scatter, 1 otherwise (and for groups of one).
+double busBandwidthFactor(EventKind kind, std::int32_t members);
 
 // Nanoseconds on this process's monotonic clock.
 std::int64_t nowNs();

@@ -18,17 +18,6 @@ bool isCompute(EventKind k)
     return k == EventKind::Forward || k == EventKind::Backward || k == EventKind::Recompute;
 }
 
-double busFactor(EventKind k, std::int32_t n)
-{
-    if (n <= 1)
-        return 1.0;
-    if (k == EventKind::AllReduce)
-        return 2.0 * (n - 1) / n;
-    if (k == EventKind::AllGather || k == EventKind::ReduceScatter)
-        return double(n - 1) / n;
-    return 1.0;
-}
-
 std::optional<EventKind> kindFromName(const std::string& name)
 {
     for (int k = 0; k <= static_cast<int>(EventKind::Barrier); ++k)
@@ -113,7 +102,7 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
         cs.bytes += e.bytes;
         const double secs = double(e.endNs - e.startNs) * 1e-9;
         cs.seconds += secs;
-        busWeighted[key] += double(e.bytes) * busFactor(e.kind, e.groupSize);
+        busWeighted[key] += double(e.bytes) * busBandwidthFactor(e.kind, e.groupSize);
     }
     for (auto& [key, cs] : coll) {
         cs.algbwGBs = cs.seconds > 0 ? double(cs.bytes) / cs.seconds / 1e9 : 0;
@@ -213,11 +202,7 @@ std::vector<TraceEvent> readChromeTrace(const std::string& text, std::string* ot
                 GroupInfo g;
                 g.id = e.group;
                 g.name = a["group_name"].get<std::string>();
-                const std::string first = g.name.substr(0, g.name.find(' '));
-                for (auto k : {GroupKind::World, GroupKind::Tensor, GroupKind::Pipeline, GroupKind::Data, GroupKind::Node,
-                         GroupKind::CrossNode})
-                    if (first == toString(k))
-                        g.kind = k;
+                g.kind = groupKindFromName(g.name);
                 groups->push_back(std::move(g));
             }
             e.codec = a.value("codec", "");
