@@ -1,6 +1,7 @@
 #include "launcher/LaunchCommands.h"
 
 #include <QCoreApplication>
+#include <QDateTime>
 #include <QDir>
 #include <QFileInfo>
 #include <QRegularExpression>
@@ -200,6 +201,13 @@ Command srunCommand(const LaunchRequest& request, const QString& layoutFile)
     return {QStringLiteral("srun"), args};
 }
 
+
+QString newRunFolder(const QString& storePath)
+{
+    const QString base = QFileInfo(storePath).absolutePath() + QStringLiteral("/runs");
+    QDir().mkpath(base);
+    return base + QLatin1Char('/') + QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"));
+}
 
 QString defaultEnginePath()
 {

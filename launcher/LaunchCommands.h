@@ -32,6 +32,10 @@ struct Command {
 // the path beside the program (so the error names where it was expected).
 QString defaultEnginePath();
 
+// A new run folder beside the store (`<store folder>/runs/<UTC time to the millisecond>`), created; the
+// run's layout file and output go there.
+QString newRunFolder(const QString& storePath);
+
 // One word for a POSIX shell: 'it'\''s' — whatever it holds ($(…), `…`, ;, newlines) stays one literal word.
 QString shellQuote(const QString& word);
 QString shellJoin(const QStringList& words);

@@ -6,9 +6,6 @@
 #include "launcher/RunController.h"
 #include "profiles/ProfileCatalog.h"
 
-#include <QCoreApplication>
-#include <QDateTime>
-#include <QDir>
 #include <QFileInfo>
 #include <QFutureWatcher>
 #include <QtConcurrent/QtConcurrentRun>
@@ -107,9 +104,7 @@ qint64 RunMonitor::start(const plan::Layout& layout, qint64 steps, QString* erro
     request.layout = layout;
     request.steps = steps;
     request.engine = engine;
-    const QString base = QFileInfo(m_store->path()).absolutePath() + QStringLiteral("/runs");
-    QDir().mkpath(base);
-    request.workDir = base + QLatin1Char('/') + QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"));
+    request.workDir = launcher::newRunFolder(m_store->path());
     m_state = QStringLiteral("running");
     m_run = m_controller->start(request);
     if (m_run == 0) {
@@ -127,33 +122,43 @@ void RunMonitor::cancel()
         m_controller->cancel();
 }
 
-bool RunMonitor::open(qint64 runId, QString* error)
+RunMonitor::Loaded RunMonitor::load(profiles::RunStore& runs, qint64 runId)
 {
-    if (!m_runs) {
-        if (error)
-            *error = tr("The store could not be opened; check LOOM_DB.");
-        return false;
-    }
-    if ((running() && runId != m_run) || m_loading) {
-        if (error)
-            *error = tr("A run is in progress or loading; wait for it to end before opening another.");
-        return false;
-    }
     Loaded loaded;
     try {
-        loaded.record = m_runs->run(runId);
+        loaded.record = runs.run(runId);
         if (loaded.record) {
-            loaded.steps = m_runs->steps(runId);
-            loaded.events = m_runs->events(runId);
+            loaded.steps = runs.steps(runId);
+            loaded.events = runs.events(runId);
+        } else {
+            loaded.error = tr("There is no run %1 in the store.").arg(runId);
         }
     } catch (const std::exception& e) {
         loaded.error = tr("The run could not be read from the store: %1").arg(QString::fromUtf8(e.what()));
     }
-    if (!loaded.record && loaded.error.isEmpty())
-        loaded.error = tr("There is no run %1 in the store.").arg(runId);
-    if (!loaded.error.isEmpty()) {
+    return loaded;
+}
+
+QString RunMonitor::whyNotOpen(qint64 runId) const
+{
+    if (!m_runs)
+        return tr("The store could not be opened; check LOOM_DB.");
+    if ((running() && runId != m_run) || m_loading)
+        return tr("A run is in progress or loading; wait for it to end before opening another.");
+    return {};
+}
+
+bool RunMonitor::open(qint64 runId, QString* error)
+{
+    QString why = whyNotOpen(runId);
+    Loaded loaded;
+    if (why.isEmpty()) {
+        loaded = load(*m_runs, runId);
+        why = loaded.error;
+    }
+    if (!why.isEmpty()) {
         if (error)
-            *error = loaded.error;
+            *error = why;
         return false;
     }
     show(runId, std::move(loaded));
@@ -162,12 +167,7 @@ bool RunMonitor::open(qint64 runId, QString* error)
 
 void RunMonitor::openInBackground(qint64 runId)
 {
-    QString why;
-    if (!m_store)
-        why = tr("The store could not be opened; check LOOM_DB.");
-    else if ((running() && runId != m_run) || m_loading)
-        why = tr("A run is in progress or loading; wait for it to end before opening another.");
-    if (!why.isEmpty()) {
+    if (const QString why = whyNotOpen(runId); !why.isEmpty()) {
         emit openFailed(why);
         return;
     }
@@ -185,21 +185,15 @@ void RunMonitor::openInBackground(qint64 runId)
     });
     // QtSql connections belong to the thread that opens them: the worker opens its own.
     watcher->setFuture(QtConcurrent::run([path = m_store->path(), runId] {
-        Loaded loaded;
         try {
             profiles::Store store(path);
             profiles::RunStore runs(store);
-            loaded.record = runs.run(runId);
-            if (loaded.record) {
-                loaded.steps = runs.steps(runId);
-                loaded.events = runs.events(runId);
-            } else {
-                loaded.error = tr("There is no run %1 in the store.").arg(runId);
-            }
+            return load(runs, runId);
         } catch (const std::exception& e) {
-            loaded.error = tr("The run could not be read from the store: %1").arg(QString::fromUtf8(e.what()));
+            Loaded failed;
+            failed.error = tr("The run could not be read from the store: %1").arg(QString::fromUtf8(e.what()));
+            return failed;
         }
-        return loaded;
     }));
 }
 

@@ -78,6 +78,10 @@ private:
         std::vector<trace::TraceEvent> events;
         QString error;
     };
+    // Reads a run from `runs` (on whichever thread owns that connection); the error names what failed.
+    static Loaded load(profiles::RunStore& runs, qint64 runId);
+    // Why no run can be opened now, or nothing.
+    QString whyNotOpen(qint64 runId) const;
     void show(qint64 runId, Loaded loaded);
     void clear();
     void addEvents(const std::vector<trace::TraceEvent>& events);

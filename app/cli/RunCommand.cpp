@@ -7,11 +7,8 @@
 #include "profiles/RunStore.h"
 
 #include <QCoreApplication>
-#include <QDateTime>
-#include <QDir>
 #include <QFile>
 #include <QFileInfo>
-#include <QStandardPaths>
 #include <QTimer>
 
 #include <nlohmann/json.hpp>
@@ -95,7 +92,6 @@ int runCommand(CliContext& context, const QStringList& args)
                                     ? checkpointDir
                                     : QFileInfo(checkpointDir).absoluteFilePath();
     request.checkpointEvery = checkpointEvery;
-    const QString base = QFileInfo(store->path()).absolutePath() + QStringLiteral("/runs");
     launcher::RunController controller(&runs);
     QString state, cause, tail;
     QObject::connect(&controller, &launcher::RunController::stepFinished, [&](const profiles::StepRecord& s, qint64 total) {
@@ -120,8 +116,7 @@ int runCommand(CliContext& context, const QStringList& args)
         }
     });
     poll.start(100);
-    QDir().mkpath(base);
-    request.workDir = base + QLatin1Char('/') + QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"));
+    request.workDir = launcher::newRunFolder(store->path());
     const qint64 id = controller.start(request);
     if (state.isEmpty())
         QCoreApplication::exec();
