@@ -119,15 +119,17 @@ MainWindow::MainWindow(const plan::ProfileResolver& profiles, profiles::Store* s
 
 MainWindow::~MainWindow() = default;
 
+QDockWidget* MainWindow::dock(const QString& title, const char* name, QWidget* widget, Qt::DockWidgetArea area)
+{
+    auto* d = new QDockWidget(title, this);
+    d->setObjectName(QString::fromLatin1(name)); // saveState() finds docks by name
+    d->setWidget(widget);
+    addDockWidget(area, d);
+    return d;
+}
+
 void MainWindow::buildDocks()
 {
-    auto dock = [this](const QString& title, const char* name, QWidget* w, Qt::DockWidgetArea area) {
-        auto* d = new QDockWidget(title, this);
-        d->setObjectName(QString::fromLatin1(name));
-        d->setWidget(w);
-        addDockWidget(area, d);
-        return d;
-    };
     dock(tr("Layers"), "layersDock", m_palette, Qt::LeftDockWidgetArea);
     auto* strategy = dock(tr("Strategy"), "strategyDock", scrolled(m_strategy), Qt::RightDockWidgetArea);
     auto* prediction = dock(tr("Prediction"), "predictionDock", scrolled(m_prediction), Qt::RightDockWidgetArea);
@@ -145,13 +147,6 @@ void MainWindow::buildRunSide()
     m_runTimeline = new RunTimelinePanel(m_monitor);
     m_metrics = new MetricsPanel(m_monitor);
     m_runs = new RunsPanel(m_store);
-    auto dock = [this](const QString& title, const char* name, QWidget* w, Qt::DockWidgetArea area) {
-        auto* d = new QDockWidget(title, this);
-        d->setObjectName(QString::fromLatin1(name));
-        d->setWidget(w);
-        addDockWidget(area, d);
-        return d;
-    };
     auto* schedule = findChild<QDockWidget*>(QStringLiteral("scheduleDock"));
     auto* run = dock(tr("Run"), "runDock", m_runPanel, Qt::LeftDockWidgetArea);
     tabifyDockWidget(findChild<QDockWidget*>(QStringLiteral("layersDock")), run);

@@ -5,6 +5,7 @@
 #include <QMainWindow>
 
 class QAction;
+class QDockWidget;
 class QLabel;
 class QMenu;
 
@@ -81,6 +82,7 @@ protected:
 private:
     void buildActions();
     void buildDocks();
+    QDockWidget* dock(const QString& title, const char* name, QWidget* widget, Qt::DockWidgetArea area);
     void layoutChanged();
     void showAnalysis(const views::LayoutAnalysis& analysis);
     void updateTitle();
