@@ -21,13 +21,7 @@ LayoutAnalysis analyzeLayout(const plan::Layout& layout)
                          "micro-batches or stages";
     } else {
         a.prediction = plan::predict(layout);
-        if (!a.prediction->fits) {
-            const auto& mem = a.prediction->memory;
-            a.diagnostics.warning("memory",
-                "the most loaded device needs " + std::to_string(int(mem.total() + 0.5)) + " GB but "
-                    + layout.cluster.device.name + " has " + std::to_string(int(a.prediction->memoryCapacityGB + 0.5))
-                    + " GB; raise tp or pp, use ZeRO-1 with dp > 1, or recompute activations");
-        }
+        plan::warnIfItDoesNotFit(layout, *a.prediction, a.diagnostics); // validateLayout's warning, one predict
     }
     a.elapsedMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return a;

@@ -284,12 +284,7 @@ void RunMonitor::updateStats()
     const bool live = running();
     if (live && (events.size() > 2000000 || (events.size() > 200000 && m_steps.size() % 10 != 0)))
         return;
-    trace::StatsContext context;
-    context.pp = m_layout.parallel.pp;
-    context.vpp = m_layout.parallel.vpp;
-    context.microBatches = m_layout.parallel.globalBatch / std::max<std::int64_t>(1, m_layout.parallel.microBatch * m_layout.parallel.dp);
-    context.interleaved = m_layout.parallel.schedule == plan::ScheduleKind::Interleaved;
-    context.tokensPerStep = m_layout.parallel.globalBatch * m_layout.model.seqLen;
+    trace::StatsContext context = plan::statsContext(m_layout);
     context.groups = m_timeline->timeline().groups();
     m_stats = trace::computeStats(events, context);
     emit statsChanged();

@@ -52,13 +52,9 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
         const auto read = plan::readLayout(meta["layout"].dump(), context.catalog());
         layout = read.layout;
         if (read.layout) {
-            const auto& p = read.layout->parallel;
-            c.pp = p.pp;
-            c.vpp = p.vpp;
-            c.interleaved = p.schedule == plan::ScheduleKind::Interleaved;
-            if (p.microBatch * p.dp > 0)
-                c.microBatches = p.microBatches();
-            c.tokensPerStep = p.globalBatch * read.layout->model.seqLen;
+            auto groups = std::move(c.groups);
+            c = plan::statsContext(*read.layout);
+            c.groups = std::move(groups);
         }
     } else {
         for (const auto& e : events)

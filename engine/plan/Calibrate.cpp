@@ -373,12 +373,7 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
             static_cast<std::int64_t>(n), rmsBefore, residualRms(rows, alpha, invBeta) });
     }
 
-    trace::StatsContext context;
-    context.pp = layout.parallel.pp;
-    context.vpp = chunks;
-    context.microBatches = layout.parallel.microBatches();
-    context.interleaved = layout.parallel.schedule == ScheduleKind::Interleaved;
-    out.measuredStepSeconds = trace::computeStats(all, context).stepSeconds;
+    out.measuredStepSeconds = trace::computeStats(all, statsContext(layout)).stepSeconds;
     out.predictedBefore = predict(layout).stepTime;
     layout.cluster = after;
     out.predictedAfter = predict(layout).stepTime;

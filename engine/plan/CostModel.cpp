@@ -17,6 +17,19 @@ double megatronModelFlops(const ModelSpec& m, std::int64_t globalBatch, bool ful
                          : 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
 }
 
+trace::StatsContext statsContext(const Layout& l)
+{
+    const auto& p = l.parallel;
+    trace::StatsContext c;
+    c.pp = p.pp;
+    c.vpp = p.vpp;
+    c.interleaved = p.schedule == ScheduleKind::Interleaved;
+    if (p.microBatch * p.dp > 0)
+        c.microBatches = p.microBatches();
+    c.tokensPerStep = p.globalBatch * l.model.seqLen;
+    return c;
+}
+
 double activationBytesPerLayer(const ModelSpec& m, std::int64_t b, std::int64_t t, Recompute recompute, bool sp)
 {
     const double s = double(m.seqLen), h = double(m.hidden), a = double(m.heads), B = double(b), T = double(t);

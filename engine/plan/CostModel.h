@@ -2,6 +2,7 @@
 
 #include "engine/plan/Layout.h"
 #include "engine/trace/TraceEvent.h"
+#include "engine/trace/TraceStats.h"
 
 #include <cstdint>
 #include <string>
@@ -40,6 +41,9 @@ struct Prediction {
 // recomputation, 72·B·s·l·h²·(1 + s/6h + V/12lh) without.
 double megatronModelFlops(const ModelSpec& model, std::int64_t globalBatch, bool fullRecompute);
 
+// What engine/trace's statistics need to know of the layout a trace ran: pp, vpp, micro-batches per
+// pipeline, the schedule and the tokens of a step (the closed-form bubble and tokens/s).
+trace::StatsContext statsContext(const Layout& layout);
 // Activation bytes of one transformer layer for one micro-batch (Korthikanti et al. 2022), 16-bit
 // activations: s·b·h·(34 + 5as/h) with no parallelism; s·b·h·(10 + 24/t + 5as/(h·t)) with tensor
 // parallelism; s·b·h/t·(34 + 5as/h) with sequence parallelism too; s·b·h·(10 + 24/t) with selective

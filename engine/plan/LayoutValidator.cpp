@@ -301,16 +301,7 @@ private:
     {
         if (known.hasErrors() || d.hasErrors() || !simulatable(l))
             return;  // the planner needs a valid layout of a size it can replay
-        const Prediction prediction = predict(l);
-        if (prediction.fits)
-            return;
-        const auto& mem = prediction.memory;
-        auto gb = [](double x) { return text::number(std::round(x * 10) / 10); };
-        d.warning("memory", "the layout needs about " + gb(mem.total()) + " GB per device (parameters " + gb(mem.params)
-                                + ", gradients " + gb(mem.grads) + ", optimizer " + gb(mem.optimizer) + ", activations "
-                                + gb(mem.activations) + ", reserve " + gb(mem.reserve) + ") but " + l.cluster.device.name
-                                + " has " + gb(prediction.memoryCapacityGB)
-                                + " GB; raise tp or pp, use memory.zero 1 with dp > 1, or recompute activations");
+        warnIfItDoesNotFit(l, predict(l), d);
     }
 
     const Layout& l;
@@ -339,6 +330,19 @@ Diagnostics validateLayout(const Layout& layout, const Diagnostics& alreadyRepor
     Diagnostics out;
     Rules(layout, alreadyReported, out).run();
     return out;
+}
+
+void warnIfItDoesNotFit(const Layout& l, const Prediction& prediction, Diagnostics& d)
+{
+    if (prediction.fits)
+        return;
+    const auto& mem = prediction.memory;
+    auto gb = [](double x) { return text::number(std::round(x * 10) / 10); };
+    d.warning("memory", "the layout needs about " + gb(mem.total()) + " GB per device (parameters " + gb(mem.params)
+                            + ", gradients " + gb(mem.grads) + ", optimizer " + gb(mem.optimizer) + ", activations "
+                            + gb(mem.activations) + ", reserve " + gb(mem.reserve) + ") but " + l.cluster.device.name
+                            + " has " + gb(prediction.memoryCapacityGB)
+                            + " GB; raise tp or pp, use memory.zero 1 with dp > 1, or recompute activations");
 }
 
 Diagnostics validateRules(const Layout& layout)

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "engine/plan/CostModel.h"
 #include "engine/plan/Diagnostics.h"
 #include "engine/plan/Layout.h"
 
@@ -15,6 +16,9 @@ constexpr std::int64_t kMaxRanks = 1 << 20;
 // `alreadyReported` holds problems found while reading: rules that involve a field with an error there are
 // skipped, so one mistake is not reported twice. Used on layouts from files and on layouts the GUI edits.
 Diagnostics validateLayout(const Layout& layout, const Diagnostics& alreadyReported = {});
+
+// The memory-fit warning of validateLayout, for callers that already have the layout's prediction.
+void warnIfItDoesNotFit(const Layout& layout, const Prediction& prediction, Diagnostics& diagnostics);
 
 // The same rules without the memory-fit check (which runs the planner): microseconds, for editors that
 // test many candidate values.
