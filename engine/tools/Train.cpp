@@ -220,6 +220,13 @@ int main(int argc, char** argv)
         comm::ClockAlignment clock = tracing ? comm::alignClock(MPI_COMM_WORLD) : comm::ClockAlignment{};
         std::int64_t clockError = clock.errorNs;
         std::vector<trace::TraceEvent> aligned;  // this rank's events of earlier stretches, on rank 0's clock
+        auto alignRecorded = [&] {               // moves what was recorded since into `aligned`
+            for (auto& e : recorder.take()) {
+                e.startNs -= clock.offsetNs;
+                e.endNs -= clock.offsetNs;
+                aligned.push_back(std::move(e));
+            }
+        };
         std::vector<trace::TraceEvent> streamed;  // rank 0: what the stream carried, for --trace-out
         auto emit = [](std::string_view type, const std::string& payload) {
             const std::string frame = trace::encodeFrame(type, payload);
@@ -322,11 +329,7 @@ int main(int argc, char** argv)
             }
             if (tracing && (s + 1 - first) % kClockRefreshSteps == 0 && s + 1 < args->steps) {
                 if (!args->stream) // the stream has already moved this stretch's events
-                    for (auto& e : recorder.take()) {
-                        e.startNs -= clock.offsetNs;
-                        e.endNs -= clock.offsetNs;
-                        aligned.push_back(std::move(e));
-                    }
+                    alignRecorded();
                 clock = comm::alignClock(MPI_COMM_WORLD);
                 clockError = std::max(clockError, clock.errorNs);
             }
@@ -372,12 +375,8 @@ int main(int argc, char** argv)
         if (!args->traceOut.empty()) {
             std::int64_t worstError = clockError;
             MPI_Allreduce(MPI_IN_PLACE, &worstError, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
-            auto mine = std::move(aligned);
-            for (auto& e : recorder.take()) {
-                e.startNs -= clock.offsetNs;
-                e.endNs -= clock.offsetNs;
-                mine.push_back(std::move(e));
-            }
+            alignRecorded();
+            const auto mine = std::move(aligned);
             std::int64_t recorded = static_cast<std::int64_t>(mine.size());
             std::vector<std::int64_t> perRank(static_cast<std::size_t>(size));
             MPI_Gather(&recorded, 1, MPI_INT64_T, perRank.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
