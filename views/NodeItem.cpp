@@ -26,7 +26,7 @@ QRectF NodeItem::boundingRect() const { return {QPointF(0, 0), m_size}; }
 
 QRectF NodeItem::cellRect(std::int64_t local) const
 {
-    const int cols = int(std::min<std::int64_t>(m_scene->devicesPerNode(), 8));
+    const int cols = m_scene->columnsPerNode();
     const qreal x = TopologyScene::kPadding + qreal(local % cols) * TopologyScene::kCellWidth;
     const qreal y = TopologyScene::kHeader + qreal(local / cols) * TopologyScene::kCellHeight;
     return {x + 2, y + 2, TopologyScene::kCellWidth - 4, TopologyScene::kCellHeight - 4};
@@ -130,7 +130,7 @@ void NodeItem::paintTpOutlines(QPainter* p) const
     p->setPen(QPen(QColor(0x22, 0x22, 0x22), 2));
     p->setBrush(Qt::NoBrush);
     const std::int64_t n = m_scene->devicesPerNode();
-    const int cols = int(std::min<std::int64_t>(n, 8));
+    const int cols = m_scene->columnsPerNode();
     std::int64_t start = 0;
     for (std::int64_t i = 1; i <= n; ++i) {
         const DeviceView& a = m_scene->device(m_node, start);

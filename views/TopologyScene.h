@@ -40,6 +40,8 @@ public:
     const plan::Layout& layout() const { return m_layout; }
     std::int64_t nodeCount() const { return m_nodes; }
     std::int64_t devicesPerNode() const { return m_devicesPerNode; }
+    // Devices per row inside a node box (at most 8, then the next row).
+    int columnsPerNode() const;
     const DeviceView& device(std::int64_t node, std::int64_t local) const;
     double capacityGB() const { return m_layout.cluster.device.memoryGB; }
     // The scene rectangle of a device (for tests and drop targets).
@@ -60,7 +62,6 @@ public:
 private:
     void rebuild();
     void fill(const plan::Prediction* prediction);
-    int columnsPerNode() const;
     QSizeF nodeSize() const;
 
     plan::Layout m_layout;
