@@ -6,6 +6,7 @@
 #include <QFileInfo>
 #include <QRegularExpression>
 #include <QStandardPaths>
+#include <QThread>
 
 #include <unistd.h>
 
@@ -207,6 +208,115 @@ QString newRunFolder(const QString& storePath)
     const QString base = QFileInfo(storePath).absolutePath() + QStringLiteral("/runs");
     QDir().mkpath(base);
     return base + QLatin1Char('/') + QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"));
+}
+
+namespace {
+
+// ssh options a layout file may bring: each with the pattern its value must match (empty: a flag).
+struct AllowedSshOption {
+    const char* flag;
+    const char* value;
+};
+constexpr AllowedSshOption kLayoutSshOptions[] = {
+    {"-p", "^[0-9]{1,5}$"}, {"-l", "^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$"}, {"-i", "^[^-].*$"},
+    {"-4", ""},           {"-6", ""},                                  {"-C", ""},
+    {"-q", ""},           {"-v", ""},
+};
+
+QString policyHint()
+{
+    return QStringLiteral(
+        "put launch options in a cluster profile in your store (loom profiles import FILE) and name it in the layout "
+        "(\"cluster\": \"NAME\") or with loom run --cluster NAME; see docs/launcher.md");
+}
+
+void checkLayoutSshOptions(const plan::LaunchSpec& l, QStringList& problems)
+{
+    for (std::size_t i = 0; i < l.sshOptions.size(); ++i) {
+        const QString o = QString::fromStdString(l.sshOptions[i]);
+        const AllowedSshOption* allowed = nullptr;
+        for (const auto& a : kLayoutSshOptions)
+            if (o == QLatin1String(a.flag))
+                allowed = &a;
+        const QString field = QStringLiteral("cluster.launch.ssh_options[%1]").arg(i);
+        if (!allowed) {
+            problems << QStringLiteral("%1=\"%2\" is refused: a layout file may give ssh only -p PORT, -l USER, -i FILE, -4, -6, "
+                                       "-C, -q and -v (options such as -o, -F and -J can run commands on this machine); %3")
+                            .arg(field, o.left(80), policyHint());
+            continue;
+        }
+        if (*allowed->value == '\0')
+            continue;
+        const QString value = i + 1 < l.sshOptions.size() ? QString::fromStdString(l.sshOptions[++i]) : QString();
+        if (!QRegularExpression(QString::fromLatin1(allowed->value)).match(value).hasMatch())
+            problems << QStringLiteral("%1=\"%2\" needs a value of its own after it (%3), not \"%4\"")
+                            .arg(field, o, o == QLatin1String("-p") ? QStringLiteral("a port number")
+                                           : o == QLatin1String("-l") ? QStringLiteral("a user name")
+                                                                      : QStringLiteral("a key file that does not start with '-'"),
+                                 value.left(80));
+    }
+}
+
+bool hasFileName(const std::string& path, std::initializer_list<const char*> names)
+{
+    const QString name = QFileInfo(QString::fromStdString(path)).fileName();
+    for (const char* n : names)
+        if (name == QLatin1String(n))
+            return true;
+    return false;
+}
+
+}  // namespace
+
+QStringList launchPolicyProblems(const plan::Layout& layout)
+{
+    QStringList problems;
+    if (!layout.clusterProfile.empty())
+        return problems;  // a profile in the user's store: its launch settings are the user's own
+    const plan::LaunchSpec& l = layout.cluster.launch;
+    checkLayoutSshOptions(l, problems);
+    for (const auto& [key, list] : {std::pair{"mpirun_options", &l.mpirunOptions}, std::pair{"sbatch_options", &l.sbatchOptions}})
+        if (!list->empty())
+            problems << QStringLiteral("cluster.launch.%1 is refused: a layout file may not pass options to %2 (they can run "
+                                       "commands, e.g. --mca plm_rsh_agent or --wrap); %3")
+                            .arg(QLatin1String(key), QLatin1String(key == std::string("mpirun_options") ? "mpirun" : "sbatch"),
+                                 policyHint());
+    if (l.mpirun != "mpirun" && !hasFileName(l.mpirun, {"mpirun", "mpiexec"}))
+        problems << QStringLiteral("cluster.launch.mpirun=\"%1\" is refused: in a layout file it must be a path to mpirun or "
+                                   "mpiexec; %2")
+                        .arg(QString::fromStdString(l.mpirun).left(80), policyHint());
+    if (!l.engine.empty() && !hasFileName(l.engine, {"loom-train"}))
+        problems << QStringLiteral("cluster.launch.engine=\"%1\" is refused: in a layout file it must be a path to loom-train; %2")
+                        .arg(QString::fromStdString(l.engine).left(80), policyHint());
+    return problems;
+}
+
+std::int64_t defaultMaxLocalRanks()
+{
+    return std::max<std::int64_t>(kMinLocalRanks, kLocalRanksPerCore * std::max(1, QThread::idealThreadCount()));
+}
+
+QString localRanksProblem(const plan::Layout& layout, std::int64_t maxLocalRanks)
+{
+    const std::int64_t ranks = layout.parallel.worldSize();
+    if (layout.cluster.launch.method != "local" || ranks <= maxLocalRanks)
+        return {};
+    return QStringLiteral("the layout needs %1 ranks (tp·pp·dp) and its cluster launches them all on this machine, which has "
+                          "%2 cores: a local run starts at most %3 ranks (%4 per core); lower tp, pp or dp, use a cluster "
+                          "profile that launches over ssh or Slurm, or raise the limit with loom run --max-local-ranks N")
+        .arg(ranks)
+        .arg(QThread::idealThreadCount())
+        .arg(maxLocalRanks)
+        .arg(kLocalRanksPerCore);
+}
+
+QString launchRefusal(const LaunchRequest& request)
+{
+    QStringList problems = launchPolicyProblems(request.layout);
+    const QString many = localRanksProblem(request.layout, request.maxLocalRanks > 0 ? request.maxLocalRanks : defaultMaxLocalRanks());
+    if (!many.isEmpty())
+        problems << many;
+    return problems.join(QStringLiteral("; "));
 }
 
 QString defaultEnginePath()

@@ -18,7 +18,26 @@ struct LaunchRequest {
     std::int64_t checkpointEvery = 0;
     double progressTimeoutSeconds = 300;  // no frame for this long: the run is stuck
     double cancelGraceSeconds = 10;       // SIGTERM, then SIGKILL after this
+    std::int64_t maxLocalRanks = 0;       // local runs start at most this many ranks; 0: defaultMaxLocalRanks()
 };
+
+// The launch policy (docs/launcher.md, "What a layout file may launch"). A layout is a document people
+// share, so a cluster written inline in a layout file may carry only launch settings that cannot run a
+// command: ssh options from a short allow-list (-p PORT, -l USER, -i FILE, -4, -6, -C, -q, -v), mpirun
+// and the engine by their usual names, and no mpirun or sbatch options. Anything else must come from a
+// cluster profile in the user's own store (built in, or imported on purpose with loom profiles import),
+// which the layout names ("cluster": "NAME") or loom run --cluster NAME picks. Each problem is one
+// sentence naming the field and the fix; empty: the layout may be launched.
+QStringList launchPolicyProblems(const plan::Layout& layout);
+// Local runs: at most kLocalRanksPerCore ranks per core of this machine (at least kMinLocalRanks).
+constexpr std::int64_t kLocalRanksPerCore = 8;
+constexpr std::int64_t kMinLocalRanks = 16;
+std::int64_t defaultMaxLocalRanks();
+// Empty, or the sentence saying that a local run of `layout` would start more than `maxLocalRanks` ranks.
+QString localRanksProblem(const plan::Layout& layout, std::int64_t maxLocalRanks);
+// Everything a run of `request` refuses before starting anything (the policy and the local-rank cap),
+// joined into one message; empty when it may start.
+QString launchRefusal(const LaunchRequest& request);
 
 // A program and its arguments, each its own argv entry.
 struct Command {

@@ -85,6 +85,8 @@ qint64 RunController::start(const LaunchRequest& request)
     m_run = m_store ? m_store->startRun(QString::fromStdString(request.layout.name), layoutJson,
                                         QString::fromStdString(request.layout.cluster.name), shown.join(QLatin1Char(' ')))
                     : 0;
+    if (problem.isEmpty())
+        problem = launchRefusal(request);  // the launch policy and the local-rank cap (LaunchCommands.h)
     if (!problem.isEmpty()) {
         end(QStringLiteral("failed"), problem);
         return m_run;

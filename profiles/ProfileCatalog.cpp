@@ -44,21 +44,39 @@ std::string ProfileCatalog::add(const Profile& profile)
         return "there is no store to save user profiles in";
     if (profile.name().empty())
         return "the profile has no name";
+    if (const std::string bad = profileNameProblem(profile.name()); !bad.empty())
+        return bad;
     if (BuiltinProfiles::instance().find(profile.kind(), profile.name()))
         return "\"" + profile.name() + "\" is a built-in " + std::string(toString(profile.kind()))
             + " profile; give yours another name";
+    // Save only what reads back: the saved text goes through the same reader as every later use.
+    const auto back = readProfile(writeProfile(profile));
+    if (!back.profile || back.diagnostics.hasErrors())
+        return "the profile would not read back, so it was not saved:\n" + back.diagnostics.format();
     m_store->saveProfile(profile);
     return {};
 }
 
-bool ProfileCatalog::remove(std::string_view name)
+bool ProfileCatalog::remove(std::string_view name, std::optional<Profile::Kind> kind)
 {
     if (!m_store)
         return false;
     const QString n = QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
-    bool removedModel = m_store->removeProfile(Profile::Kind::Model, n);
-    bool removedCluster = m_store->removeProfile(Profile::Kind::Cluster, n);
+    bool removedModel = kind != Profile::Kind::Cluster && m_store->removeProfile(Profile::Kind::Model, n);
+    bool removedCluster = kind != Profile::Kind::Model && m_store->removeProfile(Profile::Kind::Cluster, n);
     return removedModel || removedCluster;
+}
+
+std::string profileNameProblem(const std::string& name)
+{
+    if (!name.empty() && name.front() == '-')
+        return "the name \"" + name.substr(0, 60) + "\" starts with '-', so on a command line it would read as an option; "
+               "give the profile a name that starts with a letter or digit";
+    for (unsigned char c : name)
+        if (c < 0x20 || c == 0x7f)
+            return "the name holds a control character (code " + std::to_string(c) + "); write it in plain letters, digits and "
+                   "punctuation";
+    return {};
 }
 
 std::optional<plan::ModelSpec> ProfileCatalog::findModel(std::string_view name) const

@@ -27,10 +27,12 @@ public:
     // Every profile called `name` (a model and a cluster may share a name).
     std::vector<Entry> find(std::string_view name) const;
 
-    // Checks and saves a user profile; returns an empty string or a sentence saying why it was refused.
+    // Checks and saves a user profile; returns an empty string or a sentence saying why it was refused (a
+    // built-in name, a name that looks like an option, or a profile that would not read back).
     std::string add(const Profile& profile);
-    // Removes a user profile by name; returns false when there is none (built-ins cannot be removed).
-    bool remove(std::string_view name);
+    // Removes a user profile by name (of `kind` only, when given); returns false when there is none
+    // (built-ins cannot be removed).
+    bool remove(std::string_view name, std::optional<Profile::Kind> kind = std::nullopt);
 
     std::optional<plan::ModelSpec> findModel(std::string_view name) const override;
     std::optional<plan::ClusterSpec> findCluster(std::string_view name) const override;
@@ -44,5 +46,9 @@ private:
 };
 
 std::string_view toString(ProfileCatalog::Origin origin);
+
+// Empty, or why `name` cannot name a user profile: it starts with '-' (it would read as an option) or holds
+// control characters.
+std::string profileNameProblem(const std::string& name);
 
 } // namespace loom::profiles

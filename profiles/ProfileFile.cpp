@@ -1,5 +1,7 @@
 #include "profiles/ProfileFile.h"
 
+#include "engine/trace/JsonLimits.h"
+
 #include "engine/plan/JsonFields.h"
 
 #include <nlohmann/json.hpp>
@@ -27,9 +29,10 @@ ProfileReadResult readProfile(std::string_view text)
 {
     ProfileReadResult result;
     auto& d = result.diagnostics;
-    json root = json::parse(text, nullptr, false);
+    std::string why;
+    json root = parseJsonLimited(text, &why);
     if (root.is_discarded()) {
-        d.error("", "the profile is not valid JSON; a profile starts with {\"loom_profile\": 1, \"kind\": ...}");
+        d.error("", "the profile is " + why + "; a profile starts with {\"loom_profile\": 1, \"kind\": ...}");
         return result;
     }
     if (!root.is_object()) {

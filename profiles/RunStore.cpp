@@ -1,10 +1,16 @@
 #include "profiles/RunStore.h"
 
+#include <QFile>
 #include <QSqlDatabase>
 #include <QSqlDriver>
 #include <QSqlError>
 #include <QSqlQuery>
+#include <QSysInfo>
 #include <QVariant>
+
+#include <cerrno>
+#include <csignal>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -38,6 +44,43 @@ RunRecord runFrom(const QSqlQuery& q)
     return r;
 }
 
+// The process following a run: "host pid start", start being its start time in clock ticks after boot
+// (field 22 of /proc/PID/stat), so a pid that the system has given to another process is not mistaken for it.
+QString processStart(qint64 pid)
+{
+    QFile f(QStringLiteral("/proc/%1/stat").arg(pid));
+    if (!f.open(QIODevice::ReadOnly))
+        return {};
+    const QString text = QString::fromLatin1(f.readAll());
+    const QStringList fields = text.mid(text.lastIndexOf(QLatin1Char(')')) + 2).split(QLatin1Char(' '));
+    return fields.value(19);  // fields after "(comm)" start at field 3; field 22 is index 19
+}
+
+QString thisOwner()
+{
+    const qint64 pid = ::getpid();
+    return QStringLiteral("%1 %2 %3").arg(QSysInfo::machineHostName()).arg(pid).arg(processStart(pid));
+}
+
+// True only when the run's owner is provably gone: it ran on this host and its process has ended (or the
+// pid now belongs to a process started at another time). Runs recorded by a Loom older than schema 4 have
+// no owner and count as gone; runs owned on another host are left alone.
+bool ownerGone(const QString& owner)
+{
+    if (owner.isEmpty())
+        return true;
+    const QStringList parts = owner.split(QLatin1Char(' '));
+    if (parts.size() < 2 || parts[0] != QSysInfo::machineHostName())
+        return false;
+    const qint64 pid = parts[1].toLongLong();
+    if (pid <= 0)
+        return false;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+        return true;
+    const QString start = processStart(pid);
+    return !start.isEmpty() && !parts.value(2).isEmpty() && start != parts.value(2);
+}
+
 const char* kRunColumns = "id, name, layout_json, cluster, command, started_at, ended_at, state, exit_cause, steps";
 
 }  // namespace
@@ -45,11 +88,12 @@ const char* kRunColumns = "id, name, layout_json, cluster, command, started_at, 
 qint64 RunStore::startRun(const QString& name, const QString& layoutJson, const QString& cluster, const QString& command)
 {
     QSqlQuery q(db(m_store));
-    q.prepare(QStringLiteral("INSERT INTO runs (name, layout_json, cluster, command, state) VALUES (?, ?, ?, ?, 'running')"));
+    q.prepare(QStringLiteral("INSERT INTO runs (name, layout_json, cluster, command, state, owner) VALUES (?, ?, ?, ?, 'running', ?)"));
     q.addBindValue(name);
     q.addBindValue(layoutJson);
     q.addBindValue(cluster);
     q.addBindValue(command);
+    q.addBindValue(thisOwner());
     if (!q.exec())
         fail(m_store, QStringLiteral("cannot record the run"), q.lastError());
     return q.lastInsertId().toLongLong();
@@ -181,10 +225,23 @@ void RunStore::finishRun(qint64 run, const QString& state, const QString& exitCa
 int RunStore::markInterrupted()
 {
     QSqlQuery q(db(m_store));
-    if (!q.exec(QStringLiteral("UPDATE runs SET state = 'interrupted', exit_cause = 'Loom stopped while the run was going', "
-                               "ended_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE state = 'running'")))
-        fail(m_store, QStringLiteral("cannot mark interrupted runs"), q.lastError());
-    return q.numRowsAffected();
+    if (!q.exec(QStringLiteral("SELECT id, owner FROM runs WHERE state = 'running'")))
+        fail(m_store, QStringLiteral("cannot list running runs"), q.lastError());
+    QList<qint64> gone;
+    while (q.next())
+        if (ownerGone(q.value(1).toString()))
+            gone << q.value(0).toLongLong();
+    int marked = 0;
+    for (const qint64 id : gone) {
+        QSqlQuery u(db(m_store));
+        u.prepare(QStringLiteral("UPDATE runs SET state = 'interrupted', exit_cause = 'Loom stopped while the run was going', "
+                                 "ended_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ? AND state = 'running'"));
+        u.addBindValue(id);
+        if (!u.exec())
+            fail(m_store, QStringLiteral("cannot mark run %1 interrupted").arg(id), u.lastError());
+        marked += u.numRowsAffected();
+    }
+    return marked;
 }
 
 std::vector<RunRecord> RunStore::runs() const

@@ -47,7 +47,8 @@ public:
     // The command as finally known (a Slurm job's id arrives after the run is recorded).
     void setCommand(qint64 run, const QString& command);
     void finishRun(qint64 run, const QString& state, const QString& exitCause);
-    // Runs still "running" (their Loom died) become "interrupted"; returns how many.
+    // Runs still "running" whose owner (the Loom process that recorded them: host, pid and its start
+    // time) is provably gone become "interrupted"; live runs of another Loom are left alone. Returns how many.
     int markInterrupted();
 
     std::vector<RunRecord> runs() const;

@@ -8,6 +8,8 @@
 #include <QStandardPaths>
 #include <QUuid>
 
+#include <algorithm>
+
 namespace loom::profiles {
 
 namespace {
@@ -65,6 +67,8 @@ const std::vector<Migration>& migrations()
                 " run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,"
                 " step INTEGER NOT NULL, path TEXT NOT NULL,"
                 " PRIMARY KEY (run_id, step))" } },
+        { 4, "the process that follows each run",
+            { "ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT ''" } },
     };
     return list;
 }
@@ -85,6 +89,20 @@ QSqlQuery exec(const QString& connection, const QString& path, const QString& sq
     if (!q.exec(sql))
         fail(path, QStringLiteral("\"%1\" failed").arg(sql.left(60)), q.lastError());
     return q;
+}
+
+bool readOnlyError(const QSqlError& error)
+{
+    return error.nativeErrorCode() == QLatin1String("8") || error.text().contains(QLatin1String("readonly"))
+           || error.text().contains(QLatin1String("read-only"));
+}
+
+[[noreturn]] void failReadOnly(const QString& path, const QSqlError& error)
+{
+    throw StoreError(QStringLiteral("store %1 is read-only (%2); Loom writes its store: make the file and its folder writable, "
+                                    "or set LOOM_DB to a writable file")
+                         .arg(path, error.text())
+                         .toStdString());
 }
 
 } // namespace
@@ -140,17 +158,23 @@ void Store::open(int targetVersion)
 
     QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), m_connection);
     db.setDatabaseName(m_path);
+    // Another Loom may be creating or migrating the same store: wait for its lock instead of failing.
+    db.setConnectOptions(QStringLiteral("QSQLITE_BUSY_TIMEOUT=%1").arg(kBusyTimeoutMs));
     if (!db.open())
         fail(m_path, QStringLiteral("cannot open the database; check the path and its permissions or set LOOM_DB"),
             db.lastError());
 
     // The first real read tells an SQLite file from anything else.
     QSqlQuery q(db);
-    if (!q.exec(QStringLiteral("PRAGMA user_version")) || !q.next())
+    if (!q.exec(QStringLiteral("PRAGMA user_version")) || !q.next()) {
+        if (readOnlyError(q.lastError()))
+            failReadOnly(m_path, q.lastError());
         fail(m_path, QStringLiteral("is not a Loom database; move it away or set LOOM_DB to another file"),
             q.lastError());
+    }
     const int version = q.value(0).toInt();
     q.finish();
+    checkOwnership(version);
     if (version > kSchemaVersion)
         throw StoreError(QStringLiteral("store %1 has schema version %2, newer than this Loom understands (%3); use a "
                                         "newer Loom or set LOOM_DB to another file")
@@ -159,8 +183,14 @@ void Store::open(int targetVersion)
                              .arg(kSchemaVersion)
                              .toStdString());
 
-    exec(m_connection, m_path, QStringLiteral("PRAGMA busy_timeout = 5000"));
-    exec(m_connection, m_path, QStringLiteral("PRAGMA journal_mode = WAL"));
+    try {
+        exec(m_connection, m_path, QStringLiteral("PRAGMA journal_mode = WAL"));
+    } catch (const StoreError&) {
+        QSqlQuery probe(db);  // a read-only file or folder fails here first: say so
+        if (!probe.exec(QStringLiteral("PRAGMA user_version = %1").arg(version)) && readOnlyError(probe.lastError()))
+            failReadOnly(m_path, probe.lastError());
+        throw;
+    }
     // WAL with synchronous=NORMAL: a commit survives Loom being killed (the database stays readable with
     // every committed step); only a power loss may drop the last commits. Saves an fsync per commit.
     exec(m_connection, m_path, QStringLiteral("PRAGMA synchronous = NORMAL"));
@@ -175,19 +205,53 @@ void Store::migrate(int from, int to)
     for (const auto& m : migrations()) {
         if (m.version <= from || m.version > to)
             continue;
-        if (!db.transaction())
-            fail(m_path, QStringLiteral("cannot start migration %1 (%2)").arg(m.version).arg(m.what), db.lastError());
+        // BEGIN IMMEDIATE takes the write lock first (waiting for another Loom migrating the same file),
+        // then the version is read again: the other process may have done this step already.
+        QSqlQuery begin(db);
+        if (!begin.exec(QStringLiteral("BEGIN IMMEDIATE")))
+            fail(m_path, QStringLiteral("cannot start migration %1 (%2)").arg(m.version).arg(m.what), begin.lastError());
         try {
+            if (schemaVersion() >= m.version) {
+                exec(m_connection, m_path, QStringLiteral("COMMIT"));
+                continue;
+            }
+            if (m.version == 1)
+                exec(m_connection, m_path, QStringLiteral("PRAGMA application_id = %1").arg(kApplicationId));
             for (const char* sql : m.statements)
                 exec(m_connection, m_path, QString::fromUtf8(sql));
             exec(m_connection, m_path, QStringLiteral("PRAGMA user_version = %1").arg(m.version));
         } catch (...) {
-            db.rollback();
+            QSqlQuery(db).exec(QStringLiteral("ROLLBACK"));
             throw;
         }
-        if (!db.commit())
-            fail(m_path, QStringLiteral("cannot commit migration %1 (%2)").arg(m.version).arg(m.what), db.lastError());
+        exec(m_connection, m_path, QStringLiteral("COMMIT"));
     }
+}
+
+void Store::checkOwnership(int version)
+{
+    QSqlQuery q = exec(m_connection, m_path, QStringLiteral("PRAGMA application_id"));
+    const qint64 id = q.next() ? q.value(0).toLongLong() : 0;
+    QStringList tables;
+    QSqlQuery t = exec(m_connection, m_path, QStringLiteral("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"));
+    while (t.next())
+        tables << t.value(0).toString();
+    static const QStringList loomTables{QStringLiteral("checkpoints"), QStringLiteral("events"), QStringLiteral("layouts"),
+                                        QStringLiteral("profiles"), QStringLiteral("runs"), QStringLiteral("step_metrics")};
+    const bool empty = id == 0 && version == 0 && tables.isEmpty();
+    // Stores made before Loom set its application id: version 1..3 and only Loom's tables.
+    const bool olderLoom = id == 0 && version >= 1 && version <= kSchemaVersion && tables.contains(QStringLiteral("profiles"))
+                           && std::all_of(tables.begin(), tables.end(), [](const QString& n) { return loomTables.contains(n); });
+    if (id == kApplicationId || empty || olderLoom) {
+        if (olderLoom)  // claim it, so later opens need no guessing
+            exec(m_connection, m_path, QStringLiteral("PRAGMA application_id = %1").arg(kApplicationId));
+        return;
+    }
+    throw StoreError(QStringLiteral("store %1 is not a Loom database (%2); Loom left it untouched: set LOOM_DB to another file")
+                         .arg(m_path,
+                              id != 0 ? QStringLiteral("its SQLite application id is %1, another program's").arg(id)
+                                      : QStringLiteral("it holds tables Loom did not make: %1").arg(tables.mid(0, 5).join(QStringLiteral(", "))))
+                         .toStdString());
 }
 
 int Store::schemaVersion() const

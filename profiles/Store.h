@@ -29,11 +29,18 @@ struct SavedLayout {
 // One Store is one connection; use it from the thread that opened it.
 class Store {
 public:
-    static constexpr int kSchemaVersion = 3;
+    static constexpr int kSchemaVersion = 4;
+    // PRAGMA application_id of every store Loom makes ("LOOM"): only such a file, an empty one, or a store
+    // of an older Loom (schema 1..3 with Loom's tables only) is opened and migrated; anything else is
+    // refused untouched.
+    static constexpr qint64 kApplicationId = 0x4C4F4F4D;
+    // How long an open waits for another Loom holding the database's lock (creating or migrating it).
+    static constexpr int kBusyTimeoutMs = 10000;
 
     // Opens the database at `path`, creating it (and its folder) when missing, and migrates it to
-    // kSchemaVersion. Throws StoreError when the file cannot be opened, is not a Loom database, or was
-    // written by a newer Loom.
+    // kSchemaVersion. Throws StoreError when the file cannot be opened, is not a Loom database (another
+    // program's SQLite file is left untouched), is read-only, or was written by a newer Loom. Safe when
+    // several Loom processes open a new store at once.
     explicit Store(const QString& path);
     // For tests of the migrations: opens and migrates only up to `targetVersion`.
     Store(const QString& path, int targetVersion);
@@ -63,6 +70,7 @@ public:
 private:
     void open(int targetVersion);
     void migrate(int from, int to);
+    void checkOwnership(int version);
     QString m_path;
     QString m_connection;
 };

@@ -82,7 +82,11 @@ int calibrateCommand(CliContext& context, const QStringList& args, bool json)
         return ExitInvalid;
     }
     // The run's layout on the cluster being calibrated (validated there: its ranks must fit C's nodes).
-    auto layoutJson = nlohmann::json::parse(measured.layoutJson);
+    auto layoutJson = nlohmann::json::parse(measured.layoutJson, nullptr, false);
+    if (!layoutJson.is_object()) {
+        context.err << "error: " << traceFile.toStdString() << ": otherData.layout is not a layout (a JSON object was expected)\n";
+        return ExitInvalid;
+    }
     layoutJson["cluster"] = cluster.toStdString();
     auto read = plan::readLayout(layoutJson.dump(), context.catalog());
     if (!read.ok()) {

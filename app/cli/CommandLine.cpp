@@ -1,6 +1,7 @@
 #include "app/cli/CommandLine.h"
 
 #include "app/cli/Commands.h"
+#include "app/cli/SafeOutput.h"
 
 #include <exception>
 
@@ -16,7 +17,7 @@ const char* kUsage
       "       loom profiles list [--json]            built-in and user model and cluster profiles\n"
       "       loom profiles show NAME [--json]       one profile in full\n"
       "       loom profiles import FILE.json         save a model or cluster profile in the store\n"
-      "       loom profiles remove NAME              delete a user profile from the store\n"
+      "       loom profiles remove NAME [--kind model|cluster]  delete a user profile from the store\n"
     "       loom plan predict LAYOUT.json [--json]  predicted step time, TFLOP/s, bubble, memory per device\n"
     "       loom plan search --model M --cluster C --nodes N --global-batch B [--top K] [--json]\n"
     "                                              the fastest layouts that fit, and why the first wins\n"
@@ -25,7 +26,7 @@ const char* kUsage
     "                                              loom-train --trace-out; saves C-calibrated (or NAME)\n"
     "       loom simulate LAYOUT.json --out FILE    the simulated step as a Chrome trace (Perfetto)\n"
     "       loom trace stats TRACE.json [--json]    bubble per stage, bandwidth per collective, overlap, tokens/s\n"
-    "       loom run LAYOUT.json [--steps N] [--cluster NAME] [--checkpoint-dir DIR]\n"
+    "       loom run LAYOUT.json [--steps N] [--cluster NAME] [--checkpoint-dir DIR] [--max-local-ranks N]\n"
     "                                              train (here, over ssh or under Slurm) with live progress; Ctrl-C cancels\n"
     "       loom runs list [--json] | show ID | export ID --chrome FILE\n"
       "       loom --version | --help\n"
@@ -34,8 +35,11 @@ const char* kUsage
       "Exit codes: 0 success, 1 failure, 2 invalid layout or profile, 64 wrong command line.\n";
 } // namespace
 
-int runCommandLine(const QStringList& args, std::ostream& out, std::ostream& err)
+int runCommandLine(const QStringList& args, std::ostream& rawOut, std::ostream& rawErr)
 {
+    // Names from files and the store reach the terminal: everything is written through an escaping buffer.
+    TerminalSafeBuffer outBuffer(rawOut), errBuffer(rawErr);
+    std::ostream out(&outBuffer), err(&errBuffer);
     CliContext context(out, err);
     try {
         if (args.value(0) == QLatin1String("--version") || args.value(0) == QLatin1String("-V")) {

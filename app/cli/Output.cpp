@@ -51,7 +51,13 @@ std::optional<std::string> readTextFile(const QString& path, std::string* why)
         *why = "cannot open \"" + path.toStdString() + "\": " + file.errorString().toStdString();
         return std::nullopt;
     }
-    QByteArray bytes = file.read(64 << 20);
+    constexpr qint64 kLimit = qint64(kMaxTextFileMiB) << 20;
+    if (file.size() > kLimit) {
+        *why = "\"" + path.toStdString() + "\" is " + std::to_string(file.size() >> 20) + " MiB; this command reads files up to "
+               + std::to_string(kMaxTextFileMiB) + " MiB";
+        return std::nullopt;
+    }
+    QByteArray bytes = file.read(kLimit);
     return std::string(bytes.constData(), static_cast<std::size_t>(bytes.size()));
 }
 

@@ -39,7 +39,10 @@ private:
     std::unique_ptr<profiles::ProfileCatalog> m_catalog;
 };
 
-// Reads a whole file as text; on failure returns nullopt and sets `why`.
+// The largest file readTextFile reads (loom trace stats streams traces of any size instead).
+constexpr int kMaxTextFileMiB = 64;
+// Reads a whole file as text; on failure (missing, unreadable, over kMaxTextFileMiB) returns nullopt and
+// sets `why`.
 std::optional<std::string> readTextFile(const QString& path, std::string* why);
 
 } // namespace loom::app

@@ -115,6 +115,27 @@ int simulateCommand(CliContext& context, const QStringList& args)
     return ExitOk;
 }
 
+namespace {
+
+// Why nothing was ranked, with the fix that fits the cause.
+std::string searchAdvice(const plan::SearchResult& r, long long devices, long long batch)
+{
+    if (r.cancelled)
+        return "the search was stopped before it ranked anything";
+    if (r.evaluated == 0)
+        return "no split of " + std::to_string(devices) + " devices into tp·pp·dp suits a global batch of " + std::to_string(batch)
+               + " (dp·micro_batch must divide it, tp must divide the heads, pp at most the layers); choose a global batch that is "
+                 "a multiple of the device count, or fewer nodes";
+    if (r.fitting == 0)
+        return "none of the " + std::to_string(r.evaluated) + " layouts fits in memory; add nodes, or choose a smaller global "
+               "batch or model";
+    if (r.unsimulatable == r.fitting)
+        return "every layout that fits has too many micro-batches to replay; choose a smaller global batch";
+    return "no layout fits once replayed in full; add nodes, or choose a smaller global batch or model";
+}
+
+}  // namespace
+
 int searchCommand(CliContext& context, const QStringList& args, bool json)
 {
     QString model, cluster;
@@ -186,7 +207,8 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
                             {"memory_gb", p.memory.total()}});
         }
         context.out << nlohmann::ordered_json({{"evaluated", result.evaluated}, {"fitting", result.fitting},
-                                               {"why", result.why}, {"ranked", list}})
+                                               {"unsimulatable", result.unsimulatable}, {"why", result.why}, {"ranked", list},
+                                               {"advice", result.ranked.empty() ? searchAdvice(result, nodes * c->devicesPerNode, batch) : ""}})
                            .dump(2)
                     << "\n";
         return ExitOk;
@@ -207,8 +229,12 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
     }
     if (!result.why.empty())
         context.out << result.why << "\n";
+    if (result.unsimulatable > 0)
+        context.out << result.unsimulatable << " layout" << (result.unsimulatable == 1 ? "" : "s")
+                    << " that fit were left out: their micro-batches are too many for the planner to replay (4 million "
+                       "pipeline operations); a smaller global batch brings them in\n";
     if (result.ranked.empty())
-        context.out << "no layout fits; add nodes, or choose a smaller global batch or model\n";
+        context.out << searchAdvice(result, nodes * c->devicesPerNode, batch) << "\n";
     return ExitOk;
 }
 

@@ -3,6 +3,7 @@
 
 #include "engine/plan/LayoutSummary.h"
 #include "engine/plan/TextUtil.h"
+#include "launcher/LaunchCommands.h"
 
 #include <nlohmann/json.hpp>
 
@@ -123,15 +124,38 @@ int import(CliContext& context, const QString& file)
     }
     context.out << "saved " << toString(read.profile->kind()) << " profile \"" << read.profile->name() << "\" in "
                 << context.store()->path().toStdString() << "\n";
+    // Launch options come only from profiles in the store (docs/launcher.md): say which ones this one brings.
+    if (const auto* cluster = std::get_if<plan::ClusterSpec>(&read.profile->spec)) {
+        plan::Layout probe;
+        probe.cluster = *cluster;
+        if (const QStringList beyond = launcher::launchPolicyProblems(probe); !beyond.isEmpty())
+            context.err << "note: cluster " << cluster->name << " brings " << beyond.size()
+                        << " launch setting(s) that a layout file may not (ssh or mpirun options that can run commands); they are "
+                           "passed as given whenever it runs, so keep only profiles you trust in your store\n";
+    }
     return ExitOk;
 }
 
-int remove(CliContext& context, const QString& name)
+int remove(CliContext& context, const QString& name, const QString& kindWord)
 {
     if (!context.requireStore())
         return ExitFailure;
-    if (context.catalog().remove(name.toStdString())) {
-        context.out << "removed user profile \"" << name.toStdString() << "\"\n";
+    std::optional<profiles::Profile::Kind> kind;
+    if (kindWord == QLatin1String("model"))
+        kind = profiles::Profile::Kind::Model;
+    else if (kindWord == QLatin1String("cluster"))
+        kind = profiles::Profile::Kind::Cluster;
+    int users = 0;
+    for (const auto& e : context.catalog().find(name.toStdString()))
+        users += e.origin == profiles::ProfileCatalog::Origin::User;
+    if (!kind && users > 1) {
+        context.err << "error: \"" << name.toStdString() << "\" names both a model and a cluster profile; say which: loom profiles "
+                    << "remove " << name.toStdString() << " --kind model (or --kind cluster)\n";
+        return ExitUsage;
+    }
+    if (context.catalog().remove(name.toStdString(), kind)) {
+        context.out << "removed user " << (kind ? kindWord.toStdString() + " " : std::string()) << "profile \""
+                    << name.toStdString() << "\"\n";
         return ExitOk;
     }
     const bool builtin = !context.catalog().find(name.toStdString()).empty();
@@ -146,8 +170,21 @@ int remove(CliContext& context, const QString& name)
 
 int profilesCommand(CliContext& context, const QStringList& argsIn)
 {
-    QStringList args = argsIn;
+    // After "--" every word is a name, even one that starts with '-' (loom profiles remove -- --json).
+    const qsizetype dashes = argsIn.indexOf(QStringLiteral("--"));
+    QStringList args = dashes < 0 ? argsIn : argsIn.mid(0, dashes);
+    const QStringList literal = dashes < 0 ? QStringList() : argsIn.mid(dashes + 1);
     const bool json = args.removeAll(QStringLiteral("--json")) > 0;
+    QString kind;
+    if (const qsizetype k = args.indexOf(QStringLiteral("--kind")); k >= 0 && args.value(0) == QLatin1String("remove")) {
+        kind = args.value(k + 1);
+        if (kind != QLatin1String("model") && kind != QLatin1String("cluster")) {
+            context.err << "loom profiles remove: --kind is model or cluster\n";
+            return ExitUsage;
+        }
+        args.remove(k, 2);
+    }
+    args += literal;
     const QString verb = args.value(0);
     if (verb == QLatin1String("list") && args.size() == 1)
         return list(context, json);
@@ -156,8 +193,8 @@ int profilesCommand(CliContext& context, const QStringList& argsIn)
     if (verb == QLatin1String("import") && args.size() == 2 && !json)
         return import(context, args[1]);
     if (verb == QLatin1String("remove") && args.size() == 2 && !json)
-        return remove(context, args[1]);
-    context.err << "usage: loom profiles list [--json] | show NAME [--json] | import FILE.json | remove NAME\n";
+        return remove(context, args[1], kind);
+    context.err << "usage: loom profiles list [--json] | show NAME [--json] | import FILE.json | remove NAME [--kind model|cluster]\n";
     return ExitUsage;
 }
 

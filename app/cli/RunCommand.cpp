@@ -33,10 +33,10 @@ void onInterrupt(int)
 int runCommand(CliContext& context, const QStringList& args)
 {
     QString file, cluster, checkpointDir;
-    qint64 steps = 20, checkpointEvery = 0;
+    qint64 steps = 20, checkpointEvery = 0, maxLocalRanks = 0;
     double timeout = 300;
     const char* usage = "usage: loom run LAYOUT.json [--steps N] [--cluster NAME] [--progress-timeout S]\n"
-                        "                [--checkpoint-dir DIR [--checkpoint-every N]]\n";
+                        "                [--checkpoint-dir DIR [--checkpoint-every N]] [--max-local-ranks N]\n";
     for (int i = 0; i < args.size(); ++i) {
         const bool hasValue = i + 1 < args.size();
         if (args[i] == QLatin1String("--steps") && hasValue)
@@ -49,6 +49,8 @@ int runCommand(CliContext& context, const QStringList& args)
             checkpointDir = args[++i];
         else if (args[i] == QLatin1String("--checkpoint-every") && hasValue)
             checkpointEvery = args[++i].toLongLong();
+        else if (args[i] == QLatin1String("--max-local-ranks") && hasValue)
+            maxLocalRanks = args[++i].toLongLong() > 0 ? args[i].toLongLong() : -1;
         else if (file.isEmpty() && !args[i].startsWith(QLatin1String("--")))
             file = args[i];
         else {
@@ -56,7 +58,7 @@ int runCommand(CliContext& context, const QStringList& args)
             return ExitUsage;
         }
     }
-    if (file.isEmpty() || steps < 1 || timeout <= 0 || checkpointEvery < 0 || (checkpointEvery > 0 && checkpointDir.isEmpty())) {
+    if (file.isEmpty() || steps < 1 || maxLocalRanks < 0 || timeout <= 0 || checkpointEvery < 0 || (checkpointEvery > 0 && checkpointDir.isEmpty())) {
         context.err << usage;
         return ExitUsage;
     }
@@ -77,13 +79,18 @@ int runCommand(CliContext& context, const QStringList& args)
                     << read.diagnostics.format();
         return ExitInvalid;
     }
+    launcher::LaunchRequest request;
+    request.layout = *read.layout;
+    request.maxLocalRanks = maxLocalRanks;
+    if (const QString refused = launcher::launchRefusal(request); !refused.isEmpty()) {
+        context.err << "error: " << refused.toStdString() << "; nothing was started\n";
+        return ExitInvalid;
+    }
     profiles::Store* store = context.requireStore();
     if (!store)
         return ExitFailure;
     profiles::RunStore runs(*store);
     runs.markInterrupted();
-    launcher::LaunchRequest request;
-    request.layout = *read.layout;
     request.steps = steps;
     request.engine = launcher::defaultEnginePath();
     request.progressTimeoutSeconds = timeout;

@@ -5,6 +5,8 @@
 #include "engine/plan/LayoutParser.h"
 #include "engine/trace/TraceStats.h"
 
+#include <QFileInfo>
+
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -31,17 +33,15 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
         context.err << "usage: loom trace stats TRACE.json [--json]\n";
         return ExitUsage;
     }
-    std::string why;
-    auto text = readTextFile(args[1], &why);
-    if (!text) {
-        context.err << "error: " << why << "\n";
+    if (!QFileInfo(args[1]).isFile()) {
+        context.err << "error: \"" << args[1].toStdString() << "\" does not exist or is not a file; check the path\n";
         return ExitFailure;
     }
     std::string other;
     std::vector<trace::TraceEvent> events;
     trace::StatsContext c;
     try {
-        events = trace::readChromeTrace(*text, &other, &c.groups);
+        events = trace::readChromeTraceFile(args[1].toStdString(), &other, &c.groups);
     } catch (const std::exception& e) {
         context.err << "error: " << args[1].toStdString() << " is " << e.what() << "\n";
         return ExitInvalid;
@@ -50,13 +50,19 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
     std::optional<plan::Layout> layout;
     if (meta.is_object() && meta.contains("layout")) {
         const auto read = plan::readLayout(meta["layout"].dump(), context.catalog());
-        layout = read.layout;
-        if (read.layout) {
+        if (read.ok())
+            layout = read.layout;
+        else  // an invalid layout would give wrong figures: say so and use the events alone
+            context.err << "warning: " << args[1].toStdString() << ": otherData.layout is not a valid layout ("
+                        << (read.diagnostics.errors().empty() ? std::string("unreadable") : read.diagnostics.errors().front().message)
+                        << "); the statistics use the events alone\n";
+        if (layout) {
             auto groups = std::move(c.groups);
             c = plan::statsContext(*read.layout);
             c.groups = std::move(groups);
         }
-    } else {
+    }
+    if (!layout) {
         for (const auto& e : events)
             c.pp = std::max<std::int64_t>(c.pp, e.stage + 1);
     }

@@ -3,6 +3,7 @@
 
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/LayoutSummary.h"
+#include "launcher/LaunchCommands.h"
 
 #include <QFile>
 
@@ -35,6 +36,19 @@ plan::LayoutReadResult readAnyLayout(CliContext& context, const QString& path)
     return plan::readLayoutFile(path.toStdString(), context.catalog());
 }
 
+// What `loom run` would refuse on this machine (launcher::launchRefusal): warnings, as the layout itself is
+// valid and may be run elsewhere or with --cluster / --max-local-ranks.
+void addLaunchWarnings(plan::LayoutReadResult& result)
+{
+    if (!result.layout)
+        return;
+    for (const QString& p : launcher::launchPolicyProblems(*result.layout))
+        result.diagnostics.warning("cluster.launch", "loom run would refuse this: " + p.toStdString());
+    const QString many = launcher::localRanksProblem(*result.layout, launcher::defaultMaxLocalRanks());
+    if (!many.isEmpty())
+        result.diagnostics.warning("parallel", "loom run would refuse this: " + many.toStdString());
+}
+
 } // namespace
 
 int validateCommand(CliContext& context, const QStringList& args)
@@ -56,7 +70,8 @@ int validateCommand(CliContext& context, const QStringList& args)
     bool allValid = true;
     auto report = nlohmann::ordered_json::array();
     for (const auto& file : files) {
-        const auto result = readAnyLayout(context, file);
+        auto result = readAnyLayout(context, file);
+        addLaunchWarnings(result);
         const bool valid = result.ok();
         allValid = allValid && valid;
         if (json) {

@@ -1,4 +1,5 @@
 #include "engine/plan/LayoutParser.h"
+#include "engine/trace/JsonLimits.h"
 
 #include "engine/plan/JsonFields.h"
 #include "engine/plan/LayoutValidator.h"
@@ -208,6 +209,10 @@ LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profil
         return result;
     }
 
+    if (std::string deep = jsonNestingProblem(text); !deep.empty()) {
+        d.error("", "the file is not a layout: its " + deep);
+        return result;
+    }
     json root;
     try {
         root = json::parse(text);
@@ -215,7 +220,7 @@ LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profil
         d.error("", syntaxMessage(text, e));
         return result;
     } catch (const std::exception& e) { // depth or allocation limits inside the parser
-        d.error("", std::string("the file could not be read as JSON: ") + e.what());
+        d.error("", "the file could not be read as JSON: " + jsonErrorDetail(e));
         return result;
     }
 

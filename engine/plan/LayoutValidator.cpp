@@ -44,6 +44,7 @@ public:
         schedule();
         memoryAndComm();
         placement();
+        replayable();
         if (checkMemory)
             memoryFit();
     }
@@ -295,6 +296,17 @@ private:
             return;
         for (const auto& note : RankGrid::forLayout(l).placementNotes())
             d.warning("parallel.tp", note);
+    }
+
+    // The planner's limit, as a rule: predict, simulate and search refuse what this refuses, and nothing else.
+    void replayable()
+    {
+        if (d.hasErrors() || !fine({ "parallel.global_batch", "parallel.micro_batch", "parallel.dp" }) || simulatable(l))
+            return;
+        d.error("parallel.micro_batch",
+            to_string(p.microBatches()) + " micro-batches per step on " + to_string(p.pp) + " pipeline stages"
+                + (p.vpp > 1 ? " of " + to_string(p.vpp) + " chunks" : std::string()) + " are more than the 4 million "
+                "pipeline operations Loom's planner can replay; use a larger micro_batch or a smaller global_batch");
     }
 
     void memoryFit()

@@ -124,6 +124,13 @@ SearchResult search(const SearchRequest& r)
     out.fitting = fitting.size();
     if (fitting.empty() || out.cancelled)
         return out;
+    // Layouts the planner cannot replay have no prediction to rank by: leave them out, and count them so
+    // the advice can name the cause.
+    const auto replayable = std::partition(fitting.begin(), fitting.end(), [](const SearchCandidate& c) { return simulatable(c.layout); });
+    out.unsimulatable = static_cast<std::size_t>(fitting.end() - replayable);
+    fitting.erase(replayable, fitting.end());
+    if (fitting.empty())
+        return out;
     std::sort(fitting.begin(), fitting.end(), [](const SearchCandidate& a, const SearchCandidate& b) {
         return a.estimate.tokensPerSecond > b.estimate.tokensPerSecond;
     });
@@ -134,11 +141,9 @@ SearchResult search(const SearchRequest& r)
         auto& c = fitting[i];
         if (!report(0.7 + 0.3 * double(i) / double(fitting.size())))
             break;
-        if (simulatable(c.layout)) {
-            c.prediction = predict(c.layout);
-            c.prediction.events.clear();
-            c.prediction.events.shrink_to_fit();
-        }
+        c.prediction = predict(c.layout);
+        c.prediction.events.clear();
+        c.prediction.events.shrink_to_fit();
     }
     if (out.cancelled)
         return out;

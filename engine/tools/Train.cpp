@@ -8,6 +8,7 @@
 #include "engine/trace/TelemetryStream.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/train/Checkpoint.h"
+#include "engine/train/InputChecks.h"
 #include "engine/train/CpuKernels.h"
 #include "engine/train/LlmcModel.h"
 #include "engine/train/Trainer.h"
@@ -207,6 +208,8 @@ int main(int argc, char** argv)
                                      + std::to_string(layout.model.seqLen));
         if (!args->initLlmc.empty() || !args->exportLlmc.empty())
             train::checkLlmcCompatible(layout.model);
+        if (!args->checkpointDir.empty())
+            train::checkCheckpointDir(args->checkpointDir);  // before step 1, not when the first checkpoint is due
         // llm.c conversion goes through a checkpoint folder: --checkpoint-dir, or one beside the output.
         const std::string scratch = !args->checkpointDir.empty() ? args->checkpointDir
                                     : !args->exportLlmc.empty() ? args->exportLlmc + ".loom-checkpoint"
@@ -257,7 +260,8 @@ int main(int argc, char** argv)
         }
         std::int64_t first = 0;
         if (args->resume) {
-            if (auto folder = train::latestCheckpoint(args->checkpointDir)) {
+            if (auto folder = train::latestCheckpointChecked(args->checkpointDir)) {
+                train::checkResumable(*folder, args->steps);
                 first = trainer.resume(*folder);
                 if (rank == 0)
                     std::printf("loom-train: resumed from %s after step %lld\n", folder->c_str(), static_cast<long long>(first));
@@ -300,6 +304,7 @@ int main(int argc, char** argv)
         bool groupsSent = false;
         for (std::int64_t s = first; s < args->steps; ++s) {
             const train::StepResult r = trainer.step(s);
+            train::checkFiniteStep(r.loss, r.gradNorm, s + 1, rank);
             if (args->stream) {
                 auto events = comm::gatherEvents(MPI_COMM_WORLD, recorder.take(), clock.offsetNs);
                 const auto memory = gatherPeakMemory(size);

@@ -1,5 +1,17 @@
 #include "engine/trace/ChromeTrace.h"
 
+#include "engine/trace/JsonLimits.h"
+#include "engine/trace/TraceStats.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+
 #include <cstdio>
 #include <set>
 #include <string>
@@ -8,7 +20,7 @@ namespace loom::trace {
 
 namespace {
 
-std::string quoted(const std::string& s)
+std::string jsonQuoted(const std::string& s)
 {
     std::string out = "\"";
     for (char c : s) {
@@ -56,18 +68,211 @@ void writeChromeTrace(std::ostream& out, const std::vector<TraceEvent>& events, 
                            + ", \"bytes\": " + std::to_string(e.bytes) + ", \"wire_bytes\": " + std::to_string(e.wireBytes)
                            + ", \"peer\": " + std::to_string(e.peer) + ", \"group\": " + std::to_string(e.group)
                            + ", \"group_size\": " + std::to_string(e.groupSize)
-                           + ", \"algorithm\": " + quoted(std::string(toString(e.algorithm))) + ", \"codec\": " + quoted(e.codec)
-                           + ", \"source\": " + quoted(e.source == EventSource::Measured ? "measured" : "simulated");
+                           + ", \"algorithm\": " + jsonQuoted(std::string(toString(e.algorithm))) + ", \"codec\": " + jsonQuoted(e.codec)
+                           + ", \"source\": " + jsonQuoted(e.source == EventSource::Measured ? "measured" : "simulated");
         if (e.group >= 0 && static_cast<std::size_t>(e.group) < groups.size())
-            args += ", \"group_name\": " + quoted(groups[static_cast<std::size_t>(e.group)].name);
+            args += ", \"group_name\": " + jsonQuoted(groups[static_cast<std::size_t>(e.group)].name);
         std::string name = std::string(toString(e.kind));
         if (e.microBatch >= 0 && (e.kind == EventKind::Forward || e.kind == EventKind::Backward || e.kind == EventKind::Recompute))
             name += " mb" + std::to_string(e.microBatch);
-        line("{\"ph\": \"X\", \"name\": " + quoted(name) + ", \"cat\": " + quoted(std::string(toString(e.lane))) + ", \"pid\": "
+        line("{\"ph\": \"X\", \"name\": " + jsonQuoted(name) + ", \"cat\": " + jsonQuoted(std::string(toString(e.lane))) + ", \"pid\": "
              + std::to_string(e.rank) + ", \"tid\": " + (e.lane == Lane::Compute ? "0" : "1") + ", \"ts\": "
              + microseconds(e.startNs) + ", \"dur\": " + microseconds(e.endNs - e.startNs) + ", \"args\": {" + args + "}}");
     }
     out << "\n]}\n";
+}
+
+}  // namespace loom::trace
+
+// Reading: the parser's callback turns each element of "traceEvents" into a TraceEvent as soon as it is
+// complete and drops its JSON, so a trace of any size needs memory for its events only; nesting deeper
+// than kMaxJsonDepth stops the parse before anything deep is built.
+namespace loom::trace {
+
+namespace {
+
+using nlohmann::json;
+
+std::optional<EventKind> kindFromName(const std::string& name)
+{
+    for (int k = 0; k <= static_cast<int>(EventKind::Barrier); ++k)
+        if (name == toString(static_cast<EventKind>(k)))
+            return static_cast<EventKind>(k);
+    return std::nullopt;
+}
+
+// ts and dur are microseconds; beyond this they do not fit in nanoseconds of an int64 (292 years).
+constexpr double kMaxMicroseconds = 9.0e15;
+
+struct EventReader {
+    std::vector<TraceEvent>& out;
+    std::vector<GroupInfo>* groups;
+    std::size_t index = 0;
+
+    [[noreturn]] void fail(const std::string& field, const std::string& problem) const
+    {
+        throw std::runtime_error("event " + std::to_string(index) + " of traceEvents: " + field + " " + problem);
+    }
+    std::int64_t integer(const json& j, const char* key, std::int64_t fallback, std::int64_t min, std::int64_t max,
+                         const std::string& where) const
+    {
+        const auto it = j.find(key);
+        if (it == j.end() || it->is_null())
+            return fallback;
+        const double v = it->is_number() ? it->get<double>() : std::nan("");
+        if (!it->is_number() || v != std::floor(v) || v < double(min) || v > double(max))
+            fail(where + key, "is " + it->dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 40)
+                                  + "; expected a whole number from " + std::to_string(min) + " to " + std::to_string(max));
+        return it->is_number_unsigned() ? static_cast<std::int64_t>(it->get<std::uint64_t>()) : it->get<std::int64_t>();
+    }
+    std::uint64_t count(const json& j, const char* key) const
+    {
+        const auto it = j.find(key);
+        if (it == j.end() || it->is_null())
+            return 0;
+        if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<std::int64_t>() >= 0))
+            fail(std::string("args.") + key, "is " + it->dump().substr(0, 40) + "; expected a whole number of bytes, 0 or more");
+        return it->get<std::uint64_t>();
+    }
+    double microseconds(const json& j, const char* key, bool nonNegative) const
+    {
+        const auto it = j.find(key);
+        if (it == j.end())
+            return 0;
+        if (!it->is_number())
+            fail(key, "is " + it->dump().substr(0, 40) + "; expected a number of microseconds");
+        const double v = it->get<double>();
+        if (!std::isfinite(v) || std::fabs(v) > kMaxMicroseconds)
+            fail(key, "is " + it->dump() + "; expected microseconds between -9e15 and 9e15");
+        if (nonNegative && v < 0)
+            fail(key, "is " + it->dump() + "; a duration cannot be negative");
+        return v;
+    }
+    std::string text(const json& j, const char* key, const std::string& fallback) const
+    {
+        const auto it = j.find(key);
+        if (it == j.end() || it->is_null())
+            return fallback;
+        if (!it->is_string())
+            fail(std::string("args.") + key, "is " + it->dump().substr(0, 40) + "; expected a string");
+        return it->get<std::string>();
+    }
+
+    void readArgs(const json& a, TraceEvent& e) const
+    {
+        constexpr std::int64_t i32 = std::numeric_limits<std::int32_t>::max();
+        e.step = static_cast<std::int32_t>(integer(a, "step", -1, -1, i32, "args."));
+        e.microBatch = static_cast<std::int32_t>(integer(a, "micro_batch", -1, -1, i32, "args."));
+        e.stage = static_cast<std::int32_t>(integer(a, "stage", -1, -1, i32, "args."));
+        e.chunk = static_cast<std::int32_t>(integer(a, "chunk", -1, -1, i32, "args."));
+        e.bytes = count(a, "bytes");
+        e.wireBytes = count(a, "wire_bytes");
+        e.peer = static_cast<std::int32_t>(integer(a, "peer", -1, -1, i32, "args."));
+        e.group = static_cast<std::int32_t>(integer(a, "group", -1, -1, i32, "args."));
+        e.groupSize = static_cast<std::int32_t>(integer(a, "group_size", 0, 0, i32, "args."));
+        const std::string groupName = text(a, "group_name", "");
+        if (groups && e.group >= 0 && !groupName.empty()
+            && std::none_of(groups->begin(), groups->end(), [&](const GroupInfo& g) { return g.id == e.group; })) {
+            GroupInfo g;
+            g.id = e.group;
+            g.name = groupName;
+            g.kind = groupKindFromName(g.name);
+            groups->push_back(std::move(g));
+        }
+        e.codec = text(a, "codec", "");
+        e.source = text(a, "source", "measured") == "simulated" ? EventSource::Simulated : EventSource::Measured;
+        const std::string algorithm = text(a, "algorithm", "none");
+        for (int k = 0; k <= static_cast<int>(Algorithm::SparseAllGather); ++k)
+            if (algorithm == toString(static_cast<Algorithm>(k)))
+                e.algorithm = static_cast<Algorithm>(k);
+    }
+
+    // One element of traceEvents; elements that are not Loom's complete events are skipped.
+    void read(const json& j)
+    {
+        if (j.is_object() && j.value("ph", json()) == "X") {
+            const auto name = j.find("name");
+            const auto kind = name != j.end() && name->is_string()
+                                  ? kindFromName(name->get<std::string>().substr(0, name->get<std::string>().find(" mb")))
+                                  : std::nullopt;
+            if (kind) {
+                TraceEvent e;
+                e.kind = *kind;
+                e.rank = static_cast<std::int32_t>(integer(j, "pid", 0, 0, std::numeric_limits<std::int32_t>::max(), ""));
+                e.lane = integer(j, "tid", 0, std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max(), "") == 1
+                             ? Lane::Comm
+                             : Lane::Compute;
+                const double ts = microseconds(j, "ts", false), dur = microseconds(j, "dur", true);
+                e.startNs = static_cast<std::int64_t>(std::llround(ts * 1000.0));
+                e.endNs = e.startNs + static_cast<std::int64_t>(std::llround(dur * 1000.0));
+                if (const auto a = j.find("args"); a != j.end() && a->is_object())
+                    readArgs(*a, e);
+                out.push_back(std::move(e));
+            }
+        }
+        ++index;
+    }
+};
+
+struct TooDeep {
+    std::size_t depth;
+};
+
+template <typename Input>
+std::vector<TraceEvent> readTrace(Input&& input, std::string* otherData, std::vector<GroupInfo>* groups)
+{
+    std::vector<TraceEvent> out;
+    EventReader reader{out, groups};
+    std::string topKey;
+    bool eventsList = false;
+    const json::parser_callback_t callback = [&](int depth, json::parse_event_t event, json& parsed) {
+        using E = json::parse_event_t;
+        if ((event == E::object_start || event == E::array_start) && static_cast<std::size_t>(depth) + 1 > kMaxJsonDepth)
+            throw TooDeep{static_cast<std::size_t>(depth) + 1};
+        if (event == E::key && depth == 1)
+            topKey = parsed.is_string() ? parsed.get<std::string>() : std::string();
+        if (event == E::array_start && depth == 1 && topKey == "traceEvents")
+            eventsList = true;
+        if (depth == 2 && topKey == "traceEvents" && (event == E::object_end || event == E::array_end || event == E::value)) {
+            reader.read(parsed);
+            return false;  // converted: drop its JSON
+        }
+        return true;
+    };
+    json doc;
+    try {
+        doc = json::parse(std::forward<Input>(input), callback);
+    } catch (const TooDeep& deep) {
+        throw std::runtime_error("not a Chrome trace: arrays and objects are nested deeper than " + std::to_string(kMaxJsonDepth)
+                                 + " levels (event " + std::to_string(reader.index) + " of traceEvents or later)");
+    } catch (const json::parse_error& e) {
+        throw std::runtime_error("not valid JSON (a Chrome trace is JSON) at byte " + std::to_string(e.byte) + ": "
+                                 + jsonErrorDetail(e));
+    } catch (const json::exception& e) {
+        throw std::runtime_error("not readable as a Chrome trace: " + jsonErrorDetail(e));
+    }
+    if (!doc.is_object() || !eventsList || !doc.contains("traceEvents"))
+        throw std::runtime_error("not a Chrome trace: a JSON object with a \"traceEvents\" list was expected");
+    if (otherData) {
+        const auto it = doc.find("otherData");
+        *otherData = it != doc.end() && it->is_object() ? it->dump(-1, ' ', false, json::error_handler_t::replace) : "{}";
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<TraceEvent> readChromeTrace(const std::string& text, std::string* otherData, std::vector<GroupInfo>* groups)
+{
+    return readTrace(text, otherData, groups);
+}
+
+std::vector<TraceEvent> readChromeTraceFile(const std::string& path, std::string* otherData, std::vector<GroupInfo>* groups)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        throw std::runtime_error("not readable: cannot open it");
+    return readTrace(in, otherData, groups);
 }
 
 }  // namespace loom::trace

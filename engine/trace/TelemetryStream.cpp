@@ -1,10 +1,13 @@
 #include "engine/trace/TelemetryStream.h"
 
+#include "engine/trace/JsonLimits.h"
+
 #include <nlohmann/json.hpp>
 
 #include <array>
 #include <charconv>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 
 namespace loom::trace {
@@ -67,32 +70,47 @@ std::string encodeEvents(const std::vector<TraceEvent>& events)
 
 std::vector<TraceEvent> decodeEvents(std::string_view payload)
 {
-    const nlohmann::json a = nlohmann::json::parse(payload, nullptr, false);
+    std::string why;
+    const nlohmann::json a = parseJsonLimited(payload, &why);
     if (a.is_discarded() || !a.is_array())
-        throw std::runtime_error("an events frame is not a JSON array");
+        throw std::runtime_error("an events frame is not a JSON array" + (why.empty() ? std::string() : ": " + why));
     std::vector<TraceEvent> out;
+    std::size_t index = 0;
+    // Field k of event `index` as a whole number in [min, max], else a message naming both.
+    const auto whole = [&index](const nlohmann::json& x, std::size_t k, std::int64_t min, std::int64_t max) {
+        const auto& v = x[k];
+        const bool ok = v.is_number_integer() ? v.get<std::int64_t>() >= min && v.get<std::int64_t>() <= max
+                        : v.is_number_unsigned() && v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max);
+        if (!ok)
+            throw std::runtime_error("event " + std::to_string(index) + " of an events frame: field " + std::to_string(k) + " is "
+                                     + v.dump().substr(0, 40) + "; expected a whole number from " + std::to_string(min) + " to "
+                                     + std::to_string(max));
+        return v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>()) : v.get<std::int64_t>();
+    };
+    constexpr std::int64_t i32 = std::numeric_limits<std::int32_t>::max(), i64 = std::numeric_limits<std::int64_t>::max();
     for (const auto& x : a) {
-        if (!x.is_array() || x.size() != 17)
-            throw std::runtime_error("an event in an events frame has the wrong shape");
+        if (!x.is_array() || x.size() != 17 || !x[16].is_string())
+            throw std::runtime_error("event " + std::to_string(index) + " of an events frame has the wrong shape (17 fields expected)");
         TraceEvent e;
-        e.rank = x[0].get<std::int32_t>();
-        e.lane = static_cast<Lane>(x[1].get<int>());
-        e.kind = static_cast<EventKind>(x[2].get<int>());
-        e.source = static_cast<EventSource>(x[3].get<int>());
-        e.step = x[4].get<std::int32_t>();
-        e.microBatch = x[5].get<std::int32_t>();
-        e.stage = x[6].get<std::int32_t>();
-        e.chunk = x[7].get<std::int32_t>();
-        e.startNs = x[8].get<std::int64_t>();
-        e.endNs = x[9].get<std::int64_t>();
-        e.bytes = x[10].get<std::uint64_t>();
-        e.wireBytes = x[11].get<std::uint64_t>();
-        e.group = x[12].get<std::int32_t>();
-        e.groupSize = x[13].get<std::int32_t>();
-        e.peer = x[14].get<std::int32_t>();
-        e.algorithm = static_cast<Algorithm>(x[15].get<int>());
+        e.rank = static_cast<std::int32_t>(whole(x, 0, 0, i32));
+        e.lane = static_cast<Lane>(whole(x, 1, 0, static_cast<int>(Lane::Comm)));
+        e.kind = static_cast<EventKind>(whole(x, 2, 0, static_cast<int>(EventKind::Barrier)));
+        e.source = static_cast<EventSource>(whole(x, 3, 0, static_cast<int>(EventSource::Simulated)));
+        e.step = static_cast<std::int32_t>(whole(x, 4, -1, i32));
+        e.microBatch = static_cast<std::int32_t>(whole(x, 5, -1, i32));
+        e.stage = static_cast<std::int32_t>(whole(x, 6, -1, i32));
+        e.chunk = static_cast<std::int32_t>(whole(x, 7, -1, i32));
+        e.startNs = whole(x, 8, -i64, i64);
+        e.endNs = whole(x, 9, e.startNs, i64);
+        e.bytes = static_cast<std::uint64_t>(whole(x, 10, 0, i64));
+        e.wireBytes = static_cast<std::uint64_t>(whole(x, 11, 0, i64));
+        e.group = static_cast<std::int32_t>(whole(x, 12, -1, i32));
+        e.groupSize = static_cast<std::int32_t>(whole(x, 13, 0, i32));
+        e.peer = static_cast<std::int32_t>(whole(x, 14, -1, i32));
+        e.algorithm = static_cast<Algorithm>(whole(x, 15, 0, static_cast<int>(Algorithm::SparseAllGather)));
         e.codec = x[16].get<std::string>();
         out.push_back(std::move(e));
+        ++index;
     }
     return out;
 }

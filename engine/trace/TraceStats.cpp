@@ -1,7 +1,5 @@
 #include "engine/trace/TraceStats.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -18,13 +16,41 @@ bool isCompute(EventKind k)
     return k == EventKind::Forward || k == EventKind::Backward || k == EventKind::Recompute;
 }
 
-std::optional<EventKind> kindFromName(const std::string& name)
-{
-    for (int k = 0; k <= static_cast<int>(EventKind::Barrier); ++k)
-        if (name == toString(static_cast<EventKind>(k)))
-            return static_cast<EventKind>(k);
-    return std::nullopt;
-}
+// A union of intervals: add them in any order, finish(), then ask how much of [a, b) they cover
+// (overlapping intervals count once).
+class Coverage {
+public:
+    void add(std::int64_t a, std::int64_t b) { m_iv.emplace_back(a, b); }
+    void finish()
+    {
+        std::sort(m_iv.begin(), m_iv.end());
+        std::vector<std::pair<std::int64_t, std::int64_t>> merged;
+        for (const auto& iv : m_iv) {
+            if (!merged.empty() && iv.first <= merged.back().second)
+                merged.back().second = std::max(merged.back().second, iv.second);
+            else
+                merged.push_back(iv);
+        }
+        m_iv = std::move(merged);
+        m_before.assign(m_iv.size() + 1, 0);
+        for (std::size_t i = 0; i < m_iv.size(); ++i)
+            m_before[i + 1] = m_before[i] + (m_iv[i].second - m_iv[i].first);
+    }
+    std::int64_t within(std::int64_t a, std::int64_t b) const { return b > a ? upTo(b) - upTo(a) : 0; }
+
+private:
+    // Covered length before t.
+    std::int64_t upTo(std::int64_t t) const
+    {
+        const auto it = std::upper_bound(m_iv.begin(), m_iv.end(), t, [](std::int64_t x, const auto& iv) { return x < iv.first; });
+        if (it == m_iv.begin())
+            return 0;
+        const auto k = static_cast<std::size_t>(it - m_iv.begin()) - 1;
+        return m_before[k] + (std::min(m_iv[k].second, t) - m_iv[k].first);
+    }
+    std::vector<std::pair<std::int64_t, std::int64_t>> m_iv;
+    std::vector<std::int64_t> m_before;
+};
 
 }  // namespace
 
@@ -122,32 +148,25 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
         const auto it = kindOf.find(e.group);
         return it != kindOf.end() && (it->second == GroupKind::Tensor || it->second == GroupKind::Pipeline);
     };
-    using Intervals = std::vector<std::pair<std::int64_t, std::int64_t>>;
-    std::map<std::int32_t, Intervals> computeIntervals, blockingIntervals;
+    // Per rank, the union of its compute intervals and of its blocking ones, each as sorted disjoint
+    // intervals with a running total, so the covered length of any window is two binary searches: the
+    // whole computation is a sort and a sweep, O(n log n) in the events.
+    std::map<std::int32_t, Coverage> computeCover, blockingCover;
     for (const auto& e : events) {
         if (e.endNs <= e.startNs)
             continue;
         if (e.lane == Lane::Compute && e.kind != EventKind::Wait)
-            computeIntervals[e.rank].emplace_back(e.startNs, e.endNs);
+            computeCover[e.rank].add(e.startNs, e.endNs);
         else if (e.lane == Lane::Comm && blocking(e))
-            blockingIntervals[e.rank].emplace_back(e.startNs, e.endNs);
+            blockingCover[e.rank].add(e.startNs, e.endNs);
     }
-    for (auto* m : {&computeIntervals, &blockingIntervals})
-        for (auto& [rank, v2] : *m)
-            std::sort(v2.begin(), v2.end());
-    // Length of [a, b) covered by sorted, non-overlapping intervals (overlapping ones are counted once).
-    const auto covered = [](const Intervals& iv, std::int64_t a, std::int64_t b) {
-        std::int64_t total = 0, reached = a;
-        auto it = std::lower_bound(iv.begin(), iv.end(), std::pair{a, std::int64_t(0)},
-            [](const auto& x, const auto& y) { return x.second < y.first; });
-        for (; it != iv.end() && it->first < b; ++it) {
-            const std::int64_t lo = std::max({it->first, a, reached}), hi = std::min(it->second, b);
-            if (hi > lo) {
-                total += hi - lo;
-                reached = hi;
-            }
-        }
-        return total;
+    for (auto* m : {&computeCover, &blockingCover})
+        for (auto& [rank, cover] : *m)
+            cover.finish();
+    const Coverage none;
+    const auto coverOf = [&none](const std::map<std::int32_t, Coverage>& m, std::int32_t rank) -> const Coverage& {
+        const auto it = m.find(rank);
+        return it == m.end() ? none : it->second;
     };
     double commTime = 0, overlapped = 0;
     for (const auto& e : events) {
@@ -157,64 +176,12 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
         if (blocking(e))
             continue;
         // Compute inside [start, end), less the stretches where the compute thread itself was blocked.
-        const double busy = double(covered(computeIntervals[e.rank], e.startNs, e.endNs));
-        const double waiting = double(covered(blockingIntervals[e.rank], e.startNs, e.endNs));
+        const double busy = double(coverOf(computeCover, e.rank).within(e.startNs, e.endNs));
+        const double waiting = double(coverOf(blockingCover, e.rank).within(e.startNs, e.endNs));
         overlapped += std::max(0.0, busy - waiting);
     }
     s.overlap = commTime > 0 ? overlapped / commTime : 0;
     return s;
-}
-
-std::vector<TraceEvent> readChromeTrace(const std::string& text, std::string* otherData, std::vector<GroupInfo>* groups)
-{
-    const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
-    if (doc.is_discarded() || !doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
-        throw std::runtime_error("not a Chrome trace: a JSON object with a \"traceEvents\" list was expected");
-    if (otherData)
-        *otherData = doc.contains("otherData") ? doc["otherData"].dump() : "{}";
-    std::vector<TraceEvent> out;
-    for (const auto& j : doc["traceEvents"]) {
-        if (!j.is_object() || j.value("ph", "") != "X")
-            continue;
-        TraceEvent e;
-        const std::string name = j.value("name", "");
-        const auto kind = kindFromName(name.substr(0, name.find(" mb")));
-        if (!kind)
-            continue;  // not one of Loom's kinds
-        e.kind = *kind;
-        e.rank = j.value("pid", 0);
-        e.lane = j.value("tid", 0) == 1 ? Lane::Comm : Lane::Compute;
-        e.startNs = static_cast<std::int64_t>(std::llround(j.value("ts", 0.0) * 1000.0));
-        e.endNs = e.startNs + static_cast<std::int64_t>(std::llround(j.value("dur", 0.0) * 1000.0));
-        if (j.contains("args") && j["args"].is_object()) {
-            const auto& a = j["args"];
-            e.step = a.value("step", -1);
-            e.microBatch = a.value("micro_batch", -1);
-            e.stage = a.value("stage", -1);
-            e.chunk = a.value("chunk", -1);
-            e.bytes = a.value("bytes", std::uint64_t(0));
-            e.wireBytes = a.value("wire_bytes", std::uint64_t(0));
-            e.peer = a.value("peer", -1);
-            e.group = a.value("group", -1);
-            e.groupSize = a.value("group_size", 0);
-            if (groups && e.group >= 0 && a.contains("group_name") && a["group_name"].is_string()
-                && std::none_of(groups->begin(), groups->end(), [&](const GroupInfo& g) { return g.id == e.group; })) {
-                GroupInfo g;
-                g.id = e.group;
-                g.name = a["group_name"].get<std::string>();
-                g.kind = groupKindFromName(g.name);
-                groups->push_back(std::move(g));
-            }
-            e.codec = a.value("codec", "");
-            e.source = a.value("source", "measured") == "simulated" ? EventSource::Simulated : EventSource::Measured;
-            const std::string algorithm = a.value("algorithm", "none");
-            for (int k = 0; k <= static_cast<int>(Algorithm::SparseAllGather); ++k)
-                if (algorithm == toString(static_cast<Algorithm>(k)))
-                    e.algorithm = static_cast<Algorithm>(k);
-        }
-        out.push_back(std::move(e));
-    }
-    return out;
 }
 
 }  // namespace loom::trace

@@ -52,7 +52,12 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
 // is not such a trace.
 // `groups`, when given, receives the groups named by the events' `group_name` args (kind from the name's
 // first word: TP, PP, DP).
+// Events with a ts or dur beyond 9e15 µs, a negative dur, a pid outside 0..2^31-1, mistyped args or JSON
+// nested deeper than kMaxJsonDepth are refused with a message naming the event and field.
 std::vector<TraceEvent> readChromeTrace(const std::string& text, std::string* otherData = nullptr,
+    std::vector<GroupInfo>* groups = nullptr);
+// The same, streamed from a file: a trace of any size needs memory for its events only, not its text.
+std::vector<TraceEvent> readChromeTraceFile(const std::string& path, std::string* otherData = nullptr,
     std::vector<GroupInfo>* groups = nullptr);
 
 }  // namespace loom::trace

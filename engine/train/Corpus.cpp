@@ -19,9 +19,14 @@ Corpus Corpus::fromFile(const std::string& path)
     std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     Corpus c;
     std::int32_t header[256] = {};
-    if (bytes.size() >= sizeof header)
-        std::memcpy(header, bytes.data(), sizeof header);
+    std::memcpy(header, bytes.data(), std::min(bytes.size(), sizeof header));
+    if (header[0] == 20240520 && bytes.size() < sizeof header)
+        throw std::runtime_error("\"" + path + "\" starts like an llm.c token file (magic 20240520) but has only "
+                                 + std::to_string(bytes.size()) + " bytes, less than its 1024-byte header; the file is cut short");
     if (header[0] == 20240520) {
+        if (header[2] < 0)
+            throw std::runtime_error("\"" + path + "\" says it holds " + std::to_string(header[2])
+                                     + " tokens; the header is damaged");
         if (header[1] != 1)
             throw std::runtime_error("\"" + path + "\" is an llm.c token file of version " + std::to_string(header[1])
                                      + "; Loom reads version 1");

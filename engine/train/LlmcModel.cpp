@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -141,6 +142,19 @@ void importLlmc(const std::string& file, const plan::ModelSpec& m, const std::st
                                  + " layers, " + std::to_string(NH) + " heads, hidden " + std::to_string(C) + "; the layout's model "
                                  + m.name + " has vocab " + std::to_string(m.vocab) + ", " + std::to_string(m.layers) + " layers, "
                                  + std::to_string(m.heads) + " heads, hidden " + std::to_string(m.hidden));
+    if (maxT > (1 << 20) || Vp < V || Vp > V + (1 << 16))
+        throw std::runtime_error("\"" + file + "\" has a damaged header: max_seq_len " + std::to_string(maxT) + ", padded vocab "
+                                 + std::to_string(Vp) + " (expected up to 1048576 positions and a padded vocab of at least "
+                                 + std::to_string(V) + ")");
+    std::uint64_t floats = 0;  // the whole file's weights, checked against its size before anything is allocated
+    for (const Entry& e : entries(m, static_cast<std::size_t>(maxT), static_cast<std::size_t>(Vp)))
+        floats += std::uint64_t(e.rows) * e.cols * std::uint64_t(e.perLayer ? L : 1);
+    std::error_code sizeError;
+    const auto bytes = fs::file_size(file, sizeError);
+    if (!sizeError && bytes < sizeof header + 4 * floats)
+        throw std::runtime_error("\"" + file + "\" is cut short: its header promises " + std::to_string(floats) + " weights ("
+                                 + std::to_string(sizeof header + 4 * floats) + " bytes) but the file has " + std::to_string(bytes)
+                                 + " bytes");
     if (maxT < m.seqLen)
         throw std::runtime_error("\"" + file + "\" has positions for " + std::to_string(maxT) + " tokens; the model trains on seq_len="
                                  + std::to_string(m.seqLen));
@@ -154,9 +168,14 @@ void importLlmc(const std::string& file, const plan::ModelSpec& m, const std::st
             Tensor t(count);
             if (!in.read(reinterpret_cast<char*>(t.data()), static_cast<std::streamsize>(count * 4)))
                 throw std::runtime_error("\"" + file + "\" is cut short in " + nameOf(e.loom, l));
+            const std::string name = nameOf(e.loom, l);
+            for (std::size_t k = 0; k < t.size(); ++k)
+                if (!std::isfinite(t[k]))
+                    throw std::runtime_error("\"" + file + "\" holds " + (std::isnan(t[k]) ? "NaN" : "an infinite value") + " in "
+                                             + name + " (element " + std::to_string(k) + "); the model file is damaged, "
+                                             "so Loom does not train from it");
             if (e.transposed)
                 t = transpose(t, e.cols, e.rows);  // llm.c (out, in) -> Loom (in, out)
-            const std::string name = nameOf(e.loom, l);
             if (name == "wte") {
                 Tensor rows(ours * e.cols, 0.0f);  // Loom's padding may differ; padding rows are zero
                 std::memcpy(rows.data(), t.data(), std::min(ours, fileRows) * e.cols * 4);

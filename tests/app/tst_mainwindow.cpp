@@ -35,6 +35,12 @@
 using namespace loom;
 using namespace loom::views;
 
+#ifdef LOOM_TIMING_BUDGETS
+constexpr int kWaitMs = 5000;
+#else
+constexpr int kWaitMs = 120000;  // waits end when the signal comes; the bound only stops a hang
+#endif
+
 class TestMainWindow : public QObject {
     Q_OBJECT
     QTemporaryDir m_dir;
@@ -103,20 +109,24 @@ private slots:
         QVERIFY(w.openFile(QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/megatron-1t-3072-a100.json")));
         last = clock.elapsed();
         ping.start();
-        QVERIFY(shown.count() > 0 || shown.wait(5000));
+        QVERIFY(shown.count() > 0 || shown.wait(kWaitMs));
         const qint64 opened = t.elapsed();
         qInfo("megatron-1t on 384 nodes: map and prediction shown after %lld ms", opened);
+#ifdef LOOM_TIMING_BUDGETS  // timing budgets only in the bench build (tst_mainwindow_bench): a busy machine misses them
         QVERIFY2(opened < 2000, qPrintable(QString::number(opened)));
+#endif
         QCOMPARE(w.topologyView()->topologyScene()->nodeCount(), 384);
         QVERIFY(w.predictionPanel()->label(QStringLiteral("tflops"))->text() != QStringLiteral("–"));
         QVERIFY(w.scheduleView()->timeline().rows().size() >= 64);
         // An edit while the planner works: the window answers within 250 ms throughout.
         shown.clear();
         QVERIFY(w.strategyPanel()->requestDegree(Degree::Tp, 4));
-        QVERIFY(shown.wait(5000));
+        QVERIFY(shown.wait(kWaitMs));
         ping.stop();
         qInfo("worst event-loop gap while predicting: %lld ms", worstGap);
+#ifdef LOOM_TIMING_BUDGETS
         QVERIFY2(worstGap < 250, qPrintable(QString::number(worstGap)));
+#endif
     }
 
     void dropUndoRedoThroughTheWindow()
