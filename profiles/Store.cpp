@@ -174,7 +174,7 @@ void Store::open(int targetVersion)
     }
     const int version = q.value(0).toInt();
     q.finish();
-    checkOwnership(version);
+    checkOwnership();
     if (version > kSchemaVersion)
         throw StoreError(QStringLiteral("store %1 has schema version %2, newer than this Loom understands (%3); use a "
                                         "newer Loom or set LOOM_DB to another file")
@@ -228,14 +228,23 @@ void Store::migrate(int from, int to)
     }
 }
 
-void Store::checkOwnership(int version)
+void Store::checkOwnership()
 {
+    // One read transaction, so the id, the version and the tables are one snapshot even while another Loom
+    // is creating the same store.
+    exec(m_connection, m_path, QStringLiteral("BEGIN"));
     QSqlQuery q = exec(m_connection, m_path, QStringLiteral("PRAGMA application_id"));
     const qint64 id = q.next() ? q.value(0).toLongLong() : 0;
+    q.finish();
+    QSqlQuery v = exec(m_connection, m_path, QStringLiteral("PRAGMA user_version"));
+    const int version = v.next() ? v.value(0).toInt() : 0;
+    v.finish();
     QStringList tables;
     QSqlQuery t = exec(m_connection, m_path, QStringLiteral("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"));
     while (t.next())
         tables << t.value(0).toString();
+    t.finish();
+    exec(m_connection, m_path, QStringLiteral("COMMIT"));
     static const QStringList loomTables{QStringLiteral("checkpoints"), QStringLiteral("events"), QStringLiteral("layouts"),
                                         QStringLiteral("profiles"), QStringLiteral("runs"), QStringLiteral("step_metrics")};
     const bool empty = id == 0 && version == 0 && tables.isEmpty();

@@ -70,7 +70,7 @@ public:
 private:
     void open(int targetVersion);
     void migrate(int from, int to);
-    void checkOwnership(int version);
+    void checkOwnership();
     QString m_path;
     QString m_connection;
 };

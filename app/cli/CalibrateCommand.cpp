@@ -120,7 +120,7 @@ int calibrateCommand(CliContext& context, const QStringList& args, bool json)
         + cluster.toStdString() + "; measured step " + number(fit.measuredStepSeconds) + " s, predicted "
         + number(fit.predictedAfter) + " s";
     if (auto refused = context.catalog().add(profile); !refused.empty()) {
-        context.err << "error: " << refused << " (use --name)\n";
+        context.err << "error: " << refused << (refused.find("name") != std::string::npos ? " (use --name)" : "") << "\n";
         return ExitInvalid;
     }
 

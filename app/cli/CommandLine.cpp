@@ -2,6 +2,7 @@
 
 #include "app/cli/Commands.h"
 #include "app/cli/SafeOutput.h"
+#include "engine/trace/JsonLimits.h"
 
 #include <exception>
 
@@ -71,7 +72,7 @@ int runCommandLine(const QStringList& args, std::ostream& rawOut, std::ostream& 
         err << "loom: unknown command \"" << command.toStdString() << "\"\n" << kUsage;
         return ExitUsage;
     } catch (const std::exception& e) {
-        err << "error: " << e.what() << "\n";
+        err << "error: " << jsonErrorDetail(e) << "\n";  // never the JSON library's "[json.exception...]" prefix
         return ExitFailure;
     }
 }

@@ -18,7 +18,7 @@ bool isC0(unsigned char c)
     return (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f;
 }
 
-}  // namespace
+} // namespace
 
 std::string terminalSafe(std::string_view text)
 {
@@ -29,7 +29,7 @@ std::string terminalSafe(std::string_view text)
         if (isC0(c)) {
             escape(out, c);
         } else if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80
-                   && static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
+            && static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
             escape(out, static_cast<unsigned char>(text[++i]));
         } else {
             out += static_cast<char>(c);
@@ -78,7 +78,7 @@ std::streamsize TerminalSafeBuffer::xsputn(const char* s, std::streamsize n)
 
 int TerminalSafeBuffer::sync()
 {
-    if (m_pendingC2) {  // a lone 0xC2 at the very end: not a C1 control
+    if (m_pendingC2) { // a lone 0xC2 at the very end: not a C1 control
         m_pendingC2 = false;
         m_target.put(static_cast<char>(0xC2));
     }
@@ -86,4 +86,4 @@ int TerminalSafeBuffer::sync()
     return 0;
 }
 
-}  // namespace loom::app
+} // namespace loom::app

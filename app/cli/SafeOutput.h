@@ -31,7 +31,7 @@ protected:
 private:
     void put(unsigned char c);
     std::ostream& m_target;
-    bool m_pendingC2 = false;  // the last byte was 0xC2, the first byte of U+0080..U+00BF
+    bool m_pendingC2 = false; // the last byte was 0xC2, the first byte of U+0080..U+00BF
 };
 
-}  // namespace loom::app
+} // namespace loom::app

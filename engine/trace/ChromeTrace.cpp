@@ -111,7 +111,7 @@ struct EventReader {
 
     [[noreturn]] void fail(const std::string& field, const std::string& problem) const
     {
-        throw std::runtime_error("event " + std::to_string(index) + " of traceEvents: " + field + " " + problem);
+        throw std::runtime_error("not a usable trace: event " + std::to_string(index) + " of traceEvents: " + field + " " + problem);
     }
     std::int64_t integer(const json& j, const char* key, std::int64_t fallback, std::int64_t min, std::int64_t max,
                          const std::string& where) const

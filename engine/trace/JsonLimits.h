@@ -29,7 +29,7 @@ inline std::pair<std::size_t, std::size_t> jsonLineColumn(std::string_view text,
             ++column;
         }
     }
-    return {line, column};
+    return { line, column };
 }
 
 // Empty when `text` nests arrays and objects at most `maxDepth` deep; else a sentence naming where it
@@ -55,8 +55,8 @@ inline std::string jsonNestingProblem(std::string_view text, std::size_t maxDept
             if (++depth > maxDepth) {
                 const auto [line, column] = jsonLineColumn(text, i);
                 return "arrays and objects are nested deeper than " + std::to_string(maxDepth) + " levels at line "
-                       + std::to_string(line) + ", column " + std::to_string(column) + "; Loom reads JSON nested at most "
-                       + std::to_string(maxDepth) + " deep";
+                    + std::to_string(line) + ", column " + std::to_string(column) + "; Loom reads JSON nested at most "
+                    + std::to_string(maxDepth) + " deep";
             }
         } else if ((ch == ']' || ch == '}') && depth > 0) {
             --depth;
@@ -79,8 +79,7 @@ inline std::string jsonErrorDetail(const std::exception& e)
 
 // Parses `text` as JSON after checking its nesting. Never throws: on failure returns a discarded value and
 // sets *why to a sentence with the line and column ("not valid JSON at line 3, column 7: syntax error ...").
-template <typename Json = nlohmann::json>
-Json parseJsonLimited(std::string_view text, std::string* why)
+template <typename Json = nlohmann::json> Json parseJsonLimited(std::string_view text, std::string* why)
 {
     if (std::string deep = jsonNestingProblem(text); !deep.empty()) {
         *why = std::move(deep);
@@ -92,11 +91,11 @@ Json parseJsonLimited(std::string_view text, std::string* why)
         const std::size_t offset = e.byte > 0 ? e.byte - 1 : 0;
         const auto [line, column] = jsonLineColumn(text, offset);
         *why = "not valid JSON at line " + std::to_string(line) + ", column " + std::to_string(column) + ": "
-               + jsonErrorDetail(e) + (e.byte >= text.size() ? " (the text looks cut short)" : "");
-    } catch (const std::exception& e) {  // numbers out of range, allocation limits
+            + jsonErrorDetail(e) + (e.byte >= text.size() ? " (the text looks cut short)" : "");
+    } catch (const std::exception& e) { // numbers out of range, allocation limits
         *why = "not readable JSON: " + jsonErrorDetail(e);
     }
     return Json(nlohmann::json::value_t::discarded);
 }
 
-}  // namespace loom
+} // namespace loom

@@ -26,4 +26,4 @@ void checkResumable(const std::string& folder, std::int64_t steps);
 // Throws when the loss or the gradient norm of `step` is NaN or infinite, naming the step and rank.
 void checkFiniteStep(double loss, double gradNorm, std::int64_t step, int rank);
 
-}  // namespace loom::train
+} // namespace loom::train

@@ -13,7 +13,7 @@
 namespace {
 
 struct Run {
-    int exitCode = -1;  // -2: killed by a signal (a crash)
+    int exitCode = -1; // -2: killed by a signal (a crash)
     QString out, err;
     QByteArray rawOut;
     QString all() const { return out + err; }
@@ -53,35 +53,28 @@ class TestHostile : public QObject {
     }
 
     // A layout of gpt-tiny with `cluster` (a name or an inline object) and the given parallel degrees.
-    QString layout(const QString& name, const QJsonValue& cluster, int dp = 1, const QString& title = QStringLiteral("hostile"),
-                   qint64 globalBatch = -1)
+    QString layout(const QString& name, const QJsonValue& cluster, int dp = 1,
+        const QString& title = QStringLiteral("hostile"), qint64 globalBatch = -1)
     {
-        const QJsonObject l{{"loom_layout", 1},
-                            {"name", title},
-                            {"model", "gpt-tiny"},
-                            {"cluster", cluster},
-                            {"parallel", QJsonObject{{"tp", 1}, {"pp", 1}, {"dp", dp}, {"micro_batch", 1},
-                                                     {"global_batch", globalBatch > 0 ? globalBatch : dp}}}};
+        const QJsonObject l { { "loom_layout", 1 }, { "name", title }, { "model", "gpt-tiny" }, { "cluster", cluster },
+            { "parallel",
+                QJsonObject { { "tp", 1 }, { "pp", 1 }, { "dp", dp }, { "micro_batch", 1 },
+                    { "global_batch", globalBatch > 0 ? globalBatch : dp } } } };
         return write(name, QJsonDocument(l).toJson());
     }
 
     static QJsonObject sshCluster(const QJsonArray& sshOptions)
     {
-        return QJsonObject{
-            {"name", "inline-ssh"},
-            {"nodes", 1},
-            {"devices_per_node", 1},
-            {"device", QJsonObject{{"name", "CPU core"}, {"memory_gb", 2}, {"memory_bandwidth_gbs", 10},
-                                   {"peak_tflops", QJsonObject{{"fp32", 0.09}, {"fp16", 0.09}, {"bf16", 0.09}}}}},
-            {"intra_node", QJsonObject{{"link", "shm"}, {"bandwidth_gbs", 5}, {"latency_us", 1}}},
-            {"hosts", QJsonArray{"127.0.0.1"}},
-            {"launch", QJsonObject{{"method", "ssh"}, {"ssh_options", sshOptions}}}};
+        return QJsonObject { { "name", "inline-ssh" }, { "nodes", 1 }, { "devices_per_node", 1 },
+            { "device",
+                QJsonObject { { "name", "CPU core" }, { "memory_gb", 2 }, { "memory_bandwidth_gbs", 10 },
+                    { "peak_tflops", QJsonObject { { "fp32", 0.09 }, { "fp16", 0.09 }, { "bf16", 0.09 } } } } },
+            { "intra_node", QJsonObject { { "link", "shm" }, { "bandwidth_gbs", 5 }, { "latency_us", 1 } } },
+            { "hosts", QJsonArray { "127.0.0.1" } },
+            { "launch", QJsonObject { { "method", "ssh" }, { "ssh_options", sshOptions } } } };
     }
 
-    static QByteArray nested(int depth)
-    {
-        return QByteArray(depth, '[') + QByteArray(depth, ']');
-    }
+    static QByteArray nested(int depth) { return QByteArray(depth, '[') + QByteArray(depth, ']'); }
 
 private slots:
     void initTestCase() { QVERIFY(m_dir.isValid()); }
@@ -91,32 +84,36 @@ private slots:
     void layoutSshOptionsThatRunCommands_data()
     {
         QTest::addColumn<QJsonArray>("options");
-        QTest::newRow("-oProxyCommand") << QJsonArray{"-oProxyCommand=touch PWNED"};
-        QTest::newRow("-o ProxyCommand") << QJsonArray{"-o", "ProxyCommand=touch PWNED"};
-        QTest::newRow("-o LocalCommand") << QJsonArray{"-o", "PermitLocalCommand=yes", "-o", "LocalCommand=touch PWNED"};
-        QTest::newRow("-F") << QJsonArray{"-F", "/tmp/evil_config"};
-        QTest::newRow("-J") << QJsonArray{"-J", "jump.example"};
-        QTest::newRow("-p with an option as its value") << QJsonArray{"-p", "-oProxyCommand=touch PWNED"};
+        QTest::newRow("-oProxyCommand") << QJsonArray { "-oProxyCommand=touch PWNED" };
+        QTest::newRow("-o ProxyCommand") << QJsonArray { "-o", "ProxyCommand=touch PWNED" };
+        QTest::newRow("-o LocalCommand") << QJsonArray { "-o", "PermitLocalCommand=yes", "-o",
+            "LocalCommand=touch PWNED" };
+        QTest::newRow("-F") << QJsonArray { "-F", "/tmp/evil_config" };
+        QTest::newRow("-J") << QJsonArray { "-J", "jump.example" };
+        QTest::newRow("-p with an option as its value") << QJsonArray { "-p", "-oProxyCommand=touch PWNED" };
     }
     void layoutSshOptionsThatRunCommands()
     {
         QFETCH(QJsonArray, options);
         const QString file = layout(QStringLiteral("ssh.json"), sshCluster(options));
-        const Run v = loom({QStringLiteral("validate"), file});
-        QCOMPARE(v.exitCode, 0);  // the layout itself is valid; a run of it is refused
-        QVERIFY2(v.out.contains(QLatin1String("loom run would refuse this")) && v.out.contains(QLatin1String("ssh_options")),
-                 qPrintable(v.all()));
-        const Run r = loom({QStringLiteral("run"), file, QStringLiteral("--steps"), QStringLiteral("1")});
+        const Run v = loom({ QStringLiteral("validate"), file });
+        QCOMPARE(v.exitCode, 0); // the layout itself is valid; a run of it is refused
+        QVERIFY2(
+            v.out.contains(QLatin1String("loom run would refuse this")) && v.out.contains(QLatin1String("ssh_options")),
+            qPrintable(v.all()));
+        const Run r = loom({ QStringLiteral("run"), file, QStringLiteral("--steps"), QStringLiteral("1") });
         QCOMPARE(r.exitCode, 2);
-        QVERIFY2(r.err.contains(QLatin1String("cluster.launch.ssh_options")) && r.err.contains(QLatin1String("nothing was started")),
-                 qPrintable(r.all()));
+        QVERIFY2(r.err.contains(QLatin1String("cluster.launch.ssh_options"))
+                && r.err.contains(QLatin1String("nothing was started")),
+            qPrintable(r.all()));
         QVERIFY(!QFile::exists(m_dir.filePath(QStringLiteral("PWNED"))));
     }
 
     void layoutSshOptionsAllowed()
     {
-        const QString file = layout(QStringLiteral("ssh-ok.json"), sshCluster(QJsonArray{"-p", "2222", "-l", "me", "-i", "/home/me/.ssh/lab", "-q"}));
-        const Run v = loom({QStringLiteral("validate"), file});
+        const QString file = layout(QStringLiteral("ssh-ok.json"),
+            sshCluster(QJsonArray { "-p", "2222", "-l", "me", "-i", "/home/me/.ssh/lab", "-q" }));
+        const Run v = loom({ QStringLiteral("validate"), file });
         QCOMPARE(v.exitCode, 0);
         QVERIFY2(!v.out.contains(QLatin1String("refuse")), qPrintable(v.all()));
     }
@@ -125,25 +122,29 @@ private slots:
     {
         QJsonObject cluster = sshCluster({});
         QJsonObject launch = cluster[QStringLiteral("launch")].toObject();
-        launch[QStringLiteral("mpirun_options")] = QJsonArray{"--mca", "plm_rsh_agent", "sh -c 'touch PWNED'"};
+        launch[QStringLiteral("mpirun_options")] = QJsonArray { "--mca", "plm_rsh_agent", "sh -c 'touch PWNED'" };
         launch[QStringLiteral("mpirun")] = QStringLiteral("/usr/bin/python3");
         cluster[QStringLiteral("launch")] = launch;
-        const Run r = loom({QStringLiteral("run"), layout(QStringLiteral("mpirun.json"), cluster)});
+        const Run r = loom({ QStringLiteral("run"), layout(QStringLiteral("mpirun.json"), cluster) });
         QCOMPARE(r.exitCode, 2);
-        QVERIFY2(r.err.contains(QLatin1String("mpirun_options")) && r.err.contains(QLatin1String("cluster.launch.mpirun=")),
-                 qPrintable(r.all()));
+        QVERIFY2(
+            r.err.contains(QLatin1String("mpirun_options")) && r.err.contains(QLatin1String("cluster.launch.mpirun=")),
+            qPrintable(r.all()));
     }
 
     // dp = 4096 on the local cluster would start 4096 processes here: refused unless --max-local-ranks.
     void localRanksCapped()
     {
         const QString file = layout(QStringLiteral("many.json"), QStringLiteral("local"), 4096);
-        const Run v = loom({QStringLiteral("validate"), file});
+        const Run v = loom({ QStringLiteral("validate"), file });
         QVERIFY2(v.out.contains(QLatin1String("--max-local-ranks")), qPrintable(v.all()));
-        const Run r = loom({QStringLiteral("run"), file, QStringLiteral("--steps"), QStringLiteral("1")});
+        const Run r = loom({ QStringLiteral("run"), file, QStringLiteral("--steps"), QStringLiteral("1") });
         QCOMPARE(r.exitCode, 2);
-        QVERIFY2(r.err.contains(QLatin1String("4096 ranks")) && r.err.contains(QLatin1String("nothing was started")), qPrintable(r.all()));
-        QCOMPARE(loom({QStringLiteral("run"), file, QStringLiteral("--max-local-ranks"), QStringLiteral("0")}).exitCode, 64);
+        QVERIFY2(r.err.contains(QLatin1String("4096 ranks")) && r.err.contains(QLatin1String("nothing was started")),
+            qPrintable(r.all()));
+        QCOMPARE(
+            loom({ QStringLiteral("run"), file, QStringLiteral("--max-local-ranks"), QStringLiteral("0") }).exitCode,
+            64);
     }
 
     // ESC (OSC: retitle the terminal), BEL and a C1 CSI reach the terminal escaped.
@@ -151,25 +152,33 @@ private slots:
     {
         const QString title = QStringLiteral("evil\x1b]0;owned\x07 \x1b[2J csi\u009b2J");
         const QString file = layout(QStringLiteral("escape.json"), QStringLiteral("local"), 2, title);
-        for (const QStringList& args : {QStringList{QStringLiteral("plan"), QStringLiteral("predict"), file},
-                                        QStringList{QStringLiteral("plan"), QStringLiteral("predict"), file, QStringLiteral("--json")},
-                                        QStringList{QStringLiteral("validate"), file}}) {
+        for (const QStringList& args : { QStringList { QStringLiteral("plan"), QStringLiteral("predict"), file },
+                 QStringList { QStringLiteral("plan"), QStringLiteral("predict"), file, QStringLiteral("--json") },
+                 QStringList { QStringLiteral("validate"), file } }) {
             const Run r = loom(args);
             QVERIFY2(r.exitCode == 0, qPrintable(r.all()));
-            QVERIFY2(!r.rawOut.contains('\x1b') && !r.rawOut.contains('\x07') && !r.rawOut.contains("\xc2\x9b"), r.rawOut.constData());
+            QVERIFY2(!r.rawOut.contains('\x1b') && !r.rawOut.contains('\x07') && !r.rawOut.contains("\xc2\x9b"),
+                r.rawOut.constData());
             if (args.contains(QStringLiteral("--json")))
-                QVERIFY(!QJsonDocument::fromJson(r.rawOut).isNull());  // the escapes are JSON escapes
+                QVERIFY(!QJsonDocument::fromJson(r.rawOut).isNull()); // the escapes are JSON escapes
         }
-        QVERIFY(loom({QStringLiteral("plan"), QStringLiteral("predict"), file}).out.contains(QLatin1String("evil\\u001b]0;owned\\u0007")));
+        QVERIFY(loom({ QStringLiteral("plan"), QStringLiteral("predict"), file })
+                    .out.contains(QLatin1String("evil\\u001b]0;owned\\u0007")));
         // A profile's description, shown by profiles show, likewise; a name with control characters is refused.
-        QJsonObject model{{"loom_profile", 1}, {"kind", "model"},    {"name", "escapee"}, {"description", "clear\x1b[2Jscreen"},
-                          {"layers", 2},       {"hidden", 64},       {"heads", 2},        {"vocab", 256}, {"ffn_hidden", 256},
-                          {"seq_len", 32}};
-        QCOMPARE(loom({QStringLiteral("profiles"), QStringLiteral("import"), write(QStringLiteral("m.json"), QJsonDocument(model).toJson())}).exitCode, 0);
-        const Run show = loom({QStringLiteral("profiles"), QStringLiteral("show"), QStringLiteral("escapee")});
+        QJsonObject model { { "loom_profile", 1 }, { "kind", "model" }, { "name", "escapee" },
+            { "description", "clear\x1b[2Jscreen" }, { "layers", 2 }, { "hidden", 64 }, { "heads", 2 },
+            { "vocab", 256 }, { "ffn_hidden", 256 }, { "seq_len", 32 } };
+        QCOMPARE(loom({ QStringLiteral("profiles"), QStringLiteral("import"),
+                          write(QStringLiteral("m.json"), QJsonDocument(model).toJson()) })
+                     .exitCode,
+            0);
+        const Run show = loom({ QStringLiteral("profiles"), QStringLiteral("show"), QStringLiteral("escapee") });
         QVERIFY2(!show.rawOut.contains('\x1b'), show.rawOut.constData());
         model[QStringLiteral("name")] = QStringLiteral("bad\x1bname");
-        QCOMPARE(loom({QStringLiteral("profiles"), QStringLiteral("import"), write(QStringLiteral("m2.json"), QJsonDocument(model).toJson())}).exitCode, 2);
+        QCOMPARE(loom({ QStringLiteral("profiles"), QStringLiteral("import"),
+                          write(QStringLiteral("m2.json"), QJsonDocument(model).toJson()) })
+                     .exitCode,
+            2);
     }
 
     // JSON nested 100,000 deep: every reader refuses it with a message, none crashes.
@@ -177,22 +186,28 @@ private slots:
     {
         const QByteArray deep = nested(100000);
         const QString layoutFile = write(QStringLiteral("deep-layout.json"),
-                                         R"({"loom_layout": 1, "name": "deep", "model": "gpt-tiny", "cluster": "local",
+            R"({"loom_layout": 1, "name": "deep", "model": "gpt-tiny", "cluster": "local",
                                              "parallel": {"tp": 1, "pp": 1, "dp": 1, "micro_batch": 1, "global_batch": 1},
-                                             "extra": )" + deep + "}");
-        for (const QStringList& args : {QStringList{QStringLiteral("validate"), layoutFile},
-                                        QStringList{QStringLiteral("plan"), QStringLiteral("predict"), layoutFile},
-                                        QStringList{QStringLiteral("run"), layoutFile}}) {
+                                             "extra": )"
+                + deep + "}");
+        for (const QStringList& args : { QStringList { QStringLiteral("validate"), layoutFile },
+                 QStringList { QStringLiteral("plan"), QStringLiteral("predict"), layoutFile },
+                 QStringList { QStringLiteral("run"), layoutFile } }) {
             const Run r = loom(args);
-            QVERIFY2(r.exitCode == 2 && r.all().contains(QLatin1String("nested deeper than 128")), qPrintable(args.join(' ') + ": " + r.all()));
+            QVERIFY2(r.exitCode == 2 && r.all().contains(QLatin1String("nested deeper than 128")),
+                qPrintable(args.join(' ') + ": " + r.all()));
         }
-        const QString trace = write(QStringLiteral("deep-trace.json"), R"({"traceEvents": [], "otherData": )" + deep + "}");
-        const Run t = loom({QStringLiteral("trace"), QStringLiteral("stats"), trace});
+        const QString trace
+            = write(QStringLiteral("deep-trace.json"), R"({"traceEvents": [], "otherData": )" + deep + "}");
+        const Run t = loom({ QStringLiteral("trace"), QStringLiteral("stats"), trace });
         QVERIFY2(t.exitCode == 2 && t.err.contains(QLatin1String("nested deeper than 128")), qPrintable(t.all()));
-        const Run c = loom({QStringLiteral("plan"), QStringLiteral("calibrate"), trace, QStringLiteral("--cluster"), QStringLiteral("local")});
-        QVERIFY2(c.exitCode > 0 && c.exitCode != -2 && !c.all().contains(QLatin1String("json.exception")), qPrintable(c.all()));
-        const QString profile = write(QStringLiteral("deep-profile.json"), R"({"loom_profile": 1, "kind": "model", "x": )" + deep + "}");
-        const Run p = loom({QStringLiteral("profiles"), QStringLiteral("import"), profile});
+        const Run c = loom({ QStringLiteral("plan"), QStringLiteral("calibrate"), trace, QStringLiteral("--cluster"),
+            QStringLiteral("local") });
+        QVERIFY2(c.exitCode > 0 && c.exitCode != -2 && !c.all().contains(QLatin1String("json.exception")),
+            qPrintable(c.all()));
+        const QString profile
+            = write(QStringLiteral("deep-profile.json"), R"({"loom_profile": 1, "kind": "model", "x": )" + deep + "}");
+        const Run p = loom({ QStringLiteral("profiles"), QStringLiteral("import"), profile });
         QVERIFY2(p.exitCode == 2 && p.err.contains(QLatin1String("nested deeper than 128")), qPrintable(p.all()));
     }
 
@@ -201,19 +216,28 @@ private slots:
     {
         QTest::addColumn<QByteArray>("event");
         QTest::addColumn<QString>("field");
-        QTest::newRow("ts 1e300") << QByteArray(R"({"ph": "X", "name": "forward", "pid": 0, "tid": 0, "ts": 1e300, "dur": 1})") << "ts";
-        QTest::newRow("negative dur") << QByteArray(R"({"ph": "X", "name": "forward", "pid": 0, "tid": 0, "ts": 1, "dur": -5})") << "dur";
-        QTest::newRow("pid beyond int32") << QByteArray(R"({"ph": "X", "name": "forward", "pid": 1099511627776, "tid": 0, "ts": 1, "dur": 1})") << "pid";
-        QTest::newRow("string step") << QByteArray(R"({"ph": "X", "name": "forward", "pid": 0, "tid": 0, "ts": 1, "dur": 1, "args": {"step": "x"}})")
+        QTest::newRow("ts 1e300") << QByteArray(
+            R"({"ph": "X", "name": "forward", "pid": 0, "tid": 0, "ts": 1e300, "dur": 1})")
+                                  << "ts";
+        QTest::newRow("negative dur") << QByteArray(
+            R"({"ph": "X", "name": "forward", "pid": 0, "tid": 0, "ts": 1, "dur": -5})")
+                                      << "dur";
+        QTest::newRow("pid beyond int32")
+            << QByteArray(R"({"ph": "X", "name": "forward", "pid": 1099511627776, "tid": 0, "ts": 1, "dur": 1})")
+            << "pid";
+        QTest::newRow("string step") << QByteArray(
+            R"({"ph": "X", "name": "forward", "pid": 0, "tid": 0, "ts": 1, "dur": 1, "args": {"step": "x"}})")
                                      << "args.step";
-        QTest::newRow("huge number") << QByteArray(R"({"ph": "X", "name": "forward", "pid": 0, "tid": 0, "ts": 1e400, "dur": 1})") << "1e400";
+        QTest::newRow("huge number") << QByteArray(
+            R"({"ph": "X", "name": "forward", "pid": 0, "tid": 0, "ts": 1e400, "dur": 1})")
+                                     << "1e400";
     }
     void traceFieldsChecked()
     {
         QFETCH(QByteArray, event);
         QFETCH(QString, field);
         const QString trace = write(QStringLiteral("fields.json"), "{\"traceEvents\": [" + event + "]}");
-        const Run r = loom({QStringLiteral("trace"), QStringLiteral("stats"), trace});
+        const Run r = loom({ QStringLiteral("trace"), QStringLiteral("stats"), trace });
         QCOMPARE(r.exitCode, 2);
         QVERIFY2(r.err.contains(field) && !r.err.contains(QLatin1String("json.exception")), qPrintable(r.err));
     }
@@ -221,11 +245,11 @@ private slots:
     void traceInvalidLayoutFlagged()
     {
         const QString trace = write(QStringLiteral("badlayout.json"),
-                                    R"({"traceEvents": [{"ph": "X", "name": "forward", "pid": 0, "tid": 0, "ts": 1, "dur": 5,
+            R"({"traceEvents": [{"ph": "X", "name": "forward", "pid": 0, "tid": 0, "ts": 1, "dur": 5,
                                         "args": {"step": 0, "stage": 0}}],
                                         "otherData": {"layout": {"loom_layout": 1, "name": "x", "model": "gpt-tiny", "cluster": "local",
                                         "parallel": {"tp": 3, "pp": 1, "dp": 1, "micro_batch": 1, "global_batch": 1}}}})");
-        const Run r = loom({QStringLiteral("trace"), QStringLiteral("stats"), trace});
+        const Run r = loom({ QStringLiteral("trace"), QStringLiteral("stats"), trace });
         QCOMPARE(r.exitCode, 0);
         QVERIFY2(r.err.contains(QLatin1String("otherData.layout is not a valid layout")), qPrintable(r.all()));
     }
@@ -241,13 +265,15 @@ private slots:
         while (f.size() < (66 << 20)) {
             QByteArray chunk;
             for (int i = 0; i < 1000; ++i, ++events)
-                chunk += (events ? "," : "") + QByteArray(R"({"ph": "X", "name": "forward", "pid": 0, "tid": 0, "ts": )")
-                         + QByteArray::number(events * 10) + R"(, "dur": 5, "args": {"step": 0, "note": ")" + pad + "\"}}\n";
+                chunk += (events ? "," : "")
+                    + QByteArray(R"({"ph": "X", "name": "forward", "pid": 0, "tid": 0, "ts": )")
+                    + QByteArray::number(events * 10) + R"(, "dur": 5, "args": {"step": 0, "note": ")" + pad + "\"}}\n";
             f.write(chunk);
         }
         f.write("]}\n");
         f.close();
-        const Run r = loom({QStringLiteral("trace"), QStringLiteral("stats"), f.fileName(), QStringLiteral("--json")}, 300000);
+        const Run r = loom(
+            { QStringLiteral("trace"), QStringLiteral("stats"), f.fileName(), QStringLiteral("--json") }, 300000);
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         QVERIFY(QJsonDocument::fromJson(r.rawOut).object().value(QStringLiteral("ranks")).toInt() == 1);
         QFile::remove(f.fileName());
@@ -256,25 +282,28 @@ private slots:
     // One rule: what predict and simulate cannot replay, validate calls invalid.
     void tooManyMicroBatchesInvalid()
     {
-        const QString file = layout(QStringLiteral("micro.json"), QStringLiteral("local"), 1, QStringLiteral("micro"), 4194304);
-        const Run v = loom({QStringLiteral("validate"), file});
+        const QString file
+            = layout(QStringLiteral("micro.json"), QStringLiteral("local"), 1, QStringLiteral("micro"), 4194304);
+        const Run v = loom({ QStringLiteral("validate"), file });
         QVERIFY2(v.exitCode == 2 && v.out.contains(QLatin1String("pipeline operations")), qPrintable(v.all()));
-        QCOMPARE(loom({QStringLiteral("plan"), QStringLiteral("predict"), file}).exitCode, 2);
+        QCOMPARE(loom({ QStringLiteral("plan"), QStringLiteral("predict"), file }).exitCode, 2);
     }
 
     // No layout splits this batch over so many devices: the advice names that, not "add nodes".
     void searchAdviceFitsTheCause()
     {
-        const Run r = loom({QStringLiteral("plan"), QStringLiteral("search"), QStringLiteral("--model"), QStringLiteral("gpt-tiny"),
-                            QStringLiteral("--cluster"), QStringLiteral("dgx-a100"), QStringLiteral("--nodes"), QStringLiteral("1000"),
-                            QStringLiteral("--global-batch"), QStringLiteral("7")});
+        const Run r = loom({ QStringLiteral("plan"), QStringLiteral("search"), QStringLiteral("--model"),
+            QStringLiteral("gpt-tiny"), QStringLiteral("--cluster"), QStringLiteral("dgx-a100"),
+            QStringLiteral("--nodes"), QStringLiteral("1000"), QStringLiteral("--global-batch"), QStringLiteral("7") });
         QCOMPARE(r.exitCode, 0);
-        QVERIFY2(!r.out.contains(QLatin1String("add nodes")) && r.out.contains(QLatin1String("no split of 8000 devices")), qPrintable(r.all()));
+        QVERIFY2(
+            !r.out.contains(QLatin1String("add nodes")) && r.out.contains(QLatin1String("no split of 8000 devices")),
+            qPrintable(r.all()));
         QVERIFY(!r.out.contains(QLatin1String("nan")));
     }
 };
 
-}  // namespace
+} // namespace
 
 QTEST_GUILESS_MAIN(TestHostile)
 #include "tst_hostile.moc"

@@ -60,14 +60,14 @@ Profile model(const std::string& name)
 {
     auto m = *BuiltinProfiles::instance().findModel("gpt-tiny");
     m.name = name;
-    return Profile{m, ""};
+    return Profile { m, "" };
 }
 
 Profile cluster(const std::string& name)
 {
     auto c = *BuiltinProfiles::instance().findCluster("dgx-a100");
     c.name = name;
-    return Profile{c, ""};
+    return Profile { c, "" };
 }
 
 QString runState(RunStore& runs, qint64 id)
@@ -82,12 +82,12 @@ private slots:
     void anotherProgramsDatabaseIsLeftUntouched_data()
     {
         QTest::addColumn<QStringList>("statements");
-        QTest::newRow("tables of its own") << QStringList{QStringLiteral("CREATE TABLE notes (id INTEGER, text TEXT)"),
-                                                          QStringLiteral("INSERT INTO notes VALUES (1, 'mine')")};
-        QTest::newRow("another application id") << QStringList{QStringLiteral("PRAGMA application_id = 1234")};
-        QTest::newRow("a user_version but no Loom tables")
-            << QStringList{QStringLiteral("PRAGMA user_version = 2"), QStringLiteral("CREATE TABLE profiles (x)"),
-                           QStringLiteral("CREATE TABLE accounts (y)")};
+        QTest::newRow("tables of its own")
+            << QStringList { QStringLiteral("CREATE TABLE notes (id INTEGER, text TEXT)"),
+                   QStringLiteral("INSERT INTO notes VALUES (1, 'mine')") };
+        QTest::newRow("another application id") << QStringList { QStringLiteral("PRAGMA application_id = 1234") };
+        QTest::newRow("a user_version but no Loom tables") << QStringList { QStringLiteral("PRAGMA user_version = 2"),
+            QStringLiteral("CREATE TABLE profiles (x)"), QStringLiteral("CREATE TABLE accounts (y)") };
     }
     void anotherProgramsDatabaseIsLeftUntouched()
     {
@@ -97,8 +97,9 @@ private slots:
         rawExec(path, statements);
         const QByteArray before = bytesOf(path);
         const QString message = storeError([&] { Store s(path); });
-        QVERIFY2(message.contains(QLatin1String("is not a Loom database")) && message.contains(QLatin1String("untouched")),
-                 qPrintable(message));
+        QVERIFY2(
+            message.contains(QLatin1String("is not a Loom database")) && message.contains(QLatin1String("untouched")),
+            qPrintable(message));
         QCOMPARE(bytesOf(path), before);
         QVERIFY(!QFile::exists(path + QStringLiteral("-wal")));
     }
@@ -108,10 +109,15 @@ private slots:
         QTemporaryDir dir;
         const QString empty = dir.filePath(QStringLiteral("empty.db"));
         QFile(empty).open(QIODevice::WriteOnly);
-        { Store s(empty); QCOMPARE(s.schemaVersion(), Store::kSchemaVersion); }
+        {
+            Store s(empty);
+            QCOMPARE(s.schemaVersion(), Store::kSchemaVersion);
+        }
         const QString older = dir.filePath(QStringLiteral("older.db"));
-        { Store s(older, 3); }
-        rawExec(older, {QStringLiteral("PRAGMA application_id = 0")});  // as an older Loom left it
+        {
+            Store s(older, 3);
+        }
+        rawExec(older, { QStringLiteral("PRAGMA application_id = 0") }); // as an older Loom left it
         Store s(older);
         QCOMPARE(s.schemaVersion(), Store::kSchemaVersion);
     }
@@ -123,11 +129,11 @@ private slots:
             QTemporaryDir dir;
             const QString path = dir.filePath(QStringLiteral("new.db"));
             QProcess a, b;
-            for (QProcess* p : {&a, &b}) {
+            for (QProcess* p : { &a, &b }) {
                 p->setProcessChannelMode(QProcess::MergedChannels);
-                p->start(QCoreApplication::applicationFilePath(), {QStringLiteral("--open-store"), path});
+                p->start(QCoreApplication::applicationFilePath(), { QStringLiteral("--open-store"), path });
             }
-            for (QProcess* p : {&a, &b}) {
+            for (QProcess* p : { &a, &b }) {
                 QVERIFY(p->waitForFinished(60000));
                 QVERIFY2(p->exitCode() == 0, p->readAll().constData());
             }
@@ -141,13 +147,20 @@ private slots:
         QTemporaryDir dir;
         Store store(dir.filePath(QStringLiteral("runs.db")));
         RunStore runs(store);
-        const qint64 live = runs.startRun(QStringLiteral("live"), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("x"));
-        const qint64 dead = runs.startRun(QStringLiteral("dead"), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("x"));
-        const qint64 legacy = runs.startRun(QStringLiteral("legacy"), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("x"));
-        const qint64 remote = runs.startRun(QStringLiteral("remote"), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("x"));
-        rawExec(store.path(), {QStringLiteral("UPDATE runs SET owner = '%1 999999999 1' WHERE id = %2").arg(QSysInfo::machineHostName()).arg(dead),
-                               QStringLiteral("UPDATE runs SET owner = '' WHERE id = %1").arg(legacy),
-                               QStringLiteral("UPDATE runs SET owner = 'another-host-xyz 1 1' WHERE id = %1").arg(remote)});
+        const qint64 live
+            = runs.startRun(QStringLiteral("live"), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("x"));
+        const qint64 dead
+            = runs.startRun(QStringLiteral("dead"), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("x"));
+        const qint64 legacy = runs.startRun(
+            QStringLiteral("legacy"), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("x"));
+        const qint64 remote = runs.startRun(
+            QStringLiteral("remote"), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("x"));
+        rawExec(store.path(),
+            { QStringLiteral("UPDATE runs SET owner = '%1 999999999 1' WHERE id = %2")
+                    .arg(QSysInfo::machineHostName())
+                    .arg(dead),
+                QStringLiteral("UPDATE runs SET owner = '' WHERE id = %1").arg(legacy),
+                QStringLiteral("UPDATE runs SET owner = 'another-host-xyz 1 1' WHERE id = %1").arg(remote) });
         QCOMPARE(runs.markInterrupted(), 2);
         QCOMPARE(runState(runs, live), QStringLiteral("running"));
         QCOMPARE(runState(runs, dead), QStringLiteral("interrupted"));
@@ -155,7 +168,7 @@ private slots:
         QCOMPARE(runState(runs, remote), QStringLiteral("running"));
         // Another process (a second Loom) sees this one alive too.
         QProcess other;
-        other.start(QCoreApplication::applicationFilePath(), {QStringLiteral("--mark-interrupted"), store.path()});
+        other.start(QCoreApplication::applicationFilePath(), { QStringLiteral("--mark-interrupted"), store.path() });
         QVERIFY(other.waitForFinished(60000));
         QCOMPARE(other.exitCode(), 0);
         QCOMPARE(runState(runs, live), QStringLiteral("running"));
@@ -167,20 +180,24 @@ private slots:
         const QString folder = dir.filePath(QStringLiteral("ro"));
         QDir().mkpath(folder);
         const QString path = folder + QStringLiteral("/loom.db");
-        { Store s(path); }
+        {
+            Store s(path);
+        }
         QProcess p;
         p.setProcessChannelMode(QProcess::MergedChannels);
         const QString self = QCoreApplication::applicationFilePath();
-        if (::geteuid() == 0) {  // root writes anywhere: a read-only bind mount in a mount namespace of its own
+        if (::geteuid() == 0) { // root writes anywhere: a read-only bind mount in a mount namespace of its own
             if (QStandardPaths::findExecutable(QStringLiteral("unshare")).isEmpty())
                 QSKIP("root without unshare: no way to make a read-only folder here");
-            p.start(QStringLiteral("unshare"), {QStringLiteral("-m"), QStringLiteral("sh"), QStringLiteral("-c"),
-                                                QStringLiteral("mount --bind \"$1\" \"$1\" && mount -o remount,ro,bind \"$1\" && exec \"$2\" --open-store \"$3\""),
-                                                QStringLiteral("sh"), folder, self, path});
+            p.start(QStringLiteral("unshare"),
+                { QStringLiteral("-m"), QStringLiteral("sh"), QStringLiteral("-c"),
+                    QStringLiteral("mount --bind \"$1\" \"$1\" && mount -o remount,ro,bind \"$1\" && exec \"$2\" "
+                                   "--open-store \"$3\""),
+                    QStringLiteral("sh"), folder, self, path });
         } else {
             QFile::setPermissions(path, QFileDevice::ReadOwner);
             QFile::setPermissions(folder, QFileDevice::ReadOwner | QFileDevice::ExeOwner);
-            p.start(self, {QStringLiteral("--open-store"), path});
+            p.start(self, { QStringLiteral("--open-store"), path });
         }
         QVERIFY(p.waitForFinished(60000));
         const QString out = QString::fromUtf8(p.readAll());
@@ -212,7 +229,7 @@ private slots:
     }
 };
 
-}  // namespace
+} // namespace
 
 // Child modes for the tests above: open a store (and report its error), or mark interrupted runs.
 int main(int argc, char** argv)

@@ -25,7 +25,8 @@ TraceEvent event(std::int32_t rank, Lane lane, EventKind kind, std::int64_t star
 }
 
 // The covered length of [a, b) by the union of `intervals`, counted nanosecond by nanosecond.
-std::int64_t coveredSlowly(const std::vector<std::pair<std::int64_t, std::int64_t>>& intervals, std::int64_t a, std::int64_t b)
+std::int64_t coveredSlowly(
+    const std::vector<std::pair<std::int64_t, std::int64_t>>& intervals, std::int64_t a, std::int64_t b)
 {
     std::int64_t n = 0;
     for (std::int64_t t = a; t < b; ++t)
@@ -55,12 +56,13 @@ double overlapSlowly(const std::vector<TraceEvent>& events)
             else if (e.lane == Lane::Comm && (e.kind == EventKind::Send || e.kind == EventKind::Recv))
                 blocking.emplace_back(e.startNs, e.endNs);
         }
-        overlapped += std::max<double>(0, double(coveredSlowly(compute, c.startNs, c.endNs) - coveredSlowly(blocking, c.startNs, c.endNs)));
+        overlapped += std::max<double>(
+            0, double(coveredSlowly(compute, c.startNs, c.endNs) - coveredSlowly(blocking, c.startNs, c.endNs)));
     }
     return comm > 0 ? overlapped / comm : 0;
 }
 
-}  // namespace
+} // namespace
 
 class TestTraceOverlap : public QObject {
     Q_OBJECT
@@ -75,12 +77,16 @@ private slots:
                 const std::int64_t a = rng() % 200, b = a + rng() % 80;
                 const int pick = static_cast<int>(rng() % 5);
                 const Lane lane = pick < 2 ? Lane::Compute : Lane::Comm;
-                const EventKind kind = pick == 0 ? EventKind::Forward : pick == 1 ? EventKind::Wait : pick == 2 ? EventKind::AllReduce
-                                                                                   : pick == 3 ? EventKind::Send : EventKind::AllGather;
+                const EventKind kind = pick == 0 ? EventKind::Forward
+                    : pick == 1                  ? EventKind::Wait
+                    : pick == 2                  ? EventKind::AllReduce
+                    : pick == 3                  ? EventKind::Send
+                                                 : EventKind::AllGather;
                 events.push_back(event(static_cast<std::int32_t>(rng() % 2), lane, kind, a, b));
             }
             const double fast = computeStats(events, {}).overlap, slow = overlapSlowly(events);
-            QVERIFY2(std::abs(fast - slow) < 1e-9, qPrintable(QStringLiteral("trial %1: %2 vs %3").arg(trial).arg(fast).arg(slow)));
+            QVERIFY2(std::abs(fast - slow) < 1e-9,
+                qPrintable(QStringLiteral("trial %1: %2 vs %3").arg(trial).arg(fast).arg(slow)));
         }
     }
 

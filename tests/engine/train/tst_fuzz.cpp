@@ -38,9 +38,15 @@ std::string readSource(const char* relative)
 // Mutations that keep part of the structure: the interesting garbage.
 class Mutator {
 public:
-    explicit Mutator(std::uint64_t seed) : m_rng(seed) {}
+    explicit Mutator(std::uint64_t seed)
+        : m_rng(seed)
+    {
+    }
 
-    std::size_t below(std::size_t n) { return n == 0 ? 0 : std::uniform_int_distribution<std::size_t>(0, n - 1)(m_rng); }
+    std::size_t below(std::size_t n)
+    {
+        return n == 0 ? 0 : std::uniform_int_distribution<std::size_t>(0, n - 1)(m_rng);
+    }
 
     std::string random(std::size_t maxLength)
     {
@@ -52,38 +58,38 @@ public:
 
     std::string mutate(std::string s)
     {
-        static const char* const tokens[] = {"1e300", "-1", "1e400", "NaN", "null", "\"x\"", "[]", "{}", "-9223372036854775809",
-                                             "18446744073709551616", "0.5", "true", "\"\\u0000\"", "\"\x1b]0;t\x07\"", "[[[[[[",
-                                             "}}}}", "\"\\ud800\"", "2147483648", "-2147483649", "\xff\xfe"};
+        static const char* const tokens[] = { "1e300", "-1", "1e400", "NaN", "null", "\"x\"", "[]", "{}",
+            "-9223372036854775809", "18446744073709551616", "0.5", "true", "\"\\u0000\"", "\"\x1b]0;t\x07\"", "[[[[[[",
+            "}}}}", "\"\\ud800\"", "2147483648", "-2147483649", "\xff\xfe" };
         const int edits = 1 + static_cast<int>(below(4));
         for (int e = 0; e < edits && !s.empty(); ++e) {
             const std::size_t at = below(s.size());
             switch (below(7)) {
-            case 0:  // flip a byte
+            case 0: // flip a byte
                 s[at] = static_cast<char>(below(256));
                 break;
-            case 1:  // cut short
+            case 1: // cut short
                 s.resize(at);
                 break;
-            case 2:  // replace a number or word by a hostile token
+            case 2: // replace a number or word by a hostile token
             {
                 const std::size_t end = s.find_first_of(",}]", at);
                 s.replace(at, end == std::string::npos ? 1 : end - at, tokens[below(std::size(tokens))]);
                 break;
             }
-            case 3:  // insert a token
+            case 3: // insert a token
                 s.insert(at, tokens[below(std::size(tokens))]);
                 break;
-            case 4:  // nest deeply
+            case 4: // nest deeply
             {
                 const std::size_t depth = 100 + below(3000);
                 s.insert(at, std::string(depth, below(2) ? '[' : '{'));
                 break;
             }
-            case 5:  // duplicate a slice
+            case 5: // duplicate a slice
                 s.insert(at, s.substr(below(s.size()), below(64)));
                 break;
-            default:  // erase a slice
+            default: // erase a slice
                 s.erase(at, below(32));
                 break;
             }
@@ -152,7 +158,7 @@ std::string tokenFile()
     return s;
 }
 
-}  // namespace
+} // namespace
 
 class TestFuzz : public QObject {
     Q_OBJECT
@@ -162,7 +168,8 @@ class TestFuzz : public QObject {
     std::map<std::string, std::size_t> m_counts;
 
     // Calls `read` on inputs made from `valid` until this reader's share of the time is used.
-    void fuzz(const char* name, const std::string& valid, double share, const std::function<void(const std::string&)>& read)
+    void fuzz(
+        const char* name, const std::string& valid, double share, const std::function<void(const std::string&)>& read)
     {
         Mutator m(m_seed ^ std::hash<std::string>()(name));
         QElapsedTimer t;
@@ -175,7 +182,7 @@ class TestFuzz : public QObject {
             } catch (const std::exception& e) {
                 const std::string what = e.what();
                 QVERIFY2(!what.empty() && what.find("json.exception") == std::string::npos,
-                         (std::string(name) + ": " + what).c_str());
+                    (std::string(name) + ": " + what).c_str());
             }
             ++n;
         }
@@ -197,7 +204,7 @@ private slots:
         if (qEnvironmentVariableIsSet("LOOM_FUZZ_SECONDS"))
             m_seconds = qEnvironmentVariable("LOOM_FUZZ_SECONDS").toDouble();
         qInfo("seed %llu (replay with LOOM_FUZZ_SEED=%llu), %.1f s", static_cast<unsigned long long>(m_seed),
-              static_cast<unsigned long long>(m_seed), m_seconds);
+            static_cast<unsigned long long>(m_seed), m_seconds);
     }
 
     void layouts()
@@ -219,7 +226,7 @@ private slots:
                 (void)profiles::writeProfile(*r.profile);
         });
         fuzz("model profile", readSource("profiles/builtin/model-gpt-tiny.json"), 0.05,
-             [](const std::string& text) { noLibraryText(profiles::readProfile(text).diagnostics, "model profile"); });
+            [](const std::string& text) { noLibraryText(profiles::readProfile(text).diagnostics, "model profile"); });
     }
 
     void traces()
@@ -255,18 +262,20 @@ private slots:
     void telemetryStream()
     {
         std::vector<trace::TraceEvent> events(3);
-        const std::string frames = trace::encodeFrame("run", R"({"loom_stream": 1})") + trace::encodeFrame("events", trace::encodeEvents(events))
-                                   + trace::encodeFrame("step", R"({"step": 1, "loss": 2.5})");
+        const std::string frames = trace::encodeFrame("run", R"({"loom_stream": 1})")
+            + trace::encodeFrame("events", trace::encodeEvents(events))
+            + trace::encodeFrame("step", R"({"step": 1, "loss": 2.5})");
         fuzz("stream", frames, 0.1, [](const std::string& bytes) {
             trace::StreamReader reader;
-            for (std::size_t at = 0; at < bytes.size(); at += 7)  // in pieces, as a pipe delivers it
+            for (std::size_t at = 0; at < bytes.size(); at += 7) // in pieces, as a pipe delivers it
                 reader.feed(std::string_view(bytes).substr(at, 7));
             trace::Frame f;
             while (reader.next(f))
                 if (f.type == "events")
                     (void)trace::decodeEvents(f.payload);
         });
-        fuzz("events payload", trace::encodeEvents(events), 0.05, [](const std::string& payload) { (void)trace::decodeEvents(payload); });
+        fuzz("events payload", trace::encodeEvents(events), 0.05,
+            [](const std::string& payload) { (void)trace::decodeEvents(payload); });
     }
 
     void checkpointMetadata()
@@ -289,7 +298,8 @@ private slots:
     {
         const auto model = *profiles::BuiltinProfiles::instance().findModel("gpt-tiny");
         const std::string layout = R"({"loom_layout": 1})";
-        const QString file = m_dir.filePath(QStringLiteral("model.bin")), folder = m_dir.filePath(QStringLiteral("import"));
+        const QString file = m_dir.filePath(QStringLiteral("model.bin")),
+                      folder = m_dir.filePath(QStringLiteral("import"));
         const std::string valid = llmcModel();
         Mutator m(m_seed);
         QElapsedTimer t;
@@ -303,7 +313,11 @@ private slots:
                 bytes.resize(m.below(bytes.size()));
                 break;
             case 1:
-                std::memcpy(bytes.data() + 4 * m.below(8), raw(static_cast<std::int32_t>(static_cast<std::int64_t>(m.below(std::size_t(1) << 31)) - (std::int64_t(1) << 30))).data(), 4);
+                std::memcpy(bytes.data() + 4 * m.below(8),
+                    raw(static_cast<std::int32_t>(
+                            static_cast<std::int64_t>(m.below(std::size_t(1) << 31)) - (std::int64_t(1) << 30)))
+                        .data(),
+                    4);
                 break;
             case 2:
                 std::memcpy(bytes.data() + 1024 + 4 * m.below((bytes.size() - 1024) / 4), raw(std::nanf("")).data(), 4);

@@ -31,14 +31,15 @@ class TestTrainInputs : public QObject {
     {
         QProcess p;
         p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(QStringLiteral(MPIEXEC), QStringList{QStringLiteral("--allow-run-as-root"), QStringLiteral("--oversubscribe"),
-                                                     QStringLiteral("-np"), QStringLiteral("1"), QStringLiteral(LOOM_TRAIN),
-                                                     QStringLiteral("--layout"), m_layout}
-                                             + args);
+        p.start(QStringLiteral(MPIEXEC),
+            QStringList { QStringLiteral("--allow-run-as-root"), QStringLiteral("--oversubscribe"),
+                QStringLiteral("-np"), QStringLiteral("1"), QStringLiteral(LOOM_TRAIN), QStringLiteral("--layout"),
+                m_layout }
+                + args);
         if (!p.waitForFinished(240000))
             p.kill();
         p.waitForFinished();
-        return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAll())};
+        return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAll()) };
     }
 
     QString path(const QString& name) const { return m_dir.filePath(name); }
@@ -46,7 +47,8 @@ class TestTrainInputs : public QObject {
     // A finished run of 2 steps with checkpoints in `dir` (step-2, latest).
     void checkpointed(const QString& dir)
     {
-        const Result r = train({QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--checkpoint-dir"), dir});
+        const Result r
+            = train({ QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--checkpoint-dir"), dir });
         QVERIFY2(r.exitCode == 0, qPrintable(r.log));
         QVERIFY(QFile::exists(dir + QStringLiteral("/step-2/checkpoint.json")));
     }
@@ -88,8 +90,8 @@ private slots:
         const QString dir = path(QStringLiteral("ck-%1").arg(step));
         checkpointed(dir);
         setStep(dir, step);
-        const Result r = train({QStringLiteral("--steps"), QStringLiteral("4"), QStringLiteral("--checkpoint-dir"), dir,
-                                QStringLiteral("--resume")});
+        const Result r = train({ QStringLiteral("--steps"), QStringLiteral("4"), QStringLiteral("--checkpoint-dir"),
+            dir, QStringLiteral("--resume") });
         QVERIFY2(r.exitCode != 0 && r.log.contains(expected) && !trained(r), qPrintable(r.log));
     }
 
@@ -101,11 +103,11 @@ private slots:
         QVERIFY(latest.open(QIODevice::WriteOnly | QIODevice::Truncate));
         latest.write("step-7\n");
         latest.close();
-        const Result r = train({QStringLiteral("--steps"), QStringLiteral("4"), QStringLiteral("--checkpoint-dir"), dir,
-                                QStringLiteral("--resume")});
-        QVERIFY2(r.exitCode != 0 && r.log.contains(QLatin1String("step-7, which is missing")) && r.log.contains(QLatin1String("step-2"))
-                     && !trained(r),
-                 qPrintable(r.log));
+        const Result r = train({ QStringLiteral("--steps"), QStringLiteral("4"), QStringLiteral("--checkpoint-dir"),
+            dir, QStringLiteral("--resume") });
+        QVERIFY2(r.exitCode != 0 && r.log.contains(QLatin1String("step-7, which is missing"))
+                && r.log.contains(QLatin1String("step-2")) && !trained(r),
+            qPrintable(r.log));
     }
 
     void unwritableCheckpointDirFoundBeforeStepOne()
@@ -114,11 +116,15 @@ private slots:
         QFile f(file);
         QVERIFY(f.open(QIODevice::WriteOnly));
         f.close();
-        const Result r = train({QStringLiteral("--steps"), QStringLiteral("3"), QStringLiteral("--checkpoint-dir"), file});
-        QVERIFY2(r.exitCode != 0 && r.log.contains(QLatin1String("is a file, not a folder")) && !trained(r), qPrintable(r.log));
-        const Result under = train({QStringLiteral("--steps"), QStringLiteral("3"), QStringLiteral("--checkpoint-dir"), file + QStringLiteral("/sub")});
-        QVERIFY2(under.exitCode != 0 && under.log.contains(QLatin1String("cannot create the checkpoint folder")) && !trained(under),
-                 qPrintable(under.log));
+        const Result r
+            = train({ QStringLiteral("--steps"), QStringLiteral("3"), QStringLiteral("--checkpoint-dir"), file });
+        QVERIFY2(r.exitCode != 0 && r.log.contains(QLatin1String("is a file, not a folder")) && !trained(r),
+            qPrintable(r.log));
+        const Result under = train({ QStringLiteral("--steps"), QStringLiteral("3"), QStringLiteral("--checkpoint-dir"),
+            file + QStringLiteral("/sub") });
+        QVERIFY2(under.exitCode != 0 && under.log.contains(QLatin1String("cannot create the checkpoint folder"))
+                && !trained(under),
+            qPrintable(under.log));
     }
 
     void tokenFileCutBelowItsHeaderRefused()
@@ -133,38 +139,41 @@ private slots:
         QVERIFY(f.open(QIODevice::WriteOnly));
         f.write(header);
         f.close();
-        const Result r = train({QStringLiteral("--steps"), QStringLiteral("1"), QStringLiteral("--data"), file});
-        QVERIFY2(r.exitCode != 0 && r.log.contains(QLatin1String("less than its 1024-byte header")) && !trained(r), qPrintable(r.log));
+        const Result r = train({ QStringLiteral("--steps"), QStringLiteral("1"), QStringLiteral("--data"), file });
+        QVERIFY2(r.exitCode != 0 && r.log.contains(QLatin1String("less than its 1024-byte header")) && !trained(r),
+            qPrintable(r.log));
     }
 
     void nanWeightsFromLlmcRefused()
     {
         const QString model = path(QStringLiteral("tiny.llmc"));
-        Result r = train({QStringLiteral("--steps"), QStringLiteral("1"), QStringLiteral("--export-llmc"), model});
+        Result r = train({ QStringLiteral("--steps"), QStringLiteral("1"), QStringLiteral("--export-llmc"), model });
         QVERIFY2(r.exitCode == 0, qPrintable(r.log));
         QFile f(model);
         QVERIFY(f.open(QIODevice::ReadWrite));
-        QVERIFY(f.seek(1024 + 4 * 100));  // a weight of wte
+        QVERIFY(f.seek(1024 + 4 * 100)); // a weight of wte
         const float nan = std::numeric_limits<float>::quiet_NaN();
         f.write(reinterpret_cast<const char*>(&nan), 4);
         f.close();
-        r = train({QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--init-llmc"), model});
-        QVERIFY2(r.exitCode != 0 && r.log.contains(QLatin1String("holds NaN in wte")) && !trained(r), qPrintable(r.log));
+        r = train({ QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--init-llmc"), model });
+        QVERIFY2(
+            r.exitCode != 0 && r.log.contains(QLatin1String("holds NaN in wte")) && !trained(r), qPrintable(r.log));
     }
 
     // A learning rate of 1e30 blows the weights up within a few steps: the run stops at the first
     // non-finite loss or gradient norm, naming the step and the rank.
     void nonFiniteLossStopsTheRun()
     {
-        const Result r = train({QStringLiteral("--steps"), QStringLiteral("20"), QStringLiteral("--lr"), QStringLiteral("1e30"),
-                                QStringLiteral("--warmup"), QStringLiteral("0")});
-        QVERIFY2(r.exitCode != 0 && r.log.contains(QLatin1String("on rank 0:")) && r.log.contains(QLatin1String("training stopped")),
-                 qPrintable(r.log));
+        const Result r = train({ QStringLiteral("--steps"), QStringLiteral("20"), QStringLiteral("--lr"),
+            QStringLiteral("1e30"), QStringLiteral("--warmup"), QStringLiteral("0") });
+        QVERIFY2(r.exitCode != 0 && r.log.contains(QLatin1String("on rank 0:"))
+                && r.log.contains(QLatin1String("training stopped")),
+            qPrintable(r.log));
         QVERIFY2(!r.log.contains(QLatin1String("step   20/20")), qPrintable(r.log));
     }
 };
 
-}  // namespace
+} // namespace
 
 QTEST_GUILESS_MAIN(TestTrainInputs)
 #include "tst_traininputs.moc"
