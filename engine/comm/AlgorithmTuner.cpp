@@ -12,10 +12,10 @@ const std::vector<TuningRule>& allreduceTuningTable()
         // MPI, one node: Open MPI's own all-reduce wins while latency dominates; above the crossing,
         // Loom's ring moves each byte 2(n-1)/n times through shared memory and wins by a wide margin.
         {"mpi", false, 0, CollectiveAlgorithm::Library},
-        {"mpi", false, 256 << 10, CollectiveAlgorithm::Ring},
+        {"mpi", false, 16 << 20, CollectiveAlgorithm::Ring},
         // MPI across nodes: latency first, then the two-level all-reduce that keeps most bytes inside nodes.
         {"mpi", true, 0, CollectiveAlgorithm::Library},
-        {"mpi", true, 256 << 10, CollectiveAlgorithm::Hierarchical},
+        {"mpi", true, 16 << 20, CollectiveAlgorithm::Hierarchical},
         // Gloo: its own ring all-reduce at every size.
         {"gloo", false, 0, CollectiveAlgorithm::Library},
         {"gloo", true, 0, CollectiveAlgorithm::Library},

@@ -20,7 +20,8 @@ private slots:
         const auto lib = CollectiveAlgorithm::Library, ring = CollectiveAlgorithm::Ring, hier = CollectiveAlgorithm::Hierarchical;
         QTest::newRow("mpi one node, 8 B: latency, the library") << "mpi" << 8ull << 4 << 1 << lib;
         QTest::newRow("mpi one node, 64 KiB") << "mpi" << 65536ull << 4 << 1 << lib;
-        QTest::newRow("mpi one node, at the crossing") << "mpi" << qulonglong(256 << 10) << 4 << 1 << ring;
+        QTest::newRow("mpi one node, 4 MiB") << "mpi" << qulonglong(4 << 20) << 4 << 1 << lib;
+        QTest::newRow("mpi one node, at the crossing") << "mpi" << qulonglong(16 << 20) << 4 << 1 << ring;
         QTest::newRow("mpi one node, 64 MiB, 4 ranks") << "mpi" << qulonglong(64 << 20) << 4 << 1 << ring;
         QTest::newRow("mpi one node, 25 MiB bucket, 2 ranks") << "mpi" << qulonglong(25 << 20) << 2 << 1 << ring;
         QTest::newRow("mpi two nodes, 64 MiB: two levels") << "mpi" << qulonglong(64 << 20) << 16 << 2 << hier;
