@@ -96,7 +96,7 @@ Command localCommand(const LaunchRequest& request, const QString& layoutFile)
 {
     QStringList args = rootFlag();
     args << QStringLiteral("--oversubscribe") << QStringLiteral("-np") << QString::number(request.layout.parallel.worldSize())
-         << QStringLiteral("--bind-to") << QStringLiteral("none") << QStringLiteral("-x") << QStringLiteral("OPENBLAS_NUM_THREADS=1")
+         << QStringLiteral("--bind-to") << QStringLiteral("none")
          << engineArgs(request, request.engine, layoutFile);
     return {request.mpirun, args};
 }
@@ -145,7 +145,7 @@ Command sshCommand(const LaunchRequest& request, const QString& layoutJson, cons
     QStringList mpirun{QString::fromStdString(l.mpirun)};
     mpirun << asList(l.mpirunOptions) << QStringLiteral("-np") << QString::number(request.layout.parallel.worldSize())
            << QStringLiteral("--hostfile") << runDir + QStringLiteral("/hostfile") << QStringLiteral("--bind-to")
-           << QStringLiteral("none") << QStringLiteral("-x") << QStringLiteral("OPENBLAS_NUM_THREADS=1")
+           << QStringLiteral("none")
            << engineArgs(request, clusterEngine(request), runDir + QStringLiteral("/layout.json"));
     QStringList remote{QStringLiteral("sh"), QStringLiteral("-c"), QString::fromLatin1(kHeadScript), QStringLiteral("loom-run"), runDir,
                        QString::fromLatin1(layoutJson.toUtf8().toBase64()), QString::fromLatin1(hosts.toUtf8().toBase64()),
@@ -172,7 +172,7 @@ QString sbatchScript(const LaunchRequest& request, const QString& layoutFile)
         s += QStringLiteral("#SBATCH --partition=%1\n").arg(QString::fromStdString(l.partition));
     QStringList mpirun{QString::fromStdString(l.mpirun)};
     mpirun << rootFlag() << asList(l.mpirunOptions) << QStringLiteral("-np") << QString::number(layout.parallel.worldSize())
-           << QStringLiteral("--bind-to") << QStringLiteral("none") << QStringLiteral("-x") << QStringLiteral("OPENBLAS_NUM_THREADS=1")
+           << QStringLiteral("--bind-to") << QStringLiteral("none")
            << engineArgs(request, clusterEngine(request), layoutFile);
     s += QStringLiteral("exec ") + shellJoin(mpirun) + QLatin1Char('\n');
     return s;
@@ -195,7 +195,7 @@ Command srunCommand(const LaunchRequest& request, const QString& layoutFile)
     QStringList args{QStringLiteral("--mpi=pmix"), QStringLiteral("--kill-on-bad-exit=1"),
                      QStringLiteral("--nodes=%1").arg(std::max<std::int64_t>(1, layout.nodes)),
                      QStringLiteral("--ntasks-per-node=%1").arg(tasksPerNode(layout)),
-                     QStringLiteral("--export=ALL,OPENBLAS_NUM_THREADS=1")};
+                     QStringLiteral("--export=ALL")};
     if (layout.cluster.launch.gpusPerNode > 0)
         args << QStringLiteral("--gpus-per-node=%1").arg(layout.cluster.launch.gpusPerNode);
     args << engineArgs(request, clusterEngine(request), layoutFile);

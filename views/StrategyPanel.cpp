@@ -152,9 +152,11 @@ void StrategyPanel::build()
     m_chunk->setSuffix(QStringLiteral(" KB"));
     m_chunk->setKeyboardTracking(false);
     m_chunk->setToolTip(tr("Chunk size of the chunked ring all-reduce."));
-    m_allreduce = combo({QStringLiteral("library"), QStringLiteral("ring"), QStringLiteral("hierarchical")});
+    m_allreduce = combo({QStringLiteral("library"), QStringLiteral("ring"), QStringLiteral("hierarchical"),
+                         QStringLiteral("auto")});
     m_allreduce->setToolTip(tr("library: MPI's or NCCL's own; ring: Loom's ring; hierarchical: reduce-scatter in the "
-                               "node, all-reduce across nodes, all-gather in the node."));
+                               "node, all-reduce across nodes, all-gather in the node; auto: chosen per message size "
+                               "and group from a measured table (docs/communication.md)."));
     commForm->addRow(tr("DP codec"), m_codec);
     commForm->addRow(tr("Top-k fraction"), m_topk);
     commForm->addRow(QString(), m_errorFeedback);

@@ -225,6 +225,23 @@ double optimizerBytesOf(const Layout& l, const Costs& c, std::int64_t r)
     return paramsOfRank(l, c, r) * 28.0 / (l.memory.zero == 1 ? double(c.d) : 1.0);
 }
 
+// What loom-train holds on CPU ranks (processes sharing a node's memory) beyond the textbook terms,
+// calibrated against getrusage's ru_maxrss (docs/planner.md, "Memory on CPU ranks"): its weight-decay mask
+// (one byte per parameter) and, with dp > 1, the all-reduce's staging of the largest bucket (a whole copy
+// for the library's all-reduce, one ring segment of 1/dp for Loom's algorithms). A bucket is at least
+// bucket_mb and at least the largest tensor (the token embedding for GPT-2).
+double cpuEngineBytes(const Layout& l, const Costs& c, double params)
+{
+    double bytes = params;
+    if (c.d > 1) {
+        const ModelSpec& m = l.model;
+        const double largest = 4.0 * std::max(double(m.vocab) * double(m.hidden), double(m.ffnHidden) * double(m.hidden)) / double(c.t);
+        const double bucket = std::max(l.comm.bucketMb * double(1 << 20), largest);
+        bytes += l.comm.allreduce == AllreduceAlgorithm::Library ? bucket : bucket / double(c.d);
+    }
+    return bytes;
+}
+
 // Memory of pipeline rank r holding `inFlight` chunk-micro-batches of activations at its peak.
 MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, double inFlight)
 {
@@ -244,6 +261,8 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
     if (r == c.p - 1)
         mem.activations += c.T * c.V / double(c.t) * 4.0 / 1e9;  // fp32 logits of one micro-batch
     mem.reserve = 0.05 * l.cluster.device.memoryGB;
+    if (l.cluster.intraNode.kind == LinkKind::Shm)
+        mem.reserve += cpuEngineBytes(l, c, params) / 1e9;
     return mem;
 }
 

@@ -42,6 +42,8 @@ std::string_view toString(AllreduceAlgorithm algorithm)
         return "ring";
     case AllreduceAlgorithm::Hierarchical:
         return "hierarchical";
+    case AllreduceAlgorithm::Auto:
+        return "auto";
     }
     return "library";
 }

@@ -14,7 +14,8 @@ namespace loom::plan {
 
 enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
 enum class Recompute { None, Selective, Full };
-enum class AllreduceAlgorithm { Library, Ring, Hierarchical };
+// Auto: chosen per backend, message size and group by comm::chooseAllreduce (engine/comm/AlgorithmTuner.h).
+enum class AllreduceAlgorithm { Library, Ring, Hierarchical, Auto };
 // Which parallel dimension varies fastest across consecutive ranks (see RankGrid.h).
 enum class RankOrder { TpPpDp, TpDpPp };
 
@@ -75,7 +76,7 @@ struct CommSpec {
     bool overlap = true;
     double bucketMb = 25; // PyTorch DDP's default bucket size
     double chunkKb = 1024; // chunk size of the chunked ring all-reduce
-    AllreduceAlgorithm allreduce = AllreduceAlgorithm::Library;
+    AllreduceAlgorithm allreduce = AllreduceAlgorithm::Auto;
     // Steps whose data-parallel all-reduce is uncompressed before dp_codec starts; -1 (field absent): 0,
     // except for topk with error feedback, where it is a tenth of the run (AdamW's variance is frozen then).
     std::int64_t codecWarmup = -1;

@@ -153,8 +153,9 @@ void readComm(const json& j, Layout& layout, Diagnostics& d)
         c.bucketMb = *v;
     if (auto v = r.number("chunk_kb", Presence::Optional, 0, 1e7, true))
         c.chunkKb = *v;
-    if (auto v = r.choice("allreduce", Presence::Optional, { "library", "ring", "hierarchical" }))
-        c.allreduce = *v == "library" ? AllreduceAlgorithm::Library
+    if (auto v = r.choice("allreduce", Presence::Optional, { "library", "ring", "hierarchical", "auto" }))
+        c.allreduce = *v == "auto"    ? AllreduceAlgorithm::Auto
+            : *v == "library"         ? AllreduceAlgorithm::Library
             : *v == "ring"            ? AllreduceAlgorithm::Ring
                                       : AllreduceAlgorithm::Hierarchical;
     if (auto v = r.integer("codec_warmup", Presence::Optional, 0, 1000000000))

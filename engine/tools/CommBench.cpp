@@ -1,5 +1,6 @@
 // loom-commbench: bandwidth of Loom's communicators, in the manner of nccl-tests. Run under mpirun.
 #include "engine/comm/GradientCodec.h"
+#include "engine/comm/AlgorithmTuner.h"
 #include "engine/comm/MpiCommunicator.h"
 #include "engine/tools/CommBenchOptions.h"
 #if LOOM_WITH_NCCL
@@ -68,7 +69,10 @@ struct Result {
 
 class Bench {
 public:
-    Bench(const tools::CommBenchOptions& o, Communicator& c) : m_o(o), m_c(c), m_n(c.size()), m_r(c.rank()) {}
+    Bench(const tools::CommBenchOptions& o, Communicator& c, int nodes = 1)
+        : m_o(o), m_c(c), m_n(c.size()), m_r(c.rank()), m_nodes(nodes)
+    {
+    }
 
     // `bytes` is nccl-tests' size: the buffer (all-reduce, broadcast, send/recv) or the whole gathered
     // array (all-gather, reduce-scatter).
@@ -98,6 +102,8 @@ public:
 
         CollectiveOptions options;
         options.algorithm = m_o.algorithm;
+        if (m_o.autoAlgorithm)  // resolved here, as the trainer does: the communicator sees a concrete algorithm
+            options.algorithm = chooseAllreduce({m_o.backend, std::size_t(bytes), m_n, m_nodes});
         options.chunkBytes = m_o.chunkBytes;
         options.codec = m_o.codec;
         options.codecBlock = m_o.codecBlock;
@@ -282,6 +288,7 @@ private:
     const tools::CommBenchOptions& m_o;
     Communicator& m_c;
     int m_n, m_r;
+    int m_nodes;
 };
 
 double busFactor(const std::string& op, int n)
@@ -352,13 +359,25 @@ int main(int argc, char** argv)
             const int n = world.size();
             if (session.worldRank() == 0 && !options->json) {
                 std::printf("# loom-commbench: op %s, algo %s, codec %s, dtype %s, %d ranks, iters %d, warmup %d%s\n",
-                            options->op.c_str(), std::string(toString(options->algorithm)).c_str(),
+                            options->op.c_str(), options->autoAlgorithm ? "auto" : std::string(toString(options->algorithm)).c_str(),
                             options->codec.toString().c_str(), std::string(toString(options->type)).c_str(), n,
                             options->iters, options->warmup, options->check ? ", checked" : "");
                 std::printf("# %12s %12s %11s %11s %11s %14s %8s\n", "size(B)", "count", "time(us)", "algbw(GB/s)",
                             "busbw(GB/s)", "wire(B)", "wrong");
             }
-            Bench bench(*options, world);
+            int nodeCount = 0;  // for --algo auto: the nodes the ranks span (--ranks-per-node, else shared memory)
+            if (!nodes.empty()) {
+                nodeCount = nodes.back() + 1;
+            } else {
+                MPI_Comm local;
+                MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+                int localRank = 0;
+                MPI_Comm_rank(local, &localRank);
+                MPI_Comm_free(&local);
+                nodeCount = localRank == 0 ? 1 : 0;
+                MPI_Allreduce(MPI_IN_PLACE, &nodeCount, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+            }
+            Bench bench(*options, world, nodeCount);
             const std::size_t es = sizeOf(options->type);
             const bool perRank = options->op == "allgather" || options->op == "reducescatter";
             const std::uint64_t unit = es * (perRank ? static_cast<std::uint64_t>(n) : 1);
@@ -379,7 +398,10 @@ int main(int argc, char** argv)
                     continue;
                 if (options->json) {
                     nlohmann::ordered_json j = {{"op", options->op},
-                                                {"algo", std::string(toString(options->algorithm))},
+                                                {"algo", std::string(toString(options->autoAlgorithm
+                                                                                  ? chooseAllreduce({options->backend, std::size_t(bytes), n, nodeCount})
+                                                                                  : options->algorithm))},
+                                                {"auto", options->autoAlgorithm},
                                                 {"codec", options->codec.toString()},
                                                 {"dtype", std::string(toString(options->type))},
                                                 {"ranks", n},

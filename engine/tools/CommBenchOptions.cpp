@@ -9,7 +9,7 @@ std::string commBenchUsage()
 {
     return "usage: mpirun -np N loom-commbench [options]\n"
            "  --op allreduce|allgather|reducescatter|broadcast|sendrecv   (default allreduce)\n"
-           "  --algo library|ring|chunked|hierarchical                    (default library)\n"
+           "  --algo library|ring|chunked|hierarchical|auto               (default library)\n"
            "  --codec none|fp16|bf16|int8|int4|topk:F|lz4                  all-reduce of fp32 only (default none)\n"
            "  --dtype fp32|fp16|bf16                                      (default fp32)\n"
            "  -b, --min SIZE   -e, --max SIZE   -f, --factor F            sizes in bytes, e.g. 8, 1K, 64M (8 .. 64M, x2)\n"
@@ -88,9 +88,10 @@ std::optional<CommBenchOptions> parseCommBenchOptions(const std::vector<std::str
             auto v = value("an algorithm");
             if (!v)
                 return std::nullopt;
-            auto algo = comm::collectiveAlgorithmFromString(*v);
+            o.autoAlgorithm = *v == "auto";
+            auto algo = o.autoAlgorithm ? comm::CollectiveAlgorithm::Library : comm::collectiveAlgorithmFromString(*v);
             if (!algo)
-                return bad(*v, "library, ring, chunked or hierarchical");
+                return bad(*v, "library, ring, chunked, hierarchical or auto");
             o.algorithm = *algo;
         } else if (a == "--codec") {
             auto v = value("a codec");
@@ -176,6 +177,10 @@ std::optional<CommBenchOptions> parseCommBenchOptions(const std::vector<std::str
     }
     if (o.codec.kind != plan::Codec::Kind::None && (o.op != "allreduce" || o.type != comm::DType::F32)) {
         error = "--codec compresses fp32 all-reduces; use --op allreduce --dtype fp32";
+        return std::nullopt;
+    }
+    if (o.autoAlgorithm && o.op != "allreduce") {
+        error = "--algo auto chooses all-reduce algorithms; use it with --op allreduce";
         return std::nullopt;
     }
     if (o.algorithm != comm::CollectiveAlgorithm::Library && (o.op == "broadcast" || o.op == "sendrecv")) {

@@ -13,6 +13,7 @@ namespace loom::tools {
 struct CommBenchOptions {
     std::string op = "allreduce";  // allreduce | allgather | reducescatter | broadcast | sendrecv
     comm::CollectiveAlgorithm algorithm = comm::CollectiveAlgorithm::Library;
+    bool autoAlgorithm = false;  // --algo auto: the tuning table's choice per size (comm/AlgorithmTuner.h)
     plan::Codec codec;
     comm::DType type = comm::DType::F32;
     std::uint64_t minBytes = 8;

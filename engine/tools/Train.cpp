@@ -11,6 +11,7 @@
 #include "engine/train/InputChecks.h"
 #include "engine/train/CpuKernels.h"
 #include "engine/train/LlmcModel.h"
+#include "engine/train/Threads.h"
 #include "engine/train/Trainer.h"
 #include "profiles/BuiltinProfiles.h"
 
@@ -26,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -152,6 +154,22 @@ std::optional<Args> parse(int argc, char** argv, std::string& error)
     return a;
 }
 
+// A conversion folder that only lives for the run: removed by its owner (rank 0) when done or on the way out.
+struct ScratchFolder {
+    std::string path;
+    bool owner = false;  // temporary and this rank removes it
+    ScratchFolder(std::string p, bool removes) : path(std::move(p)), owner(removes) {}
+    ScratchFolder(const ScratchFolder&) = delete;
+    ScratchFolder& operator=(const ScratchFolder&) = delete;
+    ~ScratchFolder() { remove(); }
+    void remove()
+    {
+        std::error_code ec;
+        if (owner)
+            std::filesystem::remove_all(path, ec);
+    }
+};
+
 volatile std::sig_atomic_t g_terminate = 0;
 void onTerminate(int)
 {
@@ -195,8 +213,15 @@ int main(int argc, char** argv)
                       << size << " were started; run mpirun -np " << layout.parallel.worldSize() << "\n";
         return 2;
     }
-    if (size > 1 && !std::getenv("OPENBLAS_NUM_THREADS"))
-        openblas_set_num_threads(1);  // ranks share the cores; one BLAS thread each
+    int ranksOnNode = 1;  // the node's cores are shared by its ranks (train/Threads.h)
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &ranksOnNode);
+    MPI_Comm_free(&node);
+    std::string bindingNote;
+    const int threads = train::configureComputeThreads(ranksOnNode, bindingNote);
+    if (rank == 0 && !bindingNote.empty())
+        std::cerr << "loom-train: " << bindingNote << "\n";
 
     try {
         const train::Corpus corpus = args->data.empty() ? train::Corpus::synthetic(args->seed) : train::Corpus::fromFile(args->data);
@@ -210,10 +235,15 @@ int main(int argc, char** argv)
             train::checkLlmcCompatible(layout.model);
         if (!args->checkpointDir.empty())
             train::checkCheckpointDir(args->checkpointDir);  // before step 1, not when the first checkpoint is due
-        // llm.c conversion goes through a checkpoint folder: --checkpoint-dir, or one beside the output.
-        const std::string scratch = !args->checkpointDir.empty() ? args->checkpointDir
-                                    : !args->exportLlmc.empty() ? args->exportLlmc + ".loom-checkpoint"
-                                                                : args->initLlmc + ".loom-checkpoint";
+        // llm.c conversion goes through a checkpoint folder: --checkpoint-dir (kept), or a temporary one beside
+        // the file (shared by the ranks like the file itself) that rank 0 removes when it is done with it.
+        const std::string llmcFile = !args->exportLlmc.empty() ? args->exportLlmc : args->initLlmc;
+        long long jobTag = static_cast<long long>(getpid());
+        if (!llmcFile.empty())
+            MPI_Bcast(&jobTag, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+        ScratchFolder scratchFolder(!args->checkpointDir.empty() ? args->checkpointDir : llmcFile + ".loom-convert-" + std::to_string(jobTag),
+                                    args->checkpointDir.empty() && rank == 0);
+        const std::string& scratch = scratchFolder.path;
         trace::TraceRecorder recorder(rank);
         const bool tracing = !args->traceOut.empty() || args->stream;
         recorder.setEnabled(tracing);
@@ -247,10 +277,10 @@ int main(int argc, char** argv)
         train::Trainer trainer(layout, comms, corpus, options, kernels);
         std::ofstream metrics;
         if (rank == 0) {
-            std::printf("loom-train: %s, %s, %d ranks (tp=%lld pp=%lld dp=%lld, %s), %lld steps, data: %s\n",
+            std::printf("loom-train: %s, %s, %d ranks (tp=%lld pp=%lld dp=%lld, %s), %d thread(s) per rank, %lld steps, data: %s\n",
                         layout.name.c_str(), layout.model.name.c_str(), size, static_cast<long long>(layout.parallel.tp),
                         static_cast<long long>(layout.parallel.pp), static_cast<long long>(layout.parallel.dp),
-                        std::string(plan::toString(layout.parallel.schedule)).c_str(), static_cast<long long>(args->steps),
+                        std::string(plan::toString(layout.parallel.schedule)).c_str(), threads, static_cast<long long>(args->steps),
                         corpus.description().c_str());
             if (!args->metrics.empty()) {
                 metrics.open(args->metrics, std::ios::trunc);
@@ -290,6 +320,8 @@ int main(int argc, char** argv)
                 return 2;
             }
             trainer.resume(folder);
+            MPI_Barrier(MPI_COMM_WORLD);  // every rank has read it
+            scratchFolder.remove();
             if (rank == 0)
                 std::printf("loom-train: weights from %s\n", args->initLlmc.c_str());
         }
@@ -415,6 +447,7 @@ int main(int argc, char** argv)
                 trainer.save(scratch, args->steps);
             if (rank == 0) {
                 train::exportLlmc(*train::latestCheckpoint(scratch), layout.model, args->exportLlmc);
+                scratchFolder.remove();
                 std::printf("loom-train: wrote %s\n", args->exportLlmc.c_str());
             }
         }

@@ -14,8 +14,14 @@ struct LearningRate {
     double at(std::int64_t step) const;
 };
 
+// The sum of squares of x[0, n) (the gradient norm's share of one tensor): vectorised, in double lanes, and
+// split over `threads` (computeThreads() when 0) in a fixed way, so the result does not vary between runs.
+double sumOfSquares(const float* x, std::size_t n, int threads = 0);
+
 // AdamW (Loshchilov & Hutter) over a range of the flat parameter buffer. Weight decay applies where
 // `decayMask` is 1. With ZeRO-1 each data-parallel rank owns one range and keeps moments only for it.
+// step() runs in float with its constants computed once per step, vectorised and split over
+// computeThreads(); `gradScale` (the clipping factor) is applied inside the same pass.
 class AdamW {
 public:
     AdamW(std::size_t begin, std::size_t end, double beta1 = 0.9, double beta2 = 0.95, double eps = 1e-8,

@@ -1,5 +1,6 @@
 #include "engine/train/Trainer.h"
 
+#include "engine/comm/AlgorithmTuner.h"
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/train/Checkpoint.h"
@@ -40,6 +41,10 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     sync.algorithm = layout.comm.allreduce == plan::AllreduceAlgorithm::Ring           ? comm::CollectiveAlgorithm::Ring
                      : layout.comm.allreduce == plan::AllreduceAlgorithm::Hierarchical ? comm::CollectiveAlgorithm::Hierarchical
                                                                                        : comm::CollectiveAlgorithm::Library;
+    if (layout.comm.allreduce == plan::AllreduceAlgorithm::Auto)  // the measured table (AlgorithmTuner.h), per bucket size
+        sync.algorithm = comm::chooseAllreduce({comms.data->onDevice() ? "nccl" : "mpi",
+                                                std::min(params.values.size() * 4, static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20))),
+                                                static_cast<int>(p.dp), comm::nodesSpanned(comms.data->group().ranks, m_grid.devicesPerNode())});
     sync.chunkBytes = static_cast<std::size_t>(layout.comm.chunkKb * 1024);
     sync.codec = layout.comm.dpCodec;
     // A lossy codec's output depends on the whole bucket: TP-replicated tensors and the tied embedding
@@ -226,9 +231,7 @@ double Trainer::gradientNormSquared()
             continue;
         if (i == m_stage->tokenEmbedding() && m_tiedAcrossStages && m_coord.pp != 0)
             continue;
-        const float* g = params.grad(i);
-        for (std::size_t k = 0; k < s.size(); ++k)
-            sum += double(g[k]) * double(g[k]);
+        sum += sumOfSquares(params.grad(i), s.size());  // vectorised and threaded (Optimizer.h)
     }
     double total = sum;
     if (m_comms.tensor->size() > 1 || m_comms.pipeline->size() > 1) {

@@ -199,7 +199,7 @@ private slots:
                                 "#SBATCH --gpus-per-node=8\n"
                                 "#SBATCH --time=01:30:00\n"
                                 "#SBATCH --partition=gpu\n"
-                                "exec /usr/bin/mpirun %1--mca btl '^openib' -np 8 --bind-to none -x OPENBLAS_NUM_THREADS=1 "
+                                "exec /usr/bin/mpirun %1--mca btl '^openib' -np 8 --bind-to none "
                                 "/opt/loom/bin/loom-train --layout '/shared/runs/$(touch pwned)/layout.json' --steps 7 --stream\n")
                      .arg(root));
         // Without GPUs, time limit or partition those lines are left out.
@@ -224,7 +224,7 @@ private slots:
         const Command c = srunCommand(r, QStringLiteral("/shared/x/layout.json"));
         QCOMPARE(c.program, QStringLiteral("srun"));
         QCOMPARE(c.args, (QStringList{QStringLiteral("--mpi=pmix"), QStringLiteral("--kill-on-bad-exit=1"), QStringLiteral("--nodes=2"),
-                                      QStringLiteral("--ntasks-per-node=4"), QStringLiteral("--export=ALL,OPENBLAS_NUM_THREADS=1"),
+                                      QStringLiteral("--ntasks-per-node=4"), QStringLiteral("--export=ALL"),
                                       QStringLiteral("--gpus-per-node=4"), QStringLiteral("/opt/loom/bin/loom-train"),
                                       QStringLiteral("--layout"), QStringLiteral("/shared/x/layout.json"), QStringLiteral("--steps"),
                                       QStringLiteral("7"), QStringLiteral("--stream")}));

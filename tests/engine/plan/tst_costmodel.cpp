@@ -144,6 +144,34 @@ private slots:
         QVERIFY(p.memory.total() > 300);
         QVERIFY(!p.notes.empty());
     }
+
+    void cpuMemoryMatchesMaxRss_data()
+    {
+        QTest::addColumn<QString>("allreduce");
+        QTest::addColumn<double>("measuredGB");
+        // loom-train's ru_maxrss (both ranks alike), GPT-2 124M shape at seq 64, dp 2, micro-batch 2, global 4,
+        // measured 2026-11-30 on this machine (docs/planner.md, "Memory on CPU ranks").
+        QTest::newRow("auto (the ring here)") << "auto" << 2316168 * 1024.0 / 1e9;
+        QTest::newRow("library (MPI_Allreduce)") << "library" << 2419448 * 1024.0 / 1e9;
+    }
+    void cpuMemoryMatchesMaxRss()
+    {
+        QFETCH(QString, allreduce);
+        QFETCH(double, measuredGB);
+        const nlohmann::json j = {{"loom_layout", 1},
+                                  {"name", "cpu"},
+                                  {"model", {{"name", "gpt2-124m-s64"}, {"layers", 12}, {"hidden", 768}, {"heads", 12},
+                                             {"ffn_hidden", 3072}, {"vocab", 50257}, {"seq_len", 64}}},
+                                  {"cluster", "local"},
+                                  {"parallel", {{"tp", 1}, {"pp", 1}, {"dp", 2}, {"micro_batch", 2}, {"global_batch", 4}}},
+                                  {"comm", {{"allreduce", allreduce.toStdString()}}}};
+        auto r = readLayout(j.dump(), loom::profiles::BuiltinProfiles::instance());
+        QVERIFY(r.ok());
+        const double predicted = predict(*r.layout).memory.total();
+        qInfo("predicted %.3f GB per rank, measured high-water %.3f GB", predicted, measuredGB);
+        QVERIFY2(std::fabs(predicted - measuredGB) <= 0.05 * measuredGB,
+                 qPrintable(QStringLiteral("predicted %1 GB, measured %2 GB").arg(predicted).arg(measuredGB)));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestCostModel)

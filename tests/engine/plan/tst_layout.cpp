@@ -91,7 +91,7 @@ private slots:
         QVERIFY(l.comm.overlap && l.comm.errorFeedback);
         QCOMPARE(l.comm.codecWarmup, std::int64_t(-1));  // absent: chosen by the trainer
         QCOMPARE(l.comm.bucketMb, 25.0);
-        QVERIFY(l.comm.allreduce == AllreduceAlgorithm::Library);
+        QVERIFY(l.comm.allreduce == AllreduceAlgorithm::Auto);
         QCOMPARE(l.parallel.microBatches(), 4);
         QCOMPARE(l.stageRanges().size(), std::size_t(2));
     }

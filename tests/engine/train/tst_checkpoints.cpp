@@ -126,6 +126,9 @@ private slots:
         mini.insert("model", "gpt-mini");
         QCOMPARE(run(mini, {"--steps", "1", "--init-llmc", a}, &log), 2);
         QVERIFY2(log.contains("holds a GPT-2 with vocab 256, 4 layers, 4 heads, hidden 64"), qPrintable(log));
+        // The conversions' checkpoint folders were temporary: nothing is left beside the files.
+        const QStringList left = QDir(m_dir.path()).entryList({QStringLiteral("*.loom-*")}, QDir::AllEntries | QDir::NoDotAndDotDot);
+        QVERIFY2(left.isEmpty(), qPrintable(left.join(QLatin1Char(' '))));
     }
 
     void sigtermSavesAndStops()

@@ -1,0 +1,52 @@
+#include "engine/comm/AlgorithmTuner.h"
+
+#include <algorithm>
+#include <set>
+
+namespace loom::comm {
+
+const std::vector<TuningRule>& allreduceTuningTable()
+{
+    // Measured with loom-commbench on one 2-core node (docs/communication.md, "Choosing the all-reduce").
+    static const std::vector<TuningRule> table = {
+        // MPI, one node: Open MPI's own all-reduce wins while latency dominates; above the crossing,
+        // Loom's ring moves each byte 2(n-1)/n times through shared memory and wins by a wide margin.
+        {"mpi", false, 0, CollectiveAlgorithm::Library},
+        {"mpi", false, 16 << 20, CollectiveAlgorithm::Ring},
+        // MPI across nodes: latency first, then the two-level all-reduce that keeps most bytes inside nodes.
+        {"mpi", true, 0, CollectiveAlgorithm::Library},
+        {"mpi", true, 16 << 20, CollectiveAlgorithm::Hierarchical},
+        // Gloo: its own ring all-reduce at every size.
+        {"gloo", false, 0, CollectiveAlgorithm::Library},
+        {"gloo", true, 0, CollectiveAlgorithm::Library},
+        // NCCL has its own tuner (ring, tree, NVLS by size and topology): let it choose.
+        {"nccl", false, 0, CollectiveAlgorithm::Library},
+        {"nccl", true, 0, CollectiveAlgorithm::Library},
+    };
+    return table;
+}
+
+CollectiveAlgorithm chooseAllreduce(const AllreduceQuery& query, const std::vector<TuningRule>& table)
+{
+    if (query.ranks <= 1)
+        return CollectiveAlgorithm::Library;
+    const bool multiNode = query.nodes > 1;
+    CollectiveAlgorithm chosen = CollectiveAlgorithm::Library;
+    for (const TuningRule& rule : table)
+        if (rule.backend == query.backend && rule.multiNode == multiNode && query.bytes >= rule.minBytes)
+            chosen = rule.algorithm;
+    // Two levels need a node with more than one member; one rank per node is a flat ring across nodes.
+    if (chosen == CollectiveAlgorithm::Hierarchical && query.ranks <= query.nodes)
+        chosen = CollectiveAlgorithm::Ring;
+    return chosen;
+}
+
+int nodesSpanned(const std::vector<std::int32_t>& members, std::int64_t ranksPerNode)
+{
+    std::set<std::int64_t> nodes;
+    for (std::int32_t r : members)
+        nodes.insert(r / std::max<std::int64_t>(ranksPerNode, 1));
+    return std::max(1, static_cast<int>(nodes.size()));
+}
+
+}  // namespace loom::comm

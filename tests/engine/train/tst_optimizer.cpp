@@ -1,0 +1,188 @@
+// AdamW and the gradient norm: the vectorised, threaded float pass against a plain double loop; the same
+// bits for any thread count; ZeRO-1 shards that add up to the whole update; threads per rank.
+#include "engine/train/Optimizer.h"
+#include "engine/train/Threads.h"
+
+#include <QTest>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <thread>
+
+using namespace loom::train;
+
+namespace {
+
+struct Problem {
+    std::vector<float> params, grads;
+    std::vector<std::uint8_t> mask;
+};
+
+Problem problem(std::size_t n, std::uint64_t seed)
+{
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    Problem p;
+    for (std::size_t i = 0; i < n; ++i) {
+        p.params.push_back(0.02f * normal(rng));
+        p.grads.push_back(normal(rng));
+        p.mask.push_back(std::uint8_t(i % 3 != 0));
+    }
+    return p;
+}
+
+// The textbook update in double, for comparison.
+void plainAdamW(std::vector<double>& w, std::vector<double>& m, std::vector<double>& v, const Problem& p, int t, double lr,
+                double scale)
+{
+    const double c1 = 1 - std::pow(0.9, t), c2 = 1 - std::pow(0.95, t);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+        const double g = double(p.grads[i]) * scale;
+        m[i] = 0.9 * m[i] + 0.1 * g;
+        v[i] = 0.95 * v[i] + 0.05 * g * g;
+        if (p.mask[i])
+            w[i] -= lr * 0.1 * w[i];
+        w[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + 1e-8);
+    }
+}
+
+}  // namespace
+
+class TstOptimizer : public QObject {
+    Q_OBJECT
+private slots:
+    void cleanup() { setComputeThreads(1); }
+
+    void matchesThePlainUpdate_data()
+    {
+        QTest::addColumn<int>("threads");
+        QTest::addColumn<int>("n");
+        QTest::newRow("1 thread") << 1 << 300001;
+        QTest::newRow("2 threads") << 2 << 300001;
+        QTest::newRow("3 threads, small tensor") << 3 << 1000;
+        QTest::newRow("4 threads") << 4 << (1 << 20);
+    }
+    void matchesThePlainUpdate()
+    {
+        QFETCH(int, threads);
+        QFETCH(int, n);
+        setComputeThreads(threads);
+        Problem p = problem(std::size_t(n), 7);
+        std::vector<double> w(p.params.begin(), p.params.end()), m(w.size()), v(w.size());
+        AdamW adam(0, p.params.size());
+        for (int t = 1; t <= 3; ++t) {
+            adam.step(p.params.data(), p.grads.data(), p.mask, 1e-3, 0.5f);
+            plainAdamW(w, m, v, p, t, 1e-3, 0.5);
+        }
+        double worst = 0;
+        for (std::size_t i = 0; i < w.size(); ++i)
+            worst = std::max(worst, std::fabs(double(p.params[i]) - w[i]));
+        QVERIFY2(worst < 1e-6, qPrintable(QString::number(worst)));  // three steps of lr 1e-3: float rounding only
+        QCOMPARE(adam.steps(), std::int64_t(3));
+    }
+
+    void sameBitsForAnyThreadCount()
+    {
+        const Problem start = problem(500000, 3);
+        std::vector<float> first;
+        for (int threads : {1, 2, 3, 8}) {
+            setComputeThreads(threads);
+            Problem p = start;
+            AdamW adam(0, p.params.size());
+            adam.step(p.params.data(), p.grads.data(), p.mask, 1e-3, 1.0f);
+            adam.step(p.params.data(), p.grads.data(), p.mask, 1e-3, 0.25f);
+            if (first.empty())
+                first = p.params;
+            else
+                QVERIFY(p.params == first);
+        }
+    }
+
+    void zeroShardsMakeTheWhole()
+    {
+        setComputeThreads(2);
+        const Problem start = problem(200003, 11);
+        Problem whole = start, sharded = start;
+        AdamW all(0, whole.params.size());
+        all.step(whole.params.data(), whole.grads.data(), whole.mask, 1e-3, 1.0f);
+        const std::size_t n = start.params.size(), shard = (n + 2) / 3;
+        for (std::size_t r = 0; r < 3; ++r) {
+            AdamW mine(std::min(n, r * shard), std::min(n, (r + 1) * shard));
+            mine.step(sharded.params.data(), sharded.grads.data(), sharded.mask, 1e-3, 1.0f);
+            QCOMPARE(mine.firstMoment().size(), mine.end() - mine.begin());
+        }
+        QVERIFY(sharded.params == whole.params);
+    }
+
+    void sumOfSquaresIsExact()
+    {
+        const Problem p = problem(1000003, 5);
+        double plain = 0;
+        for (float g : p.grads)
+            plain += double(g) * double(g);
+        for (int threads : {1, 2, 5}) {
+            const double s = sumOfSquares(p.grads.data(), p.grads.size(), threads);
+            QVERIFY2(std::fabs(s - plain) <= 1e-12 * plain, qPrintable(QString::number(s - plain)));
+            QCOMPARE(sumOfSquares(p.grads.data(), p.grads.size(), threads), s);  // reproducible
+        }
+        QCOMPARE(sumOfSquares(p.grads.data(), 0, 2), 0.0);
+        QCOMPARE(sumOfSquares(p.grads.data(), 3, 2),
+                 double(p.grads[0]) * p.grads[0] + double(p.grads[1]) * p.grads[1] + double(p.grads[2]) * p.grads[2]);
+    }
+
+    void parallelForCoversEachIndexOnce()
+    {
+        for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(65535), std::size_t(65536 * 3 + 7)})
+            for (int threads : {1, 2, 3, 16}) {
+                std::vector<int> hits(n, 0);
+                parallelFor(n, threads, [&](std::size_t, std::size_t b, std::size_t e) {
+                    for (std::size_t i = b; i < e; ++i)
+                        ++hits[i];
+                });
+                QVERIFY(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
+            }
+    }
+
+    void threadsPerRank_data()
+    {
+        QTest::addColumn<int>("cores");
+        QTest::addColumn<int>("ranks");
+        QTest::addColumn<int>("requested");
+        QTest::addColumn<int>("expected");
+        QTest::newRow("one rank takes the node") << 2 << 1 << 0 << 2;
+        QTest::newRow("dp 2 on 2 cores") << 2 << 2 << 0 << 1;
+        QTest::newRow("8 ranks on 2 cores: still one") << 2 << 8 << 0 << 1;
+        QTest::newRow("4 ranks on 16 cores") << 16 << 4 << 0 << 4;
+        QTest::newRow("uneven: rounded down") << 16 << 3 << 0 << 5;
+        QTest::newRow("the user's count wins") << 16 << 4 << 2 << 2;
+    }
+    void threadsPerRank()
+    {
+        QFETCH(int, cores);
+        QFETCH(int, ranks);
+        QFETCH(int, requested);
+        QFETCH(int, expected);
+        QCOMPARE(loom::train::threadsPerRank(cores, ranks, requested), expected);
+    }
+
+    void bindingIsReported()
+    {
+        // The count never exceeds the cores this process may use; the note says how to get more.
+        qunsetenv("LOOM_THREADS");
+        qunsetenv("OPENBLAS_NUM_THREADS");
+        std::string note;
+        const int threads = configureComputeThreads(1, note);
+        QVERIFY(threads >= 1 && threads <= availableCores());
+        QCOMPARE(computeThreads(), threads);
+        if (availableCores() < int(std::thread::hardware_concurrency()))
+            QVERIFY2(note.find("--bind-to none") != std::string::npos, note.c_str());
+        qputenv("LOOM_THREADS", "3");
+        QCOMPARE(configureComputeThreads(1, note), 3);
+        QVERIFY(note.empty());
+        qunsetenv("LOOM_THREADS");
+    }
+};
+
+QTEST_GUILESS_MAIN(TstOptimizer)
+#include "tst_optimizer.moc"
