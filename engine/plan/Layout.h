@@ -18,11 +18,14 @@ enum class Recompute { None, Selective, Full };
 enum class AllreduceAlgorithm { Library, Ring, Hierarchical, Auto };
 // Which parallel dimension varies fastest across consecutive ranks (see RankGrid.h).
 enum class RankOrder { TpPpDp, TpDpPp };
+// The communication library the engine trains with (layout field comm.backend).
+enum class CommBackend { Mpi, Gloo, Nccl };
 
 std::string_view toString(ScheduleKind kind);
 std::string_view toString(Recompute recompute);
 std::string_view toString(AllreduceAlgorithm algorithm);
 std::string_view toString(RankOrder order);
+std::string_view toString(CommBackend backend);
 
 // The data-parallel gradient codec: "none", "fp16", "bf16", "int8", "int4", "topk:<fraction>", "lz4".
 struct Codec {
@@ -80,6 +83,8 @@ struct CommSpec {
     // Steps whose data-parallel all-reduce is uncompressed before dp_codec starts; -1 (field absent): 0,
     // except for topk with error feedback, where it is a tenth of the run (AdamW's variance is frozen then).
     std::int64_t codecWarmup = -1;
+    // "mpi", "gloo" or "nccl"; absent: nccl on a GPU cluster, mpi otherwise (Layout::commBackend()).
+    std::optional<CommBackend> backend;
 
     bool operator==(const CommSpec&) const = default;
 };
@@ -103,6 +108,9 @@ struct Layout {
     bool operator==(const Layout&) const = default;
 
     std::int64_t virtualStages() const { return parallel.pp * parallel.vpp; }
+    // comm.backend, or its default: nccl on a GPU cluster (intra-node links nvlink or pcie), mpi otherwise.
+    CommBackend commBackend() const;
+    bool onGpuCluster() const;
     // The explicit stages, or the default split: layers spread evenly over pp*vpp virtual stages, with any
     // remainder going to the inner stages first (the first holds the embedding, the last the LM head).
     std::vector<StageRange> stageRanges() const;

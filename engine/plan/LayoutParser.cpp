@@ -160,7 +160,10 @@ void readComm(const json& j, Layout& layout, Diagnostics& d)
                                       : AllreduceAlgorithm::Hierarchical;
     if (auto v = r.integer("codec_warmup", Presence::Optional, 0, 1000000000))
         c.codecWarmup = *v;
-    r.warnUnknown({ "dp_codec", "error_feedback", "overlap", "bucket_mb", "chunk_kb", "allreduce", "codec_warmup" });
+    if (auto v = r.choice("backend", Presence::Optional, { "mpi", "gloo", "nccl" }))
+        c.backend = *v == "mpi" ? CommBackend::Mpi : *v == "gloo" ? CommBackend::Gloo : CommBackend::Nccl;
+    r.warnUnknown(
+        { "dp_codec", "error_feedback", "overlap", "bucket_mb", "chunk_kb", "allreduce", "codec_warmup", "backend" });
 }
 
 // An object field that must be an object when present; reports otherwise.
@@ -396,6 +399,8 @@ std::string writeLayout(const Layout& layout)
         { "bucket_mb", c.bucketMb }, { "chunk_kb", c.chunkKb }, { "allreduce", toString(c.allreduce) } };
     if (c.codecWarmup >= 0)
         j["comm"]["codec_warmup"] = c.codecWarmup;
+    if (c.backend)
+        j["comm"]["backend"] = toString(*c.backend);
     return j.dump(2) + "\n";
 }
 

@@ -70,7 +70,7 @@ int main(int argc, char** argv)
         MpiCommunicator world(MPI_COMM_WORLD, loom::trace::GroupKind::World, "world", nullptr, config);
         CollectiveOptions ringOptions, chunkedOptions, autoOptions;
         ringOptions.algorithm = CollectiveAlgorithm::Ring;
-        chunkedOptions.algorithm = CollectiveAlgorithm::Chunked;
+        chunkedOptions.algorithm = CollectiveAlgorithm::ChunkedRing;
         chunkedOptions.chunkBytes = chunk;
         autoOptions.algorithm = chosen;
         autoOptions.chunkBytes = chunk;
