@@ -1,7 +1,5 @@
 #include "engine/trace/TelemetryStream.h"
 
-#include <nlohmann/json.hpp>
-
 #include <array>
 #include <charconv>
 #include <cstdio>
@@ -12,7 +10,7 @@ namespace loom::trace {
 namespace {
 
 constexpr char kStart = '\x1e';
-constexpr std::string_view kMagic = "LOOM1 ";
+constexpr std::string_view kMagic = "LOOM";  // then the version and a space
 
 const std::array<std::uint32_t, 256>& crcTable()
 {
@@ -47,53 +45,13 @@ std::string encodeFrame(std::string_view type, std::string_view payload)
     out.reserve(payload.size() + 64);
     out += kStart;
     out += kMagic;
+    out += std::to_string(kStreamVersion);
+    out += ' ';
     out += type;
     out += ' ';
     out += head;
     out += payload;
     out += '\n';
-    return out;
-}
-
-std::string encodeEvents(const std::vector<TraceEvent>& events)
-{
-    nlohmann::json a = nlohmann::json::array();
-    for (const auto& e : events)
-        a.push_back({e.rank, static_cast<int>(e.lane), static_cast<int>(e.kind), static_cast<int>(e.source), e.step,
-                     e.microBatch, e.stage, e.chunk, e.startNs, e.endNs, e.bytes, e.wireBytes, e.group, e.groupSize, e.peer,
-                     static_cast<int>(e.algorithm), e.codec});
-    return a.dump();
-}
-
-std::vector<TraceEvent> decodeEvents(std::string_view payload)
-{
-    const nlohmann::json a = nlohmann::json::parse(payload, nullptr, false);
-    if (a.is_discarded() || !a.is_array())
-        throw std::runtime_error("an events frame is not a JSON array");
-    std::vector<TraceEvent> out;
-    for (const auto& x : a) {
-        if (!x.is_array() || x.size() != 17)
-            throw std::runtime_error("an event in an events frame has the wrong shape");
-        TraceEvent e;
-        e.rank = x[0].get<std::int32_t>();
-        e.lane = static_cast<Lane>(x[1].get<int>());
-        e.kind = static_cast<EventKind>(x[2].get<int>());
-        e.source = static_cast<EventSource>(x[3].get<int>());
-        e.step = x[4].get<std::int32_t>();
-        e.microBatch = x[5].get<std::int32_t>();
-        e.stage = x[6].get<std::int32_t>();
-        e.chunk = x[7].get<std::int32_t>();
-        e.startNs = x[8].get<std::int64_t>();
-        e.endNs = x[9].get<std::int64_t>();
-        e.bytes = x[10].get<std::uint64_t>();
-        e.wireBytes = x[11].get<std::uint64_t>();
-        e.group = x[12].get<std::int32_t>();
-        e.groupSize = x[13].get<std::int32_t>();
-        e.peer = x[14].get<std::int32_t>();
-        e.algorithm = static_cast<Algorithm>(x[15].get<int>());
-        e.codec = x[16].get<std::string>();
-        out.push_back(std::move(e));
-    }
     return out;
 }
 
@@ -143,17 +101,21 @@ void StreamReader::line(std::string_view text)
         rest.remove_prefix(space + 1);
         return w;
     };
-    const std::string_view type = word(), length = word(), crc = word();
+    const std::string_view version = word(), type = word(), length = word(), crc = word();
+    int versionNumber = 0;
     std::size_t size = 0;
     std::uint32_t sum = 0;
+    const auto parsedVersion = std::from_chars(version.data(), version.data() + version.size(), versionNumber);
+    const bool versionOk = parsedVersion.ec == std::errc() && parsedVersion.ptr == version.data() + version.size()
+                           && versionNumber > 0;
     const bool lengthOk = std::from_chars(length.data(), length.data() + length.size(), size).ec == std::errc();
     const bool crcOk = std::from_chars(crc.data(), crc.data() + crc.size(), sum, 16).ec == std::errc();
-    if (type.empty() || !lengthOk || !crcOk || rest.size() != size || crc32(rest) != sum) {
+    if (type.empty() || !versionOk || !lengthOk || !crcOk || rest.size() != size || crc32(rest) != sum) {
         ++m_damaged;
         return;
     }
     ++m_frames;
-    m_ready.push_back({std::string(type), std::string(rest)});
+    m_ready.push_back({std::string(type), std::string(rest), versionNumber});
 }
 
 bool StreamReader::next(Frame& frame)
