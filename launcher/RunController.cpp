@@ -1,13 +1,12 @@
 #include "launcher/RunController.h"
 
 #include "engine/plan/LayoutParser.h"
+#include "engine/trace/TelemetryFrames.h"
 
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QRegularExpression>
-
-#include <nlohmann/json.hpp>
 
 #include <csignal>
 #include <sys/types.h>
@@ -41,6 +40,7 @@ qint64 RunController::start(const LaunchRequest& request)
     m_request = request;
     m_cancelling = m_ended = m_sawEnd = m_progressTimedOut = m_jobRunning = false;
     m_steps = 0;
+    m_badFrames = 0;
     m_jobOffset = 0;
     m_jobId.clear();
     m_tail.clear();
@@ -54,7 +54,7 @@ qint64 RunController::start(const LaunchRequest& request)
     const QString layoutFile = QDir(request.workDir).filePath(QStringLiteral("layout.json"));
     QFile f(layoutFile);
     if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(layoutJson.toUtf8()) < 0) {
-        emit finished(QStringLiteral("failed"), QStringLiteral("cannot write %1: %2").arg(layoutFile, f.errorString()), {});
+        emit finished(profiles::RunState::Failed, QStringLiteral("cannot write %1: %2").arg(layoutFile, f.errorString()), {});
         return 0;
     }
     f.close();
@@ -88,11 +88,11 @@ qint64 RunController::start(const LaunchRequest& request)
     if (problem.isEmpty())
         problem = launchRefusal(request);  // the launch policy and the local-rank cap (LaunchCommands.h)
     if (!problem.isEmpty()) {
-        end(QStringLiteral("failed"), problem);
+        end(profiles::RunState::Failed, problem);
         return m_run;
     }
     if (m_mode == Mode::Local && !QFile::exists(request.engine)) {
-        end(QStringLiteral("failed"), QStringLiteral("the engine %1 does not exist; build it (cmake --build) or set LOOM_TRAIN")
+        end(profiles::RunState::Failed, QStringLiteral("the engine %1 does not exist; build it (cmake --build) or set LOOM_TRAIN")
                                           .arg(request.engine));
         return m_run;
     }
@@ -115,7 +115,7 @@ void RunController::startProcess(const Command& command)
     connect(m_process.get(), &QProcess::finished, this, &RunController::processFinished);
     connect(m_process.get(), &QProcess::errorOccurred, this, [this, program = command.program](QProcess::ProcessError e) {
         if (e == QProcess::FailedToStart)
-            end(QStringLiteral("failed"), QStringLiteral("%1 could not be started (%2); install %3 (installer/bootstrap.sh)")
+            end(profiles::RunState::Failed, QStringLiteral("%1 could not be started (%2); install %3 (installer/bootstrap.sh)")
                                               .arg(program, m_process->errorString(),
                                                    m_mode == Mode::Ssh    ? QStringLiteral("openssh-client")
                                                    : m_mode == Mode::Srun ? QStringLiteral("slurm-client")
@@ -132,14 +132,14 @@ void RunController::startSbatch(const QString& layoutFile)
     m_jobOutput = QDir(m_request.workDir).filePath(QStringLiteral("job.out"));
     QFile f(script);
     if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(sbatchScript(m_request, layoutFile).toUtf8()) < 0) {
-        end(QStringLiteral("failed"), QStringLiteral("cannot write %1: %2").arg(script, f.errorString()));
+        end(profiles::RunState::Failed, QStringLiteral("cannot write %1: %2").arg(script, f.errorString()));
         return;
     }
     f.close();
     QProcess sbatch;
     sbatch.start(m_command.first(), m_command.mid(1));
     if (!sbatch.waitForStarted(10000)) {
-        end(QStringLiteral("failed"), QStringLiteral("sbatch could not be started (%1); install slurm-client (installer/bootstrap.sh)")
+        end(profiles::RunState::Failed, QStringLiteral("sbatch could not be started (%1); install slurm-client (installer/bootstrap.sh)")
                                           .arg(sbatch.errorString()));
         return;
     }
@@ -151,7 +151,7 @@ void RunController::startSbatch(const QString& layoutFile)
     m_jobId.toLongLong(&numeric);
     if (sbatch.exitStatus() != QProcess::NormalExit || sbatch.exitCode() != 0 || !numeric) {
         m_tail += err + QLatin1Char('\n');
-        end(QStringLiteral("failed"), QStringLiteral("sbatch refused the job: %1")
+        end(profiles::RunState::Failed, QStringLiteral("sbatch refused the job: %1")
                                           .arg(err.isEmpty() ? QStringLiteral("exit code %1").arg(sbatch.exitCode())
                                                              : err.section(QLatin1Char('\n'), -1)));
         return;
@@ -201,19 +201,19 @@ void RunController::pollJob()
     m_jobPoll.stop();
     const auto exit = exitRe.match(text);
     if (m_progressTimedOut) {
-        end(QStringLiteral("failed"), QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
+        end(profiles::RunState::Failed, QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
                                           .arg(m_request.progressTimeoutSeconds));
     } else if (m_cancelling) {
-        end(QStringLiteral("cancelled"), QStringLiteral("cancelled after step %1").arg(m_steps));
+        end(profiles::RunState::Cancelled, QStringLiteral("cancelled after step %1").arg(m_steps));
     } else if ((state == QLatin1String("COMPLETED") || state.isEmpty()) && m_sawEnd) {
-        end(QStringLiteral("finished"), {});
+        end(profiles::RunState::Finished, {});
     } else {
         QString cause = causeFromLog(m_tail);
         if (cause.isEmpty())
             cause = QStringLiteral("Slurm job %1 ended %2 (exit code %3, reason %4)")
                         .arg(m_jobId, state.isEmpty() ? QStringLiteral("without a trace") : state,
                              exit.hasMatch() ? exit.captured(1) : QStringLiteral("?"), reasonRe.match(text).captured(1));
-        end(QStringLiteral("failed"), cause);
+        end(profiles::RunState::Failed, cause);
     }
 }
 
@@ -283,48 +283,48 @@ void RunController::stopJob()
 void RunController::handleFrame(const trace::Frame& frame)
 {
     m_sinceFrame.restart();
-    const nlohmann::json j = frame.type == "events" ? nlohmann::json() : nlohmann::json::parse(frame.payload, nullptr, false);
-    if (frame.type == "step" && j.is_object()) {
-        profiles::StepRecord s{j.value("step", 0LL),         j.value("loss", 0.0), j.value("tokens_per_s", 0.0),
-                               j.value("step_time_s", 0.0), j.value("grad_norm", 0.0), j.value("lr", 0.0)};
+    trace::TelemetryFrame typed;
+    try {
+        typed = trace::decode(frame);
+    } catch (const trace::FrameError& e) {  // passed its CRC but cannot be read: skip it, say why once
+        if (m_badFrames++ == 0)
+            m_tail += QStringLiteral("loom: skipped a telemetry frame: %1\n").arg(QString::fromUtf8(e.what()));
+        return;
+    }
+    switch (trace::typeOf(typed)) {
+    case trace::FrameType::Run:
+        break;  // the launcher wrote the layout itself; nothing here it does not know
+    case trace::FrameType::Groups:
+        emit groupsReceived(std::get<trace::GroupsFrame>(typed).groups);
+        break;
+    case trace::FrameType::Events: {
+        const auto& events = std::get<trace::EventsFrame>(typed).events;
+        if (m_store && m_run)
+            m_store->addEvents(m_run, events);
+        emit eventsArrived(static_cast<qint64>(events.size()));
+        emit eventsReceived(events);
+        break;
+    }
+    case trace::FrameType::Step: {
+        const auto& f = std::get<trace::StepFrame>(typed);
+        const profiles::StepRecord s{f.step, f.loss, f.tokensPerSecond, f.stepTimeSeconds, f.gradNorm, f.lr};
         m_steps = s.step;
         if (m_store && m_run)
             m_store->addStep(m_run, s);
         emit stepFinished(s, m_request.steps);
-    } else if (frame.type == "events") {
-        try {
-            const auto events = trace::decodeEvents(frame.payload);
-            if (m_store && m_run)
-                m_store->addEvents(m_run, events);
-            emit eventsArrived(static_cast<qint64>(events.size()));
-            emit eventsReceived(events);
-        } catch (const std::exception&) {
-            // a damaged events frame would have failed its CRC; a malformed one is skipped
-        }
-    } else if (frame.type == "groups" && j.is_array()) {
-        std::vector<trace::GroupInfo> groups;
-        for (const auto& g : j) {
-            if (!g.is_object())
-                continue;
-            trace::GroupInfo info;
-            info.id = g.value("id", -1);
-            info.kind = trace::groupKindFromName(g.value("kind", std::string()));
-            if (g.contains("ranks") && g["ranks"].is_array())
-                for (const auto& r : g["ranks"])
-                    if (r.is_number_integer())
-                        info.ranks.push_back(r.get<std::int32_t>());
-            info.name = g.value("name", std::string());
-            groups.push_back(std::move(info));
-        }
-        emit groupsReceived(groups);
-    } else if (frame.type == "checkpoint" && j.is_object()) {
-        const qint64 step = j.value("step", 0LL);
-        const QString path = QString::fromStdString(j.value("path", std::string()));
+        break;
+    }
+    case trace::FrameType::Checkpoint: {
+        const auto& f = std::get<trace::CheckpointFrame>(typed);
+        const QString path = QString::fromStdString(f.path);
         if (m_store && m_run)
-            m_store->addCheckpoint(m_run, step, path);
-        emit checkpointSaved(step, path);
-    } else if (frame.type == "end") {
+            m_store->addCheckpoint(m_run, f.step, path);
+        emit checkpointSaved(f.step, path);
+        break;
+    }
+    case trace::FrameType::End:
         m_sawEnd = true;
+        break;
     }
 }
 
@@ -395,16 +395,16 @@ void RunController::processFinished(int exitCode, QProcess::ExitStatus status)
 {
     readOutput();
     if (m_progressTimedOut) {
-        end(QStringLiteral("failed"), QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
+        end(profiles::RunState::Failed, QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
                                           .arg(m_request.progressTimeoutSeconds));
         return;
     }
     if (m_cancelling) {
-        end(QStringLiteral("cancelled"), QStringLiteral("cancelled after step %1").arg(m_steps));
+        end(profiles::RunState::Cancelled, QStringLiteral("cancelled after step %1").arg(m_steps));
         return;
     }
     if (status == QProcess::NormalExit && exitCode == 0 && m_sawEnd) {
-        end(QStringLiteral("finished"), {});
+        end(profiles::RunState::Finished, {});
         return;
     }
     QString cause = causeFromLog(m_tail);
@@ -420,10 +420,10 @@ void RunController::processFinished(int exitCode, QProcess::ExitStatus status)
     if (cause.isEmpty())
         cause = status == QProcess::CrashExit ? QStringLiteral("mpirun crashed")
                                               : QStringLiteral("the job ended with exit code %1 before finishing").arg(exitCode);
-    end(QStringLiteral("failed"), cause);
+    end(profiles::RunState::Failed, cause);
 }
 
-void RunController::end(const QString& state, const QString& cause)
+void RunController::end(profiles::RunState state, const QString& cause)
 {
     if (m_ended)
         return;

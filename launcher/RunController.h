@@ -42,8 +42,8 @@ signals:
     // The communication groups the events refer to (sent once, before the first events).
     void groupsReceived(const std::vector<loom::trace::GroupInfo>& groups);
     void checkpointSaved(qint64 step, const QString& path);
-    // state: finished, failed or cancelled.
-    void finished(const QString& state, const QString& cause, const QString& logTail);
+    // state: Finished, Failed or Cancelled.
+    void finished(loom::profiles::RunState state, const QString& cause, const QString& logTail);
 
 private:
     enum class Mode { Local, Ssh, Srun, Sbatch };
@@ -57,7 +57,7 @@ private:
     void signalJob(int signal);
     void signalRanks(int signal);
     void stopJob();
-    void end(const QString& state, const QString& cause);
+    void end(profiles::RunState state, const QString& cause);
     void handleFrame(const trace::Frame& frame);
 
     profiles::RunStore* m_store;
@@ -78,6 +78,7 @@ private:
     bool m_sawEnd = false;
     bool m_progressTimedOut = false;
     bool m_storeProblem = false;
+    qint64 m_badFrames = 0;  // frames that could not be read (the first reason goes to the log)
     qint64 m_pgid = 0;
     LaunchRequest m_request;
     QElapsedTimer m_sinceFrame;

@@ -38,7 +38,8 @@ RunRecord runFrom(const QSqlQuery& q)
     r.command = q.value(4).toString();
     r.startedAt = q.value(5).toString();
     r.endedAt = q.value(6).toString();
-    r.state = q.value(7).toString();
+    // The schema's CHECK admits only the five words; anything else would be a newer Loom's, shown as failed.
+    r.state = runStateFromString(q.value(7).toString()).value_or(RunState::Failed);
     r.exitCause = q.value(8).toString();
     r.steps = q.value(9).toLongLong();
     return r;
@@ -210,12 +211,12 @@ std::vector<CheckpointRecord> RunStore::checkpoints(qint64 run) const
     return out;
 }
 
-void RunStore::finishRun(qint64 run, const QString& state, const QString& exitCause)
+void RunStore::finishRun(qint64 run, RunState state, const QString& exitCause)
 {
     QSqlQuery q(db(m_store));
     q.prepare(QStringLiteral("UPDATE runs SET state = ?, exit_cause = ?, ended_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') "
                              "WHERE id = ?"));
-    q.addBindValue(state);
+    q.addBindValue(toString(state));
     q.addBindValue(exitCause.isNull() ? QStringLiteral("") : exitCause);
     q.addBindValue(run);
     if (!q.exec())

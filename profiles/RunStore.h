@@ -1,6 +1,7 @@
 #pragma once
 
 #include "engine/trace/TraceEvent.h"
+#include "profiles/RunState.h"
 #include "profiles/Store.h"
 
 #include <QString>
@@ -17,7 +18,7 @@ struct RunRecord {
     QString cluster;
     QString command;
     QString startedAt, endedAt;
-    QString state;      // running, finished, failed, cancelled, interrupted
+    RunState state = RunState::Running;
     QString exitCause;  // one sentence when not finished
     qint64 steps = 0;
 };
@@ -46,7 +47,7 @@ public:
     void addCheckpoint(qint64 run, qint64 step, const QString& path);
     // The command as finally known (a Slurm job's id arrives after the run is recorded).
     void setCommand(qint64 run, const QString& command);
-    void finishRun(qint64 run, const QString& state, const QString& exitCause);
+    void finishRun(qint64 run, RunState state, const QString& exitCause);
     // Runs still "running" whose owner (the Loom process that recorded them: host, pid and its start
     // time) is provably gone become "interrupted"; live runs of another Loom are left alone. Returns how many.
     int markInterrupted();

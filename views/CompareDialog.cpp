@@ -16,7 +16,7 @@ namespace {
 
 QString summary(const RunMonitor* m)
 {
-    QString s = QObject::tr("<b>Run %1</b> — %2, %3").arg(m->runId()).arg(QString::fromStdString(m->layout().name).toHtmlEscaped(), m->state());
+    QString s = QObject::tr("<b>Run %1</b> — %2, %3").arg(m->runId()).arg(QString::fromStdString(m->layout().name).toHtmlEscaped(), profiles::toString(m->state()));
     const auto& p = m->layout().parallel;
     s += QObject::tr("<br>tp %1 · pp %2 · dp %3, %4, micro-batch %5, global batch %6")
              .arg(p.tp)

@@ -150,8 +150,8 @@ void MetricsPanel::refreshBandwidth()
         std::map<QString, std::pair<QVector<double>, QVector<double>>> series;
         for (const auto& p : points)
             for (const auto& [name, value] : collectives ? p.perCollective : p.perLinkClass) {
-                series[name].first << double(p.step);
-                series[name].second << value;
+                series[QString::fromStdString(name)].first << double(p.step);
+                series[QString::fromStdString(name)].second << value;
             }
         int i = 0;
         double top = 0;

@@ -68,10 +68,12 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const
     const auto& r = m_runs[std::size_t(index.row())];
     if (role == RunIdRole)
         return r.id;
+    if (role == StateRole)
+        return int(r.state);
     if (role == Qt::ForegroundRole && index.column() == State) {
-        if (r.state == QLatin1String("failed") || r.state == QLatin1String("interrupted"))
+        if (profiles::endedBadly(r.state))
             return QColor(0xC0, 0x1F, 0x1F);
-        if (r.state == QLatin1String("finished"))
+        if (r.state == profiles::RunState::Finished)
             return QColor(0x2E, 0x7D, 0x32);
         return {};
     }
@@ -82,7 +84,7 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const
     switch (index.column()) {
     case Id: return r.id;
     case Name: return r.name;
-    case State: return r.state;
+    case State: return profiles::toString(r.state);
     case Steps: return r.steps;
     case Started: return r.startedAt;
     case Ended: return r.endedAt;

@@ -12,7 +12,8 @@ class RunHistoryModel : public QAbstractTableModel {
     Q_OBJECT
 public:
     enum Column { Id, Name, State, Steps, Started, Ended, Cause, ColumnCount };
-    enum Role { RunIdRole = Qt::UserRole + 1 };
+    // StateRole: the run's profiles::RunState, as an int.
+    enum Role { RunIdRole = Qt::UserRole + 1, StateRole };
 
     // `store` may be null (an empty list); it must outlive the model.
     explicit RunHistoryModel(profiles::Store* store, QObject* parent = nullptr);

@@ -10,7 +10,6 @@
 #include <QFutureWatcher>
 #include <QtConcurrent/QtConcurrentRun>
 
-#include <map>
 
 namespace loom::views {
 
@@ -37,9 +36,9 @@ bool RunMonitor::running() const { return m_controller && m_controller->isRunnin
 void RunMonitor::clear()
 {
     m_steps.clear();
-    m_bandwidth.clear();
+    m_bandwidth = trace::BandwidthSeries();
     m_stats = {};
-    m_state.clear();
+    m_state = profiles::RunState::Running;
     m_cause.clear();
     m_log.clear();
     m_timeline->clear();
@@ -53,10 +52,11 @@ void RunMonitor::setLayout(const plan::Layout& layout)
     m_prediction.reset();
     if (plan::simulatable(layout))
         m_prediction = plan::predict(layout);
-    m_nodeOfRank.clear();
+    std::vector<std::int64_t> nodeOfRank;
     const plan::RankGrid grid = plan::RankGrid::forLayout(layout);
     for (std::int64_t r = 0; r < grid.size(); ++r)
-        m_nodeOfRank.push_back(grid.nodeOf(r));
+        nodeOfRank.push_back(grid.nodeOf(r));
+    m_bandwidth = trace::BandwidthSeries(std::move(nodeOfRank));
 }
 
 qint64 RunMonitor::start(const plan::Layout& layout, qint64 steps, QString* error)
@@ -93,7 +93,7 @@ qint64 RunMonitor::start(const plan::Layout& layout, qint64 steps, QString* erro
         [this](const std::vector<trace::GroupInfo>& groups) { m_timeline->addGroups(groups); });
     connect(m_controller.get(), &launcher::RunController::eventsReceived, this, &RunMonitor::addEvents);
     connect(m_controller.get(), &launcher::RunController::finished, this,
-        [this](const QString& state, const QString& cause, const QString& tail) {
+        [this](profiles::RunState state, const QString& cause, const QString& tail) {
             m_state = state;
             m_cause = cause;
             m_log = tail;
@@ -105,7 +105,7 @@ qint64 RunMonitor::start(const plan::Layout& layout, qint64 steps, QString* erro
     request.steps = steps;
     request.engine = engine;
     request.workDir = launcher::newRunFolder(m_store->path());
-    m_state = QStringLiteral("running");
+    m_state = profiles::RunState::Running;
     m_run = m_controller->start(request);
     if (m_run == 0) {
         if (error)
@@ -220,57 +220,7 @@ void RunMonitor::addEvents(const std::vector<trace::TraceEvent>& events)
     if (events.empty())
         return;
     m_timeline->append(events);
-    // Bandwidth per step: bus bandwidth of each collective kind and bytes per second per link class.
-    std::map<qint64, BandwidthPoint> points;
-    std::map<std::pair<qint64, QString>, std::pair<double, double>> busSum, linkSum; // (bus GB, seconds)
-    const auto& data = m_timeline->timeline();
-    for (const auto& e : events) {
-        if (e.lane != trace::Lane::Comm || e.durationNs() <= 0 || e.bytes == 0 || e.kind == trace::EventKind::Wait)
-            continue;
-        const trace::GroupKind group = e.group >= 0 ? data.groupKindOf(e) : trace::GroupKind::Other;
-        const QString groupName = group == trace::GroupKind::Other ? QString()
-                                                                    : QString::fromLatin1(trace::toString(group).data()) + QLatin1Char(' ');
-        const QString name = groupName + QString::fromLatin1(trace::toString(e.kind).data());
-        const double factor = trace::busBandwidthFactor(e.kind, e.groupSize);
-        const double seconds = double(e.durationNs()) * 1e-9;
-        auto& b = busSum[{e.step, name}];
-        b.first += double(e.bytes) * factor / 1e9;
-        b.second += seconds;
-        // The link class: inter-node when the peer or any member of the group is on another node.
-        bool crossNode = false;
-        const auto nodeOf = [&](std::int32_t r) {
-            return r >= 0 && std::size_t(r) < m_nodeOfRank.size() ? m_nodeOfRank[std::size_t(r)] : std::int64_t(0);
-        };
-        if (e.peer >= 0)
-            crossNode = nodeOf(e.peer) != nodeOf(e.rank);
-        for (const auto& g : data.groups())
-            if (g.id == e.group)
-                for (std::int32_t r : g.ranks)
-                    crossNode |= nodeOf(r) != nodeOf(e.rank);
-        auto& l = linkSum[{e.step, crossNode ? tr("inter-node") : tr("intra-node")}];
-        l.first += double(e.wireBytes > 0 ? e.wireBytes : e.bytes) / 1e9;
-        l.second += seconds;
-    }
-    for (const auto& [key, v] : busSum) {
-        points[key.first].step = key.first + 1;
-        points[key.first].perCollective[key.second] = v.second > 0 ? v.first / v.second : 0;
-    }
-    for (const auto& [key, v] : linkSum) {
-        points[key.first].step = key.first + 1;
-        points[key.first].perLinkClass[key.second] = v.second > 0 ? v.first / v.second : 0;
-    }
-    for (auto& [step, p] : points) {
-        auto it = std::find_if(m_bandwidth.begin(), m_bandwidth.end(), [&](const BandwidthPoint& b) { return b.step == p.step; });
-        if (it == m_bandwidth.end())
-            m_bandwidth.push_back(p);
-        else {
-            for (auto& [k, v] : p.perCollective)
-                it->perCollective[k] = v;
-            for (auto& [k, v] : p.perLinkClass)
-                it->perLinkClass[k] = v;
-        }
-    }
-    std::sort(m_bandwidth.begin(), m_bandwidth.end(), [](const BandwidthPoint& a, const BandwidthPoint& b) { return a.step < b.step; });
+    m_bandwidth.add(events, m_timeline->timeline().groups());
     emit eventsAdded(qint64(events.size()));
 }
 

@@ -2,6 +2,7 @@
 
 #include "engine/plan/CostModel.h"
 #include "engine/plan/Layout.h"
+#include "engine/trace/BandwidthSeries.h"
 #include "engine/trace/TraceStats.h"
 #include "profiles/RunStore.h"
 #include "views/TimelineModel.h"
@@ -46,27 +47,25 @@ public:
     const std::vector<profiles::StepRecord>& steps() const { return m_steps; }
     TimelineModel* timeline() const { return m_timeline; }
     const trace::TraceStats& stats() const { return m_stats; }
-    QString state() const { return m_state; }
+    // Where the shown run is (meaningful once runId() > 0).
+    profiles::RunState state() const { return m_state; }
     QString cause() const { return m_cause; }
     QString logTail() const { return m_log; }
     // The engine program used for runs (launcher::defaultEnginePath: $LOOM_TRAIN, beside loom, PATH).
     static QString enginePath();
 
     // Per step: bus bandwidth (GB/s) of each kind of collective ("TP all-reduce", "DP all-reduce", "PP
-    // send", ...) and bytes per second over each link class ("intra-node", "inter-node").
-    struct BandwidthPoint {
-        qint64 step = 0;
-        std::map<QString, double> perCollective;
-        std::map<QString, double> perLinkClass;
-    };
-    const std::vector<BandwidthPoint>& bandwidth() const { return m_bandwidth; }
+    // send", ...) and bytes per second over each link class ("intra-node", "inter-node"), computed by
+    // engine/trace's BandwidthSeries as events arrive.
+    using BandwidthPoint = trace::BandwidthPoint;
+    const std::vector<BandwidthPoint>& bandwidth() const { return m_bandwidth.points(); }
 
 signals:
     void started(qint64 runId);
     void stepAdded(const loom::profiles::StepRecord& step, qint64 totalSteps);
     void eventsAdded(qint64 count);
     void statsChanged();
-    void finished(const QString& state, const QString& cause, const QString& logTail);
+    void finished(loom::profiles::RunState state, const QString& cause, const QString& logTail);
     // The monitor now shows another run (start or open): views reset.
     void reset();
     void openFailed(const QString& why);
@@ -95,12 +94,12 @@ private:
     plan::Layout m_layout;
     std::optional<plan::Prediction> m_prediction;
     std::vector<profiles::StepRecord> m_steps;
-    std::vector<BandwidthPoint> m_bandwidth;
-    std::vector<std::int64_t> m_nodeOfRank;
+    trace::BandwidthSeries m_bandwidth;
     trace::TraceStats m_stats;
     qint64 m_run = 0, m_total = 0;
     bool m_loading = false;
-    QString m_state, m_cause, m_log;
+    profiles::RunState m_state = profiles::RunState::Running;
+    QString m_cause, m_log;
 };
 
 } // namespace loom::views

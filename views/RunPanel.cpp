@@ -62,15 +62,15 @@ RunPanel::RunPanel(RunMonitor* monitor, QWidget* parent)
         m_status->setText(tr("Cancelling: SIGTERM sent to every rank…"));
     });
     connect(monitor, &RunMonitor::stepAdded, this, &RunPanel::showStep);
-    connect(monitor, &RunMonitor::finished, this, [this](const QString& state, const QString& cause, const QString& tail) {
-        QString text = tr("Run %1 %2.").arg(m_monitor->runId()).arg(state);
+    connect(monitor, &RunMonitor::finished, this, [this](profiles::RunState state, const QString& cause, const QString& tail) {
+        QString text = tr("Run %1 %2.").arg(m_monitor->runId()).arg(profiles::toString(state));
         if (!cause.isEmpty())
             text += QLatin1Char(' ') + cause;
         if (!m_monitor->steps().empty())
             text += tr(" Last step %1: loss %2.").arg(m_monitor->steps().back().step).arg(m_monitor->steps().back().loss, 0, 'f', 4);
         m_status->setText(text);
-        m_status->setStyleSheet(state == QLatin1String("finished") ? QString() : QStringLiteral("color: #C01F1F;"));
-        m_log->setPlainText(state == QLatin1String("failed") ? tail : QString());
+        m_status->setStyleSheet(state == profiles::RunState::Finished ? QString() : QStringLiteral("color: #C01F1F;"));
+        m_log->setPlainText(state == profiles::RunState::Failed ? tail : QString());
         updateButtons();
     });
     connect(monitor, &RunMonitor::started, this, [this](qint64 id) {

@@ -1,5 +1,7 @@
 #include "views/StrategyPanel.h"
 
+#include "engine/plan/Choices.h"
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -34,6 +36,30 @@ QComboBox* combo(const QStringList& items)
     auto* c = new QComboBox;
     c->addItems(items);
     return c;
+}
+
+// A choice of one of the plan's enums: each item shows the layout file's word and holds the value.
+template <typename Enum, std::size_t N>
+QComboBox* enumCombo(const std::array<Enum, N>& values)
+{
+    auto* c = new QComboBox;
+    for (Enum v : values) {
+        using plan::toString;
+        c->addItem(QString::fromLatin1(toString(v).data(), qsizetype(toString(v).size())), int(v));
+    }
+    return c;
+}
+
+template <typename Enum>
+Enum chosen(const QComboBox* box, int index)
+{
+    return static_cast<Enum>(box->itemData(index).toInt());
+}
+
+template <typename Enum>
+void select(QComboBox* box, Enum value)
+{
+    box->setCurrentIndex(std::max(0, box->findData(int(value))));
 }
 
 } // namespace
@@ -105,23 +131,27 @@ void StrategyPanel::build()
     m_microBatch->setToolTip(tr("Sequences per micro-batch (b)."));
     m_globalBatch = spin(1, 1 << 24);
     m_globalBatch->setToolTip(tr("Sequences per optimizer step over all replicas (B); m = B / (b·dp) micro-batches per pipeline."));
-    m_schedule = combo({QStringLiteral("gpipe"), QStringLiteral("1f1b"), QStringLiteral("interleaved")});
+    m_schedule = enumCombo(plan::allScheduleKinds());
     m_schedule->setToolTip(tr("GPipe: all forwards then all backwards (holds m micro-batches); 1F1B: one forward, one "
                               "backward (holds at most p); interleaved 1F1B: v chunks per rank, needs m divisible by p."));
     parForm->addRow(tr("Virtual stages (vpp)"), m_vpp);
     parForm->addRow(tr("Micro-batch"), m_microBatch);
     parForm->addRow(tr("Global batch"), m_globalBatch);
     parForm->addRow(tr("Schedule"), m_schedule);
+    m_order = enumCombo(plan::allRankOrders());
+    m_order->setToolTip(tr("Which dimension varies fastest across consecutive ranks: tp-pp-dp keeps a pipeline's stages "
+                           "on neighbouring ranks, tp-dp-pp keeps the data-parallel replicas there."));
+    parForm->addRow(tr("Rank order"), m_order);
     outer->addWidget(par);
 
     auto* mem = new QGroupBox(tr("Memory and precision"));
     auto* memForm = new QFormLayout(mem);
     m_zero = combo({tr("0 (none)"), tr("1 (optimizer state sharded)")});
     m_zero->setToolTip(tr("ZeRO-1 divides the 12 bytes of Adam state per parameter by dp (Rajbhandari et al.)."));
-    m_recompute = combo({QStringLiteral("none"), QStringLiteral("selective"), QStringLiteral("full")});
+    m_recompute = enumCombo(plan::allRecomputes());
     m_recompute->setToolTip(tr("Activation recomputation (Korthikanti et al. 2022): selective keeps s·b·h·(10 + 24/t) "
                                "bytes a layer; full keeps only the 2·s·b·h input and re-runs the forward."));
-    m_precision = combo({QStringLiteral("fp32"), QStringLiteral("fp16"), QStringLiteral("bf16")});
+    m_precision = enumCombo(plan::allPrecisions());
     memForm->addRow(tr("ZeRO"), m_zero);
     memForm->addRow(tr("Recompute"), m_recompute);
     memForm->addRow(tr("Precision"), m_precision);
@@ -129,8 +159,7 @@ void StrategyPanel::build()
 
     auto* comm = new QGroupBox(tr("Communication"));
     auto* commForm = new QFormLayout(comm);
-    m_codec = combo({QStringLiteral("none"), QStringLiteral("fp16"), QStringLiteral("bf16"), QStringLiteral("int8"),
-        QStringLiteral("int4"), QStringLiteral("topk"), QStringLiteral("lz4")});
+    m_codec = enumCombo(plan::allCodecKinds());
     m_codec->setToolTip(tr("How data-parallel gradients are compressed on the wire. Error feedback (Karimireddy et al. "
                            "2019) adds last step's compression error back."));
     m_topk = new QDoubleSpinBox;
@@ -152,8 +181,7 @@ void StrategyPanel::build()
     m_chunk->setSuffix(QStringLiteral(" KB"));
     m_chunk->setKeyboardTracking(false);
     m_chunk->setToolTip(tr("Chunk size of the chunked ring all-reduce."));
-    m_allreduce = combo({QStringLiteral("library"), QStringLiteral("ring"), QStringLiteral("hierarchical"),
-                         QStringLiteral("auto")});
+    m_allreduce = enumCombo(plan::allAllreduceAlgorithms());
     m_allreduce->setToolTip(tr("library: MPI's or NCCL's own; ring: Loom's ring; hierarchical: reduce-scatter in the "
                                "node, all-reduce across nodes, all-gather in the node; auto: chosen per message size "
                                "and group from a measured table (docs/communication.md)."));
@@ -178,7 +206,7 @@ void StrategyPanel::build()
         {m_tp, "tp"}, {m_pp, "pp"}, {m_dp, "dp"}, {m_vpp, "vpp"}, {m_microBatch, "microBatch"},
         {m_globalBatch, "globalBatch"}, {m_schedule, "schedule"}, {m_zero, "zero"}, {m_recompute, "recompute"},
         {m_precision, "precision"}, {m_codec, "codec"}, {m_topk, "topk"}, {m_errorFeedback, "errorFeedback"},
-        {m_overlap, "overlap"}, {m_bucket, "bucket"}, {m_chunk, "chunk"}, {m_allreduce, "allreduce"}};
+        {m_overlap, "overlap"}, {m_bucket, "bucket"}, {m_chunk, "chunk"}, {m_allreduce, "allreduce"}, {m_order, "order"}};
     for (auto [w, n] : names)
         w->setObjectName(QString::fromLatin1(n));
 
@@ -246,12 +274,17 @@ void StrategyPanel::build()
     });
     connect(m_schedule, &QComboBox::activated, this, [this](int i) {
         Layout next = m_layout;
-        next.parallel.schedule = static_cast<plan::ScheduleKind>(i);
+        next.parallel.schedule = chosen<plan::ScheduleKind>(m_schedule, i);
         if (next.parallel.schedule != plan::ScheduleKind::Interleaved && next.parallel.vpp != 1)
             next = withVpp(next, 1);
         if (next.parallel.schedule == plan::ScheduleKind::Interleaved && next.parallel.vpp == 1)
             next = withVpp(next, 2);
         requestEdit(next, tr("Use the %1 schedule").arg(m_schedule->currentText()));
+    });
+    connect(m_order, &QComboBox::activated, this, [this](int i) {
+        Layout next = m_layout;
+        next.parallel.order = chosen<plan::RankOrder>(m_order, i);
+        requestEdit(next, tr("Use rank order %1").arg(m_order->currentText()));
     });
     connect(m_zero, &QComboBox::activated, this, [this](int i) {
         Layout next = m_layout;
@@ -260,20 +293,20 @@ void StrategyPanel::build()
     });
     connect(m_recompute, &QComboBox::activated, this, [this](int i) {
         Layout next = m_layout;
-        next.memory.recompute = static_cast<plan::Recompute>(i);
+        next.memory.recompute = chosen<plan::Recompute>(m_recompute, i);
         requestEdit(next, tr("Recompute %1").arg(m_recompute->currentText()));
     });
-    connect(m_precision, &QComboBox::activated, this, [this](int) {
+    connect(m_precision, &QComboBox::activated, this, [this](int i) {
         Layout next = m_layout;
-        next.precision = plan::precisionFromString(m_precision->currentText().toStdString()).value_or(plan::Precision::Fp32);
+        next.precision = chosen<plan::Precision>(m_precision, i);
         requestEdit(next, tr("Use %1").arg(m_precision->currentText()));
     });
     auto codecEdit = [this] {
         Layout next = m_layout;
-        const QString kind = m_codec->currentText();
-        const std::string text = kind == QLatin1String("topk")
+        const auto kind = chosen<plan::Codec::Kind>(m_codec, m_codec->currentIndex());
+        const std::string text = kind == plan::Codec::Kind::TopK
             ? "topk:" + QString::number(m_topk->value(), 'g', 6).toStdString()
-            : kind.toStdString();
+            : std::string(plan::toString(kind));
         std::string why;
         const auto codec = plan::Codec::parse(text, &why);
         if (!codec) {
@@ -307,7 +340,7 @@ void StrategyPanel::build()
     });
     connect(m_allreduce, &QComboBox::activated, this, [this](int i) {
         Layout next = m_layout;
-        next.comm.allreduce = static_cast<plan::AllreduceAlgorithm>(i);
+        next.comm.allreduce = chosen<plan::AllreduceAlgorithm>(m_allreduce, i);
         requestEdit(next, tr("Use the %1 all-reduce").arg(m_allreduce->currentText()));
     });
 }
@@ -340,13 +373,13 @@ void StrategyPanel::setLayout(const plan::Layout& layout)
     m_vpp->setEnabled(p.schedule == plan::ScheduleKind::Interleaved);
     m_microBatch->setValue(int(p.microBatch));
     m_globalBatch->setValue(int(p.globalBatch));
-    m_schedule->setCurrentIndex(int(p.schedule));
+    select(m_schedule, p.schedule);
+    select(m_order, p.order);
     m_zero->setCurrentIndex(layout.memory.zero);
-    m_recompute->setCurrentIndex(int(layout.memory.recompute));
-    m_precision->setCurrentText(QString::fromStdString(std::string(plan::toString(layout.precision))));
+    select(m_recompute, layout.memory.recompute);
+    select(m_precision, layout.precision);
     const auto& c = layout.comm;
-    static const char* kinds[] = {"none", "fp16", "bf16", "int8", "int4", "topk", "lz4"};
-    m_codec->setCurrentText(QString::fromLatin1(kinds[int(c.dpCodec.kind)]));
+    select(m_codec, c.dpCodec.kind);
     m_topk->setEnabled(c.dpCodec.kind == plan::Codec::Kind::TopK);
     if (c.dpCodec.kind == plan::Codec::Kind::TopK)
         m_topk->setValue(c.dpCodec.topkFraction);
@@ -357,7 +390,7 @@ void StrategyPanel::setLayout(const plan::Layout& layout)
     m_overlap->setChecked(c.overlap);
     m_bucket->setValue(c.bucketMb);
     m_chunk->setValue(c.chunkKb);
-    m_allreduce->setCurrentIndex(int(c.allreduce));
+    select(m_allreduce, c.allreduce);
     refreshChoices();
 }
 

@@ -53,6 +53,7 @@ private:
     QCheckBox *m_errorFeedback, *m_overlap;
     QDoubleSpinBox *m_bucket, *m_chunk;
     QLabel* m_message;
+    QComboBox* m_order = nullptr;  // rank order (which dimension varies fastest)
 };
 
 } // namespace loom::views

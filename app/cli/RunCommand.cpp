@@ -100,14 +100,15 @@ int runCommand(CliContext& context, const QStringList& args)
                                     : QFileInfo(checkpointDir).absoluteFilePath();
     request.checkpointEvery = checkpointEvery;
     launcher::RunController controller(&runs);
-    QString state, cause, tail;
+    std::optional<profiles::RunState> state;
+    QString cause, tail;
     QObject::connect(&controller, &launcher::RunController::stepFinished, [&](const profiles::StepRecord& s, qint64 total) {
         const double eta = s.stepTimeSeconds * double(total - s.step);
         std::fprintf(stdout, "\rstep %lld/%lld  loss %.4f  %.0f tokens/s  ETA %.0f s   ", static_cast<long long>(s.step),
                      static_cast<long long>(total), s.loss, s.tokensPerSecond, eta);
         std::fflush(stdout);
     });
-    QObject::connect(&controller, &launcher::RunController::finished, [&](const QString& st, const QString& c, const QString& t) {
+    QObject::connect(&controller, &launcher::RunController::finished, [&](profiles::RunState st, const QString& c, const QString& t) {
         state = st;
         cause = c;
         tail = t;
@@ -125,14 +126,14 @@ int runCommand(CliContext& context, const QStringList& args)
     poll.start(100);
     request.workDir = launcher::newRunFolder(store->path());
     const qint64 id = controller.start(request);
-    if (state.isEmpty())
+    if (!state)
         QCoreApplication::exec();
     std::signal(SIGINT, SIG_DFL);
     std::fprintf(stdout, "\n");
-    context.out << "run " << id << " " << state.toStdString() << (cause.isEmpty() ? "" : ": " + cause.toStdString()) << "\n";
-    if (state == QLatin1String("failed") && !tail.isEmpty())
+    context.out << "run " << id << " " << profiles::toString(*state).toStdString() << (cause.isEmpty() ? "" : ": " + cause.toStdString()) << "\n";
+    if (state == profiles::RunState::Failed && !tail.isEmpty())
         context.out << "last output:\n" << tail.toStdString();
-    return state == QLatin1String("finished") ? ExitOk : state == QLatin1String("cancelled") ? 130 : ExitFailure;
+    return state == profiles::RunState::Finished ? ExitOk : state == profiles::RunState::Cancelled ? 130 : ExitFailure;
 }
 
 int runsCommand(CliContext& context, const QStringList& argsIn)
@@ -150,14 +151,14 @@ int runsCommand(CliContext& context, const QStringList& argsIn)
         if (json) {
             auto a = nlohmann::ordered_json::array();
             for (const auto& r : all)
-                a.push_back({{"id", r.id}, {"name", r.name.toStdString()}, {"state", r.state.toStdString()},
+                a.push_back({{"id", r.id}, {"name", r.name.toStdString()}, {"state", profiles::toString(r.state).toStdString()},
                              {"steps", r.steps}, {"cluster", r.cluster.toStdString()}, {"started_at", r.startedAt.toStdString()},
                              {"ended_at", r.endedAt.toStdString()}, {"exit_cause", r.exitCause.toStdString()}});
             context.out << a.dump(2) << "\n";
             return ExitOk;
         }
         for (const auto& r : all)
-            context.out << r.id << "  " << r.state.toStdString() << "  " << r.steps << " steps  " << r.name.toStdString() << "  "
+            context.out << r.id << "  " << profiles::toString(r.state).toStdString() << "  " << r.steps << " steps  " << r.name.toStdString() << "  "
                         << r.startedAt.toStdString() << (r.exitCause.isEmpty() ? "" : "  (" + r.exitCause.toStdString() + ")") << "\n";
         return ExitOk;
     }
@@ -168,7 +169,7 @@ int runsCommand(CliContext& context, const QStringList& argsIn)
         return ExitFailure;
     }
     if (verb == QLatin1String("show") && args.size() == 2) {
-        context.out << "run " << run->id << ": " << run->name.toStdString() << ", " << run->state.toStdString()
+        context.out << "run " << run->id << ": " << run->name.toStdString() << ", " << profiles::toString(run->state).toStdString()
                     << (run->exitCause.isEmpty() ? "" : " (" + run->exitCause.toStdString() + ")") << "\n  started "
                     << run->startedAt.toStdString() << ", ended " << run->endedAt.toStdString() << "\n  command "
                     << run->command.toStdString() << "\n";

@@ -162,9 +162,9 @@ void MainWindow::buildRunSide()
         timeline->raise();
         m_runs->model()->refresh();
     });
-    connect(m_monitor, &RunMonitor::finished, this, [this](const QString& state, const QString& cause, const QString&) {
+    connect(m_monitor, &RunMonitor::finished, this, [this](profiles::RunState state, const QString& cause, const QString&) {
         m_runs->model()->refresh();
-        statusBar()->showMessage(tr("Run %1 %2%3").arg(m_monitor->runId()).arg(state).arg(cause.isEmpty() ? QString() : QStringLiteral(": ") + cause), 15000);
+        statusBar()->showMessage(tr("Run %1 %2%3").arg(m_monitor->runId()).arg(profiles::toString(state)).arg(cause.isEmpty() ? QString() : QStringLiteral(": ") + cause), 15000);
     });
     connect(m_runs, &RunsPanel::openRequested, this, [this](qint64 id) {
         statusBar()->showMessage(tr("Loading run %1…").arg(id));
@@ -176,7 +176,7 @@ void MainWindow::buildRunSide()
     connect(m_monitor, &RunMonitor::reset, this, [this] {
         if (!m_monitor->running() && m_monitor->runId() > 0) {
             findChild<QDockWidget*>(QStringLiteral("metricsDock"))->raise();
-            statusBar()->showMessage(tr("Showing run %1 (%2)").arg(m_monitor->runId()).arg(m_monitor->state()), 8000);
+            statusBar()->showMessage(tr("Showing run %1 (%2)").arg(m_monitor->runId()).arg(profiles::toString(m_monitor->state())), 8000);
         }
     });
     connect(m_runs, &RunsPanel::compareRequested, this, &MainWindow::compareRuns);
@@ -193,7 +193,7 @@ bool MainWindow::openRun(qint64 runId, QString* error)
         return false;
     }
     findChild<QDockWidget*>(QStringLiteral("metricsDock"))->raise();
-    statusBar()->showMessage(tr("Showing run %1 (%2)").arg(runId).arg(m_monitor->state()), 8000);
+    statusBar()->showMessage(tr("Showing run %1 (%2)").arg(runId).arg(profiles::toString(m_monitor->state())), 8000);
     return true;
 }
 

@@ -10,6 +10,9 @@
 
 namespace loom::trace {
 
+// The version this code writes (the "LOOM<n>" of every frame and the run frame's "loom_stream").
+constexpr int kStreamVersion = 1;
+
 // The live telemetry stream, version 1. Rank 0 writes it to its standard output, which mpirun, ssh and
 // srun carry back, so no port is opened on the cluster. Every frame is one line:
 //
@@ -17,19 +20,22 @@ namespace loom::trace {
 //
 // starting with the ASCII record separator (0x1e), with a JSON payload (no newlines). Whatever else shares
 // the stream (other ranks' output, warnings) is skipped; a frame whose length or CRC does not match (cut,
-// or mixed with another line) is counted and skipped. Frame types: "run" (the run's facts), "step" (one
-// step's metrics), "events" (one step's trace events of every rank), "end".
+// or mixed with another line) is counted and skipped. The reader accepts any version ("LOOM<n>") and
+// hands it on: the typed decoder (TelemetryFrames.h) says which versions it reads. Frame types: "run",
+// "groups", "events", "step", "checkpoint", "end" (TelemetryFrames.h has them as types).
 struct Frame {
     std::string type;
     std::string payload;  // JSON text
+    int version = kStreamVersion;
 };
 
 // Encodes one frame line (ending in '\n').
 std::string encodeFrame(std::string_view type, std::string_view payload);
 
-// Events as the "events" payload: a compact JSON array of arrays, and back.
+// Events as the "events" payload: a compact JSON array of arrays, and back (the events frame of
+// TelemetryFrames.h; decodeEvents throws its FrameError, a std::runtime_error, when malformed).
 std::string encodeEvents(const std::vector<TraceEvent>& events);
-std::vector<TraceEvent> decodeEvents(std::string_view payload);  // throws std::runtime_error when malformed
+std::vector<TraceEvent> decodeEvents(std::string_view payload);
 
 std::uint32_t crc32(std::string_view data);
 

@@ -83,7 +83,7 @@ private slots:
         int whileRunning = 0;
         const qint64 id = runTwoRanks(w, 6, &whileRunning);
         QVERIFY2(id > 0, qPrintable(w.runPanel()->status()));
-        QCOMPARE(w.runMonitor()->state(), QStringLiteral("finished"));
+        QCOMPARE(profiles::toString(w.runMonitor()->state()), QStringLiteral("finished"));
         // Events reached the timeline while the run was going, from both ranks, on both lanes.
         QVERIFY2(whileRunning > 0, "no events arrived during the run");
         const TimelineData& t = w.runTimeline()->view()->timeline();

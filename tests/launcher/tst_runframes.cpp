@@ -1,0 +1,151 @@
+// The launcher's frame handling: a stand-in for mpirun writes a crafted telemetry stream (every frame type,
+// a malformed frame, an unknown one, a newer version) and RunController stores and signals exactly the
+// frames it can read, says in the log why it skipped the others, and ends the run in the right RunState.
+#include "engine/trace/TelemetryFrames.h"
+#include "launcher/RunController.h"
+#include "profiles/RunStore.h"
+
+#include <QFile>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace loom;
+using loom::profiles::RunState;
+
+namespace {
+
+trace::TraceEvent commEvent(std::int32_t rank)
+{
+    trace::TraceEvent e;
+    e.rank = rank;
+    e.kind = trace::EventKind::AllReduce;
+    e.lane = trace::Lane::Comm;
+    e.step = 0;
+    e.startNs = 1000;
+    e.endNs = 2000;
+    e.bytes = 4096;
+    e.group = 0;
+    e.groupSize = 2;
+    e.algorithm = trace::Algorithm::Ring;
+    return e;
+}
+
+} // namespace
+
+class TestRunFrames : public QObject {
+    Q_OBJECT
+    QTemporaryDir m_dir;
+
+    // Writes `stream` and a stand-in for mpirun that prints it and exits with `exitCode`.
+    QString fakeMpirun(const std::string& stream, int exitCode)
+    {
+        const QString frames = m_dir.filePath(QStringLiteral("frames.txt"));
+        QFile f(frames);
+        if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))
+            return {};
+        f.write(stream.data(), qint64(stream.size()));
+        f.close();
+        const QString script = m_dir.filePath(QStringLiteral("mpirun.sh"));
+        QFile s(script);
+        if (!s.open(QIODevice::WriteOnly | QIODevice::Truncate))
+            return {};
+        s.write(QStringLiteral("#!/bin/sh\ncat '%1'\nexit %2\n").arg(frames).arg(exitCode).toUtf8());
+        s.close();
+        s.setPermissions(s.permissions() | QFileDevice::ExeOwner);
+        return script;
+    }
+
+    launcher::LaunchRequest request(const QString& mpirun)
+    {
+        launcher::LaunchRequest r;
+        r.layout.name = "frames";
+        r.layout.cluster.name = "local";
+        r.steps = 2;
+        r.mpirun = mpirun;
+        r.engine = mpirun; // must exist; the stand-in never starts it
+        r.workDir = m_dir.filePath(QStringLiteral("run"));
+        return r;
+    }
+
+private slots:
+    void everyFrameType()
+    {
+        std::string stream;
+        stream += trace::encode(trace::RunFrame { 1, R"({"name":"frames"})", 2, 1, 2 });
+        stream += "rank 1: a line that is not a frame\n";
+        stream += trace::encode(
+            trace::GroupsFrame { { { 0, trace::GroupKind::Data, { 0, 1 }, "DP group of tp=0 pp=0" } } });
+        stream += trace::encode(trace::EventsFrame { { commEvent(0), commEvent(1) } });
+        stream += trace::encodeFrame("step", R"({"step": 1, "loss": "low"})"); // its CRC is right, its loss is not
+        stream += trace::encode(trace::StepFrame { 1, 2.5, 100, 0.5, 1, 1e-3, 1e9, { 1000, 2000 } });
+        stream += trace::encode(trace::CheckpointFrame { 1, "/tmp/run/checkpoints/step-1" });
+        stream += trace::encodeFrame("metrics", "{}"); // a type this Loom does not know
+        stream += trace::encode(trace::StepFrame { 2, 2.25, 110, 0.45, 0.9, 1e-3, 1e9, { 1000, 2000 } });
+        stream += trace::encode(trace::EndFrame { trace::EndReason::Finished });
+        const QString mpirun = fakeMpirun(stream, 0);
+        QVERIFY(!mpirun.isEmpty());
+
+        profiles::Store store(m_dir.filePath(QStringLiteral("loom.db")));
+        profiles::RunStore runs(store);
+        launcher::RunController controller(&runs);
+        QSignalSpy steps(&controller, &launcher::RunController::stepFinished);
+        QSignalSpy groups(&controller, &launcher::RunController::groupsReceived);
+        QSignalSpy events(&controller, &launcher::RunController::eventsReceived);
+        QSignalSpy checkpoints(&controller, &launcher::RunController::checkpointSaved);
+        QSignalSpy finished(&controller, &launcher::RunController::finished);
+        const qint64 id = controller.start(request(mpirun));
+        QVERIFY(id > 0);
+        QVERIFY(finished.wait(30000));
+
+        QCOMPARE(toString(finished.first().at(0).value<RunState>()), toString(RunState::Finished));
+        const QString tail = finished.first().at(2).toString();
+        QVERIFY2(tail.contains(QStringLiteral("loom: skipped a telemetry frame: the step frame has field \"loss\" that "
+                                              "must be a number, not string")),
+            qPrintable(tail));
+        QVERIFY2(!tail.contains(QStringLiteral("metrics")), qPrintable(tail)); // only the first reason is logged
+        QVERIFY(tail.contains(QStringLiteral("a line that is not a frame")));
+        QCOMPARE(steps.count(), 2);
+        QCOMPARE(steps.at(1).at(0).value<profiles::StepRecord>().loss, 2.25);
+        QCOMPARE(groups.count(), 1);
+        QVERIFY(groups.first().at(0).value<std::vector<trace::GroupInfo>>().front().kind == trace::GroupKind::Data);
+        QCOMPARE(events.count(), 1);
+        QCOMPARE(checkpoints.count(), 1);
+        QCOMPARE(checkpoints.first().at(1).toString(), QStringLiteral("/tmp/run/checkpoints/step-1"));
+
+        // The store holds what was read, and the state as the enum (its text in the database).
+        const auto record = runs.run(id);
+        QVERIFY(record);
+        QCOMPARE(toString(record->state), toString(RunState::Finished));
+        QCOMPARE(int(runs.steps(id).size()), 2);
+        QCOMPARE(int(runs.events(id).size()), 2);
+        QCOMPARE(int(runs.checkpoints(id).size()), 1);
+    }
+
+    // A newer engine's stream: its frames are refused by version, the log says so, and without a readable
+    // end frame the run has not finished.
+    void newerStreamFails()
+    {
+        std::string stream = trace::encode(trace::StepFrame { 1, 2.5, 100, 0.5, 1, 1e-3, 1e9, {} });
+        stream += trace::encode(trace::EndFrame { trace::EndReason::Finished });
+        for (std::size_t at = stream.find("LOOM1"); at != std::string::npos; at = stream.find("LOOM1", at))
+            stream.replace(at, 5, "LOOM2");
+        const QString mpirun = fakeMpirun(stream, 0);
+        profiles::Store store(m_dir.filePath(QStringLiteral("loom.db")));
+        profiles::RunStore runs(store);
+        launcher::RunController controller(&runs);
+        QSignalSpy steps(&controller, &launcher::RunController::stepFinished);
+        QSignalSpy finished(&controller, &launcher::RunController::finished);
+        const qint64 id = controller.start(request(mpirun));
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(toString(finished.first().at(0).value<RunState>()), toString(RunState::Failed));
+        QVERIFY2(finished.first().at(2).toString().contains(
+                     QStringLiteral("telemetry stream version 2; this Loom reads versions 1 to 1")),
+            qPrintable(finished.first().at(2).toString()));
+        QCOMPARE(steps.count(), 0);
+        QCOMPARE(toString(runs.run(id)->state), toString(RunState::Failed));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestRunFrames)
+#include "tst_runframes.moc"
