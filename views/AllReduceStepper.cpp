@@ -334,8 +334,8 @@ void AllReduceStepper::display()
         m_scene->addItem(m_overlay);
     }
     if (m_overlay) {
-        m_overlay->set(m_step > 0 || !m_ranks.empty() ? m_ranks : std::vector<std::int64_t> {}, transfers, color);
-        m_overlay->setVisible(isVisible());
+        m_overlay->set(m_step > 0 ? m_ranks : std::vector<std::int64_t> {}, transfers, color);
+        m_overlay->setVisible(m_step > 0 && isVisible()); // drawn while the stepper is in view and stepping
     }
     emit stepChanged(m_step);
 }

@@ -84,7 +84,12 @@ void LessonHighlight::follow()
             }
         }
     } else if (t) {
-        // The part of it not clipped by a scroll area or a splitter.
+        // Scrolled into view when it is in a scroll area; then the part not clipped by it.
+        for (QWidget* w = t->parentWidget(); w && w != window; w = w->parentWidget())
+            if (auto* area = qobject_cast<QScrollArea*>(w)) {
+                area->ensureWidgetVisible(t);
+                break;
+            }
         const QRect visible = t->visibleRegion().boundingRect();
         if (!visible.isEmpty())
             rect = QRect(t->mapTo(window, visible.topLeft()), visible.size());

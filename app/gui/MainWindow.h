@@ -108,6 +108,7 @@ private:
     void fillRecentMenu();
     void buildTeaching();
     QString explainText(const QString& key) const;
+    void addMeasuredExplanations();
 
     const plan::ProfileResolver& m_profiles;
     views::LayoutDocument* m_doc;
@@ -133,7 +134,7 @@ private:
     views::LessonDock* m_lessons = nullptr;
     views::AllReduceStepper* m_stepper = nullptr;
     views::ExplainDock* m_explain = nullptr;
-    std::unique_ptr<views::LessonContext> m_lessonContext;
+    std::shared_ptr<views::LessonContext> m_lessonContext; // shared with the Lessons dock's hooks
 };
 
 } // namespace loom::app

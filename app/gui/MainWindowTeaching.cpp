@@ -7,13 +7,18 @@
 #include "views/Explain.h"
 #include "views/ExplainDock.h"
 #include "views/LayerPalette.h"
+#include "views/LayoutDocument.h"
 #include "views/LessonActions.h"
 #include "views/LessonDock.h"
+#include "views/MetricsPanel.h"
+
 #include "views/PredictionPanel.h"
 #include "views/RunMonitor.h"
 #include "views/RunPanel.h"
 #include "views/TopologyView.h"
+#include <qcustomplot.h>
 
+#include <QAction>
 #include <QDockWidget>
 #include <QLabel>
 #include <QMenu>
@@ -34,7 +39,7 @@ void MainWindow::buildTeaching()
 
     m_stepper = new AllReduceStepper(m_scene);
     m_explain = new ExplainDock([this](const QString& key) { return explainText(key); });
-    m_lessonContext = std::make_unique<LessonContext>();
+    m_lessonContext = std::make_shared<LessonContext>();
     LessonContext& c = *m_lessonContext;
     c.window = this;
     c.document = m_doc;
@@ -52,10 +57,11 @@ void MainWindow::buildTeaching()
     for (const QString& p : problems)
         qWarning("loom: lesson refused: %s", qPrintable(p));
     LessonDock::Hooks hooks;
-    hooks.facts = [this] { return gatherFacts(*m_lessonContext); };
-    hooks.widget = [this](const QString& name) { return lessonWidget(*m_lessonContext, name); };
-    hooks.perform
-        = [this](const LessonAction& a, QString* why) { return performLessonAction(*m_lessonContext, a, why); };
+    // The hooks share the context, so that they stay valid while the window's children are torn down.
+    const std::shared_ptr<LessonContext> context = m_lessonContext;
+    hooks.facts = [context] { return gatherFacts(*context); };
+    hooks.widget = [context](const QString& name) { return lessonWidget(*context, name); };
+    hooks.perform = [context](const LessonAction& a, QString* why) { return performLessonAction(*context, a, why); };
     hooks.start = [this](const Lesson& lesson) {
         // The lesson's layout as one undoable edit (the learner's own layout is one Ctrl+Z away); runs shown
         // so far belong to before the lesson.
@@ -70,8 +76,16 @@ void MainWindow::buildTeaching()
     };
     m_lessons = new LessonDock(std::move(lessons), hooks);
 
+    // Under the Layers (and Run) tabs, so that the lesson stays in view while a step raises either: split
+    // the Layers dock alone, then put the Run tab back beside it.
+    auto* layersDock = findChild<QDockWidget*>(QStringLiteral("layersDock"));
+    auto* runDock = findChild<QDockWidget*>(QStringLiteral("runDock"));
+    removeDockWidget(runDock);
     auto* lessonsDock = dock(tr("Lessons"), "lessonsDock", m_lessons, Qt::LeftDockWidgetArea);
-    splitDockWidget(findChild<QDockWidget*>(QStringLiteral("layersDock")), lessonsDock, Qt::Vertical);
+    splitDockWidget(layersDock, lessonsDock, Qt::Vertical);
+    tabifyDockWidget(layersDock, runDock);
+    runDock->show();
+    layersDock->raise();
     lessonsDock->hide(); // View ▸ Lessons, or loom --lesson ID
     auto* stepperDock = dock(tr("All-reduce, step by step"), "allreduceDock", m_stepper, Qt::BottomDockWidgetArea);
     auto* explainDock = dock(tr("Explain"), "explainDock", m_explain, Qt::BottomDockWidgetArea);
@@ -91,6 +105,7 @@ void MainWindow::buildTeaching()
         connect(d, &QDockWidget::visibilityChanged, m_lessons, refresh);
     connect(m_monitor, &RunMonitor::statsChanged, m_explain, &ExplainDock::refresh);
 
+    addMeasuredExplanations();
     // "Explain this number" on every figure of the Prediction panel.
     const QStringList figures { "step", "tokens", "tflops", "mfu", "bubble", "memory" };
     for (const auto& [key, caption] : ExplainDock::topics()) {
@@ -110,6 +125,23 @@ void MainWindow::buildTeaching()
             });
             menu.exec(label->mapToGlobal(pos));
         });
+    }
+}
+
+void MainWindow::addMeasuredExplanations()
+{
+    // ... and on the measured figures: the metrics plots' context menus.
+    const std::pair<QWidget*, const char*> plots[] = { { m_metrics->lossPlot(), "measured.tokens" },
+        { m_metrics->bubblePlot(), "measured.bubble" }, { m_metrics->collectivePlot(), "measured.busbw" } };
+    for (const auto& [plot, key] : plots) {
+        auto* action = new QAction(tr("Explain this number"), plot);
+        connect(action, &QAction::triggered, this, [this, topic = QString::fromLatin1(key)] {
+            auto* d = findChild<QDockWidget*>(QStringLiteral("explainDock"));
+            d->show();
+            d->raise();
+            m_explain->showTopic(topic);
+        });
+        plot->addAction(action);
     }
 }
 

@@ -10,12 +10,16 @@
 #include "views/AllReduceStepper.h"
 #include "views/ExplainDock.h"
 #include "views/LessonDock.h"
+#include "views/MetricsPanel.h"
+#include "views/PredictionPanel.h"
 #include "views/RunMonitor.h"
 
+#include <QAction>
 #include <QDockWidget>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLabel>
 #include <QProcess>
 #include <QPushButton>
 #include <QSettings>
@@ -23,6 +27,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextBrowser>
+#include <qcustomplot.h>
 
 using namespace loom;
 using namespace loom::views;
@@ -133,7 +138,8 @@ private slots:
     void commandLine()
     {
         QProcess loom;
-        loom.start(QStringLiteral(LOOM_EXE), {QStringLiteral("lessons"), QStringLiteral("list"), QStringLiteral("--json")});
+        loom.start(
+            QStringLiteral(LOOM_EXE), { QStringLiteral("lessons"), QStringLiteral("list"), QStringLiteral("--json") });
         QVERIFY(loom.waitForFinished(60000));
         QCOMPARE(loom.exitCode(), 0);
         const QJsonArray list = QJsonDocument::fromJson(loom.readAllStandardOutput()).array();
@@ -148,14 +154,15 @@ private slots:
         QVERIFY(good.open(QIODevice::ReadOnly));
         bad.write(good.readAll().replace("\"microBatch\"", "\"microBatchh\""));
         bad.close();
-        loom.start(QStringLiteral(LOOM_EXE), {QStringLiteral("lessons"), QStringLiteral("validate"), bad.fileName(),
-                                                 QStringLiteral(":/lessons/04-pipeline-bubble.json")});
+        loom.start(QStringLiteral(LOOM_EXE),
+            { QStringLiteral("lessons"), QStringLiteral("validate"), bad.fileName(),
+                QStringLiteral(":/lessons/04-pipeline-bubble.json") });
         QVERIFY(loom.waitForFinished(60000));
         QCOMPARE(loom.exitCode(), 2);
         QVERIFY(loom.readAllStandardError().contains("steps[0].widget: unknown widget \"microBatchh\""));
         QVERIFY(loom.readAllStandardOutput().contains("04-pipeline-bubble.json: valid"));
         // loom --lesson with an unknown id says which exist.
-        loom.start(QStringLiteral(LOOM_EXE), {QStringLiteral("--lesson"), QStringLiteral("no-such-lesson")});
+        loom.start(QStringLiteral(LOOM_EXE), { QStringLiteral("--lesson"), QStringLiteral("no-such-lesson") });
         QVERIFY(loom.waitForFinished(60000));
         QCOMPARE(loom.exitCode(), 64);
         QVERIFY(loom.readAllStandardError().contains("the lessons are: one-device"));
@@ -176,6 +183,13 @@ private slots:
         QVERIFY(settle(w));
         QTRY_VERIFY(w.explainDock()->text().contains(QStringLiteral("(2−1)/(8+2−1)")));
         QVERIFY(!w.explainDock()->showTopic(QStringLiteral("nonsense")));
+        // The Prediction panel's figures and the metrics plots offer it in their context menus.
+        QCOMPARE(w.predictionPanel()->label(QStringLiteral("split.dp"))->contextMenuPolicy(), Qt::CustomContextMenu);
+        const auto actions = w.metricsPanel()->bubblePlot()->actions();
+        QCOMPARE(actions.size(), 1);
+        QCOMPARE(actions.front()->text(), QStringLiteral("Explain this number"));
+        actions.front()->trigger();
+        QCOMPARE(w.explainDock()->topic(), QStringLiteral("measured.bubble"));
     }
 };
 

@@ -91,8 +91,8 @@ private slots:
                                          << QJsonValue(QJsonObject {
                                                 { "check", "layout.schedule" }, { "op", "<" }, { "value", "1f1b" } })
                                          << "steps[1].check.op: layout.schedule is a string: compare it with == or !=";
-        QTest::newRow("value of the wrong type")
-            << "steps/1/check/value" << QJsonValue("small") << "steps[1].check.value: predicted.bubble is a number";
+        QTest::newRow("value of the wrong type") << "steps/1/check/value" << QJsonValue("small")
+                                                 << "steps[1].check.value: predicted.bubbleTheory is a number";
         QTest::newRow("unknown comparison")
             << "steps/1/check/op" << QJsonValue("~") << "steps[1].check.op: unknown comparison";
         QTest::newRow("run too long") << "steps/0/action" << QJsonValue(QJsonObject { { "run", 500 } })
