@@ -19,4 +19,9 @@ shoot "$root/resources/examples/megatron-1t-3072-a100.json" --screenshot "$image
 shoot --run 40 --show timeline --screenshot "$images/run-timeline.png"
 shoot --run 40 --show metrics --screenshot "$images/run-metrics.png"
 shoot --show runs --screenshot "$images/run-history.png"
+# Lessons with the widget of their step framed, and the all-reduce stepper (lesson 10, its second step).
+shoot --lesson pipeline-bubble --screenshot "$images/lesson-pipeline-bubble.png"
+shoot --lesson data-parallel --lesson-step 2 --screenshot "$images/lesson-data-parallel.png"
+shoot --lesson hybrid-zero --lesson-step 2 --screenshot "$images/lesson-hybrid-zero.png"
+shoot --lesson topology --lesson-step 2 --screenshot "$images/allreduce-stepper.png"
 echo "screenshots: wrote $(cd "$images" && ls *.png | tr '\n' ' ')"

@@ -8,7 +8,7 @@
 
 namespace loom::views {
 
-// The colour meanings of ../shared/UI.md (Okabe–Ito, colour-blind safe), the same in every view.
+// The colour meanings of docs/workbench.md (Okabe–Ito, colour-blind safe), the same in every view.
 namespace colors {
 inline const QColor forward{0x00, 0x72, 0xB2};
 inline const QColor backward{0x00, 0x9E, 0x73};

@@ -184,5 +184,52 @@ QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& 
         .arg(num(m.total()), num(p.memoryCapacityGB), p.fits ? QObject::tr("fits") : QObject::tr("does <b>not</b> fit"));
 }
 
+QString measuredBubble(const plan::Layout& l, const trace::TraceStats& stats)
+{
+    if (stats.stages.empty())
+        return {};
+    QStringList rows;
+    for (const auto& st : stats.stages)
+        rows << QObject::tr("stage %1: measured <b>%2</b>, closed form %3 (difference %4 points)")
+                    .arg(st.stage)
+                    .arg(percent(st.bubbleFraction), percent(st.bubbleTheory),
+                        QLocale().toString(100.0 * (st.bubbleFraction - st.bubbleTheory), 'f', 1));
+    const Symbols x = symbols(l);
+    return QObject::tr("<b>Measured bubble</b> of a stage = the time its ranks' compute lanes are idle ÷ the pipeline "
+                       "phase of the step (from the first forward to the last backward), averaged over the stage's ranks "
+                       "and the steps (engine/trace's statistics, as <tt>loom trace stats</tt>). Beside it the closed "
+                       "form (p−1)/(m+p−1) with p = %1 and m = %2:<br>%3")
+        .arg(big(x.p), big(x.m), rows.join(QStringLiteral("<br>")));
+}
+
+QString busBandwidth(const trace::TraceStats& stats)
+{
+    if (stats.collectives.empty())
+        return {};
+    QStringList rows;
+    for (const auto& c : stats.collectives)
+        rows << QObject::tr("%1 (%2): %3 calls, %4 MB in %5 → algbw %6 GB/s, busbw <b>%7 GB/s</b>")
+                    .arg(QString::fromStdString(c.kind), QString::fromStdString(c.algorithm))
+                    .arg(c.count)
+                    .arg(num(double(c.bytes) / 1e6, 4), formatSeconds(c.seconds), num(c.algbwGBs), num(c.busbwGBs));
+    return QObject::tr("<b>Bus bandwidth</b> (nccl-tests' definitions): algbw = bytes ÷ time; busbw = algbw × 2(n−1)/n "
+                       "for an all-reduce (each member sends and receives that share of the buffer in a ring), × "
+                       "(n−1)/n for gathers and scatters, × 1 for sends. busbw can be compared with the link's "
+                       "bandwidth whatever n is.<br>%1")
+        .arg(rows.join(QStringLiteral("<br>")));
+}
+
+QString measuredTokens(const plan::Layout& l, const trace::TraceStats& stats)
+{
+    if (stats.steps <= 0)
+        return {};
+    const Symbols x = symbols(l);
+    return QObject::tr("<b>Measured tokens/s</b> = B·s ÷ the mean step time (the first step left out when there are "
+                       "several) = %1 · %2 / %3 = <b>%4</b> over %5 step(s) of %6 rank(s).")
+        .arg(big(x.B), big(x.s), formatSeconds(stats.stepSeconds), big(stats.tokensPerSecond))
+        .arg(stats.steps)
+        .arg(stats.ranks);
+}
+
 } // namespace explain
 } // namespace loom::views

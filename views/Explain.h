@@ -2,13 +2,15 @@
 
 #include "engine/plan/CostModel.h"
 #include "engine/plan/Layout.h"
+#include "engine/trace/TraceStats.h"
 
 #include <QString>
 
 namespace loom::views {
 
-// Tooltips that teach: each names the published formula behind a number (../shared/FORMULAS.md) and shows
-// it with the layout's values substituted. Rich text.
+// Tooltips that teach: each names the published formula behind a number (docs/formulas.md collects them)
+// and shows it with the layout's values substituted. Rich text. The Explain dock (views/ExplainDock.h)
+// shows the same texts at length.
 namespace explain {
 QString stepTime(const plan::Layout& layout, const plan::Prediction& prediction);
 QString tokensPerSecond(const plan::Layout& layout, const plan::Prediction& prediction);
@@ -19,6 +21,10 @@ QString bubble(const plan::Layout& layout, const plan::Prediction& prediction);
 QString stepPart(const plan::Layout& layout, const plan::Prediction& prediction, const QString& part);
 // One kind of memory: "params", "grads", "optimizer", "activations", "reserve", "total".
 QString memory(const plan::Layout& layout, const plan::Prediction& prediction, const QString& kind);
+// Measured figures of a run, from engine/trace's statistics (what `loom trace stats` prints).
+QString measuredBubble(const plan::Layout& layout, const trace::TraceStats& stats);
+QString busBandwidth(const trace::TraceStats& stats);
+QString measuredTokens(const plan::Layout& layout, const trace::TraceStats& stats);
 } // namespace explain
 
 // "1.23 s", "45.6 ms", "789 µs".

@@ -24,7 +24,31 @@ void LayerModel::setLayout(const plan::Layout& layout)
     if (shapeChanged)
         endResetModel();
     else if (rowCount() > 0)
-        emit dataChanged(index(0, Stage), index(rowCount() - 1, Stage));
+        emit dataChanged(index(0, Memory), index(rowCount() - 1, Stage)); // the share per device and the stage
+}
+
+LayerModel::DeviceShare LayerModel::deviceShare() const
+{
+    const bool mixed = m_layout.precision != plan::Precision::Fp32;
+    const double weight = mixed ? 2 : 4, grad = mixed ? 2 : 4, optimizer = mixed ? 12 : 8;
+    const bool zero = m_layout.memory.zero >= 1 && m_layout.parallel.dp > 1;
+    DeviceShare s;
+    s.tp = std::max<std::int64_t>(1, m_layout.parallel.tp);
+    s.bytesPerParameter = weight + grad + optimizer / (zero ? double(m_layout.parallel.dp) : 1.0);
+    s.why = zero ? tr("%1 weight + %2 gradient + %3 optimizer state ÷ dp %4 under ZeRO-1")
+                       .arg(weight)
+                       .arg(grad)
+                       .arg(optimizer)
+                       .arg(m_layout.parallel.dp)
+                 : tr("%1 weight + %2 gradient + %3 optimizer state, %4").arg(weight).arg(grad).arg(optimizer)
+                       .arg(QString::fromStdString(std::string(plan::toString(m_layout.precision))));
+    return s;
+}
+
+QString LayerModel::sizeText(double bytes)
+{
+    return bytes >= 1e9 ? QLocale().toString(bytes / 1e9, 'f', 2) + QStringLiteral(" GB")
+                        : QLocale().toString(bytes / 1e6, 'f', 1) + QStringLiteral(" MB");
 }
 
 int LayerModel::rowCount(const QModelIndex& parent) const
@@ -74,8 +98,12 @@ QVariant LayerModel::data(const QModelIndex& index, int role) const
     const int block = blockOfRow(row);
     const std::int64_t params = parametersOfRow(row);
     // Weights, gradients and Adam state: 16 bytes a parameter in mixed precision (2 + 2 + 12), 16 in fp32
-    // (4 + 4 + 8) (FORMULAS.md, ZeRO paper).
+    // (4 + 4 + 8) (docs/formulas.md; the ZeRO paper). On one device: the tp-th share (Megatron-LM splits
+    // every matrix of a block, and the embedding and head by vocabulary), the optimizer state further
+    // divided by dp under ZeRO-1.
     const double bytes = double(params) * 16.0;
+    const DeviceShare share = deviceShare();
+    const double onDevice = double(params) / double(share.tp) * share.bytesPerParameter;
     const std::int64_t stage = stageOfRow(row);
     const int layers = int(m_layout.model.layers);
     switch (role) {
@@ -90,18 +118,19 @@ QVariant LayerModel::data(const QModelIndex& index, int role) const
                 return tr("final norm");
             return m_layout.model.tieEmbeddings ? tr("LM head (tied)") : tr("LM head");
         case Parameters: return QString::fromStdString(plan::humanCount(double(params)));
-        case Memory:
-            return bytes >= 1e9 ? QLocale().toString(bytes / 1e9, 'f', 2) + QStringLiteral(" GB")
-                                : QLocale().toString(bytes / 1e6, 'f', 1) + QStringLiteral(" MB");
+        case Memory: return sizeText(onDevice);
         case Stage: return stage >= 0 ? QVariant(qlonglong(stage)) : QVariant(QStringLiteral("–"));
         }
         break;
     case Qt::ToolTipRole:
         if (index.column() == Memory)
-            return tr("%1 parameters × 16 bytes (weight, gradient and Adam state: 2 + 2 + 12 bytes in mixed "
-                      "precision, 4 + 4 + 8 in fp32; ZeRO paper) = %2 MB before tensor parallelism divides it")
-                .arg(QLocale().toString(qlonglong(params)))
-                .arg(QLocale().toString(bytes / 1e6, 'f', 1));
+            return tr("<b>%1 on each device</b> that holds this layer: %2 parameters ÷ tp %3 × %4 bytes (%5) = %1.<br>"
+                      "The whole layer, before any parallelism: %2 parameters × 16 bytes (weight, gradient and Adam "
+                      "state: 2 + 2 + 12 bytes in mixed precision, 4 + 4 + 8 in fp32; ZeRO paper) = %6. Activations "
+                      "come on top (see the Prediction panel's memory).")
+                .arg(sizeText(onDevice), QLocale().toString(qlonglong(params)))
+                .arg(share.tp)
+                .arg(QLocale().toString(share.bytesPerParameter, 'g', 4), share.why, sizeText(bytes));
         if (block >= 0)
             return tr("Transformer block %1 on pipeline stage %2. Select a range of blocks and drag it onto a device "
                       "of the topology map to move them to that device's stage.")
@@ -132,7 +161,7 @@ QVariant LayerModel::headerData(int section, Qt::Orientation orientation, int ro
     switch (section) {
     case Name: return tr("Layer");
     case Parameters: return tr("Params");
-    case Memory: return tr("Memory");
+    case Memory: return tr("Per device");
     case Stage: return tr("Stage");
     }
     return {};

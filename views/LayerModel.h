@@ -7,8 +7,10 @@
 namespace loom::views {
 
 // The layer palette's rows: the embedding, each transformer block, the final norm and the LM head, with
-// their parameter count, the memory their weights, gradients and optimizer state take (before any
-// parallelism), and the pipeline stage that holds them. Blocks can be dragged (as a range) onto devices.
+// their parameter count, the memory their weights, gradients and optimizer state take on one device that
+// holds them (the tp-th share, optimizer state ÷ dp under ZeRO-1, bytes by precision; the whole layer's
+// figure is in the tooltip), and the pipeline stage that holds them. Blocks can be dragged (as a range)
+// onto devices.
 class LayerModel : public QAbstractTableModel {
     Q_OBJECT
 public:
@@ -38,6 +40,13 @@ public:
     static bool decodeBlocks(const QMimeData* mime, std::int64_t* first, std::int64_t* last);
 
 private:
+    struct DeviceShare {
+        std::int64_t tp = 1;
+        double bytesPerParameter = 16;
+        QString why;
+    };
+    DeviceShare deviceShare() const;
+    static QString sizeText(double bytes);
     std::int64_t parametersOfRow(int row) const;
     std::int64_t stageOfRow(int row) const;
 

@@ -42,6 +42,7 @@ QCustomPlot* makePlot(const QString& title, const QString& xLabel, const QString
             if (!path.isEmpty() && !exportPlot(plot, path, &error))
                 QMessageBox::warning(plot, QObject::tr("Export plot"), error);
         });
+        menu.addActions(plot->actions()); // e.g. the workbench's "Explain this number"
         menu.exec(plot->mapToGlobal(pos));
     });
     return plot;

@@ -17,9 +17,58 @@ void TimelineData::setEvents(std::vector<trace::TraceEvent> events, std::vector<
 
 void TimelineData::addGroups(const std::vector<trace::GroupInfo>& groups)
 {
+    const std::size_t before = m_groups.size();
     for (const auto& g : groups)
         if (std::none_of(m_groups.begin(), m_groups.end(), [&](const trace::GroupInfo& o) { return o.id == g.id; }))
             m_groups.push_back(g);
+    if (m_groups.size() != before) // comm events may change kind (TP, PP, DP) now that their group is known
+        for (Row& r : m_rows)
+            if (r.lane == trace::Lane::Comm)
+                remix(r, 0);
+}
+
+int TimelineData::mixKind(trace::Lane lane, trace::EventKind kind, trace::GroupKind group)
+{
+    using trace::EventKind;
+    if (lane == trace::Lane::Compute)
+        return kind == EventKind::Forward || kind == EventKind::Recompute ? 0
+            : kind == EventKind::Backward                                 ? 1
+            : kind == EventKind::Optimizer                                ? 2
+                                                                          : 3;
+    switch (kind) {
+    case EventKind::Send:
+    case EventKind::Recv: return 1;
+    case EventKind::AllReduce:
+    case EventKind::ReduceScatter:
+    case EventKind::AllGather:
+    case EventKind::Broadcast:
+        return group == trace::GroupKind::Tensor ? 0 : group == trace::GroupKind::Pipeline ? 1 : 2;
+    default: return 3;
+    }
+}
+
+TimelineData::Mix TimelineData::mix(const Row& row, std::size_t first, std::size_t last) const
+{
+    Mix m{};
+    if (last <= first || last >= row.mixSum.size())
+        return m;
+    for (int k = 0; k < kMixKinds; ++k)
+        m[std::size_t(k)] = row.mixSum[last][std::size_t(k)] - row.mixSum[first][std::size_t(k)];
+    return m;
+}
+
+void TimelineData::remix(Row& r, std::size_t from)
+{
+    r.mixSum.resize(r.events.size() + 1);
+    if (from == 0)
+        r.mixSum[0] = Mix{};
+    for (std::size_t i = from; i < r.events.size(); ++i) {
+        const auto& e = m_events[r.events[i]];
+        Mix next = r.mixSum[i];
+        next[std::size_t(mixKind(r.lane, e.kind, e.group >= 0 ? groupKindOf(e) : trace::GroupKind::Other))]
+            += e.endNs - e.startNs;
+        r.mixSum[i + 1] = next;
+    }
 }
 
 int TimelineData::rowIndex(std::int32_t rank, trace::Lane lane) const
@@ -39,6 +88,7 @@ TimelineData::Row& TimelineData::rowFor(std::int32_t rank, trace::Lane lane)
     Row r;
     r.rank = rank;
     r.lane = lane;
+    r.mixSum.assign(1, Mix{});
     for (const Row& o : m_rows)
         if (o.rank == rank && o.stage >= 0)
             r.stage = o.stage;
@@ -89,6 +139,10 @@ void TimelineData::append(const std::vector<trace::TraceEvent>& events)
             r.end.push_back(e.endNs);
             r.maxEnd.push_back(std::max(r.maxEnd.empty() ? INT64_MIN : r.maxEnd.back(), e.endNs));
             r.maxDuration = std::max(r.maxDuration, e.endNs - e.startNs);
+            Mix next = r.mixSum.back();
+            next[std::size_t(mixKind(r.lane, e.kind, e.group >= 0 ? groupKindOf(e) : trace::GroupKind::Other))]
+                += e.endNs - e.startNs;
+            r.mixSum.push_back(next);
             continue;
         }
         const auto pos = std::size_t(std::upper_bound(r.start.begin(), r.start.end(), e.startNs) - r.start.begin());
@@ -98,6 +152,7 @@ void TimelineData::append(const std::vector<trace::TraceEvent>& events)
         r.maxEnd.insert(r.maxEnd.begin() + std::ptrdiff_t(pos), 0);
         r.maxDuration = std::max(r.maxDuration, e.endNs - e.startNs);
         reindex(r, pos); // now: a later rowFor() may insert rows and move this one
+        remix(r, pos);
 
     }
 }

@@ -2,6 +2,7 @@
 
 #include "engine/trace/TraceEvent.h"
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -14,6 +15,12 @@ namespace loom::views {
 // view and the live timeline.
 class TimelineData {
 public:
+    // What folded events hide, by kind: on a compute lane forward (and recompute), backward, optimizer and
+    // other; on a comm lane TP, PP, DP (or unknown group) and other. Durations in ns.
+    static constexpr int kMixKinds = 4;
+    using Mix = std::array<std::int64_t, kMixKinds>;
+    static int mixKind(trace::Lane lane, trace::EventKind kind, trace::GroupKind group);
+
     struct Row {
         std::int32_t rank = -1;
         trace::Lane lane = trace::Lane::Compute;
@@ -23,6 +30,7 @@ public:
         std::vector<std::int64_t> end;
         std::vector<std::int64_t> maxEnd;  // maxEnd[i] = max end of events[0..i]
         std::int64_t maxDuration = 0;      // of any event in the row
+        std::vector<Mix> mixSum;           // mixSum[i]: durations by mix kind of events[0, i) (size + 1)
     };
 
     void setEvents(std::vector<trace::TraceEvent> events, std::vector<trace::GroupInfo> groups = {});
@@ -50,11 +58,14 @@ public:
     // Positions [first, last) in row.events of the events that may overlap [t0, t1]: every overlapping
     // event is inside, and events entirely before t0 are skipped.
     std::pair<std::size_t, std::size_t> visible(const Row& row, std::int64_t t0, std::int64_t t1) const;
+    // The summed durations by mix kind of row.events[first, last): what a folded run of them hides.
+    Mix mix(const Row& row, std::size_t first, std::size_t last) const;
     // The event of `row` covering time t, or -1.
     std::int64_t eventAt(const Row& row, std::int64_t t) const;
 
 private:
     void reindex(Row& row, std::size_t from);
+    void remix(Row& row, std::size_t from);
     Row& rowFor(std::int32_t rank, trace::Lane lane);
 
     std::vector<trace::TraceEvent> m_events;

@@ -16,6 +16,16 @@
 
 namespace loom::views {
 
+namespace {
+// The colour of a mix kind (TimelineData::mixKind) on a lane.
+QColor mixColor(trace::Lane lane, int kind)
+{
+    static const QColor compute[] = {colors::forward, colors::backward, colors::optimizer, colors::misc};
+    static const QColor comm[] = {colors::tensorComm, colors::pipelineComm, colors::dataComm, colors::misc};
+    return (lane == trace::Lane::Compute ? compute : comm)[std::clamp(kind, 0, TimelineData::kMixKinds - 1)];
+}
+} // namespace
+
 TimelineView::TimelineView(QWidget* parent)
     : QAbstractScrollArea(parent)
     , m_ownModel(new TimelineModel(this))
@@ -299,15 +309,36 @@ void TimelineView::paintEvent(QPaintEvent*)
         const auto [first, last] = data().visible(row, m_t0, m_t1);
         double runStart = -1, runEnd = -1;
         QColor runColor;
+        std::size_t runFirst = 0, runLast = 0; // the row positions a run of tiny events covers
+        const double left = band.left(), right = band.right();
+        const double scale = (right - left) / double(m_t1 - m_t0);
         auto flush = [&] {
             if (runStart < 0)
                 return;
-            p.fillRect(QRectF(runStart, top, std::max(1.0, runEnd - runStart), h), runColor);
+            const QRectF box(runStart, top, std::max(1.0, runEnd - runStart), h);
+            if (runLast > runFirst) {
+                // A folded run shows the mix it hides: bands of each kind's share of the busy time, as tall
+                // together as the run is busy (the hatched idle background shows above them).
+                const TimelineData::Mix m = data().mix(row, runFirst, runLast + 1);
+                double busy = 0;
+                for (auto d : m)
+                    busy += double(d);
+                const double span = std::max(1.0, box.width() / scale);
+                double y = box.bottom();
+                const double height = h * std::min(1.0, busy / span);
+                for (int k = 0; k < TimelineData::kMixKinds && busy > 0; ++k) {
+                    const double part = height * double(m[std::size_t(k)]) / busy;
+                    if (part <= 0)
+                        continue;
+                    p.fillRect(QRectF(box.left(), y - part, box.width(), part), mixColor(row.lane, k));
+                    y -= part;
+                }
+            } else {
+                p.fillRect(box, runColor);
+            }
             ++boxes;
             runStart = -1;
         };
-        const double left = band.left(), right = band.right();
-        const double scale = (right - left) / double(m_t1 - m_t0);
         const auto px = [&](std::int64_t t) { return left + double(t - m_t0) * scale; };
         // When every event of the row is under two pixels wide, whole pixel runs can be skipped unseen.
         const bool allTiny = double(row.maxDuration) * scale < 2;
@@ -321,11 +352,13 @@ void TimelineView::paintEvent(QPaintEvent*)
                 // Tiny events: extend the current pixel run instead of drawing each.
                 if (runStart >= 0 && x0 <= runEnd + 1) {
                     runEnd = std::max(runEnd, x1);
+                    runLast = i;
                 } else {
                     flush();
                     const auto& e = data().event(row.events[i]);
                     runStart = x0;
                     runEnd = x1;
+                    runFirst = runLast = i;
                     runColor = eventColor(e.kind, e.group >= 0 ? data().groupKindOf(e) : trace::GroupKind::Other);
                 }
                 // Skip, by binary search, the later events that start within the run's next two pixels: they
@@ -341,6 +374,7 @@ void TimelineView::paintEvent(QPaintEvent*)
                 if (j > i + 1 && (allTiny || row.maxEnd[j - 1] <= tNext)) {
                     runEnd = std::max(runEnd, std::min(right, px(row.maxEnd[j - 1])));
                     i = j - 1;
+                    runLast = i;
                 }
                 continue;
             }

@@ -10,7 +10,9 @@ namespace loom::views {
 // as bubble) and one for its communication lane; micro-batches numbered in the boxes. Navigation as in
 // Perfetto: wheel or W/S zoom at the mouse, A/D or dragging pans, F fits; hovering an event shows its
 // details and clicking selects it. Events narrower than 2 pixels are merged into one box per pixel run,
-// so drawing cost follows the pixels, not the events.
+// so drawing cost follows the pixels, not the events; a merged box shows the mix it hides (bands of
+// forward, backward, optimizer or TP, PP, DP colours in proportion to their busy time, as tall as the run
+// is busy), never one event's colour for all of them.
 class TimelineView : public QAbstractScrollArea {
     Q_OBJECT
 public:

@@ -10,7 +10,7 @@ namespace loom::app {
 
 namespace {
 const char* kUsage
-    = "usage: loom [LAYOUT.json] [--run N] [--show schedule|timeline|metrics|runs] [--screenshot PNG]\n"
+    = "usage: loom [LAYOUT.json] [--run N] [--show schedule|timeline|metrics|runs] [--lesson ID] [--screenshot PNG]\n"
       "                                              the workbench window (the example when no layout); --run N trains\n"
       "                                              N steps at once, --show raises a dock, --screenshot saves the window\n"
       "       loom --headless [LAYOUT.json]         describe a layout in the terminal\n"
@@ -30,6 +30,8 @@ const char* kUsage
     "       loom run LAYOUT.json [--steps N] [--cluster NAME] [--checkpoint-dir DIR] [--max-local-ranks N]\n"
     "                                              train (here, over ssh or under Slurm) with live progress; Ctrl-C cancels\n"
     "       loom runs list [--json] | show ID | export ID --chrome FILE\n"
+    "       loom lessons list [--json] | validate LESSON.json...\n"
+    "                                              the workbench's lessons (open one with loom --lesson ID)\n"
       "       loom --version | --help\n"
       "\n"
       "The store is $LOOM_DB when set, else $XDG_DATA_HOME/loom/loom.db.\n"
@@ -66,6 +68,8 @@ int runCommandLine(const QStringList& args, std::ostream& rawOut, std::ostream& 
             return runCommand(context, args.mid(1));
         if (command == QLatin1String("runs"))
             return runsCommand(context, args.mid(1));
+        if (command == QLatin1String("lessons"))
+            return lessonsCommand(context, args.mid(1));
         if (command.isEmpty() || command.startsWith(QLatin1Char('-')) || command.endsWith(QLatin1String(".json"))
             || command.contains(QLatin1Char('/')))
             return describeCommand(context, args);

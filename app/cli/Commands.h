@@ -16,5 +16,6 @@ int simulateCommand(CliContext& context, const QStringList& args);
 int traceCommand(CliContext& context, const QStringList& args);
 int runCommand(CliContext& context, const QStringList& args);
 int runsCommand(CliContext& context, const QStringList& args);
+int lessonsCommand(CliContext& context, const QStringList& args); // loom lessons list | validate
 
 } // namespace loom::app

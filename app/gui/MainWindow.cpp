@@ -19,6 +19,12 @@
 #include "views/TimelineView.h"
 #include "views/TopologyScene.h"
 #include "views/TopologyView.h"
+#include "views/AllReduceStepper.h"
+#include "views/Explain.h"
+#include "views/ExplainDock.h"
+#include "views/LessonActions.h"
+#include "views/LessonDock.h"
+#include "profiles/BuiltinProfiles.h"
 
 #include <QAction>
 #include <QApplication>
@@ -81,6 +87,7 @@ MainWindow::MainWindow(const plan::ProfileResolver& profiles, profiles::Store* s
     m_store = store;
     buildDocks();
     buildRunSide();
+    buildTeaching();
     buildActions();
 
     m_validation = new QLabel;
@@ -109,7 +116,7 @@ MainWindow::MainWindow(const plan::ProfileResolver& profiles, profiles::Store* s
     QSettings settings;
     restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
     if (!restoreState(settings.value(QStringLiteral("window/state")).toByteArray())) {
-        // 1600×1000 where the screen allows (UI.md), else the screen's available area.
+        // 1600×1000 where the screen allows (docs/workbench.md), else the screen's available area.
         const QRect screen = QGuiApplication::primaryScreen() ? QGuiApplication::primaryScreen()->availableGeometry()
                                                               : QRect(0, 0, 1600, 1000);
         resize(std::min(1600, screen.width()), std::min(1000, screen.height()));
@@ -380,6 +387,7 @@ void MainWindow::layoutChanged()
     const bool samePipeline = last.prediction && last.layout.parallel.pp == l.parallel.pp;
     m_scene->show(l, samePipeline ? &*last.prediction : nullptr);
     m_legend->setLayout(l, m_scene->nodeCount());
+    m_stepper->setLayout(l); // after the scene: a new shape rebuilds it, and the stepper redraws its arrows
     m_validation->setText(tr("checking…"));
     m_runner->request(l);
     updateTitle();
@@ -411,6 +419,8 @@ void MainWindow::showAnalysis(const LayoutAnalysis& a)
         statusBar()->showMessage(QString::fromStdString(errors.front().message), 15000);
     m_timing->setText(tr("analysed in %1 ms").arg(QString::number(a.elapsedMs, 'f', 0)));
     m_runPanel->setLayout(a.layout, errors.empty(), errors.empty() ? QString() : QString::fromStdString(errors.front().message));
+    m_explain->refresh();
+    m_lessons->refresh();
     emit analysisShown();
 }
 

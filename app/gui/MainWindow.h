@@ -4,6 +4,8 @@
 
 #include <QMainWindow>
 
+#include <memory>
+
 class QAction;
 class QDockWidget;
 class QLabel;
@@ -30,6 +32,10 @@ class TimelineView;
 class TopologyScene;
 class TopologyView;
 struct LayoutAnalysis;
+class AllReduceStepper;
+class ExplainDock;
+class LessonDock;
+struct LessonContext;
 } // namespace loom::views
 
 namespace loom::app {
@@ -69,6 +75,12 @@ public:
     bool openRun(qint64 runId, QString* error = nullptr);
     void compareRuns(qint64 left, qint64 right);
     QStringList recentFiles() const;
+    // Teaching: the Lessons dock, the all-reduce stepper and the Explain dock.
+    views::LessonDock* lessonDock() const { return m_lessons; }
+    views::AllReduceStepper* allReduceStepper() const { return m_stepper; }
+    views::ExplainDock* explainDock() const { return m_explain; }
+    // Starts lesson `id` (loom --lesson ID); false with the known ids in `error` when there is none.
+    bool startLesson(const QString& id, QString* error = nullptr);
 
     static constexpr const char* kExample = ":/examples/tiny-local.json";
 
@@ -94,6 +106,9 @@ private:
     void addRecent(const QString& path);
     void buildRunSide();
     void fillRecentMenu();
+    void buildTeaching();
+    QString explainText(const QString& key) const;
+    void addMeasuredExplanations();
 
     const plan::ProfileResolver& m_profiles;
     views::LayoutDocument* m_doc;
@@ -116,6 +131,10 @@ private:
     QLabel* m_timing;
     QMenu* m_recentMenu = nullptr;
     QMenu* m_viewMenu = nullptr;
+    views::LessonDock* m_lessons = nullptr;
+    views::AllReduceStepper* m_stepper = nullptr;
+    views::ExplainDock* m_explain = nullptr;
+    std::shared_ptr<views::LessonContext> m_lessonContext; // shared with the Lessons dock's hooks
 };
 
 } // namespace loom::app

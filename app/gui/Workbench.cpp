@@ -2,6 +2,7 @@
 
 #include "app/cli/CommandLine.h"
 #include "app/gui/MainWindow.h"
+#include "views/LessonDock.h"
 #include "views/RunMonitor.h"
 #include "views/RunPanel.h"
 #include "profiles/ProfileCatalog.h"
@@ -24,6 +25,8 @@ struct WorkbenchArgs {
     QString screenshot;
     qint64 runSteps = 0;
     QString show;
+    QString lesson;
+    int lessonStep = 1;
     QString error;
 };
 
@@ -46,6 +49,20 @@ WorkbenchArgs parse(const QStringList& args)
                 return out;
             }
             out.show = args[++i];
+        } else if (a == QLatin1String("--lesson")) {
+            if (i + 1 >= args.size()) {
+                out.error = QStringLiteral("--lesson needs a lesson id; loom lessons list shows them");
+                return out;
+            }
+            out.lesson = args[++i];
+        } else if (a == QLatin1String("--lesson-step")) {
+            bool ok = false;
+            out.lessonStep = i + 1 < args.size() ? args[i + 1].toInt(&ok) : 0;
+            if (!ok || out.lessonStep < 1) {
+                out.error = QStringLiteral("--lesson-step needs a step number of 1 or more, e.g. --lesson-step 2");
+                return out;
+            }
+            ++i;
         } else if (a == QLatin1String("--run")) {
             bool ok = false;
             out.runSteps = i + 1 < args.size() ? args[i + 1].toLongLong(&ok) : 0;
@@ -83,7 +100,7 @@ bool wantsWorkbench(const QStringList& args)
         return true;
     const QString& first = args.front();
     return first == QLatin1String("--screenshot") || first == QLatin1String("--run") || first == QLatin1String("--show")
-        || first.endsWith(QLatin1String(".json"))
+        || first == QLatin1String("--lesson") || first.endsWith(QLatin1String(".json"))
         || first.contains(QLatin1Char('/'));
 }
 
@@ -127,6 +144,10 @@ int runWorkbench(int& argc, char** argv, const QStringList& args)
             return 2;
         window.newLayout();
     }
+    if (!parsed.lesson.isEmpty() && !window.startLesson(parsed.lesson, &error)) {
+        std::cerr << "loom: " << error.toStdString() << "\n";
+        return 64;
+    }
     window.show();
     if (!storeProblem.isEmpty())
         std::cerr << "loom: the store could not be opened (" << storeProblem.toStdString()
@@ -156,6 +177,14 @@ int runWorkbench(int& argc, char** argv, const QStringList& args)
         }, Qt::SingleShotConnection);
         if (!parsed.screenshot.isEmpty())
             QObject::connect(window.runMonitor(), &views::RunMonitor::finished, &window, screenshot);
+    } else if (!parsed.lesson.isEmpty() && parsed.lessonStep > 1) {
+        // --lesson ID --lesson-step N: play the lesson's first N−1 steps (their actions, through the widgets),
+        // then show step N (and save the window).
+        QObject::connect(&window, &MainWindow::analysisShown, &window, [&window, &parsed] {
+            window.lessonDock()->playTo(parsed.lessonStep - 1);
+        }, Qt::SingleShotConnection);
+        if (!parsed.screenshot.isEmpty())
+            QObject::connect(window.lessonDock(), &views::LessonDock::playedTo, &window, screenshot, Qt::SingleShotConnection);
     } else if (!parsed.screenshot.isEmpty()) {
         // Save the window once the first prediction is drawn (and give the map a moment to fit).
         QObject::connect(&window, &MainWindow::analysisShown, &window, screenshot, Qt::SingleShotConnection);

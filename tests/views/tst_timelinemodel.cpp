@@ -3,6 +3,7 @@
 
 #include "engine/plan/CostModel.h"
 #include "views/TimelineModel.h"
+#include "views/Colors.h"
 #include "views/TimelineView.h"
 #include "ViewsTest.h"
 
@@ -101,6 +102,53 @@ private slots:
         view.setWindow(1000, 1100);
         view.viewport()->render(&image);
         QVERIFY(view.lastPaintBoxes() >= 10);
+    }
+
+    void foldedRunsShowTheirMix()
+    {
+        // 100,000 pairs of a 10 ns forward and a 30 ns backward, 50 % busy (40 ns idle after each pair): at full
+        // zoom they fold, and the folded box must show both colours, backward three times as tall as forward,
+        // over half the lane's height (the idle half stays hatched), not one solid colour.
+        std::vector<trace::TraceEvent> events;
+        for (std::int64_t i = 0; i < 100000; ++i) {
+            events.push_back(makeEvent(0, trace::Lane::Compute, trace::EventKind::Forward, i * 80, i * 80 + 10));
+            events.push_back(makeEvent(0, trace::Lane::Compute, trace::EventKind::Backward, i * 80 + 10, i * 80 + 40));
+        }
+        TimelineData data;
+        data.setEvents(events);
+        const auto& row = data.rows().front();
+        const TimelineData::Mix all = data.mix(row, 0, row.events.size());
+        QCOMPARE(all[0], 100000 * 10);
+        QCOMPARE(all[1], 100000 * 30);
+        QCOMPARE(data.mix(row, 2, 4)[1], 30); // one pair
+        TimelineView view;
+        view.resize(1200, 200);
+        view.show();
+        view.setTimeline(std::move(data));
+        QImage image(view.viewport()->size(), QImage::Format_ARGB32_Premultiplied);
+        view.viewport()->render(&image);
+        QVERIFY(view.lastPaintBoxes() <= 4);
+        // Sample a column in the middle of the lane: count forward blue and backward green pixels.
+        const int x = TimelineView::kLabelWidth + (image.width() - TimelineView::kLabelWidth) / 2;
+        int blue = 0, green = 0;
+        for (int y = TimelineView::kRulerHeight; y < image.height(); ++y) {
+            const QColor c = image.pixelColor(x, y);
+            blue += c == colors::forward;
+            green += c == colors::backward;
+        }
+        QVERIFY2(blue > 0 && green > 0, qPrintable(QStringLiteral("blue %1, green %2").arg(blue).arg(green)));
+        QVERIFY2(green > blue && green <= 5 * blue, qPrintable(QStringLiteral("blue %1, green %2").arg(blue).arg(green)));
+        // Comm events of a group learnt later move to its kind: an all-reduce of a TP group.
+        TimelineData comm;
+        auto ar = makeEvent(1, trace::Lane::Comm, trace::EventKind::AllReduce, 0, 100);
+        ar.group = 7;
+        comm.setEvents({ar});
+        QCOMPARE(comm.mix(comm.rows().front(), 0, 1)[2], 100); // unknown group: drawn as DP
+        trace::GroupInfo tp;
+        tp.id = 7;
+        tp.kind = trace::GroupKind::Tensor;
+        comm.addGroups({tp});
+        QCOMPARE(comm.mix(comm.rows().front(), 0, 1)[0], 100);
     }
 
     void rangeStatistics()
