@@ -2,10 +2,10 @@
 
 #include "engine/plan/RankGrid.h"
 #include "engine/plan/Schedule.h"
+#include "engine/plan/Simulator.h"
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 namespace loom::plan {
 
@@ -98,11 +98,6 @@ std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
 }
 
 namespace {
-
-struct StageCost {
-    double forward = 0, backward = 0;        // seconds per micro-batch, compute and TP communication
-    double forwardTp = 0, backwardTp = 0;    // of which TP all-reduces
-};
 
 // The link a group uses: the inter-node link when it spans nodes, else the node's own.
 const LinkSpec& linkOf(const Layout& l, std::int64_t nodesSpanned)
@@ -285,90 +280,17 @@ Prediction predict(const Layout& l)
     const RankGrid grid = RankGrid::forLayout(l);
     const Costs c = computeCosts(l, grid.maxNodesSpanned(GroupKind::Tensor), grid.maxNodesSpanned(GroupKind::Pipeline),
                                  schedule.chunks(), schedule.microBatches());
-    const std::int64_t p = c.p, d = c.d, v = c.v, mb = c.mb, virtualStages = c.virtualStages;
+    const std::int64_t p = c.p, d = c.d, v = c.v, mb = c.mb;
     const double T = c.T, h = c.h, s = c.s, actBytes = c.actBytes, p2p = c.p2p;
     const auto& cost = c.stage;
     const bool full = l.memory.recompute == Recompute::Full;
 
     // Replay the schedule on one representative rank per stage (tp = 0, dp = 0).
-    struct RankTimes {
-        double busy = 0, tp = 0, end = 0, lastBackwardStart = 0, lastBackwardEnd = 0;
-    };
-    auto replay = [&](double transfer, std::vector<trace::TraceEvent>* events) {
-        std::vector<RankTimes> times(static_cast<std::size_t>(p));
-        std::map<std::tuple<int, int, std::int64_t>, double> done;
-        std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
-        std::vector<double> clock(static_cast<std::size_t>(p), 0);
-        for (bool progress = true; progress;) {
-            progress = false;
-            for (std::int64_t r = 0; r < p; ++r) {
-                auto& i = next[static_cast<std::size_t>(r)];
-                const auto& ops = schedule.opsOf(r);
-                while (i < ops.size()) {
-                    const PipelineOp& op = ops[i];
-                    const std::int64_t vs = schedule.virtualStage(r, op.chunk);
-                    const bool fwd = op.kind == PipelineOp::Kind::Forward;
-                    double ready = 0;
-                    if (fwd && vs > 0) {
-                        auto it = done.find({0, op.microBatch, vs - 1});
-                        if (it == done.end())
-                            break;
-                        ready = it->second + transfer;
-                    } else if (!fwd) {
-                        auto it = vs == virtualStages - 1 ? done.find({0, op.microBatch, vs}) : done.find({1, op.microBatch, vs + 1});
-                        if (it == done.end())
-                            break;
-                        ready = it->second + (vs == virtualStages - 1 ? 0.0 : transfer);
-                    }
-                    const StageCost& c = cost[static_cast<std::size_t>(vs)];
-                    const double duration = fwd ? c.forward : c.backward;
-                    double& now = clock[static_cast<std::size_t>(r)];
-                    const double start = std::max(now, ready);
-                    now = start + duration;
-                    done[{fwd ? 0 : 1, op.microBatch, vs}] = now;
-                    RankTimes& rt = times[static_cast<std::size_t>(r)];
-                    rt.busy += duration;
-                    rt.tp += fwd ? c.forwardTp : c.backwardTp;
-                    if (!fwd) {
-                        rt.lastBackwardStart = start;
-                        rt.lastBackwardEnd = now;
-                    }
-                    if (events) {
-                        trace::TraceEvent e;
-                        e.rank = static_cast<std::int32_t>(grid.rankOf({0, r, 0}));
-                        e.kind = fwd ? trace::EventKind::Forward : trace::EventKind::Backward;
-                        e.lane = trace::Lane::Compute;
-                        e.source = trace::EventSource::Simulated;
-                        e.step = 0;
-                        e.microBatch = op.microBatch;
-                        e.stage = static_cast<std::int32_t>(vs);
-                        e.chunk = op.chunk;
-                        e.startNs = static_cast<std::int64_t>(start * 1e9);
-                        e.endNs = static_cast<std::int64_t>(now * 1e9);
-                        events->push_back(e);
-                        const bool sends = fwd ? vs < virtualStages - 1 : vs > 0;
-                        if (sends && transfer > 0) {
-                            trace::TraceEvent s2 = e;
-                            s2.kind = trace::EventKind::Send;
-                            s2.lane = trace::Lane::Comm;
-                            s2.startNs = e.endNs;
-                            s2.endNs = static_cast<std::int64_t>((now + transfer) * 1e9);
-                            s2.bytes = s2.wireBytes = static_cast<std::uint64_t>(T * h * actBytes);
-                            s2.peer = static_cast<std::int32_t>(grid.rankOf({0, (fwd ? vs + 1 : vs - 1 + virtualStages) % p, 0}));
-                            events->push_back(s2);
-                        }
-                    }
-                    ++i;
-                    progress = true;
-                }
-            }
-        }
-        for (std::int64_t r = 0; r < p; ++r)
-            times[static_cast<std::size_t>(r)].end = clock[static_cast<std::size_t>(r)];
-        return times;
-    };
-    const auto withTransfers = replay(p2p, &out.events);
-    const auto noTransfers = replay(0.0, nullptr);
+    EventNaming naming;
+    naming.rankOf = [&grid](std::int64_t r) { return static_cast<std::int32_t>(grid.rankOf({0, r, 0})); };
+    naming.sendBytes = static_cast<std::uint64_t>(T * h * actBytes);
+    const auto withTransfers = replaySchedule(schedule, cost, p2p, &naming, &out.events);
+    const auto noTransfers = replaySchedule(schedule, cost, 0.0);
 
     auto paramsOf = [&](std::int64_t r) { return paramsOfRank(l, c, r); };
 
