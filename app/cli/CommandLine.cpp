@@ -28,6 +28,10 @@ const char* kUsage
     "       loom run LAYOUT.json [--steps N] [--cluster NAME] [--checkpoint-dir DIR]\n"
     "                                              train (here, over ssh or under Slurm) with live progress; Ctrl-C cancels\n"
     "       loom runs list [--json] | show ID | export ID --chrome FILE\n"
+    "       loom export LAYOUT.json --to megatron|deepspeed|torchtitan [--out FILE]\n"
+    "                                              the layout as the framework's arguments or config + launch script\n"
+    "       loom trace import FILE... [--layout LAYOUT.json] [--out TRACE.json]\n"
+    "                                              PyTorch profiler traces (one per rank) as a Loom trace\n"
       "       loom --version | --help\n"
       "\n"
       "The store is $LOOM_DB when set, else $XDG_DATA_HOME/loom/loom.db.\n"
@@ -61,6 +65,8 @@ int runCommandLine(const QStringList& args, std::ostream& out, std::ostream& err
             return runCommand(context, args.mid(1));
         if (command == QLatin1String("runs"))
             return runsCommand(context, args.mid(1));
+        if (command == QLatin1String("export"))
+            return exportCommand(context, args.mid(1));
         if (command.isEmpty() || command.startsWith(QLatin1Char('-')) || command.endsWith(QLatin1String(".json"))
             || command.contains(QLatin1Char('/')))
             return describeCommand(context, args);

@@ -16,5 +16,7 @@ int simulateCommand(CliContext& context, const QStringList& args);
 int traceCommand(CliContext& context, const QStringList& args);
 int runCommand(CliContext& context, const QStringList& args);
 int runsCommand(CliContext& context, const QStringList& args);
+int exportCommand(CliContext& context, const QStringList& args);  // loom export (bridges to other frameworks)
+int traceImportCommand(CliContext& context, const QStringList& args);  // loom trace import
 
 } // namespace loom::app

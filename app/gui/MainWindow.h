@@ -34,6 +34,8 @@ struct LayoutAnalysis;
 
 namespace loom::app {
 
+class Bridges;
+
 // The workbench's design side: the layer palette, topology map, strategy and prediction panels and the
 // simulated schedule as rearrangeable docks around the map, wired to one LayoutDocument (undo/redo, files)
 // and an AnalysisRunner that re-validates and re-predicts on a worker thread after every edit.
@@ -65,6 +67,7 @@ public:
     views::RunTimelinePanel* runTimeline() const { return m_runTimeline; }
     views::MetricsPanel* metricsPanel() const { return m_metrics; }
     views::RunsPanel* runsPanel() const { return m_runs; }
+    Bridges* bridges() const { return m_bridges; }
     // Shows a stored run in the timeline and metrics docks.
     bool openRun(qint64 runId, QString* error = nullptr);
     void compareRuns(qint64 left, qint64 right);
@@ -116,6 +119,7 @@ private:
     QLabel* m_timing;
     QMenu* m_recentMenu = nullptr;
     QMenu* m_viewMenu = nullptr;
+    Bridges* m_bridges = nullptr;
 };
 
 } // namespace loom::app
