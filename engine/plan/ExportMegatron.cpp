@@ -157,6 +157,17 @@ void commonComm(const Layout& l, const std::string& target, ExportResult& result
     if (l.comm.allreduce == AllreduceAlgorithm::Ring)
         result.notes.push_back("comm.allreduce \"ring\": set as NCCL_ALGO=Ring; NCCL chooses its own chunking "
                                "(chunk_kb is Loom's)");
+    const auto kind = l.comm.dpCodec.kind;
+    if (kind != Codec::Kind::Fp16 && kind != Codec::Kind::Bf16)
+        return;
+    const std::string codec = l.comm.dpCodec.toString();
+    if (l.comm.errorFeedback)
+        result.refusals.push_back("comm.error_feedback true: Loom carries each step's " + codec
+            + " rounding error into the next step; " + target + " reduces in " + codec
+            + " without error feedback; set error_feedback to false");
+    if (l.comm.codecWarmup > 0)
+        result.refusals.push_back("comm.codec_warmup " + std::to_string(l.comm.codecWarmup) + ": " + target
+            + " reduces in " + codec + " from the first step; remove codec_warmup");
 }
 
 bool megatronStages(const Layout& layout, std::int64_t& first, std::int64_t& last)

@@ -120,7 +120,9 @@ private slots:
             Zero1,
             Zero0Tp,
             Vpp,
-            Partition
+            Partition,
+            ErrorFeedback,
+            Warmup
         };
         const auto row = [](const char* name, ExportTarget t, Change c, const char* message) {
             QTest::newRow(name) << int(t) << int(c) << QString::fromUtf8(message);
@@ -141,6 +143,11 @@ private slots:
             "counterpart there (mixed_precision_reduce gives \"fp16\" and \"bf16\" to its sharded data parallelism, "
             "zero 2 "
             "or 3, only); use one of those with zero 2 or 3, or \"none\"");
+        row("megatron bf16 with error feedback", ExportTarget::Megatron, ErrorFeedback,
+            "comm.error_feedback true: Loom carries each step's bf16 rounding error into the next step; Megatron-LM "
+            "reduces in bf16 without error feedback; set error_feedback to false");
+        row("deepspeed fp16 after a warm-up", ExportTarget::DeepSpeed, Warmup,
+            "comm.codec_warmup 100: DeepSpeed reduces in fp16 from the first step; remove codec_warmup");
         row("megatron hierarchical", ExportTarget::Megatron, Hierarchical,
             "comm.allreduce \"hierarchical\": Megatron-LM uses NCCL's own all-reduce, which has no two-level mode like "
             "Loom's; choose \"library\" or \"ring\"");
@@ -230,6 +237,10 @@ private slots:
             }
             break;
         }
+        if (change == 12) // ErrorFeedback
+            l.comm.dpCodec = *plan::Codec::parse("bf16"), l.comm.errorFeedback = true;
+        if (change == 13) // Warmup
+            l.comm.dpCodec = *plan::Codec::parse("fp16"), l.comm.errorFeedback = false, l.comm.codecWarmup = 100;
         const auto result = plan::exportLayout(l, t);
         QVERIFY(!result.ok());
         QVERIFY(result.files.empty());
@@ -257,6 +268,7 @@ private slots:
     {
         plan::Layout l = layoutFile(QStringLiteral("llama2-7b-slurm.json"));
         l.comm.dpCodec = *plan::Codec::parse("bf16");
+        l.comm.errorFeedback = false;
         auto r = plan::exportLayout(l, ExportTarget::Megatron);
         QVERIFY(r.ok() && r.files.at(0).text.find("    --grad-reduce-in-bf16\n") != std::string::npos);
         r = plan::exportLayout(l, ExportTarget::DeepSpeed);
