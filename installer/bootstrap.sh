@@ -4,6 +4,7 @@
 #
 #   installer/bootstrap.sh            build, test and GUI packages
 #   installer/bootstrap.sh --check    only report what is missing (exit 1 when something is)
+#   installer/bootstrap.sh --torch    also python3-torch (remaking tests/bridges' PyTorch fixtures)
 set -euo pipefail
 
 # Build: compiler, CMake, Qt 6 (Core, Sql + SQLite driver, Widgets, Test, Svg), QCustomPlot (Qt 6 build),
@@ -25,11 +26,15 @@ say() { printf 'bootstrap: %s\n' "$*"; }
 die() { printf 'bootstrap: error: %s\n' "$*" >&2; exit 1; }
 
 check_only=0
-case "${1:-}" in
-  --check) check_only=1 ;;
-  "") ;;
-  *) die "unknown option '$1'; use no option to install, or --check to report what is missing" ;;
-esac
+for arg in "$@"; do
+  case "$arg" in
+    --check) check_only=1 ;;
+    # Debian's PyTorch (CPU), only for remaking the PyTorch profiler fixtures and their live test
+    # (tests/bridges/make-torch-traces.py, ctest -L torch); the default suite reads the committed fixtures.
+    --torch) packages+=(python3-torch) ;;
+    *) die "unknown option '$arg'; use no option to install, --check to report what is missing, --torch to add python3-torch" ;;
+  esac
+done
 
 [ -r /etc/debian_version ] || die "this script installs Debian packages; on another system install the equivalents of: ${packages[*]}"
 command -v dpkg-query >/dev/null || die "dpkg-query is missing; this does not look like a Debian system"

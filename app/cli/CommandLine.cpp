@@ -32,6 +32,10 @@ const char* kUsage
     "       loom runs list [--json] | show ID | export ID --chrome FILE\n"
     "       loom lessons list [--json] | validate LESSON.json...\n"
     "                                              the workbench's lessons (open one with loom --lesson ID)\n"
+    "       loom export LAYOUT.json --to megatron|deepspeed|torchtitan [--out FILE]\n"
+    "                                              the layout as the framework's arguments or config + launch script\n"
+    "       loom trace import FILE... [--layout LAYOUT.json] [--out TRACE.json]\n"
+    "                                              PyTorch profiler traces (one per rank) as a Loom trace\n"
       "       loom --version | --help\n"
       "\n"
       "The store is $LOOM_DB when set, else $XDG_DATA_HOME/loom/loom.db.\n"
@@ -70,6 +74,8 @@ int runCommandLine(const QStringList& args, std::ostream& rawOut, std::ostream& 
             return runsCommand(context, args.mid(1));
         if (command == QLatin1String("lessons"))
             return lessonsCommand(context, args.mid(1));
+        if (command == QLatin1String("export"))
+            return exportCommand(context, args.mid(1));
         if (command.isEmpty() || command.startsWith(QLatin1Char('-')) || command.endsWith(QLatin1String(".json"))
             || command.contains(QLatin1Char('/')))
             return describeCommand(context, args);

@@ -17,5 +17,7 @@ int traceCommand(CliContext& context, const QStringList& args);
 int runCommand(CliContext& context, const QStringList& args);
 int runsCommand(CliContext& context, const QStringList& args);
 int lessonsCommand(CliContext& context, const QStringList& args); // loom lessons list | validate
+int exportCommand(CliContext& context, const QStringList& args);  // loom export (bridges to other frameworks)
+int traceImportCommand(CliContext& context, const QStringList& args);  // loom trace import
 
 } // namespace loom::app

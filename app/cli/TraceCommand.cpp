@@ -27,10 +27,12 @@ std::string fmt(double v, const char* f = "%.3f")
 
 int traceCommand(CliContext& context, const QStringList& argsIn)
 {
+    if (argsIn.value(0) == QLatin1String("import"))
+        return traceImportCommand(context, argsIn.mid(1));
     QStringList args = argsIn;
     const bool json = args.removeAll(QStringLiteral("--json")) > 0;
     if (args.size() != 2 || args[0] != QLatin1String("stats")) {
-        context.err << "usage: loom trace stats TRACE.json [--json]\n";
+        context.err << "usage: loom trace stats TRACE.json [--json]\n       loom trace import FILE... [--layout LAYOUT.json] [--out TRACE.json]\n";
         return ExitUsage;
     }
     if (!QFileInfo(args[1]).isFile()) {

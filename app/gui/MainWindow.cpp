@@ -1,4 +1,5 @@
 #include "app/gui/MainWindow.h"
+#include "app/gui/Bridges.h"
 
 #include "views/LayerModel.h"
 #include "views/LayerPalette.h"
@@ -229,6 +230,8 @@ void MainWindow::buildActions()
     file->addSeparator();
     auto* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
+    m_bridges = new Bridges(this, m_doc); // File → Export To, File → Open Trace
+    m_bridges->addActions(file, quit);
 
     auto* edit = menuBar()->addMenu(tr("&Edit"));
     QAction* undo = m_doc->undoStack()->createUndoAction(this, tr("&Undo"));

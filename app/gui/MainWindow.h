@@ -40,6 +40,8 @@ struct LessonContext;
 
 namespace loom::app {
 
+class Bridges;
+
 // The workbench's design side: the layer palette, topology map, strategy and prediction panels and the
 // simulated schedule as rearrangeable docks around the map, wired to one LayoutDocument (undo/redo, files)
 // and an AnalysisRunner that re-validates and re-predicts on a worker thread after every edit.
@@ -71,6 +73,7 @@ public:
     views::RunTimelinePanel* runTimeline() const { return m_runTimeline; }
     views::MetricsPanel* metricsPanel() const { return m_metrics; }
     views::RunsPanel* runsPanel() const { return m_runs; }
+    Bridges* bridges() const { return m_bridges; }
     // Shows a stored run in the timeline and metrics docks.
     bool openRun(qint64 runId, QString* error = nullptr);
     void compareRuns(qint64 left, qint64 right);
@@ -135,6 +138,7 @@ private:
     views::AllReduceStepper* m_stepper = nullptr;
     views::ExplainDock* m_explain = nullptr;
     std::shared_ptr<views::LessonContext> m_lessonContext; // shared with the Lessons dock's hooks
+    Bridges* m_bridges = nullptr;
 };
 
 } // namespace loom::app

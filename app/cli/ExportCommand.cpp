@@ -1,0 +1,88 @@
+// loom export LAYOUT.json --to megatron|deepspeed|torchtitan [--out FILE]: the layout in a framework's own
+// arguments or config, with a launch script for the cluster profile's launch method.
+#include "app/cli/CommandLine.h"
+#include "app/cli/Commands.h"
+
+#include "engine/plan/Export.h"
+#include "engine/plan/LayoutParser.h"
+
+#include <QFile>
+
+#include <fstream>
+
+namespace loom::app {
+
+namespace {
+
+const char* kUsage = "usage: loom export LAYOUT.json --to megatron|deepspeed|torchtitan [--out FILE]\n"
+                     "  without --out the files are printed; with it the first goes to FILE and a separate launch\n"
+                     "  script beside it (FILE's name with .<target>.sh)\n";
+
+bool writeFile(const plan::ExportFile& f, std::ostream& err)
+{
+    std::ofstream out(f.name, std::ios::trunc | std::ios::binary);
+    if (!out || !(out << f.text) || !out.flush()) {
+        err << "error: cannot write " << f.name << "\n";
+        return false;
+    }
+    out.close();
+    if (f.executable) {
+        QFile file(QString::fromStdString(f.name));
+        file.setPermissions(file.permissions() | QFileDevice::ExeOwner | QFileDevice::ExeGroup | QFileDevice::ExeOther);
+    }
+    return true;
+}
+
+} // namespace
+
+int exportCommand(CliContext& context, const QStringList& args)
+{
+    QString layoutFile, target, outFile;
+    for (int i = 0; i < args.size(); ++i) {
+        if (args[i] == QLatin1String("--to") && i + 1 < args.size())
+            target = args[++i];
+        else if (args[i] == QLatin1String("--out") && i + 1 < args.size())
+            outFile = args[++i];
+        else if (layoutFile.isEmpty() && !args[i].startsWith(QLatin1String("--")))
+            layoutFile = args[i];
+        else {
+            context.err << "loom export: unexpected argument \"" << args[i].toStdString() << "\"\n" << kUsage;
+            return ExitUsage;
+        }
+    }
+    const auto kind = plan::exportTargetFromString(target.toStdString());
+    if (layoutFile.isEmpty() || !kind) {
+        if (!target.isEmpty() && !kind)
+            context.err << "loom export: unknown target \"" << target.toStdString() << "\"\n";
+        context.err << kUsage;
+        return ExitUsage;
+    }
+    const auto read = plan::readLayoutFile(layoutFile.toStdString(), context.catalog());
+    if (!read.ok()) {
+        context.err << read.diagnostics.format();
+        return ExitInvalid;
+    }
+    const auto result = plan::exportLayout(*read.layout, *kind, outFile.toStdString());
+    if (!result.ok()) {
+        context.err << "error: " << layoutFile.toStdString() << " cannot be exported to " << plan::toString(*kind)
+                    << ":\n";
+        for (const auto& r : result.refusals)
+            context.err << "  - " << r << "\n";
+        return ExitInvalid;
+    }
+    for (const auto& n : result.notes)
+        context.err << "note: " << n << "\n";
+    if (outFile.isEmpty()) {
+        for (const auto& f : result.files)
+            context.out << (result.files.size() > 1 ? "==> " + f.name + " <==\n" : std::string()) << f.text;
+        return ExitOk;
+    }
+    for (const auto& f : result.files) {
+        if (!writeFile(f, context.err))
+            return ExitFailure;
+        context.out << "wrote " << f.name << "\n";
+    }
+    return ExitOk;
+}
+
+} // namespace loom::app

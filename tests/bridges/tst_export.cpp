@@ -1,0 +1,297 @@
+// loom export: the golden files of three published or shipped layouts for every target, and every refusal
+// with its message. Set LOOM_UPDATE_GOLDEN=1 to rewrite the golden files (then read the diff).
+#include "engine/plan/Export.h"
+#include "engine/plan/LayoutParser.h"
+#include "profiles/BuiltinProfiles.h"
+
+#include <QFile>
+#include <QTest>
+
+using namespace loom;
+using plan::ExportTarget;
+
+namespace {
+
+const QString kDir = QStringLiteral(LOOM_SOURCE_DIR "/tests/bridges/");
+
+plan::Layout layoutFile(const QString& name)
+{
+    const auto read
+        = plan::readLayoutFile((kDir + "layouts/" + name).toStdString(), profiles::BuiltinProfiles::instance());
+    if (!read.ok())
+        qFatal("%s: %s", qPrintable(name), read.diagnostics.format().c_str());
+    return *read.layout;
+}
+
+// Everything an export says, as one text: each file under its name, the notes, or the refusals.
+std::string render(const plan::ExportResult& r)
+{
+    std::string s;
+    for (const auto& f : r.files)
+        s += "==> " + f.name + (f.executable ? " (executable)" : "") + " <==\n" + f.text;
+    for (const auto& n : r.notes)
+        s += "note: " + n + "\n";
+    for (const auto& n : r.refusals)
+        s += "refused: " + n + "\n";
+    return s;
+}
+
+} // namespace
+
+class TestExport : public QObject {
+    Q_OBJECT
+
+private slots:
+    void golden_data()
+    {
+        QTest::addColumn<QString>("layout");
+        QTest::addColumn<int>("target");
+        QTest::addColumn<bool>("exported");
+        struct Row {
+            const char* file;
+            ExportTarget target;
+            bool exported;
+        };
+        const Row rows[] = {
+            // SC21 Table 1, 145.6B: interleaved 1F1B, which DeepSpeed's pipeline engine does not run, and a GPT
+            // (LayerNorm, GELU, learned positions, biases), which torchtitan does not train.
+            { "sc21-145b-1536-a100.json", ExportTarget::Megatron, true },
+            { "sc21-145b-1536-a100.json", ExportTarget::DeepSpeed, false },
+            { "sc21-145b-1536-a100.json", ExportTarget::TorchTitan, false },
+            { "../../../resources/examples/gpt3-175b-1024-a100.json", ExportTarget::Megatron, true },
+            { "../../../resources/examples/gpt3-175b-1024-a100.json", ExportTarget::DeepSpeed, true },
+            { "../../../resources/examples/gpt3-175b-1024-a100.json", ExportTarget::TorchTitan, false },
+            { "gpt-mini-local.json", ExportTarget::Megatron, true },
+            { "gpt-mini-local.json", ExportTarget::DeepSpeed, true },
+            { "gpt-mini-local.json", ExportTarget::TorchTitan, false },
+            // A Llama under Slurm: the sbatch + srun launch, and torchtitan's config.
+            { "llama2-7b-slurm.json", ExportTarget::Megatron, true },
+            { "llama2-7b-slurm.json", ExportTarget::DeepSpeed, true },
+            { "llama2-7b-slurm.json", ExportTarget::TorchTitan, false },
+            // Plain data parallelism of a Llama over NCCL's ring: every target.
+            { "llama2-7b-ddp.json", ExportTarget::Megatron, true },
+            { "llama2-7b-ddp.json", ExportTarget::DeepSpeed, true },
+            { "llama2-7b-ddp.json", ExportTarget::TorchTitan, true },
+        };
+        for (const auto& r : rows)
+            QTest::newRow(qPrintable(QString::fromLatin1(r.file).section('/', -1) + " "
+                + QString::fromUtf8(plan::toString(r.target).data())))
+                << QString::fromLatin1(r.file) << int(r.target) << r.exported;
+    }
+
+    void golden()
+    {
+        QFETCH(QString, layout);
+        QFETCH(int, target);
+        QFETCH(bool, exported);
+        const auto t = static_cast<ExportTarget>(target);
+        const auto result = plan::exportLayout(layoutFile(layout), t);
+        QCOMPARE(result.ok(), exported);
+        QCOMPARE(result.files.empty(), !exported);
+        const std::string text = render(result);
+        const QString golden = kDir + "golden/" + layout.section('/', -1).section('.', 0, 0) + "."
+            + QString::fromUtf8(plan::toString(t).data()) + ".txt";
+        if (qEnvironmentVariableIsSet("LOOM_UPDATE_GOLDEN")) {
+            QFile f(golden);
+            QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+            f.write(text.data(), qint64(text.size()));
+        }
+        QFile f(golden);
+        QVERIFY2(f.open(QIODevice::ReadOnly), qPrintable(golden + " is missing (LOOM_UPDATE_GOLDEN=1 writes it)"));
+        const QByteArray expected = f.readAll();
+        QCOMPARE(QString::fromStdString(text), QString::fromUtf8(expected));
+    }
+
+    // Every setting a target cannot express is refused with a sentence naming it; nothing is dropped.
+    void refusals_data()
+    {
+        QTest::addColumn<int>("target");
+        QTest::addColumn<int>("change");
+        QTest::addColumn<QString>("message");
+        enum Change {
+            Gpipe,
+            Int8,
+            TopK,
+            Lz4,
+            Hierarchical,
+            UnevenInner,
+            UnevenVirtual,
+            Zero2Pipeline,
+            Zero1,
+            Zero0Tp,
+            Vpp,
+            Partition,
+            ErrorFeedback,
+            Warmup
+        };
+        const auto row = [](const char* name, ExportTarget t, Change c, const char* message) {
+            QTest::newRow(name) << int(t) << int(c) << QString::fromUtf8(message);
+        };
+        row("megatron gpipe", ExportTarget::Megatron, Gpipe,
+            "parallel.schedule \"gpipe\": Megatron-LM runs only 1F1B or interleaved 1F1B pipelines; choose \"1f1b\"");
+        row("deepspeed gpipe", ExportTarget::DeepSpeed, Gpipe,
+            "parallel.schedule \"gpipe\": DeepSpeed's pipeline engine runs only 1F1B pipelines; choose \"1f1b\"");
+        row("megatron int8", ExportTarget::Megatron, Int8,
+            "comm.dp_codec \"int8\": Megatron-LM all-reduces gradients uncompressed; Loom's gradient codecs have no "
+            "counterpart there (--grad-reduce-in-bf16 covers \"bf16\"); use \"bf16\" or \"none\"");
+        row("deepspeed topk", ExportTarget::DeepSpeed, TopK,
+            "comm.dp_codec \"topk:0.01\": DeepSpeed all-reduces gradients uncompressed; Loom's gradient codecs have no "
+            "counterpart there (communication_data_type covers only \"fp16\" and \"bf16\"); use one of those or "
+            "\"none\"");
+        row("torchtitan lz4", ExportTarget::TorchTitan, Lz4,
+            "comm.dp_codec \"lz4\": torchtitan all-reduces gradients uncompressed; Loom's gradient codecs have no "
+            "counterpart there (mixed_precision_reduce gives \"fp16\" and \"bf16\" to its sharded data parallelism, "
+            "zero 2 "
+            "or 3, only); use one of those with zero 2 or 3, or \"none\"");
+        row("megatron bf16 with error feedback", ExportTarget::Megatron, ErrorFeedback,
+            "comm.error_feedback true: Loom carries each step's bf16 rounding error into the next step; Megatron-LM "
+            "reduces in bf16 without error feedback; set error_feedback to false");
+        row("deepspeed fp16 after a warm-up", ExportTarget::DeepSpeed, Warmup,
+            "comm.codec_warmup 100: DeepSpeed reduces in fp16 from the first step; remove codec_warmup");
+        row("megatron hierarchical", ExportTarget::Megatron, Hierarchical,
+            "comm.allreduce \"hierarchical\": Megatron-LM uses NCCL's own all-reduce, which has no two-level mode like "
+            "Loom's; choose \"library\" or \"ring\"");
+        row("megatron uneven inner stages", ExportTarget::Megatron, UnevenInner,
+            "parallel.stages: Megatron-LM can give the first and last stage their own layer counts, but all other "
+            "stages must hold the same number; this layout's stages cannot be expressed");
+        row("megatron uneven virtual stages", ExportTarget::Megatron, UnevenVirtual,
+            "parallel.stages: with vpp 2 Megatron-LM needs the same number of layers in every virtual stage "
+            "(--num-layers-per-virtual-pipeline-stage); use an even split");
+        row("deepspeed uneven stages", ExportTarget::DeepSpeed, UnevenInner,
+            "parallel.stages: Megatron-DeepSpeed balances transformer layers evenly over the stages; this layout's "
+            "stages cannot be expressed");
+        row("deepspeed interleaved", ExportTarget::DeepSpeed, Vpp,
+            "parallel.vpp 2: DeepSpeed's pipeline engine has no interleaved (virtual-stage) schedule; use vpp 1 and "
+            "\"1f1b\"");
+        row("deepspeed zero 2 with pipeline", ExportTarget::DeepSpeed, Zero2Pipeline,
+            "memory.zero 2: DeepSpeed's pipeline engine works with ZeRO stage 0 or 1 only; use zero 0 or 1, or pp 1");
+        row("torchtitan zero 1", ExportTarget::TorchTitan, Zero1,
+            "memory.zero 1: torchtitan shards parameters and gradients together with the optimizer state (FSDP); it "
+            "has no optimizer-state-only sharding");
+        row("torchtitan ddp with tp", ExportTarget::TorchTitan, Zero0Tp,
+            "memory.zero 0: torchtitan's plain data parallelism (data_parallel_replicate_degree) cannot be combined "
+            "with tensor or pipeline parallelism; its sharded data parallelism (FSDP) keeps parameters sharded too "
+            "(ZeRO-3), which Loom's zero 3 describes");
+        row("torchtitan gpt model", ExportTarget::TorchTitan, Partition,
+            "model \"gpt-mini\": torchtitan trains Llama-style models (RMSNorm, SwiGLU, rotary positions, no biases, "
+            "untied head); this model has LayerNorm, a GELU MLP, learned positions, biases and a tied LM head, so "
+            "torchtitan would train a different network; export it to megatron or deepspeed");
+        row("slurm partition", ExportTarget::Megatron, Partition,
+            "the launch: the cluster profile's slurm --partition \"gpu; rm -rf ~\" has characters an #SBATCH line "
+            "cannot hold");
+    }
+
+    void refusals()
+    {
+        QFETCH(int, target);
+        QFETCH(int, change);
+        QFETCH(QString, message);
+        const auto t = static_cast<ExportTarget>(target);
+        // torchtitan's rows start from a layout it takes (a Llama with ZeRO-3), the others from gpt-mini.
+        const QByteArray tag = QTest::currentDataTag();
+        const bool llama = tag.startsWith("torchtitan") && tag != "torchtitan gpt model";
+        plan::Layout l
+            = layoutFile(llama ? QStringLiteral("llama2-7b-slurm.json") : QStringLiteral("gpt-mini-local.json"));
+        if (llama)
+            l.memory.zero = 3;
+        switch (change) {
+        case 0:
+            l.parallel.schedule = plan::ScheduleKind::GPipe;
+            break;
+        case 1:
+            l.comm.dpCodec = *plan::Codec::parse("int8");
+            break;
+        case 2:
+            l.comm.dpCodec = *plan::Codec::parse("topk:0.01");
+            break;
+        case 3:
+            l.comm.dpCodec = *plan::Codec::parse("lz4");
+            break;
+        case 4:
+            l.comm.allreduce = plan::AllreduceAlgorithm::Hierarchical;
+            break;
+        case 5: // 6 layers over 4 pipeline stages (pp 4, dp 1): 1, 2, 1, 2
+            l.parallel.pp = 4, l.parallel.dp = 1, l.parallel.globalBatch = 16;
+            l.parallel.stages = { { 0, 0 }, { 1, 2 }, { 3, 3 }, { 4, 5 } };
+            break;
+        case 6: // 6 layers over 2 x 2 virtual stages: 1, 2, 1, 2
+            l.parallel.vpp = 2, l.parallel.schedule = plan::ScheduleKind::Interleaved;
+            l.parallel.stages = { { 0, 0 }, { 1, 2 }, { 3, 3 }, { 4, 5 } };
+            break;
+        case 7:
+            l.memory.zero = 2;
+            break;
+        case 8:
+            l.memory.zero = 1;
+            break;
+        case 9:
+            l.memory.zero = 0;
+            break;
+        case 10: // 8 layers of gpt-mini's shape over 2 x 2 virtual stages
+            l.model.layers = 8, l.parallel.vpp = 2, l.parallel.schedule = plan::ScheduleKind::Interleaved;
+            break;
+        case 11:
+            if (tag == "slurm partition") {
+                l.cluster.launch.method = "slurm";
+                l.cluster.launch.partition = "gpu; rm -rf ~";
+            }
+            break;
+        }
+        if (change == 12) // ErrorFeedback
+            l.comm.dpCodec = *plan::Codec::parse("bf16"), l.comm.errorFeedback = true;
+        if (change == 13) // Warmup
+            l.comm.dpCodec = *plan::Codec::parse("fp16"), l.comm.errorFeedback = false, l.comm.codecWarmup = 100;
+        const auto result = plan::exportLayout(l, t);
+        QVERIFY(!result.ok());
+        QVERIFY(result.files.empty());
+        QVERIFY2(std::count(result.refusals.begin(), result.refusals.end(), message.toStdString()) == 1,
+            render(result).c_str());
+    }
+
+    // What the launch script takes from the cluster profile is quoted: a host name cannot become a command.
+    void launchQuotesProfileText()
+    {
+        plan::Layout l = layoutFile(QStringLiteral("gpt-mini-local.json"));
+        l.cluster.devicesPerNode = 4;
+        l.nodes = 2;
+        l.cluster.hosts = { "node0$(reboot)", "node1" };
+        const auto result = plan::exportLayout(l, ExportTarget::Megatron);
+        QVERIFY2(result.ok(), render(result).c_str());
+        const std::string& s = result.files.at(0).text;
+        QVERIFY(s.find("MASTER_ADDR=${MASTER_ADDR:-'node0$(reboot)'}") != std::string::npos);
+        QVERIFY(s.find("--nnodes 2 --nproc-per-node 4") != std::string::npos);
+    }
+
+    // Gradients reduced in bf16: Megatron-LM's --grad-reduce-in-bf16, DeepSpeed's communication_data_type,
+    // torchtitan's mixed_precision_reduce under FSDP.
+    void bf16Reduction()
+    {
+        plan::Layout l = layoutFile(QStringLiteral("llama2-7b-slurm.json"));
+        l.comm.dpCodec = *plan::Codec::parse("bf16");
+        l.comm.errorFeedback = false;
+        auto r = plan::exportLayout(l, ExportTarget::Megatron);
+        QVERIFY(r.ok() && r.files.at(0).text.find("    --grad-reduce-in-bf16\n") != std::string::npos);
+        r = plan::exportLayout(l, ExportTarget::DeepSpeed);
+        QVERIFY(r.ok() && r.files.at(0).text.find("\"communication_data_type\": \"bf16\"") != std::string::npos);
+        l.memory.zero = 3;
+        r = plan::exportLayout(l, ExportTarget::TorchTitan);
+        QVERIFY2(r.ok(), render(r).c_str());
+        QVERIFY(r.files.at(0).text.find("mixed_precision_reduce = \"bfloat16\"") != std::string::npos);
+        QVERIFY(r.files.at(0).text.find("data_parallel_shard_degree = 4") != std::string::npos);
+    }
+
+    void names()
+    {
+        for (auto t : { ExportTarget::Megatron, ExportTarget::DeepSpeed, ExportTarget::TorchTitan })
+            QCOMPARE(plan::exportTargetFromString(plan::toString(t)), std::optional(t));
+        QCOMPARE(plan::exportTargetFromString("nemo"), std::nullopt);
+        const auto r = plan::exportLayout(
+            layoutFile(QStringLiteral("gpt-mini-local.json")), ExportTarget::DeepSpeed, "out/x.json");
+        QCOMPARE(r.files.at(0).name, std::string("out/x.json"));
+        QCOMPARE(r.files.at(1).name, std::string("out/x.deepspeed.sh"));
+        QVERIFY(r.files.at(1).text.find("/x.json}") != std::string::npos);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestExport)
+#include "tst_export.moc"
