@@ -3,11 +3,13 @@
 #include "engine/plan/Search.h"
 #include "views/CandidateModel.h"
 #include "views/LayerModel.h"
+#include "views/RunHistoryModel.h"
 #include "views/TimelineData.h"
 #include "ViewsTest.h"
 
 #include <QAbstractItemModelTester>
 #include <QMimeData>
+#include <QTemporaryDir>
 
 #include <random>
 
@@ -157,6 +159,36 @@ private slots:
         QVERIFY(hit >= 0);
         QVERIFY(data.event(std::uint32_t(hit)).startNs <= (e.startNs + e.endNs) / 2);
         QVERIFY(data.event(std::uint32_t(hit)).endNs >= (e.startNs + e.endNs) / 2);
+    }
+
+    // The run history shows each RunState as its word, gives the enum through StateRole and colours the
+    // states that ended badly.
+    void runHistoryStates()
+    {
+        QTemporaryDir dir;
+        profiles::Store store(dir.filePath(QStringLiteral("loom.db")));
+        profiles::RunStore runs(store);
+        for (profiles::RunState s : profiles::kRunStates) {
+            const qint64 id = runs.startRun(profiles::toString(s), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("mpirun"));
+            if (s != profiles::RunState::Running)
+                runs.finishRun(id, s, QStringLiteral("because"));
+        }
+        RunHistoryModel model(&store);
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QCOMPARE(model.rowCount(), int(profiles::kRunStates.size()));
+        for (int row = 0; row < model.rowCount(); ++row) {
+            const QModelIndex state = model.index(row, RunHistoryModel::State);
+            const auto value = static_cast<profiles::RunState>(model.data(state, RunHistoryModel::StateRole).toInt());
+            QCOMPARE(model.data(state).toString(), profiles::toString(value));
+            QCOMPARE(model.data(model.index(row, RunHistoryModel::Name)).toString(), profiles::toString(value));
+            const QVariant colour = model.data(state, Qt::ForegroundRole);
+            if (profiles::endedBadly(value))
+                QCOMPARE(colour.value<QColor>(), QColor(0xC0, 0x1F, 0x1F));
+            else if (value == profiles::RunState::Finished)
+                QCOMPARE(colour.value<QColor>(), QColor(0x2E, 0x7D, 0x32));
+            else
+                QVERIFY(!colour.isValid());
+        }
     }
 };
 
