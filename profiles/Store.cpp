@@ -10,6 +10,8 @@
 
 #include <algorithm>
 
+#include <unistd.h>
+
 namespace loom::profiles {
 
 namespace {
@@ -97,6 +99,14 @@ bool readOnlyError(const QSqlError& error)
            || error.text().contains(QLatin1String("read-only"));
 }
 
+// The file, or the folder where SQLite puts its -wal and -shm files, cannot be written (permissions or a
+// read-only file system; access() says so for root too on a read-only mount).
+bool readOnlyPlace(const QString& path)
+{
+    const QByteArray file = QFile::encodeName(path), folder = QFile::encodeName(QFileInfo(path).absolutePath());
+    return QFileInfo::exists(path) && (::access(file.constData(), W_OK) != 0 || ::access(folder.constData(), W_OK) != 0);
+}
+
 [[noreturn]] void failReadOnly(const QString& path, const QSqlError& error)
 {
     throw StoreError(QStringLiteral("store %1 is read-only (%2); Loom writes its store: make the file and its folder writable, "
@@ -167,7 +177,7 @@ void Store::open(int targetVersion)
     // The first real read tells an SQLite file from anything else.
     QSqlQuery q(db);
     if (!q.exec(QStringLiteral("PRAGMA user_version")) || !q.next()) {
-        if (readOnlyError(q.lastError()))
+        if (readOnlyError(q.lastError()) || readOnlyPlace(m_path))
             failReadOnly(m_path, q.lastError());
         fail(m_path, QStringLiteral("is not a Loom database; move it away or set LOOM_DB to another file"),
             q.lastError());

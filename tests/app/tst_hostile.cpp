@@ -266,8 +266,8 @@ private slots:
             QByteArray chunk;
             for (int i = 0; i < 1000; ++i, ++events)
                 chunk += (events ? "," : "")
-                    + QByteArray(R"({"ph": "X", "name": "forward", "pid": 0, "tid": 0, "ts": )")
-                    + QByteArray::number(events * 10) + R"(, "dur": 5, "args": {"step": 0, "note": ")" + pad + "\"}}\n";
+                    + QByteArray("{\"ph\": \"X\", \"name\": \"forward\", \"pid\": 0, \"tid\": 0, \"ts\": ")
+                    + QByteArray::number(events * 10) + ", \"dur\": 5, \"args\": {\"step\": 0, \"note\": \"" + pad + "\"}}\n";
             f.write(chunk);
         }
         f.write("]}\n");

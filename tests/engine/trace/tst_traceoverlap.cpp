@@ -12,7 +12,7 @@ using namespace loom::trace;
 
 namespace {
 
-TraceEvent event(std::int32_t rank, Lane lane, EventKind kind, std::int64_t start, std::int64_t end)
+TraceEvent makeEvent(std::int32_t rank, Lane lane, EventKind kind, std::int64_t start, std::int64_t end)
 {
     TraceEvent e;
     e.rank = rank;
@@ -82,7 +82,7 @@ private slots:
                     : pick == 2                  ? EventKind::AllReduce
                     : pick == 3                  ? EventKind::Send
                                                  : EventKind::AllGather;
-                events.push_back(event(static_cast<std::int32_t>(rng() % 2), lane, kind, a, b));
+                events.push_back(makeEvent(static_cast<std::int32_t>(rng() % 2), lane, kind, a, b));
             }
             const double fast = computeStats(events, {}).overlap, slow = overlapSlowly(events);
             QVERIFY2(std::abs(fast - slow) < 1e-9,
@@ -96,9 +96,9 @@ private slots:
         std::vector<TraceEvent> events;
         const std::int64_t n = 150000;
         for (std::int64_t i = 0; i < n; ++i)
-            events.push_back(event(0, Lane::Compute, EventKind::Forward, 10 * i, 10 * i + 5));
+            events.push_back(makeEvent(0, Lane::Compute, EventKind::Forward, 10 * i, 10 * i + 5));
         for (std::int64_t i = 0; i < n; ++i)
-            events.push_back(event(0, Lane::Comm, EventKind::AllReduce, 0, 10 * n));
+            events.push_back(makeEvent(0, Lane::Comm, EventKind::AllReduce, 0, 10 * n));
         QElapsedTimer t;
         t.start();
         const TraceStats s = computeStats(events, {});
