@@ -72,7 +72,7 @@ Profile cluster(const std::string& name)
 
 QString runState(RunStore& runs, qint64 id)
 {
-    return runs.run(id)->state;
+    return toString(runs.run(id)->state);
 }
 
 class TestStoreSafety : public QObject {
