@@ -68,6 +68,7 @@ int main(int argc, char** argv)
         else if (a == "--json")
             json = true;
     }
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines as they come, also into a file
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     comm::MpiSession session(&argc, &argv);

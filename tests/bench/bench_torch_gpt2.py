@@ -53,7 +53,7 @@ class Gpt2(nn.Module):
         for block in self.blocks:
             x = block(x)
         logits = self.lnf(x) @ self.wte.weight.t()  # tied head
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def main():
