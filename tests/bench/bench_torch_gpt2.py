@@ -46,6 +46,11 @@ class Gpt2(nn.Module):
         self.wpe = nn.Embedding(seq, c)
         self.blocks = nn.ModuleList(Block(c, heads) for _ in range(layers))
         self.lnf = nn.LayerNorm(c)
+        for module in self.modules():  # GPT-2's initialisation (as Loom and llm.c start)
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, 0.0, 0.02)
+            if isinstance(module, nn.Linear):
+                nn.init.zeros_(module.bias)
 
     def forward(self, idx, targets):
         t = idx.shape[1]
