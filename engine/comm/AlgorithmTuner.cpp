@@ -11,17 +11,17 @@ const std::vector<TuningRule>& allreduceTuningTable()
     static const std::vector<TuningRule> table = {
         // MPI, one node: Open MPI's own all-reduce wins while latency dominates; above the crossing,
         // Loom's ring moves each byte 2(n-1)/n times through shared memory and wins by a wide margin.
-        {"mpi", false, 0, CollectiveAlgorithm::Library},
-        {"mpi", false, 16 << 20, CollectiveAlgorithm::Ring},
+        { "mpi", false, 0, CollectiveAlgorithm::Library },
+        { "mpi", false, 16 << 20, CollectiveAlgorithm::Ring },
         // MPI across nodes: latency first, then the two-level all-reduce that keeps most bytes inside nodes.
-        {"mpi", true, 0, CollectiveAlgorithm::Library},
-        {"mpi", true, 16 << 20, CollectiveAlgorithm::Hierarchical},
+        { "mpi", true, 0, CollectiveAlgorithm::Library },
+        { "mpi", true, 16 << 20, CollectiveAlgorithm::Hierarchical },
         // Gloo: its own ring all-reduce at every size.
-        {"gloo", false, 0, CollectiveAlgorithm::Library},
-        {"gloo", true, 0, CollectiveAlgorithm::Library},
+        { "gloo", false, 0, CollectiveAlgorithm::Library },
+        { "gloo", true, 0, CollectiveAlgorithm::Library },
         // NCCL has its own tuner (ring, tree, NVLS by size and topology): let it choose.
-        {"nccl", false, 0, CollectiveAlgorithm::Library},
-        {"nccl", true, 0, CollectiveAlgorithm::Library},
+        { "nccl", false, 0, CollectiveAlgorithm::Library },
+        { "nccl", true, 0, CollectiveAlgorithm::Library },
     };
     return table;
 }
@@ -49,4 +49,4 @@ int nodesSpanned(const std::vector<std::int32_t>& members, std::int64_t ranksPer
     return std::max(1, static_cast<int>(nodes.size()));
 }
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -16,10 +16,10 @@ namespace loom::comm {
 
 // What the choice depends on.
 struct AllreduceQuery {
-    std::string_view backend = "mpi";  // "mpi", "gloo" (CPU buffers) or "nccl" (GPU buffers)
-    std::size_t bytes = 0;             // one call's message
-    int ranks = 1;                     // members of the group
-    int nodes = 1;                     // nodes the group spans
+    std::string_view backend = "mpi"; // "mpi", "gloo" (CPU buffers) or "nccl" (GPU buffers)
+    std::size_t bytes = 0; // one call's message
+    int ranks = 1; // members of the group
+    int nodes = 1; // nodes the group spans
 };
 
 // One row: for `backend`, groups inside one node (multiNode false) or across nodes, messages of at least
@@ -37,9 +37,10 @@ const std::vector<TuningRule>& allreduceTuningTable();
 // A concrete algorithm for the query (never fails): the last matching row of the table. A backend
 // without rows (or a group of one rank) uses the library's own all-reduce; Hierarchical is chosen only
 // when the group spans several nodes with more than one rank on some node.
-CollectiveAlgorithm chooseAllreduce(const AllreduceQuery& query, const std::vector<TuningRule>& table = allreduceTuningTable());
+CollectiveAlgorithm chooseAllreduce(
+    const AllreduceQuery& query, const std::vector<TuningRule>& table = allreduceTuningTable());
 
 // The nodes that the global ranks `members` span when node n holds ranks [n·ranksPerNode, (n+1)·ranksPerNode).
 int nodesSpanned(const std::vector<std::int32_t>& members, std::int64_t ranksPerNode);
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -42,8 +42,9 @@ struct AdamConstants {
     float lr, decay, eps, gradScale;
 };
 
-void update(const AdamConstants& k, float* __restrict params, const float* __restrict grads, float* __restrict m,
-            float* __restrict v, const std::uint8_t* __restrict mask, std::size_t n)
+// One run of elements that share their weight decay (`decay` is lr·weight_decay or 0).
+void update(const AdamConstants& k, float decay, float* __restrict params, const float* __restrict grads,
+            float* __restrict m, float* __restrict v, std::size_t n)
 {
     for (std::size_t i = 0; i < n; ++i) {
         const float g = grads[i] * k.gradScale;
@@ -52,8 +53,7 @@ void update(const AdamConstants& k, float* __restrict params, const float* __res
         m[i] = mi;
         v[i] = vi;
         const float p = params[i];
-        const float decayed = p - k.decay * float(mask[i]) * p;
-        params[i] = decayed - k.lr * (mi * k.invC1) / (std::sqrt(vi * k.invC2) + k.eps);
+        params[i] = (p - decay * p) - k.lr * (mi * k.invC1) / (std::sqrt(vi * k.invC2) + k.eps);
     }
 }
 
@@ -85,9 +85,25 @@ void AdamW::step(float* params, const float* grads, const std::vector<std::uint8
                           static_cast<float>(1.0 - m_beta2), static_cast<float>(1.0 / c1), static_cast<float>(1.0 / c2),
                           static_cast<float>(lr), static_cast<float>(lr * m_weightDecay), static_cast<float>(m_eps),
                           gradScale};
-    const std::size_t b0 = m_begin;
-    parallelFor(m_end - m_begin, computeThreads(), [&](std::size_t, std::size_t b, std::size_t e) {
-        update(k, params + b0 + b, grads + b0 + b, m_m.data() + b, m_v.data() + b, decayMask.data() + b0 + b, e - b);
+    // The mask is constant per tensor: read it once into runs, so the update streams no mask bytes.
+    if (m_runsOf != decayMask.data() || m_runsSize != decayMask.size()) {
+        m_runs.clear();
+        for (std::size_t i = m_begin; i < m_end; ++i)
+            if (m_runs.empty() || (decayMask[i] != 0) != m_runs.back().decay)
+                m_runs.push_back({i - m_begin, decayMask[i] != 0});
+        m_runsOf = decayMask.data();
+        m_runsSize = decayMask.size();
+    }
+    const std::size_t b0 = m_begin, n = m_end - m_begin;
+    if (n == 0)
+        return;
+    parallelFor(n, computeThreads(), [&](std::size_t, std::size_t b, std::size_t e) {
+        auto run = std::upper_bound(m_runs.begin(), m_runs.end(), b, [](std::size_t x, const Run& r) { return x < r.start; });
+        for (--run; b < e; ++run) {  // the run holding b, then the following ones up to e
+            const std::size_t stop = std::min(e, run + 1 == m_runs.end() ? n : (run + 1)->start);
+            update(k, run->decay ? k.decay : 0.0f, params + b0 + b, grads + b0 + b, m_m.data() + b, m_v.data() + b, stop - b);
+            b = stop;
+        }
     });
 }
 

@@ -21,7 +21,8 @@ double sumOfSquares(const float* x, std::size_t n, int threads = 0);
 // AdamW (Loshchilov & Hutter) over a range of the flat parameter buffer. Weight decay applies where
 // `decayMask` is 1. With ZeRO-1 each data-parallel rank owns one range and keeps moments only for it.
 // step() runs in float with its constants computed once per step, vectorised and split over
-// computeThreads(); `gradScale` (the clipping factor) is applied inside the same pass.
+// computeThreads(); `gradScale` (the clipping factor) is applied inside the same pass. `decayMask` is read
+// into runs of equal values on the first step and must stay the same (contents and buffer) afterwards.
 class AdamW {
 public:
     AdamW(std::size_t begin, std::size_t end, double beta1 = 0.9, double beta2 = 0.95, double eps = 1e-8,
@@ -46,6 +47,13 @@ private:
     double m_beta1, m_beta2, m_eps, m_weightDecay;
     std::int64_t m_t = 0;
     std::vector<float> m_m, m_v;
+    struct Run {
+        std::size_t start;  // from begin()
+        bool decay;
+    };
+    std::vector<Run> m_runs;  // decayMask over [begin, end) as runs of equal values
+    const std::uint8_t* m_runsOf = nullptr;
+    std::size_t m_runsSize = 0;
 };
 
 }  // namespace loom::train

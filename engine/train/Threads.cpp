@@ -37,20 +37,21 @@ int configureComputeThreads(int ranksOnNode, std::string& note)
 {
     note.clear();
     int requested = 0;
-    for (const char* name : {"LOOM_THREADS", "OPENBLAS_NUM_THREADS"})
+    for (const char* name : { "LOOM_THREADS", "OPENBLAS_NUM_THREADS" })
         if (const char* v = std::getenv(name); v && requested == 0)
             requested = std::clamp(std::atoi(v), 0, 4096);
     const int node = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     int threads = threadsPerRank(node, ranksOnNode, requested);
     const int bound = availableCores();
     if (requested == 0 && bound < threads) {
-        note = "this rank may run on " + std::to_string(bound) + " of the node's " + std::to_string(node) + " cores (its share is "
-               + std::to_string(threads) + "): mpirun binds each rank to one core by default; start it with --bind-to none "
-               + "or --map-by slot:PE=" + std::to_string(threads) + " to use the rest";
+        note = "this rank may run on " + std::to_string(bound) + " of the node's " + std::to_string(node)
+            + " cores (its share is " + std::to_string(threads)
+            + "): mpirun binds each rank to one core by default; start it with --bind-to none "
+            + "or --map-by slot:PE=" + std::to_string(threads) + " to use the rest";
         threads = bound;
     }
     setComputeThreads(threads);
     return threads;
 }
 
-}  // namespace loom::train
+} // namespace loom::train

@@ -29,11 +29,10 @@ int configureComputeThreads(int ranksOnNode, std::string& note);
 // Runs fn(part, begin, end) over at most `threads` contiguous, equal parts of [0, n) (the last may be
 // shorter), part 0 on the calling thread. The split depends only on n and threads, so results are reproducible.
 // Below `grain` elements per thread the work is not worth a thread start and runs on fewer threads.
-template <typename Fn>
-void parallelFor(std::size_t n, int threads, Fn&& fn, std::size_t grain = 1 << 16)
+template <typename Fn> void parallelFor(std::size_t n, int threads, Fn&& fn, std::size_t grain = 1 << 16)
 {
-    const std::size_t parts = std::clamp<std::size_t>(n / std::max<std::size_t>(grain, 1), 1,
-                                                      static_cast<std::size_t>(std::max(threads, 1)));
+    const std::size_t parts = std::clamp<std::size_t>(
+        n / std::max<std::size_t>(grain, 1), 1, static_cast<std::size_t>(std::max(threads, 1)));
     if (parts == 1) {
         fn(std::size_t(0), std::size_t(0), n);
         return;
@@ -48,4 +47,4 @@ void parallelFor(std::size_t n, int threads, Fn&& fn, std::size_t grain = 1 << 1
         w.join();
 }
 
-}  // namespace loom::train
+} // namespace loom::train

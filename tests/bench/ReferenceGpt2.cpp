@@ -12,8 +12,7 @@ namespace loom::bench {
 namespace {
 
 // fn(begin, end) over `threads` equal parts of [0, n).
-template <typename Fn>
-void split(int n, int threads, Fn&& fn)
+template <typename Fn> void split(int n, int threads, Fn&& fn)
 {
     const int parts = std::clamp(threads, 1, std::max(n, 1));
     const int per = (n + parts - 1) / parts;
@@ -41,7 +40,8 @@ void encoderBackward(float* dwte, float* dwpe, const float* dout, const std::int
         }
 }
 
-void layernormForward(float* out, float* mean, float* rstd, const float* in, const float* w, const float* b, int n, int c)
+void layernormForward(
+    float* out, float* mean, float* rstd, const float* in, const float* w, const float* b, int n, int c)
 {
     for (int i = 0; i < n; ++i) {
         const float* x = in + i * c;
@@ -61,7 +61,7 @@ void layernormForward(float* out, float* mean, float* rstd, const float* in, con
 }
 
 void layernormBackward(float* din, float* dw, float* db, const float* dout, const float* in, const float* w,
-                       const float* mean, const float* rstd, int n, int c)
+    const float* mean, const float* rstd, int n, int c)
 {
     for (int i = 0; i < n; ++i) {
         const float* x = in + i * c;
@@ -99,10 +99,10 @@ void matmulForward(float* out, const float* in, const float* w, const float* bia
     });
 }
 
-void matmulBackward(float* din, float* dw, float* dbias, const float* dout, const float* in, const float* w, int n, int c,
-                    int oc, int threads)
+void matmulBackward(float* din, float* dw, float* dbias, const float* dout, const float* in, const float* w, int n,
+    int c, int oc, int threads)
 {
-    split(n, threads, [&](int b, int e) {  // din (n, c) += dout · w
+    split(n, threads, [&](int b, int e) { // din (n, c) += dout · w
         for (int i = b; i < e; ++i)
             for (int o = 0; o < oc; ++o) {
                 const float dy = dout[std::size_t(i) * oc + o];
@@ -112,7 +112,7 @@ void matmulBackward(float* din, float* dw, float* dbias, const float* dout, cons
                     dx[k] += wo[k] * dy;
             }
     });
-    split(oc, threads, [&](int b, int e) {  // dw (oc, c) += doutᵀ · in, each thread its own rows
+    split(oc, threads, [&](int b, int e) { // dw (oc, c) += doutᵀ · in, each thread its own rows
         for (int o = b; o < e; ++o)
             for (int i = 0; i < n; ++i) {
                 const float dy = dout[std::size_t(i) * oc + o];
@@ -166,8 +166,8 @@ void attentionForward(float* out, float* preatt, float* att, const float* qkv, i
     });
 }
 
-void attentionBackward(float* dqkv, float* dpreatt, float* datt, const float* dout, const float* qkv, const float* att, int b,
-                       int t, int c, int nh, int threads)
+void attentionBackward(float* dqkv, float* dpreatt, float* datt, const float* dout, const float* qkv, const float* att,
+    int b, int t, int c, int nh, int threads)
 {
     const int hs = c / nh;
     const float scale = 1.0f / std::sqrt(float(hs));
@@ -187,7 +187,7 @@ void attentionBackward(float* dqkv, float* dpreatt, float* datt, const float* do
                         dv[x] += a[j] * dy[x];
                     }
                 }
-                for (int j = 0; j <= i; ++j)  // softmax: dpre_k = a_k (da_k - Σ_j a_j da_j)
+                for (int j = 0; j <= i; ++j) // softmax: dpre_k = a_k (da_k - Σ_j a_j da_j)
                     for (int k = 0; k <= i; ++k)
                         dpre[k] += a[j] * ((j == k ? 1.0f : 0.0f) - a[k]) * da[j];
                 const float* q = qkv + std::size_t(bb * t + i) * 3 * c + h * hs;
@@ -205,7 +205,7 @@ void attentionBackward(float* dqkv, float* dpreatt, float* datt, const float* do
     });
 }
 
-constexpr float kGelu = 0.7978845608f;  // sqrt(2/pi)
+constexpr float kGelu = 0.7978845608f; // sqrt(2/pi)
 
 void geluForward(float* out, const float* in, std::size_t n)
 {
@@ -226,23 +226,30 @@ void geluBackward(float* din, const float* in, const float* dout, std::size_t n)
     }
 }
 
-}  // namespace
+} // namespace
 
 ReferenceGpt2::ReferenceGpt2(ReferenceShape shape, int batch, std::uint64_t seed, int threads)
-    : m_s(shape), m_b(batch), m_threads(std::max(1, threads))
+    : m_s(shape)
+    , m_b(batch)
+    , m_threads(std::max(1, threads))
 {
     const std::size_t V = m_s.vocab, T = m_s.seqLen, C = m_s.hidden, L = m_s.layers, N = std::size_t(batch) * T,
                       NH = m_s.heads;
     std::size_t o = 0;
-    auto take = [&o](std::size_t n) { const std::size_t at = o; o += n; return at; };
-    m_p = {take(V * C), take(T * C), take(L * C), take(L * C), take(L * 3 * C * C), take(L * 3 * C), take(L * C * C), take(L * C),
-           take(L * C), take(L * C), take(L * 4 * C * C), take(L * 4 * C), take(L * C * 4 * C), take(L * C), take(C), take(C), 0};
+    auto take = [&o](std::size_t n) {
+        const std::size_t at = o;
+        o += n;
+        return at;
+    };
+    m_p = { take(V * C), take(T * C), take(L * C), take(L * C), take(L * 3 * C * C), take(L * 3 * C), take(L * C * C),
+        take(L * C), take(L * C), take(L * C), take(L * 4 * C * C), take(L * 4 * C), take(L * C * 4 * C), take(L * C),
+        take(C), take(C), 0 };
     m_p.total = o;
     o = 0;
-    m_a = {take(N * C), take(L * N * C), take(L * N), take(L * N), take(L * N * 3 * C), take(L * N * C),
-           take(L * batch * NH * T * T), take(L * batch * NH * T * T), take(L * N * C), take(L * N * C), take(L * N * C),
-           take(L * N), take(L * N), take(L * N * 4 * C), take(L * N * 4 * C), take(L * N * C), take(L * N * C), take(N * C),
-           take(N), take(N), take(N * V), take(N * V), take(N), 0};
+    m_a = { take(N * C), take(L * N * C), take(L * N), take(L * N), take(L * N * 3 * C), take(L * N * C),
+        take(L * batch * NH * T * T), take(L * batch * NH * T * T), take(L * N * C), take(L * N * C), take(L * N * C),
+        take(L * N), take(L * N), take(L * N * 4 * C), take(L * N * 4 * C), take(L * N * C), take(L * N * C),
+        take(N * C), take(N), take(N), take(N * V), take(N * V), take(N), 0 };
     m_a.total = o;
     m_params.assign(m_p.total, 0.0f);
     m_grads.assign(m_p.total, 0.0f);
@@ -254,9 +261,9 @@ ReferenceGpt2::ReferenceGpt2(ReferenceShape shape, int batch, std::uint64_t seed
     std::normal_distribution<float> normal(0.0f, 0.02f);
     for (float& x : m_params)
         x = normal(rng);
-    for (std::size_t w : {m_p.ln1w, m_p.ln2w})
+    for (std::size_t w : { m_p.ln1w, m_p.ln2w })
         std::fill(p(w), p(w) + L * C, 1.0f);
-    for (std::size_t b : {m_p.ln1b, m_p.ln2b, m_p.qkvb, m_p.attb, m_p.fcb, m_p.projb})
+    for (std::size_t b : { m_p.ln1b, m_p.ln2b, m_p.qkvb, m_p.attb, m_p.fcb, m_p.projb })
         std::fill(p(b), p(b) + L * C * (b == m_p.qkvb ? 3 : b == m_p.fcb ? 4 : 1), 0.0f);
     std::fill(p(m_p.lnfw), p(m_p.lnfw) + C, 1.0f);
     std::fill(p(m_p.lnfb), p(m_p.lnfb) + C, 0.0f);
@@ -269,21 +276,23 @@ void ReferenceGpt2::forward(const std::int32_t* tokens, const std::int32_t* targ
     for (int l = 0; l < m_s.layers; ++l) {
         const std::size_t nc = std::size_t(l) * N * C, n1 = std::size_t(l) * N, att = std::size_t(l) * B * NH * T * T;
         const float* in = l == 0 ? a(m_a.encoded) : a(m_a.res3) + nc - std::size_t(N) * C;
-        layernormForward(a(m_a.ln1) + nc, a(m_a.ln1Mean) + n1, a(m_a.ln1Rstd) + n1, in, p(m_p.ln1w) + l * C, p(m_p.ln1b) + l * C, N, C);
-        matmulForward(a(m_a.qkv) + 3 * nc, a(m_a.ln1) + nc, p(m_p.qkvw) + std::size_t(l) * 3 * C * C, p(m_p.qkvb) + l * 3 * C, N, C,
-                      3 * C, m_threads);
-        attentionForward(a(m_a.atty) + nc, a(m_a.preatt) + att, a(m_a.att) + att, a(m_a.qkv) + 3 * nc, B, T, C, NH, m_threads);
-        matmulForward(a(m_a.attproj) + nc, a(m_a.atty) + nc, p(m_p.attw) + std::size_t(l) * C * C, p(m_p.attb) + l * C, N, C, C,
-                      m_threads);
+        layernormForward(a(m_a.ln1) + nc, a(m_a.ln1Mean) + n1, a(m_a.ln1Rstd) + n1, in, p(m_p.ln1w) + l * C,
+            p(m_p.ln1b) + l * C, N, C);
+        matmulForward(a(m_a.qkv) + 3 * nc, a(m_a.ln1) + nc, p(m_p.qkvw) + std::size_t(l) * 3 * C * C,
+            p(m_p.qkvb) + l * 3 * C, N, C, 3 * C, m_threads);
+        attentionForward(
+            a(m_a.atty) + nc, a(m_a.preatt) + att, a(m_a.att) + att, a(m_a.qkv) + 3 * nc, B, T, C, NH, m_threads);
+        matmulForward(a(m_a.attproj) + nc, a(m_a.atty) + nc, p(m_p.attw) + std::size_t(l) * C * C, p(m_p.attb) + l * C,
+            N, C, C, m_threads);
         for (std::size_t i = 0; i < std::size_t(N) * C; ++i)
             a(m_a.res2)[nc + i] = in[i] + a(m_a.attproj)[nc + i];
-        layernormForward(a(m_a.ln2) + nc, a(m_a.ln2Mean) + n1, a(m_a.ln2Rstd) + n1, a(m_a.res2) + nc, p(m_p.ln2w) + l * C,
-                         p(m_p.ln2b) + l * C, N, C);
-        matmulForward(a(m_a.fch) + 4 * nc, a(m_a.ln2) + nc, p(m_p.fcw) + std::size_t(l) * 4 * C * C, p(m_p.fcb) + l * 4 * C, N, C,
-                      4 * C, m_threads);
+        layernormForward(a(m_a.ln2) + nc, a(m_a.ln2Mean) + n1, a(m_a.ln2Rstd) + n1, a(m_a.res2) + nc,
+            p(m_p.ln2w) + l * C, p(m_p.ln2b) + l * C, N, C);
+        matmulForward(a(m_a.fch) + 4 * nc, a(m_a.ln2) + nc, p(m_p.fcw) + std::size_t(l) * 4 * C * C,
+            p(m_p.fcb) + l * 4 * C, N, C, 4 * C, m_threads);
         geluForward(a(m_a.fchGelu) + 4 * nc, a(m_a.fch) + 4 * nc, std::size_t(N) * 4 * C);
-        matmulForward(a(m_a.fcproj) + nc, a(m_a.fchGelu) + 4 * nc, p(m_p.projw) + std::size_t(l) * 4 * C * C, p(m_p.projb) + l * C,
-                      N, 4 * C, C, m_threads);
+        matmulForward(a(m_a.fcproj) + nc, a(m_a.fchGelu) + 4 * nc, p(m_p.projw) + std::size_t(l) * 4 * C * C,
+            p(m_p.projb) + l * C, N, 4 * C, C, m_threads);
         for (std::size_t i = 0; i < std::size_t(N) * C; ++i)
             a(m_a.res3)[nc + i] = a(m_a.res2)[nc + i] + a(m_a.fcproj)[nc + i];
     }
@@ -310,7 +319,7 @@ void ReferenceGpt2::backward(const std::int32_t* tokens, const std::int32_t* tar
     const int V = m_s.vocab, T = m_s.seqLen, C = m_s.hidden, NH = m_s.heads, B = m_b, N = B * T;
     std::fill(m_grads.begin(), m_grads.end(), 0.0f);
     std::fill(m_dacts.begin(), m_dacts.end(), 0.0f);
-    for (int i = 0; i < N; ++i) {  // softmax + cross-entropy, mean over the batch
+    for (int i = 0; i < N; ++i) { // softmax + cross-entropy, mean over the batch
         const float* pr = a(m_a.probs) + std::size_t(i) * V;
         float* dz = d(m_a.logits) + std::size_t(i) * V;
         for (int k = 0; k < V; ++k)
@@ -319,35 +328,36 @@ void ReferenceGpt2::backward(const std::int32_t* tokens, const std::int32_t* tar
     matmulBackward(d(m_a.lnf), g(m_p.wte), nullptr, d(m_a.logits), a(m_a.lnf), p(m_p.wte), N, C, V, m_threads);
     const std::size_t lastOff = std::size_t(m_s.layers - 1) * N * C;
     layernormBackward(d(m_a.res3) + lastOff, g(m_p.lnfw), g(m_p.lnfb), d(m_a.lnf), a(m_a.res3) + lastOff, p(m_p.lnfw),
-                      a(m_a.lnfMean), a(m_a.lnfRstd), N, C);
+        a(m_a.lnfMean), a(m_a.lnfRstd), N, C);
     for (int l = m_s.layers - 1; l >= 0; --l) {
         const std::size_t nc = std::size_t(l) * N * C, n1 = std::size_t(l) * N, att = std::size_t(l) * B * NH * T * T;
         const float* in = l == 0 ? a(m_a.encoded) : a(m_a.res3) + nc - std::size_t(N) * C;
         float* din = l == 0 ? d(m_a.encoded) : d(m_a.res3) + nc - std::size_t(N) * C;
         float* dres3 = d(m_a.res3) + nc;
-        for (std::size_t i = 0; i < std::size_t(N) * C; ++i) {  // res3 = res2 + fcproj
+        for (std::size_t i = 0; i < std::size_t(N) * C; ++i) { // res3 = res2 + fcproj
             d(m_a.res2)[nc + i] += dres3[i];
             d(m_a.fcproj)[nc + i] += dres3[i];
         }
-        matmulBackward(d(m_a.fchGelu) + 4 * nc, g(m_p.projw) + std::size_t(l) * 4 * C * C, g(m_p.projb) + l * C, d(m_a.fcproj) + nc,
-                       a(m_a.fchGelu) + 4 * nc, p(m_p.projw) + std::size_t(l) * 4 * C * C, N, 4 * C, C, m_threads);
+        matmulBackward(d(m_a.fchGelu) + 4 * nc, g(m_p.projw) + std::size_t(l) * 4 * C * C, g(m_p.projb) + l * C,
+            d(m_a.fcproj) + nc, a(m_a.fchGelu) + 4 * nc, p(m_p.projw) + std::size_t(l) * 4 * C * C, N, 4 * C, C,
+            m_threads);
         geluBackward(d(m_a.fch) + 4 * nc, a(m_a.fch) + 4 * nc, d(m_a.fchGelu) + 4 * nc, std::size_t(N) * 4 * C);
-        matmulBackward(d(m_a.ln2) + nc, g(m_p.fcw) + std::size_t(l) * 4 * C * C, g(m_p.fcb) + l * 4 * C, d(m_a.fch) + 4 * nc,
-                       a(m_a.ln2) + nc, p(m_p.fcw) + std::size_t(l) * 4 * C * C, N, C, 4 * C, m_threads);
+        matmulBackward(d(m_a.ln2) + nc, g(m_p.fcw) + std::size_t(l) * 4 * C * C, g(m_p.fcb) + l * 4 * C,
+            d(m_a.fch) + 4 * nc, a(m_a.ln2) + nc, p(m_p.fcw) + std::size_t(l) * 4 * C * C, N, C, 4 * C, m_threads);
         layernormBackward(d(m_a.res2) + nc, g(m_p.ln2w) + l * C, g(m_p.ln2b) + l * C, d(m_a.ln2) + nc, a(m_a.res2) + nc,
-                          p(m_p.ln2w) + l * C, a(m_a.ln2Mean) + n1, a(m_a.ln2Rstd) + n1, N, C);
-        for (std::size_t i = 0; i < std::size_t(N) * C; ++i) {  // res2 = in + attproj
+            p(m_p.ln2w) + l * C, a(m_a.ln2Mean) + n1, a(m_a.ln2Rstd) + n1, N, C);
+        for (std::size_t i = 0; i < std::size_t(N) * C; ++i) { // res2 = in + attproj
             din[i] += d(m_a.res2)[nc + i];
             d(m_a.attproj)[nc + i] += d(m_a.res2)[nc + i];
         }
         matmulBackward(d(m_a.atty) + nc, g(m_p.attw) + std::size_t(l) * C * C, g(m_p.attb) + l * C, d(m_a.attproj) + nc,
-                       a(m_a.atty) + nc, p(m_p.attw) + std::size_t(l) * C * C, N, C, C, m_threads);
-        attentionBackward(d(m_a.qkv) + 3 * nc, d(m_a.preatt) + att, d(m_a.att) + att, d(m_a.atty) + nc, a(m_a.qkv) + 3 * nc,
-                          a(m_a.att) + att, B, T, C, NH, m_threads);
-        matmulBackward(d(m_a.ln1) + nc, g(m_p.qkvw) + std::size_t(l) * 3 * C * C, g(m_p.qkvb) + l * 3 * C, d(m_a.qkv) + 3 * nc,
-                       a(m_a.ln1) + nc, p(m_p.qkvw) + std::size_t(l) * 3 * C * C, N, C, 3 * C, m_threads);
+            a(m_a.atty) + nc, p(m_p.attw) + std::size_t(l) * C * C, N, C, C, m_threads);
+        attentionBackward(d(m_a.qkv) + 3 * nc, d(m_a.preatt) + att, d(m_a.att) + att, d(m_a.atty) + nc,
+            a(m_a.qkv) + 3 * nc, a(m_a.att) + att, B, T, C, NH, m_threads);
+        matmulBackward(d(m_a.ln1) + nc, g(m_p.qkvw) + std::size_t(l) * 3 * C * C, g(m_p.qkvb) + l * 3 * C,
+            d(m_a.qkv) + 3 * nc, a(m_a.ln1) + nc, p(m_p.qkvw) + std::size_t(l) * 3 * C * C, N, C, 3 * C, m_threads);
         layernormBackward(din, g(m_p.ln1w) + l * C, g(m_p.ln1b) + l * C, d(m_a.ln1) + nc, in, p(m_p.ln1w) + l * C,
-                          a(m_a.ln1Mean) + n1, a(m_a.ln1Rstd) + n1, N, C);
+            a(m_a.ln1Mean) + n1, a(m_a.ln1Rstd) + n1, N, C);
     }
     encoderBackward(g(m_p.wte), g(m_p.wpe), d(m_a.encoded), tokens, N, T, C);
 }
@@ -381,4 +391,4 @@ float ReferenceGpt2::step(const std::int32_t* tokens, const std::int32_t* target
     return loss;
 }
 
-}  // namespace loom::bench
+} // namespace loom::bench

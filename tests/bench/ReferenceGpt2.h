@@ -42,11 +42,11 @@ private:
     ReferenceShape m_s;
     int m_b;
     int m_threads;
-    Offsets m_p{};
-    Acts m_a{};
+    Offsets m_p {};
+    Acts m_a {};
     std::vector<float> m_params, m_grads, m_m, m_v, m_acts, m_dacts;
     std::int64_t m_t = 0;
     double m_optimizerSeconds = 0;
 };
 
-}  // namespace loom::bench
+} // namespace loom::bench

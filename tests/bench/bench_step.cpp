@@ -49,7 +49,7 @@ void politeBarrier()
     }
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv)
 {
@@ -68,6 +68,7 @@ int main(int argc, char** argv)
         else if (a == "--json")
             json = true;
     }
+    std::setvbuf(stdout, nullptr, _IOLBF, 0); // lines as they come, also into a file
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     comm::MpiSession session(&argc, &argv);
@@ -75,8 +76,9 @@ int main(int argc, char** argv)
     train::setComputeThreads(threads);
 
     const std::string text = R"({"loom_layout": 1, "name": "bench-step", "model": "gpt2-124m", "cluster": "local",
-        "parallel": {"tp": 1, "pp": 1, "dp": )" + std::to_string(dp) + R"(, "micro_batch": )" + std::to_string(4 / std::min(dp, 4))
-                             + R"(, "global_batch": 4}})";
+        "parallel": {"tp": 1, "pp": 1, "dp": )"
+        + std::to_string(dp) + R"(, "micro_batch": )" + std::to_string(4 / std::min(dp, 4))
+        + R"(, "global_batch": 4}})";
     auto read = plan::readLayout(text, profiles::BuiltinProfiles::instance());
     if (!read.ok()) {
         std::fprintf(stderr, "bench_step: %s", read.diagnostics.format().c_str());
@@ -102,7 +104,7 @@ int main(int argc, char** argv)
             if (e.kind == trace::EventKind::Optimizer)
                 optimizer += double(e.endNs - e.startNs) * 1e-9;
         (s == 0 ? firstLoss : lastLoss) = r.loss;
-        if (s >= 1) {  // the first step pays page faults
+        if (s >= 1) { // the first step pays page faults
             stepTimes.push_back(r.seconds);
             optimizerTimes.push_back(optimizer);
         }
@@ -110,7 +112,7 @@ int main(int argc, char** argv)
     const double loomStep = median(stepTimes), loomOptimizer = median(optimizerTimes);
 
     double refStep = 0, refOptimizer = 0, refFirst = 0, refLast = 0;
-    const int refThreads = threads * dp;  // the reference gets the cores the Loom ranks had together
+    const int refThreads = threads * dp; // the reference gets the cores the Loom ranks had together
     if (reference) {
         politeBarrier();
         if (rank == 0) {
@@ -147,23 +149,24 @@ int main(int argc, char** argv)
     }
     const double ratio = reference && loomStep > 0 ? refStep / loomStep : 0;
     if (json) {
-        std::printf("{\"bench\":\"step\",\"model\":\"gpt2-124m\",\"batch\":4,\"seq\":64,\"dp\":%d,\"threads_per_rank\":%d,"
-                    "\"loom_step_ms\":%.1f,\"loom_optimizer_ms\":%.1f,\"loom_optimizer_fraction\":%.4f,"
-                    "\"reference_threads\":%d,\"reference_step_ms\":%.1f,\"reference_optimizer_ms\":%.1f,"
-                    "\"reference_vs_loom\":%.3f,\"loadavg\":\"%s\"}\n",
-                    dp, threads, loomStep * 1e3, loomOptimizer * 1e3, loomOptimizer / loomStep, refThreads, refStep * 1e3,
-                    refOptimizer * 1e3, ratio, load);
+        std::printf(
+            "{\"bench\":\"step\",\"model\":\"gpt2-124m\",\"batch\":4,\"seq\":64,\"dp\":%d,\"threads_per_rank\":%d,"
+            "\"loom_step_ms\":%.1f,\"loom_optimizer_ms\":%.1f,\"loom_optimizer_fraction\":%.4f,"
+            "\"reference_threads\":%d,\"reference_step_ms\":%.1f,\"reference_optimizer_ms\":%.1f,"
+            "\"reference_vs_loom\":%.3f,\"loadavg\":\"%s\"}\n",
+            dp, threads, loomStep * 1e3, loomOptimizer * 1e3, loomOptimizer / loomStep, refThreads, refStep * 1e3,
+            refOptimizer * 1e3, ratio, load);
         return 0;
     }
-    std::printf("GPT-2 124M shape, batch 4 x 64, fp32; Loom dp %d with %d thread(s) per rank (load average %s)\n", dp, threads,
-                load);
+    std::printf("GPT-2 124M shape, batch 4 x 64, fp32; Loom dp %d with %d thread(s) per rank (load average %s)\n", dp,
+        threads, load);
     std::printf("  Loom step          %9.1f ms  (median of %zu; loss %.4f -> %.4f)\n", loomStep * 1e3, stepTimes.size(),
-                firstLoss, lastLoss);
+        firstLoss, lastLoss);
     std::printf("  Loom optimizer     %9.1f ms  = %.1f %% of the step (goal < 8 %%)\n", loomOptimizer * 1e3,
-                100 * loomOptimizer / loomStep);
+        100 * loomOptimizer / loomStep);
     if (reference) {
-        std::printf("  reference step     %9.1f ms  (plain loops, %d thread(s); median of %d; loss %.4f -> %.4f)\n", refStep * 1e3,
-                    refThreads, refSteps - 1, refFirst, refLast);
+        std::printf("  reference step     %9.1f ms  (plain loops, %d thread(s); median of %d; loss %.4f -> %.4f)\n",
+            refStep * 1e3, refThreads, refSteps - 1, refFirst, refLast);
         std::printf("  reference AdamW    %9.1f ms  (plain loop, one thread)\n", refOptimizer * 1e3);
         std::printf("  reference_vs_loom=%.3f  (reference step / Loom step; above 1: Loom is faster)\n", ratio);
     }

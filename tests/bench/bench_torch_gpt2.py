@@ -46,6 +46,11 @@ class Gpt2(nn.Module):
         self.wpe = nn.Embedding(seq, c)
         self.blocks = nn.ModuleList(Block(c, heads) for _ in range(layers))
         self.lnf = nn.LayerNorm(c)
+        for module in self.modules():  # GPT-2's initialisation (as Loom and llm.c start)
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, 0.0, 0.02)
+            if isinstance(module, nn.Linear):
+                nn.init.zeros_(module.bias)
 
     def forward(self, idx, targets):
         t = idx.shape[1]
@@ -53,7 +58,7 @@ class Gpt2(nn.Module):
         for block in self.blocks:
             x = block(x)
         logits = self.lnf(x) @ self.wte.weight.t()  # tied head
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def main():

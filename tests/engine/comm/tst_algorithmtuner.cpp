@@ -17,7 +17,8 @@ private slots:
         QTest::addColumn<int>("ranks");
         QTest::addColumn<int>("nodes");
         QTest::addColumn<CollectiveAlgorithm>("expected");
-        const auto lib = CollectiveAlgorithm::Library, ring = CollectiveAlgorithm::Ring, hier = CollectiveAlgorithm::Hierarchical;
+        const auto lib = CollectiveAlgorithm::Library, ring = CollectiveAlgorithm::Ring,
+                   hier = CollectiveAlgorithm::Hierarchical;
         QTest::newRow("mpi one node, 8 B: latency, the library") << "mpi" << 8ull << 4 << 1 << lib;
         QTest::newRow("mpi one node, 64 KiB") << "mpi" << 65536ull << 4 << 1 << lib;
         QTest::newRow("mpi one node, 4 MiB") << "mpi" << qulonglong(4 << 20) << 4 << 1 << lib;
@@ -41,7 +42,7 @@ private slots:
         QFETCH(int, nodes);
         QFETCH(CollectiveAlgorithm, expected);
         const std::string name = backend.toStdString();
-        const auto chosen = chooseAllreduce({name, std::size_t(bytes), ranks, nodes});
+        const auto chosen = chooseAllreduce({ name, std::size_t(bytes), ranks, nodes });
         QCOMPARE(toString(chosen), toString(expected));
     }
 
@@ -52,7 +53,7 @@ private slots:
         for (std::size_t i = 1; i < table.size(); ++i)
             if (table[i].backend == table[i - 1].backend && table[i].multiNode == table[i - 1].multiNode)
                 QVERIFY(table[i].minBytes > table[i - 1].minBytes);
-        for (const auto& rule : table)  // every backend and locality starts at 0 bytes: no query falls through
+        for (const auto& rule : table) // every backend and locality starts at 0 bytes: no query falls through
             QVERIFY(std::any_of(table.begin(), table.end(), [&](const TuningRule& r) {
                 return r.backend == rule.backend && r.multiNode == rule.multiNode && r.minBytes == 0;
             }));
@@ -60,20 +61,20 @@ private slots:
 
     void aTableOfItsOwn()
     {
-        const std::vector<TuningRule> table = {{"mpi", false, 0, CollectiveAlgorithm::Ring},
-                                               {"mpi", false, 1 << 20, CollectiveAlgorithm::Chunked}};
-        QCOMPARE(toString(chooseAllreduce({"mpi", 100, 4, 1}, table)), toString(CollectiveAlgorithm::Ring));
-        QCOMPARE(toString(chooseAllreduce({"mpi", 2 << 20, 4, 1}, table)), toString(CollectiveAlgorithm::Chunked));
-        QCOMPARE(toString(chooseAllreduce({"mpi", 2 << 20, 4, 2}, table)), toString(CollectiveAlgorithm::Library));
+        const std::vector<TuningRule> table = { { "mpi", false, 0, CollectiveAlgorithm::Ring },
+            { "mpi", false, 1 << 20, CollectiveAlgorithm::Chunked } };
+        QCOMPARE(toString(chooseAllreduce({ "mpi", 100, 4, 1 }, table)), toString(CollectiveAlgorithm::Ring));
+        QCOMPARE(toString(chooseAllreduce({ "mpi", 2 << 20, 4, 1 }, table)), toString(CollectiveAlgorithm::Chunked));
+        QCOMPARE(toString(chooseAllreduce({ "mpi", 2 << 20, 4, 2 }, table)), toString(CollectiveAlgorithm::Library));
     }
 
     void nodesOfAGroup()
     {
-        QCOMPARE(nodesSpanned({0, 1, 2, 3}, 8), 1);
-        QCOMPARE(nodesSpanned({0, 8}, 8), 2);
-        QCOMPARE(nodesSpanned({1, 9, 17}, 8), 3);
+        QCOMPARE(nodesSpanned({ 0, 1, 2, 3 }, 8), 1);
+        QCOMPARE(nodesSpanned({ 0, 8 }, 8), 2);
+        QCOMPARE(nodesSpanned({ 1, 9, 17 }, 8), 3);
         QCOMPARE(nodesSpanned({}, 8), 1);
-        QCOMPARE(nodesSpanned({0, 5}, 0), 2);  // a nonsense node size is treated as one rank per node
+        QCOMPARE(nodesSpanned({ 0, 5 }, 0), 2); // a nonsense node size is treated as one rank per node
     }
 };
 

@@ -33,8 +33,8 @@ Problem problem(std::size_t n, std::uint64_t seed)
 }
 
 // The textbook update in double, for comparison.
-void plainAdamW(std::vector<double>& w, std::vector<double>& m, std::vector<double>& v, const Problem& p, int t, double lr,
-                double scale)
+void plainAdamW(std::vector<double>& w, std::vector<double>& m, std::vector<double>& v, const Problem& p, int t,
+    double lr, double scale)
 {
     const double c1 = 1 - std::pow(0.9, t), c2 = 1 - std::pow(0.95, t);
     for (std::size_t i = 0; i < w.size(); ++i) {
@@ -47,7 +47,7 @@ void plainAdamW(std::vector<double>& w, std::vector<double>& m, std::vector<doub
     }
 }
 
-}  // namespace
+} // namespace
 
 class TstOptimizer : public QObject {
     Q_OBJECT
@@ -78,7 +78,7 @@ private slots:
         double worst = 0;
         for (std::size_t i = 0; i < w.size(); ++i)
             worst = std::max(worst, std::fabs(double(p.params[i]) - w[i]));
-        QVERIFY2(worst < 1e-6, qPrintable(QString::number(worst)));  // three steps of lr 1e-3: float rounding only
+        QVERIFY2(worst < 1e-6, qPrintable(QString::number(worst))); // three steps of lr 1e-3: float rounding only
         QCOMPARE(adam.steps(), std::int64_t(3));
     }
 
@@ -86,7 +86,7 @@ private slots:
     {
         const Problem start = problem(500000, 3);
         std::vector<float> first;
-        for (int threads : {1, 2, 3, 8}) {
+        for (int threads : { 1, 2, 3, 8 }) {
             setComputeThreads(threads);
             Problem p = start;
             AdamW adam(0, p.params.size());
@@ -121,20 +121,20 @@ private slots:
         double plain = 0;
         for (float g : p.grads)
             plain += double(g) * double(g);
-        for (int threads : {1, 2, 5}) {
+        for (int threads : { 1, 2, 5 }) {
             const double s = sumOfSquares(p.grads.data(), p.grads.size(), threads);
             QVERIFY2(std::fabs(s - plain) <= 1e-12 * plain, qPrintable(QString::number(s - plain)));
-            QCOMPARE(sumOfSquares(p.grads.data(), p.grads.size(), threads), s);  // reproducible
+            QCOMPARE(sumOfSquares(p.grads.data(), p.grads.size(), threads), s); // reproducible
         }
         QCOMPARE(sumOfSquares(p.grads.data(), 0, 2), 0.0);
         QCOMPARE(sumOfSquares(p.grads.data(), 3, 2),
-                 double(p.grads[0]) * p.grads[0] + double(p.grads[1]) * p.grads[1] + double(p.grads[2]) * p.grads[2]);
+            double(p.grads[0]) * p.grads[0] + double(p.grads[1]) * p.grads[1] + double(p.grads[2]) * p.grads[2]);
     }
 
     void parallelForCoversEachIndexOnce()
     {
-        for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(65535), std::size_t(65536 * 3 + 7)})
-            for (int threads : {1, 2, 3, 16}) {
+        for (std::size_t n : { std::size_t(0), std::size_t(1), std::size_t(65535), std::size_t(65536 * 3 + 7) })
+            for (int threads : { 1, 2, 3, 16 }) {
                 std::vector<int> hits(n, 0);
                 parallelFor(n, threads, [&](std::size_t, std::size_t b, std::size_t e) {
                     for (std::size_t i = b; i < e; ++i)
