@@ -96,8 +96,12 @@ void LessonHighlight::follow()
     }
     if (rect.isEmpty()) {
         hide();
+        // A dock just brought forward lays its widgets out a moment later: look again then.
+        if (t && t->isVisible() && m_retries++ < 10)
+            QTimer::singleShot(50, this, [this] { follow(); });
         return;
     }
+    m_retries = 0;
     setGeometry(rect.adjusted(-4, -4, 4, 4));
     show();
     raise();
