@@ -43,9 +43,16 @@ public:
         m_ranks = std::move(ranks);
         m_transfers = std::move(transfers);
         m_color = color;
+        // The group's devices and a margin for the arrows' bends and labels (never the scene's rect: that
+        // would ask this item for its own bounds).
+        m_bounds = QRectF();
+        for (std::int64_t r : m_ranks)
+            m_bounds |= rectOf(r);
+        if (!m_bounds.isNull())
+            m_bounds = m_bounds.adjusted(-60, -60, 60, 60);
         update();
     }
-    QRectF boundingRect() const override { return m_scene->sceneRect(); }
+    QRectF boundingRect() const override { return m_bounds; }
     void paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) override
     {
         p->setRenderHint(QPainter::Antialiasing);
@@ -101,6 +108,7 @@ private:
     std::vector<std::int64_t> m_ranks;
     std::vector<plan::Transfer> m_transfers;
     QColor m_color;
+    QRectF m_bounds;
 };
 
 namespace {

@@ -74,16 +74,7 @@ void LessonHighlight::follow()
     QWidget* window = parentWidget();
     QWidget* t = m_target;
     QRect rect;
-    if (t && !t->isVisible()) {
-        // A dock hidden behind another tab: frame its tab instead.
-        if (auto* dock = qobject_cast<QDockWidget*>(t)) {
-            for (QTabBar* bar : window->findChildren<QTabBar*>()) {
-                for (int i = 0; bar->isVisible() && i < bar->count(); ++i)
-                    if (bar->tabText(i) == dock->windowTitle())
-                        rect = QRect(bar->mapTo(window, bar->tabRect(i).topLeft()), bar->tabRect(i).size());
-            }
-        }
-    } else if (t) {
+    if (t && t->isVisible()) {
         // Scrolled into view when it is in a scroll area; then the part not clipped by it.
         for (QWidget* w = t->parentWidget(); w && w != window; w = w->parentWidget())
             if (auto* area = qobject_cast<QScrollArea*>(w)) {
@@ -94,6 +85,14 @@ void LessonHighlight::follow()
         if (!visible.isEmpty())
             rect = QRect(t->mapTo(window, visible.topLeft()), visible.size());
     }
+    if (rect.isEmpty())
+        if (auto* dock = qobject_cast<QDockWidget*>(t)) {
+            // A dock behind another tab: frame its tab instead.
+            for (QTabBar* bar : window->findChildren<QTabBar*>())
+                for (int i = 0; bar->isVisible() && i < bar->count(); ++i)
+                    if (bar->tabText(i) == dock->windowTitle())
+                        rect = QRect(bar->mapTo(window, bar->tabRect(i).topLeft()), bar->tabRect(i).size());
+        }
     if (rect.isEmpty()) {
         hide();
         // A dock just brought forward lays its widgets out a moment later: look again then.

@@ -23,6 +23,7 @@
 #include <QLabel>
 #include <QMenu>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSpinBox>
 
 namespace loom::app {
@@ -80,7 +81,11 @@ void MainWindow::buildTeaching()
     // either of them).
     auto* lessonsDock = new QDockWidget(tr("Lessons"), this);
     lessonsDock->setObjectName(QStringLiteral("lessonsDock"));
-    lessonsDock->setWidget(m_lessons);
+    auto* scroll = new QScrollArea; // so that the lesson never makes the window taller than the screen
+    scroll->setWidget(m_lessons);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    lessonsDock->setWidget(scroll);
     addDockWidget(Qt::LeftDockWidgetArea, lessonsDock, Qt::Vertical);
     lessonsDock->hide(); // View ▸ Lessons, or loom --lesson ID
     auto* stepperDock = dock(tr("All-reduce, step by step"), "allreduceDock", m_stepper, Qt::BottomDockWidgetArea);
