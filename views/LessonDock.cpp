@@ -127,7 +127,6 @@ LessonDock::LessonDock(std::vector<Lesson> lessons, Hooks hooks, QWidget* parent
     layout->addWidget(m_lessonBox);
     m_text = new QTextBrowser;
     m_text->setMinimumHeight(120);
-    layout->addWidget(m_text, 2);
     m_position = new QLabel;
     m_instruction = new QLabel;
     m_instruction->setWordWrap(true);
@@ -163,7 +162,8 @@ LessonDock::LessonDock(std::vector<Lesson> lessons, Hooks hooks, QWidget* parent
     for (QPushButton* b : { m_back, m_restart, m_showMe, m_next })
         buttons->addWidget(b);
     layout->addLayout(buttons);
-    layout->addStretch(1);
+    // The step first, where the eye goes; the lesson's text (read once) below it.
+    layout->addWidget(m_text, 1);
 
     fillLessonBox();
     connect(

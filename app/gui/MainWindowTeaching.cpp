@@ -163,6 +163,7 @@ bool MainWindow::startLesson(const QString& id, QString* error)
     auto* d = findChild<QDockWidget*>(QStringLiteral("lessonsDock"));
     d->show();
     d->raise();
+    resizeDocks({ d }, { 560 }, Qt::Vertical); // room for the text, the step and its question
     if (m_lessons->startLesson(id))
         return true;
     QStringList ids;
