@@ -43,9 +43,16 @@ public:
         m_ranks = std::move(ranks);
         m_transfers = std::move(transfers);
         m_color = color;
+        // The group's devices and a margin for the arrows' bends and labels (never the scene's rect: that
+        // would ask this item for its own bounds).
+        m_bounds = QRectF();
+        for (std::int64_t r : m_ranks)
+            m_bounds |= rectOf(r);
+        if (!m_bounds.isNull())
+            m_bounds = m_bounds.adjusted(-60, -60, 60, 60);
         update();
     }
-    QRectF boundingRect() const override { return m_scene->sceneRect(); }
+    QRectF boundingRect() const override { return m_bounds; }
     void paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) override
     {
         p->setRenderHint(QPainter::Antialiasing);
@@ -101,6 +108,7 @@ private:
     std::vector<std::int64_t> m_ranks;
     std::vector<plan::Transfer> m_transfers;
     QColor m_color;
+    QRectF m_bounds;
 };
 
 namespace {
@@ -237,7 +245,10 @@ void AllReduceStepper::setLayout(const plan::Layout& layout)
 
 double AllReduceStepper::interNodeBytes() const
 {
-    return m_ranks.empty() ? 0.0 : plan::bytesSentBy(m_steps, m_ranks.front(), true);
+    double most = 0;
+    for (std::int64_t r : m_ranks)
+        most = std::max(most, plan::bytesSentBy(m_steps, r, true));
+    return most;
 }
 
 void AllReduceStepper::recompute()
@@ -295,12 +306,13 @@ void AllReduceStepper::display()
                 .arg(n)
                 .arg(dp ? QStringLiteral("dp") : QStringLiteral("tp")));
     } else {
-        const double formula = plan::ringAllReduceSeconds(m_bytes, n, m_layout.cluster.intraNode);
+        const bool crosses = interNodeBytes() > 0 && m_layout.cluster.interNode;
+        const double formula = plan::ringAllReduceSeconds(
+            m_bytes, n, crosses ? *m_layout.cluster.interNode : m_layout.cluster.intraNode);
         m_summary->setText(
-            tr("All-reduce of %1 over ranks {%2}: %3 steps, each member sends %4 in all (2(n−1)/n·B for the ring), %5 "
-               "of it "
-               "between nodes. α-β time: %6 (the sum of every step's α + bytes/β on its slowest link; one node's ring "
-               "formula 2(n−1)·α + 2(n−1)/n·B/β gives %7).")
+            tr("All-reduce of %1 over ranks {%2}: %3 steps, each member sends %4 in all (2(n−1)/n·B for the ring), at "
+               "most %5 of it between nodes. α-β time: %6, the sum of every step's α + bytes/β on the slowest link it "
+               "uses (the ring formula 2(n−1)·α + 2(n−1)/n·B/β on the group's slowest link gives %7).")
                 .arg(bytesText(m_bytes), members.join(QStringLiteral(", ")))
                 .arg(stepCount())
                 .arg(bytesText(plan::bytesSentBy(m_steps, m_ranks.front())), bytesText(interNodeBytes()),

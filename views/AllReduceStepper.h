@@ -44,7 +44,7 @@ public:
     const std::vector<plan::AllReduceStep>& steps() const { return m_steps; }
     const std::vector<std::int64_t>& ranks() const { return m_ranks; }
     double bufferBytes() const { return m_bytes; }
-    // Bytes the group's first rank sends over inter-node links in the whole all-reduce.
+    // The most bytes any member sends over inter-node links in the whole all-reduce.
     double interNodeBytes() const;
     QTableWidget* table() const { return m_table; }
     QLabel* summary() const { return m_summary; }

@@ -74,16 +74,7 @@ void LessonHighlight::follow()
     QWidget* window = parentWidget();
     QWidget* t = m_target;
     QRect rect;
-    if (t && !t->isVisible()) {
-        // A dock hidden behind another tab: frame its tab instead.
-        if (auto* dock = qobject_cast<QDockWidget*>(t)) {
-            for (QTabBar* bar : window->findChildren<QTabBar*>()) {
-                for (int i = 0; bar->isVisible() && i < bar->count(); ++i)
-                    if (bar->tabText(i) == dock->windowTitle())
-                        rect = QRect(bar->mapTo(window, bar->tabRect(i).topLeft()), bar->tabRect(i).size());
-            }
-        }
-    } else if (t) {
+    if (t && t->isVisible()) {
         // Scrolled into view when it is in a scroll area; then the part not clipped by it.
         for (QWidget* w = t->parentWidget(); w && w != window; w = w->parentWidget())
             if (auto* area = qobject_cast<QScrollArea*>(w)) {
@@ -94,10 +85,22 @@ void LessonHighlight::follow()
         if (!visible.isEmpty())
             rect = QRect(t->mapTo(window, visible.topLeft()), visible.size());
     }
+    if (rect.isEmpty())
+        if (auto* dock = qobject_cast<QDockWidget*>(t)) {
+            // A dock behind another tab: frame its tab instead.
+            for (QTabBar* bar : window->findChildren<QTabBar*>())
+                for (int i = 0; bar->isVisible() && i < bar->count(); ++i)
+                    if (bar->tabText(i) == dock->windowTitle())
+                        rect = QRect(bar->mapTo(window, bar->tabRect(i).topLeft()), bar->tabRect(i).size());
+        }
     if (rect.isEmpty()) {
         hide();
+        // A dock just brought forward lays its widgets out a moment later: look again then.
+        if (t && t->isVisible() && m_retries++ < 10)
+            QTimer::singleShot(50, this, [this] { follow(); });
         return;
     }
+    m_retries = 0;
     setGeometry(rect.adjusted(-4, -4, 4, 4));
     show();
     raise();
@@ -124,7 +127,6 @@ LessonDock::LessonDock(std::vector<Lesson> lessons, Hooks hooks, QWidget* parent
     layout->addWidget(m_lessonBox);
     m_text = new QTextBrowser;
     m_text->setMinimumHeight(120);
-    layout->addWidget(m_text, 2);
     m_position = new QLabel;
     m_instruction = new QLabel;
     m_instruction->setWordWrap(true);
@@ -160,7 +162,8 @@ LessonDock::LessonDock(std::vector<Lesson> lessons, Hooks hooks, QWidget* parent
     for (QPushButton* b : { m_back, m_restart, m_showMe, m_next })
         buttons->addWidget(b);
     layout->addLayout(buttons);
-    layout->addStretch(1);
+    // The step first, where the eye goes; the lesson's text (read once) below it.
+    layout->addWidget(m_text, 1);
 
     fillLessonBox();
     connect(

@@ -31,6 +31,7 @@ protected:
 private:
     void follow();
     QPointer<QWidget> m_target;
+    int m_retries = 0;
 };
 
 // The Lessons dock: the course (resources/lessons), one lesson's text with its formulas, and its current

@@ -23,6 +23,7 @@
 #include <QLabel>
 #include <QMenu>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSpinBox>
 
 namespace loom::app {
@@ -76,16 +77,16 @@ void MainWindow::buildTeaching()
     };
     m_lessons = new LessonDock(std::move(lessons), hooks);
 
-    // Under the Layers (and Run) tabs, so that the lesson stays in view while a step raises either: split
-    // the Layers dock alone, then put the Run tab back beside it.
-    auto* layersDock = findChild<QDockWidget*>(QStringLiteral("layersDock"));
-    auto* runDock = findChild<QDockWidget*>(QStringLiteral("runDock"));
-    removeDockWidget(runDock);
-    auto* lessonsDock = dock(tr("Lessons"), "lessonsDock", m_lessons, Qt::LeftDockWidgetArea);
-    splitDockWidget(layersDock, lessonsDock, Qt::Vertical);
-    tabifyDockWidget(layersDock, runDock);
-    runDock->show();
-    layersDock->raise();
+    // Below the Layers and Run tabs (a row of its own, so that the lesson stays in view while a step raises
+    // either of them).
+    auto* lessonsDock = new QDockWidget(tr("Lessons"), this);
+    lessonsDock->setObjectName(QStringLiteral("lessonsDock"));
+    auto* scroll = new QScrollArea; // so that the lesson never makes the window taller than the screen
+    scroll->setWidget(m_lessons);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    lessonsDock->setWidget(scroll);
+    addDockWidget(Qt::LeftDockWidgetArea, lessonsDock, Qt::Vertical);
     lessonsDock->hide(); // View ▸ Lessons, or loom --lesson ID
     auto* stepperDock = dock(tr("All-reduce, step by step"), "allreduceDock", m_stepper, Qt::BottomDockWidgetArea);
     auto* explainDock = dock(tr("Explain"), "explainDock", m_explain, Qt::BottomDockWidgetArea);
@@ -162,6 +163,7 @@ bool MainWindow::startLesson(const QString& id, QString* error)
     auto* d = findChild<QDockWidget*>(QStringLiteral("lessonsDock"));
     d->show();
     d->raise();
+    resizeDocks({ d }, { 560 }, Qt::Vertical); // room for the text, the step and its question
     if (m_lessons->startLesson(id))
         return true;
     QStringList ids;

@@ -9,6 +9,8 @@
 #include "profiles/Store.h"
 #include "views/AllReduceStepper.h"
 #include "views/ExplainDock.h"
+#include "views/LayoutAnalysis.h"
+#include "views/LayoutDocument.h"
 #include "views/LessonDock.h"
 #include "views/MetricsPanel.h"
 #include "views/PredictionPanel.h"
@@ -110,7 +112,8 @@ private slots:
             QVERIFY(target);
             QCOMPARE(dock->highlight()->target(), target);
             if (target->isVisible())
-                QVERIFY(dock->highlight()->isVisible());
+                QTRY_VERIFY2_WITH_TIMEOUT(dock->highlight()->isVisible(),
+                    qPrintable(QStringLiteral("step %1: %2 not framed").arg(i).arg(step.widget)), 3000);
             QString why;
             QVERIFY2(dock->showMe(&why), qPrintable(QStringLiteral("step %1: %2").arg(i).arg(why)));
             const int timeout = step.action.kind == LessonAction::Kind::Run ? 180000 : 30000;

@@ -81,6 +81,17 @@ private slots:
         QVERIFY(!overlayOf(scene)->isVisible());
     }
 
+    void stepperOnAnEmptyScene()
+    {
+        // Before any layout the scene has no rect of its own: asking for it must not recurse into the arrows.
+        TopologyScene scene;
+        AllReduceStepper stepper(&scene);
+        stepper.show();
+        stepper.setLayout(plan::Layout {});
+        QCOMPARE(stepper.stepCount(), 0);
+        QVERIFY(scene.sceneRect().isEmpty());
+    }
+
     void stepperAcrossNodes()
     {
         // megatron-1t: a DP group has one member on each of 6 nodes: the hierarchical algorithm is a ring
