@@ -322,6 +322,11 @@ trace::TraceEvent stepEvent(std::int32_t rank, std::int64_t stage, trace::EventK
 
 Prediction predict(const Layout& l)
 {
+    return predict(l, true);
+}
+
+Prediction predict(const Layout& l, bool withEvents)
+{
     Prediction out;
     const ModelSpec& m = l.model;
     const auto& par = l.parallel;
@@ -343,7 +348,8 @@ Prediction predict(const Layout& l)
     naming.tpSize = static_cast<std::int32_t>(c.t);
     naming.dpSize = static_cast<std::int32_t>(std::min<std::int64_t>(d, std::numeric_limits<std::int32_t>::max()));
     naming.sequenceParallel = par.sp;
-    const PipelineTimes pipe = simulatePipeline(par.schedule, p, chunks, mb, cost, p2p, &naming, &out.events);
+    const PipelineTimes pipe
+        = simulatePipeline(par.schedule, p, chunks, mb, cost, p2p, &naming, withEvents ? &out.events : nullptr);
     const auto& withTransfers = pipe.withTransfers;
     const auto& noTransfers = pipe.noTransfers;
     out.extrapolated = pipe.extrapolated;
@@ -352,7 +358,7 @@ Prediction predict(const Layout& l)
         out.notes.push_back("the step of " + std::to_string(mb) + " micro-batches is extrapolated from replays of "
                             + std::to_string(pipe.sampled) + " and " + std::to_string(2 * pipe.sampled)
                             + " (the steady state adds the same time per micro-batch)");
-    if (pipe.eventMicroBatches < mb)
+    if (withEvents && pipe.eventMicroBatches < mb)
         out.notes.push_back("the timeline shows the first " + std::to_string(pipe.eventMicroBatches) + " of "
                             + std::to_string(mb) + " micro-batches (a shortened step ending with its DP and optimizer work)");
 
@@ -384,6 +390,8 @@ Prediction predict(const Layout& l)
         const double eDpEnd = l.comm.overlap ? std::max(et.lastBackwardEnd, et.lastBackwardStart + dpSeconds)
                                              : et.lastBackwardEnd + dpSeconds;
         const double optStart = std::max(et.end, eDpEnd);
+        if (!withEvents)
+            continue;
         const std::int32_t rank = naming.rankOf(r);
         if (d > 1 && dpSeconds > 0)
             out.events.push_back(stepEvent(rank, r, trace::EventKind::AllReduce, eDpEnd - dpSeconds, eDpEnd, params * gradWidth));

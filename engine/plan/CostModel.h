@@ -72,6 +72,8 @@ double optimizerBytes(const Layout& layout, std::int64_t pipelineRank);
 // parameters, optimizer state and activations in flight. Deterministic and fast (no per-rank loops over
 // large grids: one representative rank per pipeline stage).
 Prediction predict(const Layout& layout);
+// The same without the timeline (events stay empty): what search and validation need.
+Prediction predict(const Layout& layout, bool withEvents);
 // A quick estimate for ranking many layouts: the same per-stage costs and memory, with the pipeline from the
 // closed form ((p-1)/v stage-times of bubble) instead of a replay, and no events. Microseconds per layout.
 struct Estimate {
@@ -82,7 +84,7 @@ struct Estimate {
 };
 Estimate estimate(const Layout& layout);
 
-// Whether predict() can time the layout's pipeline quickly: a replay of at most 4 million pipeline operations,
+// Whether predict() can time the layout's pipeline quickly: a replay of at most a million pipeline operations,
 // or an extrapolation from two shorter replays (pipelineSimulatable in Simulator.h).
 bool simulatable(const Layout& layout);
 

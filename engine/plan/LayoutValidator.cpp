@@ -314,7 +314,7 @@ private:
     {
         if (known.hasErrors() || d.hasErrors() || !simulatable(l))
             return;  // the planner needs a valid layout of a size it can replay
-        warnIfItDoesNotFit(l, predict(l), d);
+        warnIfItDoesNotFit(l, predict(l, false), d);
     }
 
     const Layout& l;

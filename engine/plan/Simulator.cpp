@@ -221,7 +221,7 @@ PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t 
         }
     }
     out.eventMicroBatches = eventM;
-    if (eventM == m && full) {
+    if ((eventM == m && full) || !events) {
         out.eventTimes = out.withTransfers;
     } else {
         const Schedule shortened(kind, pp, v, eventM);

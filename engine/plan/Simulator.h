@@ -61,13 +61,13 @@ struct PipelineTimes {
 
 // Replays of more ops than this are extrapolated (see PipelineTimes); a timeline keeps at most
 // kMaxEventOps ops' events.
-constexpr double kMaxReplayOps = 4e6;
-constexpr double kMaxEventOps = 1e5;
+constexpr double kMaxReplayOps = 1e6;
+constexpr double kMaxEventOps = 2.5e4;
 
 // Pipeline operations of a full replay: 2·m·v·p.
 double pipelineOps(std::int64_t pp, std::int64_t chunks, std::int64_t microBatches);
 // Whether the pipeline can be timed within the limits: a full replay of at most kMaxReplayOps ops, or an
-// extrapolation from replays of 2p and 4p micro-batches (8·v·p² ops at most kMaxReplayOps).
+// extrapolation from replays of 2p and 4p micro-batches (8·v·p² ops at most kMaxReplayOps: p·√v ≤ 353).
 bool pipelineSimulatable(ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t microBatches);
 
 // Times the pipeline of one step (preconditions as Schedule's, and pipelineSimulatable).
