@@ -53,6 +53,8 @@ private:
     QCheckBox *m_errorFeedback, *m_overlap;
     QDoubleSpinBox *m_bucket, *m_chunk;
     QLabel* m_message;
+    QCheckBox* m_sp = nullptr;         // parallel.sp
+    QComboBox* m_attention = nullptr;  // memory.attention
 };
 
 } // namespace loom::views
