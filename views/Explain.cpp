@@ -146,6 +146,45 @@ QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& 
     const Symbols x = symbols(l);
     const bool mixed = l.precision != plan::Precision::Fp32;
     const auto& m = p.memory;
+    if (kind == QLatin1String("gathered"))
+        return QObject::tr("<b>Gathered parameters</b> (ZeRO-3): two layers' parameters all-gathered from the %1 DP ranks "
+                           "(the one in use and the next, prefetched) and one layer's full gradients before their "
+                           "reduce-scatter = <b>%2 GB</b>")
+            .arg(big(x.d), num(m.gathered));
+    if (l.memory.zero >= 2 && (kind == QLatin1String("params") || kind == QLatin1String("grads")
+                               || kind == QLatin1String("optimizer"))) {
+        const bool sharded = kind != QLatin1String("params") || l.memory.zero >= 3;
+        const double bytes = kind == QLatin1String("optimizer") ? (mixed ? 12 : 8) : (mixed ? 2 : 4);
+        return QObject::tr("<b>%1</b>: %2 bytes per parameter of the stage (its layers / t)%3 = <b>%4 GB</b> "
+                           "(ZeRO-%5, Rajbhandari et al. 2020: stage 2 shards gradients, stage 3 parameters too)")
+            .arg(kind == QLatin1String("params") ? QObject::tr("Parameters")
+                 : kind == QLatin1String("grads") ? QObject::tr("Gradients") : QObject::tr("Optimizer state"))
+            .arg(bytes)
+            .arg(sharded ? QObject::tr(", divided by dp = %1").arg(big(x.d)) : QString())
+            .arg(num(kind == QLatin1String("params") ? m.params : kind == QLatin1String("grads") ? m.grads : m.optimizer))
+            .arg(l.memory.zero);
+    }
+    if (kind == QLatin1String("activations")
+        && (l.parallel.sp || l.memory.attention == plan::Attention::Flash || l.model.mlp == plan::ModelSpec::Mlp::SwiGlu)) {
+        const plan::ActivationTerms a = plan::activationTerms(l.model);
+        const bool flash = l.memory.attention == plan::Attention::Flash;
+        const bool scores = !flash && l.memory.recompute == plan::Recompute::None;
+        QString formula = l.memory.recompute == plan::Recompute::Full
+            ? (l.parallel.sp ? QStringLiteral("2·s·b·h/t") : QStringLiteral("2·s·b·h"))
+            : QStringLiteral("s·b·h·(%1%2 + %3/t%4)")
+                  .arg(num(a.replicated), l.parallel.sp ? QStringLiteral("/t") : QString(), num(a.split),
+                      scores ? QStringLiteral(" + %1·a·s/(h·t)").arg(num(a.scores)) : QString());
+        const double perLayer = plan::layerActivationBytes(l.model, l.parallel.microBatch, l.parallel.tp, l.parallel.sp,
+            l.memory.attention, l.memory.recompute);
+        return QObject::tr("<b>Activations</b> per layer and micro-batch (Korthikanti et al. 2022, 16-bit%1; %2%3): %4 "
+                           "with s = %5, b = %6, h = %7, t = %8 → %9 MB; times the layers of the stage and the "
+                           "micro-batches in flight under %10 = <b>%11 GB</b> (docs/formulas.md)")
+            .arg(mixed ? QString() : QObject::tr(", doubled for fp32"),
+                l.parallel.sp ? QObject::tr("sequence parallel: norms and dropout split over t") : QObject::tr("no sequence parallelism"),
+                flash ? QObject::tr("; flash attention keeps no s×s scores, the backward recomputes Q·Kᵀ") : QString(),
+                formula, big(x.s), big(x.b), big(x.h), big(x.t), num(perLayer / 1e6 * (mixed ? 1 : 2)),
+                QString::fromStdString(std::string(plan::toString(l.parallel.schedule))), num(m.activations));
+    }
     if (kind == QLatin1String("params"))
         return QObject::tr("<b>Parameters</b>: the stage's parameters / t × %1 bytes (%2) = <b>%3 GB</b>")
             .arg(mixed ? 2 : 4)
@@ -157,7 +196,7 @@ QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& 
                            "Rajbhandari et al.)")
             .arg(mixed ? 12 : 8)
             .arg(mixed ? QObject::tr("fp32 master weight, m and v") : QObject::tr("m and v"))
-            .arg(l.memory.zero == 1 ? QObject::tr(", divided by dp = %1 under ZeRO-1").arg(big(x.d)) : QString())
+            .arg(l.memory.zero >= 1 ? QObject::tr(", divided by dp = %1 under ZeRO-1").arg(big(x.d)) : QString())
             .arg(num(m.optimizer));
     if (kind == QLatin1String("activations")) {
         QString formula;

@@ -36,6 +36,7 @@ const PartStyle kMemory[] = {
     {"optimizer", QT_TRANSLATE_NOOP("PredictionPanel", "optimizer state"), QColor(0xF0, 0xE4, 0x42)},
     {"activations", QT_TRANSLATE_NOOP("PredictionPanel", "activations"), QColor(0xCC, 0x79, 0xA7)},
     {"reserve", QT_TRANSLATE_NOOP("PredictionPanel", "reserve"), QColor(0xBB, 0xBB, 0xBB)},
+    {"gathered", QT_TRANSLATE_NOOP("PredictionPanel", "gathered (ZeRO-3)"), QColor(0x56, 0xB4, 0xE9)},
 };
 
 QString swatch(const QColor& c) { return QStringLiteral("<span style=\"color:%1\">■</span> ").arg(c.name()); }
@@ -167,7 +168,8 @@ void PredictionPanel::setAnalysis(const LayoutAnalysis& a)
     }
     m_split->setParts(std::move(split));
 
-    const double mem[] = {p.memory.params, p.memory.grads, p.memory.optimizer, p.memory.activations, p.memory.reserve};
+    const double mem[] = {p.memory.params, p.memory.grads, p.memory.optimizer, p.memory.activations, p.memory.reserve,
+        p.memory.gathered};
     std::vector<StackedBar::Part> memory;
     for (std::size_t i = 0; i < std::size(kMemory); ++i) {
         const QString key = QString::fromLatin1(kMemory[i].key);

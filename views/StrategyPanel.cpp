@@ -142,18 +142,33 @@ void StrategyPanel::build()
     m_order->setToolTip(tr("Which dimension varies fastest across consecutive ranks: tp-pp-dp keeps a pipeline's stages "
                            "on neighbouring ranks, tp-dp-pp keeps the data-parallel replicas there."));
     parForm->addRow(tr("Rank order"), m_order);
+    m_sp = new QCheckBox(tr("Sequence parallelism (sp)"));
+    m_sp->setToolTip(tr("Korthikanti et al. 2022: with tp > 1 the norms and dropout run on s/t tokens each, and each TP "
+                        "all-reduce becomes an all-gather and a reduce-scatter of the same bytes; activations per layer "
+                        "s·b·h/t·(34 + 5·a·s/h) instead of s·b·h·(10 + 24/t + 5·a·s/(h·t))."));
+    parForm->addRow(QString(), m_sp);
     outer->addWidget(par);
 
     auto* mem = new QGroupBox(tr("Memory and precision"));
     auto* memForm = new QFormLayout(mem);
     m_zero = combo({tr("0 (none)"), tr("1 (optimizer state sharded)")});
-    m_zero->setToolTip(tr("ZeRO-1 divides the 12 bytes of Adam state per parameter by dp (Rajbhandari et al.)."));
+    m_zero->addItem(tr("2 (gradients sharded too)"));
+    m_zero->addItem(tr("3 (parameters sharded too)"));
+    m_zero->setToolTip(tr("ZeRO (Rajbhandari et al. 2020) over the DP group: 1 divides the 12 bytes of Adam state per "
+                          "parameter by dp, 2 also the 2 bytes of gradients (reduce-scatter per micro-batch instead of "
+                          "an all-reduce), 3 also the 2 bytes of weights (each layer all-gathered before its forward and "
+                          "again before its backward, the next one prefetched)."));
+    m_attention = combo({QStringLiteral("flash"), QStringLiteral("materialized")});
+    m_attention->setToolTip(tr("flash: the s×s attention scores are never stored (the 5·a·s/h term leaves the "
+                               "activations) and the backward recomputes Q·Kᵀ; materialized: the softmax output is "
+                               "kept for the backward (Korthikanti et al. 2022)."));
     m_recompute = enumCombo(plan::allRecomputes());
     m_recompute->setToolTip(tr("Activation recomputation (Korthikanti et al. 2022): selective keeps s·b·h·(10 + 24/t) "
                                "bytes a layer; full keeps only the 2·s·b·h input and re-runs the forward."));
     m_precision = enumCombo(plan::allPrecisions());
     memForm->addRow(tr("ZeRO"), m_zero);
     memForm->addRow(tr("Recompute"), m_recompute);
+    memForm->addRow(tr("Attention"), m_attention);
     memForm->addRow(tr("Precision"), m_precision);
     outer->addWidget(mem);
 
@@ -206,7 +221,8 @@ void StrategyPanel::build()
         {m_tp, "tp"}, {m_pp, "pp"}, {m_dp, "dp"}, {m_vpp, "vpp"}, {m_microBatch, "microBatch"},
         {m_globalBatch, "globalBatch"}, {m_schedule, "schedule"}, {m_zero, "zero"}, {m_recompute, "recompute"},
         {m_precision, "precision"}, {m_codec, "codec"}, {m_topk, "topk"}, {m_errorFeedback, "errorFeedback"},
-        {m_overlap, "overlap"}, {m_bucket, "bucket"}, {m_chunk, "chunk"}, {m_allreduce, "allreduce"}, {m_order, "order"}};
+        {m_overlap, "overlap"}, {m_bucket, "bucket"}, {m_chunk, "chunk"}, {m_allreduce, "allreduce"}, {m_order, "order"},
+        {m_sp, "sp"}, {m_attention, "attention"}};
     for (auto [w, n] : names)
         w->setObjectName(QString::fromLatin1(n));
 
@@ -296,6 +312,16 @@ void StrategyPanel::build()
         next.memory.recompute = chosen<plan::Recompute>(m_recompute, i);
         requestEdit(next, tr("Recompute %1").arg(m_recompute->currentText()));
     });
+    connect(m_sp, &QCheckBox::toggled, this, [this](bool on) {
+        Layout next = m_layout;
+        next.parallel.sp = on;
+        requestEdit(next, on ? tr("Turn sequence parallelism on") : tr("Turn sequence parallelism off"));
+    });
+    connect(m_attention, &QComboBox::activated, this, [this](int i) {
+        Layout next = m_layout;
+        next.memory.attention = static_cast<plan::Attention>(i);
+        requestEdit(next, tr("Use %1 attention").arg(m_attention->currentText()));
+    });
     connect(m_precision, &QComboBox::activated, this, [this](int i) {
         Layout next = m_layout;
         next.precision = chosen<plan::Precision>(m_precision, i);
@@ -378,6 +404,9 @@ void StrategyPanel::setLayout(const plan::Layout& layout)
     m_zero->setCurrentIndex(layout.memory.zero);
     select(m_recompute, layout.memory.recompute);
     select(m_precision, layout.precision);
+    m_attention->setCurrentIndex(int(layout.memory.attention));
+    m_sp->setChecked(p.sp);
+    m_sp->setEnabled(p.tp > 1 || p.sp);
     const auto& c = layout.comm;
     select(m_codec, c.dpCodec.kind);
     m_topk->setEnabled(c.dpCodec.kind == plan::Codec::Kind::TopK);

@@ -190,6 +190,11 @@ QString TopologyScene::deviceToolTip(std::int64_t node, std::int64_t local) cons
         s += tr("<br>memory %1 of %2 GB%3: parameters %4, gradients %5, optimizer %6, activations %7, reserve %8")
                  .arg(gb(m.total()), gb(capacityGB()), fits ? QString() : tr(" <b>(does not fit)</b>"), gb(m.params),
                      gb(m.grads), gb(m.optimizer), gb(m.activations), gb(m.reserve));
+        if (m.gathered > 0)
+            s += tr(", gathered parameters %1").arg(gb(m.gathered));
+        s += tr("<br>ZeRO-%1, %2 attention%3").arg(m_layout.memory.zero)
+                 .arg(QString::fromStdString(std::string(plan::toString(m_layout.memory.attention))),
+                     m_layout.parallel.sp ? tr(", sequence parallel over tp %1").arg(m_layout.parallel.tp) : QString());
     } else {
         s += tr("<br>memory: no prediction (the layout is not valid yet)");
     }

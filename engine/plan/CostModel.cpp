@@ -6,16 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
 
 namespace loom::plan {
-
-double megatronModelFlops(const ModelSpec& m, std::int64_t globalBatch, bool fullRecompute)
-{
-    const double B = double(globalBatch), s = double(m.seqLen), l = double(m.layers), h = double(m.hidden),
-                 V = double(m.vocab);
-    return fullRecompute ? 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h))
-                         : 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
-}
 
 trace::StatsContext statsContext(const Layout& l)
 {
@@ -30,31 +25,9 @@ trace::StatsContext statsContext(const Layout& l)
     return c;
 }
 
-double activationBytesPerLayer(const ModelSpec& m, std::int64_t b, std::int64_t t, Recompute recompute, bool sp)
-{
-    const double s = double(m.seqLen), h = double(m.hidden), a = double(m.heads), B = double(b), T = double(t);
-    switch (recompute) {
-    case Recompute::Full: return 2.0 * s * B * h;
-    case Recompute::Selective: return sp ? 34.0 * s * B * h / T : s * B * h * (10.0 + 24.0 / T);
-    case Recompute::None:
-        if (t == 1)
-            return s * B * h * (34.0 + 5.0 * a * s / h);
-        return sp ? s * B * h / T * (34.0 + 5.0 * a * s / h) : s * B * h * (10.0 + 24.0 / T + 5.0 * a * s / (h * T));
-    }
-    return 0;
-}
-
 double gemmEfficiency(const DeviceSpec& d, double width, double rows)
 {
     return d.gemmMax * width / (width + d.gemmHalfWidth) * rows / (rows + d.gemmHalfRows);
-}
-
-double ringAllReduceSeconds(double bytes, std::int64_t n, const LinkSpec& link)
-{
-    if (n <= 1 || bytes <= 0)
-        return 0;
-    const double alpha = link.latencyUs * 1e-6, beta = link.bandwidthGBs * 1e9;
-    return 2.0 * double(n - 1) * alpha + 2.0 * double(n - 1) / double(n) * bytes / beta;
 }
 
 double ComputeWork::seconds(const DeviceSpec& device, Precision precision) const
@@ -70,24 +43,31 @@ std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
     const std::vector<StageRange> ranges = l.stageRanges();
     const std::int64_t virtualStages = l.parallel.pp * chunks;
     const double T = double(l.parallel.microBatch * m.seqLen), h = double(m.hidden), s = double(m.seqLen),
-                 f = double(m.ffnHidden), V = double(m.paddedVocab());
+                 V = double(m.paddedVocab());
     // FLOPs run at peak · max · shape; dividing by the shape leaves what peak · max must do.
     const double shape = dev.gemmMax > 0 ? gemmEfficiency(dev, h / double(t), T) / dev.gemmMax : 1.0;
-    const double layerFlops = (2.0 * T * h * (4.0 * h + 2.0 * f) + 4.0 * T * s * h) / double(t) / shape;
-    const double attentionFlops = 4.0 * T * s * h / double(t) / shape;
+    const double layerFlops = (2.0 * T * blockMatmulParameters(m) + 4.0 * T * s * h) / double(t) / shape;
+    const double attentionFlops = 4.0 * T * s * h / double(t) / shape;  // scores and their use, forward
+    // The backward recomputes: with flash attention the scores Q·Kᵀ (half of attentionFlops),
+    // with selective recomputation of materialised attention the whole attention core.
+    const bool flash = l.memory.attention == Attention::Flash;
+    const double attentionRecompute = flash ? attentionFlops / 2.0
+                                            : (l.memory.recompute == Recompute::Selective ? attentionFlops : 0.0);
     // Memory-bound work (norms, softmax, GELU, dropout, residuals) moves about the layer's activation bytes
     // (Korthikanti et al.'s count) once in and once out; it weighs most where h is small.
-    const double layerBytes = 2.0 * activationBytesPerLayer(m, l.parallel.microBatch, t, Recompute::None)
+    const double layerBytes = 2.0
+                              * layerActivationBytes(m, l.parallel.microBatch, t, l.parallel.sp, Attention::Materialized,
+                                                     Recompute::None)
                               * (l.precision == Precision::Fp32 ? 2.0 : 1.0);
     const double headFlops = 2.0 * T * h * V / double(t) / shape;
-    const bool full = l.memory.recompute == Recompute::Full, selective = l.memory.recompute == Recompute::Selective;
+    const bool full = l.memory.recompute == Recompute::Full;
     std::vector<StageWork> out(static_cast<std::size_t>(virtualStages));
     for (std::int64_t vs = 0; vs < virtualStages; ++vs) {
         const double layers = double(ranges[static_cast<std::size_t>(vs)].size());
         StageWork& w = out[static_cast<std::size_t>(vs)];
         const double recompute = full ? 1.0 : 0.0;
         w.forward = {layers * layerFlops, layers * layerBytes};
-        w.backward = {layers * ((2.0 + recompute) * layerFlops + (selective ? attentionFlops : 0.0)),
+        w.backward = {layers * ((2.0 + recompute) * layerFlops + attentionRecompute),
                       layers * (2.0 + recompute) * layerBytes};
         if (vs == virtualStages - 1) {
             w.forward.flops += headFlops;
@@ -130,7 +110,7 @@ double dpAllReduceSeconds(const Layout& l, double gradBytes, std::int64_t dp, co
     }
     const double codecCost = codec.kind == K::None ? 0 : 4.0 * gradBytes / memBw;  // encode + decode, twice
     if (l.comm.allreduce == AllreduceAlgorithm::Hierarchical && nodesSpanned > 1) {
-        // in-node reduce-scatter and all-gather, across-node all-reduce of 1/k (FORMULAS.md)
+        // in-node reduce-scatter and all-gather, across-node all-reduce of 1/k (docs/formulas.md)
         const double k = double(std::max<std::int64_t>(1, dp / nodesSpanned));
         return ringAllReduceSeconds(gradBytes * ratio, static_cast<std::int64_t>(k), l.cluster.intraNode)
                + ringAllReduceSeconds(gradBytes * ratio / k, nodesSpanned, link) + codecCost;
@@ -143,8 +123,7 @@ double dpAllReduceSeconds(const Layout& l, double gradBytes, std::int64_t dp, co
 bool simulatable(const Layout& l)
 {
     const auto& p = l.parallel;
-    const double ops = 2.0 * double(p.microBatches()) * double(p.vpp) * double(p.pp);
-    return ops <= 4e6;
+    return p.microBatches() >= 1 && pipelineSimulatable(p.schedule, p.pp, p.vpp, p.microBatches());
 }
 
 namespace {
@@ -158,7 +137,36 @@ struct Costs {
     std::vector<StageRange> ranges;
 };
 
-Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, std::int64_t chunks, std::int64_t microBatches)
+// Parameters of virtual stage vs (its layers over t; the embedding on the first, the head on the last).
+double paramsOfVirtualStage(const Layout& l, const std::vector<StageRange>& ranges, std::int64_t vs)
+{
+    const ModelSpec& m = l.model;
+    const double t = double(l.parallel.tp);
+    const auto last = static_cast<std::int64_t>(ranges.size()) - 1;
+    double n = double(ranges[static_cast<std::size_t>(vs)].size()) * double(m.blockParameters()) / t;
+    if (vs == 0)
+        n += double(m.embeddingParameters()) / t;
+    if (vs == last) {  // the final norm, and the LM head split over t (tied: a copy of the embedding unless vs = 0)
+        const double head = double(m.paddedVocab() * m.hidden) / t;
+        n += double(m.headParameters()) - (m.tieEmbeddings ? 0.0 : double(m.paddedVocab() * m.hidden))
+             + (!m.tieEmbeddings || vs != 0 ? head : 0.0);
+    }
+    return n;
+}
+
+// What ZeRO-2 and ZeRO-3 add to an op that computes for `compute` seconds while `comm` seconds of its
+// collectives run on their own stream: gathers are prefetched (the next layer's, and the next op's first
+// layer's during the op before) and gradient reduce-scatters wait for nothing, so only what the link cannot
+// finish beside the compute is exposed: max(0, comm - compute). Without comm.overlap all of it waits.
+double exposedBeside(const Layout& l, double comm, double compute)
+{
+    if (comm <= 0)
+        return 0;
+    return l.comm.overlap ? std::max(0.0, comm - compute) : comm;
+}
+
+Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, std::int64_t chunks, std::int64_t microBatches,
+                   std::int64_t dpSpan = 1)
 {
     Costs c;
     const ModelSpec& m = l.model;
@@ -180,6 +188,7 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
     c.V = double(m.paddedVocab());
     const std::int64_t t = c.t;
     const LinkSpec& tpLink = linkOf(l, tpSpan);
+    const LinkSpec& dpLink = linkOf(l, dpSpan);
     const double tpAllReduce = ringAllReduceSeconds(c.T * c.h * c.actBytes, t, tpLink);
     const bool full = l.memory.recompute == Recompute::Full;
     const std::vector<StageWork> work = stageWork(l, chunks);
@@ -188,10 +197,29 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
         const double layers = double(c.ranges[static_cast<std::size_t>(vs)].size());
         const StageWork& w = work[static_cast<std::size_t>(vs)];
         StageCost& sc = c.stage[static_cast<std::size_t>(vs)];
+        // Two all-reduces of T·h per layer each way (two more for full recomputation's forward); sequence
+        // parallelism turns each into an all-gather and a reduce-scatter of the same bytes and time.
         sc.forwardTp = layers * 2.0 * tpAllReduce;
         sc.backwardTp = layers * (2.0 + (full ? 2.0 : 0.0)) * tpAllReduce;
-        sc.forward = w.forward.seconds(dev, l.precision) + sc.forwardTp;
-        sc.backward = w.backward.seconds(dev, l.precision) + sc.backwardTp;
+        if (t > 1) {
+            sc.forwardTpBytes = layers * 2.0 * c.T * c.h * c.actBytes;
+            sc.backwardTpBytes = layers * (2.0 + (full ? 2.0 : 0.0)) * c.T * c.h * c.actBytes;
+        }
+        const double computeF = w.forward.seconds(dev, l.precision), computeB = w.backward.seconds(dev, l.precision);
+        if (l.memory.zero >= 2 && c.d > 1 && layers > 0) {
+            // ZeRO-3 all-gathers each layer's parameters before its forward and again before its backward;
+            // ZeRO-2 and 3 reduce-scatter each layer's gradients after its backward (every micro-batch: only a
+            // shard of the gradients is kept).
+            const double bytes = paramsOfVirtualStage(l, c.ranges, vs) * c.actBytes;
+            const double perLayer = ringAllGatherSeconds(bytes / layers, c.d, dpLink) * layers;
+            sc.gatherBytes = bytes;
+            sc.forwardGather = l.memory.zero >= 3 ? perLayer : 0.0;
+            sc.backwardGather = perLayer + sc.forwardGather;
+            sc.forwardDp = exposedBeside(l, sc.forwardGather, computeF);
+            sc.backwardDp = exposedBeside(l, sc.backwardGather, computeB);
+        }
+        sc.forward = computeF + sc.forwardTp + sc.forwardDp;
+        sc.backward = computeB + sc.backwardTp + sc.backwardDp;
     }
     const LinkSpec& ppLink = linkOf(l, ppSpan);
     c.p2p = c.p > 1 ? ppLink.latencyUs * 1e-6 + c.T * c.h * c.actBytes / (ppLink.bandwidthGBs * 1e9) : 0.0;
@@ -201,23 +229,16 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
 // Parameters held by pipeline rank r (its layers over t; embeddings on the first, head on the last).
 double paramsOfRank(const Layout& l, const Costs& c, std::int64_t r)
 {
-    const ModelSpec& m = l.model;
     double n = 0;
-    for (std::int64_t ch = 0; ch < c.v; ++ch) {
-        const std::int64_t vs = ch * c.p + r;
-        n += double(c.ranges[static_cast<std::size_t>(vs)].size()) * double(m.blockParameters()) / double(c.t);
-        if (vs == 0)
-            n += double(m.embeddingParameters()) / double(c.t);
-        if (vs == c.virtualStages - 1)
-            n += double(m.headParameters()) + (vs != 0 ? double(m.paddedVocab() * m.hidden) / double(c.t) : 0.0);
-    }
+    for (std::int64_t ch = 0; ch < c.v; ++ch)
+        n += paramsOfVirtualStage(l, c.ranges, ch * c.p + r);
     return n;
 }
 
 // AdamW reads weights, gradients and both moments and writes three of them: ~28 bytes a parameter.
 double optimizerBytesOf(const Layout& l, const Costs& c, std::int64_t r)
 {
-    return paramsOfRank(l, c, r) * 28.0 / (l.memory.zero == 1 ? double(c.d) : 1.0);
+    return paramsOfRank(l, c, r) * 28.0 / (l.memory.zero >= 1 ? double(c.d) : 1.0);
 }
 
 // What loom-train holds on CPU ranks (processes sharing a node's memory) beyond the textbook terms,
@@ -242,16 +263,23 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
 {
     const ModelSpec& m = l.model;
     const bool mixed = l.precision != Precision::Fp32, full = l.memory.recompute == Recompute::Full;
-    const double perLayerAct = activationBytesPerLayer(m, c.b, c.t, l.memory.recompute) * (mixed ? 1.0 : 2.0);
-    const double fullLayerAct = activationBytesPerLayer(m, c.b, c.t, Recompute::None) * (mixed ? 1.0 : 2.0);
+    const bool sp = l.parallel.sp;
+    const Attention attention = l.memory.attention;
+    const double width = mixed ? 1.0 : 2.0;
+    const double perLayerAct = layerActivationBytes(m, c.b, c.t, sp, attention, l.memory.recompute) * width;
+    const double fullLayerAct = layerActivationBytes(m, c.b, c.t, sp, attention, Recompute::None) * width;
     const double params = paramsOfRank(l, c, r);
     double layers = 0;
     for (std::int64_t ch = 0; ch < c.v; ++ch)
         layers += double(c.ranges[static_cast<std::size_t>(ch * c.p + r)].size());
+    const ModelStateBytes state = modelStateBytesPerParameter(l.precision, l.memory.zero, c.d);
     MemoryEstimate mem;
-    mem.params = params * (mixed ? 2.0 : 4.0) / 1e9;
-    mem.grads = params * (mixed ? 2.0 : 4.0) / 1e9;
-    mem.optimizer = params * (mixed ? 12.0 : 8.0) / (l.memory.zero == 1 ? double(c.d) : 1.0) / 1e9;
+    mem.params = params * state.params / 1e9;
+    mem.grads = params * state.grads / 1e9;
+    mem.optimizer = params * state.optimizer / 1e9;
+    if (l.memory.zero >= 3 && c.d > 1)  // two layers' parameters gathered (one in use, one prefetched) and
+                                        // one layer's full gradients before their reduce-scatter
+        mem.gathered = 3.0 * double(m.blockParameters()) / double(c.t) * c.actBytes / 1e9;
     mem.activations = (inFlight * layers / double(c.v) * perLayerAct + (full ? fullLayerAct : 0.0)) / 1e9;
     if (r == c.p - 1)
         mem.activations += c.T * c.V / double(c.t) * 4.0 / 1e9;  // fp32 logits of one micro-batch
@@ -270,16 +298,63 @@ double optimizerBytes(const Layout& l, std::int64_t r)
     return optimizerBytesOf(l, c, r);
 }
 
+namespace {
+
+// The data-parallel work at the end of a step on a pipeline rank holding `params` parameters: `reduce`, the
+// gradients' all-reduce (ZeRO 0 and 1), which may start with the last backward, and `after`, ZeRO-2's
+// all-gather of the updated 16-bit parameters after the optimizer. ZeRO-2 and 3 reduce-scatter gradients
+// inside the backward ops instead, and ZeRO-3 gathers parameters when a layer needs them.
+struct EndOfStep {
+    double reduce = 0, after = 0;
+};
+EndOfStep endOfStep(const Layout& l, double params, const LinkSpec& link, std::int64_t nodesSpanned)
+{
+    const std::int64_t d = l.parallel.dp;
+    const double width = l.precision == Precision::Fp32 ? 4.0 : 2.0;
+    EndOfStep e;
+    if (l.memory.zero <= 1)
+        e.reduce = dpAllReduceSeconds(l, params * width, d, link, nodesSpanned);
+    else if (l.memory.zero == 2)
+        e.after = ringAllGatherSeconds(params * width, d, link);
+    return e;
+}
+
+trace::TraceEvent stepEvent(std::int32_t rank, std::int64_t stage, trace::EventKind kind, double start, double end,
+                            double bytes)
+{
+    trace::TraceEvent e;
+    e.rank = rank;
+    e.kind = kind;
+    e.lane = kind == trace::EventKind::Optimizer ? trace::Lane::Compute : trace::Lane::Comm;
+    e.source = trace::EventSource::Simulated;
+    e.step = 0;
+    e.stage = static_cast<std::int32_t>(stage);
+    e.startNs = static_cast<std::int64_t>(start * 1e9);
+    e.endNs = static_cast<std::int64_t>(end * 1e9);
+    e.bytes = static_cast<std::uint64_t>(bytes);
+    if (kind != trace::EventKind::Optimizer)
+        e.algorithm = trace::Algorithm::Library;
+    return e;
+}
+
+} // namespace
+
 Prediction predict(const Layout& l)
+{
+    return predict(l, true);
+}
+
+Prediction predict(const Layout& l, bool withEvents)
 {
     Prediction out;
     const ModelSpec& m = l.model;
     const auto& par = l.parallel;
     const DeviceSpec& dev = l.cluster.device;
-    const Schedule schedule = Schedule::forLayout(l);
+    const std::int64_t chunks = par.schedule == ScheduleKind::Interleaved ? par.vpp : 1;
     const RankGrid grid = RankGrid::forLayout(l);
+    const std::int64_t dpSpan = grid.maxNodesSpanned(GroupKind::Data);
     const Costs c = computeCosts(l, grid.maxNodesSpanned(GroupKind::Tensor), grid.maxNodesSpanned(GroupKind::Pipeline),
-                                 schedule.chunks(), schedule.microBatches());
+                                 chunks, par.microBatches(), dpSpan);
     const std::int64_t p = c.p, d = c.d, v = c.v, mb = c.mb;
     const double T = c.T, h = c.h, s = c.s, actBytes = c.actBytes, p2p = c.p2p;
     const auto& cost = c.stage;
@@ -289,12 +364,26 @@ Prediction predict(const Layout& l)
     EventNaming naming;
     naming.rankOf = [&grid](std::int64_t r) { return static_cast<std::int32_t>(grid.rankOf({0, r, 0})); };
     naming.sendBytes = static_cast<std::uint64_t>(T * h * actBytes);
-    const auto withTransfers = replaySchedule(schedule, cost, p2p, &naming, &out.events);
-    const auto noTransfers = replaySchedule(schedule, cost, 0.0);
+    naming.tpSize = static_cast<std::int32_t>(c.t);
+    naming.dpSize = static_cast<std::int32_t>(std::min<std::int64_t>(d, std::numeric_limits<std::int32_t>::max()));
+    naming.sequenceParallel = par.sp;
+    const PipelineTimes pipe
+        = simulatePipeline(par.schedule, p, chunks, mb, cost, p2p, &naming, withEvents ? &out.events : nullptr);
+    const auto& withTransfers = pipe.withTransfers;
+    const auto& noTransfers = pipe.noTransfers;
+    out.extrapolated = pipe.extrapolated;
+    out.eventMicroBatches = pipe.eventMicroBatches;
+    if (pipe.extrapolated)
+        out.notes.push_back("the step of " + std::to_string(mb) + " micro-batches is extrapolated from replays of "
+                            + std::to_string(pipe.sampled) + " and " + std::to_string(2 * pipe.sampled)
+                            + " (the steady state adds the same time per micro-batch)");
+    if (withEvents && pipe.eventMicroBatches < mb)
+        out.notes.push_back("the timeline shows the first " + std::to_string(pipe.eventMicroBatches) + " of "
+                            + std::to_string(mb) + " micro-batches (a shortened step ending with its DP and optimizer work)");
 
     auto paramsOf = [&](std::int64_t r) { return paramsOfRank(l, c, r); };
 
-    const LinkSpec& dpLink = linkOf(l, grid.maxNodesSpanned(GroupKind::Data));
+    const LinkSpec& dpLink = linkOf(l, dpSpan);
     const double memBw = dev.memoryBandwidthGBs * 1e9;
     const double gradWidth = l.precision == Precision::Fp32 ? 4.0 : 2.0;
     double stepEnd = 0;
@@ -303,52 +392,46 @@ Prediction predict(const Layout& l)
     for (std::int64_t r = 0; r < p; ++r) {
         const auto& rt = withTransfers[static_cast<std::size_t>(r)];
         const double params = paramsOf(r);
-        const double dpSeconds = dpAllReduceSeconds(l, params * gradWidth, d, dpLink, grid.maxNodesSpanned(GroupKind::Data));
+        const EndOfStep dpWork = endOfStep(l, params, dpLink, dpSpan);
+        const double dpSeconds = dpWork.reduce;
         const double dpEnd = l.comm.overlap ? std::max(rt.lastBackwardEnd, rt.lastBackwardStart + dpSeconds)
                                             : rt.lastBackwardEnd + dpSeconds;
         const double opt = optimizerBytesOf(l, c, r) / memBw;
-        dpTime[static_cast<std::size_t>(r)] = dpEnd - rt.lastBackwardEnd;
+        dpTime[static_cast<std::size_t>(r)] = std::max(rt.end, dpEnd) - rt.end + dpWork.after;
         optTime[static_cast<std::size_t>(r)] = opt;
-        const double end = std::max(rt.end, dpEnd) + opt;
+        const double end = std::max(rt.end, dpEnd) + opt + dpWork.after;
         if (end > stepEnd) {
             stepEnd = end;
             critical = r;
         }
-        if (out.events.size() < 4000000) {
-            trace::TraceEvent e;
-            e.rank = static_cast<std::int32_t>(grid.rankOf({0, r, 0}));
-            e.kind = trace::EventKind::AllReduce;
-            e.lane = trace::Lane::Comm;
-            e.source = trace::EventSource::Simulated;
-            e.step = 0;
-            e.stage = static_cast<std::int32_t>(r);
-            e.startNs = static_cast<std::int64_t>((dpEnd - dpSeconds) * 1e9);
-            e.endNs = static_cast<std::int64_t>(dpEnd * 1e9);
-            e.bytes = static_cast<std::uint64_t>(params * gradWidth);
-            e.algorithm = trace::Algorithm::Library;
-            if (d > 1)
-                out.events.push_back(e);
-            e.kind = trace::EventKind::Optimizer;
-            e.lane = trace::Lane::Compute;
-            e.startNs = static_cast<std::int64_t>(std::max(rt.end, dpEnd) * 1e9);
-            e.endNs = static_cast<std::int64_t>((std::max(rt.end, dpEnd) + opt) * 1e9);
-            e.bytes = 0;
-            out.events.push_back(e);
-        }
+        // The same work after the (possibly shortened) replay the timeline shows.
+        const auto& et = pipe.eventTimes[static_cast<std::size_t>(r)];
+        const double eDpEnd = l.comm.overlap ? std::max(et.lastBackwardEnd, et.lastBackwardStart + dpSeconds)
+                                             : et.lastBackwardEnd + dpSeconds;
+        const double optStart = std::max(et.end, eDpEnd);
+        if (!withEvents)
+            continue;
+        const std::int32_t rank = naming.rankOf(r);
+        if (d > 1 && dpSeconds > 0)
+            out.events.push_back(stepEvent(rank, r, trace::EventKind::AllReduce, eDpEnd - dpSeconds, eDpEnd, params * gradWidth));
+        out.events.push_back(stepEvent(rank, r, trace::EventKind::Optimizer, optStart, optStart + opt, 0));
+        if (dpWork.after > 0)
+            out.events.push_back(stepEvent(rank, r, trace::EventKind::AllGather, optStart + opt,
+                                           optStart + opt + dpWork.after, params * gradWidth));
     }
 
     const auto& crit = withTransfers[static_cast<std::size_t>(critical)];
     const auto& critNoP2p = noTransfers[static_cast<std::size_t>(critical)];
     out.stepTime = stepEnd;
     out.tpExposed = crit.tp;
-    out.compute = crit.busy - crit.tp;
+    out.compute = crit.busy - crit.tp - crit.dp;
     out.ppExposed = std::max(0.0, crit.end - critNoP2p.end);
     out.bubble = std::max(0.0, critNoP2p.end - critNoP2p.busy);
-    out.dpExposed = dpTime[static_cast<std::size_t>(critical)];
+    out.dpExposed = dpTime[static_cast<std::size_t>(critical)] + crit.dp;
     out.optimizer = optTime[static_cast<std::size_t>(critical)];
     out.bubbleFraction = out.bubble / out.stepTime;
     out.bubbleTheory = p > 1 ? double(p - 1) / double(v * mb + p - 1) : 0.0;
-    out.modelFlops = megatronModelFlops(m, par.globalBatch, full);
+    out.modelFlops = modelFlops(m, par.globalBatch, full);
     const double gpus = double(par.worldSize());
     out.tokensPerSecond = double(par.globalBatch) * s / out.stepTime;
     out.tflopsPerGpu = out.modelFlops / (out.stepTime * gpus) / 1e12;
@@ -357,7 +440,7 @@ Prediction predict(const Layout& l)
     // Memory of the most loaded pipeline rank.
     out.memoryCapacityGB = dev.memoryGB;
     for (std::int64_t r = 0; r < p; ++r) {
-        const MemoryEstimate mem = memoryOfRank(l, c, r, double(schedule.peakInFlight(r)));
+        const MemoryEstimate mem = memoryOfRank(l, c, r, double(pipe.peakInFlight[static_cast<std::size_t>(r)]));
         out.memoryPerStage.push_back(mem);
         if (mem.total() > out.memory.total())
             out.memory = mem;
@@ -380,35 +463,37 @@ Estimate estimate(const Layout& l)
     const std::int64_t dpSpan = par.tp * par.pp * par.dp > D ? std::min(par.dp, (par.tp * par.pp * par.dp + D - 1) / D) : 1;
     const std::int64_t v = par.schedule == ScheduleKind::Interleaved ? par.vpp : 1;
     const std::int64_t m = par.microBatches();
-    const Costs c = computeCosts(l, tpSpan, ppSpan, v, m);
+    const Costs c = computeCosts(l, tpSpan, ppSpan, v, m, dpSpan);
     const std::int64_t p = c.p;
     Estimate e;
-    double tau = 0, tauTp = 0;  // the slowest rank's forward + backward of one micro-batch through all its chunks
+    double tau = 0, tauTp = 0, tauDp = 0;  // the slowest rank's forward + backward of one micro-batch through all its chunks
     double lastBackward = 0;
     for (std::int64_t r = 0; r < p; ++r) {
-        double total = 0, tp = 0;
+        double total = 0, tp = 0, dp = 0;
         for (std::int64_t ch = 0; ch < v; ++ch) {
             const StageCost& sc = c.stage[static_cast<std::size_t>(ch * p + r)];
             total += sc.forward + sc.backward;
             tp += sc.forwardTp + sc.backwardTp;
+            dp += sc.forwardDp + sc.backwardDp;
         }
         if (total > tau) {
             tau = total;
             tauTp = tp;
+            tauDp = dp;
             lastBackward = c.stage[static_cast<std::size_t>(r)].backward;
         }
     }
-    e.compute = double(m) * (tau - tauTp);
+    e.compute = double(m) * (tau - tauTp - tauDp);
     e.tp = double(m) * tauTp;
     e.bubble = double(p - 1) * tau / double(v);
     e.pp = p > 1 ? 2.0 * double(p - 1) * double(v) * c.p2p : 0.0;
-    const double dpSeconds = dpAllReduceSeconds(l, paramsOfRank(l, c, 0) * (l.precision == Precision::Fp32 ? 4.0 : 2.0),
-                                                par.dp, linkOf(l, dpSpan), dpSpan);
-    e.dp = l.comm.overlap ? std::max(0.0, dpSeconds - lastBackward) : dpSeconds;
+    const EndOfStep dpWork = endOfStep(l, paramsOfRank(l, c, 0), linkOf(l, dpSpan), dpSpan);
+    const double dpSeconds = dpWork.reduce;
+    e.dp = (l.comm.overlap ? std::max(0.0, dpSeconds - lastBackward) : dpSeconds) + dpWork.after + double(m) * tauDp;
     const double opt = optimizerBytesOf(l, c, 0) / (dev.memoryBandwidthGBs * 1e9);
     e.stepTime = e.compute + e.tp + e.bubble + e.pp + e.dp + opt;
     e.tokensPerSecond = double(par.globalBatch * l.model.seqLen) / e.stepTime;
-    e.tflopsPerGpu = megatronModelFlops(l.model, par.globalBatch, l.memory.recompute == Recompute::Full) / e.stepTime
+    e.tflopsPerGpu = modelFlops(l.model, par.globalBatch, l.memory.recompute == Recompute::Full) / e.stepTime
                      / double(par.worldSize()) / 1e12;
     // Activations in flight on the first and last stage, in closed form (as Schedule::peakInFlight counts).
     double first = 0, last = 0;

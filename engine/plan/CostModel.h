@@ -1,5 +1,6 @@
 #pragma once
 
+#include "engine/plan/Formulas.h"
 #include "engine/plan/Layout.h"
 #include "engine/trace/TraceEvent.h"
 #include "engine/trace/TraceStats.h"
@@ -13,7 +14,9 @@ namespace loom::plan {
 // Memory per device, in GB (10^9 bytes).
 struct MemoryEstimate {
     double params = 0, grads = 0, optimizer = 0, activations = 0, reserve = 0;
-    double total() const { return params + grads + optimizer + activations + reserve; }
+    double gathered = 0;  // ZeRO-3: the parameters of the layers in use, gathered from the DP group
+    double total() const { return params + grads + optimizer + activations + reserve + gathered; }
+    double modelStates() const { return params + grads + optimizer; }
 };
 
 // What a layout will cost, predicted before anything runs.
@@ -35,22 +38,15 @@ struct Prediction {
     // The simulated timeline: compute and communication events of one representative rank per pipeline
     // stage (tp = 0, dp = 0), source = simulated.
     std::vector<trace::TraceEvent> events;
+    // Long steps: the pipeline was extrapolated from shorter replays (Simulator.h), and the events cover the
+    // first eventMicroBatches micro-batches only.
+    bool extrapolated = false;
+    std::int64_t eventMicroBatches = 0;
 };
-
-// Model FLOPs of one step (Narayanan et al., SC21, eq. 3): 96·B·s·l·h²·(1 + s/6h + V/16lh) with full
-// recomputation, 72·B·s·l·h²·(1 + s/6h + V/12lh) without.
-double megatronModelFlops(const ModelSpec& model, std::int64_t globalBatch, bool fullRecompute);
 
 // What engine/trace's statistics need to know of the layout a trace ran: pp, vpp, micro-batches per
 // pipeline, the schedule and the tokens of a step (the closed-form bubble and tokens/s).
 trace::StatsContext statsContext(const Layout& layout);
-// Activation bytes of one transformer layer for one micro-batch (Korthikanti et al. 2022), 16-bit
-// activations: s·b·h·(34 + 5as/h) with no parallelism; s·b·h·(10 + 24/t + 5as/(h·t)) with tensor
-// parallelism; s·b·h/t·(34 + 5as/h) with sequence parallelism too; s·b·h·(10 + 24/t) with selective
-// recomputation (34·s·b·h/t with sequence parallelism); 2·s·b·h with full recomputation.
-double activationBytesPerLayer(const ModelSpec& model, std::int64_t microBatch, std::int64_t tp, Recompute recompute,
-                               bool sequenceParallel = false);
-
 // The fraction of peak a device reaches on the GEMMs of a layer whose thinnest matrix dimension is `width`
 // (h/t) with `rows` = tokens per micro-batch: max · width/(width + half_width) · rows/(rows + half_rows).
 double gemmEfficiency(const DeviceSpec& device, double width, double rows);
@@ -76,6 +72,8 @@ double optimizerBytes(const Layout& layout, std::int64_t pipelineRank);
 // parameters, optimizer state and activations in flight. Deterministic and fast (no per-rank loops over
 // large grids: one representative rank per pipeline stage).
 Prediction predict(const Layout& layout);
+// The same without the timeline (events stay empty): what search and validation need.
+Prediction predict(const Layout& layout, bool withEvents);
 // A quick estimate for ranking many layouts: the same per-stage costs and memory, with the pipeline from the
 // closed form ((p-1)/v stage-times of bubble) instead of a replay, and no events. Microseconds per layout.
 struct Estimate {
@@ -86,11 +84,8 @@ struct Estimate {
 };
 Estimate estimate(const Layout& layout);
 
-// Whether predict() can replay the layout's schedule quickly: at most 4 million pipeline operations.
+// Whether predict() can time the layout's pipeline quickly: a replay of at most a million pipeline operations,
+// or an extrapolation from two shorter replays (pipelineSimulatable in Simulator.h).
 bool simulatable(const Layout& layout);
-
-// Time of an all-reduce of `bytes` over `ranks` members whose slowest link is `link`, ring algorithm:
-// 2(n-1)·α + 2(n-1)/n · bytes / β (nccl-tests' bus bandwidth factor).
-double ringAllReduceSeconds(double bytes, std::int64_t ranks, const LinkSpec& link);
 
 }  // namespace loom::plan

@@ -48,6 +48,11 @@ std::string_view toString(AllreduceAlgorithm algorithm)
     return "library";
 }
 
+std::string_view toString(Attention attention)
+{
+    return attention == Attention::Flash ? "flash" : "materialized";
+}
+
 std::string_view toString(RankOrder order)
 {
     return order == RankOrder::TpPpDp ? "tp-pp-dp" : "tp-dp-pp";

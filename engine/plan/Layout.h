@@ -20,12 +20,16 @@ enum class AllreduceAlgorithm { Library, Ring, Hierarchical, Auto };
 enum class RankOrder { TpPpDp, TpDpPp };
 // The communication library the engine trains with (layout field comm.backend).
 enum class CommBackend { Mpi, Gloo, Nccl };
+// How attention keeps its scores: "flash" never stores the s×s matrix (the backward recomputes it),
+// "materialized" keeps the softmax output (and its dropout mask) for the backward.
+enum class Attention { Flash, Materialized };
 
 std::string_view toString(ScheduleKind kind);
 std::string_view toString(Recompute recompute);
 std::string_view toString(AllreduceAlgorithm algorithm);
 std::string_view toString(RankOrder order);
 std::string_view toString(CommBackend backend);
+std::string_view toString(Attention attention);
 
 // The data-parallel gradient codec: "none", "fp16", "bf16", "int8", "int4", "topk:<fraction>", "lz4".
 struct Codec {
@@ -59,6 +63,7 @@ struct ParallelSpec {
     ScheduleKind schedule = ScheduleKind::OneFOneB;
     std::vector<StageRange> stages; // empty: an even split; else pp*vpp entries in virtual-stage order
     RankOrder order = RankOrder::TpPpDp;
+    bool sp = false; // sequence parallelism (Korthikanti et al. 2022): norms and dropout split along s over tp
 
     bool operator==(const ParallelSpec&) const = default;
     std::int64_t worldSize() const { return tp * pp * dp; }
@@ -67,8 +72,9 @@ struct ParallelSpec {
 };
 
 struct MemorySpec {
-    int zero = 0;
+    int zero = 0; // ZeRO stage 0-3: shards optimizer state (1), gradients too (2), parameters too (3) over dp
     Recompute recompute = Recompute::None;
+    Attention attention = Attention::Flash;
 
     bool operator==(const MemorySpec&) const = default;
 };

@@ -90,6 +90,8 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
                                    : ScheduleKind::Interleaved;
     if (auto v = r.choice("order", Presence::Optional, { "tp-pp-dp", "tp-dp-pp" }))
         p.order = *v == "tp-pp-dp" ? RankOrder::TpPpDp : RankOrder::TpDpPp;
+    if (auto v = r.boolean("sp", Presence::Optional))
+        p.sp = *v;
 
     if (const json* s = r.find("stages")) {
         const std::string path = "parallel.stages";
@@ -119,19 +121,21 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
             }
         }
     }
-    r.warnUnknown({ "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order" });
+    r.warnUnknown({ "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order", "sp" });
 }
 
 void readMemory(const json& j, Layout& layout, Diagnostics& d)
 {
     ObjectReader r(j, "memory", d);
-    if (auto v = r.integer("zero", Presence::Optional, 0, 1))
+    if (auto v = r.integer("zero", Presence::Optional, 0, 3))
         layout.memory.zero = static_cast<int>(*v);
     if (auto v = r.choice("recompute", Presence::Optional, { "none", "selective", "full" }))
         layout.memory.recompute = *v == "none" ? Recompute::None
             : *v == "selective"                ? Recompute::Selective
                                                : Recompute::Full;
-    r.warnUnknown({ "zero", "recompute" });
+    if (auto v = r.choice("attention", Presence::Optional, { "flash", "materialized" }))
+        layout.memory.attention = *v == "flash" ? Attention::Flash : Attention::Materialized;
+    r.warnUnknown({ "zero", "recompute", "attention" });
 }
 
 void readComm(const json& j, Layout& layout, Diagnostics& d)
@@ -391,8 +395,12 @@ std::string writeLayout(const Layout& layout)
             stages.push_back({ s.first, s.last });
         par["stages"] = stages;
     }
+    if (p.sp)
+        par["sp"] = true;
     j["parallel"] = par;
     j["memory"] = { { "zero", layout.memory.zero }, { "recompute", toString(layout.memory.recompute) } };
+    if (layout.memory.attention != Attention::Flash)
+        j["memory"]["attention"] = toString(layout.memory.attention);
     j["precision"] = toString(layout.precision);
     const auto& c = layout.comm;
     j["comm"] = { { "dp_codec", c.dpCodec.toString() }, { "error_feedback", c.errorFeedback }, { "overlap", c.overlap },

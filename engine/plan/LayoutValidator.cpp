@@ -120,7 +120,10 @@ private:
                 "parallel.tp=" + to_string(p.tp) + " does not divide model.heads=" + to_string(m.heads) + valid);
         if (m.kvHeads > 0 && m.kvHeads % p.tp != 0)
             d.error("parallel.tp",
-                "parallel.tp=" + to_string(p.tp) + " does not divide model.kv_heads=" + to_string(m.kvHeads) + valid);
+                "parallel.tp=" + to_string(p.tp) + " does not divide model.kv_heads=" + to_string(m.kvHeads)
+                    + " (Loom splits the KV heads over the tp ranks as Megatron-LM does and never replicates them, "
+                      "so every rank needs whole KV heads)"
+                    + valid);
         if (m.ffnHidden % p.tp != 0)
             d.error("parallel.tp",
                 "parallel.tp=" + to_string(p.tp) + " does not divide model.ffn_hidden=" + to_string(m.ffnHidden)
@@ -164,7 +167,10 @@ private:
             if (s.first > s.last) {
                 d.error(ep,
                     ep + "=[" + to_string(s.first) + ", " + to_string(s.last)
-                        + "] starts after it ends; write [first_layer, last_layer] with first ≤ last");
+                        + "] starts after it ends; write [first_layer, last_layer] with first ≤ last (every "
+                          "virtual stage runs at least one layer: a chunk holding only the embedding or the LM head, "
+                          "as in Llama 3's pipeline, cannot be expressed; give it one layer and take one off its "
+                          "neighbours)");
                 inRange = false;
                 continue;
             }
@@ -243,7 +249,7 @@ private:
             d.error("parallel.vpp",
                 "parallel.schedule=\"interleaved\" needs vpp ≥ 2 model chunks per pipeline rank "
                 "(here vpp=1); set vpp to 2 or more, or use schedule \"1f1b\"");
-        if (fine({ "model" }) && m.layers % l.virtualStages() != 0) {
+        if (fine({ "model" }) && m.layers % l.virtualStages() != 0 && p.stages.empty()) {
             std::vector<std::int64_t> good;
             for (auto v : text::divisors(m.layers))
                 if (v % p.pp == 0 && v / p.pp >= 2)
@@ -252,7 +258,8 @@ private:
                 "schedule \"interleaved\" needs model.layers=" + to_string(m.layers) + " divisible by pp·vpp = "
                     + to_string(p.pp) + "·" + to_string(p.vpp) + " = " + to_string(l.virtualStages())
                     + (good.empty() ? "; no vpp works with this pp, so change pp"
-                                    : "; with pp=" + to_string(p.pp) + " use vpp in {" + joinInts(good) + "}"));
+                                    : "; with pp=" + to_string(p.pp) + " use vpp in {" + joinInts(good) + "}")
+                    + ", or list uneven parallel.stages (pp·vpp entries, at least one layer each)");
         }
         if (fine({ "parallel.dp", "parallel.micro_batch", "parallel.global_batch" })
             && p.globalBatch % (p.microBatch * p.dp) == 0 && p.microBatches() % p.pp != 0)
@@ -264,10 +271,16 @@ private:
 
     void memoryAndComm()
     {
-        if (fine({ "memory.zero", "parallel.dp" }) && l.memory.zero == 1 && p.dp == 1)
+        if (fine({ "memory.zero", "parallel.dp" }) && l.memory.zero >= 1 && p.dp == 1)
             d.warning("memory.zero",
-                "memory.zero=1 shards optimizer state across the DP group, but dp=1, so it "
-                "saves nothing");
+                "memory.zero=" + to_string(l.memory.zero) + " shards "
+                    + (l.memory.zero == 1 ? "optimizer state" : l.memory.zero == 2 ? "optimizer state and gradients"
+                                                                                   : "optimizer state, gradients and parameters")
+                    + " across the DP group, but dp=1, so it saves nothing");
+        if (fine({ "parallel.sp", "parallel.tp" }) && p.sp && p.tp == 1)
+            d.warning("parallel.sp",
+                "parallel.sp=true splits the norm and dropout activations along the sequence over the tp ranks, "
+                "but tp=1, so it changes nothing");
         if (fine({ "comm.dp_codec", "parallel.dp" }) && l.comm.dpCodec.kind != Codec::Kind::None && p.dp == 1)
             d.warning("comm.dp_codec",
                 "comm.dp_codec=\"" + l.comm.dpCodec.toString()
@@ -318,7 +331,7 @@ private:
     {
         if (known.hasErrors() || d.hasErrors() || !simulatable(l))
             return;  // the planner needs a valid layout of a size it can replay
-        warnIfItDoesNotFit(l, predict(l), d);
+        warnIfItDoesNotFit(l, predict(l, false), d);
     }
 
     const Layout& l;

@@ -21,6 +21,10 @@ std::string describe(const Layout& l)
         s += " vpp=" + std::to_string(p.vpp);
     s += " mb=" + std::to_string(p.microBatch) + " zero=" + std::to_string(l.memory.zero) + " recompute="
          + std::string(toString(l.memory.recompute));
+    if (p.sp)
+        s += " sp";
+    if (l.memory.attention != Attention::Flash)
+        s += " attention=" + std::string(toString(l.memory.attention));
     return s;
 }
 
@@ -73,6 +77,13 @@ SearchResult search(const SearchRequest& r)
     base.precision = r.precision;
     base.parallel.globalBatch = r.globalBatch;
     const auto degrees = validTensorParallelDegrees(m);
+    Layout work = base;
+    struct Choice {
+        ParallelSpec parallel;
+        MemorySpec memory;
+        Estimate estimate;
+    };
+    std::vector<Choice> choices;
     auto report = [&](double fraction) {
         if (!out.cancelled && r.progress && !r.progress(fraction))
             out.cancelled = true;
@@ -99,51 +110,73 @@ SearchResult search(const SearchRequest& r)
                         if (m.layers % (pp * v) == 0)
                             schedules.emplace_back(ScheduleKind::Interleaved, v);
                 for (auto [schedule, vpp] : schedules)
-                    for (int zero : {0, 1}) {
-                        if (zero == 1 && dp == 1)
+                    for (int zero = 0; zero <= 3; ++zero) {
+                        if (zero >= 1 && dp == 1)
                             continue;
-                        for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
-                            Layout l = base;
-                            l.parallel.tp = tp;
-                            l.parallel.pp = pp;
-                            l.parallel.dp = dp;
-                            l.parallel.vpp = vpp;
-                            l.parallel.microBatch = mb;
-                            l.parallel.schedule = schedule;
-                            l.memory = {zero, rc};
-                            ++out.evaluated;
-                            const Estimate e = estimate(l);
-                            if (!e.fits)
+                        for (bool sp : {false, true}) {
+                            if (sp && tp == 1)
                                 continue;
-                            fitting.push_back({l, e, {}});
+                            for (Attention attention : {Attention::Flash, Attention::Materialized})
+                                for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+                                    // selective recomputation of flash attention recomputes nothing more
+                                    if (attention == Attention::Flash && rc == Recompute::Selective)
+                                        continue;
+                                    Layout& l = work;  // one layout, changed in place: no copy per candidate
+                                    l.parallel.tp = tp;
+                                    l.parallel.pp = pp;
+                                    l.parallel.dp = dp;
+                                    l.parallel.vpp = vpp;
+                                    l.parallel.microBatch = mb;
+                                    l.parallel.schedule = schedule;
+                                    l.parallel.sp = sp;
+                                    l.memory.zero = zero;
+                                    l.memory.recompute = rc;
+                                    l.memory.attention = attention;
+                                    ++out.evaluated;
+                                    const Estimate e = estimate(l);
+                                    if (!e.fits)
+                                        continue;
+                                    choices.push_back({l.parallel, l.memory, e});
+                                }
                         }
                     }
             }
         }
     }
-    out.fitting = fitting.size();
-    if (fitting.empty() || out.cancelled)
+    out.fitting = choices.size();
+    if (choices.empty() || out.cancelled)
         return out;
     // Layouts the planner cannot replay have no prediction to rank by: leave them out, and count them so
     // the advice can name the cause.
-    const auto replayable = std::partition(fitting.begin(), fitting.end(), [](const SearchCandidate& c) { return simulatable(c.layout); });
-    out.unsimulatable = static_cast<std::size_t>(fitting.end() - replayable);
-    fitting.erase(replayable, fitting.end());
-    if (fitting.empty())
-        return out;
-    std::sort(fitting.begin(), fitting.end(), [](const SearchCandidate& a, const SearchCandidate& b) {
-        return a.estimate.tokensPerSecond > b.estimate.tokensPerSecond;
+    Layout probe = base;  // one layout changed in place: no copy per candidate
+    const auto replayable = std::partition(choices.begin(), choices.end(), [&probe](const Choice& c) {
+        probe.parallel = c.parallel;
+        probe.memory = c.memory;
+        return simulatable(probe);
     });
+    out.unsimulatable = static_cast<std::size_t>(choices.end() - replayable);
+    choices.erase(replayable, choices.end());
+    if (choices.empty())
+        return out;
     // Replay the best few in full; the estimate's closed-form pipeline can misorder close ones.
-    const std::size_t keep = std::min<std::size_t>(fitting.size(), static_cast<std::size_t>(std::max(r.top, 2)) * 3);
-    fitting.resize(keep);
+    const std::size_t keep = std::min<std::size_t>(choices.size(), static_cast<std::size_t>(std::max(r.top, 2)) * 3);
+    std::partial_sort(choices.begin(), choices.begin() + static_cast<std::ptrdiff_t>(keep), choices.end(),
+                      [](const Choice& a, const Choice& b) { return a.estimate.tokensPerSecond > b.estimate.tokensPerSecond; });
+    for (std::size_t i = 0; i < keep; ++i) {
+        Layout l = base;
+        l.parallel = choices[i].parallel;
+        l.memory = choices[i].memory;
+        fitting.push_back({std::move(l), choices[i].estimate, {}});
+    }
     for (std::size_t i = 0; i < fitting.size(); ++i) {
         auto& c = fitting[i];
         if (!report(0.7 + 0.3 * double(i) / double(fitting.size())))
             break;
-        c.prediction = predict(c.layout);
-        c.prediction.events.clear();
-        c.prediction.events.shrink_to_fit();
+        if (simulatable(c.layout)) {
+            c.prediction = predict(c.layout, false);
+        } else {
+            c.prediction.fits = false;  // not timed: left out below rather than ranked with a zero step time
+        }
     }
     if (out.cancelled)
         return out;

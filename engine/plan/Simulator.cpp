@@ -42,6 +42,50 @@ trace::TraceEvent computeEvent(std::int32_t rank, const PipelineOp& op, std::int
     return e;
 }
 
+trace::TraceEvent commEvent(
+    const trace::TraceEvent& op, trace::EventKind kind, double start, double end, double bytes, std::int32_t groupSize)
+{
+    trace::TraceEvent e = op;
+    e.kind = kind;
+    e.lane = trace::Lane::Comm;
+    e.startNs = static_cast<std::int64_t>(start * 1e9);
+    e.endNs = static_cast<std::int64_t>(end * 1e9);
+    e.bytes = e.wireBytes = static_cast<std::uint64_t>(bytes);
+    e.groupSize = groupSize;
+    e.algorithm = trace::Algorithm::Library;
+    return e;
+}
+
+// The collectives inside one op, one event per kind: the TP all-reduces (all-gathers and reduce-scatters
+// with sequence parallelism) at the end of the op's time, which they block, and the ZeRO-3 all-gathers
+// (and in backward the ZeRO-2/3 gradient reduce-scatters) from the op's start, beside the compute.
+void collectiveEvents(const EventNaming& n, const StageCost& c, const trace::TraceEvent& op, bool fwd,
+    std::vector<trace::TraceEvent>& out)
+{
+    using K = trace::EventKind;
+    const double start = double(op.startNs) * 1e-9, end = double(op.endNs) * 1e-9;
+    const double tp = fwd ? c.forwardTp : c.backwardTp, tpBytes = fwd ? c.forwardTpBytes : c.backwardTpBytes;
+    if (tp > 0 && n.sequenceParallel) {
+        out.push_back(commEvent(op, K::AllGather, end - tp, end - tp / 2, tpBytes / 2, n.tpSize));
+        out.push_back(commEvent(op, K::ReduceScatter, end - tp / 2, end, tpBytes / 2, n.tpSize));
+    } else if (tp > 0) {
+        out.push_back(commEvent(op, K::AllReduce, end - tp, end, tpBytes, n.tpSize));
+    }
+    const double gather = fwd ? c.forwardGather : c.backwardGather;
+    if (gather <= 0)
+        return;
+    if (fwd) {
+        out.push_back(commEvent(op, K::AllGather, start, start + gather, c.gatherBytes, n.dpSize));
+    } else {
+        // ZeRO-3 gathers the parameters again and reduce-scatters the gradients; ZeRO-2 only the latter
+        const bool both = c.forwardGather > 0;
+        const double split = both ? gather / 2 : 0;
+        if (both)
+            out.push_back(commEvent(op, K::AllGather, start, start + split, c.gatherBytes, n.dpSize));
+        out.push_back(commEvent(op, K::ReduceScatter, start + split, start + gather, c.gatherBytes, n.dpSize));
+    }
+}
+
 } // namespace
 
 std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vector<StageCost>& cost, double transfer,
@@ -83,6 +127,7 @@ std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vecto
                 RankTimes& rt = times[static_cast<std::size_t>(r)];
                 rt.busy += duration;
                 rt.tp += fwd ? c.forwardTp : c.backwardTp;
+                rt.dp += fwd ? c.forwardDp : c.backwardDp;
                 if (!fwd) {
                     rt.lastBackwardStart = start;
                     rt.lastBackwardEnd = now;
@@ -90,6 +135,7 @@ std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vecto
                 if (events && naming) {
                     trace::TraceEvent e = computeEvent(naming->rankOf(r), op, vs, start, now);
                     events->push_back(e);
+                    collectiveEvents(*naming, c, e, fwd, *events);
                     const bool sends = fwd ? vs < virtualStages - 1 : vs > 0;
                     if (sends && transfer > 0) {
                         trace::TraceEvent s = e;
@@ -110,6 +156,78 @@ std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vecto
     for (std::int64_t r = 0; r < p; ++r)
         times[static_cast<std::size_t>(r)].end = clock[static_cast<std::size_t>(r)];
     return times;
+}
+
+double pipelineOps(std::int64_t pp, std::int64_t chunks, std::int64_t microBatches)
+{
+    return 2.0 * double(microBatches) * double(chunks) * double(pp);
+}
+
+bool pipelineSimulatable(ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t microBatches)
+{
+    if (kind != ScheduleKind::Interleaved)
+        chunks = 1;
+    if (pipelineOps(pp, chunks, microBatches) <= kMaxReplayOps)
+        return true;
+    return pipelineOps(pp, chunks, 4 * pp) <= kMaxReplayOps && microBatches > 4 * pp;
+}
+
+namespace {
+
+RankTimes extrapolate(const RankTimes& a, const RankTimes& b, double steps)
+{
+    auto at = [steps](double x, double y) { return x + (y - x) * steps; };
+    return { at(a.busy, b.busy), at(a.tp, b.tp), at(a.end, b.end), at(a.lastBackwardStart, b.lastBackwardStart),
+        at(a.lastBackwardEnd, b.lastBackwardEnd), at(a.dp, b.dp) };
+}
+
+} // namespace
+
+PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t m,
+    const std::vector<StageCost>& cost, double transfer, const EventNaming* naming,
+    std::vector<trace::TraceEvent>* events)
+{
+    const std::int64_t v = kind == ScheduleKind::Interleaved ? chunks : 1;
+    PipelineTimes out;
+    out.microBatches = m;
+    const bool full = pipelineOps(pp, v, m) <= kMaxReplayOps;
+    // The events: from the full replay when it is small enough, else from a replay of the first micro-batches
+    // (a multiple of p, as interleaving needs).
+    std::int64_t eventM = m;
+    if (pipelineOps(pp, v, m) > kMaxEventOps) {
+        const std::int64_t fit = static_cast<std::int64_t>(kMaxEventOps / pipelineOps(pp, v, 1));
+        eventM = kind == ScheduleKind::Interleaved ? std::max(pp, fit / pp * pp) : std::max<std::int64_t>(1, fit);
+        eventM = std::min(eventM, m);
+    }
+    if (full) {
+        const Schedule schedule(kind, pp, v, m);
+        out.withTransfers = replaySchedule(schedule, cost, transfer, naming, eventM == m ? events : nullptr);
+        out.noTransfers = replaySchedule(schedule, cost, 0.0);
+        for (std::int64_t r = 0; r < pp; ++r)
+            out.peakInFlight.push_back(schedule.peakInFlight(r));
+    } else {
+        out.extrapolated = true;
+        out.sampled = 2 * pp;
+        const Schedule a(kind, pp, v, out.sampled), b(kind, pp, v, 2 * out.sampled);
+        const double steps = double(m - out.sampled) / double(out.sampled);
+        const auto a1 = replaySchedule(a, cost, transfer), b1 = replaySchedule(b, cost, transfer);
+        const auto a0 = replaySchedule(a, cost, 0.0), b0 = replaySchedule(b, cost, 0.0);
+        for (std::int64_t r = 0; r < pp; ++r) {
+            const auto i = static_cast<std::size_t>(r);
+            out.withTransfers.push_back(extrapolate(a1[i], b1[i], steps));
+            out.noTransfers.push_back(extrapolate(a0[i], b0[i], steps));
+            // GPipe holds every micro-batch; the others reach their peak in the warm-up, before 2p.
+            out.peakInFlight.push_back(kind == ScheduleKind::GPipe ? m : b.peakInFlight(r));
+        }
+    }
+    out.eventMicroBatches = eventM;
+    if ((eventM == m && full) || !events) {
+        out.eventTimes = out.withTransfers;
+    } else {
+        const Schedule shortened(kind, pp, v, eventM);
+        out.eventTimes = replaySchedule(shortened, cost, transfer, naming, events);
+    }
+    return out;
 }
 
 } // namespace loom::plan

@@ -14,11 +14,17 @@ namespace loom::plan {
 struct StageCost {
     double forward = 0, backward = 0; // seconds per micro-batch, compute and TP communication
     double forwardTp = 0, backwardTp = 0; // of which TP collectives
+    double forwardDp = 0, backwardDp = 0; // of which ZeRO-2/3 collectives the compute did not hide
+    // For the timeline: the bytes of the op's TP collectives, and the ZeRO collectives' whole duration
+    // (all-gather of the parameters; in backward also the gradients' reduce-scatter) and bytes.
+    double forwardTpBytes = 0, backwardTpBytes = 0;
+    double forwardGather = 0, backwardGather = 0, gatherBytes = 0;
 };
 
 // What the replay measured on one pipeline rank.
 struct RankTimes {
     double busy = 0, tp = 0, end = 0, lastBackwardStart = 0, lastBackwardEnd = 0;
+    double dp = 0; // exposed ZeRO-2/3 collectives inside the ops
 };
 
 // How the replay labels the events it records: the global rank of pipeline rank r's representative
@@ -26,6 +32,8 @@ struct RankTimes {
 struct EventNaming {
     std::function<std::int32_t(std::int64_t pipelineRank)> rankOf;
     std::uint64_t sendBytes = 0;
+    std::int32_t tpSize = 1, dpSize = 1;
+    bool sequenceParallel = false; // TP collectives are all-gather + reduce-scatter instead of all-reduce
 };
 
 // Replays `schedule` on one representative rank per pipeline stage: each op starts when its rank is free
@@ -34,5 +42,37 @@ struct EventNaming {
 // one send event per transfer, source = simulated.
 std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vector<StageCost>& cost, double transfer,
     const EventNaming* naming = nullptr, std::vector<trace::TraceEvent>* events = nullptr);
+
+// The pipeline part of one step, per pipeline rank.
+struct PipelineTimes {
+    std::vector<RankTimes> withTransfers, noTransfers; // replayed with and without point-to-point time
+    std::vector<std::int64_t> peakInFlight; // chunk-micro-batches of activations held at most
+    std::int64_t microBatches = 0; // m of the step
+    // Long schedules are not replayed op by op: two replays of `sampled` and 2·`sampled` micro-batches
+    // (both past the warm-up, so the steady state adds the same time per micro-batch) are extrapolated
+    // linearly to m, which is exact once every rank runs in its steady state.
+    bool extrapolated = false;
+    std::int64_t sampled = 0;
+    // The replay the events come from: all m micro-batches, or the first `eventMicroBatches` of them when the
+    // step would make too many events for a timeline (a trace of millions of events helps nobody).
+    std::int64_t eventMicroBatches = 0;
+    std::vector<RankTimes> eventTimes;
+};
+
+// Replays of more ops than this are extrapolated (see PipelineTimes); a timeline keeps at most
+// kMaxEventOps ops' events.
+constexpr double kMaxReplayOps = 1e6;
+constexpr double kMaxEventOps = 2.5e4;
+
+// Pipeline operations of a full replay: 2·m·v·p.
+double pipelineOps(std::int64_t pp, std::int64_t chunks, std::int64_t microBatches);
+// Whether the pipeline can be timed within the limits: a full replay of at most kMaxReplayOps ops, or an
+// extrapolation from replays of 2p and 4p micro-batches (8·v·p² ops at most kMaxReplayOps: p·√v ≤ 353).
+bool pipelineSimulatable(ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t microBatches);
+
+// Times the pipeline of one step (preconditions as Schedule's, and pipelineSimulatable).
+PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t microBatches,
+    const std::vector<StageCost>& cost, double transfer, const EventNaming* naming = nullptr,
+    std::vector<trace::TraceEvent>* events = nullptr);
 
 } // namespace loom::plan

@@ -18,7 +18,7 @@ private slots:
         QVERIFY2(b.loadErrors().empty(), b.loadErrors().empty() ? "" : b.loadErrors().front().c_str());
         QCOMPARE(b.modelNames(),
             (std::vector<std::string> { "gpt-mini", "gpt-tiny", "gpt2-1.5b", "gpt2-124m", "gpt2-350m", "gpt2-774m",
-                "gpt3-175b", "llama2-70b", "llama2-7b", "megatron-1t" }));
+                "gpt3-175b", "llama-tiny", "llama2-70b", "llama2-7b", "llama3-405b", "megatron-1t" }));
         QCOMPARE(b.clusterNames(), (std::vector<std::string> { "dgx-a100", "dgx-h100", "local", "pcie-4gpu" }));
         for (const auto& p : b.all()) {
             QVERIFY2(!p.description().empty(), p.name().c_str());

@@ -22,7 +22,7 @@ Layout megatron(int heads, int hidden, int layers, int tp, int pp, int gpus, int
                         {"nodes", gpus / 8},
                         {"parallel", {{"tp", tp}, {"pp", pp}, {"dp", gpus / (tp * pp)}, {"vpp", vpp}, {"micro_batch", micro},
                                       {"global_batch", batch}, {"schedule", vpp > 1 ? "interleaved" : "1f1b"}}},
-                        {"memory", {{"zero", 0}, {"recompute", "full"}}},
+                        {"memory", {{"zero", 0}, {"recompute", "full"}, {"attention", "materialized"}}},  // as in 2021
                         {"precision", "fp16"},
                         {"comm", {{"overlap", false}}}};  // SC21's Megatron reduced gradients after backward
     auto r = readLayout(j.dump(), loom::profiles::BuiltinProfiles::instance());

@@ -53,6 +53,42 @@ private slots:
         QVERIFY2(r.diagnostics.empty(), r.diagnostics.format().c_str());
     }
 
+    void unevenInterleavedStages()
+    {
+        // Interleaved with uneven stages: 12 layers on pp·vpp = 2·4 = 8 virtual stages, valid when the stages are
+        // listed (Llama 3's way: fewer layers on the first and the last); a stage without a layer is not.
+        auto r = readPatched(R"({"model": "gpt2-124m", "parallel": {"tp": 4, "pp": 2, "dp": 1, "vpp": 4, "micro_batch": 1,
+            "global_batch": 8, "schedule": "interleaved",
+            "stages": [[0, 0], [1, 2], [3, 4], [5, 6], [7, 8], [9, 10], [11, 11], [12, 11]]}})");
+        // [12, 11] is an empty stage: refused, saying why.
+        QVERIFY(!r.ok());
+        QVERIFY2(r.diagnostics.format().find("cannot be expressed") != std::string::npos, r.diagnostics.format().c_str());
+        r = readPatched(R"({"parallel": {"tp": 4, "pp": 2, "dp": 1, "vpp": 4, "micro_batch": 1, "global_batch": 8,
+            "schedule": "interleaved", "stages": [[0, 0], [1, 2], [3, 4], [5, 6], [7, 8], [9, 9], [10, 10], [11, 11]]}})");
+        QVERIFY2(r.ok(), r.diagnostics.format().c_str());
+        const Diagnostics d = validateLayout(*r.layout);
+        QVERIFY2(!d.hasErrors(), d.format().c_str());
+    }
+
+    void newChoicesRoundTrip()
+    {
+        auto r = readPatched(R"({"parallel": {"tp": 4, "pp": 2, "dp": 1, "micro_batch": 1, "global_batch": 8, "sp": true},
+            "memory": {"zero": 3, "recompute": "selective", "attention": "materialized"}})");
+        QVERIFY2(r.ok(), r.diagnostics.format().c_str());
+        QVERIFY(r.layout->parallel.sp);
+        QCOMPARE(r.layout->memory.zero, 3);
+        QVERIFY(r.layout->memory.attention == Attention::Materialized);
+        auto again = readLayout(writeLayout(*r.layout), BuiltinProfiles::instance());
+        QVERIFY(again.ok());
+        QVERIFY(*again.layout == *r.layout);
+        // sp with tp = 1 and ZeRO with dp = 1 warn.
+        r = readPatched(R"({"parallel": {"tp": 1, "pp": 8, "dp": 1, "micro_batch": 1, "global_batch": 8, "sp": true},
+            "memory": {"zero": 2}})");
+        QVERIFY(r.ok());
+        const std::string w = validateLayout(*r.layout).format();
+        QVERIFY2(w.find("parallel.sp=true") != std::string::npos && w.find("memory.zero=2 shards") != std::string::npos, w.c_str());
+    }
+
     void rule_data()
     {
         QTest::addColumn<QString>("patch");
@@ -81,7 +117,8 @@ private slots:
                "of 1); valid tp: 1";
         QTest::newRow("tp does not divide kv_heads")
             << QString::fromStdString(inlineModel(R"({"kv_heads": 6})")) << true << "parallel.tp"
-            << "parallel.tp=4 does not divide model.kv_heads=6; valid tp: 1, 2, 3, 6";
+            << "parallel.tp=4 does not divide model.kv_heads=6 (Loom splits the KV heads over the tp ranks as "
+               "Megatron-LM does and never replicates them, so every rank needs whole KV heads); valid tp: 1, 2, 3, 6";
         QTest::newRow("heads do not divide hidden")
             << QString::fromStdString(inlineModel(R"({"heads": 10, "kv_heads": null})")) << true << "model.heads"
             << "model.heads=10 does not divide model.hidden=768";
@@ -144,7 +181,8 @@ private slots:
         QTest::newRow("unknown model profile")
             << R"({"model": "gpt2-124"})" << true << "model"
             << "model=\"gpt2-124\" is not a known model profile; known: gpt-mini, gpt-tiny, gpt2-1.5b, gpt2-124m, "
-               "gpt2-350m, gpt2-774m, gpt3-175b, llama2-70b, llama2-7b, megatron-1t (did you mean \"gpt2-124m\"?)";
+               "gpt2-350m, gpt2-774m, gpt3-175b, llama-tiny, llama2-70b, llama2-7b, llama3-405b, megatron-1t (did you mean "
+               "\"gpt2-124m\"?)";
         QTest::newRow("unknown cluster profile")
             << R"({"cluster": "dgx-b200"})" << true << "cluster"
             << "cluster=\"dgx-b200\" is not a known cluster profile; known: dgx-a100, dgx-h100, local, pcie-4gpu";
@@ -189,8 +227,12 @@ private slots:
                "\"1f1b\"?)";
         QTest::newRow("unknown recompute") << R"({"memory": {"recompute": "all"}})" << true << "memory.recompute"
                                            << "use one of \"none\", \"selective\", \"full\"";
-        QTest::newRow("zero stage 2 unsupported") << R"({"memory": {"zero": 2}})" << true << "memory.zero"
-                                                  << "memory.zero=2 is too large; it must be at most 1";
+        QTest::newRow("zero stage 4 unknown") << R"({"memory": {"zero": 4}})" << true << "memory.zero"
+                                              << "memory.zero=4 is too large; it must be at most 3";
+        QTest::newRow("bad attention") << R"({"memory": {"attention": "sparse"}})" << true << "memory.attention"
+                                       << "memory.attention";
+        QTest::newRow("sp is a bool") << R"({"parallel": {"tp": 4, "pp": 1, "dp": 2, "micro_batch": 1, "global_batch": 8, "sp": 1}})"
+                                      << true << "parallel.sp" << "parallel.sp";
         QTest::newRow("bad codec") << R"({"comm": {"dp_codec": "int2"}})" << true << "comm.dp_codec"
                                    << "comm.dp_codec=\"int2\" is not a known codec; use one of";
         QTest::newRow("bad top-k fraction") << R"({"comm": {"dp_codec": "topk:0"}})" << true << "comm.dp_codec"

@@ -1,0 +1,101 @@
+#include "engine/plan/Formulas.h"
+
+namespace loom::plan {
+
+double megatronModelFlops(const ModelSpec& m, std::int64_t globalBatch, bool fullRecompute)
+{
+    const double B = double(globalBatch), s = double(m.seqLen), l = double(m.layers), h = double(m.hidden),
+                 V = double(m.vocab);
+    return fullRecompute ? 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h))
+                         : 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
+}
+
+double blockMatmulParameters(const ModelSpec& m)
+{
+    const double h = double(m.hidden), kv = double(m.headDim() * m.effectiveKvHeads()), f = double(m.ffnHidden);
+    return h * (h + 2.0 * kv) + h * h + (m.mlp == ModelSpec::Mlp::SwiGlu ? 3.0 : 2.0) * h * f;
+}
+
+double modelFlops(const ModelSpec& m, std::int64_t globalBatch, bool fullRecompute)
+{
+    const double tokens = double(globalBatch) * double(m.seqLen), s = double(m.seqLen), h = double(m.hidden),
+                 l = double(m.layers), V = double(m.vocab);
+    const double perLayer = 2.0 * blockMatmulParameters(m) + 4.0 * s * h;
+    return tokens * ((fullRecompute ? 4.0 : 3.0) * l * perLayer + 6.0 * h * V);
+}
+
+double activationBytesPerLayer(const ModelSpec& m, std::int64_t b, std::int64_t t, Recompute recompute, bool sp)
+{
+    const double s = double(m.seqLen), h = double(m.hidden), a = double(m.heads), B = double(b), T = double(t);
+    switch (recompute) {
+    case Recompute::Full:
+        return 2.0 * s * B * h;
+    case Recompute::Selective:
+        return sp ? 34.0 * s * B * h / T : s * B * h * (10.0 + 24.0 / T);
+    case Recompute::None:
+        if (t == 1)
+            return s * B * h * (34.0 + 5.0 * a * s / h);
+        return sp ? s * B * h / T * (34.0 + 5.0 * a * s / h) : s * B * h * (10.0 + 24.0 / T + 5.0 * a * s / (h * T));
+    }
+    return 0;
+}
+
+ActivationTerms activationTerms(const ModelSpec& m)
+{
+    const double h = double(m.hidden), f = double(m.ffnHidden);
+    const double kvShare = double(m.effectiveKvHeads()) / double(m.heads > 0 ? m.heads : 1);
+    const bool llama = m.mlp == ModelSpec::Mlp::SwiGlu; // the Llama form trains without dropout
+    ActivationTerms a;
+    // two norm inputs (4), the attention and MLP inputs (4), and the two dropout masks (2) in the GPT form
+    a.replicated = 8.0 + (llama ? 0.0 : 2.0);
+    // Q and K for the scores, V, the attention output (the projection's input): 2 + 2·kv/a + 2·kv/a + 2
+    const double attention = 4.0 + 4.0 * kvShare;
+    // GELU: its input and output (2·f each); SwiGLU: gate, up and their product (2·f each)
+    const double mlp = (llama ? 6.0 : 4.0) * f / h;
+    a.split = attention + mlp;
+    a.scores = llama ? 2.0 : 5.0; // softmax output (2), with dropout also its mask (1) and output (2)
+    return a;
+}
+
+double layerActivationBytes(
+    const ModelSpec& m, std::int64_t b, std::int64_t t, bool sp, Attention attention, Recompute recompute)
+{
+    const double sbh = double(m.seqLen) * double(b) * double(m.hidden), T = double(t);
+    const double spDivisor = sp ? T : 1.0;
+    if (recompute == Recompute::Full)
+        return 2.0 * sbh / spDivisor; // only the layer's input is kept
+    const ActivationTerms a = activationTerms(m);
+    double bytes = sbh * (a.replicated / spDivisor + a.split / T);
+    if (attention == Attention::Materialized && recompute != Recompute::Selective)
+        bytes += sbh * a.scores * double(m.heads) * double(m.seqLen) / (double(m.hidden) * T);
+    return bytes;
+}
+
+ModelStateBytes modelStateBytesPerParameter(Precision precision, int zero, std::int64_t dp)
+{
+    const bool mixed = precision != Precision::Fp32;
+    const double d = double(dp > 0 ? dp : 1);
+    ModelStateBytes b;
+    b.params = (mixed ? 2.0 : 4.0) / (zero >= 3 ? d : 1.0);
+    b.grads = (mixed ? 2.0 : 4.0) / (zero >= 2 ? d : 1.0);
+    b.optimizer = (mixed ? 12.0 : 8.0) / (zero >= 1 ? d : 1.0);
+    return b;
+}
+
+double ringAllReduceSeconds(double bytes, std::int64_t n, const LinkSpec& link)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0;
+    const double alpha = link.latencyUs * 1e-6, beta = link.bandwidthGBs * 1e9;
+    return 2.0 * double(n - 1) * alpha + 2.0 * double(n - 1) / double(n) * bytes / beta;
+}
+
+double ringAllGatherSeconds(double bytes, std::int64_t n, const LinkSpec& link)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0;
+    const double alpha = link.latencyUs * 1e-6, beta = link.bandwidthGBs * 1e9;
+    return double(n - 1) * alpha + double(n - 1) / double(n) * bytes / beta;
+}
+
+} // namespace loom::plan

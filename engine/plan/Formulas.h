@@ -1,0 +1,58 @@
+#pragma once
+
+// The closed forms the cost model is built from, each in docs/formulas.md.
+
+#include "engine/plan/ClusterSpec.h"
+#include "engine/plan/Layout.h"
+
+#include <cstdint>
+
+namespace loom::plan {
+
+// Model FLOPs of one step (Narayanan et al., SC21, eq. 3): 96·B·s·l·h²·(1 + s/6h + V/16lh) with full
+// recomputation, 72·B·s·l·h²·(1 + s/6h + V/12lh) without.
+double megatronModelFlops(const ModelSpec& model, std::int64_t globalBatch, bool fullRecompute);
+// The same count for any block shape (grouped KV heads, SwiGLU): per token and layer 2 FLOPs per matmul
+// weight plus 4·s·h for the attention scores and their use, three times (forward, two backward GEMMs; four
+// with full recomputation), plus 6·h·V for the LM head. Equals megatronModelFlops for GPT blocks (ffn 4h).
+double modelFlops(const ModelSpec& model, std::int64_t globalBatch, bool fullRecompute);
+// Weights of one block that take part in matrix multiplications (no biases, no norms):
+// h·(h + 2·kv·d_head) + h·h + (2 or 3 for SwiGLU)·h·f.
+double blockMatmulParameters(const ModelSpec& model);
+
+// Activation bytes of one transformer layer for one micro-batch (Korthikanti et al. 2022), 16-bit
+// activations: s·b·h·(34 + 5as/h) with no parallelism; s·b·h·(10 + 24/t + 5as/(h·t)) with tensor
+// parallelism; s·b·h/t·(34 + 5as/h) with sequence parallelism too; s·b·h·(10 + 24/t) with selective
+// recomputation (34·s·b·h/t with sequence parallelism); 2·s·b·h with full recomputation.
+double activationBytesPerLayer(const ModelSpec& model, std::int64_t microBatch, std::int64_t tp, Recompute recompute,
+    bool sequenceParallel = false);
+
+// The activation count for the layout's block shape and choices, in units of s·b·h (16-bit): `replicated`
+// is what every tensor-parallel rank keeps whole without sequence parallelism (norm inputs, the inputs of
+// the attention and MLP blocks, dropout masks), `split` what tensor parallelism divides by t, `scores` the
+// coefficient of a·s/h (the s×s attention scores: 5 with dropout, 2 without). GPT form (GELU MLP, dropout):
+// 10, 24·(f/4h), 5 with kv = a; Llama form (SwiGLU, no dropout): 8, 4 + 4·kv/a + 6f/h, 2.
+struct ActivationTerms {
+    double replicated = 0, split = 0, scores = 0;
+};
+ActivationTerms activationTerms(const ModelSpec& model);
+// Bytes one layer keeps for one micro-batch: s·b·h·(replicated/(t if sp) + split/t) + s·b·h·scores·a·s/(h·t)
+// when the scores are materialised and not recomputed; 2·s·b·h (/t with sp) with full recomputation.
+double layerActivationBytes(const ModelSpec& model, std::int64_t microBatch, std::int64_t tp, bool sp,
+    Attention attention, Recompute recompute);
+
+// Model-state bytes per parameter on one device under ZeRO stage `zero` over `dp` ranks (Rajbhandari et al.
+// 2020): 16-bit weights and gradients (2 + 2) and K = 12 bytes of fp32 Adam state; fp32 training 4 + 4 + 8.
+// Stage 1 divides the optimizer state by dp, stage 2 the gradients too, stage 3 the weights too.
+struct ModelStateBytes {
+    double params = 0, grads = 0, optimizer = 0;
+    double total() const { return params + grads + optimizer; }
+};
+ModelStateBytes modelStateBytesPerParameter(Precision precision, int zero, std::int64_t dp);
+
+// α-β ring collectives over n members whose slowest link is `link` (nccl-tests' bus-bandwidth factors):
+// all-reduce 2(n-1)·α + 2(n-1)/n·S/β; all-gather and reduce-scatter (n-1)·α + (n-1)/n·S/β, S the whole array.
+double ringAllReduceSeconds(double bytes, std::int64_t ranks, const LinkSpec& link);
+double ringAllGatherSeconds(double bytes, std::int64_t ranks, const LinkSpec& link);
+
+} // namespace loom::plan
