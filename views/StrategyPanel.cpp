@@ -13,6 +13,8 @@
 #include <QStandardItemModel>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 namespace loom::views {
 
 namespace {
@@ -305,7 +307,7 @@ void StrategyPanel::build()
     });
     connect(m_allreduce, &QComboBox::activated, this, [this](int i) {
         Layout next = m_layout;
-        next.comm.allreduce = static_cast<plan::AllreduceAlgorithm>(i);
+        next.comm.allreduce = plan::kLayoutAllreduceAlgorithms.at(static_cast<std::size_t>(i));
         requestEdit(next, tr("Use the %1 all-reduce").arg(m_allreduce->currentText()));
     });
 }
@@ -355,7 +357,8 @@ void StrategyPanel::setLayout(const plan::Layout& layout)
     m_overlap->setChecked(c.overlap);
     m_bucket->setValue(c.bucketMb);
     m_chunk->setValue(c.chunkKb);
-    m_allreduce->setCurrentIndex(int(c.allreduce));
+    const auto& algorithms = plan::kLayoutAllreduceAlgorithms;
+    m_allreduce->setCurrentIndex(int(std::find(algorithms.begin(), algorithms.end(), c.allreduce) - algorithms.begin()));
     refreshChoices();
 }
 

@@ -33,19 +33,6 @@ std::string_view toString(Recompute recompute)
     return "none";
 }
 
-std::string_view toString(AllreduceAlgorithm algorithm)
-{
-    switch (algorithm) {
-    case AllreduceAlgorithm::Library:
-        return "library";
-    case AllreduceAlgorithm::Ring:
-        return "ring";
-    case AllreduceAlgorithm::Hierarchical:
-        return "hierarchical";
-    }
-    return "library";
-}
-
 std::string_view toString(RankOrder order)
 {
     return order == RankOrder::TpPpDp ? "tp-pp-dp" : "tp-dp-pp";

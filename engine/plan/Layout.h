@@ -3,6 +3,9 @@
 #include "engine/plan/ClusterSpec.h"
 #include "engine/plan/ModelSpec.h"
 #include "engine/plan/Precision.h"
+#include "engine/trace/TraceEvent.h"
+
+#include <array>
 
 #include <cstdint>
 #include <optional>
@@ -14,7 +17,12 @@ namespace loom::plan {
 
 enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
 enum class Recompute { None, Selective, Full };
-enum class AllreduceAlgorithm { Library, Ring, Hierarchical };
+// The all-reduce a layout asks for: one enum with the communication layer (comm::CollectiveAlgorithm) and
+// the trace (what ran), trace::Algorithm; comm.allreduce names one of kLayoutAllreduceAlgorithms, written
+// with trace::toString ("library", "ring", "hierarchical").
+using AllreduceAlgorithm = trace::Algorithm;
+inline constexpr std::array<AllreduceAlgorithm, 3> kLayoutAllreduceAlgorithms{
+    AllreduceAlgorithm::Library, AllreduceAlgorithm::Ring, AllreduceAlgorithm::Hierarchical};
 // Which parallel dimension varies fastest across consecutive ranks (see RankGrid.h).
 enum class RankOrder { TpPpDp, TpDpPp };
 // The communication library the engine trains with (layout field comm.backend).
@@ -22,7 +30,6 @@ enum class CommBackend { Mpi, Gloo, Nccl };
 
 std::string_view toString(ScheduleKind kind);
 std::string_view toString(Recompute recompute);
-std::string_view toString(AllreduceAlgorithm algorithm);
 std::string_view toString(RankOrder order);
 std::string_view toString(CommBackend backend);
 

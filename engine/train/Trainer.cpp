@@ -35,9 +35,7 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     m_tiedAcrossStages = p.pp > 1 && m_stage->tokenEmbedding() >= 0;
 
     comm::CollectiveOptions sync;
-    sync.algorithm = layout.comm.allreduce == plan::AllreduceAlgorithm::Ring           ? comm::CollectiveAlgorithm::Ring
-                     : layout.comm.allreduce == plan::AllreduceAlgorithm::Hierarchical ? comm::CollectiveAlgorithm::Hierarchical
-                                                                                       : comm::CollectiveAlgorithm::Library;
+    sync.algorithm = layout.comm.allreduce;  // one algorithm enum from the layout to the trace
     sync.chunkBytes = static_cast<std::size_t>(layout.comm.chunkKb * 1024);
     sync.codec = layout.comm.dpCodec;
     // A lossy codec's output depends on the whole bucket: TP-replicated tensors and the tied embedding
