@@ -8,7 +8,7 @@
 set -euo pipefail
 
 # Build: compiler, CMake, Qt 6 (Core, Sql + SQLite driver, Widgets, Test, Svg), QCustomPlot (Qt 6 build),
-# Open MPI, OpenBLAS, LZ4, SQLite, nlohmann-json. Tests and screenshots: Xvfb with xauth, fonts.
+# Open MPI, Gloo, OpenBLAS, LZ4, SQLite, nlohmann-json. Tests and screenshots: Xvfb with xauth, fonts.
 # Launching: ssh (the client for `loom run` on hosts; the server so the launcher tests can start throwaway
 # sshd hosts) and Slurm (the clients sbatch/srun/scontrol/scancel; munged, slurmctld and slurmd for the tests'
 # one-node cluster).
@@ -17,6 +17,7 @@ packages=(
   qt6-base-dev qt6-base-dev-tools libqt6sql6-sqlite qt6-svg-dev
   libqcustomplot-dev libqcustomplot2.1-qt6
   libopenmpi-dev openmpi-bin
+  libgloo-dev
   libopenblas-dev liblz4-dev libsqlite3-dev nlohmann-json3-dev
   xvfb xauth fonts-dejavu-core
   openssh-client openssh-server slurm-wlm

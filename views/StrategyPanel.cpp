@@ -15,6 +15,8 @@
 #include <QStandardItemModel>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 namespace loom::views {
 
 namespace {

@@ -458,8 +458,8 @@ GridCommunicators makeGlooGridCommunicators(const plan::RankGrid& grid, trace::T
                 me = static_cast<int>(members.size());
             members.push_back(static_cast<std::int32_t>(m));
         }
-        const std::string key = std::string(plan::toString(kind)) + "-" + std::to_string(members.front());
-        return std::make_unique<GlooCommunicator>(endpoint, key, me, members, traceGroupKind(kind),
+        const std::string key = std::string(trace::toString(kind)) + "-" + std::to_string(members.front());
+        return std::make_unique<GlooCommunicator>(endpoint, key, me, members, kind,
             gridGroupName(grid, kind, rank), recorder, config, gridGroupNodes(grid, kind, rank));
     };
     out.tensor = make(plan::GroupKind::Tensor);

@@ -2,19 +2,6 @@
 
 namespace loom::comm {
 
-trace::GroupKind traceGroupKind(plan::GroupKind kind)
-{
-    switch (kind) {
-    case plan::GroupKind::Tensor:
-        return trace::GroupKind::Tensor;
-    case plan::GroupKind::Pipeline:
-        return trace::GroupKind::Pipeline;
-    case plan::GroupKind::Data:
-        return trace::GroupKind::Data;
-    }
-    return trace::GroupKind::Other;
-}
-
 std::string gridGroupName(const plan::RankGrid& grid, plan::GroupKind kind, std::int64_t rank)
 {
     const plan::RankCoord c = grid.coordOf(rank);
@@ -25,6 +12,8 @@ std::string gridGroupName(const plan::RankGrid& grid, plan::GroupKind kind, std:
         return "PP group of tp=" + std::to_string(c.tp) + " dp=" + std::to_string(c.dp);
     case plan::GroupKind::Data:
         return "DP group of tp=" + std::to_string(c.tp) + " pp=" + std::to_string(c.pp);
+    default:
+        break;
     }
     return "group";
 }

@@ -398,7 +398,7 @@ GridCommunicators makeMpiGridCommunicators(const plan::RankGrid& grid, trace::Tr
         const auto members = grid.groupOf(kind, rank);
         MPI_Comm split;
         MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(members.front()), static_cast<int>(key), &split);
-        std::unique_ptr<Communicator> c = std::make_unique<MpiCommunicator>(split, traceGroupKind(kind),
+        std::unique_ptr<Communicator> c = std::make_unique<MpiCommunicator>(split, kind,
                                                                             gridGroupName(grid, kind, rank), recorder,
                                                                             config, gridGroupNodes(grid, kind, rank));
         MPI_Comm_free(&split);

@@ -294,13 +294,9 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
             std::int64_t first = 0; // the group's first member names the group
             switch (kind) {
             case trace::GroupKind::Tensor:
-                first = grid.groupOf(GroupKind::Tensor, e->rank).front();
-                break;
             case trace::GroupKind::Pipeline:
-                first = grid.groupOf(GroupKind::Pipeline, e->rank).front();
-                break;
             case trace::GroupKind::Data:
-                first = grid.groupOf(GroupKind::Data, e->rank).front();
+                first = grid.groupOf(kind, e->rank).front();
                 break;
             case trace::GroupKind::World:
                 first = 0;
@@ -325,10 +321,8 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
         for (const auto& [key, in] : instances) {
             if (in.members != in.groupSize)
                 continue; // a member's event is missing: no last arrival to read
-            const std::int64_t spanned = in.kind == trace::GroupKind::Tensor ? grid.maxNodesSpanned(GroupKind::Tensor)
-                : in.kind == trace::GroupKind::Pipeline                      ? grid.maxNodesSpanned(GroupKind::Pipeline)
-                : in.kind == trace::GroupKind::Data                          ? grid.maxNodesSpanned(GroupKind::Data)
-                                                                             : grid.nodeOf(grid.size() - 1) + 1;
+            const std::int64_t spanned = in.kind == trace::GroupKind::World ? grid.nodeOf(grid.size() - 1) + 1
+                                                                            : grid.maxNodesSpanned(in.kind);
             if ((spanned > 1 && before.interNode) != inter)
                 continue;
             bySize[{ in.groupSize, in.bytes }].push_back(in.seconds);

@@ -33,21 +33,6 @@ std::string_view toString(Recompute recompute)
     return "none";
 }
 
-std::string_view toString(AllreduceAlgorithm algorithm)
-{
-    switch (algorithm) {
-    case AllreduceAlgorithm::Library:
-        return "library";
-    case AllreduceAlgorithm::Ring:
-        return "ring";
-    case AllreduceAlgorithm::Hierarchical:
-        return "hierarchical";
-    case AllreduceAlgorithm::Auto:
-        return "auto";
-    }
-    return "library";
-}
-
 std::string_view toString(Attention attention)
 {
     return attention == Attention::Flash ? "flash" : "materialized";

@@ -3,6 +3,9 @@
 #include "engine/plan/ClusterSpec.h"
 #include "engine/plan/ModelSpec.h"
 #include "engine/plan/Precision.h"
+#include "engine/trace/TraceEvent.h"
+
+#include <array>
 
 #include <cstdint>
 #include <optional>
@@ -14,8 +17,13 @@ namespace loom::plan {
 
 enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
 enum class Recompute { None, Selective, Full };
-// Auto: chosen per backend, message size and group by comm::chooseAllreduce (engine/comm/AlgorithmTuner.h).
-enum class AllreduceAlgorithm { Library, Ring, Hierarchical, Auto };
+// The all-reduce a layout asks for: one enum with the communication layer (comm::CollectiveAlgorithm) and
+// the trace (what ran), trace::Algorithm; comm.allreduce names one of kLayoutAllreduceAlgorithms, written
+// with trace::toString ("auto", "library", "ring", "hierarchical"). Auto is chosen per backend, message size
+// and group by comm::chooseAllreduce (engine/comm/AlgorithmTuner.h) before a communicator sees it.
+using AllreduceAlgorithm = trace::Algorithm;
+inline constexpr std::array<AllreduceAlgorithm, 4> kLayoutAllreduceAlgorithms{
+    AllreduceAlgorithm::Auto, AllreduceAlgorithm::Library, AllreduceAlgorithm::Ring, AllreduceAlgorithm::Hierarchical};
 // Which parallel dimension varies fastest across consecutive ranks (see RankGrid.h).
 enum class RankOrder { TpPpDp, TpDpPp };
 // The communication library the engine trains with (layout field comm.backend).
@@ -26,7 +34,6 @@ enum class Attention { Flash, Materialized };
 
 std::string_view toString(ScheduleKind kind);
 std::string_view toString(Recompute recompute);
-std::string_view toString(AllreduceAlgorithm algorithm);
 std::string_view toString(RankOrder order);
 std::string_view toString(CommBackend backend);
 std::string_view toString(Attention attention);

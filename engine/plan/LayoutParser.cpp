@@ -157,11 +157,10 @@ void readComm(const json& j, Layout& layout, Diagnostics& d)
         c.bucketMb = *v;
     if (auto v = r.number("chunk_kb", Presence::Optional, 0, 1e7, true))
         c.chunkKb = *v;
-    if (auto v = r.choice("allreduce", Presence::Optional, { "library", "ring", "hierarchical", "auto" }))
-        c.allreduce = *v == "auto"    ? AllreduceAlgorithm::Auto
-            : *v == "library"         ? AllreduceAlgorithm::Library
-            : *v == "ring"            ? AllreduceAlgorithm::Ring
-                                      : AllreduceAlgorithm::Hierarchical;
+    if (auto v = r.choice("allreduce", Presence::Optional, { "auto", "library", "ring", "hierarchical" }))
+        for (const AllreduceAlgorithm a : kLayoutAllreduceAlgorithms)
+            if (trace::toString(a) == *v)
+                c.allreduce = a;
     if (auto v = r.integer("codec_warmup", Presence::Optional, 0, 1000000000))
         c.codecWarmup = *v;
     if (auto v = r.choice("backend", Presence::Optional, { "mpi", "gloo", "nccl" }))

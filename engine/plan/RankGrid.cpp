@@ -5,19 +5,6 @@
 
 namespace loom::plan {
 
-std::string_view toString(GroupKind kind)
-{
-    switch (kind) {
-    case GroupKind::Tensor:
-        return "TP";
-    case GroupKind::Pipeline:
-        return "PP";
-    case GroupKind::Data:
-        return "DP";
-    }
-    return "TP";
-}
-
 RankGrid::RankGrid(std::int64_t tp, std::int64_t pp, std::int64_t dp, std::int64_t devicesPerNode, RankOrder order)
     : m_tp(std::max<std::int64_t>(tp, 1))
     , m_pp(std::max<std::int64_t>(pp, 1))

@@ -17,7 +17,9 @@ struct RankCoord {
     bool operator==(const RankCoord&) const = default;
 };
 
-enum class GroupKind { Tensor, Pipeline, Data };
+// A rank's TP, PP or DP group: one group-kind enum with the communication layer and the trace
+// (trace::GroupKind; the grid's functions take Tensor, Pipeline or Data).
+using GroupKind = trace::GroupKind;
 
 // Ranks <-> (tp, pp, dp) coordinates <-> devices, and the TP, PP and DP groups: one pure function of
 // (tp, pp, dp, devices per node, order), shared by the planner, the simulator, the launcher and the engine.
@@ -75,6 +77,5 @@ private:
     RankOrder m_order;
 };
 
-std::string_view toString(GroupKind kind);
 
 } // namespace loom::plan

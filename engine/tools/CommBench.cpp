@@ -322,8 +322,6 @@ plan::CommBackend backendOf(const std::string& name)
 
 int run(const tools::CommBenchOptions& o, comm::CommRuntime& runtime, comm::CommRuntime* reference)
 {
-    CommConfig config = CommConfig::fromEnvironment();
-    config.checkAgreement = o.agreementCheck;
     std::vector<int> nodes;
     if (o.ranksPerNode > 0)
         for (int r = 0; r < runtime.size(); ++r)
@@ -422,9 +420,11 @@ int main(int argc, char** argv)
     comm::ProcessStart start;
     try {
         start = comm::processStartFromEnvironment();
+        CommConfig config = CommConfig::fromEnvironment();
+        config.checkAgreement = options->agreementCheck;
         if (!options->reference.empty())
-            reference.emplace(plan::CommBackend::Mpi, start, &argc, &argv, ".");
-        runtime.emplace(backendOf(options->backend), start, &argc, &argv, ".");
+            reference.emplace(plan::CommBackend::Mpi, start, &argc, &argv, ".", config);
+        runtime.emplace(backendOf(options->backend), start, &argc, &argv, ".", config);
     } catch (const std::exception& e) {
         std::cerr << "loom-commbench: rank " << start.rank << ": " << e.what() << "\n";
         return 1;

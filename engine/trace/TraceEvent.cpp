@@ -76,6 +76,7 @@ std::string_view toString(Algorithm algorithm)
     case Algorithm::Hierarchical: return "hierarchical";
     case Algorithm::TwoPhaseCompressed: return "two-phase-compressed";
     case Algorithm::SparseAllGather: return "sparse-allgather";
+    case Algorithm::Auto: return "auto";
     }
     return "none";
 }

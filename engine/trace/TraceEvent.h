@@ -40,6 +40,7 @@ enum class Algorithm : std::uint8_t {
     Hierarchical,  // Loom's two-level all-reduce
     TwoPhaseCompressed,  // compressed reduce-scatter (all-to-all) + compressed all-gather
     SparseAllGather,     // top-k: all-gather of (index, value) pairs
+    Auto,                // a layout's "auto": resolved to one of the above before anything runs
 };
 
 // One thing one rank did, measured or simulated. Times are nanoseconds on the rank's clock (aligned to

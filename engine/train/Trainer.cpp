@@ -36,11 +36,9 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     m_tiedAcrossStages = p.pp > 1 && m_stage->tokenEmbedding() >= 0;
 
     comm::CollectiveOptions sync;
-    sync.algorithm = layout.comm.allreduce == plan::AllreduceAlgorithm::Ring           ? comm::CollectiveAlgorithm::Ring
-                     : layout.comm.allreduce == plan::AllreduceAlgorithm::Hierarchical ? comm::CollectiveAlgorithm::Hierarchical
-                                                                                       : comm::CollectiveAlgorithm::Library;
-    if (layout.comm.allreduce == plan::AllreduceAlgorithm::Auto)  // the measured table (AlgorithmTuner.h), per bucket size
-        sync.algorithm = comm::chooseAllreduce({comms.data->onDevice() ? "nccl" : "mpi",
+    sync.algorithm = layout.comm.allreduce;  // one algorithm enum from the layout to the trace
+    if (sync.algorithm == trace::Algorithm::Auto)  // the measured table (AlgorithmTuner.h), per bucket size
+        sync.algorithm = comm::chooseAllreduce({plan::toString(layout.commBackend()),
                                                 std::min(params.values.size() * 4, static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20))),
                                                 static_cast<int>(p.dp), comm::nodesSpanned(comms.data->group().ranks, m_grid.devicesPerNode())});
     sync.chunkBytes = static_cast<std::size_t>(layout.comm.chunkKb * 1024);

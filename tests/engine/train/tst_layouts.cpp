@@ -10,6 +10,13 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+
 namespace {
 
 constexpr int kSteps = 20;
@@ -153,7 +160,72 @@ private slots:
         compare(gloo, mpi, "the MPI run");
     }
 
+    // Two processes started without mpirun (LOOM_RANK, LOOM_WORLD_SIZE, LOOM_RENDEZVOUS=127.0.0.1:port, a
+    // TCP store that rank 0 serves) train like one process.
+    void plainProcessStarter()
+    {
+        if (QStringLiteral(LAYOUT_BACKEND) != QStringLiteral("gloo"))
+            QSKIP("the Gloo build of this test starts processes without mpirun");
+        const QJsonObject dp2 = withBackend(layout("plain-start-dp2", 1, 1, 2, "1f1b"), QStringLiteral("gloo"));
+        const QString file = m_dir.filePath("plain-start.json");
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QJsonDocument(dp2).toJson());
+        f.close();
+        const int port = freePort();
+        QVERIFY(port > 0);
+        std::vector<std::unique_ptr<QProcess>> ranks;
+        for (int r = 0; r < 2; ++r) {
+            auto p = std::make_unique<QProcess>();
+            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+            for (const char* mpi : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
+                env.remove(QString::fromLatin1(mpi));
+            env.insert("LOOM_RANK", QString::number(r));
+            env.insert("LOOM_WORLD_SIZE", "2");
+            env.insert("LOOM_RENDEZVOUS", QStringLiteral("127.0.0.1:%1").arg(port));
+            p->setProcessEnvironment(env);
+            p->setProcessChannelMode(QProcess::MergedChannels);
+            QStringList args{"--layout", file, "--steps", QString::number(kSteps)};
+            if (r == 0)
+                args << "--metrics" << m_dir.filePath("plain-start.metrics");
+            p->start(QStringLiteral(LOOM_TRAIN), args);
+            ranks.push_back(std::move(p));
+        }
+        QString log;
+        bool ok = true;
+        for (auto& p : ranks) {
+            ok = p->waitForFinished(240000) && p->exitCode() == 0 && ok;
+            log += QString::fromUtf8(p->readAll());
+        }
+        QVERIFY2(ok, qPrintable(log));
+        std::vector<double> losses;
+        QFile m(m_dir.filePath("plain-start.metrics"));
+        QVERIFY(m.open(QIODevice::ReadOnly));
+        for (const QByteArray& line : m.readAll().split('\n'))
+            if (!line.trimmed().isEmpty())
+                losses.push_back(QJsonDocument::fromJson(line).object().value("loss").toDouble());
+        QVERIFY2(losses.size() == kSteps, qPrintable(log));
+        compare(losses, m_baseline, "one process");
+    }
+
 private:
+    // A TCP port nobody listens on now (the kernel's choice for port 0).
+    static int freePort()
+    {
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof a;
+        int port = 0;
+        if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0
+            && ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+            port = ntohs(a.sin_port);
+        if (fd >= 0)
+            ::close(fd);
+        return port;
+    }
+
     static void compare(const std::vector<double>& losses, const std::vector<double>& reference, const char* what)
     {
         for (int s = 0; s < kSteps; ++s) {
