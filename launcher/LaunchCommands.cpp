@@ -7,6 +7,10 @@
 #include <QRegularExpression>
 #include <QStandardPaths>
 
+#include "engine/plan/LayoutParser.h"
+
+#include <nlohmann/json.hpp>
+
 #include <unistd.h>
 
 namespace loom::launcher {
@@ -98,6 +102,32 @@ Command localCommand(const LaunchRequest& request, const QString& layoutFile)
          << QStringLiteral("--bind-to") << QStringLiteral("none") << QStringLiteral("-x") << QStringLiteral("OPENBLAS_NUM_THREADS=1")
          << engineArgs(request, request.engine, layoutFile);
     return {request.mpirun, args};
+}
+
+bool startsRanksItself(const plan::Layout& layout)
+{
+    if (layout.cluster.launch.method != "local" && !layout.cluster.launch.method.empty())
+        return false;
+    // Read through the layout's own JSON form so that this does not depend on how the field is held.
+    const auto j = nlohmann::json::parse(plan::writeLayout(layout), nullptr, false);
+    return j.is_object() && j.contains("comm") && j["comm"].is_object() && j["comm"].value("backend", std::string()) == "gloo";
+}
+
+std::vector<RankCommand> localRankCommands(const LaunchRequest& request, const QString& layoutFile, const QString& rendezvousDir)
+{
+    const std::int64_t world = request.layout.parallel.worldSize();
+    const QStringList args = engineArgs(request, request.engine, layoutFile);
+    std::vector<RankCommand> out;
+    for (std::int64_t r = 0; r < world; ++r) {
+        RankCommand c;
+        c.rank = static_cast<int>(r);
+        c.command = {args.first(), args.mid(1)};
+        c.environment = QStringList{QStringLiteral("LOOM_RANK=%1").arg(r), QStringLiteral("LOOM_WORLD_SIZE=%1").arg(world),
+                                    QStringLiteral("LOOM_LOCAL_RANK=%1").arg(r), QStringLiteral("LOOM_RENDEZVOUS=") + rendezvousDir,
+                                    QStringLiteral("OPENBLAS_NUM_THREADS=1")};
+        out.push_back(std::move(c));
+    }
+    return out;
 }
 
 QString hostfile(const plan::Layout& layout, QString* error)

@@ -363,8 +363,18 @@ Prediction predict(const Layout& l)
         const auto& rt = withTransfers[static_cast<std::size_t>(r)];
         const double params = paramsOf(r);
         const double dpSeconds = dpAllReduceSeconds(l, params * gradWidth, d, dpLink, grid.maxNodesSpanned(GroupKind::Data));
-        const double dpEnd = l.comm.overlap ? std::max(rt.lastBackwardEnd, rt.lastBackwardStart + dpSeconds)
-                                            : rt.lastBackwardEnd + dpSeconds;
+        // Staleness 1: the previous step's all-reduce runs from this step's start, behind all of its compute,
+        // and only what outlasts the step is exposed.
+        // With overlap, buckets fill evenly through the last backward: the first is ready after `first` of it,
+        // and the last (reduced after backward) takes the same share of the all-reduce. One bucket: no overlap.
+        const double first = std::min(1.0, l.comm.bucketMb * 1048576.0 / std::max(1.0, params * gradWidth));
+        const double lastBackward = rt.lastBackwardEnd - rt.lastBackwardStart;
+        const double dpStart = l.comm.staleness > 0 ? 0.0
+                               : l.comm.overlap     ? rt.lastBackwardStart + first * lastBackward
+                                                    : rt.lastBackwardEnd;
+        const double dpEnd = l.comm.staleness > 0 ? std::max(rt.end, dpSeconds)
+                             : l.comm.overlap     ? std::max(rt.lastBackwardEnd + first * dpSeconds, dpStart + dpSeconds)
+                                                  : rt.lastBackwardEnd + dpSeconds;
         const double opt = optimizerBytesOf(l, c, r) / memBw;
         dpTime[static_cast<std::size_t>(r)] = dpEnd - rt.lastBackwardEnd;
         optTime[static_cast<std::size_t>(r)] = opt;
@@ -381,8 +391,8 @@ Prediction predict(const Layout& l)
             e.source = trace::EventSource::Simulated;
             e.step = 0;
             e.stage = static_cast<std::int32_t>(r);
-            e.startNs = static_cast<std::int64_t>((dpEnd - dpSeconds) * 1e9);
-            e.endNs = static_cast<std::int64_t>(dpEnd * 1e9);
+            e.startNs = static_cast<std::int64_t>((l.comm.staleness > 0 ? dpStart : dpEnd - dpSeconds) * 1e9);
+            e.endNs = static_cast<std::int64_t>((l.comm.staleness > 0 ? dpStart + dpSeconds : dpEnd) * 1e9);
             e.bytes = static_cast<std::uint64_t>(params * gradWidth);
             e.algorithm = trace::Algorithm::Library;
             if (d > 1)
@@ -463,7 +473,9 @@ Estimate estimate(const Layout& l)
     e.pp = p > 1 ? 2.0 * double(p - 1) * double(v) * c.p2p : 0.0;
     const double dpSeconds = dpAllReduceSeconds(l, paramsOfRank(l, c, 0) * (l.precision == Precision::Fp32 ? 4.0 : 2.0),
                                                 par.dp, linkOf(l, dpSpan), dpSpan);
-    e.dp = l.comm.overlap ? std::max(0.0, dpSeconds - lastBackward) : dpSeconds;
+    e.dp = l.comm.staleness > 0 ? std::max(0.0, dpSeconds - (e.compute + e.tp + e.bubble + e.pp))
+           : l.comm.overlap     ? std::max(0.0, dpSeconds - lastBackward)
+                                : dpSeconds;
     const double opt = optimizerBytesOf(l, c, 0) / (dev.memoryBandwidthGBs * 1e9);
     e.stepTime = e.compute + e.tp + e.bubble + e.pp + e.dp + opt;
     e.tokensPerSecond = double(par.globalBatch * l.model.seqLen) / e.stepTime;
