@@ -7,10 +7,6 @@
 #include <QRegularExpression>
 #include <QStandardPaths>
 
-#include "engine/plan/LayoutParser.h"
-
-#include <nlohmann/json.hpp>
-
 #include <unistd.h>
 
 namespace loom::launcher {
@@ -108,9 +104,7 @@ bool startsRanksItself(const plan::Layout& layout)
 {
     if (layout.cluster.launch.method != "local" && !layout.cluster.launch.method.empty())
         return false;
-    // Read through the layout's own JSON form so that this does not depend on how the field is held.
-    const auto j = nlohmann::json::parse(plan::writeLayout(layout), nullptr, false);
-    return j.is_object() && j.contains("comm") && j["comm"].is_object() && j["comm"].value("backend", std::string()) == "gloo";
+    return layout.commBackend() == plan::CommBackend::Gloo;
 }
 
 std::vector<RankCommand> localRankCommands(const LaunchRequest& request, const QString& layoutFile, const QString& rendezvousDir)

@@ -1,7 +1,6 @@
 #include "engine/comm/Agreement.h"
 
 #include "engine/comm/CommError.h"
-#include "engine/comm/MpiTransport.h"
 
 #include <algorithm>
 #include <cstring>
@@ -39,25 +38,6 @@ std::uint64_t mixBits(std::uint64_t h, std::uint64_t v)
     return h;
 }
 
-void waitFor(MPI_Request& request, int rc, double timeoutSeconds, const std::vector<std::int32_t>& ranks,
-             const std::string& description, const char* what)
-{
-    const bool done = rc == MPI_SUCCESS && pollUntil(
-                                               [&] {
-                                                   int flag = 0;
-                                                   rc = MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
-                                                   return flag != 0 || rc != MPI_SUCCESS;
-                                               },
-                                               std::chrono::duration<double>(timeoutSeconds));
-    if (rc != MPI_SUCCESS)
-        throw CommError(description + ": " + what + " failed: " + mpiErrorText(rc));
-    if (!done)
-        throw CommError(description + " timed out after " + std::to_string(static_cast<int>(timeoutSeconds))
-                        + " s: not every member of " + rankList(ranks)
-                        + " reached it; check that they are alive and call the same collectives in the same order"
-                          " (LOOM_COMM_TIMEOUT_S sets the limit)");
-}
-
 }  // namespace
 
 std::int64_t optionsFingerprint(const CollectiveOptions& o)
@@ -71,45 +51,39 @@ std::int64_t optionsFingerprint(const CollectiveOptions& o)
     return static_cast<std::int64_t>(h >> 1);  // non-negative, so -x cannot overflow
 }
 
-void checkAgreement(MPI_Comm comm, const CallSignature& call, const std::vector<std::int32_t>& groupRanks,
-                    double timeoutSeconds, const std::string& description)
+void checkAgreement(Transport& host, const CallSignature& call, const std::vector<std::int32_t>& groupRanks,
+                    const std::string& description)
 {
-    // MAX of (count, -count, signature, -signature, options, -options) tells every member at once whether
-    // all agree. The buffers live on the heap and are released, not freed, after a timeout: the all-reduce
-    // may still complete into them once the missing member arrives.
+    // The records live in the transport's scratch memory, which outlives a failed wait: a late message
+    // from a slow member may still land there.
+    constexpr int kSlot = 9;
+    const int n = host.size(), me = host.rank();
+    auto* all = static_cast<std::int64_t*>(host.scratch(3 * sizeof(std::int64_t) * static_cast<std::size_t>(n), kSlot));
     const std::int64_t signature = packSignature(call);
     const auto count = static_cast<std::int64_t>(call.count);
-    auto values = std::make_unique<std::int64_t[]>(6);
-    const std::int64_t init[6] = {count, -count, signature, -signature, call.options, -call.options};
-    std::copy(init, init + 6, values.get());
-    MPI_Request request;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, values.get(), 6, MPI_INT64_T, MPI_MAX, comm, &request);
-    try {
-        waitFor(request, rc, timeoutSeconds, groupRanks, description, "the agreement check");
-    } catch (...) {
-        (void)values.release();
-        throw;
-    }
-    if (values[0] == -values[1] && values[2] == -values[3] && values[4] == -values[5])
-        return;
-    // Someone differs: gather every member's call so the message can name them.
-    auto mine = std::make_unique<std::int64_t[]>(3);
+    std::int64_t* mine = all + 3 * me;
     mine[0] = count;
     mine[1] = signature;
     mine[2] = call.options;
-    auto all = std::make_unique<std::int64_t[]>(3 * groupRanks.size());
-    rc = MPI_Iallgather(mine.get(), 3, MPI_INT64_T, all.get(), 3, MPI_INT64_T, comm, &request);
-    try {
-        waitFor(request, rc, timeoutSeconds, groupRanks, description, "gathering the disagreeing calls");
-    } catch (...) {
-        (void)mine.release();
-        (void)all.release();
-        throw;
+    host.setContext(description);
+    for (int p = 0; p < n; ++p)
+        if (p != me)
+            host.irecv(all + 3 * p, 3 * sizeof(std::int64_t), p);
+    for (int p = 0; p < n; ++p)
+        if (p != me)
+            host.isend(mine, 3 * sizeof(std::int64_t), p);
+    host.waitAll();
+    bool agree = true, sameCall = true;
+    for (int p = 0; p < n; ++p) {
+        sameCall = sameCall && all[3 * p] == count && all[3 * p + 1] == signature;
+        agree = agree && sameCall && all[3 * p + 2] == call.options;
     }
+    if (agree)
+        return;
     std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::vector<std::int32_t>> calls;
     for (std::size_t i = 0; i < groupRanks.size(); ++i)
         calls[{all[3 * i], all[3 * i + 1], all[3 * i + 2]}].push_back(groupRanks[i]);
-    const bool onlyOptionsDiffer = values[0] == -values[1] && values[2] == -values[3];
+    const bool onlyOptionsDiffer = sameCall;
     std::string detail;
     int variant = 0;
     for (const auto& [c, ranks] : calls) {

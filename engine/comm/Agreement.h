@@ -2,9 +2,8 @@
 
 #include "engine/comm/Communicator.h"
 #include "engine/comm/DType.h"
+#include "engine/comm/Transport.h"
 #include "engine/trace/TraceEvent.h"
-
-#include <mpi.h>
 
 #include <cstdint>
 #include <string>
@@ -27,11 +26,13 @@ struct CallSignature {
 // A number that differs when options that change the bytes on the wire differ.
 std::int64_t optionsFingerprint(const CollectiveOptions& options);
 
-// Checks over `comm` (host side, one 4-value all-reduce) that every member made the same call; throws
-// CommError naming who called what when they differ, or when a member does not arrive within the timeout.
-// `description` names the operation and group in messages; `groupRanks` are the members' global ranks.
-void checkAgreement(MPI_Comm comm, const CallSignature& call, const std::vector<std::int32_t>& groupRanks,
-                    double timeoutSeconds, const std::string& description);
+// Checks over `host` (a host-memory transport among the group's members) that every member made the same
+// call: each member sends its (count, signature, options) to every other and compares what it received.
+// Throws CommError naming who called what when they differ; the transport's wait throws, naming the
+// member, when one does not arrive within the timeout. `description` names the operation and group in
+// messages; `groupRanks` are the members' global ranks. The same check runs for every backend.
+void checkAgreement(Transport& host, const CallSignature& call, const std::vector<std::int32_t>& groupRanks,
+                    const std::string& description);
 
 // "[0, 1, 2]" (long lists shortened).
 std::string rankList(const std::vector<std::int32_t>& ranks);

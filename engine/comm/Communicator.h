@@ -6,15 +6,18 @@
 #include "engine/trace/TraceEvent.h"
 
 #include <cstddef>
+#include <memory>
+#include <optional>
 #include <vector>
 
 namespace loom::comm {
 
-// Which all-reduce (reduce-scatter, all-gather) to run. Library is MPI's or NCCL's own; the others are
-// Loom's, written on point-to-point so their steps can be seen and taught.
-enum class CollectiveAlgorithm : std::uint8_t { Library, Ring, Chunked, Hierarchical };
-std::string_view toString(CollectiveAlgorithm algorithm);
-// Parses "library", "ring", "chunked", "hierarchical".
+// Which all-reduce (reduce-scatter, all-gather) to run: one enum with the plan and the trace (what a
+// layout asks for, what a collective is asked to run and what it ran are the same vocabulary). Library is
+// the backend's own (MPI's, Gloo's, NCCL's); Ring, ChunkedRing and Hierarchical are Loom's, written on
+// point-to-point (Transport) so their steps can be seen and taught. trace::toString names them.
+using CollectiveAlgorithm = trace::Algorithm;
+// Parses "library", "ring", "chunked", "hierarchical" (the algorithms a caller may ask for).
 std::optional<CollectiveAlgorithm> collectiveAlgorithmFromString(std::string_view text);
 
 // Error-feedback state of one gradient tensor for lossy codecs (Karimireddy et al. 2019): what
@@ -39,7 +42,7 @@ struct CollectiveOptions {
 // Every call returns at once with a Work; operations of one communicator run in the order they were called
 // (collectives must be called in the same order on every member, as with MPI and NCCL). Point-to-point
 // calls may overlap each other and collectives. Ranks and peers are ranks within the group. Buffers are host
-// memory for the MPI backend and device memory for the NCCL backend (see onDevice()). Each operation records
+// memory for the MPI and Gloo backends and device memory for the NCCL backend (see onDevice()). Each operation records
 // a trace event (kind, bytes, wire bytes, group, peer, algorithm, codec, start, end) when a recorder is set.
 //
 // Failures are reported by Work::wait() as CommError naming the operation, the group and the ranks: a
@@ -74,6 +77,16 @@ public:
     virtual WorkPtr allGather(const void* send, void* recv, std::size_t sendCount, DType type,
                               const CollectiveOptions& options = {}) = 0;
     virtual WorkPtr barrier() = 0;
+};
+
+// The TP, PP and DP communicators of this rank, and the world. The world is the control plane (clock
+// alignment, trace gathering, checkpoint agreement, the loss, stop flags): it works on host memory with
+// every backend. Made by makeGridCommunicators() (engine/comm/Backends.h) for the layout's backend.
+struct GridCommunicators {
+    std::unique_ptr<Communicator> world;
+    std::unique_ptr<Communicator> tensor;
+    std::unique_ptr<Communicator> pipeline;
+    std::unique_ptr<Communicator> data;
 };
 
 }  // namespace loom::comm

@@ -11,6 +11,9 @@ std::string_view toString(DType t)
     case DType::F32: return "fp32";
     case DType::F16: return "fp16";
     case DType::BF16: return "bf16";
+    case DType::F64: return "fp64";
+    case DType::I64: return "int64";
+    case DType::U8: return "uint8";
     }
     return "fp32";
 }
@@ -94,10 +97,27 @@ void reduce16(std::uint16_t* dst, const std::uint16_t* src, std::size_t count, R
     }
 }
 
+template <typename T>
+void reducePlain(void* dstv, const void* srcv, std::size_t count, ReduceOp op)
+{
+    auto* dst = static_cast<T*>(dstv);
+    const auto* src = static_cast<const T*>(srcv);
+    for (std::size_t i = 0; i < count; ++i)
+        dst[i] = op == ReduceOp::Sum ? static_cast<T>(dst[i] + src[i])
+                 : op == ReduceOp::Max ? std::max(dst[i], src[i])
+                                       : std::min(dst[i], src[i]);
+}
+
 }  // namespace
 
 void reduceHost(void* dstv, const void* srcv, std::size_t count, DType type, ReduceOp op)
 {
+    switch (type) {
+    case DType::F64: return reducePlain<double>(dstv, srcv, count, op);
+    case DType::I64: return reducePlain<std::int64_t>(dstv, srcv, count, op);
+    case DType::U8: return reducePlain<std::uint8_t>(dstv, srcv, count, op);
+    default: break;
+    }
     if (type == DType::F32) {
         auto* dst = static_cast<float*>(dstv);
         const auto* src = static_cast<const float*>(srcv);

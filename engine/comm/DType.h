@@ -8,10 +8,14 @@
 namespace loom::comm {
 
 // Element types the communication layer moves. Reductions on fp16/bf16 accumulate in fp32 per element.
-enum class DType : std::uint8_t { F32, F16, BF16 };
+// F64, I64 and U8 carry control values (losses, clocks, flags, packed records) on the world communicator.
+enum class DType : std::uint8_t { F32, F16, BF16, F64, I64, U8 };
 enum class ReduceOp : std::uint8_t { Sum, Max, Min };
 
-constexpr std::size_t sizeOf(DType t) { return t == DType::F32 ? 4 : 2; }
+constexpr std::size_t sizeOf(DType t)
+{
+    return t == DType::F32 ? 4 : t == DType::F64 || t == DType::I64 ? 8 : t == DType::U8 ? 1 : 2;
+}
 std::string_view toString(DType t);
 std::string_view toString(ReduceOp op);
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "engine/comm/PollUntil.h"
 #include "engine/comm/Transport.h"
 
 #include <mpi.h>
@@ -18,9 +19,6 @@ public:
     // `globalRanks` names the members in messages; `timeoutSeconds` bounds every wait.
     MpiTransport(MPI_Comm comm, std::vector<int> globalRanks, double timeoutSeconds);
 
-    // What the current operation is, for messages ("all-reduce #3 on DP group [0, 4]").
-    void setContext(std::string context) { m_context = std::move(context); }
-
     int rank() const override { return m_rank; }
     int size() const override { return m_size; }
     Request isend(const void* data, std::size_t bytes, int peer) override;
@@ -32,7 +30,7 @@ public:
     void* scratch(std::size_t bytes, int slot) override;
 
     // Cancels what is still outstanding (after a failure), so MPI holds no pointer into freed buffers.
-    void abandon();
+    void abandon() override;
 
 private:
     struct Pending {
@@ -49,25 +47,9 @@ private:
     std::chrono::duration<double> m_timeout;
     int m_rank = 0;
     int m_size = 1;
-    std::string m_context;
     std::vector<Pending> m_pending;
     std::vector<std::vector<std::byte>> m_scratch;
 };
-
-// Polls `test` until it returns true (yielding between polls) or `timeout` passes; false on timeout.
-template <typename Test>
-bool pollUntil(Test&& test, std::chrono::duration<double> timeout)
-{
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (unsigned spins = 0;; ++spins) {
-        if (test())
-            return true;
-        if (spins > 32)
-            sched_yield();
-        if ((spins & 255) == 255 && std::chrono::steady_clock::now() > deadline)
-            return false;
-    }
-}
 
 // The node of each member of `comm`, numbered from 0: members that share memory (MPI_COMM_TYPE_SHARED) are
 // on one node. Collective over `comm`.

@@ -1,11 +1,12 @@
 #pragma once
 
 #include "engine/comm/CommConfig.h"
+#include "engine/comm/Collectives.h"
 #include "engine/comm/Communicator.h"
+#include "engine/comm/CommunicatorTransport.h"
 #include "engine/trace/TraceRecorder.h"
 
 #include <cuda_runtime_api.h>
-#include <mpi.h>
 #include <nccl.h>
 
 #include <memory>
@@ -16,16 +17,19 @@ class NcclTransport;
 
 // The NCCL backend: device buffers, one CUDA stream per communicator. Every call is enqueued on the stream
 // at once and returns a Work that completes when the stream reaches it (a CUDA event), so the host and
-// other streams run on. The NCCL unique id travels over MPI. Loom's own algorithms run on ncclSend/ncclRecv
-// with a reduction kernel; gradient codecs stage through host memory and run over MPI.
+// other streams run on. A host communicator of the same members (MPI or Gloo) carries the NCCL unique id,
+// the agreement check and the gradient codecs (staged through host memory). The collective layer
+// (runCollective) chooses the algorithm; Loom's own algorithms run on ncclSend/ncclRecv with a reduction
+// kernel.
 //
 // Use one communicator from the thread that created it (the CUDA device is per thread). On a machine
 // without a GPU the constructor throws CommError saying so; deviceProblem() tells beforehand.
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public Communicator, private CollectiveBackend {
 public:
-    // Collective over `comm`. The device is the member's local rank (among ranks on its node) modulo the
-    // node's device count.
-    NcclCommunicator(MPI_Comm comm, trace::GroupKind kind, std::string name, trace::TraceRecorder* recorder,
+    // Collective over `host` (whose members this communicator takes). The device is `localRank` (the
+    // process's rank among the processes of its node) modulo the node's device count. `nodeOfMember` as
+    // for the host backends (empty: one node).
+    NcclCommunicator(std::unique_ptr<Communicator> host, int localRank, trace::TraceRecorder* recorder,
                      CommConfig config = CommConfig::fromEnvironment(), std::vector<int> nodeOfMember = {});
     ~NcclCommunicator() override;
 
@@ -53,14 +57,18 @@ public:
     WorkPtr barrier() override;
 
 private:
-    struct Call;
-    WorkPtr finish(Call& call);
+    WorkPtr collective(CollectiveCall call);
+    WorkPtr pointToPoint(CollectiveCall call, int peer, const std::string& context, WorkStats stats);
     void begin();
-    void check(const Call& call);
-    std::string describe(const Call& call) const;
-    void ensureHierarchy();
+    void runLibrary(const CollectiveCall& call, const std::string& context) override;
+    Transport& transport() override;
+    Transport& hostTransport() override { return m_hostTransport; }
+    std::pair<Transport*, Transport*> hierarchy() override;
+    void toHost(void* host, const void* data, std::size_t bytes) override;
+    void fromHost(void* data, const void* host, std::size_t bytes) override;
 
-    MPI_Comm m_mpi = MPI_COMM_NULL;
+    std::unique_ptr<Communicator> m_host;
+    CommunicatorTransport m_hostTransport;
     ncclComm_t m_comm = nullptr;
     ncclComm_t m_nodeLocal = nullptr;
     ncclComm_t m_crossNode = nullptr;
@@ -76,6 +84,8 @@ private:
     std::shared_ptr<Shared> m_shared;  // the communicators a timed-out Work aborts, and whether it did
     cudaEvent_t m_callerReady = nullptr;
     std::unique_ptr<NcclTransport> m_transport;
+    std::unique_ptr<NcclTransport> m_localTransport;
+    std::unique_ptr<NcclTransport> m_crossTransport;
     float* m_barrierWord = nullptr;
 };
 

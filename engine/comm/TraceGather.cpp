@@ -1,50 +1,53 @@
 #include "engine/comm/TraceGather.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 namespace loom::comm {
 
-ClockAlignment alignClock(MPI_Comm comm, int rounds)
+namespace {
+
+constexpr int kPingTag = 32001, kPongTag = 32002, kCountTag = 32003, kEventsTag = 32004;
+
+}  // namespace
+
+ClockAlignment alignClock(Communicator& world, int rounds)
 {
-    int rank = 0, size = 1;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
-    std::vector<std::int64_t> offsets(static_cast<std::size_t>(size), 0), errors(static_cast<std::size_t>(size), 0);
+    const int rank = world.rank(), size = world.size();
+    std::vector<std::int64_t> results(2 * static_cast<std::size_t>(size), 0);  // (offset, error) per rank
     if (rank == 0) {
         for (int r = 1; r < size; ++r) {
             std::int64_t bestRtt = INT64_MAX, bestOffset = 0;
             for (int i = 0; i < rounds; ++i) {
-                const std::int64_t t0 = trace::nowNs();
-                MPI_Send(&t0, 1, MPI_INT64_T, r, 901, comm);
-                std::int64_t theirs = 0;
-                MPI_Recv(&theirs, 1, MPI_INT64_T, r, 902, comm, MPI_STATUS_IGNORE);
+                std::int64_t t0 = trace::nowNs(), theirs = 0;
+                auto pong = world.recv(&theirs, 1, DType::I64, r, kPongTag);
+                world.send(&t0, 1, DType::I64, r, kPingTag)->wait();
+                pong->wait();
                 const std::int64_t t1 = trace::nowNs();
                 if (t1 - t0 < bestRtt) {
                     bestRtt = t1 - t0;
                     bestOffset = theirs - (t0 + t1) / 2;
                 }
             }
-            offsets[static_cast<std::size_t>(r)] = bestOffset;
-            errors[static_cast<std::size_t>(r)] = bestRtt / 2;
+            results[2 * static_cast<std::size_t>(r)] = bestOffset;
+            results[2 * static_cast<std::size_t>(r) + 1] = bestRtt / 2;
         }
     } else {
         for (int i = 0; i < rounds; ++i) {
             std::int64_t ping = 0;
-            MPI_Recv(&ping, 1, MPI_INT64_T, 0, 901, comm, MPI_STATUS_IGNORE);
+            world.recv(&ping, 1, DType::I64, 0, kPingTag)->wait();
             const std::int64_t now = trace::nowNs();
-            MPI_Send(&now, 1, MPI_INT64_T, 0, 902, comm);
+            world.send(&now, 1, DType::I64, 0, kPongTag)->wait();
         }
     }
-    ClockAlignment mine;
-    MPI_Scatter(offsets.data(), 1, MPI_INT64_T, &mine.offsetNs, 1, MPI_INT64_T, 0, comm);
-    MPI_Scatter(errors.data(), 1, MPI_INT64_T, &mine.errorNs, 1, MPI_INT64_T, 0, comm);
-    return mine;
+    world.broadcast(results.data(), results.size(), DType::I64, 0)->wait();
+    return {results[2 * static_cast<std::size_t>(rank)], results[2 * static_cast<std::size_t>(rank) + 1]};
 }
 
 namespace {
 
-// A fixed-size form of TraceEvent for MPI.
+// A fixed-size form of TraceEvent for the wire.
 struct Packed {
     std::int32_t rank, step, microBatch, stage, chunk, group, groupSize, peer;
     std::int64_t startNs, endNs;
@@ -101,35 +104,43 @@ trace::TraceEvent unpack(const Packed& p)
 
 }  // namespace
 
-std::vector<trace::TraceEvent> gatherEvents(MPI_Comm comm, const std::vector<trace::TraceEvent>& mine, std::int64_t offsetNs)
+std::vector<trace::TraceEvent> gatherEvents(Communicator& world, const std::vector<trace::TraceEvent>& mine,
+                                            std::int64_t offsetNs)
 {
-    int rank = 0, size = 1;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
     std::vector<Packed> packed;
     packed.reserve(mine.size());
     for (const auto& e : mine)
         packed.push_back(pack(e, offsetNs));
-    const int bytes = static_cast<int>(packed.size() * sizeof(Packed));
-    std::vector<int> counts(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size));
-    MPI_Gather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm);
-    std::vector<char> all;
-    if (rank == 0) {
-        int total = 0;
-        for (int r = 0; r < size; ++r) {
-            displs[static_cast<std::size_t>(r)] = total;
-            total += counts[static_cast<std::size_t>(r)];
-        }
-        all.resize(static_cast<std::size_t>(total));
-    }
-    MPI_Gatherv(packed.data(), bytes, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, 0, comm);
     std::vector<trace::TraceEvent> out;
-    for (std::size_t at = 0; at + sizeof(Packed) <= all.size(); at += sizeof(Packed)) {
-        Packed p;
-        std::memcpy(&p, all.data() + at, sizeof p);
+    if (world.rank() != 0) {
+        std::int64_t count = static_cast<std::int64_t>(packed.size());
+        world.send(&count, 1, DType::I64, 0, kCountTag)->wait();
+        if (count > 0)
+            world.send(packed.data(), packed.size() * sizeof(Packed), DType::U8, 0, kEventsTag)->wait();
+        return out;
+    }
+    for (const Packed& p : packed)
         out.push_back(unpack(p));
+    for (int r = 1; r < world.size(); ++r) {
+        std::int64_t count = 0;
+        world.recv(&count, 1, DType::I64, r, kCountTag)->wait();
+        std::vector<Packed> theirs(static_cast<std::size_t>(count));
+        if (count > 0)
+            world.recv(theirs.data(), theirs.size() * sizeof(Packed), DType::U8, r, kEventsTag)->wait();
+        for (const Packed& p : theirs)
+            out.push_back(unpack(p));
     }
     return out;
+}
+
+std::vector<std::int64_t> gatherValues(Communicator& world, std::int64_t value)
+{
+    std::vector<std::int64_t> all(static_cast<std::size_t>(world.size()), 0);
+    all[static_cast<std::size_t>(world.rank())] = value;
+    world.allReduce(all.data(), all.size(), DType::I64, ReduceOp::Sum)->wait();
+    if (world.rank() != 0)
+        all.clear();
+    return all;
 }
 
 }  // namespace loom::comm

@@ -1,8 +1,7 @@
 #pragma once
 
+#include "engine/comm/Communicator.h"
 #include "engine/trace/TraceEvent.h"
-
-#include <mpi.h>
 
 #include <cstdint>
 #include <vector>
@@ -16,11 +15,15 @@ struct ClockAlignment {
     std::int64_t errorNs = 0;
 };
 
-// Collective over `comm`. Rank 0 gets {0, 0}.
-ClockAlignment alignClock(MPI_Comm comm, int rounds = 8);
+// Collective over `world` (point-to-point pings between rank 0 and each rank, then a scatter of the
+// results). Rank 0 gets {0, 0}. Works with every backend's host communicator.
+ClockAlignment alignClock(Communicator& world, int rounds = 8);
 
-// Collective over `comm`: every rank's events, with `offsetNs` subtracted (times on rank 0's clock), arrive
+// Collective over `world`: every rank's events, with `offsetNs` subtracted (times on rank 0's clock), arrive
 // at rank 0 in rank order; the others get nothing back.
-std::vector<trace::TraceEvent> gatherEvents(MPI_Comm comm, const std::vector<trace::TraceEvent>& mine, std::int64_t offsetNs);
+std::vector<trace::TraceEvent> gatherEvents(Communicator& world, const std::vector<trace::TraceEvent>& mine,
+                                            std::int64_t offsetNs);
+// Collective over `world`: every rank's `value`, at rank 0 in rank order (empty elsewhere).
+std::vector<std::int64_t> gatherValues(Communicator& world, std::int64_t value);
 
 }  // namespace loom::comm

@@ -9,7 +9,8 @@
 namespace loom::comm {
 
 // The point-to-point layer Loom's own collectives are written on (ring, chunked ring, hierarchical,
-// compressed). A backend provides it over its memory space: MPI over host buffers, NCCL over device buffers.
+// compressed). A backend provides it over its memory space: MPI and Gloo over host buffers, NCCL over
+// device buffers.
 //
 // Requests complete in any order; wait() blocks until one is done and throws CommError naming the peer
 // when it does not finish within the backend's timeout. Messages between a pair of ranks are matched in
@@ -34,11 +35,19 @@ public:
     // Temporary memory in the transport's space, valid until the next call with the same slot.
     virtual void* scratch(std::size_t bytes, int slot) = 0;
 
+    // Cancels what is still outstanding after a failure, so the library holds no pointer into buffers that
+    // are about to be freed. The transport is not used again afterwards.
+    virtual void abandon() {}
+
     // Bytes this rank has sent through the transport since construction.
     std::uint64_t bytesSent() const { return m_bytesSent; }
+    // What the current operation is, for messages ("all-reduce #3 on DP group [0, 4]").
+    void setContext(std::string context) { m_context = std::move(context); }
+    const std::string& context() const { return m_context; }
 
 protected:
     std::uint64_t m_bytesSent = 0;
+    std::string m_context;
 };
 
 }  // namespace loom::comm

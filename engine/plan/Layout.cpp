@@ -51,6 +51,26 @@ std::string_view toString(RankOrder order)
     return order == RankOrder::TpPpDp ? "tp-pp-dp" : "tp-dp-pp";
 }
 
+std::string_view toString(CommBackend backend)
+{
+    switch (backend) {
+    case CommBackend::Mpi: return "mpi";
+    case CommBackend::Gloo: return "gloo";
+    case CommBackend::Nccl: return "nccl";
+    }
+    return "mpi";
+}
+
+bool Layout::onGpuCluster() const
+{
+    return cluster.intraNode.kind == LinkKind::NvLink || cluster.intraNode.kind == LinkKind::Pcie;
+}
+
+CommBackend Layout::commBackend() const
+{
+    return comm.backend ? *comm.backend : onGpuCluster() ? CommBackend::Nccl : CommBackend::Mpi;
+}
+
 std::string Codec::toString() const
 {
     switch (kind) {

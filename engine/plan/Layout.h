@@ -17,11 +17,14 @@ enum class Recompute { None, Selective, Full };
 enum class AllreduceAlgorithm { Library, Ring, Hierarchical };
 // Which parallel dimension varies fastest across consecutive ranks (see RankGrid.h).
 enum class RankOrder { TpPpDp, TpDpPp };
+// The communication library the engine trains with (layout field comm.backend).
+enum class CommBackend { Mpi, Gloo, Nccl };
 
 std::string_view toString(ScheduleKind kind);
 std::string_view toString(Recompute recompute);
 std::string_view toString(AllreduceAlgorithm algorithm);
 std::string_view toString(RankOrder order);
+std::string_view toString(CommBackend backend);
 
 // The data-parallel gradient codec: "none", "fp16", "bf16", "int8", "int4", "topk:<fraction>", "lz4".
 struct Codec {
@@ -79,10 +82,15 @@ struct CommSpec {
     // Steps whose data-parallel all-reduce is uncompressed before dp_codec starts; -1 (field absent): 0,
     // except for topk with error feedback, where it is a tenth of the run (AdamW's variance is frozen then).
     std::int64_t codecWarmup = -1;
+<<<<<<< HEAD
     // Data-parallel gradient staleness: 0 applies each step's averaged gradient at once; 1 keeps the
     // all-reduce of step k in flight while step k+1 computes and applies it at the end of step k+1
     // (delayed-gradient SGD, as in PipeDream-2BW), so the reduction hides behind a whole step.
     int staleness = 0;
+=======
+    // "mpi", "gloo" or "nccl"; absent: nccl on a GPU cluster, mpi otherwise (Layout::commBackend()).
+    std::optional<CommBackend> backend;
+>>>>>>> comm
 
     bool operator==(const CommSpec&) const = default;
 };
@@ -106,6 +114,9 @@ struct Layout {
     bool operator==(const Layout&) const = default;
 
     std::int64_t virtualStages() const { return parallel.pp * parallel.vpp; }
+    // comm.backend, or its default: nccl on a GPU cluster (intra-node links nvlink or pcie), mpi otherwise.
+    CommBackend commBackend() const;
+    bool onGpuCluster() const;
     // The explicit stages, or the default split: layers spread evenly over pp*vpp virtual stages, with any
     // remainder going to the inner stages first (the first holds the embedding, the last the LM head).
     std::vector<StageRange> stageRanges() const;

@@ -158,9 +158,11 @@ void readComm(const json& j, Layout& layout, Diagnostics& d)
                                       : AllreduceAlgorithm::Hierarchical;
     if (auto v = r.integer("codec_warmup", Presence::Optional, 0, 1000000000))
         c.codecWarmup = *v;
+    if (auto v = r.choice("backend", Presence::Optional, { "mpi", "gloo", "nccl" }))
+        c.backend = *v == "mpi" ? CommBackend::Mpi : *v == "gloo" ? CommBackend::Gloo : CommBackend::Nccl;
     if (auto v = r.integer("staleness", Presence::Optional, 0, 1))
         c.staleness = static_cast<int>(*v);
-    r.warnUnknown({ "dp_codec", "error_feedback", "overlap", "bucket_mb", "chunk_kb", "allreduce", "codec_warmup",
+    r.warnUnknown({ "dp_codec", "error_feedback", "overlap", "bucket_mb", "chunk_kb", "allreduce", "codec_warmup", "backend",
         "staleness" });
 }
 
@@ -393,6 +395,8 @@ std::string writeLayout(const Layout& layout)
         { "bucket_mb", c.bucketMb }, { "chunk_kb", c.chunkKb }, { "allreduce", toString(c.allreduce) } };
     if (c.codecWarmup >= 0)
         j["comm"]["codec_warmup"] = c.codecWarmup;
+    if (c.backend)
+        j["comm"]["backend"] = toString(*c.backend);
     if (c.staleness != 0)
         j["comm"]["staleness"] = c.staleness;
     return j.dump(2) + "\n";

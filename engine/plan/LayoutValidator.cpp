@@ -283,6 +283,11 @@ private:
             d.warning("comm.allreduce",
                 "comm.allreduce=\"hierarchical\" splits the all-reduce into in-node and "
                 "across-node steps, but the layout has one node, so it acts as a ring");
+        if (fine({ "comm.backend", "cluster" }) && l.comm.backend == CommBackend::Nccl && !l.onGpuCluster())
+            d.error("comm.backend",
+                "comm.backend=\"nccl\" needs a GPU cluster, but cluster " + l.cluster.name
+                    + "'s devices are not GPUs (its intra_node link is \"" + std::string(toString(l.cluster.intraNode.kind))
+                    + "\", not nvlink or pcie); use \"mpi\" or \"gloo\" on CPU clusters");
         if (fine({ "nodes", "cluster" }) && !l.cluster.hosts.empty()
             && static_cast<std::int64_t>(l.cluster.hosts.size()) < l.nodes)
             d.warning("nodes",

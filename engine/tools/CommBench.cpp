@@ -1,15 +1,16 @@
-// loom-commbench: bandwidth of Loom's communicators, in the manner of nccl-tests. Run under mpirun.
+// loom-commbench: bandwidth of Loom's communicators, in the manner of nccl-tests. Run under mpirun (or,
+// with --backend gloo, any process starter that sets LOOM_RANK, LOOM_WORLD_SIZE and LOOM_RENDEZVOUS).
+#include "engine/comm/Backends.h"
 #include "engine/comm/GradientCodec.h"
-#include "engine/comm/MpiCommunicator.h"
 #include "engine/tools/CommBenchOptions.h"
 #if LOOM_WITH_NCCL
-#include "engine/comm/NcclCommunicator.h"
 #include <cuda_runtime_api.h>
 #endif
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -68,7 +69,12 @@ struct Result {
 
 class Bench {
 public:
-    Bench(const tools::CommBenchOptions& o, Communicator& c) : m_o(o), m_c(c), m_n(c.size()), m_r(c.rank()) {}
+    // `c` runs the operations; `control` (a host communicator of the same ranks) lines them up and
+    // collects the slowest rank's time.
+    Bench(const tools::CommBenchOptions& o, Communicator& c, Communicator& control)
+        : m_o(o), m_c(c), m_control(control), m_n(c.size()), m_r(c.rank())
+    {
+    }
 
     // `bytes` is nccl-tests' size: the buffer (all-reduce, broadcast, send/recv) or the whole gathered
     // array (all-gather, reduce-scatter).
@@ -108,17 +114,17 @@ public:
             input = pristine;
             std::fill(output.begin(), output.end(), 0);
             Staging staging(m_c.onDevice(), input, output);
-            MPI_Barrier(MPI_COMM_WORLD);
-            const double t0 = MPI_Wtime();
+            m_control.barrier()->wait();
+            const auto t0 = std::chrono::steady_clock::now();
             WorkStats stats = launch(staging, count, options);
-            const double t1 = MPI_Wtime();
+            const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             staging.copyBack(input, output);
             if (it < 0)
                 continue;
-            double slowest = t1 - t0;  // the slowest rank's time for this iteration
-            MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            double slowest = elapsed;  // the slowest rank's time for this iteration
+            m_control.allReduce(&slowest, 1, DType::F64, ReduceOp::Max)->wait();
             times.push_back(slowest);
-            result.seconds += t1 - t0;
+            result.seconds += elapsed;
             result.wire = stats.wireBytes;
             if (m_o.check)
                 result.wrong = std::max(result.wrong, countWrong(m_o.op == "allgather" || m_o.op == "reducescatter" || m_o.op == "sendrecv" ? output : input,
@@ -281,16 +287,114 @@ private:
 
     const tools::CommBenchOptions& m_o;
     Communicator& m_c;
+    Communicator& m_control;
     int m_n, m_r;
 };
 
-double busFactor(const std::string& op, int n)
+// One size's figures over every rank (collective over `control`).
+struct Measured {
+    double seconds = 0;  // the slowest rank's mean
+    double median = 0;
+    std::uint64_t wrong = 0, wire = 0;
+};
+
+Measured measure(Bench& bench, Communicator& control, std::uint64_t bytes)
 {
-    if (op == "allreduce")
-        return 2.0 * (n - 1) / n;
-    if (op == "allgather" || op == "reducescatter")
-        return double(n - 1) / n;
-    return 1.0;
+    const Result r = bench.run(bytes);
+    Measured m{r.seconds, r.median, 0, 0};
+    std::int64_t counts[2] = {static_cast<std::int64_t>(r.wrong), static_cast<std::int64_t>(r.wire)};
+    control.allReduce(&m.seconds, 1, DType::F64, ReduceOp::Max)->wait();
+    control.allReduce(counts, 2, DType::I64, ReduceOp::Max)->wait();
+    m.wrong = static_cast<std::uint64_t>(counts[0]);
+    m.wire = static_cast<std::uint64_t>(counts[1]);
+    return m;
+}
+
+plan::CommBackend backendOf(const std::string& name)
+{
+    return name == "gloo" ? plan::CommBackend::Gloo : name == "nccl" ? plan::CommBackend::Nccl : plan::CommBackend::Mpi;
+}
+
+int run(const tools::CommBenchOptions& o, comm::CommRuntime& runtime, comm::CommRuntime* reference)
+{
+    CommConfig config = CommConfig::fromEnvironment();
+    config.checkAgreement = o.agreementCheck;
+    std::vector<int> nodes;
+    if (o.ranksPerNode > 0)
+        for (int r = 0; r < runtime.size(); ++r)
+            nodes.push_back(r / o.ranksPerNode);
+    auto communicator = runtime.makeWorld("bench", nullptr, nodes, true);
+    auto control = runtime.makeWorld("control", nullptr, {}, false);
+    std::unique_ptr<Communicator> mpiWorld;
+    if (reference)
+        mpiWorld = reference->makeWorld("bench", nullptr, nodes, false);
+    Communicator& world = *communicator;
+    const int n = world.size();
+    const bool root = runtime.rank() == 0;
+    if (root && !o.json) {
+        std::printf("# loom-commbench: op %s, algo %s, codec %s, dtype %s, backend %s, %d ranks, iters %d, warmup %d%s\n",
+                    o.op.c_str(), std::string(toString(o.algorithm)).c_str(), o.codec.toString().c_str(),
+                    std::string(toString(o.type)).c_str(), o.backend.c_str(), n, o.iters, o.warmup, o.check ? ", checked" : "");
+        std::printf("# %12s %12s %11s %11s %11s %14s %8s%s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+                    "wire(B)", "wrong", reference ? "  mpi-busbw(GB/s) ratio" : "");
+    }
+    Bench bench(o, world, *control);
+    std::optional<Bench> mpiBench;
+    if (mpiWorld)
+        mpiBench.emplace(o, *mpiWorld, *control);
+    const std::size_t es = sizeOf(o.type);
+    const bool perRank = o.op == "allgather" || o.op == "reducescatter";
+    const std::uint64_t unit = es * (perRank ? static_cast<std::uint64_t>(n) : 1);
+    int result = 0;
+    for (double size = double(o.minBytes); size <= double(o.maxBytes) * 1.0000001; size = std::max(size * o.factor, size + 1)) {
+        const std::uint64_t bytes = static_cast<std::uint64_t>(size) / unit * unit;
+        const Measured m = measure(bench, *control, bytes);
+        std::optional<Measured> ref;
+        if (mpiBench)
+            ref = measure(*mpiBench, *control, bytes);
+        if (m.wrong > 0 || (ref && ref->wrong > 0))
+            result = 1;
+        const double busFactor = trace::busBandwidthFactor(o.op == "allreduce" ? trace::EventKind::AllReduce
+                                                           : o.op == "allgather" ? trace::EventKind::AllGather
+                                                           : o.op == "reducescatter" ? trace::EventKind::ReduceScatter
+                                                                                     : trace::EventKind::Send,
+                                                           n);
+        const double algbw = m.seconds > 0 ? double(bytes) / m.seconds / 1e9 : 0;
+        const double busbw = algbw * busFactor;
+        const double refBusbw = ref && ref->seconds > 0 ? double(bytes) / ref->seconds / 1e9 * busFactor : 0;
+        if (!root)
+            continue;
+        if (o.json) {
+            nlohmann::ordered_json j = {{"op", o.op},
+                                        {"algo", std::string(toString(o.algorithm))},
+                                        {"codec", o.codec.toString()},
+                                        {"dtype", std::string(toString(o.type))},
+                                        {"backend", o.backend},
+                                        {"ranks", n},
+                                        {"bytes", bytes},
+                                        {"count", bytes / es},
+                                        {"time_us", m.seconds * 1e6},
+                                        {"time_median_us", m.median * 1e6},
+                                        {"algbw_gbps", algbw},
+                                        {"busbw_gbps", busbw},
+                                        {"wire_bytes", m.wire},
+                                        {"wrong", o.check ? nlohmann::ordered_json(m.wrong) : nlohmann::ordered_json(nullptr)}};
+            if (ref) {
+                j["mpi_busbw_gbps"] = refBusbw;
+                j["mpi_wrong"] = o.check ? nlohmann::ordered_json(ref->wrong) : nlohmann::ordered_json(nullptr);
+            }
+            std::printf("%s\n", j.dump().c_str());
+        } else {
+            std::printf("  %12" PRIu64 " %12" PRIu64 " %11.1f %11.3f %11.3f %14" PRIu64 " %8s", bytes, bytes / es, m.seconds * 1e6,
+                        algbw, busbw, m.wire, o.check ? std::to_string(m.wrong).c_str() : "n/a");
+            if (ref)
+                std::printf("  %15.3f %5.2f", refBusbw, refBusbw > 0 ? busbw / refBusbw : 0.0);
+            std::printf("\n");
+        }
+        std::fflush(stdout);
+    }
+    control->barrier()->wait();
+    return result;
 }
 
 }  // namespace
@@ -305,105 +409,21 @@ int main(int argc, char** argv)
         (help ? std::cout : std::cerr) << (help ? "" : "loom-commbench: ") << error << (help ? "" : "\n");
         return help ? 0 : 64;
     }
-    std::optional<MpiSession> sessionHolder;
+    std::optional<comm::CommRuntime> runtime, reference;
+    comm::ProcessStart start;
     try {
-        sessionHolder.emplace(&argc, &argv);
+        start = comm::processStartFromEnvironment();
+        if (!options->reference.empty())
+            reference.emplace(plan::CommBackend::Mpi, start, &argc, &argv, ".");
+        runtime.emplace(backendOf(options->backend), start, &argc, &argv, ".");
     } catch (const std::exception& e) {
-        std::cerr << "loom-commbench: " << e.what() << "\n";
+        std::cerr << "loom-commbench: rank " << start.rank << ": " << e.what() << "\n";
         return 1;
     }
-    MpiSession& session = *sessionHolder;
-    if (options->backend == "nccl") {
-        // Every rank learns whether every rank has a GPU, so all stop cleanly together when one has none.
-#if LOOM_WITH_NCCL
-        const std::string problem = NcclCommunicator::deviceProblem();
-#else
-        const std::string problem = "the NCCL backend is not in this build (no CUDA toolkit with NCCL was found when "
-                                    "it was built); use --backend mpi";
-#endif
-        int ok = problem.empty() ? 1 : 0;
-        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-        if (!ok) {
-            if (!problem.empty())
-                std::cerr << "loom-commbench: rank " << session.worldRank() << ": " << problem << "\n";
-            return 1;
-        }
-    }
     try {
-        CommConfig config = CommConfig::fromEnvironment();
-        config.checkAgreement = options->agreementCheck;
-        std::vector<int> nodes;
-        if (options->ranksPerNode > 0)
-            for (int r = 0; r < session.worldSize(); ++r)
-                nodes.push_back(r / options->ranksPerNode);
-        int result = 0;
-        {
-            std::unique_ptr<Communicator> communicator;
-            if (options->backend == "nccl") {
-#if LOOM_WITH_NCCL
-                communicator = std::make_unique<NcclCommunicator>(MPI_COMM_WORLD, trace::GroupKind::World, "world",
-                                                                  nullptr, config, nodes);
-#endif
-            } else {
-                communicator = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, trace::GroupKind::World, "world", nullptr,
-                                                                 config, nodes);
-            }
-            Communicator& world = *communicator;
-            const int n = world.size();
-            if (session.worldRank() == 0 && !options->json) {
-                std::printf("# loom-commbench: op %s, algo %s, codec %s, dtype %s, %d ranks, iters %d, warmup %d%s\n",
-                            options->op.c_str(), std::string(toString(options->algorithm)).c_str(),
-                            options->codec.toString().c_str(), std::string(toString(options->type)).c_str(), n,
-                            options->iters, options->warmup, options->check ? ", checked" : "");
-                std::printf("# %12s %12s %11s %11s %11s %14s %8s\n", "size(B)", "count", "time(us)", "algbw(GB/s)",
-                            "busbw(GB/s)", "wire(B)", "wrong");
-            }
-            Bench bench(*options, world);
-            const std::size_t es = sizeOf(options->type);
-            const bool perRank = options->op == "allgather" || options->op == "reducescatter";
-            const std::uint64_t unit = es * (perRank ? static_cast<std::uint64_t>(n) : 1);
-            for (double size = double(options->minBytes); size <= double(options->maxBytes) * 1.0000001;
-                 size = std::max(size * options->factor, size + 1)) {
-                const std::uint64_t bytes = static_cast<std::uint64_t>(size) / unit * unit;
-                Result r = bench.run(bytes);
-                double seconds = r.seconds;
-                std::uint64_t wrong = r.wrong, wire = r.wire;
-                MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-                MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-                MPI_Allreduce(MPI_IN_PLACE, &wire, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-                if (wrong > 0)
-                    result = 1;
-                const double algbw = seconds > 0 ? double(bytes) / seconds / 1e9 : 0;
-                const double busbw = algbw * busFactor(options->op, n);
-                if (session.worldRank() != 0)
-                    continue;
-                if (options->json) {
-                    nlohmann::ordered_json j = {{"op", options->op},
-                                                {"algo", std::string(toString(options->algorithm))},
-                                                {"codec", options->codec.toString()},
-                                                {"dtype", std::string(toString(options->type))},
-                                                {"ranks", n},
-                                                {"bytes", bytes},
-                                                {"count", bytes / es},
-                                                {"time_us", seconds * 1e6},
-                                                {"time_median_us", r.median * 1e6},
-                                                {"algbw_gbps", algbw},
-                                                {"busbw_gbps", busbw},
-                                                {"wire_bytes", wire},
-                                                {"wrong", options->check ? nlohmann::ordered_json(wrong) : nlohmann::ordered_json(nullptr)}};
-                    std::printf("%s\n", j.dump().c_str());
-                } else {
-                    std::printf("  %12" PRIu64 " %12" PRIu64 " %11.1f %11.3f %11.3f %14" PRIu64 " %8s\n", bytes, bytes / es,
-                                seconds * 1e6, algbw, busbw, wire,
-                                options->check ? std::to_string(wrong).c_str() : "n/a");
-                }
-                std::fflush(stdout);
-            }
-        }
-        return result;
+        return run(*options, *runtime, reference ? &*reference : nullptr);
     } catch (const std::exception& e) {
         std::cerr << "loom-commbench: " << e.what() << "\n";
-        MPI_Abort(MPI_COMM_WORLD, 1);
-        return 1;
+        runtime->abortJob(1);
     }
 }

@@ -19,7 +19,8 @@ std::string commBenchUsage()
            "  --block N                                                   int8/int4: elements per scale (256)\n"
            "  --ranks-per-node N                                          treat each N consecutive ranks as a node\n"
            "  --no-agreement-check                                        skip the per-call agreement check\n"
-           "  --backend mpi|nccl                                          (default mpi)\n"
+           "  --backend mpi|gloo|nccl                                     (default mpi)\n"
+           "  --reference mpi                                             also time MPI in the same run; print the ratio\n"
            "  -J, --json                                                  one JSON object per line instead of a table\n";
 }
 
@@ -159,16 +160,27 @@ std::optional<CommBenchOptions> parseCommBenchOptions(const std::vector<std::str
         } else if (a == "--no-agreement-check") {
             o.agreementCheck = false;
         } else if (a == "--backend") {
-            auto v = value("mpi or nccl");
+            auto v = value("mpi, gloo or nccl");
             if (!v)
                 return std::nullopt;
-            if (*v != "mpi" && *v != "nccl")
-                return bad(*v, "mpi or nccl");
+            if (*v != "mpi" && *v != "gloo" && *v != "nccl")
+                return bad(*v, "mpi, gloo or nccl");
             o.backend = *v;
+        } else if (a == "--reference") {
+            auto v = value("mpi");
+            if (!v)
+                return std::nullopt;
+            if (*v != "mpi")
+                return bad(*v, "mpi (the backend every other is compared with)");
+            o.reference = *v;
         } else {
             error = "unknown option " + a + "\n" + commBenchUsage();
             return std::nullopt;
         }
+    }
+    if (!o.reference.empty() && o.backend != "gloo") {
+        error = "--reference mpi compares the Gloo backend with MPI; use it with --backend gloo under mpirun";
+        return std::nullopt;
     }
     if (o.minBytes > o.maxBytes) {
         error = "--min " + std::to_string(o.minBytes) + " is above --max " + std::to_string(o.maxBytes);

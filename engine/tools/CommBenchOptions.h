@@ -26,7 +26,8 @@ struct CommBenchOptions {
     std::size_t chunkBytes = 1 << 20;
     std::size_t codecBlock = 256;
     int ranksPerNode = 0;  // 0: detect from shared memory
-    std::string backend = "mpi";
+    std::string backend = "mpi";  // mpi | gloo | nccl
+    std::string reference;        // "mpi": time MPI's run of each size too (with --backend gloo)
 };
 
 // Parses argv (without the program name). On a bad argument returns nullopt and sets `error` to a sentence

@@ -1,6 +1,5 @@
 #include "engine/train/Checkpoint.h"
 
-#include <mpi.h>
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
@@ -96,13 +95,12 @@ std::pair<std::size_t, std::size_t> overlap(const ParamSpec& s, std::size_t begi
 }  // namespace
 
 void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet& params, const AdamW& adam,
-                    const CheckpointRole& role)
+                    const CheckpointRole& role, comm::Communicator& world)
 {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    const int rank = world.rank();
     const fs::path final = fs::path(dir) / ("step-" + std::to_string(info.step));
     const fs::path partial = fs::path(dir) / ("step-" + std::to_string(info.step) + ".partial");
-    int ok = 1;
+    std::int64_t ok = 1;
     std::string error;
     if (rank == 0) {
         try {
@@ -120,7 +118,7 @@ void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet
             error = e.what();
         }
     }
-    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    world.broadcast(&ok, 1, comm::DType::I64, 0)->wait();
     if (!ok)
         throw std::runtime_error("cannot create the checkpoint folder " + partial.string() + (error.empty() ? "" : ": " + error));
     try {
@@ -147,8 +145,8 @@ void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet
         ok = 0;
         error = e.what();
     }
-    int all = ok;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    std::int64_t all = ok;
+    world.allReduce(&all, 1, comm::DType::I64, comm::ReduceOp::Min)->wait();
     if (!all)
         throw std::runtime_error(error.empty() ? "another rank could not write its part of the checkpoint" : error);
     if (rank == 0) {
@@ -157,7 +155,7 @@ void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet
         std::ofstream(fs::path(dir) / "latest.tmp") << final.filename().string() << "\n";
         fs::rename(fs::path(dir) / "latest.tmp", fs::path(dir) / "latest");
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    world.barrier()->wait();
 }
 
 std::optional<std::string> latestCheckpoint(const std::string& dir)

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "engine/comm/Communicator.h"
 #include "engine/train/Optimizer.h"
 #include "engine/train/Parameters.h"
 
@@ -33,9 +34,10 @@ struct CheckpointRole {
     std::vector<bool> ownsTensor;    // per tensor: TP-sharded, or replicated and TP rank 0; tied copies once
 };
 
-// Collective over MPI_COMM_WORLD. Throws std::runtime_error naming the folder and the problem.
+// Collective over `world` (rank 0 writes the metadata and renames the folder; every rank learns whether
+// every rank wrote its part). Throws std::runtime_error naming the folder and the problem.
 void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet& params, const AdamW& adam,
-                    const CheckpointRole& role);
+                    const CheckpointRole& role, comm::Communicator& world);
 // The newest complete checkpoint under `dir`, or nullopt when there is none.
 std::optional<std::string> latestCheckpoint(const std::string& dir);
 CheckpointInfo readCheckpointInfo(const std::string& folder);

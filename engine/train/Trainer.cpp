@@ -19,9 +19,7 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     : m_layout(layout), m_comms(comms), m_corpus(corpus), m_options(options), m_grid(plan::RankGrid::forLayout(layout)),
       m_schedule(plan::Schedule::forLayout(layout))
 {
-    int worldRank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
-    m_coord = m_grid.coordOf(worldRank);
+    m_coord = m_grid.coordOf(comms.world->rank());
     const auto& p = layout.parallel;
     const auto ranges = layout.stageRanges();
     const std::int64_t last = p.pp * m_schedule.chunks() - 1;
@@ -298,7 +296,7 @@ StepResult Trainer::step(std::int64_t step)
     // The global loss: each data-parallel replica's last stage (TP rank 0) adds its share.
     const bool reports = m_coord.tp == 0 && m_stage->chunks().back().head;
     double share = reports ? lossSum / double(p.microBatches() * p.dp) : 0.0;
-    MPI_Allreduce(MPI_IN_PLACE, &share, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    m_comms.world->allReduce(&share, 1, comm::DType::F64, comm::ReduceOp::Sum)->wait();
     r.loss = share;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double tokens = double(p.globalBatch * m_layout.model.seqLen);
@@ -326,7 +324,7 @@ void Trainer::save(const std::string& dir, std::int64_t stepsDone)
     info.seed = m_options.seed;
     info.modelJson = plan::toJson(m_layout.model).dump();
     info.layoutJson = plan::writeLayout(m_layout);
-    saveCheckpoint(dir, info, params, *m_adam, role);
+    saveCheckpoint(dir, info, params, *m_adam, role, *m_comms.world);
 }
 
 std::int64_t Trainer::resume(const std::string& folder)

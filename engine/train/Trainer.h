@@ -1,6 +1,6 @@
 #pragma once
 
-#include "engine/comm/MpiCommunicator.h"
+#include "engine/comm/Communicator.h"
 #include "engine/plan/Layout.h"
 #include "engine/plan/RankGrid.h"
 #include "engine/plan/Schedule.h"
@@ -37,7 +37,8 @@ struct StepResult {
 
 // One rank's training: the GPT stage it holds, the pipeline schedule it runs, data-parallel gradient sync,
 // global-norm clipping and AdamW (sharded across the DP group with ZeRO-1). Collective over the world:
-// every rank constructs one and calls step() the same number of times.
+// every rank constructs one and calls step() the same number of times. It speaks only comm::Communicator,
+// so it trains the same way on every backend; world-wide operations go through `comms.world`.
 class Trainer {
 public:
     Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, const Corpus& corpus, TrainOptions options,

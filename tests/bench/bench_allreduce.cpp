@@ -69,7 +69,7 @@ int main(int argc, char** argv)
         o.algorithm = CollectiveAlgorithm::Ring;
         ring = timeIt([&] { world.allReduce(data.data(), count, DType::F32, ReduceOp::Sum, o)->wait(); }, data, pristine,
                       warmup, iters);
-        o.algorithm = CollectiveAlgorithm::Chunked;
+        o.algorithm = CollectiveAlgorithm::ChunkedRing;
         o.chunkBytes = chunk;
         chunked = timeIt([&] { world.allReduce(data.data(), count, DType::F32, ReduceOp::Sum, o)->wait(); }, data,
                          pristine, warmup, iters);

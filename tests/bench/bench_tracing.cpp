@@ -44,8 +44,8 @@ int main(int argc, char** argv)
     }
     const train::Corpus corpus = train::Corpus::synthetic(1);
     trace::TraceRecorder recorder(session.worldRank());
-    auto comms = comm::makeGridCommunicators(plan::RankGrid::forLayout(*read.layout), &recorder);
-    const comm::ClockAlignment clock = comm::alignClock(MPI_COMM_WORLD);
+    auto comms = comm::makeMpiGridCommunicators(plan::RankGrid::forLayout(*read.layout), &recorder);
+    const comm::ClockAlignment clock = comm::alignClock(*comms.world);
     train::CpuKernels kernels;
     train::TrainOptions options;
     options.steps = 4 * blocks + 2;
@@ -62,7 +62,7 @@ int main(int argc, char** argv)
             const auto t0 = std::chrono::steady_clock::now();
             trainer.step(step++);
             if (tracing) {  // what --stream adds: gather the step's events and encode a frame on rank 0
-                const auto events = comm::gatherEvents(MPI_COMM_WORLD, recorder.take(), clock.offsetNs);
+                const auto events = comm::gatherEvents(*comms.world, recorder.take(), clock.offsetNs);
                 if (session.worldRank() == 0)
                     streamedBytes += trace::encodeFrame("events", trace::encodeEvents(events)).size();
             }

@@ -54,7 +54,7 @@ int main(int argc, char** argv)
                            "parallel": {"tp": 1, "pp": 1, "dp": 1, "micro_batch": 8, "global_batch": 8}})";
     auto read = plan::readLayout(text, profiles::BuiltinProfiles::instance());
     const train::Corpus corpus = train::Corpus::synthetic(1);
-    auto comms = comm::makeGridCommunicators(plan::RankGrid::forLayout(*read.layout), nullptr);
+    auto comms = comm::makeMpiGridCommunicators(plan::RankGrid::forLayout(*read.layout), nullptr);
     train::CpuKernels kernels;
     train::TrainOptions options;
     options.steps = steps;

@@ -250,10 +250,16 @@ private slots:
                                                  QStringLiteral("LOOM_LOCAL_RANK=%1").arg(k), QStringLiteral("LOOM_RENDEZVOUS=") + rendezvous,
                                                  QStringLiteral("OPENBLAS_NUM_THREADS=1")}));
         }
-        // An MPI layout (the default backend) keeps mpirun; so do ssh and Slurm clusters.
+        // Only gloo on a local cluster: an MPI layout (the default backend) keeps mpirun, and ssh and Slurm
+        // clusters use their own launch method.
         QVERIFY(!startsRanksItself(r.layout));
-        QVERIFY(!startsRanksItself(request(QStringLiteral("ssh")).layout));
-        QVERIFY(!startsRanksItself(request(QStringLiteral("slurm")).layout));
+        r.layout.comm.backend = loom::plan::CommBackend::Gloo;
+        QVERIFY(startsRanksItself(r.layout));
+        for (const QString& method : {QStringLiteral("ssh"), QStringLiteral("slurm")}) {
+            LaunchRequest other = request(method);
+            other.layout.comm.backend = loom::plan::CommBackend::Gloo;
+            QVERIFY(!startsRanksItself(other.layout));
+        }
     }
 };
 

@@ -82,7 +82,7 @@ private slots:
         QTest::addColumn<int>("op");
         QTest::addColumn<bool>("pairs");
         const int n = worldSize();
-        for (auto a : {CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring, CollectiveAlgorithm::Chunked,
+        for (auto a : {CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring, CollectiveAlgorithm::ChunkedRing,
                        CollectiveAlgorithm::Hierarchical})
             for (auto t : {DType::F32, DType::F16, DType::BF16})
                 for (int count : {0, 1, n - 1, n + 1, 1000, 4099})
@@ -139,7 +139,7 @@ private slots:
     {
         QTest::addColumn<int>("algorithm");
         QTest::addColumn<int>("count");
-        for (auto a : {CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring, CollectiveAlgorithm::Chunked})
+        for (auto a : {CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring, CollectiveAlgorithm::ChunkedRing})
             for (int count : {0, 1, 7, 1001})
                 QTest::newRow(qPrintable(QStringLiteral("%1 x%2").arg(QString::fromLatin1(toString(a).data())).arg(count)))
                     << int(a) << count;

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <memory>
 
 using namespace loom;
@@ -45,7 +46,12 @@ private slots:
         MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (!ok)
             QSKIP(problem.empty() ? "another rank has no GPU" : problem.c_str());
-        m_comm = std::make_unique<NcclCommunicator>(MPI_COMM_WORLD, trace::GroupKind::World, "world", nullptr);
+        // Bootstrapped over an MPI host communicator of the same ranks, as CommRuntime does under mpirun.
+        int local = 0;
+        if (const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"))
+            local = std::atoi(v);
+        m_comm = std::make_unique<NcclCommunicator>(
+            std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, trace::GroupKind::World, "world", nullptr), local, nullptr);
     }
     void cleanupTestCase() { m_comm.reset(); }
 
@@ -53,7 +59,7 @@ private slots:
     {
         QTest::addColumn<int>("algorithm");
         QTest::addColumn<int>("count");
-        for (auto a : {CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring, CollectiveAlgorithm::Chunked,
+        for (auto a : {CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring, CollectiveAlgorithm::ChunkedRing,
                        CollectiveAlgorithm::Hierarchical})
             for (int count : {0, 1, 5, 100003})
                 QTest::newRow(qPrintable(QStringLiteral("%1 x%2").arg(QString::fromLatin1(toString(a).data())).arg(count)))

@@ -1,5 +1,7 @@
 // Layout equivalence: gpt-tiny trained for 20 steps under each layout gives the single-process loss at
-// every step (within 1e-4 relative). Runs loom-train under mpirun, as a user would.
+// every step (within 1e-4 relative). Runs loom-train under mpirun, as a user would. Built twice: with
+// LAYOUT_BACKEND "mpi" (tst_layouts) and "gloo" (tst_layouts_gloo: every layout with comm.backend "gloo",
+// and a 6-rank run that must match the MPI run's losses).
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -11,6 +13,18 @@
 namespace {
 
 constexpr int kSteps = 20;
+#ifndef LAYOUT_BACKEND
+#define LAYOUT_BACKEND "mpi"
+#endif
+
+// The layout with comm.backend set (kept beside any other comm fields the row sets).
+QJsonObject withBackend(QJsonObject layout, const QString& backend)
+{
+    QJsonObject comm = layout.value("comm").toObject();
+    comm.insert("backend", backend);
+    layout.insert("comm", comm);
+    return layout;
+}
 
 QJsonObject layout(const QString& name, int tp, int pp, int dp, const QString& schedule)
 {
@@ -30,9 +44,10 @@ class TestLayouts : public QObject {
     std::vector<double> m_baseline;
 
     // Runs loom-train on the layout; returns the loss of each step (empty on failure, with `log` set).
-    std::vector<double> train(const QJsonObject& layoutJson, QString& log)
+    std::vector<double> train(const QJsonObject& layoutIn, QString& log, const QString& backend = QStringLiteral(LAYOUT_BACKEND))
     {
-        const QString name = layoutJson.value("name").toString();
+        const QJsonObject layoutJson = withBackend(layoutIn, backend);
+        const QString name = layoutJson.value("name").toString() + "-" + backend;
         const QString file = m_dir.filePath(name + ".json"), metrics = m_dir.filePath(name + ".metrics");
         QFile f(file);
         f.open(QIODevice::WriteOnly);
@@ -120,10 +135,31 @@ private slots:
         QString log;
         const auto losses = train(layout, log);
         QVERIFY2(losses.size() == kSteps, qPrintable(log));
+        compare(losses, m_baseline, "one process");
+    }
+
+    // mpirun -np 6 loom-train with comm.backend "gloo" trains and gives the MPI run's losses.
+    void glooMatchesMpi()
+    {
+        if (QStringLiteral(LAYOUT_BACKEND) != QStringLiteral("gloo"))
+            QSKIP("the Gloo build of this test compares Gloo with MPI");
+        const QJsonObject six = layout("six-ranks-tp2-pp1-dp3", 2, 1, 3, "1f1b");
+        QString mpiLog, glooLog;
+        const auto mpi = train(six, mpiLog, QStringLiteral("mpi"));
+        QVERIFY2(mpi.size() == kSteps, qPrintable(mpiLog));
+        const auto gloo = train(six, glooLog, QStringLiteral("gloo"));
+        QVERIFY2(gloo.size() == kSteps, qPrintable(glooLog));
+        QVERIFY2(glooLog.contains(QStringLiteral("gloo")), qPrintable(glooLog));
+        compare(gloo, mpi, "the MPI run");
+    }
+
+private:
+    static void compare(const std::vector<double>& losses, const std::vector<double>& reference, const char* what)
+    {
         for (int s = 0; s < kSteps; ++s) {
-            const double a = losses[static_cast<std::size_t>(s)], b = m_baseline[static_cast<std::size_t>(s)];
+            const double a = losses[static_cast<std::size_t>(s)], b = reference[static_cast<std::size_t>(s)];
             if (!(std::fabs(a - b) <= 1e-4 * std::fabs(b)))
-                QFAIL(qPrintable(QStringLiteral("step %1: loss %2, one process %3").arg(s + 1).arg(a, 0, 'g', 9).arg(b, 0, 'g', 9)));
+                QFAIL(qPrintable(QStringLiteral("step %1: loss %2, %3 %4").arg(s + 1).arg(a, 0, 'g', 9).arg(QString::fromLatin1(what)).arg(b, 0, 'g', 9)));
         }
     }
 };

@@ -50,7 +50,7 @@ private slots:
         QVERIFY2(read.ok(), read.diagnostics.format().c_str());
         QCOMPARE(comm::testing::worldSize(), 8);
         const train::Corpus corpus = train::Corpus::synthetic(1);
-        auto comms = comm::makeGridCommunicators(plan::RankGrid::forLayout(*read.layout), nullptr);
+        auto comms = comm::makeMpiGridCommunicators(plan::RankGrid::forLayout(*read.layout), nullptr);
         train::CpuKernels kernels;
         train::TrainOptions options;
         options.steps = 8;

@@ -1,0 +1,211 @@
+#include "engine/comm/Collectives.h"
+
+#include "engine/comm/Agreement.h"
+#include "engine/comm/CommError.h"
+#include "engine/comm/CompressedAllReduce.h"
+#include "engine/comm/GradientCodec.h"
+#include "engine/comm/RingAlgorithms.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+namespace loom::comm {
+
+using trace::Algorithm;
+using trace::EventKind;
+
+void CollectiveBackend::toHost(void* host, const void* data, std::size_t bytes)
+{
+    if (bytes && host != data)
+        std::memmove(host, data, bytes);
+}
+
+void CollectiveBackend::fromHost(void* data, const void* host, std::size_t bytes)
+{
+    if (bytes && host != data)
+        std::memmove(data, host, bytes);
+}
+
+std::optional<CollectiveAlgorithm> collectiveAlgorithmFromString(std::string_view text)
+{
+    for (auto a : { Algorithm::Library, Algorithm::Ring, Algorithm::ChunkedRing, Algorithm::Hierarchical })
+        if (trace::toString(a) == text)
+            return a;
+    return std::nullopt;
+}
+
+std::string describe(const CollectiveCall& call, const trace::GroupInfo& group)
+{
+    std::string s = std::string(trace::toString(call.kind)) + " #" + std::to_string(call.sequence);
+    if (call.kind != EventKind::Barrier) {
+        s += " (" + std::to_string(call.count) + " " + std::string(toString(call.type));
+        if (call.kind == EventKind::AllReduce || call.kind == EventKind::ReduceScatter
+            || call.kind == EventKind::AllGather)
+            s += ", " + std::string(trace::toString(call.options.algorithm));
+        if (call.options.codec.kind != plan::Codec::Kind::None)
+            s += ", codec " + call.options.codec.toString();
+        s += ")";
+    }
+    return s + " on " + group.name + " " + rankList(group.ranks);
+}
+
+std::uint64_t logicalBytes(const CollectiveCall& call, int size)
+{
+    const std::uint64_t bytes = call.count * sizeOf(call.type);
+    const bool perRank = call.kind == EventKind::ReduceScatter || call.kind == EventKind::AllGather;
+    return call.kind == EventKind::Barrier ? 0 : perRank ? bytes * static_cast<std::uint64_t>(size) : bytes;
+}
+
+std::uint64_t libraryWireBytes(const CollectiveCall& call, int rank, int size)
+{
+    if (call.kind == EventKind::Barrier || size <= 1)
+        return 0;
+    if (call.kind == EventKind::Broadcast)
+        return rank == call.root ? logicalBytes(call, size) : 0;
+    return static_cast<std::uint64_t>(trace::busBandwidthFactor(call.kind, size) * double(logicalBytes(call, size)));
+}
+
+bool evenNodes(const std::vector<int>& nodeOfMember)
+{
+    std::map<int, int> perNode;
+    for (int node : nodeOfMember)
+        ++perNode[node];
+    for (const auto& [node, n] : perNode)
+        if (n != perNode.begin()->second)
+            return false;
+    return true;
+}
+
+namespace {
+
+// Loom's ring or chunked ring for all-reduce, reduce-scatter and all-gather over `t`.
+void runRing(Transport& t, const CollectiveCall& call, int rank, int size, std::size_t chunk)
+{
+    const std::size_t es = sizeOf(call.type), n = static_cast<std::size_t>(size);
+    switch (call.kind) {
+    case EventKind::AllReduce:
+        ringAllReduce(t, call.data, call.count, call.type, call.op, chunk);
+        break;
+    case EventKind::ReduceScatter: {
+        if (call.count == 0)
+            return; // nothing to reduce (and the buffers may be null)
+        void* work = t.scratch(call.count * n * es, 1);
+        t.copy(work, call.send, call.count * n * es);
+        const Segments seg = Segments::even(call.count * n, size);
+        ringReduceScatterInPlace(t, work, seg, call.type, call.op, chunk);
+        t.copy(call.recv, static_cast<char*>(work) + seg.offset[static_cast<std::size_t>(rank)] * es, call.count * es);
+        break;
+    }
+    case EventKind::AllGather: {
+        if (call.count == 0)
+            return;
+        const Segments seg = Segments::even(call.count * n, size);
+        t.copy(static_cast<char*>(call.recv) + seg.offset[static_cast<std::size_t>(rank)] * es, call.send,
+            call.count * es);
+        ringAllGatherInPlace(t, call.recv, seg, call.type, chunk);
+        break;
+    }
+    default:
+        throw CommError("not a ring collective");
+    }
+    t.waitAll();
+}
+
+Algorithm runCompressed(CollectiveBackend& backend, const CollectiveCall& call, int size, const std::string& context)
+{
+    if (call.type != DType::F32 || call.op != ReduceOp::Sum)
+        throw CommError(context + ": gradient codecs compress fp32 sums; this call is "
+            + std::string(toString(call.type)) + " " + std::string(toString(call.op)));
+    if (size == 1)
+        return Algorithm::Library;
+    // Codecs run on the host: device buffers (NCCL) are staged through host memory.
+    std::vector<float> staged;
+    float* host = static_cast<float*>(call.data);
+    if (&backend.hostTransport() != &backend.transport()) {
+        staged.resize(call.count);
+        backend.toHost(staged.data(), call.data, call.count * sizeof(float));
+        host = staged.data();
+    }
+    auto codec = makeCodec(call.options.codec, call.options.codecBlock);
+    const Algorithm ran = compressedAllReduce(backend.hostTransport(), host, call.count, *codec,
+        call.options.codec.kind == plan::Codec::Kind::TopK, call.options.feedback);
+    if (!staged.empty())
+        backend.fromHost(call.data, staged.data(), call.count * sizeof(float));
+    return ran;
+}
+
+} // namespace
+
+CollectiveOutcome runCollective(CollectiveBackend& backend, const CollectiveCall& call, const trace::GroupInfo& group,
+    int rank, int size, const std::vector<int>& nodeOfMember, const CommConfig& config)
+{
+    const std::string context = describe(call, group);
+    Transport& host = backend.hostTransport();
+    Transport& t = backend.transport();
+    if (config.checkAgreement && size > 1) {
+        CallSignature signature { call.kind, call.type, call.op, static_cast<int>(call.options.algorithm),
+            static_cast<int>(call.options.codec.kind), call.root, call.count, optionsFingerprint(call.options) };
+        checkAgreement(host, signature, group.ranks, context);
+    }
+    host.setContext(context);
+    t.setContext(context);
+    const std::uint64_t hostBefore = host.bytesSent(), before = t.bytesSent();
+    CollectiveOutcome out;
+    const Algorithm algorithm = call.options.algorithm;
+    const bool collective = call.kind == EventKind::AllReduce || call.kind == EventKind::ReduceScatter
+        || call.kind == EventKind::AllGather;
+    if (call.kind == EventKind::AllReduce && call.options.codec.kind != plan::Codec::Kind::None) {
+        out.algorithm = runCompressed(backend, call, size, context);
+        out.wireBytes = host.bytesSent() - hostBefore;
+        return out;
+    }
+    if (!collective || algorithm == Algorithm::Library || algorithm == Algorithm::None) {
+        backend.runLibrary(call, context);
+        return { Algorithm::Library, libraryWireBytes(call, rank, size) };
+    }
+    if (algorithm == Algorithm::Hierarchical && call.kind != EventKind::AllReduce)
+        throw CommError(context + ": the hierarchical algorithm is for all-reduce; use ring or library");
+    if (algorithm == Algorithm::Hierarchical && evenNodes(nodeOfMember)) {
+        auto [local, cross] = backend.hierarchy();
+        local->setContext(context + " [inside the node]");
+        cross->setContext(context + " [across nodes]");
+        const std::uint64_t localBefore = local->bytesSent(), crossBefore = cross->bytesSent();
+        try {
+            hierarchicalAllReduce(*local, *cross, call.data, call.count, call.type, call.op, call.options.chunkBytes);
+            local->waitAll();
+            cross->waitAll();
+        } catch (...) {
+            local->abandon();
+            cross->abandon();
+            throw;
+        }
+        return { Algorithm::Hierarchical, local->bytesSent() - localBefore + cross->bytesSent() - crossBefore };
+    }
+    // The ring, chunked ring, and the hierarchical all-reduce's fallback when nodes hold unequal numbers
+    // of members (chunked by chunk_kb, as the hierarchical algorithm's own rings would be).
+    const bool chunked = algorithm == Algorithm::ChunkedRing || algorithm == Algorithm::Hierarchical;
+    const std::size_t chunk = chunked ? std::max<std::size_t>(call.options.chunkBytes, sizeOf(call.type)) : 0;
+    runRing(t, call, rank, size, chunk);
+    return { algorithm == Algorithm::ChunkedRing ? Algorithm::ChunkedRing : Algorithm::Ring, t.bytesSent() - before };
+}
+
+trace::TraceEvent collectiveEvent(
+    const CollectiveCall& call, const trace::GroupInfo& group, const WorkStats& stats, int peer)
+{
+    trace::TraceEvent e;
+    e.kind = call.kind;
+    e.startNs = stats.startNs;
+    e.endNs = stats.endNs;
+    e.bytes = stats.bytes;
+    e.wireBytes = stats.wireBytes;
+    e.group = group.id;
+    e.groupSize = static_cast<std::int32_t>(group.ranks.size());
+    e.peer = call.kind == EventKind::Broadcast ? group.ranks[static_cast<std::size_t>(call.root)] : peer;
+    e.algorithm = stats.algorithm;
+    if (call.options.codec.kind != plan::Codec::Kind::None)
+        e.codec = call.options.codec.toString();
+    return e;
+}
+
+} // namespace loom::comm

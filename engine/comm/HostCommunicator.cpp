@@ -1,0 +1,204 @@
+#include "engine/comm/HostCommunicator.h"
+
+#include "engine/comm/Agreement.h"
+
+namespace loom::comm {
+
+using trace::EventKind;
+
+HostCommunicator::HostCommunicator(
+    int rank, trace::GroupInfo group, trace::TraceRecorder* recorder, CommConfig config, std::vector<int> nodeOfMember)
+    : m_rank(rank)
+    , m_group(std::move(group))
+    , m_recorder(recorder)
+    , m_config(config)
+    , m_nodeOf(std::move(nodeOfMember))
+{
+    if (m_recorder)
+        m_group.id = m_recorder->addGroup(m_group.kind, m_group.ranks, m_group.name);
+    if (m_nodeOf.size() != m_group.ranks.size())
+        m_nodeOf.assign(m_group.ranks.size(), 0);
+}
+
+HostCommunicator::~HostCommunicator()
+{
+    stopWorker();
+}
+
+void HostCommunicator::startWorker()
+{
+    m_worker = std::thread([this] { workerLoop(); });
+}
+
+void HostCommunicator::stopWorker()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_stop = true;
+    }
+    m_cv.notify_all();
+    if (m_worker.joinable())
+        m_worker.join();
+}
+
+WorkPtr HostCommunicator::enqueue(CollectiveCall call)
+{
+    auto item = std::make_shared<Item>();
+    item->call = std::move(call);
+    WorkPtr work = item->work;
+    {
+        std::lock_guard lock(m_mutex);
+        item->call.sequence = ++m_sequence;
+        m_queue.push_back(std::move(item));
+    }
+    m_cv.notify_one();
+    return work;
+}
+
+void HostCommunicator::workerLoop()
+{
+    for (;;) {
+        std::shared_ptr<Item> item;
+        {
+            std::unique_lock lock(m_mutex);
+            m_cv.wait(lock, [this] { return m_stop || !m_queue.empty(); });
+            if (m_queue.empty())
+                return; // stopping, and everything queued has run
+            item = std::move(m_queue.front());
+            m_queue.pop_front();
+        }
+        execute(*item);
+    }
+}
+
+void HostCommunicator::execute(Item& item)
+{
+    const CollectiveCall& call = item.call;
+    WorkStats stats;
+    stats.startNs = trace::nowNs();
+    stats.bytes = logicalBytes(call, size());
+    if (!m_brokenBy.empty()) {
+        item.work->fail(
+            describe(call, m_group) + ": " + m_group.name + " is unusable after an earlier failure: " + m_brokenBy,
+            stats);
+        return;
+    }
+    try {
+        const CollectiveOutcome out = runCollective(*this, call, m_group, m_rank, size(), m_nodeOf, m_config);
+        stats.algorithm = out.algorithm;
+        stats.wireBytes = out.wireBytes;
+    } catch (const std::exception& e) {
+        // CommError, or anything else (out of memory for scratch buffers): the Work fails, the process lives.
+        const std::string message
+            = dynamic_cast<const CommError*>(&e) ? std::string(e.what()) : describe(call, m_group) + ": " + e.what();
+        m_brokenBy = message;
+        transport().abandon();
+        stats.endNs = trace::nowNs();
+        item.work->fail(message, stats);
+        return;
+    }
+    stats.endNs = trace::nowNs();
+    if (recorder())
+        recorder()->record(collectiveEvent(call, m_group, stats));
+    item.work->complete(stats);
+}
+
+WorkPtr HostCommunicator::allReduce(
+    void* data, std::size_t count, DType type, ReduceOp op, const CollectiveOptions& options)
+{
+    CollectiveCall c;
+    c.kind = EventKind::AllReduce;
+    c.data = data;
+    c.count = count;
+    c.type = type;
+    c.op = op;
+    c.options = options;
+    return enqueue(std::move(c));
+}
+
+WorkPtr HostCommunicator::reduceScatter(
+    const void* send, void* recv, std::size_t recvCount, DType type, ReduceOp op, const CollectiveOptions& options)
+{
+    CollectiveCall c;
+    c.kind = EventKind::ReduceScatter;
+    c.send = send;
+    c.recv = recv;
+    c.count = recvCount;
+    c.type = type;
+    c.op = op;
+    c.options = options;
+    c.options.codec = {};
+    return enqueue(std::move(c));
+}
+
+WorkPtr HostCommunicator::allGather(
+    const void* send, void* recv, std::size_t sendCount, DType type, const CollectiveOptions& options)
+{
+    CollectiveCall c;
+    c.kind = EventKind::AllGather;
+    c.send = send;
+    c.recv = recv;
+    c.count = sendCount;
+    c.type = type;
+    c.options = options;
+    c.options.codec = {};
+    return enqueue(std::move(c));
+}
+
+WorkPtr HostCommunicator::broadcast(void* data, std::size_t count, DType type, int root)
+{
+    if (root < 0 || root >= size())
+        throw CommError("broadcast on " + m_group.name + ": root " + std::to_string(root) + " is not a member (0 to "
+            + std::to_string(size() - 1) + ")");
+    CollectiveCall c;
+    c.kind = EventKind::Broadcast;
+    c.data = data;
+    c.count = count;
+    c.type = type;
+    c.root = root;
+    return enqueue(std::move(c));
+}
+
+WorkPtr HostCommunicator::barrier()
+{
+    CollectiveCall c;
+    c.kind = EventKind::Barrier;
+    return enqueue(std::move(c));
+}
+
+WorkPtr HostCommunicator::sendRecv(
+    const void* sendData, int sendPeer, void* recvData, int recvPeer, std::size_t count, DType type, int tag)
+{
+    auto r = recv(recvData, count, type, recvPeer, tag);
+    auto s = send(sendData, count, type, sendPeer, tag);
+    return allOf({ s, r });
+}
+
+std::string HostCommunicator::describePointToPoint(bool isSend, std::size_t bytes, int peer, int tag) const
+{
+    if (peer < 0 || peer >= size())
+        throw CommError(std::string(isSend ? "send" : "receive") + " on " + m_group.name + ": peer "
+            + std::to_string(peer) + " is not a member (0 to " + std::to_string(size() - 1) + ")");
+    const int globalPeer = m_group.ranks[static_cast<std::size_t>(peer)];
+    const std::string context = std::string(isSend ? "send of " : "receive of ") + std::to_string(bytes) + " bytes "
+        + (isSend ? "to" : "from") + " rank " + std::to_string(globalPeer) + " on " + m_group.name + " "
+        + rankList(m_group.ranks);
+    if (tag < 0 || tag > 32767)
+        throw CommError(context + ": tag " + std::to_string(tag) + " is outside 0 to 32767");
+    return context;
+}
+
+trace::TraceEvent HostCommunicator::pointToPointEvent(bool isSend, std::size_t bytes, int peer) const
+{
+    trace::TraceEvent e;
+    e.kind = isSend ? EventKind::Send : EventKind::Recv;
+    e.startNs = trace::nowNs();
+    e.bytes = bytes;
+    e.wireBytes = isSend ? bytes : 0;
+    e.group = m_group.id;
+    e.groupSize = size();
+    e.peer = m_group.ranks[static_cast<std::size_t>(peer)];
+    return e;
+}
+
+} // namespace loom::comm
