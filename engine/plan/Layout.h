@@ -82,15 +82,12 @@ struct CommSpec {
     // Steps whose data-parallel all-reduce is uncompressed before dp_codec starts; -1 (field absent): 0,
     // except for topk with error feedback, where it is a tenth of the run (AdamW's variance is frozen then).
     std::int64_t codecWarmup = -1;
-<<<<<<< HEAD
+    // "mpi", "gloo" or "nccl"; absent: nccl on a GPU cluster, mpi otherwise (Layout::commBackend()).
+    std::optional<CommBackend> backend;
     // Data-parallel gradient staleness: 0 applies each step's averaged gradient at once; 1 keeps the
     // all-reduce of step k in flight while step k+1 computes and applies it at the end of step k+1
     // (delayed-gradient SGD, as in PipeDream-2BW), so the reduction hides behind a whole step.
     int staleness = 0;
-=======
-    // "mpi", "gloo" or "nccl"; absent: nccl on a GPU cluster, mpi otherwise (Layout::commBackend()).
-    std::optional<CommBackend> backend;
->>>>>>> comm
 
     bool operator==(const CommSpec&) const = default;
 };
