@@ -15,13 +15,15 @@ using namespace loom::plan;
 
 namespace {
 
-// gpt-mini, dp 2 across two one-core hosts joined by a link of `gbs` GB/s (1 Gbit/s = 0.125).
+// gpt-mini, dp 2 across two one-core hosts (the local profile's CPU core) joined by a link of `gbs` GB/s
+// (1 Gbit/s = 0.125).
 Layout twoHosts(int staleness, double gbs)
 {
     const nlohmann::json cluster = { { "name", "two-hosts" }, { "nodes", 2 }, { "devices_per_node", 1 },
         { "device",
             { { "name", "CPU core" }, { "memory_gb", 2 }, { "memory_bandwidth_gbs", 10 },
-                { "peak_tflops", { { "fp32", 0.105 }, { "fp16", 0.105 }, { "bf16", 0.105 } } } } },
+                { "peak_tflops", { { "fp32", 0.105 }, { "fp16", 0.105 }, { "bf16", 0.105 } } },
+                { "gemm_efficiency", { { "max", 0.95 }, { "half_width", 1 }, { "half_rows", 2 } } } } },
         { "intra_node", { { "link", "shm" }, { "bandwidth_gbs", 5 }, { "latency_us", 1 } } },
         { "inter_node",
             { { "link", "ethernet" }, { "bandwidth_gbs", gbs }, { "latency_us", 100 }, { "nics_per_node", 1 } } } };
