@@ -4,7 +4,7 @@
 //    weights and AdamW moments after two stale steps equal those after one synchronous step (dp 2 both);
 //  - a third stale step applies a gradient taken at the unchanged weights, so it must differ from two
 //    synchronous steps (a delay that is not there would make them equal);
-//  - dp 2 gives the one-process stale run's loss at every step, and the loss falls (also with int8 and
+//  - dp 2 (MPI and Gloo) gives the one-process stale run's loss at every step, and the loss falls (also with int8 and
 //    error feedback).
 // Runs loom-train under mpirun, as a user would.
 #include <QDir>
@@ -136,13 +136,24 @@ private slots:
         QVERIFY2(other > 1e-4, qPrintable(QStringLiteral("stale after 3 steps vs synchronous after 2: %1").arg(other)));
     }
 
+    void sameLossAsOneProcessAndItFalls_data()
+    {
+        QTest::addColumn<QString>("backend");
+        QTest::newRow("mpi") << QStringLiteral("mpi");
+        QTest::newRow("gloo") << QStringLiteral("gloo");
+    }
     void sameLossAsOneProcessAndItFalls()
     {
+        QFETCH(QString, backend);
         constexpr int kSteps = 20;
         QString log;
-        const auto one = train(layout("stale-dp1", 1, 1), kSteps, log);
+        const auto one = train(layout("stale-dp1-" + backend, 1, 1), kSteps, log);
         QVERIFY2(one.size() == kSteps, qPrintable(log));
-        const auto two = train(layout("stale-dp2", 2, 1), kSteps, log);
+        QJsonObject l = layout("stale-dp2-" + backend, 2, 1);
+        QJsonObject c = l.value("comm").toObject();
+        c.insert("backend", backend);
+        l.insert("comm", c);
+        const auto two = train(l, kSteps, log);
         QVERIFY2(two.size() == kSteps, qPrintable(log));
         for (int s = 0; s < kSteps; ++s) {
             const double a = two[static_cast<std::size_t>(s)], b = one[static_cast<std::size_t>(s)];
