@@ -101,6 +101,30 @@ Command localCommand(const LaunchRequest& request, const QString& layoutFile)
     return {request.mpirun, args};
 }
 
+bool startsRanksItself(const plan::Layout& layout)
+{
+    if (layout.cluster.launch.method != "local" && !layout.cluster.launch.method.empty())
+        return false;
+    return layout.commBackend() == plan::CommBackend::Gloo;
+}
+
+std::vector<RankCommand> localRankCommands(const LaunchRequest& request, const QString& layoutFile, const QString& rendezvousDir)
+{
+    const std::int64_t world = request.layout.parallel.worldSize();
+    const QStringList args = engineArgs(request, request.engine, layoutFile);
+    std::vector<RankCommand> out;
+    for (std::int64_t r = 0; r < world; ++r) {
+        RankCommand c;
+        c.rank = static_cast<int>(r);
+        c.command = {args.first(), args.mid(1)};
+        c.environment = QStringList{QStringLiteral("LOOM_RANK=%1").arg(r), QStringLiteral("LOOM_WORLD_SIZE=%1").arg(world),
+                                    QStringLiteral("LOOM_LOCAL_RANK=%1").arg(r), QStringLiteral("LOOM_RENDEZVOUS=") + rendezvousDir,
+                                    QStringLiteral("OPENBLAS_NUM_THREADS=1")};
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
 QString hostfile(const plan::Layout& layout, QString* error)
 {
     static const QRegularExpression hostName(QStringLiteral("^[A-Za-z0-9_][A-Za-z0-9_.:-]*$"));

@@ -65,6 +65,24 @@ QStringList engineArgs(const LaunchRequest& request, const QString& engine, cons
 // mpirun on this machine.
 Command localCommand(const LaunchRequest& request, const QString& layoutFile);
 
+// A rank that Loom starts itself, without mpirun: its command line and the variables it adds to the
+// environment ("NAME=value").
+struct RankCommand {
+    int rank = 0;
+    Command command;
+    QStringList environment;
+};
+
+// Whether `loom run` starts the layout's ranks itself: a layout with comm.backend "gloo" on a cluster whose
+// launch method is local. Over ssh and Slurm the cluster's own launch method starts them.
+bool startsRanksItself(const plan::Layout& layout);
+
+// One engine per rank on this machine, each with LOOM_RANK, LOOM_WORLD_SIZE, LOOM_LOCAL_RANK (all ranks are
+// on this one node), LOOM_RENDEZVOUS (`rendezvousDir`: an empty folder of the run where Gloo's file store
+// meets) and OPENBLAS_NUM_THREADS=1, as mpirun's command gives them.
+std::vector<RankCommand> localRankCommands(const LaunchRequest& request, const QString& layoutFile,
+                                           const QString& rendezvousDir);
+
 // Open MPI's hostfile for the layout: the cluster's first `nodes` hosts, each with worldSize/nodes slots.
 // Empty with *error set when the cluster lists too few hosts or a host name is not one.
 QString hostfile(const plan::Layout& layout, QString* error);

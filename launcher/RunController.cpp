@@ -8,8 +8,14 @@
 #include <QFileInfo>
 #include <QRegularExpression>
 
+#include <nlohmann/json.hpp>
+
+#include <QThread>
+
 #include <csignal>
+#include <sys/prctl.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace loom::launcher {
@@ -26,13 +32,17 @@ RunController::~RunController()
         QProcess::execute(QStringLiteral("scancel"), {m_jobId});
     if (isRunning()) {
         signalJob(SIGKILL);
-        m_process->waitForFinished(5000);
+        if (m_process)
+            m_process->waitForFinished(5000);
+        if (m_ranks)
+            m_ranks->waitForAll(5000);
     }
+    reapGroup();
 }
 
 bool RunController::isRunning() const
 {
-    return m_process && m_process->state() != QProcess::NotRunning;
+    return (m_process && m_process->state() != QProcess::NotRunning) || (m_ranks && m_ranks->isRunning());
 }
 
 qint64 RunController::start(const LaunchRequest& request)
@@ -73,11 +83,18 @@ qint64 RunController::start(const LaunchRequest& request)
         m_mode = Mode::Sbatch;
         command = sbatchCommand(request, QDir(request.workDir).filePath(QStringLiteral("job.sbatch")),
                                 QDir(request.workDir).filePath(QStringLiteral("job.out")));
+    } else if (startsRanksItself(request.layout)) {
+        m_mode = Mode::Ranks;
+        command = localRankCommands(request, layoutFile, QDir(request.workDir).filePath(QStringLiteral("rendezvous"))).front().command;
     } else {
         m_mode = Mode::Local;
         command = localCommand(request, layoutFile);
     }
     m_command = command.all();
+    if (m_mode == Mode::Ranks)  // what each rank runs, with the variables that tell it who it is
+        m_command.prepend(QStringLiteral("LOOM_RANK=0..%1 LOOM_WORLD_SIZE=%2")
+                              .arg(request.layout.parallel.worldSize() - 1)
+                              .arg(request.layout.parallel.worldSize()));
     // Over ssh the last argument is the whole remote script: store a shorter form of it.
     QStringList shown = m_command;
     if (m_mode == Mode::Ssh && !shown.isEmpty())
@@ -91,7 +108,7 @@ qint64 RunController::start(const LaunchRequest& request)
         end(profiles::RunState::Failed, problem);
         return m_run;
     }
-    if (m_mode == Mode::Local && !QFile::exists(request.engine)) {
+    if ((m_mode == Mode::Local || m_mode == Mode::Ranks) && !QFile::exists(request.engine)) {
         end(profiles::RunState::Failed, QStringLiteral("the engine %1 does not exist; build it (cmake --build) or set LOOM_TRAIN")
                                           .arg(request.engine));
         return m_run;
@@ -100,9 +117,51 @@ qint64 RunController::start(const LaunchRequest& request)
     m_watchdog.start();
     if (m_mode == Mode::Sbatch)
         startSbatch(layoutFile);
+    else if (m_mode == Mode::Ranks)
+        startRanks(layoutFile);
     else
         startProcess(command);
     return m_run;
+}
+
+void RunController::startRanks(const QString& layoutFile)
+{
+    // Gloo's file store meets in an empty folder of this run.
+    const QString rendezvous = QDir(m_request.workDir).filePath(QStringLiteral("rendezvous"));
+    QDir().mkpath(rendezvous);
+    m_ranks = std::make_unique<LocalRanks>();
+    connect(m_ranks.get(), &LocalRanks::streamOutput, this, &RunController::feed);
+    connect(m_ranks.get(), &LocalRanks::messages, this, [this](const QString& text) {
+        for (const QString& line : text.split(QLatin1Char('\n'), Qt::SkipEmptyParts))
+            m_tail += line.left(400) + QLatin1Char('\n');
+        if (m_tail.size() > 6000)
+            m_tail = m_tail.right(4000);
+    });
+    connect(m_ranks.get(), &LocalRanks::finished, this, &RunController::ranksFinished);
+    QString problem;
+    if (!m_ranks->start(localRankCommands(m_request, layoutFile, rendezvous), m_request.workDir, &problem)) {
+        end(profiles::RunState::Failed, problem);
+        return;
+    }
+    m_pgid = m_ranks->processGroup();
+}
+
+void RunController::ranksFinished(int failedRank, const QString& cause)
+{
+    if (m_progressTimedOut) {
+        end(profiles::RunState::Failed, QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
+                                          .arg(m_request.progressTimeoutSeconds));
+    } else if (m_cancelling) {
+        end(profiles::RunState::Cancelled, QStringLiteral("cancelled after step %1").arg(m_steps));
+    } else if (failedRank < 0 && m_sawEnd) {
+        end(profiles::RunState::Finished, {});
+    } else {
+        // A rank's own message ("rank 1 failed: …") says more than its exit code; a signal is said as it is.
+        const QString logged = causeFromLog(m_tail);
+        end(profiles::RunState::Failed, cause.contains(QLatin1String("died")) || logged.isEmpty()
+                                          ? (cause.isEmpty() ? QStringLiteral("the ranks ended before finishing") : cause)
+                                          : logged);
+    }
 }
 
 void RunController::startProcess(const Command& command)
@@ -111,6 +170,9 @@ void RunController::startProcess(const Command& command)
     m_process->setProcessChannelMode(QProcess::MergedChannels);
     m_process->setWorkingDirectory(m_request.workDir);
     m_process->setChildProcessModifier([] { ::setpgid(0, 0); });  // one process group: cancel reaches every rank
+    // Ranks whose mpirun has gone are handed to this process rather than to PID 1, so that reapGroup() can
+    // wait for them: nothing of a run outlives `loom run`, not even as <defunct>.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     connect(m_process.get(), &QProcess::readyReadStandardOutput, this, &RunController::readOutput);
     connect(m_process.get(), &QProcess::finished, this, &RunController::processFinished);
     connect(m_process.get(), &QProcess::errorOccurred, this, [this, program = command.program](QProcess::ProcessError e) {
@@ -227,6 +289,13 @@ void RunController::signalRanks(int signal)
 {
     // The ranks are mpirun's children; signalling them (not mpirun) lets each finish its step and stop,
     // while mpirun stays to collect them and report.
+    for (const qint64 pid : groupMembers())
+        ::kill(static_cast<pid_t>(pid), signal);
+}
+
+QList<qint64> RunController::groupMembers() const
+{
+    QList<qint64> members;
     const QDir proc(QStringLiteral("/proc"));
     for (const QString& entry : proc.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
         bool numeric = false;
@@ -238,8 +307,36 @@ void RunController::signalRanks(int signal)
             continue;
         const QString text = QString::fromUtf8(stat.readAll());
         const auto fields = text.mid(text.lastIndexOf(QLatin1Char(')')) + 2).split(QLatin1Char(' '));
-        if (fields.size() > 1 && fields[1].toLongLong() == m_pgid)
-            ::kill(static_cast<pid_t>(pid), signal);
+        if (m_pgid > 0 && fields.size() > 1 && fields[1].toLongLong() == m_pgid)
+            members.append(pid);
+    }
+    return members;
+}
+
+void RunController::reapGroup()
+{
+    // The group leader (mpirun, ssh, srun) has been collected by QProcess; its ranks may still be dying,
+    // or be zombies handed to this process (the subreaper). Kill and collect until none is left.
+    if (m_pgid <= 0 || isRunning())
+        return;
+    QElapsedTimer waited;
+    waited.start();
+    for (;;) {
+        int status = 0;
+        while (::waitpid(static_cast<pid_t>(-m_pgid), &status, WNOHANG) > 0) {
+        }
+        const QList<qint64> left = groupMembers();
+        if (left.isEmpty())
+            return;
+        signalJob(SIGKILL);
+        if (waited.elapsed() > 10000) {
+            QStringList pids;
+            for (const qint64 pid : left)
+                pids << QString::number(pid);
+            m_tail += QStringLiteral("loom: processes %1 of the run did not exit within 10 s of SIGKILL\n").arg(pids.join(QLatin1Char(' ')));
+            return;
+        }
+        QThread::msleep(20);
     }
 }
 
@@ -256,6 +353,9 @@ void RunController::stopJob()
     switch (m_mode) {
     case Mode::Local:
         signalRanks(SIGTERM);
+        break;
+    case Mode::Ranks:  // each rank finishes its step and stops
+        m_ranks->signalAll(SIGTERM);
         break;
     case Mode::Ssh:  // the head node's script SIGTERMs mpirun, then SIGKILLs it after the grace period
         m_process->write("cancel\n");
@@ -330,7 +430,8 @@ void RunController::handleFrame(const trace::Frame& frame)
 
 void RunController::readOutput()
 {
-    feed(m_process->readAllStandardOutput());
+    if (m_process)
+        feed(m_process->readAllStandardOutput());
 }
 
 void RunController::feed(const QByteArray& chunk)
@@ -432,9 +533,13 @@ void RunController::end(profiles::RunState state, const QString& cause)
     m_jobPoll.stop();
     if (isRunning()) {
         signalJob(SIGKILL);
-        m_process->waitForFinished(5000);
+        if (m_process)
+            m_process->waitForFinished(5000);
+        if (m_ranks)
+            m_ranks->waitForAll(5000);
     }
     signalJob(SIGKILL);  // anything of the group still alive
+    reapGroup();
     if (m_store && m_run) {
         try {
             m_store->finishRun(m_run, state, cause);

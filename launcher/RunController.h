@@ -1,6 +1,7 @@
 #pragma once
 
 #include "launcher/LaunchCommands.h"
+#include "launcher/LocalRanks.h"
 #include "engine/trace/TelemetryStream.h"
 #include "profiles/RunStore.h"
 
@@ -16,7 +17,8 @@ namespace loom::launcher {
 // Starts the engine the way the layout's cluster says (launch.method): mpirun here, mpirun on a head node
 // over ssh, or a Slurm job (sbatch, or srun inside an allocation). Follows its telemetry stream, stores
 // steps, events and checkpoints in the run store, and reports progress, failure (with its cause in one
-// sentence and the log's tail) and cancellation. Local jobs run in their own process group, so cancel
+// sentence and the log's tail) and cancellation. A gloo layout on this machine needs no mpirun: its ranks are
+// started here, one process each (LocalRanks), with the same cancel, failure and clean-up. Local jobs run in their own process group, so cancel
 // reaches every rank: SIGTERM first (ranks finish their step and stop), SIGKILL after the grace period;
 // over ssh a line on ssh's input makes the head node do the same; under Slurm it is scancel.
 class RunController : public QObject {
@@ -46,8 +48,10 @@ signals:
     void finished(loom::profiles::RunState state, const QString& cause, const QString& logTail);
 
 private:
-    enum class Mode { Local, Ssh, Srun, Sbatch };
+    enum class Mode { Local, Ssh, Srun, Sbatch, Ranks };  // Ranks: started here without mpirun (LocalRanks)
     void startProcess(const Command& command);
+    void startRanks(const QString& layoutFile);
+    void ranksFinished(int failedRank, const QString& cause);
     void startSbatch(const QString& layoutFile);
     void pollJob();
     void feed(const QByteArray& chunk);
@@ -56,12 +60,17 @@ private:
     void checkProgress();
     void signalJob(int signal);
     void signalRanks(int signal);
+    // The processes of the job's process group (zombies included), from /proc.
+    QList<qint64> groupMembers() const;
+    // Waits (SIGKILL, waitpid) until no process of the group is left, at most 10 s.
+    void reapGroup();
     void stopJob();
     void end(profiles::RunState state, const QString& cause);
     void handleFrame(const trace::Frame& frame);
 
     profiles::RunStore* m_store;
     std::unique_ptr<QProcess> m_process;
+    std::unique_ptr<LocalRanks> m_ranks;
     trace::StreamReader m_reader;
     QString m_tail;  // the last output, for failure reports
     QStringList m_command;

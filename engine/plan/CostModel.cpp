@@ -394,8 +394,18 @@ Prediction predict(const Layout& l, bool withEvents)
         const double params = paramsOf(r);
         const EndOfStep dpWork = endOfStep(l, params, dpLink, dpSpan);
         const double dpSeconds = dpWork.reduce;
-        const double dpEnd = l.comm.overlap ? std::max(rt.lastBackwardEnd, rt.lastBackwardStart + dpSeconds)
-                                            : rt.lastBackwardEnd + dpSeconds;
+        // Staleness 1: the previous step's all-reduce runs from this step's start, behind all of its compute,
+        // and only what outlasts the step is exposed.
+        // With overlap, buckets fill evenly through the last backward: the first is ready after `first` of it,
+        // and the last (reduced after backward) takes the same share of the all-reduce. One bucket: no overlap.
+        const double first = std::min(1.0, l.comm.bucketMb * 1048576.0 / std::max(1.0, params * gradWidth));
+        const double lastBackward = rt.lastBackwardEnd - rt.lastBackwardStart;
+        const double dpStart = l.comm.staleness > 0 ? 0.0
+                               : l.comm.overlap     ? rt.lastBackwardStart + first * lastBackward
+                                                    : rt.lastBackwardEnd;
+        const double dpEnd = l.comm.staleness > 0 ? std::max(rt.end, dpSeconds)
+                             : l.comm.overlap     ? std::max(rt.lastBackwardEnd + first * dpSeconds, dpStart + dpSeconds)
+                                                  : rt.lastBackwardEnd + dpSeconds;
         const double opt = optimizerBytesOf(l, c, r) / memBw;
         dpTime[static_cast<std::size_t>(r)] = std::max(rt.end, dpEnd) - rt.end + dpWork.after;
         optTime[static_cast<std::size_t>(r)] = opt;
@@ -404,16 +414,19 @@ Prediction predict(const Layout& l, bool withEvents)
             stepEnd = end;
             critical = r;
         }
-        // The same work after the (possibly shortened) replay the timeline shows.
+        // The same work after the (possibly shortened) replay the timeline shows; with staleness 1 the
+        // all-reduce is drawn from the step's start.
         const auto& et = pipe.eventTimes[static_cast<std::size_t>(r)];
-        const double eDpEnd = l.comm.overlap ? std::max(et.lastBackwardEnd, et.lastBackwardStart + dpSeconds)
-                                             : et.lastBackwardEnd + dpSeconds;
+        const double eDpEnd = l.comm.staleness > 0 ? std::max(et.end, dpSeconds)
+                              : l.comm.overlap     ? std::max(et.lastBackwardEnd, et.lastBackwardStart + dpSeconds)
+                                                   : et.lastBackwardEnd + dpSeconds;
+        const double eDpStart = l.comm.staleness > 0 ? 0.0 : eDpEnd - dpSeconds;
         const double optStart = std::max(et.end, eDpEnd);
         if (!withEvents)
             continue;
         const std::int32_t rank = naming.rankOf(r);
         if (d > 1 && dpSeconds > 0)
-            out.events.push_back(stepEvent(rank, r, trace::EventKind::AllReduce, eDpEnd - dpSeconds, eDpEnd, params * gradWidth));
+            out.events.push_back(stepEvent(rank, r, trace::EventKind::AllReduce, eDpStart, eDpStart + dpSeconds, params * gradWidth));
         out.events.push_back(stepEvent(rank, r, trace::EventKind::Optimizer, optStart, optStart + opt, 0));
         if (dpWork.after > 0)
             out.events.push_back(stepEvent(rank, r, trace::EventKind::AllGather, optStart + opt,
@@ -489,7 +502,10 @@ Estimate estimate(const Layout& l)
     e.pp = p > 1 ? 2.0 * double(p - 1) * double(v) * c.p2p : 0.0;
     const EndOfStep dpWork = endOfStep(l, paramsOfRank(l, c, 0), linkOf(l, dpSpan), dpSpan);
     const double dpSeconds = dpWork.reduce;
-    e.dp = (l.comm.overlap ? std::max(0.0, dpSeconds - lastBackward) : dpSeconds) + dpWork.after + double(m) * tauDp;
+    const double dpExposed = l.comm.staleness > 0 ? std::max(0.0, dpSeconds - (e.compute + e.tp + e.bubble + e.pp))
+                             : l.comm.overlap     ? std::max(0.0, dpSeconds - lastBackward)
+                                                  : dpSeconds;
+    e.dp = dpExposed + dpWork.after + double(m) * tauDp;
     const double opt = optimizerBytesOf(l, c, 0) / (dev.memoryBandwidthGBs * 1e9);
     e.stepTime = e.compute + e.tp + e.bubble + e.pp + e.dp + opt;
     e.tokensPerSecond = double(par.globalBatch * l.model.seqLen) / e.stepTime;

@@ -98,6 +98,10 @@ struct CommSpec {
     std::int64_t codecWarmup = -1;
     // "mpi", "gloo" or "nccl"; absent: nccl on a GPU cluster, mpi otherwise (Layout::commBackend()).
     std::optional<CommBackend> backend;
+    // Data-parallel gradient staleness: 0 applies each step's averaged gradient at once; 1 keeps the
+    // all-reduce of step k in flight while step k+1 computes and applies it at the end of step k+1
+    // (delayed-gradient SGD, as in PipeDream-2BW), so the reduction hides behind a whole step.
+    int staleness = 0;
 
     bool operator==(const CommSpec&) const = default;
 };

@@ -165,8 +165,10 @@ void readComm(const json& j, Layout& layout, Diagnostics& d)
         c.codecWarmup = *v;
     if (auto v = r.choice("backend", Presence::Optional, { "mpi", "gloo", "nccl" }))
         c.backend = *v == "mpi" ? CommBackend::Mpi : *v == "gloo" ? CommBackend::Gloo : CommBackend::Nccl;
-    r.warnUnknown(
-        { "dp_codec", "error_feedback", "overlap", "bucket_mb", "chunk_kb", "allreduce", "codec_warmup", "backend" });
+    if (auto v = r.integer("staleness", Presence::Optional, 0, 1))
+        c.staleness = static_cast<int>(*v);
+    r.warnUnknown({ "dp_codec", "error_feedback", "overlap", "bucket_mb", "chunk_kb", "allreduce", "codec_warmup", "backend",
+        "staleness" });
 }
 
 // An object field that must be an object when present; reports otherwise.
@@ -408,6 +410,8 @@ std::string writeLayout(const Layout& layout)
         j["comm"]["codec_warmup"] = c.codecWarmup;
     if (c.backend)
         j["comm"]["backend"] = toString(*c.backend);
+    if (c.staleness != 0)
+        j["comm"]["staleness"] = c.staleness;
     return j.dump(2) + "\n";
 }
 

@@ -292,6 +292,7 @@ private:
                 "comm.codec_warmup=0 with comm.dp_codec=\"" + l.comm.dpCodec.toString()
                     + "\" and error_feedback leaves no uncompressed AdamW steps to freeze the variance from; "
                       "use at least 1 (1-bit Adam uses 15-25% of the run), or leave the field out for a tenth of the run");
+        staleness(sparseAdam);
         if (fine({ "comm.allreduce", "nodes" }) && l.comm.allreduce == AllreduceAlgorithm::Hierarchical && l.nodes == 1)
             d.warning("comm.allreduce",
                 "comm.allreduce=\"hierarchical\" splits the all-reduce into in-node and "
@@ -306,6 +307,21 @@ private:
             d.warning("nodes",
                 "nodes=" + to_string(l.nodes) + " but cluster " + l.cluster.name + " lists "
                     + to_string(l.cluster.hosts.size()) + " host(s); add hosts before launching");
+    }
+
+    void staleness(bool sparseAdam)
+    {
+        if (l.comm.staleness == 0 || !fine({ "comm.staleness", "parallel.dp" }))
+            return;
+        if (p.dp == 1)
+            d.warning("comm.staleness",
+                "comm.staleness=1 delays each gradient by one step to hide the data-parallel all-reduce, but "
+                "dp=1, so there is none to hide and the delay only slows convergence; use staleness 0");
+        if (sparseAdam && fine({ "comm.dp_codec", "comm.error_feedback" }))
+            d.error("comm.staleness",
+                "comm.staleness=1 cannot be combined with comm.dp_codec=\"" + l.comm.dpCodec.toString()
+                    + "\" and error_feedback: top-k's sparse AdamW exchanges the update inside the optimizer step, "
+                      "so there is no gradient all-reduce to delay; use staleness 0, or error_feedback false");
     }
 
     void placement()

@@ -15,7 +15,7 @@ GradientSync::GradientSync(ParamSet& params, comm::Communicator* dp, std::size_t
         const bool otherGroup = !groups.empty() && i > 0 && groups[static_cast<std::size_t>(i)] != groups[static_cast<std::size_t>(i) - 1];
         const bool startNew = m_buckets.empty() || otherGroup || (m_buckets.back().end - m_buckets.back().begin) * 4 >= bucketBytes;
         if (startNew)
-            m_buckets.push_back({s.offset, s.offset, 0, 0, nullptr, {}});
+            m_buckets.push_back({s.offset, s.offset, 0, 0, nullptr, nullptr, {}});
         m_buckets.back().end = s.offset + s.size();
         ++m_buckets.back().size;
         m_bucketOf[static_cast<std::size_t>(i)] = static_cast<int>(m_buckets.size()) - 1;
@@ -31,13 +31,33 @@ void GradientSync::reset()
     }
 }
 
-void GradientSync::launch(Bucket& b)
+GradientSync::~GradientSync()
 {
-    if (b.work || !m_enabled || !m_dp || m_dp->size() == 1)
-        return;
+    // The delayed all-reduce writes into m_delayed: let it finish before the buffer goes. A failed one has
+    // already been reported by the communicator; there is nothing left to do with it here.
+    for (auto& b : m_buckets)
+        if (b.delayed) {
+            try {
+                b.delayed->wait();
+            } catch (const std::exception&) {
+            }
+        }
+}
+
+void GradientSync::setStaleness(int staleness)
+{
+    m_staleness = staleness;
+    if (staleness > 0)
+        m_delayed.assign(m_params.grads.size(), 0.0f);
+}
+
+comm::WorkPtr GradientSync::launch(Bucket& b, float* base)
+{
+    if (!m_enabled || !m_dp || m_dp->size() == 1)
+        return nullptr;
     comm::CollectiveOptions o = m_options;
     o.feedback = m_errorFeedback ? &b.feedback : nullptr;
-    b.work = m_dp->allReduce(m_params.grads.data() + b.begin, b.end - b.begin, comm::DType::F32, comm::ReduceOp::Sum, o);
+    return m_dp->allReduce(base + b.begin, b.end - b.begin, comm::DType::F32, comm::ReduceOp::Sum, o);
 }
 
 std::vector<std::pair<std::size_t, std::size_t>> GradientSync::bucketRanges() const
@@ -52,17 +72,42 @@ void GradientSync::markReady(int index)
 {
     const int b = m_bucketOf[static_cast<std::size_t>(index)];
     Bucket& bucket = m_buckets[static_cast<std::size_t>(b)];
-    if (--bucket.waiting == 0 && m_overlap)
-        launch(bucket);
+    if (--bucket.waiting == 0 && m_overlap && m_staleness == 0 && !bucket.work)
+        bucket.work = launch(bucket, m_params.grads.data());
 }
 
-void GradientSync::finish()
+bool GradientSync::finish()
 {
+    if (m_staleness == 0) {
+        for (auto& b : m_buckets)
+            if (!b.work)
+                b.work = launch(b, m_params.grads.data());
+        for (auto& b : m_buckets)
+            if (b.work)
+                b.work->wait();
+        return true;
+    }
+    // One step late: the buffer that was reduced during this step becomes the gradient to apply, and this
+    // step's local gradients take its place until startDelayed().
+    const bool previous = m_hasDelayed;
+    for (auto& b : m_buckets) {
+        if (b.delayed)
+            b.delayed->wait();
+        b.delayed.reset();
+        std::swap_ranges(m_params.grads.begin() + static_cast<std::ptrdiff_t>(b.begin),
+                         m_params.grads.begin() + static_cast<std::ptrdiff_t>(b.end),
+                         m_delayed.begin() + static_cast<std::ptrdiff_t>(b.begin));
+    }
+    m_hasDelayed = true;
+    return previous;
+}
+
+void GradientSync::startDelayed()
+{
+    if (m_staleness == 0)
+        return;
     for (auto& b : m_buckets)
-        launch(b);
-    for (auto& b : m_buckets)
-        if (b.work)
-            b.work->wait();
+        b.delayed = launch(b, m_delayed.data());
 }
 
 }  // namespace loom::train

@@ -21,10 +21,24 @@ public:
     GradientSync(ParamSet& params, comm::Communicator* dp, std::size_t bucketBytes, bool overlap,
                  comm::CollectiveOptions options, bool errorFeedback, const std::vector<int>& groups = {});
 
+    ~GradientSync();
+    GradientSync(const GradientSync&) = delete;
+    GradientSync& operator=(const GradientSync&) = delete;
+
     // Backward has finished parameter `index` for this step.
     void markReady(int index);
-    // Starts whatever has not started and waits for every bucket.
-    void finish();
+    // Staleness 0: starts whatever has not started, waits for every bucket and returns true.
+    // Staleness 1: waits for the previous step's all-reduce and swaps its averaged result into the gradient
+    // buffer, keeping this step's local gradients for startDelayed(); returns false when there was no
+    // previous step (the first step has nothing to apply).
+    bool finish();
+    // Staleness 1: starts the all-reduce of the gradients finish() kept; it stays in flight across the step
+    // boundary until the next finish(). Call it after the optimizer's own collectives (ZeRO-1's all-gather)
+    // so that they do not queue behind it. No-op with staleness 0.
+    void startDelayed();
+    // 0 (default) or 1; see comm.staleness in plan::CommSpec. Set before the first step.
+    void setStaleness(int staleness);
+    int staleness() const { return m_staleness; }
     void reset();
     std::size_t bucketCount() const { return m_buckets.size(); }
     // The buckets as [begin, end) ranges of the flat buffer.
@@ -40,9 +54,10 @@ private:
         int waiting = 0;                 // parameters not yet ready this step
         int size = 0;
         comm::WorkPtr work;
+        comm::WorkPtr delayed;  // staleness 1: the previous step's all-reduce, in flight on m_delayed
         comm::ErrorFeedback feedback;
     };
-    void launch(Bucket& b);
+    comm::WorkPtr launch(Bucket& b, float* base);
 
     ParamSet& m_params;
     comm::Communicator* m_dp;
@@ -53,6 +68,9 @@ private:
     comm::CollectiveOptions m_options;
     std::vector<Bucket> m_buckets;
     std::vector<int> m_bucketOf;  // parameter -> bucket
+    int m_staleness = 0;
+    std::vector<float> m_delayed;  // staleness 1: the gradients being reduced while the next step computes
+    bool m_hasDelayed = false;     // m_delayed holds a step's gradients
 };
 
 }  // namespace loom::train

@@ -54,6 +54,7 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
                                                                                      : 0);
     m_sync = std::make_unique<GradientSync>(params, comms.data.get(), static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20)),
                                             layout.comm.overlap, sync, layout.comm.errorFeedback, groups);
+    m_sync->setStaleness(layout.comm.staleness);
 
     m_decay.assign(params.values.size(), 0);
     for (const auto& s : params.specs())
@@ -259,16 +260,19 @@ StepResult Trainer::step(std::int64_t step)
     for (int i = 0; i < static_cast<int>(params.specs().size()); ++i)
         if (i == m_stage->tokenEmbedding() || params.spec(i).name.rfind("h", 0) != 0)
             m_sync->markReady(i);  // embedding and head tensors: reduced after backward
-    m_sync->finish();
+    // Staleness 1: the gradient applied now is the previous step's (averaged while this step computed),
+    // with that step's learning rate; the first step has none and leaves the weights as they are.
+    const bool apply = m_sync->finish();
 
     StepResult r;
     r.step = step;
     const auto& p = m_layout.parallel;
-    const double norm = std::sqrt(gradientNormSquared());
+    const double norm = apply ? std::sqrt(gradientNormSquared()) : 0.0;
     r.gradNorm = norm;
-    r.lr = m_lr.at(step);
+    r.lr = apply ? m_lr.at(step - m_sync->staleness()) : 0.0;
     const auto optimizerStart = trace::nowNs();
-    if (sparse) {
+    if (!apply) {
+    } else if (sparse) {
         // Local gradients (this rank's share of the mean): DGC's local clipping at clip/sqrt(dp).
         const double threshold = m_options.clip / std::sqrt(double(p.dp));
         const float clip = norm > threshold ? static_cast<float>(threshold / (norm + 1e-6)) : 1.0f;
@@ -279,7 +283,7 @@ StepResult Trainer::step(std::int64_t step)
         m_adam->step(params.values.data(), params.grads.data(), m_decay, r.lr, clip);
     }
     record(trace::EventKind::Optimizer, optimizerStart, step);
-    if (!sparse && m_layout.memory.zero == 1 && p.dp > 1) {
+    if (apply && !sparse && m_layout.memory.zero == 1 && p.dp > 1) {
         // ZeRO-1: each DP rank updated its shard; gather the others' shards.
         const std::size_t shard = (params.values.size() + static_cast<std::size_t>(p.dp) - 1) / static_cast<std::size_t>(p.dp);
         std::vector<float> mine(shard, 0.0f), all(shard * static_cast<std::size_t>(p.dp));
@@ -288,6 +292,7 @@ StepResult Trainer::step(std::int64_t step)
         m_comms.data->allGather(mine.data(), all.data(), shard, comm::DType::F32)->wait();
         std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(params.values.size()), params.values.begin());
     }
+    m_sync->startDelayed();  // after ZeRO-1's all-gather, so that it does not queue behind the delayed all-reduce
 
     // The global loss: each data-parallel replica's last stage (TP rank 0) adds its share.
     const bool reports = m_coord.tp == 0 && m_stage->chunks().back().head;

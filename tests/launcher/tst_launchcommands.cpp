@@ -229,6 +229,38 @@ private slots:
                                       QStringLiteral("--layout"), QStringLiteral("/shared/x/layout.json"), QStringLiteral("--steps"),
                                       QStringLiteral("7"), QStringLiteral("--stream")}));
     }
+
+    void ranksStartedWithoutMpirun()
+    {
+        // A gloo layout on this machine: one engine per rank, told who it is through the environment.
+        LaunchRequest r = request(QStringLiteral("local"));
+        r.layout.nodes = 1;
+        r.checkpointDir = QStringLiteral("/tmp/ck pt");
+        const QString rendezvous = r.workDir + QStringLiteral("/rendezvous");
+        const auto ranks = localRankCommands(r, QStringLiteral("/runs/x/layout.json"), rendezvous);
+        QCOMPARE(int(ranks.size()), 8);
+        for (int k = 0; k < 8; ++k) {
+            const RankCommand& c = ranks[static_cast<std::size_t>(k)];
+            QCOMPARE(c.rank, k);
+            QCOMPARE(c.command.program, r.engine);  // the engine itself: no mpirun, no shell
+            QCOMPARE(c.command.args, (QStringList{QStringLiteral("--layout"), QStringLiteral("/runs/x/layout.json"), QStringLiteral("--steps"),
+                                                  QStringLiteral("7"), QStringLiteral("--stream"), QStringLiteral("--checkpoint-dir"),
+                                                  QStringLiteral("/tmp/ck pt")}));
+            QCOMPARE(c.environment, (QStringList{QStringLiteral("LOOM_RANK=%1").arg(k), QStringLiteral("LOOM_WORLD_SIZE=8"),
+                                                 QStringLiteral("LOOM_LOCAL_RANK=%1").arg(k), QStringLiteral("LOOM_RENDEZVOUS=") + rendezvous,
+                                                 QStringLiteral("OPENBLAS_NUM_THREADS=1")}));
+        }
+        // Only gloo on a local cluster: an MPI layout (the default backend) keeps mpirun, and ssh and Slurm
+        // clusters use their own launch method.
+        QVERIFY(!startsRanksItself(r.layout));
+        r.layout.comm.backend = loom::plan::CommBackend::Gloo;
+        QVERIFY(startsRanksItself(r.layout));
+        for (const QString& method : {QStringLiteral("ssh"), QStringLiteral("slurm")}) {
+            LaunchRequest other = request(method);
+            other.layout.comm.backend = loom::plan::CommBackend::Gloo;
+            QVERIFY(!startsRanksItself(other.layout));
+        }
+    }
 };
 
 QTEST_GUILESS_MAIN(TestLaunchCommands)

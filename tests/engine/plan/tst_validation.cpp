@@ -265,6 +265,13 @@ private slots:
         QTest::newRow("hierarchical on one node (warning)")
             << R"({"comm": {"allreduce": "hierarchical"}})" << false << "comm.allreduce"
             << "but the layout has one node";
+        QTest::newRow("staleness 2") << R"({"comm": {"staleness": 2}})" << true << "comm.staleness"
+                                     << "comm.staleness=2 is too large";
+        QTest::newRow("staleness with top-k feedback")
+            << R"({"parallel": {"tp": 4, "pp": 1, "dp": 2}, "comm": {"dp_codec": "topk:0.01", "staleness": 1}})" << true
+            << "comm.staleness" << "top-k's sparse AdamW exchanges the update inside the optimizer step";
+        QTest::newRow("staleness with dp 1 (warning)") << R"({"comm": {"staleness": 1}})" << false << "comm.staleness"
+                                                       << "but dp=1, so there is none to hide";
     }
 
     void rule()

@@ -1,0 +1,129 @@
+// `loom run` of a gloo layout on the local cluster: Loom starts the ranks itself (no mpirun anywhere in its
+// process tree, each rank told who it is by LOOM_RANK), a run finishes, Ctrl-C cancels it, and a SIGKILLed
+// rank fails the run within 10 s naming the rank; when `loom run` returns, no process of the run is left,
+// not even as a zombie.
+#include "LoomTestHelpers.h"
+#include "ProcessTree.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cerrno>
+#include <csignal>
+#include <map>
+
+class TestLauncherGloo : public QObject {
+    Q_OBJECT
+    QTemporaryDir m_dir;
+    QString m_layout;
+
+    QString db() const { return m_dir.filePath(QStringLiteral("loom.db")); }
+
+    // Starts `loom run` in the background and waits until its first steps are reported.
+    std::unique_ptr<QProcess> startLongRun()
+    {
+        auto p = std::make_unique<QProcess>();
+        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+        e.insert(QStringLiteral("LOOM_DB"), db());
+        p->setProcessEnvironment(e);
+        p->setProcessChannelMode(QProcess::MergedChannels);
+        p->start(QStringLiteral(LOOM_EXE),
+            { QStringLiteral("run"), m_layout, QStringLiteral("--steps"), QStringLiteral("100000") });
+        QElapsedTimer t;
+        t.start();
+        QByteArray seen;
+        while (t.elapsed() < 90000 && !seen.contains("step 3/") && p->state() != QProcess::NotRunning) {
+            p->waitForReadyRead(100);
+            seen += p->readAll();
+        }
+        if (!seen.contains("step 3/"))
+            qWarning("loom run did not reach step 3: %s", seen.right(2000).constData());
+        return p;
+    }
+
+    // The engine processes below `loom`: rank number -> pid.
+    std::map<int, qint64> ranksBelow(qint64 loom, QList<qint64>* all)
+    {
+        std::map<int, qint64> ranks;
+        *all = loomtest::descendants(loom);
+        for (const qint64 pid : *all)
+            if (loomtest::commOf(pid) == QLatin1String("loom-train"))
+                ranks[loomtest::environmentOf(pid, "LOOM_RANK").toInt()] = pid;
+        return ranks;
+    }
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        m_layout = m_dir.filePath(QStringLiteral("gloo-dp2.json"));
+        QVERIFY(loomtest::writeFile(
+            m_layout, R"({"loom_layout": 1, "name": "gloo-dp2", "model": "gpt-tiny", "cluster": "local",
+ "parallel": {"tp": 1, "pp": 1, "dp": 2, "micro_batch": 2, "global_batch": 8}, "comm": {"backend": "gloo"}})"));
+    }
+
+    void finishedRunWithoutMpirun()
+    {
+        const auto r
+            = loomtest::loom(db(), { QStringLiteral("run"), m_layout, QStringLiteral("--steps"), QStringLiteral("4") });
+        QVERIFY2(r.exitCode == 0 && r.output.contains("step 4/4"), qPrintable(r.output));
+        const QJsonObject run = loomtest::lastRun(db());
+        QCOMPARE(run.value("state").toString(), QStringLiteral("finished"));
+        QCOMPARE(run.value("steps").toInt(), 4);
+        const auto shown = loomtest::loom(
+            db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) });
+        QVERIFY2(shown.output.contains("command LOOM_RANK=0..1 LOOM_WORLD_SIZE=2 ") && !shown.output.contains("mpirun"),
+            qPrintable(shown.output));
+    }
+
+    void ranksAreLoomsOwnAndCancelLeavesNothing()
+    {
+        auto p = startLongRun();
+        QList<qint64> all;
+        const auto ranks = ranksBelow(p->processId(), &all);
+        QCOMPARE(int(ranks.size()), 2);
+        QVERIFY(ranks.count(0) && ranks.count(1));
+        for (const qint64 pid : all) {
+            const QString name = loomtest::commOf(pid);
+            QVERIFY2(!name.contains("mpirun") && !name.contains("orted") && !name.contains("prte"), qPrintable(name));
+        }
+        QCOMPARE(loomtest::environmentOf(ranks.at(1), "LOOM_WORLD_SIZE"), QStringLiteral("2"));
+        QVERIFY(loomtest::environmentOf(ranks.at(1), "LOOM_RENDEZVOUS").endsWith(QStringLiteral("/rendezvous")));
+        ::kill(static_cast<pid_t>(p->processId()), SIGINT);
+        QVERIFY(p->waitForFinished(30000));
+        QCOMPARE(p->exitCode(), 130);
+        QCOMPARE(loomtest::lastRun(db()).value("state").toString(), QStringLiteral("cancelled"));
+        const QStringList left = loomtest::stillThere(all);
+        QVERIFY2(left.isEmpty(), qPrintable(QStringLiteral("still there after loom run returned: ") + left.join(", ")));
+    }
+
+    void killedRankFailsTheRunNamingIt()
+    {
+        auto p = startLongRun();
+        QList<qint64> all;
+        const auto ranks = ranksBelow(p->processId(), &all);
+        QVERIFY(ranks.count(1));
+        QElapsedTimer t;
+        t.start();
+        ::kill(static_cast<pid_t>(ranks.at(1)), SIGKILL);
+        QVERIFY(p->waitForFinished(30000));
+        const qint64 took = t.elapsed();
+        const QString out = QString::fromUtf8(p->readAll());
+        QCOMPARE(p->exitCode(), 1);
+        QVERIFY2(took < 10000, qPrintable(QStringLiteral("took %1 ms").arg(took)));
+        const QJsonObject run = loomtest::lastRun(db());
+        QCOMPARE(run.value("state").toString(), QStringLiteral("failed"));
+        QVERIFY2(run.value("exit_cause").toString().contains(QRegularExpression("^rank 1 died \\(signal 9")),
+            qPrintable(out));
+        const QStringList left = loomtest::stillThere(all);
+        QVERIFY2(left.isEmpty(), qPrintable(QStringLiteral("still there after loom run returned: ") + left.join(", ")));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestLauncherGloo)
+#include "tst_launcher_gloo.moc"
