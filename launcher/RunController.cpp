@@ -12,7 +12,9 @@
 
 #include <QThread>
 
+#include <cerrno>
 #include <csignal>
+#include <map>
 #include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -51,6 +53,7 @@ qint64 RunController::start(const LaunchRequest& request)
     m_cancelling = m_ended = m_sawEnd = m_progressTimedOut = m_jobRunning = false;
     m_steps = 0;
     m_badFrames = 0;
+    m_seen.clear();
     m_jobOffset = 0;
     m_jobId.clear();
     m_tail.clear();
@@ -293,9 +296,10 @@ void RunController::signalRanks(int signal)
         ::kill(static_cast<pid_t>(pid), signal);
 }
 
-QList<qint64> RunController::groupMembers() const
+QList<qint64> RunController::groupMembers()
 {
     QList<qint64> members;
+    std::multimap<qint64, qint64> children;
     const QDir proc(QStringLiteral("/proc"));
     for (const QString& entry : proc.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
         bool numeric = false;
@@ -309,7 +313,19 @@ QList<qint64> RunController::groupMembers() const
         const auto fields = text.mid(text.lastIndexOf(QLatin1Char(')')) + 2).split(QLatin1Char(' '));
         if (m_pgid > 0 && fields.size() > 1 && fields[1].toLongLong() == m_pgid)
             members.append(pid);
+        if (fields.size() > 1)
+            children.emplace(fields[1].toLongLong(), pid);  // fields[1] is the parent
     }
+    // mpirun may give its ranks process groups of their own: remember every descendant of the job's leader
+    // while it lives, and keep counting those that still exist.
+    for (QList<qint64> todo{m_pgid}; m_pgid > 0 && !todo.isEmpty();)
+        for (auto [it, last] = children.equal_range(todo.takeFirst()); it != last; ++it) {
+            m_seen.insert(it->second);
+            todo << it->second;
+        }
+    for (const qint64 pid : std::as_const(m_seen))
+        if (!members.contains(pid) && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH))
+            members.append(pid);
     return members;
 }
 
@@ -325,10 +341,14 @@ void RunController::reapGroup()
         int status = 0;
         while (::waitpid(static_cast<pid_t>(-m_pgid), &status, WNOHANG) > 0) {
         }
+        for (const qint64 pid : std::as_const(m_seen))
+            ::waitpid(static_cast<pid_t>(pid), &status, WNOHANG);  // handed to this process (the subreaper)
         const QList<qint64> left = groupMembers();
         if (left.isEmpty())
             return;
         signalJob(SIGKILL);
+        for (const qint64 pid : left)
+            ::kill(static_cast<pid_t>(pid), SIGKILL);
         if (waited.elapsed() > 10000) {
             QStringList pids;
             for (const qint64 pid : left)
@@ -459,6 +479,8 @@ void RunController::checkProgress()
 {
     if (m_ended || m_cancelling || (m_mode == Mode::Sbatch ? !m_jobRunning : !isRunning()))
         return;
+    if (m_mode == Mode::Local)
+        groupMembers();  // notes the ranks below mpirun
     if (m_sinceFrame.elapsed() > m_request.progressTimeoutSeconds * 1000) {
         m_tail += QStringLiteral("loom: no progress for %1 s; stopping the run\n").arg(m_request.progressTimeoutSeconds);
         m_cancelling = true;

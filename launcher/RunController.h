@@ -8,6 +8,7 @@
 #include <QElapsedTimer>
 #include <QObject>
 #include <QProcess>
+#include <QSet>
 #include <QTimer>
 
 #include <memory>
@@ -60,8 +61,9 @@ private:
     void checkProgress();
     void signalJob(int signal);
     void signalRanks(int signal);
-    // The processes of the job's process group (zombies included), from /proc.
-    QList<qint64> groupMembers() const;
+    // The processes of the job's process group and those ever seen below its leader that still exist
+    // (zombies included), from /proc; notes the leader's descendants.
+    QList<qint64> groupMembers();
     // Waits (SIGKILL, waitpid) until no process of the group is left, at most 10 s.
     void reapGroup();
     void stopJob();
@@ -89,6 +91,7 @@ private:
     bool m_storeProblem = false;
     qint64 m_badFrames = 0;  // frames that could not be read (the first reason goes to the log)
     qint64 m_pgid = 0;
+    QSet<qint64> m_seen;  // processes seen below the job's leader
     LaunchRequest m_request;
     QElapsedTimer m_sinceFrame;
     QTimer m_watchdog;

@@ -1,6 +1,7 @@
 // RunController with a gloo layout on the local cluster, in process (no store, no CLI): the ranks are started
 // without mpirun (LocalRanks), a run finishes, cancel stops it, and a SIGKILLed rank fails the run within 10 s
-// naming the rank; when finished() is emitted no process of the run is left, not even as a zombie.
+// naming the rank (also under mpirun); when finished() is emitted no process of the run is left, not even as a
+// zombie.
 #include "ProcessTree.h"
 #include "engine/plan/LayoutParser.h"
 #include "launcher/RunController.h"
@@ -20,11 +21,15 @@ using namespace loom;
 
 namespace {
 
-launcher::LaunchRequest request(const QString& workDir, std::int64_t steps)
+launcher::LaunchRequest request(
+    const QString& workDir, std::int64_t steps, const QString& backend = QStringLiteral("gloo"))
 {
-    const auto r = plan::readLayout(R"({"loom_layout": 1, "name": "gloo-dp2", "model": "gpt-tiny", "cluster": "local",
-        "parallel": {"tp": 1, "pp": 1, "dp": 2, "micro_batch": 2, "global_batch": 8}, "comm": {"backend": "gloo"}})",
-        profiles::BuiltinProfiles::instance());
+    const auto r
+        = plan::readLayout(QStringLiteral(R"({"loom_layout": 1, "name": "dp2", "model": "gpt-tiny", "cluster": "local",
+        "parallel": {"tp": 1, "pp": 1, "dp": 2, "micro_batch": 2, "global_batch": 8}, "comm": {"backend": "%1"}})")
+                               .arg(backend)
+                               .toStdString(),
+            profiles::BuiltinProfiles::instance());
     if (!r.ok())
         qFatal("%s", r.diagnostics.format().c_str());
     launcher::LaunchRequest q;
@@ -43,7 +48,10 @@ std::map<int, qint64> ranks(QList<qint64>* all)
     *all = loomtest::descendants(QCoreApplication::applicationPid());
     for (const qint64 pid : *all)
         if (loomtest::commOf(pid) == QLatin1String("loom-train"))
-            out[loomtest::environmentOf(pid, "LOOM_RANK").toInt()] = pid;
+            out[loomtest::environmentOf(pid, "LOOM_RANK").isEmpty()
+                    ? loomtest::environmentOf(pid, "OMPI_COMM_WORLD_RANK").toInt()
+                    : loomtest::environmentOf(pid, "LOOM_RANK").toInt()]
+                = pid;
     return out;
 }
 
@@ -101,11 +109,18 @@ private slots:
         QVERIFY2(left.isEmpty(), qPrintable(left.join(", ")));
     }
 
+    void killedRankFailsTheRun_data()
+    {
+        QTest::addColumn<QString>("backend");
+        QTest::newRow("gloo, ranks started by Loom") << QStringLiteral("gloo");
+        QTest::newRow("mpi, under mpirun") << QStringLiteral("mpi");
+    }
     void killedRankFailsTheRun()
     {
+        QFETCH(QString, backend);
         launcher::RunController c(nullptr);
         QSignalSpy finished(&c, &launcher::RunController::finished);
-        QVERIFY(startAndWaitForStep(c, request(folder(), 100000), finished, 2));
+        QVERIFY(startAndWaitForStep(c, request(folder(), 100000, backend), finished, 2));
         QList<qint64> all;
         const auto r = ranks(&all);
         QVERIFY(r.count(1));
@@ -116,7 +131,7 @@ private slots:
         QVERIFY2(t.elapsed() < 10000, qPrintable(QStringLiteral("%1 ms").arg(t.elapsed())));
         QCOMPARE(finished.first().at(0).toString(), QStringLiteral("failed"));
         const QString cause = finished.first().at(1).toString();
-        QVERIFY2(cause.contains(QRegularExpression("^rank 1 died \\(signal 9")), qPrintable(cause));
+        QVERIFY2(cause.contains(QRegularExpression("^rank \\d died \\(signal 9")), qPrintable(cause));
         const QStringList left = loomtest::stillThere(all);
         QVERIFY2(left.isEmpty(), qPrintable(left.join(", ")));
     }
