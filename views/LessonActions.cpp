@@ -29,7 +29,7 @@ void addRunFacts(const LessonContext& c, Facts& f)
     const RunMonitor* m = c.monitor;
     if (!m || m->runId() <= c.runBaseline)
         return;
-    f["measured.state"] = m->state().toStdString();
+    f["measured.state"] = profiles::toString(m->state()).toStdString();
     f["measured.steps"] = double(m->steps().size());
     if (!m->steps().empty()) {
         f["measured.loss"] = m->steps().back().loss;

@@ -179,7 +179,7 @@ void addLayoutFacts(const plan::Layout& l, bool valid, const plan::Prediction* p
     f["layout.overlap"] = l.comm.overlap;
     f["layout.bucketMb"] = l.comm.bucketMb;
     f["layout.chunkKb"] = l.comm.chunkKb;
-    f["layout.allreduce"] = std::string(plan::toString(l.comm.allreduce));
+    f["layout.allreduce"] = std::string(trace::toString(l.comm.allreduce));
     if (par.pp * par.vpp <= l.model.layers && par.pp >= 1 && par.vpp >= 1)
         f["layout.stage0Blocks"] = double(l.stageRanges().front().size());
     if (par.tp >= 1 && par.pp >= 1 && par.dp >= 1) {

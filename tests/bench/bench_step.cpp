@@ -87,7 +87,7 @@ int main(int argc, char** argv)
     plan::Layout layout = *read.layout;
     layout.model.seqLen = 64;
     const train::Corpus corpus = train::Corpus::synthetic(1);
-    auto comms = comm::makeGridCommunicators(plan::RankGrid::forLayout(layout), nullptr);
+    auto comms = comm::makeMpiGridCommunicators(plan::RankGrid::forLayout(layout), nullptr);
     train::CpuKernels kernels;
     trace::TraceRecorder recorder(rank);
     recorder.setEnabled(true);
