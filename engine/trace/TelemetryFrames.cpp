@@ -1,5 +1,7 @@
 #include "engine/trace/TelemetryFrames.h"
 
+#include "engine/trace/JsonLimits.h"
+
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -27,25 +29,8 @@ constexpr std::array<std::string_view, 17> kEventFields
 // Refuses payloads nested deeper than the limit before the parser sees them.
 void checkDepth(std::string_view text, std::string_view frame)
 {
-    int depth = 0;
-    bool inString = false, escaped = false;
-    for (const char c : text) {
-        if (inString) {
-            if (escaped)
-                escaped = false;
-            else if (c == '\\')
-                escaped = true;
-            else if (c == '"')
-                inString = false;
-        } else if (c == '"') {
-            inString = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > FrameLimits::kMaxDepth)
-                fail(frame, "is nested deeper than " + std::to_string(FrameLimits::kMaxDepth) + " levels");
-        } else if (c == ']' || c == '}') {
-            --depth;
-        }
-    }
+    if (!jsonNestingProblem(text, FrameLimits::kMaxDepth).empty())
+        fail(frame, "is nested deeper than " + std::to_string(FrameLimits::kMaxDepth) + " levels");
 }
 
 Json parse(std::string_view payload, std::string_view frame)
@@ -56,6 +41,8 @@ Json parse(std::string_view payload, std::string_view frame)
     } catch (const Json::parse_error& e) {
         fail(frame,
             "is not valid JSON (at byte " + std::to_string(e.byte) + " of " + std::to_string(payload.size()) + ")");
+    } catch (const Json::exception&) { // a number beyond double's range (out_of_range.406)
+        fail(frame, "holds a number too large for a double (or is otherwise not valid JSON)");
     }
 }
 

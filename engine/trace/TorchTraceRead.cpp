@@ -1,6 +1,8 @@
 // Reading one PyTorch profiler trace and finding its communication.
 #include "engine/trace/TorchTraceDetail.h"
 
+#include "engine/trace/JsonLimits.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -15,32 +17,6 @@ namespace {
 [[noreturn]] void fail(const std::string& file, const std::string& field, const std::string& expected)
 {
     throw TorchTraceError(file + ": " + field + ": " + expected);
-}
-
-// Deepest nesting of arrays and objects, stopping once past `limit` (strings are skipped).
-int nestingDepth(const std::string& text, int limit)
-{
-    int depth = 0, deepest = 0;
-    bool inString = false, escaped = false;
-    for (char c : text) {
-        if (inString) {
-            if (escaped)
-                escaped = false;
-            else if (c == '\\')
-                escaped = true;
-            else if (c == '"')
-                inString = false;
-        } else if (c == '"') {
-            inString = true;
-        } else if (c == '[' || c == '{') {
-            deepest = std::max(deepest, ++depth);
-            if (deepest > limit)
-                return deepest;
-        } else if (c == ']' || c == '}') {
-            --depth;
-        }
-    }
-    return deepest;
 }
 
 std::string text(const nlohmann::json& j, const char* key)
@@ -158,7 +134,7 @@ RankTrace readRankTrace(const TorchTraceFile& file)
     t.file = file.name;
     if (file.text.size() > kMaxTorchTraceBytes)
         fail(file.name, std::to_string(file.text.size()) + " bytes", "larger than the 1 GiB that Loom reads");
-    if (nestingDepth(file.text, kMaxTorchTraceDepth) > kMaxTorchTraceDepth)
+    if (!jsonNestingProblem(file.text, kMaxTorchTraceDepth).empty())
         fail(file.name, "nesting",
             "deeper than " + std::to_string(kMaxTorchTraceDepth)
                 + " levels; a profiler trace is a list of flat events");

@@ -284,9 +284,12 @@ private slots:
     {
         const QString file
             = layout(QStringLiteral("micro.json"), QStringLiteral("local"), 1, QStringLiteral("micro"), 4194304);
+        // 4,194,304 micro-batches: beyond the full replay, which the planner now extrapolates (plan/Simulator),
+        // so validate and predict must agree that it is valid.
         const Run v = loom({ QStringLiteral("validate"), file });
-        QVERIFY2(v.exitCode == 2 && v.out.contains(QLatin1String("pipeline operations")), qPrintable(v.all()));
-        QCOMPARE(loom({ QStringLiteral("plan"), QStringLiteral("predict"), file }).exitCode, 2);
+        const Run p = loom({ QStringLiteral("plan"), QStringLiteral("predict"), file });
+        QVERIFY2((v.exitCode == 2) == (p.exitCode == 2), qPrintable(v.all() + p.all()));
+        QVERIFY2(p.exitCode == 0, qPrintable(p.all()));
     }
 
     // No layout splits this batch over so many devices: the advice names that, not "add nodes".

@@ -79,8 +79,8 @@ private slots:
         row("NaN literal", replaceOnce(ex, "\"tp\": 2", "\"tp\": NaN"), "not valid JSON at line");
         row("Infinity literal", replaceOnce(ex, "\"tp\": 2", "\"tp\": Infinity"), "not valid JSON");
         row("trailing comma", replaceOnce(ex, "\"schedule\": \"1f1b\"", "\"schedule\": \"1f1b\","), "not valid JSON");
-        row("deep nesting", std::string(100000, '[') + std::string(100000, ']'), "the layout is an array");
-        row("deep nesting unclosed", std::string(200000, '{'), "not valid JSON");
+        row("deep nesting", std::string(100000, '[') + std::string(100000, ']'), "nested deeper than 128 levels");
+        row("deep nesting unclosed", std::string(200000, '{'), "nested deeper than 128 levels");
         row("number overflows double", replaceOnce(ex, "\"tp\": 2", "\"tp\": 1e400"), "");
         row("huge integer", replaceOnce(ex, "\"pp\": 2", "\"pp\": 99999999999999999999999"), "parallel.pp");
         row("negative huge", replaceOnce(ex, "\"dp\": 2", "\"dp\": -9223372036854775808"), "parallel.dp=");
