@@ -22,7 +22,9 @@ QColor mixColor(trace::Lane lane, int kind)
 {
     static const QColor compute[] = {colors::forward, colors::backward, colors::optimizer, colors::misc};
     static const QColor comm[] = {colors::tensorComm, colors::pipelineComm, colors::dataComm, colors::misc};
-    return (lane == trace::Lane::Compute ? compute : comm)[std::clamp(kind, 0, TimelineData::kMixKinds - 1)];
+    const int last = TimelineData::kMixKinds - 1;  // not std::clamp: GCC 12 warns on its temporaries here
+    const int index = kind < 0 ? 0 : (kind > last ? last : kind);
+    return (lane == trace::Lane::Compute ? compute : comm)[index];
 }
 } // namespace
 
