@@ -8,7 +8,8 @@
 set -euo pipefail
 
 # Build: compiler, CMake, Qt 6 (Core, Sql + SQLite driver, Widgets, Test, Svg), QCustomPlot (Qt 6 build),
-# Open MPI, Gloo, OpenBLAS, LZ4, SQLite, nlohmann-json. Tests and screenshots: Xvfb with xauth, fonts.
+# Open MPI, Gloo, OpenBLAS, LZ4, SQLite, nlohmann-json. Tests and screenshots: Xvfb with xauth, fonts. CI:
+# clang-format (.ci/check-format).
 # Launching: ssh (the client for `loom run` on hosts; the server so the launcher tests can start throwaway
 # sshd hosts) and Slurm (the clients sbatch/srun/scontrol/scancel; munged, slurmctld and slurmd for the tests'
 # one-node cluster).
@@ -20,6 +21,7 @@ packages=(
   libgloo-dev
   libopenblas-dev liblz4-dev libsqlite3-dev nlohmann-json3-dev
   xvfb xauth fonts-dejavu-core
+  clang-format
   openssh-client openssh-server slurm-wlm
 )
 

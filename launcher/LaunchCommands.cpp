@@ -19,21 +19,20 @@ namespace {
 // its own standard input closed; a watcher waits for a line (cancel) or the end (Loom or ssh gone) of
 // ssh's standard input, then SIGTERMs mpirun (which stops the ranks on every host) and SIGKILLs it after
 // the grace period.
-const char* kHeadScript =
-    "dir=$1; layout=$2; hosts=$3; grace=$4; shift 4\n"
-    "mkdir -p -- \"$dir\" && printf %s \"$layout\" | base64 -d > \"$dir/layout.json\" &&"
-    " printf %s \"$hosts\" | base64 -d > \"$dir/hostfile\" ||"
-    " { echo \"loom: cannot write the run folder $dir on $(hostname)\" >&2; exit 97; }\n"
-    "exec 3<&0\n"
-    "\"$@\" </dev/null 3<&- &\n"
-    "pid=$!\n"
-    "( read line <&3; kill -TERM $pid 2>/dev/null; i=0;"
-    " while [ $i -lt $grace ] && kill -0 $pid 2>/dev/null; do sleep 1; i=$((i+1)); done;"
-    " kill -KILL $pid 2>/dev/null ) &\n"
-    "watcher=$!\n"
-    "wait $pid; rc=$?\n"
-    "kill $watcher 2>/dev/null\n"
-    "exit $rc\n";
+const char* kHeadScript = "dir=$1; layout=$2; hosts=$3; grace=$4; shift 4\n"
+                          "mkdir -p -- \"$dir\" && printf %s \"$layout\" | base64 -d > \"$dir/layout.json\" &&"
+                          " printf %s \"$hosts\" | base64 -d > \"$dir/hostfile\" ||"
+                          " { echo \"loom: cannot write the run folder $dir on $(hostname)\" >&2; exit 97; }\n"
+                          "exec 3<&0\n"
+                          "\"$@\" </dev/null 3<&- &\n"
+                          "pid=$!\n"
+                          "( read line <&3; kill -TERM $pid 2>/dev/null; i=0;"
+                          " while [ $i -lt $grace ] && kill -0 $pid 2>/dev/null; do sleep 1; i=$((i+1)); done;"
+                          " kill -KILL $pid 2>/dev/null ) &\n"
+                          "watcher=$!\n"
+                          "wait $pid; rc=$?\n"
+                          "kill $watcher 2>/dev/null\n"
+                          "exit $rc\n";
 
 QString tasksPerNode(const plan::Layout& layout)
 {
@@ -57,10 +56,10 @@ QString clusterEngine(const LaunchRequest& request)
 
 QStringList rootFlag()
 {
-    return ::geteuid() == 0 ? QStringList{QStringLiteral("--allow-run-as-root")} : QStringList{};
+    return ::geteuid() == 0 ? QStringList { QStringLiteral("--allow-run-as-root") } : QStringList {};
 }
 
-}  // namespace
+} // namespace
 
 QString shellQuote(const QString& word)
 {
@@ -82,8 +81,8 @@ QString shellJoin(const QStringList& words)
 
 QStringList engineArgs(const LaunchRequest& request, const QString& engine, const QString& layoutFile)
 {
-    QStringList a{engine, QStringLiteral("--layout"), layoutFile, QStringLiteral("--steps"), QString::number(request.steps),
-                  QStringLiteral("--stream")};
+    QStringList a { engine, QStringLiteral("--layout"), layoutFile, QStringLiteral("--steps"),
+        QString::number(request.steps), QStringLiteral("--stream") };
     if (!request.checkpointDir.isEmpty()) {
         a << QStringLiteral("--checkpoint-dir") << request.checkpointDir;
         if (request.checkpointEvery > 0)
@@ -95,10 +94,10 @@ QStringList engineArgs(const LaunchRequest& request, const QString& engine, cons
 Command localCommand(const LaunchRequest& request, const QString& layoutFile)
 {
     QStringList args = rootFlag();
-    args << QStringLiteral("--oversubscribe") << QStringLiteral("-np") << QString::number(request.layout.parallel.worldSize())
-         << QStringLiteral("--bind-to") << QStringLiteral("none")
-         << engineArgs(request, request.engine, layoutFile);
-    return {request.mpirun, args};
+    args << QStringLiteral("--oversubscribe") << QStringLiteral("-np")
+         << QString::number(request.layout.parallel.worldSize()) << QStringLiteral("--bind-to")
+         << QStringLiteral("none") << engineArgs(request, request.engine, layoutFile);
+    return { request.mpirun, args };
 }
 
 bool startsRanksItself(const plan::Layout& layout)
@@ -108,7 +107,8 @@ bool startsRanksItself(const plan::Layout& layout)
     return layout.commBackend() == plan::CommBackend::Gloo;
 }
 
-std::vector<RankCommand> localRankCommands(const LaunchRequest& request, const QString& layoutFile, const QString& rendezvousDir)
+std::vector<RankCommand> localRankCommands(
+    const LaunchRequest& request, const QString& layoutFile, const QString& rendezvousDir)
 {
     const std::int64_t world = request.layout.parallel.worldSize();
     const QStringList args = engineArgs(request, request.engine, layoutFile);
@@ -116,10 +116,10 @@ std::vector<RankCommand> localRankCommands(const LaunchRequest& request, const Q
     for (std::int64_t r = 0; r < world; ++r) {
         RankCommand c;
         c.rank = static_cast<int>(r);
-        c.command = {args.first(), args.mid(1)};
-        c.environment = QStringList{QStringLiteral("LOOM_RANK=%1").arg(r), QStringLiteral("LOOM_WORLD_SIZE=%1").arg(world),
-                                    QStringLiteral("LOOM_LOCAL_RANK=%1").arg(r), QStringLiteral("LOOM_RENDEZVOUS=") + rendezvousDir,
-                                    QStringLiteral("OPENBLAS_NUM_THREADS=1")};
+        c.command = { args.first(), args.mid(1) };
+        c.environment = QStringList { QStringLiteral("LOOM_RANK=%1").arg(r),
+            QStringLiteral("LOOM_WORLD_SIZE=%1").arg(world), QStringLiteral("LOOM_LOCAL_RANK=%1").arg(r),
+            QStringLiteral("LOOM_RENDEZVOUS=") + rendezvousDir, QStringLiteral("OPENBLAS_NUM_THREADS=1") };
         out.push_back(std::move(c));
     }
     return out;
@@ -131,7 +131,8 @@ QString hostfile(const plan::Layout& layout, QString* error)
     const auto& hosts = layout.cluster.hosts;
     const std::int64_t nodes = std::max<std::int64_t>(1, layout.nodes);
     if (static_cast<std::int64_t>(hosts.size()) < nodes) {
-        *error = QStringLiteral("the layout asks for %1 nodes but cluster %2 lists %3 hosts; add them to the profile's \"hosts\"")
+        *error = QStringLiteral(
+            "the layout asks for %1 nodes but cluster %2 lists %3 hosts; add them to the profile's \"hosts\"")
                      .arg(nodes)
                      .arg(QString::fromStdString(layout.cluster.name))
                      .arg(hosts.size());
@@ -141,7 +142,8 @@ QString hostfile(const plan::Layout& layout, QString* error)
     for (std::int64_t i = 0; i < nodes; ++i) {
         const QString h = QString::fromStdString(hosts[static_cast<std::size_t>(i)]);
         if (!hostName.match(h).hasMatch()) {
-            *error = QStringLiteral("hosts[%1]=\"%2\" is not a host name; write letters, digits, '.', '-', '_' or ':' only")
+            *error = QStringLiteral(
+                "hosts[%1]=\"%2\" is not a host name; write letters, digits, '.', '-', '_' or ':' only")
                          .arg(i)
                          .arg(h);
             return {};
@@ -164,28 +166,29 @@ Command sshCommand(const LaunchRequest& request, const QString& layoutJson, cons
         *error = QStringLiteral("the head node \"%1\" cannot start with '-'; write a host name").arg(head);
         return {};
     }
-    const QString runDir = (l.runDir.empty() ? QStringLiteral("loom-runs") : QString::fromStdString(l.runDir)) +
-                           QLatin1Char('/') + runFolder;
-    QStringList mpirun{QString::fromStdString(l.mpirun)};
+    const QString runDir = (l.runDir.empty() ? QStringLiteral("loom-runs") : QString::fromStdString(l.runDir))
+        + QLatin1Char('/') + runFolder;
+    QStringList mpirun { QString::fromStdString(l.mpirun) };
     mpirun << asList(l.mpirunOptions) << QStringLiteral("-np") << QString::number(request.layout.parallel.worldSize())
            << QStringLiteral("--hostfile") << runDir + QStringLiteral("/hostfile") << QStringLiteral("--bind-to")
            << QStringLiteral("none")
            << engineArgs(request, clusterEngine(request), runDir + QStringLiteral("/layout.json"));
-    QStringList remote{QStringLiteral("sh"), QStringLiteral("-c"), QString::fromLatin1(kHeadScript), QStringLiteral("loom-run"), runDir,
-                       QString::fromLatin1(layoutJson.toUtf8().toBase64()), QString::fromLatin1(hosts.toUtf8().toBase64()),
-                       QString::number(static_cast<int>(request.cancelGraceSeconds))};
+    QStringList remote { QStringLiteral("sh"), QStringLiteral("-c"), QString::fromLatin1(kHeadScript),
+        QStringLiteral("loom-run"), runDir, QString::fromLatin1(layoutJson.toUtf8().toBase64()),
+        QString::fromLatin1(hosts.toUtf8().toBase64()), QString::number(static_cast<int>(request.cancelGraceSeconds)) };
     remote << mpirun;
-    QStringList args{QStringLiteral("-o"), QStringLiteral("BatchMode=yes"), QStringLiteral("-o"), QStringLiteral("ConnectTimeout=10"),
-                     QStringLiteral("-o"), QStringLiteral("ServerAliveInterval=15")};
+    QStringList args { QStringLiteral("-o"), QStringLiteral("BatchMode=yes"), QStringLiteral("-o"),
+        QStringLiteral("ConnectTimeout=10"), QStringLiteral("-o"), QStringLiteral("ServerAliveInterval=15") };
     args << asList(l.sshOptions) << QStringLiteral("--") << head << shellJoin(remote);
-    return {QStringLiteral("ssh"), args};
+    return { QStringLiteral("ssh"), args };
 }
 
 QString sbatchScript(const LaunchRequest& request, const QString& layoutFile)
 {
     const plan::Layout& layout = request.layout;
     const plan::LaunchSpec& l = layout.cluster.launch;
-    QString s = QStringLiteral("#!/bin/sh\n# Written by Loom for one run; every word below is quoted, so names and paths stay names.\n");
+    QString s = QStringLiteral(
+        "#!/bin/sh\n# Written by Loom for one run; every word below is quoted, so names and paths stay names.\n");
     s += QStringLiteral("#SBATCH --nodes=%1\n").arg(std::max<std::int64_t>(1, layout.nodes));
     s += QStringLiteral("#SBATCH --ntasks-per-node=%1\n").arg(tasksPerNode(layout));
     if (l.gpusPerNode > 0)
@@ -194,9 +197,9 @@ QString sbatchScript(const LaunchRequest& request, const QString& layoutFile)
         s += QStringLiteral("#SBATCH --time=%1\n").arg(QString::fromStdString(l.timeLimit));
     if (!l.partition.empty())
         s += QStringLiteral("#SBATCH --partition=%1\n").arg(QString::fromStdString(l.partition));
-    QStringList mpirun{QString::fromStdString(l.mpirun)};
-    mpirun << rootFlag() << asList(l.mpirunOptions) << QStringLiteral("-np") << QString::number(layout.parallel.worldSize())
-           << QStringLiteral("--bind-to") << QStringLiteral("none")
+    QStringList mpirun { QString::fromStdString(l.mpirun) };
+    mpirun << rootFlag() << asList(l.mpirunOptions) << QStringLiteral("-np")
+           << QString::number(layout.parallel.worldSize()) << QStringLiteral("--bind-to") << QStringLiteral("none")
            << engineArgs(request, clusterEngine(request), layoutFile);
     s += QStringLiteral("exec ") + shellJoin(mpirun) + QLatin1Char('\n');
     return s;
@@ -207,25 +210,24 @@ Command sbatchCommand(const LaunchRequest& request, const QString& scriptFile, c
     static const QRegularExpression notName(QStringLiteral("[^A-Za-z0-9._-]"));
     QString name = QString::fromStdString(request.layout.name);
     name.replace(notName, QStringLiteral("_"));
-    QStringList args{QStringLiteral("--parsable"), QStringLiteral("--job-name"), QStringLiteral("loom-") + name.left(60),
-                     QStringLiteral("--output"), outputFile, QStringLiteral("--chdir"), request.workDir};
+    QStringList args { QStringLiteral("--parsable"), QStringLiteral("--job-name"),
+        QStringLiteral("loom-") + name.left(60), QStringLiteral("--output"), outputFile, QStringLiteral("--chdir"),
+        request.workDir };
     args << asList(request.layout.cluster.launch.sbatchOptions) << scriptFile;
-    return {QStringLiteral("sbatch"), args};
+    return { QStringLiteral("sbatch"), args };
 }
 
 Command srunCommand(const LaunchRequest& request, const QString& layoutFile)
 {
     const plan::Layout& layout = request.layout;
-    QStringList args{QStringLiteral("--mpi=pmix"), QStringLiteral("--kill-on-bad-exit=1"),
-                     QStringLiteral("--nodes=%1").arg(std::max<std::int64_t>(1, layout.nodes)),
-                     QStringLiteral("--ntasks-per-node=%1").arg(tasksPerNode(layout)),
-                     QStringLiteral("--export=ALL")};
+    QStringList args { QStringLiteral("--mpi=pmix"), QStringLiteral("--kill-on-bad-exit=1"),
+        QStringLiteral("--nodes=%1").arg(std::max<std::int64_t>(1, layout.nodes)),
+        QStringLiteral("--ntasks-per-node=%1").arg(tasksPerNode(layout)), QStringLiteral("--export=ALL") };
     if (layout.cluster.launch.gpusPerNode > 0)
         args << QStringLiteral("--gpus-per-node=%1").arg(layout.cluster.launch.gpusPerNode);
     args << engineArgs(request, clusterEngine(request), layoutFile);
-    return {QStringLiteral("srun"), args};
+    return { QStringLiteral("srun"), args };
 }
-
 
 QString newRunFolder(const QString& storePath)
 {
@@ -242,9 +244,14 @@ struct AllowedSshOption {
     const char* value;
 };
 constexpr AllowedSshOption kLayoutSshOptions[] = {
-    {"-p", "^[0-9]{1,5}$"}, {"-l", "^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$"}, {"-i", "^[^-].*$"},
-    {"-4", ""},           {"-6", ""},                                  {"-C", ""},
-    {"-q", ""},           {"-v", ""},
+    { "-p", "^[0-9]{1,5}$" },
+    { "-l", "^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$" },
+    { "-i", "^[^-].*$" },
+    { "-4", "" },
+    { "-6", "" },
+    { "-C", "" },
+    { "-q", "" },
+    { "-v", "" },
 };
 
 QString policyHint()
@@ -264,8 +271,9 @@ void checkLayoutSshOptions(const plan::LaunchSpec& l, QStringList& problems)
                 allowed = &a;
         const QString field = QStringLiteral("cluster.launch.ssh_options[%1]").arg(i);
         if (!allowed) {
-            problems << QStringLiteral("%1=\"%2\" is refused: a layout file may give ssh only -p PORT, -l USER, -i FILE, -4, -6, "
-                                       "-C, -q and -v (options such as -o, -F and -J can run commands on this machine); %3")
+            problems << QStringLiteral(
+                "%1=\"%2\" is refused: a layout file may give ssh only -p PORT, -l USER, -i FILE, -4, -6, "
+                "-C, -q and -v (options such as -o, -F and -J can run commands on this machine); %3")
                             .arg(field, o.left(80), policyHint());
             continue;
         }
@@ -274,10 +282,12 @@ void checkLayoutSshOptions(const plan::LaunchSpec& l, QStringList& problems)
         const QString value = i + 1 < l.sshOptions.size() ? QString::fromStdString(l.sshOptions[++i]) : QString();
         if (!QRegularExpression(QString::fromLatin1(allowed->value)).match(value).hasMatch())
             problems << QStringLiteral("%1=\"%2\" needs a value of its own after it (%3), not \"%4\"")
-                            .arg(field, o, o == QLatin1String("-p") ? QStringLiteral("a port number")
-                                           : o == QLatin1String("-l") ? QStringLiteral("a user name")
-                                                                      : QStringLiteral("a key file that does not start with '-'"),
-                                 value.left(80));
+                            .arg(field, o,
+                                o == QLatin1String("-p") ? QStringLiteral("a port number")
+                                    : o == QLatin1String("-l")
+                                    ? QStringLiteral("a user name")
+                                    : QStringLiteral("a key file that does not start with '-'"),
+                                value.left(80));
     }
 }
 
@@ -290,27 +300,32 @@ bool hasFileName(const std::string& path, std::initializer_list<const char*> nam
     return false;
 }
 
-}  // namespace
+} // namespace
 
 QStringList launchPolicyProblems(const plan::Layout& layout)
 {
     QStringList problems;
     if (!layout.clusterProfile.empty())
-        return problems;  // a profile in the user's store: its launch settings are the user's own
+        return problems; // a profile in the user's store: its launch settings are the user's own
     const plan::LaunchSpec& l = layout.cluster.launch;
     checkLayoutSshOptions(l, problems);
-    for (const auto& [key, list] : {std::pair{"mpirun_options", &l.mpirunOptions}, std::pair{"sbatch_options", &l.sbatchOptions}})
+    for (const auto& [key, list] :
+        { std::pair { "mpirun_options", &l.mpirunOptions }, std::pair { "sbatch_options", &l.sbatchOptions } })
         if (!list->empty())
-            problems << QStringLiteral("cluster.launch.%1 is refused: a layout file may not pass options to %2 (they can run "
-                                       "commands, e.g. --mca plm_rsh_agent or --wrap); %3")
-                            .arg(QLatin1String(key), QLatin1String(key == std::string("mpirun_options") ? "mpirun" : "sbatch"),
-                                 policyHint());
-    if (l.mpirun != "mpirun" && !hasFileName(l.mpirun, {"mpirun", "mpiexec"}))
-        problems << QStringLiteral("cluster.launch.mpirun=\"%1\" is refused: in a layout file it must be a path to mpirun or "
-                                   "mpiexec; %2")
+            problems << QStringLiteral(
+                "cluster.launch.%1 is refused: a layout file may not pass options to %2 (they can run "
+                "commands, e.g. --mca plm_rsh_agent or --wrap); %3")
+                            .arg(QLatin1String(key),
+                                QLatin1String(key == std::string("mpirun_options") ? "mpirun" : "sbatch"),
+                                policyHint());
+    if (l.mpirun != "mpirun" && !hasFileName(l.mpirun, { "mpirun", "mpiexec" }))
+        problems << QStringLiteral(
+            "cluster.launch.mpirun=\"%1\" is refused: in a layout file it must be a path to mpirun or "
+            "mpiexec; %2")
                         .arg(QString::fromStdString(l.mpirun).left(80), policyHint());
-    if (!l.engine.empty() && !hasFileName(l.engine, {"loom-train"}))
-        problems << QStringLiteral("cluster.launch.engine=\"%1\" is refused: in a layout file it must be a path to loom-train; %2")
+    if (!l.engine.empty() && !hasFileName(l.engine, { "loom-train" }))
+        problems << QStringLiteral(
+            "cluster.launch.engine=\"%1\" is refused: in a layout file it must be a path to loom-train; %2")
                         .arg(QString::fromStdString(l.engine).left(80), policyHint());
     return problems;
 }
@@ -325,9 +340,10 @@ QString localRanksProblem(const plan::Layout& layout, std::int64_t maxLocalRanks
     const std::int64_t ranks = layout.parallel.worldSize();
     if (layout.cluster.launch.method != "local" || ranks <= maxLocalRanks)
         return {};
-    return QStringLiteral("the layout needs %1 ranks (tp·pp·dp) and its cluster launches them all on this machine, which has "
-                          "%2 cores: a local run starts at most %3 ranks (%4 per core); lower tp, pp or dp, use a cluster "
-                          "profile that launches over ssh or Slurm, or raise the limit with loom run --max-local-ranks N")
+    return QStringLiteral(
+        "the layout needs %1 ranks (tp·pp·dp) and its cluster launches them all on this machine, which has "
+        "%2 cores: a local run starts at most %3 ranks (%4 per core); lower tp, pp or dp, use a cluster "
+        "profile that launches over ssh or Slurm, or raise the limit with loom run --max-local-ranks N")
         .arg(ranks)
         .arg(QThread::idealThreadCount())
         .arg(maxLocalRanks)
@@ -337,7 +353,8 @@ QString localRanksProblem(const plan::Layout& layout, std::int64_t maxLocalRanks
 QString launchRefusal(const LaunchRequest& request)
 {
     QStringList problems = launchPolicyProblems(request.layout);
-    const QString many = localRanksProblem(request.layout, request.maxLocalRanks > 0 ? request.maxLocalRanks : defaultMaxLocalRanks());
+    const QString many
+        = localRanksProblem(request.layout, request.maxLocalRanks > 0 ? request.maxLocalRanks : defaultMaxLocalRanks());
     if (!many.isEmpty())
         problems << many;
     return problems.join(QStringLiteral("; "));
@@ -354,4 +371,4 @@ QString defaultEnginePath()
     const QString onPath = QStandardPaths::findExecutable(QStringLiteral("loom-train"));
     return onPath.isEmpty() ? beside : onPath;
 }
-}  // namespace loom::launcher
+} // namespace loom::launcher

@@ -9,16 +9,16 @@ namespace loom::launcher {
 
 // What to launch and where: the layout's cluster says how (cluster.launch: local, ssh or slurm).
 struct LaunchRequest {
-    plan::Layout layout;        // validated
+    plan::Layout layout; // validated
     std::int64_t steps = 20;
-    QString engine;             // loom-train on this machine (also on the cluster unless launch.engine says otherwise)
-    QString mpirun = QStringLiteral("mpirun");  // local runs
-    QString workDir;            // the run's folder here: its layout file and output
-    QString checkpointDir;      // empty: no checkpoints
+    QString engine; // loom-train on this machine (also on the cluster unless launch.engine says otherwise)
+    QString mpirun = QStringLiteral("mpirun"); // local runs
+    QString workDir; // the run's folder here: its layout file and output
+    QString checkpointDir; // empty: no checkpoints
     std::int64_t checkpointEvery = 0;
-    double progressTimeoutSeconds = 300;  // no frame for this long: the run is stuck
-    double cancelGraceSeconds = 10;       // SIGTERM, then SIGKILL after this
-    std::int64_t maxLocalRanks = 0;       // local runs start at most this many ranks; 0: defaultMaxLocalRanks()
+    double progressTimeoutSeconds = 300; // no frame for this long: the run is stuck
+    double cancelGraceSeconds = 10; // SIGTERM, then SIGKILL after this
+    std::int64_t maxLocalRanks = 0; // local runs start at most this many ranks; 0: defaultMaxLocalRanks()
 };
 
 // The launch policy (docs/launcher.md, "What a layout file may launch"). A layout is a document people
@@ -43,7 +43,7 @@ QString launchRefusal(const LaunchRequest& request);
 struct Command {
     QString program;
     QStringList args;
-    QStringList all() const { return QStringList{program} + args; }
+    QStringList all() const { return QStringList { program } + args; }
 };
 
 // The training engine on this machine: $LOOM_TRAIN when set, else loom-train beside the running program
@@ -80,8 +80,8 @@ bool startsRanksItself(const plan::Layout& layout);
 // One engine per rank on this machine, each with LOOM_RANK, LOOM_WORLD_SIZE, LOOM_LOCAL_RANK (all ranks are
 // on this one node), LOOM_RENDEZVOUS (`rendezvousDir`: an empty folder of the run where Gloo's file store
 // meets) and OPENBLAS_NUM_THREADS=1, as mpirun's command gives them.
-std::vector<RankCommand> localRankCommands(const LaunchRequest& request, const QString& layoutFile,
-                                           const QString& rendezvousDir);
+std::vector<RankCommand> localRankCommands(
+    const LaunchRequest& request, const QString& layoutFile, const QString& rendezvousDir);
 
 // Open MPI's hostfile for the layout: the cluster's first `nodes` hosts, each with worldSize/nodes slots.
 // Empty with *error set when the cluster lists too few hosts or a host name is not one.
@@ -101,4 +101,4 @@ Command sbatchCommand(const LaunchRequest& request, const QString& scriptFile, c
 // Inside an allocation (SLURM_JOB_ID set): srun --mpi=pmix with the layout's nodes and tasks per node.
 Command srunCommand(const LaunchRequest& request, const QString& layoutFile);
 
-}  // namespace loom::launcher
+} // namespace loom::launcher

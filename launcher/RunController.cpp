@@ -22,7 +22,9 @@
 
 namespace loom::launcher {
 
-RunController::RunController(profiles::RunStore* store, QObject* parent) : QObject(parent), m_store(store)
+RunController::RunController(profiles::RunStore* store, QObject* parent)
+    : QObject(parent)
+    , m_store(store)
 {
     m_watchdog.setInterval(500);
     connect(&m_watchdog, &QTimer::timeout, this, &RunController::checkProgress);
@@ -31,7 +33,7 @@ RunController::RunController(profiles::RunStore* store, QObject* parent) : QObje
 RunController::~RunController()
 {
     if (m_mode == Mode::Sbatch && !m_jobId.isEmpty() && !m_ended)
-        QProcess::execute(QStringLiteral("scancel"), {m_jobId});
+        QProcess::execute(QStringLiteral("scancel"), { m_jobId });
     if (isRunning()) {
         signalJob(SIGKILL);
         if (m_process)
@@ -67,7 +69,8 @@ qint64 RunController::start(const LaunchRequest& request)
     const QString layoutFile = QDir(request.workDir).filePath(QStringLiteral("layout.json"));
     QFile f(layoutFile);
     if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(layoutJson.toUtf8()) < 0) {
-        emit finished(profiles::RunState::Failed, QStringLiteral("cannot write %1: %2").arg(layoutFile, f.errorString()), {});
+        emit finished(
+            profiles::RunState::Failed, QStringLiteral("cannot write %1: %2").arg(layoutFile, f.errorString()), {});
         return 0;
     }
     f.close();
@@ -85,16 +88,18 @@ qint64 RunController::start(const LaunchRequest& request)
     } else if (method == "slurm") {
         m_mode = Mode::Sbatch;
         command = sbatchCommand(request, QDir(request.workDir).filePath(QStringLiteral("job.sbatch")),
-                                QDir(request.workDir).filePath(QStringLiteral("job.out")));
+            QDir(request.workDir).filePath(QStringLiteral("job.out")));
     } else if (startsRanksItself(request.layout)) {
         m_mode = Mode::Ranks;
-        command = localRankCommands(request, layoutFile, QDir(request.workDir).filePath(QStringLiteral("rendezvous"))).front().command;
+        command = localRankCommands(request, layoutFile, QDir(request.workDir).filePath(QStringLiteral("rendezvous")))
+                      .front()
+                      .command;
     } else {
         m_mode = Mode::Local;
         command = localCommand(request, layoutFile);
     }
     m_command = command.all();
-    if (m_mode == Mode::Ranks)  // what each rank runs, with the variables that tell it who it is
+    if (m_mode == Mode::Ranks) // what each rank runs, with the variables that tell it who it is
         m_command.prepend(QStringLiteral("LOOM_RANK=0..%1 LOOM_WORLD_SIZE=%2")
                               .arg(request.layout.parallel.worldSize() - 1)
                               .arg(request.layout.parallel.worldSize()));
@@ -103,17 +108,18 @@ qint64 RunController::start(const LaunchRequest& request)
     if (m_mode == Mode::Ssh && !shown.isEmpty())
         shown.last() = QStringLiteral("<head-node script running mpirun>");
     m_run = m_store ? m_store->startRun(QString::fromStdString(request.layout.name), layoutJson,
-                                        QString::fromStdString(request.layout.cluster.name), shown.join(QLatin1Char(' ')))
+                QString::fromStdString(request.layout.cluster.name), shown.join(QLatin1Char(' ')))
                     : 0;
     if (problem.isEmpty())
-        problem = launchRefusal(request);  // the launch policy and the local-rank cap (LaunchCommands.h)
+        problem = launchRefusal(request); // the launch policy and the local-rank cap (LaunchCommands.h)
     if (!problem.isEmpty()) {
         end(profiles::RunState::Failed, problem);
         return m_run;
     }
     if ((m_mode == Mode::Local || m_mode == Mode::Ranks) && !QFile::exists(request.engine)) {
-        end(profiles::RunState::Failed, QStringLiteral("the engine %1 does not exist; build it (cmake --build) or set LOOM_TRAIN")
-                                          .arg(request.engine));
+        end(profiles::RunState::Failed,
+            QStringLiteral("the engine %1 does not exist; build it (cmake --build) or set LOOM_TRAIN")
+                .arg(request.engine));
         return m_run;
     }
     m_sinceFrame.start();
@@ -152,8 +158,9 @@ void RunController::startRanks(const QString& layoutFile)
 void RunController::ranksFinished(int failedRank, const QString& cause)
 {
     if (m_progressTimedOut) {
-        end(profiles::RunState::Failed, QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
-                                          .arg(m_request.progressTimeoutSeconds));
+        end(profiles::RunState::Failed,
+            QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
+                .arg(m_request.progressTimeoutSeconds));
     } else if (m_cancelling) {
         end(profiles::RunState::Cancelled, QStringLiteral("cancelled after step %1").arg(m_steps));
     } else if (failedRank < 0 && m_sawEnd) {
@@ -161,9 +168,10 @@ void RunController::ranksFinished(int failedRank, const QString& cause)
     } else {
         // A rank's own message ("rank 1 failed: …") says more than its exit code; a signal is said as it is.
         const QString logged = causeFromLog(m_tail);
-        end(profiles::RunState::Failed, cause.contains(QLatin1String("died")) || logged.isEmpty()
-                                          ? (cause.isEmpty() ? QStringLiteral("the ranks ended before finishing") : cause)
-                                          : logged);
+        end(profiles::RunState::Failed,
+            cause.contains(QLatin1String("died")) || logged.isEmpty()
+                ? (cause.isEmpty() ? QStringLiteral("the ranks ended before finishing") : cause)
+                : logged);
     }
 }
 
@@ -172,20 +180,22 @@ void RunController::startProcess(const Command& command)
     m_process = std::make_unique<QProcess>();
     m_process->setProcessChannelMode(QProcess::MergedChannels);
     m_process->setWorkingDirectory(m_request.workDir);
-    m_process->setChildProcessModifier([] { ::setpgid(0, 0); });  // one process group: cancel reaches every rank
+    m_process->setChildProcessModifier([] { ::setpgid(0, 0); }); // one process group: cancel reaches every rank
     // Ranks whose mpirun has gone are handed to this process rather than to PID 1, so that reapGroup() can
     // wait for them: nothing of a run outlives `loom run`, not even as <defunct>.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     connect(m_process.get(), &QProcess::readyReadStandardOutput, this, &RunController::readOutput);
     connect(m_process.get(), &QProcess::finished, this, &RunController::processFinished);
-    connect(m_process.get(), &QProcess::errorOccurred, this, [this, program = command.program](QProcess::ProcessError e) {
-        if (e == QProcess::FailedToStart)
-            end(profiles::RunState::Failed, QStringLiteral("%1 could not be started (%2); install %3 (installer/bootstrap.sh)")
-                                              .arg(program, m_process->errorString(),
-                                                   m_mode == Mode::Ssh    ? QStringLiteral("openssh-client")
-                                                   : m_mode == Mode::Srun ? QStringLiteral("slurm-client")
-                                                                          : QStringLiteral("Open MPI")));
-    });
+    connect(
+        m_process.get(), &QProcess::errorOccurred, this, [this, program = command.program](QProcess::ProcessError e) {
+            if (e == QProcess::FailedToStart)
+                end(profiles::RunState::Failed,
+                    QStringLiteral("%1 could not be started (%2); install %3 (installer/bootstrap.sh)")
+                        .arg(program, m_process->errorString(),
+                            m_mode == Mode::Ssh        ? QStringLiteral("openssh-client")
+                                : m_mode == Mode::Srun ? QStringLiteral("slurm-client")
+                                                       : QStringLiteral("Open MPI")));
+        });
     m_process->start(command.program, command.args);
     if (m_process->waitForStarted(10000))
         m_pgid = m_process->processId();
@@ -196,7 +206,8 @@ void RunController::startSbatch(const QString& layoutFile)
     const QString script = QDir(m_request.workDir).filePath(QStringLiteral("job.sbatch"));
     m_jobOutput = QDir(m_request.workDir).filePath(QStringLiteral("job.out"));
     QFile f(script);
-    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(sbatchScript(m_request, layoutFile).toUtf8()) < 0) {
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)
+        || f.write(sbatchScript(m_request, layoutFile).toUtf8()) < 0) {
         end(profiles::RunState::Failed, QStringLiteral("cannot write %1: %2").arg(script, f.errorString()));
         return;
     }
@@ -204,8 +215,9 @@ void RunController::startSbatch(const QString& layoutFile)
     QProcess sbatch;
     sbatch.start(m_command.first(), m_command.mid(1));
     if (!sbatch.waitForStarted(10000)) {
-        end(profiles::RunState::Failed, QStringLiteral("sbatch could not be started (%1); install slurm-client (installer/bootstrap.sh)")
-                                          .arg(sbatch.errorString()));
+        end(profiles::RunState::Failed,
+            QStringLiteral("sbatch could not be started (%1); install slurm-client (installer/bootstrap.sh)")
+                .arg(sbatch.errorString()));
         return;
     }
     sbatch.waitForFinished(60000);
@@ -216,9 +228,10 @@ void RunController::startSbatch(const QString& layoutFile)
     m_jobId.toLongLong(&numeric);
     if (sbatch.exitStatus() != QProcess::NormalExit || sbatch.exitCode() != 0 || !numeric) {
         m_tail += err + QLatin1Char('\n');
-        end(profiles::RunState::Failed, QStringLiteral("sbatch refused the job: %1")
-                                          .arg(err.isEmpty() ? QStringLiteral("exit code %1").arg(sbatch.exitCode())
-                                                             : err.section(QLatin1Char('\n'), -1)));
+        end(profiles::RunState::Failed,
+            QStringLiteral("sbatch refused the job: %1")
+                .arg(err.isEmpty() ? QStringLiteral("exit code %1").arg(sbatch.exitCode())
+                                   : err.section(QLatin1Char('\n'), -1)));
         return;
     }
     m_tail += QStringLiteral("loom: submitted Slurm job %1\n").arg(m_jobId);
@@ -239,9 +252,10 @@ void RunController::pollJob()
         feed(chunk);
     }
     QProcess scontrol;
-    scontrol.start(QStringLiteral("scontrol"), {QStringLiteral("show"), QStringLiteral("job"), QStringLiteral("-o"), m_jobId});
+    scontrol.start(
+        QStringLiteral("scontrol"), { QStringLiteral("show"), QStringLiteral("job"), QStringLiteral("-o"), m_jobId });
     if (!scontrol.waitForFinished(10000))
-        return;  // the controller is busy: ask again next time
+        return; // the controller is busy: ask again next time
     const QString text = QString::fromUtf8(scontrol.readAllStandardOutput() + scontrol.readAllStandardError());
     static const QRegularExpression stateRe(QStringLiteral("JobState=(\\S+)"));
     static const QRegularExpression exitRe(QStringLiteral("\\bExitCode=(\\d+):(\\d+)"));
@@ -251,10 +265,11 @@ void RunController::pollJob()
         return;
     if (state == QLatin1String("RUNNING") && !m_jobRunning) {
         m_jobRunning = true;
-        m_sinceFrame.restart();  // waiting in the queue is not a lack of progress
+        m_sinceFrame.restart(); // waiting in the queue is not a lack of progress
     }
-    if (state == QLatin1String("PENDING") || state == QLatin1String("RUNNING") || state == QLatin1String("CONFIGURING") ||
-        state == QLatin1String("COMPLETING") || state == QLatin1String("SUSPENDED") || state == QLatin1String("REQUEUED"))
+    if (state == QLatin1String("PENDING") || state == QLatin1String("RUNNING") || state == QLatin1String("CONFIGURING")
+        || state == QLatin1String("COMPLETING") || state == QLatin1String("SUSPENDED")
+        || state == QLatin1String("REQUEUED"))
         return;
     // The job is over: read what is left of its output, then decide.
     if (out.isOpen() || out.open(QIODevice::ReadOnly)) {
@@ -266,8 +281,9 @@ void RunController::pollJob()
     m_jobPoll.stop();
     const auto exit = exitRe.match(text);
     if (m_progressTimedOut) {
-        end(profiles::RunState::Failed, QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
-                                          .arg(m_request.progressTimeoutSeconds));
+        end(profiles::RunState::Failed,
+            QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
+                .arg(m_request.progressTimeoutSeconds));
     } else if (m_cancelling) {
         end(profiles::RunState::Cancelled, QStringLiteral("cancelled after step %1").arg(m_steps));
     } else if ((state == QLatin1String("COMPLETED") || state.isEmpty()) && m_sawEnd) {
@@ -277,7 +293,7 @@ void RunController::pollJob()
         if (cause.isEmpty())
             cause = QStringLiteral("Slurm job %1 ended %2 (exit code %3, reason %4)")
                         .arg(m_jobId, state.isEmpty() ? QStringLiteral("without a trace") : state,
-                             exit.hasMatch() ? exit.captured(1) : QStringLiteral("?"), reasonRe.match(text).captured(1));
+                            exit.hasMatch() ? exit.captured(1) : QStringLiteral("?"), reasonRe.match(text).captured(1));
         end(profiles::RunState::Failed, cause);
     }
 }
@@ -314,11 +330,11 @@ QList<qint64> RunController::groupMembers()
         if (m_pgid > 0 && fields.size() > 1 && fields[1].toLongLong() == m_pgid)
             members.append(pid);
         if (fields.size() > 1)
-            children.emplace(fields[1].toLongLong(), pid);  // fields[1] is the parent
+            children.emplace(fields[1].toLongLong(), pid); // fields[1] is the parent
     }
     // mpirun may give its ranks process groups of their own: remember every descendant of the job's leader
     // while it lives, and keep counting those that still exist.
-    for (QList<qint64> todo{m_pgid}; m_pgid > 0 && !todo.isEmpty();)
+    for (QList<qint64> todo { m_pgid }; m_pgid > 0 && !todo.isEmpty();)
         for (auto [it, last] = children.equal_range(todo.takeFirst()); it != last; ++it) {
             m_seen.insert(it->second);
             todo << it->second;
@@ -339,10 +355,9 @@ void RunController::reapGroup()
     waited.start();
     for (;;) {
         int status = 0;
-        while (::waitpid(static_cast<pid_t>(-m_pgid), &status, WNOHANG) > 0) {
-        }
+        while (::waitpid(static_cast<pid_t>(-m_pgid), &status, WNOHANG) > 0) { }
         for (const qint64 pid : std::as_const(m_seen))
-            ::waitpid(static_cast<pid_t>(pid), &status, WNOHANG);  // handed to this process (the subreaper)
+            ::waitpid(static_cast<pid_t>(pid), &status, WNOHANG); // handed to this process (the subreaper)
         const QList<qint64> left = groupMembers();
         if (left.isEmpty())
             return;
@@ -353,7 +368,8 @@ void RunController::reapGroup()
             QStringList pids;
             for (const qint64 pid : left)
                 pids << QString::number(pid);
-            m_tail += QStringLiteral("loom: processes %1 of the run did not exit within 10 s of SIGKILL\n").arg(pids.join(QLatin1Char(' ')));
+            m_tail += QStringLiteral("loom: processes %1 of the run did not exit within 10 s of SIGKILL\n")
+                          .arg(pids.join(QLatin1Char(' ')));
             return;
         }
         QThread::msleep(20);
@@ -374,20 +390,21 @@ void RunController::stopJob()
     case Mode::Local:
         signalRanks(SIGTERM);
         break;
-    case Mode::Ranks:  // each rank finishes its step and stops
+    case Mode::Ranks: // each rank finishes its step and stops
         m_ranks->signalAll(SIGTERM);
         break;
-    case Mode::Ssh:  // the head node's script SIGTERMs mpirun, then SIGKILLs it after the grace period
+    case Mode::Ssh: // the head node's script SIGTERMs mpirun, then SIGKILLs it after the grace period
         m_process->write("cancel\n");
         break;
-    case Mode::Srun:  // srun passes SIGTERM on to every task
+    case Mode::Srun: // srun passes SIGTERM on to every task
         ::kill(static_cast<pid_t>(m_pgid), SIGTERM);
         break;
     case Mode::Sbatch: {
-        QProcess::execute(QStringLiteral("scancel"), {QStringLiteral("--full"), QStringLiteral("--signal=TERM"), m_jobId});
+        QProcess::execute(
+            QStringLiteral("scancel"), { QStringLiteral("--full"), QStringLiteral("--signal=TERM"), m_jobId });
         QTimer::singleShot(static_cast<int>(m_request.cancelGraceSeconds * 1000), this, [this] {
             if (!m_ended)
-                QProcess::execute(QStringLiteral("scancel"), {m_jobId});
+                QProcess::execute(QStringLiteral("scancel"), { m_jobId });
         });
         return;
     }
@@ -406,14 +423,14 @@ void RunController::handleFrame(const trace::Frame& frame)
     trace::TelemetryFrame typed;
     try {
         typed = trace::decode(frame);
-    } catch (const trace::FrameError& e) {  // passed its CRC but cannot be read: skip it, say why once
+    } catch (const trace::FrameError& e) { // passed its CRC but cannot be read: skip it, say why once
         if (m_badFrames++ == 0)
             m_tail += QStringLiteral("loom: skipped a telemetry frame: %1\n").arg(QString::fromUtf8(e.what()));
         return;
     }
     switch (trace::typeOf(typed)) {
     case trace::FrameType::Run:
-        break;  // the launcher wrote the layout itself; nothing here it does not know
+        break; // the launcher wrote the layout itself; nothing here it does not know
     case trace::FrameType::Groups:
         emit groupsReceived(std::get<trace::GroupsFrame>(typed).groups);
         break;
@@ -427,7 +444,7 @@ void RunController::handleFrame(const trace::Frame& frame)
     }
     case trace::FrameType::Step: {
         const auto& f = std::get<trace::StepFrame>(typed);
-        const profiles::StepRecord s{f.step, f.loss, f.tokensPerSecond, f.stepTimeSeconds, f.gradNorm, f.lr};
+        const profiles::StepRecord s { f.step, f.loss, f.tokensPerSecond, f.stepTimeSeconds, f.gradNorm, f.lr };
         m_steps = s.step;
         if (m_store && m_run)
             m_store->addStep(m_run, s);
@@ -466,7 +483,7 @@ void RunController::feed(const QByteArray& chunk)
     while (m_reader.next(frame)) {
         try {
             handleFrame(frame);
-        } catch (const std::exception& e) {  // the store failed: keep following the run, say so once
+        } catch (const std::exception& e) { // the store failed: keep following the run, say so once
             if (!m_storeProblem) {
                 m_storeProblem = true;
                 m_tail += QStringLiteral("loom: %1\n").arg(QString::fromUtf8(e.what()));
@@ -480,9 +497,10 @@ void RunController::checkProgress()
     if (m_ended || m_cancelling || (m_mode == Mode::Sbatch ? !m_jobRunning : !isRunning()))
         return;
     if (m_mode == Mode::Local)
-        groupMembers();  // notes the ranks below mpirun
+        groupMembers(); // notes the ranks below mpirun
     if (m_sinceFrame.elapsed() > m_request.progressTimeoutSeconds * 1000) {
-        m_tail += QStringLiteral("loom: no progress for %1 s; stopping the run\n").arg(m_request.progressTimeoutSeconds);
+        m_tail
+            += QStringLiteral("loom: no progress for %1 s; stopping the run\n").arg(m_request.progressTimeoutSeconds);
         m_cancelling = true;
         m_progressTimedOut = true;
         stopJob();
@@ -491,13 +509,16 @@ void RunController::checkProgress()
 
 QString RunController::causeFromLog(const QString& log)
 {
-    static const QRegularExpression died(QStringLiteral("process rank (\\d+) with PID \\d+ on node (\\S+) exited on signal (\\d+)"));
+    static const QRegularExpression died(
+        QStringLiteral("process rank (\\d+) with PID \\d+ on node (\\S+) exited on signal (\\d+)"));
     static const QRegularExpression rankError(QStringLiteral("loom-train: rank (\\d+): ([^\\n]+)"));
     static const QRegularExpression layoutError(QStringLiteral("loom-train: (the layout[^\\n]+)"));
     static const QRegularExpression folder(QStringLiteral("loom: (cannot write the run folder [^\\n]+)"));
-    static const QRegularExpression daemons(QStringLiteral("ORTE was unable to reliably start one or more daemons|"
-                                                           "ORTE does not know how to route|An ORTE daemon has unexpectedly failed"));
-    static const QRegularExpression missing(QStringLiteral("was unable to find the executable|could not access or execute"));
+    static const QRegularExpression daemons(
+        QStringLiteral("ORTE was unable to reliably start one or more daemons|"
+                       "ORTE does not know how to route|An ORTE daemon has unexpectedly failed"));
+    static const QRegularExpression missing(
+        QStringLiteral("was unable to find the executable|could not access or execute"));
     if (auto m = died.match(log); m.hasMatch())
         return QStringLiteral("rank %1 died (signal %3 on node %2)").arg(m.captured(1), m.captured(2), m.captured(3));
     if (auto m = rankError.match(log); m.hasMatch())
@@ -507,8 +528,9 @@ QString RunController::causeFromLog(const QString& log)
     if (auto m = folder.match(log); m.hasMatch())
         return m.captured(1);
     if (daemons.match(log).hasMatch())
-        return QStringLiteral("mpirun could not start its daemon on every host; check that the head node reaches each host "
-                              "by ssh without a password");
+        return QStringLiteral(
+            "mpirun could not start its daemon on every host; check that the head node reaches each host "
+            "by ssh without a password");
     if (missing.match(log).hasMatch())
         return QStringLiteral("mpirun could not find or run the engine");
     return {};
@@ -518,8 +540,9 @@ void RunController::processFinished(int exitCode, QProcess::ExitStatus status)
 {
     readOutput();
     if (m_progressTimedOut) {
-        end(profiles::RunState::Failed, QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
-                                          .arg(m_request.progressTimeoutSeconds));
+        end(profiles::RunState::Failed,
+            QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
+                .arg(m_request.progressTimeoutSeconds));
         return;
     }
     if (m_cancelling) {
@@ -541,8 +564,9 @@ void RunController::processFinished(int exitCode, QProcess::ExitStatus status)
         cause = QStringLiteral("ssh to %1 failed: %2").arg(head, why.isEmpty() ? QStringLiteral("exit code 255") : why);
     }
     if (cause.isEmpty())
-        cause = status == QProcess::CrashExit ? QStringLiteral("mpirun crashed")
-                                              : QStringLiteral("the job ended with exit code %1 before finishing").arg(exitCode);
+        cause = status == QProcess::CrashExit
+            ? QStringLiteral("mpirun crashed")
+            : QStringLiteral("the job ended with exit code %1 before finishing").arg(exitCode);
     end(profiles::RunState::Failed, cause);
 }
 
@@ -560,7 +584,7 @@ void RunController::end(profiles::RunState state, const QString& cause)
         if (m_ranks)
             m_ranks->waitForAll(5000);
     }
-    signalJob(SIGKILL);  // anything of the group still alive
+    signalJob(SIGKILL); // anything of the group still alive
     reapGroup();
     if (m_store && m_run) {
         try {
@@ -572,4 +596,4 @@ void RunController::end(profiles::RunState state, const QString& cause)
     emit finished(state, cause, m_tail.right(2000));
 }
 
-}  // namespace loom::launcher
+} // namespace loom::launcher

@@ -1,8 +1,8 @@
 #pragma once
 
+#include "engine/trace/TelemetryStream.h"
 #include "launcher/LaunchCommands.h"
 #include "launcher/LocalRanks.h"
-#include "engine/trace/TelemetryStream.h"
 #include "profiles/RunStore.h"
 
 #include <QElapsedTimer>
@@ -19,9 +19,9 @@ namespace loom::launcher {
 // over ssh, or a Slurm job (sbatch, or srun inside an allocation). Follows its telemetry stream, stores
 // steps, events and checkpoints in the run store, and reports progress, failure (with its cause in one
 // sentence and the log's tail) and cancellation. A gloo layout on this machine needs no mpirun: its ranks are
-// started here, one process each (LocalRanks), with the same cancel, failure and clean-up. Local jobs run in their own process group, so cancel
-// reaches every rank: SIGTERM first (ranks finish their step and stop), SIGKILL after the grace period;
-// over ssh a line on ssh's input makes the head node do the same; under Slurm it is scancel.
+// started here, one process each (LocalRanks), with the same cancel, failure and clean-up. Local jobs run in their own
+// process group, so cancel reaches every rank: SIGTERM first (ranks finish their step and stop), SIGKILL after the
+// grace period; over ssh a line on ssh's input makes the head node do the same; under Slurm it is scancel.
 class RunController : public QObject {
     Q_OBJECT
 public:
@@ -49,7 +49,7 @@ signals:
     void finished(loom::profiles::RunState state, const QString& cause, const QString& logTail);
 
 private:
-    enum class Mode { Local, Ssh, Srun, Sbatch, Ranks };  // Ranks: started here without mpirun (LocalRanks)
+    enum class Mode { Local, Ssh, Srun, Sbatch, Ranks }; // Ranks: started here without mpirun (LocalRanks)
     void startProcess(const Command& command);
     void startRanks(const QString& layoutFile);
     void ranksFinished(int failedRank, const QString& cause);
@@ -74,11 +74,11 @@ private:
     std::unique_ptr<QProcess> m_process;
     std::unique_ptr<LocalRanks> m_ranks;
     trace::StreamReader m_reader;
-    QString m_tail;  // the last output, for failure reports
+    QString m_tail; // the last output, for failure reports
     QStringList m_command;
     Mode m_mode = Mode::Local;
-    QString m_jobId;          // Slurm
-    QString m_jobOutput;      // Slurm: the job's output file, followed
+    QString m_jobId; // Slurm
+    QString m_jobOutput; // Slurm: the job's output file, followed
     qint64 m_jobOffset = 0;
     bool m_jobRunning = false;
     QTimer m_jobPoll;
@@ -89,12 +89,12 @@ private:
     bool m_sawEnd = false;
     bool m_progressTimedOut = false;
     bool m_storeProblem = false;
-    qint64 m_badFrames = 0;  // frames that could not be read (the first reason goes to the log)
+    qint64 m_badFrames = 0; // frames that could not be read (the first reason goes to the log)
     qint64 m_pgid = 0;
-    QSet<qint64> m_seen;  // processes seen below the job's leader
+    QSet<qint64> m_seen; // processes seen below the job's leader
     LaunchRequest m_request;
     QElapsedTimer m_sinceFrame;
     QTimer m_watchdog;
 };
 
-}  // namespace loom::launcher
+} // namespace loom::launcher

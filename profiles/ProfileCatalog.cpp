@@ -70,12 +70,14 @@ bool ProfileCatalog::remove(std::string_view name, std::optional<Profile::Kind> 
 std::string profileNameProblem(const std::string& name)
 {
     if (!name.empty() && name.front() == '-')
-        return "the name \"" + name.substr(0, 60) + "\" starts with '-', so on a command line it would read as an option; "
-               "give the profile a name that starts with a letter or digit";
+        return "the name \"" + name.substr(0, 60)
+            + "\" starts with '-', so on a command line it would read as an option; "
+              "give the profile a name that starts with a letter or digit";
     for (unsigned char c : name)
         if (c < 0x20 || c == 0x7f)
-            return "the name holds a control character (code " + std::to_string(c) + "); write it in plain letters, digits and "
-                   "punctuation";
+            return "the name holds a control character (code " + std::to_string(c)
+                + "); write it in plain letters, digits and "
+                  "punctuation";
     return {};
 }
 

@@ -32,7 +32,8 @@ ProfileReadResult readProfile(std::string_view text)
     std::string why;
     json root = parseJsonLimited(text, &why);
     if (root.is_discarded()) {
-        d.error("", "the profile cannot be read: " + why + "; a profile starts with {\"loom_profile\": 1, \"kind\": ...}");
+        d.error(
+            "", "the profile cannot be read: " + why + "; a profile starts with {\"loom_profile\": 1, \"kind\": ...}");
         return result;
     }
     if (!root.is_object()) {

@@ -54,7 +54,7 @@ QString processStart(qint64 pid)
         return {};
     const QString text = QString::fromLatin1(f.readAll());
     const QStringList fields = text.mid(text.lastIndexOf(QLatin1Char(')')) + 2).split(QLatin1Char(' '));
-    return fields.value(19);  // fields after "(comm)" start at field 3; field 22 is index 19
+    return fields.value(19); // fields after "(comm)" start at field 3; field 22 is index 19
 }
 
 QString thisOwner()
@@ -84,12 +84,14 @@ bool ownerGone(const QString& owner)
 
 const char* kRunColumns = "id, name, layout_json, cluster, command, started_at, ended_at, state, exit_cause, steps";
 
-}  // namespace
+} // namespace
 
-qint64 RunStore::startRun(const QString& name, const QString& layoutJson, const QString& cluster, const QString& command)
+qint64 RunStore::startRun(
+    const QString& name, const QString& layoutJson, const QString& cluster, const QString& command)
 {
     QSqlQuery q(db(m_store));
-    q.prepare(QStringLiteral("INSERT INTO runs (name, layout_json, cluster, command, state, owner) VALUES (?, ?, ?, ?, 'running', ?)"));
+    q.prepare(QStringLiteral(
+        "INSERT INTO runs (name, layout_json, cluster, command, state, owner) VALUES (?, ?, ?, ?, 'running', ?)"));
     q.addBindValue(name);
     q.addBindValue(layoutJson);
     q.addBindValue(cluster);
@@ -103,10 +105,11 @@ qint64 RunStore::startRun(const QString& name, const QString& layoutJson, const 
 void RunStore::addStep(qint64 run, const StepRecord& s)
 {
     QSqlQuery q(db(m_store));
-    q.prepare(QStringLiteral("INSERT OR REPLACE INTO step_metrics (run_id, step, loss, tokens_per_s, step_time_s, grad_norm, lr) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?)"));
-    for (const QVariant& v : {QVariant(run), QVariant(s.step), QVariant(s.loss), QVariant(s.tokensPerSecond),
-                              QVariant(s.stepTimeSeconds), QVariant(s.gradNorm), QVariant(s.lr)})
+    q.prepare(QStringLiteral(
+        "INSERT OR REPLACE INTO step_metrics (run_id, step, loss, tokens_per_s, step_time_s, grad_norm, lr) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)"));
+    for (const QVariant& v : { QVariant(run), QVariant(s.step), QVariant(s.loss), QVariant(s.tokensPerSecond),
+             QVariant(s.stepTimeSeconds), QVariant(s.gradNorm), QVariant(s.lr) })
         q.addBindValue(v);
     if (!q.exec())
         fail(m_store, QStringLiteral("cannot store step %1 of run %2").arg(s.step).arg(run), q.lastError());
@@ -126,10 +129,13 @@ void RunStore::addEvents(qint64 run, const std::vector<trace::TraceEvent>& event
     // Qt's SQLite driver wraps the system libsqlite3; its handle lets the bulk insert bind values directly
     // (4x faster than QSqlQuery's QVariant binding, see tests/bench/bench_runstore.cpp).
     const QVariant handle = d.driver()->handle();
-    sqlite3* h = handle.isValid() && qstrcmp(handle.typeName(), "sqlite3*") == 0 ? *static_cast<sqlite3* const*>(handle.constData())
-                                                                                   : nullptr;
+    sqlite3* h = handle.isValid() && qstrcmp(handle.typeName(), "sqlite3*") == 0
+        ? *static_cast<sqlite3* const*>(handle.constData())
+        : nullptr;
     if (!h)
-        throw StoreError(QStringLiteral("store %1: the Qt SQL driver is not SQLite; cannot store events").arg(m_store.path()).toStdString());
+        throw StoreError(QStringLiteral("store %1: the Qt SQL driver is not SQLite; cannot store events")
+                             .arg(m_store.path())
+                             .toStdString());
     auto sqliteFail = [&](const QString& what) {
         const QString message = QString::fromUtf8(sqlite3_errmsg(h));
         throw StoreError(QStringLiteral("store %1: %2 (%3)").arg(m_store.path(), what, message).toStdString());
@@ -138,10 +144,11 @@ void RunStore::addEvents(qint64 run, const std::vector<trace::TraceEvent>& event
         fail(m_store, QStringLiteral("cannot start storing events"), d.lastError());
     sqlite3_stmt* st = nullptr;
     if (sqlite3_prepare_v2(h,
-                           "INSERT INTO events (run_id, rank, lane, kind, source, step, micro_batch, stage, chunk, start_ns, "
-                           "end_ns, bytes, wire_bytes, grp, group_size, peer, algorithm, codec) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           -1, &st, nullptr) != SQLITE_OK) {
+            "INSERT INTO events (run_id, rank, lane, kind, source, step, micro_batch, stage, chunk, start_ns, "
+            "end_ns, bytes, wire_bytes, grp, group_size, peer, algorithm, codec) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            -1, &st, nullptr)
+        != SQLITE_OK) {
         d.rollback();
         sqliteFail(QStringLiteral("cannot store events of run %1").arg(run));
     }
@@ -168,7 +175,11 @@ void RunStore::addEvents(qint64 run, const std::vector<trace::TraceEvent>& event
             const QString message = QString::fromUtf8(sqlite3_errmsg(h));
             sqlite3_finalize(st);
             d.rollback();
-            throw StoreError(QStringLiteral("store %1: cannot store events of run %2 (%3)").arg(m_store.path()).arg(run).arg(message).toStdString());
+            throw StoreError(QStringLiteral("store %1: cannot store events of run %2 (%3)")
+                                 .arg(m_store.path())
+                                 .arg(run)
+                                 .arg(message)
+                                 .toStdString());
         }
         sqlite3_reset(st);
     }
@@ -207,15 +218,16 @@ std::vector<CheckpointRecord> RunStore::checkpoints(qint64 run) const
     if (!q.exec())
         fail(m_store, QStringLiteral("cannot read the checkpoints of run %1").arg(run), q.lastError());
     while (q.next())
-        out.push_back({q.value(0).toLongLong(), q.value(1).toString()});
+        out.push_back({ q.value(0).toLongLong(), q.value(1).toString() });
     return out;
 }
 
 void RunStore::finishRun(qint64 run, RunState state, const QString& exitCause)
 {
     QSqlQuery q(db(m_store));
-    q.prepare(QStringLiteral("UPDATE runs SET state = ?, exit_cause = ?, ended_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') "
-                             "WHERE id = ?"));
+    q.prepare(
+        QStringLiteral("UPDATE runs SET state = ?, exit_cause = ?, ended_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') "
+                       "WHERE id = ?"));
     q.addBindValue(toString(state));
     q.addBindValue(exitCause.isNull() ? QStringLiteral("") : exitCause);
     q.addBindValue(run);
@@ -235,8 +247,9 @@ int RunStore::markInterrupted()
     int marked = 0;
     for (const qint64 id : gone) {
         QSqlQuery u(db(m_store));
-        u.prepare(QStringLiteral("UPDATE runs SET state = 'interrupted', exit_cause = 'Loom stopped while the run was going', "
-                                 "ended_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ? AND state = 'running'"));
+        u.prepare(QStringLiteral(
+            "UPDATE runs SET state = 'interrupted', exit_cause = 'Loom stopped while the run was going', "
+            "ended_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ? AND state = 'running'"));
         u.addBindValue(id);
         if (!u.exec())
             fail(m_store, QStringLiteral("cannot mark run %1 interrupted").arg(id), u.lastError());
@@ -272,13 +285,14 @@ std::vector<StepRecord> RunStore::steps(qint64 run) const
 {
     std::vector<StepRecord> out;
     QSqlQuery q(db(m_store));
-    q.prepare(QStringLiteral("SELECT step, loss, tokens_per_s, step_time_s, grad_norm, lr FROM step_metrics WHERE run_id = ? ORDER BY step"));
+    q.prepare(QStringLiteral("SELECT step, loss, tokens_per_s, step_time_s, grad_norm, lr FROM step_metrics WHERE "
+                             "run_id = ? ORDER BY step"));
     q.addBindValue(run);
     if (!q.exec())
         fail(m_store, QStringLiteral("cannot read the steps of run %1").arg(run), q.lastError());
     while (q.next())
-        out.push_back({q.value(0).toLongLong(), q.value(1).toDouble(), q.value(2).toDouble(), q.value(3).toDouble(),
-                       q.value(4).toDouble(), q.value(5).toDouble()});
+        out.push_back({ q.value(0).toLongLong(), q.value(1).toDouble(), q.value(2).toDouble(), q.value(3).toDouble(),
+            q.value(4).toDouble(), q.value(5).toDouble() });
     return out;
 }
 
@@ -287,8 +301,9 @@ std::vector<trace::TraceEvent> RunStore::events(qint64 run) const
     std::vector<trace::TraceEvent> out;
     QSqlQuery q(db(m_store));
     q.setForwardOnly(true);
-    q.prepare(QStringLiteral("SELECT rank, lane, kind, source, step, micro_batch, stage, chunk, start_ns, end_ns, bytes, wire_bytes, "
-                             "grp, group_size, peer, algorithm, codec FROM events WHERE run_id = ? ORDER BY rank, start_ns"));
+    q.prepare(QStringLiteral(
+        "SELECT rank, lane, kind, source, step, micro_batch, stage, chunk, start_ns, end_ns, bytes, wire_bytes, "
+        "grp, group_size, peer, algorithm, codec FROM events WHERE run_id = ? ORDER BY rank, start_ns"));
     q.addBindValue(run);
     if (!q.exec())
         fail(m_store, QStringLiteral("cannot read the events of run %1").arg(run), q.lastError());
@@ -326,4 +341,4 @@ bool RunStore::removeRun(qint64 id)
     return q.numRowsAffected() > 0;
 }
 
-}  // namespace loom::profiles
+} // namespace loom::profiles

@@ -19,13 +19,13 @@ struct RunRecord {
     QString command;
     QString startedAt, endedAt;
     RunState state = RunState::Running;
-    QString exitCause;  // one sentence when not finished
+    QString exitCause; // one sentence when not finished
     qint64 steps = 0;
 };
 
 struct CheckpointRecord {
     qint64 step = 0;
-    QString path;  // the checkpoint's folder, as the engine saw it (on the cluster for remote runs)
+    QString path; // the checkpoint's folder, as the engine saw it (on the cluster for remote runs)
 };
 
 struct StepRecord {
@@ -38,7 +38,10 @@ struct StepRecord {
 // left "running" into "interrupted" at the next start. Throws StoreError on database failures.
 class RunStore {
 public:
-    explicit RunStore(Store& store) : m_store(store) {}
+    explicit RunStore(Store& store)
+        : m_store(store)
+    {
+    }
 
     qint64 startRun(const QString& name, const QString& layoutJson, const QString& cluster, const QString& command);
     void addStep(qint64 run, const StepRecord& step);
@@ -63,4 +66,4 @@ private:
     Store& m_store;
 };
 
-}  // namespace loom::profiles
+} // namespace loom::profiles

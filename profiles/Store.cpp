@@ -69,8 +69,7 @@ const std::vector<Migration>& migrations()
                 " run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,"
                 " step INTEGER NOT NULL, path TEXT NOT NULL,"
                 " PRIMARY KEY (run_id, step))" } },
-        { 4, "the process that follows each run",
-            { "ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT ''" } },
+        { 4, "the process that follows each run", { "ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT ''" } },
     };
     return list;
 }
@@ -96,7 +95,7 @@ QSqlQuery exec(const QString& connection, const QString& path, const QString& sq
 bool readOnlyError(const QSqlError& error)
 {
     return error.nativeErrorCode() == QLatin1String("8") || error.text().contains(QLatin1String("readonly"))
-           || error.text().contains(QLatin1String("read-only"));
+        || error.text().contains(QLatin1String("read-only"));
 }
 
 // The file, or the folder where SQLite puts its -wal and -shm files, cannot be written (permissions or a
@@ -104,15 +103,17 @@ bool readOnlyError(const QSqlError& error)
 bool readOnlyPlace(const QString& path)
 {
     const QByteArray file = QFile::encodeName(path), folder = QFile::encodeName(QFileInfo(path).absolutePath());
-    return QFileInfo::exists(path) && (::access(file.constData(), W_OK) != 0 || ::access(folder.constData(), W_OK) != 0);
+    return QFileInfo::exists(path)
+        && (::access(file.constData(), W_OK) != 0 || ::access(folder.constData(), W_OK) != 0);
 }
 
 [[noreturn]] void failReadOnly(const QString& path, const QSqlError& error)
 {
-    throw StoreError(QStringLiteral("store %1 is read-only (%2); Loom writes its store: make the file and its folder writable, "
-                                    "or set LOOM_DB to a writable file")
-                         .arg(path, error.text())
-                         .toStdString());
+    throw StoreError(
+        QStringLiteral("store %1 is read-only (%2); Loom writes its store: make the file and its folder writable, "
+                       "or set LOOM_DB to a writable file")
+            .arg(path, error.text())
+            .toStdString());
 }
 
 } // namespace
@@ -196,7 +197,7 @@ void Store::open(int targetVersion)
     try {
         exec(m_connection, m_path, QStringLiteral("PRAGMA journal_mode = WAL"));
     } catch (const StoreError&) {
-        QSqlQuery probe(db);  // a read-only file or folder fails here first: say so
+        QSqlQuery probe(db); // a read-only file or folder fails here first: say so
         if (!probe.exec(QStringLiteral("PRAGMA user_version = %1").arg(version)) && readOnlyError(probe.lastError()))
             failReadOnly(m_path, probe.lastError());
         throw;
@@ -219,7 +220,8 @@ void Store::migrate(int from, int to)
         // then the version is read again: the other process may have done this step already.
         QSqlQuery begin(db);
         if (!begin.exec(QStringLiteral("BEGIN IMMEDIATE")))
-            fail(m_path, QStringLiteral("cannot start migration %1 (%2)").arg(m.version).arg(m.what), begin.lastError());
+            fail(
+                m_path, QStringLiteral("cannot start migration %1 (%2)").arg(m.version).arg(m.what), begin.lastError());
         try {
             if (schemaVersion() >= m.version) {
                 exec(m_connection, m_path, QStringLiteral("COMMIT"));
@@ -250,27 +252,31 @@ void Store::checkOwnership()
     const int version = v.next() ? v.value(0).toInt() : 0;
     v.finish();
     QStringList tables;
-    QSqlQuery t = exec(m_connection, m_path, QStringLiteral("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"));
+    QSqlQuery t = exec(
+        m_connection, m_path, QStringLiteral("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"));
     while (t.next())
         tables << t.value(0).toString();
     t.finish();
     exec(m_connection, m_path, QStringLiteral("COMMIT"));
-    static const QStringList loomTables{QStringLiteral("checkpoints"), QStringLiteral("events"), QStringLiteral("layouts"),
-                                        QStringLiteral("profiles"), QStringLiteral("runs"), QStringLiteral("step_metrics")};
+    static const QStringList loomTables { QStringLiteral("checkpoints"), QStringLiteral("events"),
+        QStringLiteral("layouts"), QStringLiteral("profiles"), QStringLiteral("runs"), QStringLiteral("step_metrics") };
     const bool empty = id == 0 && version == 0 && tables.isEmpty();
     // Stores made before Loom set its application id: version 1..3 and only Loom's tables.
-    const bool olderLoom = id == 0 && version >= 1 && version <= kSchemaVersion && tables.contains(QStringLiteral("profiles"))
-                           && std::all_of(tables.begin(), tables.end(), [](const QString& n) { return loomTables.contains(n); });
+    const bool olderLoom = id == 0 && version >= 1 && version <= kSchemaVersion
+        && tables.contains(QStringLiteral("profiles"))
+        && std::all_of(tables.begin(), tables.end(), [](const QString& n) { return loomTables.contains(n); });
     if (id == kApplicationId || empty || olderLoom) {
-        if (olderLoom)  // claim it, so later opens need no guessing
+        if (olderLoom) // claim it, so later opens need no guessing
             exec(m_connection, m_path, QStringLiteral("PRAGMA application_id = %1").arg(kApplicationId));
         return;
     }
-    throw StoreError(QStringLiteral("store %1 is not a Loom database (%2); Loom left it untouched: set LOOM_DB to another file")
-                         .arg(m_path,
-                              id != 0 ? QStringLiteral("its SQLite application id is %1, another program's").arg(id)
-                                      : QStringLiteral("it holds tables Loom did not make: %1").arg(tables.mid(0, 5).join(QStringLiteral(", "))))
-                         .toStdString());
+    throw StoreError(
+        QStringLiteral("store %1 is not a Loom database (%2); Loom left it untouched: set LOOM_DB to another file")
+            .arg(m_path,
+                id != 0 ? QStringLiteral("its SQLite application id is %1, another program's").arg(id)
+                        : QStringLiteral("it holds tables Loom did not make: %1")
+                              .arg(tables.mid(0, 5).join(QStringLiteral(", "))))
+            .toStdString());
 }
 
 int Store::schemaVersion() const

@@ -18,8 +18,14 @@ void CandidateModel::setCandidates(std::vector<plan::SearchCandidate> candidates
     endResetModel();
 }
 
-int CandidateModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(m_candidates.size()); }
-int CandidateModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int CandidateModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : int(m_candidates.size());
+}
+int CandidateModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
 
 QVariant CandidateModel::data(const QModelIndex& index, int role) const
 {
@@ -34,19 +40,32 @@ QVariant CandidateModel::data(const QModelIndex& index, int role) const
         return {};
     const bool sortKey = role == Qt::UserRole;
     switch (index.column()) {
-    case Rank: return index.row() + 1;
-    case Tp: return qlonglong(l.parallel.tp);
-    case Pp: return qlonglong(l.parallel.pp);
-    case Dp: return qlonglong(l.parallel.dp);
-    case Vpp: return qlonglong(l.parallel.vpp);
-    case MicroBatch: return qlonglong(l.parallel.microBatch);
-    case Schedule: return QString::fromLatin1(plan::toString(l.parallel.schedule).data());
-    case Zero: return l.memory.zero;
-    case Recompute: return QString::fromLatin1(plan::toString(l.memory.recompute).data());
-    case StepTime: return sortKey ? QVariant(p.stepTime) : QVariant(formatSeconds(p.stepTime));
-    case TokensPerS: return sortKey ? QVariant(p.tokensPerSecond) : QVariant(QLocale().toString(p.tokensPerSecond, 'f', 0));
-    case Tflops: return sortKey ? QVariant(p.tflopsPerGpu) : QVariant(QLocale().toString(p.tflopsPerGpu, 'f', 1));
-    case MemoryGB: return sortKey ? QVariant(p.memory.total()) : QVariant(QLocale().toString(p.memory.total(), 'f', 1));
+    case Rank:
+        return index.row() + 1;
+    case Tp:
+        return qlonglong(l.parallel.tp);
+    case Pp:
+        return qlonglong(l.parallel.pp);
+    case Dp:
+        return qlonglong(l.parallel.dp);
+    case Vpp:
+        return qlonglong(l.parallel.vpp);
+    case MicroBatch:
+        return qlonglong(l.parallel.microBatch);
+    case Schedule:
+        return QString::fromLatin1(plan::toString(l.parallel.schedule).data());
+    case Zero:
+        return l.memory.zero;
+    case Recompute:
+        return QString::fromLatin1(plan::toString(l.memory.recompute).data());
+    case StepTime:
+        return sortKey ? QVariant(p.stepTime) : QVariant(formatSeconds(p.stepTime));
+    case TokensPerS:
+        return sortKey ? QVariant(p.tokensPerSecond) : QVariant(QLocale().toString(p.tokensPerSecond, 'f', 0));
+    case Tflops:
+        return sortKey ? QVariant(p.tflopsPerGpu) : QVariant(QLocale().toString(p.tflopsPerGpu, 'f', 1));
+    case MemoryGB:
+        return sortKey ? QVariant(p.memory.total()) : QVariant(QLocale().toString(p.memory.total(), 'f', 1));
     }
     return {};
 }
@@ -55,8 +74,8 @@ QVariant CandidateModel::headerData(int section, Qt::Orientation orientation, in
 {
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return QAbstractTableModel::headerData(section, orientation, role);
-    static const char* names[] = {"#", "tp", "pp", "dp", "vpp", "mb", "schedule", "ZeRO", "recompute", "step",
-        "tokens/s", "TFLOP/s/GPU", "memory GB"};
+    static const char* names[] = { "#", "tp", "pp", "dp", "vpp", "mb", "schedule", "ZeRO", "recompute", "step",
+        "tokens/s", "TFLOP/s/GPU", "memory GB" };
     return section >= 0 && section < ColumnCount ? QVariant(tr(names[section])) : QVariant();
 }
 

@@ -10,7 +10,22 @@ namespace loom::views {
 class CandidateModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { Rank, Tp, Pp, Dp, Vpp, MicroBatch, Schedule, Zero, Recompute, StepTime, TokensPerS, Tflops, MemoryGB, ColumnCount };
+    enum Column {
+        Rank,
+        Tp,
+        Pp,
+        Dp,
+        Vpp,
+        MicroBatch,
+        Schedule,
+        Zero,
+        Recompute,
+        StepTime,
+        TokensPerS,
+        Tflops,
+        MemoryGB,
+        ColumnCount
+    };
 
     explicit CandidateModel(QObject* parent = nullptr);
     void setCandidates(std::vector<plan::SearchCandidate> candidates);

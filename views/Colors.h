@@ -10,16 +10,16 @@ namespace loom::views {
 
 // The colour meanings of docs/workbench.md (Okabe–Ito, colour-blind safe), the same in every view.
 namespace colors {
-inline const QColor forward{0x00, 0x72, 0xB2};
-inline const QColor backward{0x00, 0x9E, 0x73};
-inline const QColor recompute{0x56, 0xB4, 0xE9};
-inline const QColor tensorComm{0xE6, 0x9F, 0x00};
-inline const QColor pipelineComm{0xCC, 0x79, 0xA7};
-inline const QColor dataComm{0xD5, 0x5E, 0x00};
-inline const QColor optimizer{0xF0, 0xE4, 0x42};
-inline const QColor idle{0xD9, 0xD9, 0xD9};
-inline const QColor misc{0x99, 0x99, 0x99};
-inline const QColor overBudget{0xC0, 0x1F, 0x1F};
+inline const QColor forward { 0x00, 0x72, 0xB2 };
+inline const QColor backward { 0x00, 0x9E, 0x73 };
+inline const QColor recompute { 0x56, 0xB4, 0xE9 };
+inline const QColor tensorComm { 0xE6, 0x9F, 0x00 };
+inline const QColor pipelineComm { 0xCC, 0x79, 0xA7 };
+inline const QColor dataComm { 0xD5, 0x5E, 0x00 };
+inline const QColor optimizer { 0xF0, 0xE4, 0x42 };
+inline const QColor idle { 0xD9, 0xD9, 0xD9 };
+inline const QColor misc { 0x99, 0x99, 0x99 };
+inline const QColor overBudget { 0xC0, 0x1F, 0x1F };
 } // namespace colors
 
 // The colour of an event by what it is (compute kind, or which parallel dimension a collective serves:

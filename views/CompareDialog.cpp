@@ -16,7 +16,9 @@ namespace {
 
 QString summary(const RunMonitor* m)
 {
-    QString s = QObject::tr("<b>Run %1</b> — %2, %3").arg(m->runId()).arg(QString::fromStdString(m->layout().name).toHtmlEscaped(), profiles::toString(m->state()));
+    QString s = QObject::tr("<b>Run %1</b> — %2, %3")
+                    .arg(m->runId())
+                    .arg(QString::fromStdString(m->layout().name).toHtmlEscaped(), profiles::toString(m->state()));
     const auto& p = m->layout().parallel;
     s += QObject::tr("<br>tp %1 · pp %2 · dp %3, %4, micro-batch %5, global batch %6")
              .arg(p.tp)
@@ -30,7 +32,8 @@ QString summary(const RunMonitor* m)
                  .arg(m->steps().back().loss, 0, 'f', 4)
                  .arg(m->steps().back().step)
                  .arg(QLocale().toString(m->steps().back().tokensPerSecond, 'f', 0))
-                 .arg(QLocale().toString(m->stats().stages.empty() ? 0.0 : 100 * m->stats().stages.front().bubbleFraction, 'f', 1));
+                 .arg(QLocale().toString(
+                     m->stats().stages.empty() ? 0.0 : 100 * m->stats().stages.front().bubbleFraction, 'f', 1));
     return s;
 }
 
@@ -45,7 +48,7 @@ CompareDialog::CompareDialog(profiles::Store* store, qint64 left, qint64 right, 
     auto* layout = new QVBoxLayout(this);
     auto* sides = new QSplitter(Qt::Horizontal);
     std::vector<MetricsPanel*> panels;
-    for (RunMonitor* m : {m_left, m_right}) {
+    for (RunMonitor* m : { m_left, m_right }) {
         auto* column = new QSplitter(Qt::Vertical);
         auto* head = new QLabel(tr("Loading…"));
         head->setTextFormat(Qt::RichText);
@@ -65,8 +68,9 @@ CompareDialog::CompareDialog(profiles::Store* store, qint64 left, qint64 right, 
             head->setText(why.toHtmlEscaped());
         });
     }
-    for (RunMonitor* m : {m_left, m_right})
-        connect(m, &RunMonitor::statsChanged, this, [this, panels] { sameScales(panels); }, Qt::QueuedConnection);
+    for (RunMonitor* m : { m_left, m_right })
+        connect(
+            m, &RunMonitor::statsChanged, this, [this, panels] { sameScales(panels); }, Qt::QueuedConnection);
     layout->addWidget(sides, 1);
     // Both runs load on worker threads; the columns fill in as they arrive.
     m_left->openInBackground(left);
@@ -83,7 +87,7 @@ void CompareDialog::sameScales(const std::vector<MetricsPanel*>& panels)
     auto* b = panels[1]->lossPlot();
     const double steps = std::max(a->xAxis->range().upper, b->xAxis->range().upper);
     const double loss = std::max(a->yAxis->range().upper, b->yAxis->range().upper);
-    for (auto* p : {a, b}) {
+    for (auto* p : { a, b }) {
         p->xAxis->setRangeUpper(steps);
         p->yAxis->setRangeUpper(loss);
         p->replot();

@@ -8,8 +8,14 @@ namespace loom::views {
 
 namespace {
 
-QString num(double x, int precision = 3) { return QLocale().toString(x, 'g', precision); }
-QString big(double x) { return QLocale().toString(qlonglong(x)); }
+QString num(double x, int precision = 3)
+{
+    return QLocale().toString(x, 'g', precision);
+}
+QString big(double x)
+{
+    return QLocale().toString(qlonglong(x));
+}
 
 struct Symbols {
     double B, b, m, s, h, a, l, V, t, p, d, v;
@@ -19,12 +25,15 @@ Symbols symbols(const plan::Layout& l)
 {
     const auto& par = l.parallel;
     const bool interleaved = par.schedule == plan::ScheduleKind::Interleaved;
-    return {double(par.globalBatch), double(par.microBatch), double(par.microBatches()), double(l.model.seqLen),
+    return { double(par.globalBatch), double(par.microBatch), double(par.microBatches()), double(l.model.seqLen),
         double(l.model.hidden), double(l.model.heads), double(l.model.layers), double(l.model.vocab), double(par.tp),
-        double(par.pp), double(par.dp), interleaved ? double(par.vpp) : 1.0};
+        double(par.pp), double(par.dp), interleaved ? double(par.vpp) : 1.0 };
 }
 
-QString percent(double x) { return QLocale().toString(100.0 * x, 'f', 1) + QStringLiteral(" %"); }
+QString percent(double x)
+{
+    return QLocale().toString(100.0 * x, 'f', 1) + QStringLiteral(" %");
+}
 
 } // namespace
 
@@ -62,10 +71,11 @@ QString tflopsPerGpu(const plan::Layout& l, const plan::Prediction& p)
 {
     const Symbols x = symbols(l);
     const bool full = l.memory.recompute == plan::Recompute::Full;
-    const QString formula = full ? QStringLiteral("96·B·s·l·h²·(1 + s/6h + V/16lh)")
-                                 : QStringLiteral("72·B·s·l·h²·(1 + s/6h + V/12lh)");
+    const QString formula
+        = full ? QStringLiteral("96·B·s·l·h²·(1 + s/6h + V/16lh)") : QStringLiteral("72·B·s·l·h²·(1 + s/6h + V/12lh)");
     // Built in pieces: QString::arg() would read "%5²" as placeholder 52.
-    const QString values = QStringLiteral("%1·%2·%3·%4·%5").arg(full ? 96 : 72).arg(big(x.B), big(x.s), big(x.l), big(x.h))
+    const QString values
+        = QStringLiteral("%1·%2·%3·%4·%5").arg(full ? 96 : 72).arg(big(x.B), big(x.s), big(x.l), big(x.h))
         + QChar(0x00B2)
         + QStringLiteral("·(1 + %1/(6·%2) + %3/(%4·%5·%6))")
               .arg(big(x.s), big(x.h), big(x.V))
@@ -74,13 +84,15 @@ QString tflopsPerGpu(const plan::Layout& l, const plan::Prediction& p)
     return QObject::tr("<b>TFLOP/s per GPU</b> = model FLOPs F / (step time × GPUs) (Narayanan et al., SC21, eq. 3, "
                        "%1).<br>F = %2<br>&nbsp;&nbsp;= %3 = %4 FLOPs<br>F / (%5 × %6) = <b>%7 TFLOP/s</b>")
         .arg(full ? QObject::tr("with full recomputation") : QObject::tr("without recomputation"), formula, values,
-            num(p.modelFlops, 4), formatSeconds(p.stepTime), big(double(l.parallel.worldSize())), num(p.tflopsPerGpu, 4));
+            num(p.modelFlops, 4), formatSeconds(p.stepTime), big(double(l.parallel.worldSize())),
+            num(p.tflopsPerGpu, 4));
 }
 
 QString mfu(const plan::Layout& l, const plan::Prediction& p)
 {
-    return QObject::tr("<b>MFU</b> (model FLOPs utilisation) = TFLOP/s per GPU ÷ the device's peak = %1 ÷ %2 (%3 at %4) "
-                       "= <b>%5</b>. Recomputed forwards are not counted (that would be HFU).")
+    return QObject::tr(
+        "<b>MFU</b> (model FLOPs utilisation) = TFLOP/s per GPU ÷ the device's peak = %1 ÷ %2 (%3 at %4) "
+        "= <b>%5</b>. Recomputed forwards are not counted (that would be HFU).")
         .arg(num(p.tflopsPerGpu, 4), num(l.cluster.device.peakTflops(l.precision), 4),
             QString::fromStdString(l.cluster.device.name),
             QString::fromStdString(std::string(plan::toString(l.precision))), percent(p.mfu));
@@ -102,25 +114,31 @@ QString bubble(const plan::Layout& l, const plan::Prediction& p)
     return QObject::tr("<b>Pipeline bubble</b>: idle time of the busiest stage ÷ step time in the simulated schedule = "
                        "%1 ÷ %2 = <b>%3</b>.<br>Closed form (Narayanan et al., SC21; Huang et al., GPipe) for "
                        "p = %4 stages and m = B/(b·dp) = %5/(%6·%7) = %8 micro-batches, %9.")
-        .arg(formatSeconds(p.bubble), formatSeconds(p.stepTime), percent(p.bubbleFraction), big(x.p), big(x.B), big(x.b),
-            big(x.d), big(x.m), closed);
+        .arg(formatSeconds(p.bubble), formatSeconds(p.stepTime), percent(p.bubbleFraction), big(x.p), big(x.B),
+            big(x.b), big(x.d), big(x.m), closed);
 }
 
 QString stepPart(const plan::Layout& l, const plan::Prediction& p, const QString& part)
 {
     const Symbols x = symbols(l);
     const double share = [&] {
-        if (part == QLatin1String("compute")) return p.compute;
-        if (part == QLatin1String("tp")) return p.tpExposed;
-        if (part == QLatin1String("pp")) return p.ppExposed;
-        if (part == QLatin1String("dp")) return p.dpExposed;
-        if (part == QLatin1String("bubble")) return p.bubble;
+        if (part == QLatin1String("compute"))
+            return p.compute;
+        if (part == QLatin1String("tp"))
+            return p.tpExposed;
+        if (part == QLatin1String("pp"))
+            return p.ppExposed;
+        if (part == QLatin1String("dp"))
+            return p.dpExposed;
+        if (part == QLatin1String("bubble"))
+            return p.bubble;
         return p.optimizer;
     }() / std::max(1e-12, p.stepTime);
     QString what;
     if (part == QLatin1String("compute"))
         what = QObject::tr("forward and backward passes of the critical stage's layers (backward ≈ 2× forward%1)")
-                   .arg(l.memory.recompute == plan::Recompute::Full ? QObject::tr(", plus the recomputed forward") : QString());
+                   .arg(l.memory.recompute == plan::Recompute::Full ? QObject::tr(", plus the recomputed forward")
+                                                                    : QString());
     else if (part == QLatin1String("tp"))
         what = QObject::tr("tensor-parallel all-reduces: 2 per layer forward and %1 backward of b·s·h = %2·%3·%4 "
                            "activations over tp = %5 devices, 2(t−1)/t of the data over the link")
@@ -147,25 +165,30 @@ QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& 
     const bool mixed = l.precision != plan::Precision::Fp32;
     const auto& m = p.memory;
     if (kind == QLatin1String("gathered"))
-        return QObject::tr("<b>Gathered parameters</b> (ZeRO-3): two layers' parameters all-gathered from the %1 DP ranks "
-                           "(the one in use and the next, prefetched) and one layer's full gradients before their "
-                           "reduce-scatter = <b>%2 GB</b>")
+        return QObject::tr(
+            "<b>Gathered parameters</b> (ZeRO-3): two layers' parameters all-gathered from the %1 DP ranks "
+            "(the one in use and the next, prefetched) and one layer's full gradients before their "
+            "reduce-scatter = <b>%2 GB</b>")
             .arg(big(x.d), num(m.gathered));
-    if (l.memory.zero >= 2 && (kind == QLatin1String("params") || kind == QLatin1String("grads")
-                               || kind == QLatin1String("optimizer"))) {
+    if (l.memory.zero >= 2
+        && (kind == QLatin1String("params") || kind == QLatin1String("grads") || kind == QLatin1String("optimizer"))) {
         const bool sharded = kind != QLatin1String("params") || l.memory.zero >= 3;
         const double bytes = kind == QLatin1String("optimizer") ? (mixed ? 12 : 8) : (mixed ? 2 : 4);
         return QObject::tr("<b>%1</b>: %2 bytes per parameter of the stage (its layers / t)%3 = <b>%4 GB</b> "
                            "(ZeRO-%5, Rajbhandari et al. 2020: stage 2 shards gradients, stage 3 parameters too)")
-            .arg(kind == QLatin1String("params") ? QObject::tr("Parameters")
-                 : kind == QLatin1String("grads") ? QObject::tr("Gradients") : QObject::tr("Optimizer state"))
+            .arg(kind == QLatin1String("params")     ? QObject::tr("Parameters")
+                    : kind == QLatin1String("grads") ? QObject::tr("Gradients")
+                                                     : QObject::tr("Optimizer state"))
             .arg(bytes)
             .arg(sharded ? QObject::tr(", divided by dp = %1").arg(big(x.d)) : QString())
-            .arg(num(kind == QLatin1String("params") ? m.params : kind == QLatin1String("grads") ? m.grads : m.optimizer))
+            .arg(num(kind == QLatin1String("params") ? m.params
+                    : kind == QLatin1String("grads") ? m.grads
+                                                     : m.optimizer))
             .arg(l.memory.zero);
     }
     if (kind == QLatin1String("activations")
-        && (l.parallel.sp || l.memory.attention == plan::Attention::Flash || l.model.mlp == plan::ModelSpec::Mlp::SwiGlu)) {
+        && (l.parallel.sp || l.memory.attention == plan::Attention::Flash
+            || l.model.mlp == plan::ModelSpec::Mlp::SwiGlu)) {
         const plan::ActivationTerms a = plan::activationTerms(l.model);
         const bool flash = l.memory.attention == plan::Attention::Flash;
         const bool scores = !flash && l.memory.recompute == plan::Recompute::None;
@@ -174,13 +197,14 @@ QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& 
             : QStringLiteral("s·b·h·(%1%2 + %3/t%4)")
                   .arg(num(a.replicated), l.parallel.sp ? QStringLiteral("/t") : QString(), num(a.split),
                       scores ? QStringLiteral(" + %1·a·s/(h·t)").arg(num(a.scores)) : QString());
-        const double perLayer = plan::layerActivationBytes(l.model, l.parallel.microBatch, l.parallel.tp, l.parallel.sp,
-            l.memory.attention, l.memory.recompute);
+        const double perLayer = plan::layerActivationBytes(
+            l.model, l.parallel.microBatch, l.parallel.tp, l.parallel.sp, l.memory.attention, l.memory.recompute);
         return QObject::tr("<b>Activations</b> per layer and micro-batch (Korthikanti et al. 2022, 16-bit%1; %2%3): %4 "
                            "with s = %5, b = %6, h = %7, t = %8 → %9 MB; times the layers of the stage and the "
                            "micro-batches in flight under %10 = <b>%11 GB</b> (docs/formulas.md)")
             .arg(mixed ? QString() : QObject::tr(", doubled for fp32"),
-                l.parallel.sp ? QObject::tr("sequence parallel: norms and dropout split over t") : QObject::tr("no sequence parallelism"),
+                l.parallel.sp ? QObject::tr("sequence parallel: norms and dropout split over t")
+                              : QObject::tr("no sequence parallelism"),
                 flash ? QObject::tr("; flash attention keeps no s×s scores, the backward recomputes Q·Kᵀ") : QString(),
                 formula, big(x.s), big(x.b), big(x.h), big(x.t), num(perLayer / 1e6 * (mixed ? 1 : 2)),
                 QString::fromStdString(std::string(plan::toString(l.parallel.schedule))), num(m.activations));
@@ -190,7 +214,9 @@ QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& 
             .arg(mixed ? 2 : 4)
             .arg(QString::fromStdString(std::string(plan::toString(l.precision))), num(m.params));
     if (kind == QLatin1String("grads"))
-        return QObject::tr("<b>Gradients</b>: one per parameter, %1 bytes each = <b>%2 GB</b>").arg(mixed ? 2 : 4).arg(num(m.grads));
+        return QObject::tr("<b>Gradients</b>: one per parameter, %1 bytes each = <b>%2 GB</b>")
+            .arg(mixed ? 2 : 4)
+            .arg(num(m.grads));
     if (kind == QLatin1String("optimizer"))
         return QObject::tr("<b>Optimizer state</b>: Adam's %1 bytes per parameter (%2)%3 = <b>%4 GB</b> (ZeRO paper, "
                            "Rajbhandari et al.)")
@@ -201,16 +227,23 @@ QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& 
     if (kind == QLatin1String("activations")) {
         QString formula;
         switch (l.memory.recompute) {
-        case plan::Recompute::Full: formula = QStringLiteral("2·s·b·h"); break;
-        case plan::Recompute::Selective: formula = QStringLiteral("s·b·h·(10 + 24/t)"); break;
+        case plan::Recompute::Full:
+            formula = QStringLiteral("2·s·b·h");
+            break;
+        case plan::Recompute::Selective:
+            formula = QStringLiteral("s·b·h·(10 + 24/t)");
+            break;
         case plan::Recompute::None:
-            formula = x.t == 1 ? QStringLiteral("s·b·h·(34 + 5·a·s/h)") : QStringLiteral("s·b·h·(10 + 24/t + 5·a·s/(h·t))");
+            formula
+                = x.t == 1 ? QStringLiteral("s·b·h·(34 + 5·a·s/h)") : QStringLiteral("s·b·h·(10 + 24/t + 5·a·s/(h·t))");
             break;
         }
-        const double perLayer = plan::activationBytesPerLayer(l.model, l.parallel.microBatch, l.parallel.tp, l.memory.recompute);
-        return QObject::tr("<b>Activations</b> per layer and micro-batch (Korthikanti et al. 2022, 16-bit%1): %2 with s = %3, "
-                           "b = %4, h = %5, a = %6, t = %7 → %8 MB; times the layers of the stage and the micro-batches "
-                           "in flight under %9 (1F1B holds at most p, GPipe m) = <b>%10 GB</b>")
+        const double perLayer
+            = plan::activationBytesPerLayer(l.model, l.parallel.microBatch, l.parallel.tp, l.memory.recompute);
+        return QObject::tr(
+            "<b>Activations</b> per layer and micro-batch (Korthikanti et al. 2022, 16-bit%1): %2 with s = %3, "
+            "b = %4, h = %5, a = %6, t = %7 → %8 MB; times the layers of the stage and the micro-batches "
+            "in flight under %9 (1F1B holds at most p, GPipe m) = <b>%10 GB</b>")
             .arg(mixed ? QString() : QObject::tr(", doubled for fp32"), formula, big(x.s), big(x.b), big(x.h), big(x.a),
                 big(x.t), num(perLayer / 1e6 * (mixed ? 1 : 2)),
                 QString::fromStdString(std::string(plan::toString(l.parallel.schedule))), num(m.activations));
@@ -220,7 +253,8 @@ QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& 
                            "workspaces = <b>%2 GB</b>")
             .arg(num(p.memoryCapacityGB), num(m.reserve));
     return QObject::tr("<b>Memory of the most loaded device</b>: %1 GB of %2 GB — %3")
-        .arg(num(m.total()), num(p.memoryCapacityGB), p.fits ? QObject::tr("fits") : QObject::tr("does <b>not</b> fit"));
+        .arg(
+            num(m.total()), num(p.memoryCapacityGB), p.fits ? QObject::tr("fits") : QObject::tr("does <b>not</b> fit"));
 }
 
 QString measuredBubble(const plan::Layout& l, const trace::TraceStats& stats)
@@ -234,10 +268,11 @@ QString measuredBubble(const plan::Layout& l, const trace::TraceStats& stats)
                     .arg(percent(st.bubbleFraction), percent(st.bubbleTheory),
                         QLocale().toString(100.0 * (st.bubbleFraction - st.bubbleTheory), 'f', 1));
     const Symbols x = symbols(l);
-    return QObject::tr("<b>Measured bubble</b> of a stage = the time its ranks' compute lanes are idle ÷ the pipeline "
-                       "phase of the step (from the first forward to the last backward), averaged over the stage's ranks "
-                       "and the steps (engine/trace's statistics, as <tt>loom trace stats</tt>). Beside it the closed "
-                       "form (p−1)/(m+p−1) with p = %1 and m = %2:<br>%3")
+    return QObject::tr(
+        "<b>Measured bubble</b> of a stage = the time its ranks' compute lanes are idle ÷ the pipeline "
+        "phase of the step (from the first forward to the last backward), averaged over the stage's ranks "
+        "and the steps (engine/trace's statistics, as <tt>loom trace stats</tt>). Beside it the closed "
+        "form (p−1)/(m+p−1) with p = %1 and m = %2:<br>%3")
         .arg(big(x.p), big(x.m), rows.join(QStringLiteral("<br>")));
 }
 

@@ -20,7 +20,7 @@ void LayerModel::setLayout(const plan::Layout& layout)
         beginResetModel();
     m_layout = layout;
     m_ranges = layout.parallel.pp * layout.parallel.vpp <= layout.model.layers ? layout.stageRanges()
-                                                                               : std::vector<plan::StageRange>{};
+                                                                               : std::vector<plan::StageRange> {};
     if (shapeChanged)
         endResetModel();
     else if (rowCount() > 0)
@@ -40,7 +40,10 @@ LayerModel::DeviceShare LayerModel::deviceShare() const
                        .arg(grad)
                        .arg(optimizer)
                        .arg(m_layout.parallel.dp)
-                 : tr("%1 weight + %2 gradient + %3 optimizer state, %4").arg(weight).arg(grad).arg(optimizer)
+                 : tr("%1 weight + %2 gradient + %3 optimizer state, %4")
+                       .arg(weight)
+                       .arg(grad)
+                       .arg(optimizer)
                        .arg(QString::fromStdString(std::string(plan::toString(m_layout.precision))));
     return s;
 }
@@ -56,7 +59,10 @@ int LayerModel::rowCount(const QModelIndex& parent) const
     return parent.isValid() || m_layout.model.layers <= 0 ? 0 : int(m_layout.model.layers) + 3;
 }
 
-int LayerModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int LayerModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
 
 int LayerModel::blockOfRow(int row) const
 {
@@ -117,9 +123,12 @@ QVariant LayerModel::data(const QModelIndex& index, int role) const
             if (row == layers + 1)
                 return tr("final norm");
             return m_layout.model.tieEmbeddings ? tr("LM head (tied)") : tr("LM head");
-        case Parameters: return QString::fromStdString(plan::humanCount(double(params)));
-        case Memory: return sizeText(onDevice);
-        case Stage: return stage >= 0 ? QVariant(qlonglong(stage)) : QVariant(QStringLiteral("–"));
+        case Parameters:
+            return QString::fromStdString(plan::humanCount(double(params)));
+        case Memory:
+            return sizeText(onDevice);
+        case Stage:
+            return stage >= 0 ? QVariant(qlonglong(stage)) : QVariant(QStringLiteral("–"));
         }
         break;
     case Qt::ToolTipRole:
@@ -148,8 +157,10 @@ QVariant LayerModel::data(const QModelIndex& index, int role) const
         if (index.column() != Name)
             return int(Qt::AlignRight | Qt::AlignVCenter);
         break;
-    case BlockRole: return block;
-    case StageRole: return qlonglong(stage);
+    case BlockRole:
+        return block;
+    case StageRole:
+        return qlonglong(stage);
     }
     return {};
 }
@@ -159,10 +170,14 @@ QVariant LayerModel::headerData(int section, Qt::Orientation orientation, int ro
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return QAbstractTableModel::headerData(section, orientation, role);
     switch (section) {
-    case Name: return tr("Layer");
-    case Parameters: return tr("Params");
-    case Memory: return tr("Per device");
-    case Stage: return tr("Stage");
+    case Name:
+        return tr("Layer");
+    case Parameters:
+        return tr("Params");
+    case Memory:
+        return tr("Per device");
+    case Stage:
+        return tr("Stage");
     }
     return {};
 }
@@ -177,7 +192,10 @@ Qt::ItemFlags LayerModel::flags(const QModelIndex& index) const
     return f;
 }
 
-QStringList LayerModel::mimeTypes() const { return {QString::fromLatin1(kMimeType)}; }
+QStringList LayerModel::mimeTypes() const
+{
+    return { QString::fromLatin1(kMimeType) };
+}
 
 QMimeData* LayerModel::mimeData(const QModelIndexList& indexes) const
 {

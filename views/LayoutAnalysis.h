@@ -16,7 +16,7 @@ namespace loom::views {
 // planner's prediction (with the simulated timeline of one rank per stage).
 struct LayoutAnalysis {
     std::uint64_t generation = 0; // which request this answers
-    plan::Layout layout;          // the layout analysed
+    plan::Layout layout; // the layout analysed
     plan::Diagnostics diagnostics;
     std::optional<plan::Prediction> prediction;
     std::string noPrediction; // why there is none, when there is none

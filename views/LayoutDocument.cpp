@@ -54,7 +54,10 @@ QString LayoutDocument::displayName() const
     return QString::fromStdString(m_layout.name.empty() ? std::string("untitled") : m_layout.name);
 }
 
-bool LayoutDocument::isModified() const { return !m_undo->isClean(); }
+bool LayoutDocument::isModified() const
+{
+    return !m_undo->isClean();
+}
 
 void LayoutDocument::edit(const plan::Layout& next, const QString& text, int mergeId)
 {
@@ -98,7 +101,8 @@ bool LayoutDocument::open(const QString& path, const plan::ProfileResolver& prof
     auto result = plan::readLayout(std::string_view(bytes.constData(), std::size_t(bytes.size())), profiles);
     if (!result.layout) {
         if (error)
-            *error = tr("%1 is not a layout Loom can read:\n%2").arg(path, QString::fromStdString(result.diagnostics.format()));
+            *error = tr("%1 is not a layout Loom can read:\n%2")
+                         .arg(path, QString::fromStdString(result.diagnostics.format()));
         return false;
     }
     reset(*result.layout, path.startsWith(QLatin1Char(':')) ? QString() : path);

@@ -16,9 +16,12 @@ namespace {
 const char* fieldOf(Degree degree)
 {
     switch (degree) {
-    case Degree::Tp: return "parallel.tp";
-    case Degree::Pp: return "parallel.pp";
-    case Degree::Dp: return "parallel.dp";
+    case Degree::Tp:
+        return "parallel.tp";
+    case Degree::Pp:
+        return "parallel.pp";
+    case Degree::Dp:
+        return "parallel.dp";
     }
     return "parallel";
 }

@@ -16,7 +16,7 @@ enum class Degree { Tp, Pp, Dp };
 
 struct EditResult {
     std::optional<plan::Layout> layout; // the edited layout, when accepted
-    std::string refusal;                // why not, as a sentence naming the fix, when refused
+    std::string refusal; // why not, as a sentence naming the fix, when refused
     bool ok() const { return layout.has_value(); }
 };
 

@@ -22,20 +22,22 @@ void MapLegend::setLayout(const plan::Layout& layout, std::int64_t nodes)
     m_entries.clear();
     const auto gbs = [](double x) { return QLocale().toString(x, 'g', 4); };
     const auto& intra = layout.cluster.intraNode;
-    m_entries.push_back({Entry::Link, linkPen(intra.kind), {}, tr("%1 in a node, %2 GB/s").arg(linkName(intra.kind), gbs(intra.bandwidthGBs))});
+    m_entries.push_back({ Entry::Link, linkPen(intra.kind), {},
+        tr("%1 in a node, %2 GB/s").arg(linkName(intra.kind), gbs(intra.bandwidthGBs)) });
     if (layout.cluster.interNode && nodes > 1) {
         const auto& inter = *layout.cluster.interNode;
-        m_entries.push_back({Entry::Link, linkPen(inter.kind), {}, tr("%1 between nodes, %2 GB/s").arg(linkName(inter.kind), gbs(inter.bandwidthGBs))});
+        m_entries.push_back({ Entry::Link, linkPen(inter.kind), {},
+            tr("%1 between nodes, %2 GB/s").arg(linkName(inter.kind), gbs(inter.bandwidthGBs)) });
     }
     const std::int64_t pp = layout.parallel.pp;
     for (std::int64_t s = 0; s < std::min<std::int64_t>(pp, 4); ++s)
-        m_entries.push_back({Entry::Swatch, {}, stageColor(s), tr("stage %1").arg(s)});
+        m_entries.push_back({ Entry::Swatch, {}, stageColor(s), tr("stage %1").arg(s) });
     if (pp > 4)
-        m_entries.push_back({Entry::Swatch, {}, stageColor(4), tr("… %1 stages (colours repeat)").arg(pp)});
+        m_entries.push_back({ Entry::Swatch, {}, stageColor(4), tr("… %1 stages (colours repeat)").arg(pp) });
     if (layout.parallel.tp > 1)
-        m_entries.push_back({Entry::Outline, {}, {}, tr("TP group of %1").arg(layout.parallel.tp)});
-    m_entries.push_back({Entry::Bar, {}, QColor(0x33, 0x66, 0x33), tr("memory / capacity")});
-    m_entries.push_back({Entry::Bar, {}, colors::overBudget, tr("does not fit")});
+        m_entries.push_back({ Entry::Outline, {}, {}, tr("TP group of %1").arg(layout.parallel.tp) });
+    m_entries.push_back({ Entry::Bar, {}, QColor(0x33, 0x66, 0x33), tr("memory / capacity") });
+    m_entries.push_back({ Entry::Bar, {}, colors::overBudget, tr("does not fit") });
     updateGeometry();
     update();
 }
@@ -48,7 +50,10 @@ QStringList MapLegend::texts() const
     return out;
 }
 
-int MapLegend::entryWidth(const Entry& e) const { return kMark + kGap + fontMetrics().horizontalAdvance(e.text); }
+int MapLegend::entryWidth(const Entry& e) const
+{
+    return kMark + kGap + fontMetrics().horizontalAdvance(e.text);
+}
 
 int MapLegend::flow(int width, std::vector<QRect>* rects) const
 {
@@ -67,9 +72,15 @@ int MapLegend::flow(int width, std::vector<QRect>* rects) const
     return y + line + kMargin;
 }
 
-QSize MapLegend::sizeHint() const { return {600, heightForWidth(600)}; }
+QSize MapLegend::sizeHint() const
+{
+    return { 600, heightForWidth(600) };
+}
 
-int MapLegend::heightForWidth(int width) const { return flow(width, nullptr); }
+int MapLegend::heightForWidth(int width) const
+{
+    return flow(width, nullptr);
+}
 
 void MapLegend::paintEvent(QPaintEvent*)
 {
@@ -108,7 +119,8 @@ void MapLegend::paintEvent(QPaintEvent*)
             break;
         }
         p.setPen(palette().color(QPalette::WindowText));
-        p.drawText(QRect(mark.right() + kGap, r.top(), r.width() - kMark - kGap, r.height()), Qt::AlignVCenter | Qt::AlignLeft, e.text);
+        p.drawText(QRect(mark.right() + kGap, r.top(), r.width() - kMark - kGap, r.height()),
+            Qt::AlignVCenter | Qt::AlignLeft, e.text);
     }
 }
 

@@ -14,8 +14,8 @@ namespace loom::views {
 
 namespace {
 
-const QColor kSeries[] = {QColor(0x00, 0x72, 0xB2), QColor(0xD5, 0x5E, 0x00), QColor(0x00, 0x9E, 0x73),
-    QColor(0xCC, 0x79, 0xA7), QColor(0xE6, 0x9F, 0x00), QColor(0x56, 0xB4, 0xE9), QColor(0x99, 0x99, 0x99)};
+const QColor kSeries[] = { QColor(0x00, 0x72, 0xB2), QColor(0xD5, 0x5E, 0x00), QColor(0x00, 0x9E, 0x73),
+    QColor(0xCC, 0x79, 0xA7), QColor(0xE6, 0x9F, 0x00), QColor(0x56, 0xB4, 0xE9), QColor(0x99, 0x99, 0x99) };
 
 QCustomPlot* makePlot(const QString& title, const QString& xLabel, const QString& yLabel)
 {
@@ -36,8 +36,8 @@ QCustomPlot* makePlot(const QString& title, const QString& xLabel, const QString
     QObject::connect(plot, &QWidget::customContextMenuRequested, plot, [plot](const QPoint& pos) {
         QMenu menu;
         menu.addAction(QObject::tr("Save as PNG, SVG or PDF…"), plot, [plot] {
-            const QString path = QFileDialog::getSaveFileName(plot, QObject::tr("Export plot"), QStringLiteral("plot.png"),
-                QObject::tr("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
+            const QString path = QFileDialog::getSaveFileName(plot, QObject::tr("Export plot"),
+                QStringLiteral("plot.png"), QObject::tr("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
             QString error;
             if (!path.isEmpty() && !exportPlot(plot, path, &error))
                 QMessageBox::warning(plot, QObject::tr("Export plot"), error);

@@ -11,7 +11,7 @@ namespace loom::views {
 
 namespace {
 constexpr qreal kDetailed = 0.55; // below this, no text
-constexpr qreal kCoarse = 0.18;   // below this, no borders or bars
+constexpr qreal kCoarse = 0.18; // below this, no borders or bars
 } // namespace
 
 NodeItem::NodeItem(const TopologyScene* scene, std::int64_t node, QSizeF size)
@@ -22,14 +22,17 @@ NodeItem::NodeItem(const TopologyScene* scene, std::int64_t node, QSizeF size)
     setAcceptHoverEvents(true);
 }
 
-QRectF NodeItem::boundingRect() const { return {QPointF(0, 0), m_size}; }
+QRectF NodeItem::boundingRect() const
+{
+    return { QPointF(0, 0), m_size };
+}
 
 QRectF NodeItem::cellRect(std::int64_t local) const
 {
     const int cols = m_scene->columnsPerNode();
     const qreal x = TopologyScene::kPadding + qreal(local % cols) * TopologyScene::kCellWidth;
     const qreal y = TopologyScene::kHeader + qreal(local / cols) * TopologyScene::kCellHeight;
-    return {x + 2, y + 2, TopologyScene::kCellWidth - 4, TopologyScene::kCellHeight - 4};
+    return { x + 2, y + 2, TopologyScene::kCellWidth - 4, TopologyScene::kCellHeight - 4 };
 }
 
 std::int64_t NodeItem::cellAt(const QPointF& pos) const
@@ -59,7 +62,8 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
         const auto& hosts = m_scene->layout().cluster.hosts;
         if (m_node < std::int64_t(hosts.size()))
             title += QStringLiteral(" · ") + QString::fromStdString(hosts[std::size_t(m_node)]);
-        p->drawText(QRectF(TopologyScene::kPadding, 2, box.width() - 2 * TopologyScene::kPadding, TopologyScene::kHeader - 2),
+        p->drawText(
+            QRectF(TopologyScene::kPadding, 2, box.width() - 2 * TopologyScene::kPadding, TopologyScene::kHeader - 2),
             Qt::AlignLeft | Qt::AlignVCenter, title);
     }
     // The intra-node link: a bus under the devices, drawn as the link class is drawn everywhere.
@@ -88,7 +92,7 @@ void NodeItem::paintCell(QPainter* p, std::int64_t local, qreal lod) const
         p->fillRect(r, overBudget ? colors::overBudget : fill);
         return;
     }
-    const bool target = m_scene->dropTarget() == std::pair{m_node, local};
+    const bool target = m_scene->dropTarget() == std::pair { m_node, local };
     p->setPen(target ? QPen(pal.color(QPalette::Highlight), 3) : QPen(QColor(0x55, 0x55, 0x55), 0));
     p->setBrush(fill);
     p->drawRoundedRect(r, 3, 3);

@@ -22,25 +22,31 @@ struct PartStyle {
 };
 
 const PartStyle kSplit[] = {
-    {"compute", QT_TRANSLATE_NOOP("PredictionPanel", "compute"), colors::forward},
-    {"tp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed TP comm."), colors::tensorComm},
-    {"pp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed PP comm."), colors::pipelineComm},
-    {"dp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed DP comm."), colors::dataComm},
-    {"bubble", QT_TRANSLATE_NOOP("PredictionPanel", "bubble"), colors::idle},
-    {"optimizer", QT_TRANSLATE_NOOP("PredictionPanel", "optimizer"), colors::optimizer},
+    { "compute", QT_TRANSLATE_NOOP("PredictionPanel", "compute"), colors::forward },
+    { "tp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed TP comm."), colors::tensorComm },
+    { "pp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed PP comm."), colors::pipelineComm },
+    { "dp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed DP comm."), colors::dataComm },
+    { "bubble", QT_TRANSLATE_NOOP("PredictionPanel", "bubble"), colors::idle },
+    { "optimizer", QT_TRANSLATE_NOOP("PredictionPanel", "optimizer"), colors::optimizer },
 };
 
 const PartStyle kMemory[] = {
-    {"params", QT_TRANSLATE_NOOP("PredictionPanel", "parameters"), QColor(0x00, 0x72, 0xB2)},
-    {"grads", QT_TRANSLATE_NOOP("PredictionPanel", "gradients"), QColor(0x00, 0x9E, 0x73)},
-    {"optimizer", QT_TRANSLATE_NOOP("PredictionPanel", "optimizer state"), QColor(0xF0, 0xE4, 0x42)},
-    {"activations", QT_TRANSLATE_NOOP("PredictionPanel", "activations"), QColor(0xCC, 0x79, 0xA7)},
-    {"reserve", QT_TRANSLATE_NOOP("PredictionPanel", "reserve"), QColor(0xBB, 0xBB, 0xBB)},
-    {"gathered", QT_TRANSLATE_NOOP("PredictionPanel", "gathered (ZeRO-3)"), QColor(0x56, 0xB4, 0xE9)},
+    { "params", QT_TRANSLATE_NOOP("PredictionPanel", "parameters"), QColor(0x00, 0x72, 0xB2) },
+    { "grads", QT_TRANSLATE_NOOP("PredictionPanel", "gradients"), QColor(0x00, 0x9E, 0x73) },
+    { "optimizer", QT_TRANSLATE_NOOP("PredictionPanel", "optimizer state"), QColor(0xF0, 0xE4, 0x42) },
+    { "activations", QT_TRANSLATE_NOOP("PredictionPanel", "activations"), QColor(0xCC, 0x79, 0xA7) },
+    { "reserve", QT_TRANSLATE_NOOP("PredictionPanel", "reserve"), QColor(0xBB, 0xBB, 0xBB) },
+    { "gathered", QT_TRANSLATE_NOOP("PredictionPanel", "gathered (ZeRO-3)"), QColor(0x56, 0xB4, 0xE9) },
 };
 
-QString swatch(const QColor& c) { return QStringLiteral("<span style=\"color:%1\">■</span> ").arg(c.name()); }
-QString gb(double x) { return QLocale().toString(x, 'f', x < 10 ? 2 : 1) + QStringLiteral(" GB"); }
+QString swatch(const QColor& c)
+{
+    return QStringLiteral("<span style=\"color:%1\">■</span> ").arg(c.name());
+}
+QString gb(double x)
+{
+    return QLocale().toString(x, 'f', x < 10 ? 2 : 1) + QStringLiteral(" GB");
+}
 
 } // namespace
 
@@ -153,28 +159,29 @@ void PredictionPanel::setAnalysis(const LayoutAnalysis& a)
             .arg(QLocale().toString(100.0 * p.bubbleFraction, 'f', 1) + QStringLiteral(" %"),
                 QLocale().toString(100.0 * p.bubbleTheory, 'f', 1) + QStringLiteral(" %")),
         explain::bubble(l, p));
-    set("memory", tr("%1 of %2 — %3").arg(gb(p.memory.total()), gb(p.memoryCapacityGB), p.fits ? tr("fits") : tr("does not fit")),
+    set("memory",
+        tr("%1 of %2 — %3").arg(gb(p.memory.total()), gb(p.memoryCapacityGB), p.fits ? tr("fits") : tr("does not fit")),
         explain::memory(l, p, QStringLiteral("total")));
     label(QStringLiteral("memory"))->setStyleSheet(p.fits ? QString() : QStringLiteral("color: #C01F1F;"));
 
-    const double parts[] = {p.compute, p.tpExposed, p.ppExposed, p.dpExposed, p.bubble, p.optimizer};
+    const double parts[] = { p.compute, p.tpExposed, p.ppExposed, p.dpExposed, p.bubble, p.optimizer };
     std::vector<StackedBar::Part> split;
     for (std::size_t i = 0; i < std::size(kSplit); ++i) {
         const QString key = QString::fromLatin1(kSplit[i].key);
         const QString tip = explain::stepPart(l, p, key);
-        split.push_back({tr(kSplit[i].caption), parts[i], kSplit[i].color, tip});
+        split.push_back({ tr(kSplit[i].caption), parts[i], kSplit[i].color, tip });
         set(QStringLiteral("split.%1").arg(key).toLatin1().constData(),
             swatch(kSplit[i].color) + tr(kSplit[i].caption) + QStringLiteral(" ") + formatSeconds(parts[i]), tip);
     }
     m_split->setParts(std::move(split));
 
-    const double mem[] = {p.memory.params, p.memory.grads, p.memory.optimizer, p.memory.activations, p.memory.reserve,
-        p.memory.gathered};
+    const double mem[] = { p.memory.params, p.memory.grads, p.memory.optimizer, p.memory.activations, p.memory.reserve,
+        p.memory.gathered };
     std::vector<StackedBar::Part> memory;
     for (std::size_t i = 0; i < std::size(kMemory); ++i) {
         const QString key = QString::fromLatin1(kMemory[i].key);
         const QString tip = explain::memory(l, p, key);
-        memory.push_back({tr(kMemory[i].caption), mem[i], kMemory[i].color, tip});
+        memory.push_back({ tr(kMemory[i].caption), mem[i], kMemory[i].color, tip });
         set(QStringLiteral("memory.%1").arg(key).toLatin1().constData(),
             swatch(kMemory[i].color) + tr(kMemory[i].caption) + QStringLiteral(" ") + gb(mem[i]), tip);
     }

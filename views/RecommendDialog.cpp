@@ -73,9 +73,15 @@ RecommendDialog::~RecommendDialog()
     m_watcher.waitForFinished();
 }
 
-bool RecommendDialog::running() const { return m_watcher.isRunning(); }
+bool RecommendDialog::running() const
+{
+    return m_watcher.isRunning();
+}
 
-QString RecommendDialog::message() const { return m_message->text(); }
+QString RecommendDialog::message() const
+{
+    return m_message->text();
+}
 
 void RecommendDialog::start()
 {

@@ -45,8 +45,8 @@ private:
     void apply();
 
     struct Shared {
-        std::atomic<double> progress{0};
-        std::atomic<bool> cancel{false};
+        std::atomic<double> progress { 0 };
+        std::atomic<bool> cancel { false };
     };
     plan::Layout m_current;
     std::shared_ptr<Shared> m_shared;

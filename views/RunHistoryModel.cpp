@@ -58,8 +58,14 @@ bool RunHistoryModel::remove(qint64 runId, QString* error)
     return true;
 }
 
-int RunHistoryModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(m_runs.size()); }
-int RunHistoryModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int RunHistoryModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : int(m_runs.size());
+}
+int RunHistoryModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
 
 QVariant RunHistoryModel::data(const QModelIndex& index, int role) const
 {
@@ -82,13 +88,20 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const
     if (role != Qt::DisplayRole)
         return {};
     switch (index.column()) {
-    case Id: return r.id;
-    case Name: return r.name;
-    case State: return profiles::toString(r.state);
-    case Steps: return r.steps;
-    case Started: return r.startedAt;
-    case Ended: return r.endedAt;
-    case Cause: return r.exitCause;
+    case Id:
+        return r.id;
+    case Name:
+        return r.name;
+    case State:
+        return profiles::toString(r.state);
+    case Steps:
+        return r.steps;
+    case Started:
+        return r.startedAt;
+    case Ended:
+        return r.endedAt;
+    case Cause:
+        return r.exitCause;
     }
     return {};
 }
@@ -97,7 +110,7 @@ QVariant RunHistoryModel::headerData(int section, Qt::Orientation orientation, i
 {
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return {};
-    static const char* names[] = {"run", "layout", "state", "steps", "started", "ended", "cause"};
+    static const char* names[] = { "run", "layout", "state", "steps", "started", "ended", "cause" };
     return section >= 0 && section < ColumnCount ? QVariant(tr(names[section])) : QVariant();
 }
 

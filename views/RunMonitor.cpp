@@ -10,7 +10,6 @@
 #include <QFutureWatcher>
 #include <QtConcurrent/QtConcurrentRun>
 
-
 namespace loom::views {
 
 RunMonitor::RunMonitor(profiles::Store* store, QObject* parent)
@@ -29,9 +28,15 @@ RunMonitor::~RunMonitor()
         m_controller->cancel();
 }
 
-QString RunMonitor::enginePath() { return launcher::defaultEnginePath(); }
+QString RunMonitor::enginePath()
+{
+    return launcher::defaultEnginePath();
+}
 
-bool RunMonitor::running() const { return m_controller && m_controller->isRunning(); }
+bool RunMonitor::running() const
+{
+    return m_controller && m_controller->isRunning();
+}
 
 void RunMonitor::clear()
 {

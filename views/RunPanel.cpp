@@ -62,17 +62,21 @@ RunPanel::RunPanel(RunMonitor* monitor, QWidget* parent)
         m_status->setText(tr("Cancelling: SIGTERM sent to every rank…"));
     });
     connect(monitor, &RunMonitor::stepAdded, this, &RunPanel::showStep);
-    connect(monitor, &RunMonitor::finished, this, [this](profiles::RunState state, const QString& cause, const QString& tail) {
-        QString text = tr("Run %1 %2.").arg(m_monitor->runId()).arg(profiles::toString(state));
-        if (!cause.isEmpty())
-            text += QLatin1Char(' ') + cause;
-        if (!m_monitor->steps().empty())
-            text += tr(" Last step %1: loss %2.").arg(m_monitor->steps().back().step).arg(m_monitor->steps().back().loss, 0, 'f', 4);
-        m_status->setText(text);
-        m_status->setStyleSheet(state == profiles::RunState::Finished ? QString() : QStringLiteral("color: #C01F1F;"));
-        m_log->setPlainText(state == profiles::RunState::Failed ? tail : QString());
-        updateButtons();
-    });
+    connect(monitor, &RunMonitor::finished, this,
+        [this](profiles::RunState state, const QString& cause, const QString& tail) {
+            QString text = tr("Run %1 %2.").arg(m_monitor->runId()).arg(profiles::toString(state));
+            if (!cause.isEmpty())
+                text += QLatin1Char(' ') + cause;
+            if (!m_monitor->steps().empty())
+                text += tr(" Last step %1: loss %2.")
+                            .arg(m_monitor->steps().back().step)
+                            .arg(m_monitor->steps().back().loss, 0, 'f', 4);
+            m_status->setText(text);
+            m_status->setStyleSheet(
+                state == profiles::RunState::Finished ? QString() : QStringLiteral("color: #C01F1F;"));
+            m_log->setPlainText(state == profiles::RunState::Failed ? tail : QString());
+            updateButtons();
+        });
     connect(monitor, &RunMonitor::started, this, [this](qint64 id) {
         m_status->setStyleSheet(QString());
         m_status->setText(tr("Run %1 starting: %2").arg(id).arg(target()));
@@ -90,11 +94,15 @@ QString RunPanel::target() const
     const std::string& method = c.launch.method;
     if (method == "ssh")
         return tr("%1: mpirun on %2 over ssh, %3 node(s)")
-            .arg(QString::fromStdString(c.name), QString::fromStdString(c.launch.headNode.empty() && !c.hosts.empty() ? c.hosts.front() : c.launch.headNode))
+            .arg(QString::fromStdString(c.name),
+                QString::fromStdString(
+                    c.launch.headNode.empty() && !c.hosts.empty() ? c.hosts.front() : c.launch.headNode))
             .arg(m_layout.nodes);
     if (method == "slurm")
         return tr("%1: a Slurm job of %2 node(s)").arg(QString::fromStdString(c.name)).arg(m_layout.nodes);
-    return tr("%1: mpirun on this machine, %2 process(es)").arg(QString::fromStdString(c.name)).arg(m_layout.parallel.worldSize());
+    return tr("%1: mpirun on this machine, %2 process(es)")
+        .arg(QString::fromStdString(c.name))
+        .arg(m_layout.parallel.worldSize());
 }
 
 void RunPanel::setLayout(const plan::Layout& layout, bool valid, const QString& whyNot)
@@ -132,7 +140,10 @@ bool RunPanel::run()
     return true;
 }
 
-QString RunPanel::status() const { return m_status->text(); }
+QString RunPanel::status() const
+{
+    return m_status->text();
+}
 
 void RunPanel::showStep()
 {

@@ -51,7 +51,8 @@ RunTimelinePanel::RunTimelinePanel(RunMonitor* monitor, QWidget* parent)
     connect(m_overlay, &QCheckBox::toggled, this, &RunTimelinePanel::updateOverlay);
     connect(monitor, &RunMonitor::eventsAdded, this, [this] {
         m_follow->setChecked(m_view->following());
-        m_info->setText(tr("%1 events from %2 lanes").arg(QLocale().toString(qulonglong(m_view->timeline().events().size())))
+        m_info->setText(tr("%1 events from %2 lanes")
+                            .arg(QLocale().toString(qulonglong(m_view->timeline().events().size())))
                             .arg(m_view->timeline().rows().size()));
         if (m_overlay->isChecked())
             updateOverlay();
@@ -63,8 +64,8 @@ RunTimelinePanel::RunTimelinePanel(RunMonitor* monitor, QWidget* parent)
         updateOverlay();
     });
     connect(exportButton, &QPushButton::clicked, this, [this] {
-        const QString path = QFileDialog::getSaveFileName(this, tr("Export timeline"), QStringLiteral("timeline.png"),
-            tr("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
+        const QString path = QFileDialog::getSaveFileName(
+            this, tr("Export timeline"), QStringLiteral("timeline.png"), tr("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
         QString error;
         if (!path.isEmpty() && !exportWidget(m_view, path, &error))
             QMessageBox::warning(this, tr("Export timeline"), error);

@@ -38,7 +38,7 @@ RunsPanel::RunsPanel(profiles::Store* store, QWidget* parent)
     auto* exportChromeButton = new QPushButton(tr("Export Chrome trace…"));
     auto* remove = new QPushButton(tr("Delete"));
     auto* refresh = new QPushButton(tr("Refresh"));
-    for (auto* b : {open, compare, exportChromeButton, remove, refresh})
+    for (auto* b : { open, compare, exportChromeButton, remove, refresh })
         buttons->addWidget(b);
     buttons->addStretch(1);
     layout->addLayout(buttons);
@@ -48,11 +48,13 @@ RunsPanel::RunsPanel(profiles::Store* store, QWidget* parent)
         if (!runs.isEmpty())
             emit openRequested(runs.front());
     });
-    connect(m_table, &QTableView::doubleClicked, this, [this](const QModelIndex& i) { emit openRequested(m_model->runIdAt(i.row())); });
+    connect(m_table, &QTableView::doubleClicked, this,
+        [this](const QModelIndex& i) { emit openRequested(m_model->runIdAt(i.row())); });
     connect(compare, &QPushButton::clicked, this, [this] {
         const auto runs = selectedRuns();
         if (runs.size() != 2) {
-            QMessageBox::information(this, tr("Compare runs"), tr("Select exactly two runs (Ctrl-click) to compare them."));
+            QMessageBox::information(
+                this, tr("Compare runs"), tr("Select exactly two runs (Ctrl-click) to compare them."));
             return;
         }
         emit compareRequested(runs[0], runs[1]);
@@ -61,7 +63,8 @@ RunsPanel::RunsPanel(profiles::Store* store, QWidget* parent)
         const auto runs = selectedRuns();
         if (runs.isEmpty())
             return;
-        if (QMessageBox::question(this, tr("Delete runs"), tr("Delete %1 run(s) with their metrics and events?").arg(runs.size()))
+        if (QMessageBox::question(
+                this, tr("Delete runs"), tr("Delete %1 run(s) with their metrics and events?").arg(runs.size()))
             != QMessageBox::Yes)
             return;
         for (qint64 id : runs) {

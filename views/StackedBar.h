@@ -27,8 +27,8 @@ public:
     // The part under x (widget coordinates), or -1.
     int partAt(int x) const;
 
-    QSize sizeHint() const override { return {240, 22}; }
-    QSize minimumSizeHint() const override { return {60, 18}; }
+    QSize sizeHint() const override { return { 240, 22 }; }
+    QSize minimumSizeHint() const override { return { 60, 18 }; }
 
 protected:
     void paintEvent(QPaintEvent* event) override;

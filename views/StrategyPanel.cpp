@@ -23,7 +23,10 @@ namespace {
 
 enum MergeId { MergeVpp = 1, MergeMicro, MergeGlobal, MergeTopk, MergeBucket, MergeChunk, MergeNodes };
 
-QString name(Degree d) { return d == Degree::Tp ? QStringLiteral("tp") : d == Degree::Pp ? QStringLiteral("pp") : QStringLiteral("dp"); }
+QString name(Degree d)
+{
+    return d == Degree::Tp ? QStringLiteral("tp") : d == Degree::Pp ? QStringLiteral("pp") : QStringLiteral("dp");
+}
 
 QSpinBox* spin(int min, int max)
 {
@@ -41,8 +44,7 @@ QComboBox* combo(const QStringList& items)
 }
 
 // A choice of one of the plan's enums: each item shows the layout file's word and holds the value.
-template <typename Enum, std::size_t N>
-QComboBox* enumCombo(const std::array<Enum, N>& values)
+template <typename Enum, std::size_t N> QComboBox* enumCombo(const std::array<Enum, N>& values)
 {
     auto* c = new QComboBox;
     for (Enum v : values) {
@@ -52,14 +54,12 @@ QComboBox* enumCombo(const std::array<Enum, N>& values)
     return c;
 }
 
-template <typename Enum>
-Enum chosen(const QComboBox* box, int index)
+template <typename Enum> Enum chosen(const QComboBox* box, int index)
 {
     return static_cast<Enum>(box->itemData(index).toInt());
 }
 
-template <typename Enum>
-void select(QComboBox* box, Enum value)
+template <typename Enum> void select(QComboBox* box, Enum value)
 {
     box->setCurrentIndex(std::max(0, box->findData(int(value))));
 }
@@ -90,7 +90,8 @@ void StrategyPanel::build()
     m_nodes = spin(1, 100000);
     m_model->setToolTip(tr("The model profile (loom profiles list shows them all)."));
     m_cluster->setToolTip(tr("The cluster profile: devices per node, their memory and peak, and the links."));
-    m_nodes->setToolTip(tr("Nodes of the cluster this layout uses; dp follows from nodes × devices per node ÷ (tp·pp)."));
+    m_nodes->setToolTip(
+        tr("Nodes of the cluster this layout uses; dp follows from nodes × devices per node ÷ (tp·pp)."));
     whereForm->addRow(tr("Model"), m_model);
     whereForm->addRow(tr("Cluster"), m_cluster);
     whereForm->addRow(tr("Nodes"), m_nodes);
@@ -98,16 +99,15 @@ void StrategyPanel::build()
 
     auto* par = new QGroupBox(tr("Parallelism"));
     auto* parForm = new QFormLayout(par);
-    for (Degree d : {Degree::Tp, Degree::Pp, Degree::Dp}) {
+    for (Degree d : { Degree::Tp, Degree::Pp, Degree::Dp }) {
         auto* box = new QComboBox;
         box->setEditable(true);
         box->setInsertPolicy(QComboBox::NoInsert);
         box->setValidator(new QIntValidator(1, 1 << 20, box));
         box->setModel(new QStandardItemModel(box));
         (d == Degree::Tp ? m_tp : d == Degree::Pp ? m_pp : m_dp) = box;
-        connect(box, &QComboBox::activated, this, [this, box, d](int index) {
-            requestDegree(d, box->itemData(index).toLongLong());
-        });
+        connect(box, &QComboBox::activated, this,
+            [this, box, d](int index) { requestDegree(d, box->itemData(index).toLongLong()); });
         connect(box->lineEdit(), &QLineEdit::editingFinished, this, [this, box, d] {
             bool ok = false;
             const qlonglong v = box->lineEdit()->text().toLongLong(&ok);
@@ -132,35 +132,40 @@ void StrategyPanel::build()
     m_microBatch = spin(1, 65536);
     m_microBatch->setToolTip(tr("Sequences per micro-batch (b)."));
     m_globalBatch = spin(1, 1 << 24);
-    m_globalBatch->setToolTip(tr("Sequences per optimizer step over all replicas (B); m = B / (b·dp) micro-batches per pipeline."));
+    m_globalBatch->setToolTip(
+        tr("Sequences per optimizer step over all replicas (B); m = B / (b·dp) micro-batches per pipeline."));
     m_schedule = enumCombo(plan::allScheduleKinds());
-    m_schedule->setToolTip(tr("GPipe: all forwards then all backwards (holds m micro-batches); 1F1B: one forward, one "
-                              "backward (holds at most p); interleaved 1F1B: v chunks per rank, needs m divisible by p."));
+    m_schedule->setToolTip(
+        tr("GPipe: all forwards then all backwards (holds m micro-batches); 1F1B: one forward, one "
+           "backward (holds at most p); interleaved 1F1B: v chunks per rank, needs m divisible by p."));
     parForm->addRow(tr("Virtual stages (vpp)"), m_vpp);
     parForm->addRow(tr("Micro-batch"), m_microBatch);
     parForm->addRow(tr("Global batch"), m_globalBatch);
     parForm->addRow(tr("Schedule"), m_schedule);
     m_order = enumCombo(plan::allRankOrders());
-    m_order->setToolTip(tr("Which dimension varies fastest across consecutive ranks: tp-pp-dp keeps a pipeline's stages "
-                           "on neighbouring ranks, tp-dp-pp keeps the data-parallel replicas there."));
+    m_order->setToolTip(
+        tr("Which dimension varies fastest across consecutive ranks: tp-pp-dp keeps a pipeline's stages "
+           "on neighbouring ranks, tp-dp-pp keeps the data-parallel replicas there."));
     parForm->addRow(tr("Rank order"), m_order);
     m_sp = new QCheckBox(tr("Sequence parallelism (sp)"));
-    m_sp->setToolTip(tr("Korthikanti et al. 2022: with tp > 1 the norms and dropout run on s/t tokens each, and each TP "
-                        "all-reduce becomes an all-gather and a reduce-scatter of the same bytes; activations per layer "
-                        "s·b·h/t·(34 + 5·a·s/h) instead of s·b·h·(10 + 24/t + 5·a·s/(h·t))."));
+    m_sp->setToolTip(
+        tr("Korthikanti et al. 2022: with tp > 1 the norms and dropout run on s/t tokens each, and each TP "
+           "all-reduce becomes an all-gather and a reduce-scatter of the same bytes; activations per layer "
+           "s·b·h/t·(34 + 5·a·s/h) instead of s·b·h·(10 + 24/t + 5·a·s/(h·t))."));
     parForm->addRow(QString(), m_sp);
     outer->addWidget(par);
 
     auto* mem = new QGroupBox(tr("Memory and precision"));
     auto* memForm = new QFormLayout(mem);
-    m_zero = combo({tr("0 (none)"), tr("1 (optimizer state sharded)")});
+    m_zero = combo({ tr("0 (none)"), tr("1 (optimizer state sharded)") });
     m_zero->addItem(tr("2 (gradients sharded too)"));
     m_zero->addItem(tr("3 (parameters sharded too)"));
-    m_zero->setToolTip(tr("ZeRO (Rajbhandari et al. 2020) over the DP group: 1 divides the 12 bytes of Adam state per "
-                          "parameter by dp, 2 also the 2 bytes of gradients (reduce-scatter per micro-batch instead of "
-                          "an all-reduce), 3 also the 2 bytes of weights (each layer all-gathered before its forward and "
-                          "again before its backward, the next one prefetched)."));
-    m_attention = combo({QStringLiteral("flash"), QStringLiteral("materialized")});
+    m_zero->setToolTip(
+        tr("ZeRO (Rajbhandari et al. 2020) over the DP group: 1 divides the 12 bytes of Adam state per "
+           "parameter by dp, 2 also the 2 bytes of gradients (reduce-scatter per micro-batch instead of "
+           "an all-reduce), 3 also the 2 bytes of weights (each layer all-gathered before its forward and "
+           "again before its backward, the next one prefetched)."));
+    m_attention = combo({ QStringLiteral("flash"), QStringLiteral("materialized") });
     m_attention->setToolTip(tr("flash: the s×s attention scores are never stored (the 5·a·s/h term leaves the "
                                "activations) and the backward recomputes Q·Kᵀ; materialized: the softmax output is "
                                "kept for the backward (Korthikanti et al. 2022)."));
@@ -191,7 +196,8 @@ void StrategyPanel::build()
     m_bucket->setRange(0.01, 4096);
     m_bucket->setSuffix(QStringLiteral(" MB"));
     m_bucket->setKeyboardTracking(false);
-    m_bucket->setToolTip(tr("Gradients are reduced in buckets of this size as soon as each is complete (PyTorch DDP: 25 MB)."));
+    m_bucket->setToolTip(
+        tr("Gradients are reduced in buckets of this size as soon as each is complete (PyTorch DDP: 25 MB)."));
     m_chunk = new QDoubleSpinBox;
     m_chunk->setRange(1, 1 << 20);
     m_chunk->setDecimals(0);
@@ -219,12 +225,13 @@ void StrategyPanel::build()
     outer->addWidget(m_message);
     outer->addStretch(1);
     // Names for tests and for QSettings-free automation.
-    const std::pair<QWidget*, const char*> names[] = {{m_model, "model"}, {m_cluster, "cluster"}, {m_nodes, "nodes"},
-        {m_tp, "tp"}, {m_pp, "pp"}, {m_dp, "dp"}, {m_vpp, "vpp"}, {m_microBatch, "microBatch"},
-        {m_globalBatch, "globalBatch"}, {m_schedule, "schedule"}, {m_zero, "zero"}, {m_recompute, "recompute"},
-        {m_precision, "precision"}, {m_codec, "codec"}, {m_topk, "topk"}, {m_errorFeedback, "errorFeedback"},
-        {m_overlap, "overlap"}, {m_bucket, "bucket"}, {m_chunk, "chunk"}, {m_allreduce, "allreduce"}, {m_order, "order"},
-        {m_sp, "sp"}, {m_attention, "attention"}};
+    const std::pair<QWidget*, const char*> names[] = { { m_model, "model" }, { m_cluster, "cluster" },
+        { m_nodes, "nodes" }, { m_tp, "tp" }, { m_pp, "pp" }, { m_dp, "dp" }, { m_vpp, "vpp" },
+        { m_microBatch, "microBatch" }, { m_globalBatch, "globalBatch" }, { m_schedule, "schedule" },
+        { m_zero, "zero" }, { m_recompute, "recompute" }, { m_precision, "precision" }, { m_codec, "codec" },
+        { m_topk, "topk" }, { m_errorFeedback, "errorFeedback" }, { m_overlap, "overlap" }, { m_bucket, "bucket" },
+        { m_chunk, "chunk" }, { m_allreduce, "allreduce" }, { m_order, "order" }, { m_sp, "sp" },
+        { m_attention, "attention" } };
     for (auto [w, n] : names)
         w->setObjectName(QString::fromLatin1(n));
 
@@ -277,9 +284,8 @@ void StrategyPanel::build()
         }
         requestEdit(next, tr("Use %1 node(s)").arg(nodes), MergeNodes);
     });
-    connect(m_vpp, &QSpinBox::valueChanged, this, [this](int v) {
-        requestEdit(withVpp(m_layout, v), tr("Set vpp to %1").arg(v), MergeVpp);
-    });
+    connect(m_vpp, &QSpinBox::valueChanged, this,
+        [this](int v) { requestEdit(withVpp(m_layout, v), tr("Set vpp to %1").arg(v), MergeVpp); });
     connect(m_microBatch, &QSpinBox::valueChanged, this, [this](int v) {
         Layout next = m_layout;
         next.parallel.microBatch = v;
@@ -390,10 +396,10 @@ void StrategyPanel::setLayout(const plan::Layout& layout)
             box->addItem(QString::fromStdString(n), QString::fromStdString(n));
         box->setCurrentIndex(std::max(0, box->findData(QString::fromStdString(current))));
     };
-    fillProfiles(m_model, m_profiles ? m_profiles->modelNames() : std::vector<std::string>{}, layout.modelProfile,
+    fillProfiles(m_model, m_profiles ? m_profiles->modelNames() : std::vector<std::string> {}, layout.modelProfile,
         layout.model.name);
-    fillProfiles(m_cluster, m_profiles ? m_profiles->clusterNames() : std::vector<std::string>{}, layout.clusterProfile,
-        layout.cluster.name);
+    fillProfiles(m_cluster, m_profiles ? m_profiles->clusterNames() : std::vector<std::string> {},
+        layout.clusterProfile, layout.cluster.name);
     m_nodes->setValue(int(layout.nodes));
     m_nodes->setEnabled(layout.cluster.interNode.has_value());
     const auto& p = layout.parallel;
@@ -427,7 +433,7 @@ void StrategyPanel::setLayout(const plan::Layout& layout)
 
 void StrategyPanel::refreshChoices()
 {
-    for (Degree d : {Degree::Tp, Degree::Pp, Degree::Dp}) {
+    for (Degree d : { Degree::Tp, Degree::Pp, Degree::Dp }) {
         QComboBox* box = degreeBox(d);
         const QSignalBlocker block(box);
         auto* model = static_cast<QStandardItemModel*>(box->model());
@@ -464,7 +470,10 @@ bool StrategyPanel::requestDegree(Degree degree, std::int64_t value)
     return true;
 }
 
-QString StrategyPanel::message() const { return m_message->text(); }
+QString StrategyPanel::message() const
+{
+    return m_message->text();
+}
 
 void StrategyPanel::refuse(const QString& why)
 {

@@ -53,9 +53,9 @@ private:
     QCheckBox *m_errorFeedback, *m_overlap;
     QDoubleSpinBox *m_bucket, *m_chunk;
     QLabel* m_message;
-    QComboBox* m_order = nullptr;  // rank order (which dimension varies fastest)
-    QCheckBox* m_sp = nullptr;         // parallel.sp
-    QComboBox* m_attention = nullptr;  // memory.attention
+    QComboBox* m_order = nullptr; // rank order (which dimension varies fastest)
+    QCheckBox* m_sp = nullptr; // parallel.sp
+    QComboBox* m_attention = nullptr; // memory.attention
 };
 
 } // namespace loom::views

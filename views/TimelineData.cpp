@@ -37,19 +37,21 @@ int TimelineData::mixKind(trace::Lane lane, trace::EventKind kind, trace::GroupK
                                                                           : 3;
     switch (kind) {
     case EventKind::Send:
-    case EventKind::Recv: return 1;
+    case EventKind::Recv:
+        return 1;
     case EventKind::AllReduce:
     case EventKind::ReduceScatter:
     case EventKind::AllGather:
     case EventKind::Broadcast:
         return group == trace::GroupKind::Tensor ? 0 : group == trace::GroupKind::Pipeline ? 1 : 2;
-    default: return 3;
+    default:
+        return 3;
     }
 }
 
 TimelineData::Mix TimelineData::mix(const Row& row, std::size_t first, std::size_t last) const
 {
-    Mix m{};
+    Mix m {};
     if (last <= first || last >= row.mixSum.size())
         return m;
     for (int k = 0; k < kMixKinds; ++k)
@@ -61,7 +63,7 @@ void TimelineData::remix(Row& r, std::size_t from)
 {
     r.mixSum.resize(r.events.size() + 1);
     if (from == 0)
-        r.mixSum[0] = Mix{};
+        r.mixSum[0] = Mix {};
     for (std::size_t i = from; i < r.events.size(); ++i) {
         const auto& e = m_events[r.events[i]];
         Mix next = r.mixSum[i];
@@ -73,22 +75,26 @@ void TimelineData::remix(Row& r, std::size_t from)
 
 int TimelineData::rowIndex(std::int32_t rank, trace::Lane lane) const
 {
-    const auto it = std::lower_bound(m_rows.begin(), m_rows.end(), std::pair{rank, int(lane)},
-        [](const Row& r, const std::pair<std::int32_t, int>& key) { return std::pair{r.rank, int(r.lane)} < key; });
+    const auto it = std::lower_bound(m_rows.begin(), m_rows.end(), std::pair { rank, int(lane) },
+        [](const Row& r, const std::pair<std::int32_t, int>& key) {
+            return std::pair { r.rank, int(r.lane) } < key;
+        });
     return it != m_rows.end() && it->rank == rank && it->lane == lane ? int(it - m_rows.begin()) : -1;
 }
 
 TimelineData::Row& TimelineData::rowFor(std::int32_t rank, trace::Lane lane)
 {
     // Rows stay ordered by rank, the compute lane above the comm lane.
-    const auto it = std::lower_bound(m_rows.begin(), m_rows.end(), std::pair{rank, int(lane)},
-        [](const Row& r, const std::pair<std::int32_t, int>& key) { return std::pair{r.rank, int(r.lane)} < key; });
+    const auto it = std::lower_bound(m_rows.begin(), m_rows.end(), std::pair { rank, int(lane) },
+        [](const Row& r, const std::pair<std::int32_t, int>& key) {
+            return std::pair { r.rank, int(r.lane) } < key;
+        });
     if (it != m_rows.end() && it->rank == rank && it->lane == lane)
         return *it;
     Row r;
     r.rank = rank;
     r.lane = lane;
-    r.mixSum.assign(1, Mix{});
+    r.mixSum.assign(1, Mix {});
     for (const Row& o : m_rows)
         if (o.rank == rank && o.stage >= 0)
             r.stage = o.stage;
@@ -153,7 +159,6 @@ void TimelineData::append(const std::vector<trace::TraceEvent>& events)
         r.maxDuration = std::max(r.maxDuration, e.endNs - e.startNs);
         reindex(r, pos); // now: a later rowFor() may insert rows and move this one
         remix(r, pos);
-
     }
 }
 
@@ -176,7 +181,7 @@ std::pair<std::size_t, std::size_t> TimelineData::visible(const Row& row, std::i
 {
     const auto first = std::size_t(std::lower_bound(row.maxEnd.begin(), row.maxEnd.end(), t0) - row.maxEnd.begin());
     const auto last = std::size_t(std::upper_bound(row.start.begin(), row.start.end(), t1) - row.start.begin());
-    return {first, std::max(first, last)};
+    return { first, std::max(first, last) };
 }
 
 std::int64_t TimelineData::eventAt(const Row& row, std::int64_t t) const

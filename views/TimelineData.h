@@ -26,11 +26,11 @@ public:
         trace::Lane lane = trace::Lane::Compute;
         std::int32_t stage = -1; // the rank's pipeline stage when known
         std::vector<std::uint32_t> events; // indexes into events(), sorted by start
-        std::vector<std::int64_t> start;   // start[i], end[i]: of events[i], kept contiguous for the hot loops
+        std::vector<std::int64_t> start; // start[i], end[i]: of events[i], kept contiguous for the hot loops
         std::vector<std::int64_t> end;
-        std::vector<std::int64_t> maxEnd;  // maxEnd[i] = max end of events[0..i]
-        std::int64_t maxDuration = 0;      // of any event in the row
-        std::vector<Mix> mixSum;           // mixSum[i]: durations by mix kind of events[0, i) (size + 1)
+        std::vector<std::int64_t> maxEnd; // maxEnd[i] = max end of events[0..i]
+        std::int64_t maxDuration = 0; // of any event in the row
+        std::vector<Mix> mixSum; // mixSum[i]: durations by mix kind of events[0, i) (size + 1)
     };
 
     void setEvents(std::vector<trace::TraceEvent> events, std::vector<trace::GroupInfo> groups = {});

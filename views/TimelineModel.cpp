@@ -27,7 +27,10 @@ void TimelineModel::setEvents(std::vector<trace::TraceEvent> events, std::vector
     emit timelineChanged();
 }
 
-void TimelineModel::clear() { setEvents({}); }
+void TimelineModel::clear()
+{
+    setEvents({});
+}
 
 void TimelineModel::addGroups(const std::vector<trace::GroupInfo>& groups)
 {
@@ -90,7 +93,10 @@ int TimelineModel::rowCount(const QModelIndex& parent) const
     return int(m_data.rows()[std::size_t(parent.row())].events.size());
 }
 
-int TimelineModel::columnCount(const QModelIndex&) const { return ColumnCount; }
+int TimelineModel::columnCount(const QModelIndex&) const
+{
+    return ColumnCount;
+}
 
 QVariant TimelineModel::data(const QModelIndex& index, int role) const
 {
@@ -99,7 +105,8 @@ QVariant TimelineModel::data(const QModelIndex& index, int role) const
     if (index.internalId() == 0) {
         const auto& lane = m_data.rows()[std::size_t(index.row())];
         if (role == Qt::DisplayRole && index.column() == Name)
-            return lane.lane == trace::Lane::Compute ? tr("rank %1 compute").arg(lane.rank) : tr("rank %1 comm").arg(lane.rank);
+            return lane.lane == trace::Lane::Compute ? tr("rank %1 compute").arg(lane.rank)
+                                                     : tr("rank %1 comm").arg(lane.rank);
         if (role == Qt::DisplayRole && index.column() == Stage)
             return lane.stage;
         return {};
@@ -112,12 +119,18 @@ QVariant TimelineModel::data(const QModelIndex& index, int role) const
         return {};
     const auto& e = m_data.event(ev);
     switch (index.column()) {
-    case Name: return QString::fromLatin1(trace::toString(e.kind).data());
-    case Start: return formatSeconds(double(e.startNs - m_data.beginNs()) * 1e-9);
-    case Duration: return formatSeconds(double(e.durationNs()) * 1e-9);
-    case MicroBatch: return e.microBatch;
-    case Stage: return e.stage;
-    case Bytes: return QLocale().toString(qulonglong(e.bytes));
+    case Name:
+        return QString::fromLatin1(trace::toString(e.kind).data());
+    case Start:
+        return formatSeconds(double(e.startNs - m_data.beginNs()) * 1e-9);
+    case Duration:
+        return formatSeconds(double(e.durationNs()) * 1e-9);
+    case MicroBatch:
+        return e.microBatch;
+    case Stage:
+        return e.stage;
+    case Bytes:
+        return QLocale().toString(qulonglong(e.bytes));
     }
     return {};
 }
@@ -126,7 +139,7 @@ QVariant TimelineModel::headerData(int section, Qt::Orientation orientation, int
 {
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return {};
-    static const char* names[] = {"event", "start", "duration", "micro-batch", "stage", "bytes"};
+    static const char* names[] = { "event", "start", "duration", "micro-batch", "stage", "bytes" };
     return section >= 0 && section < ColumnCount ? QVariant(tr(names[section])) : QVariant();
 }
 

@@ -44,11 +44,11 @@ private:
 struct RangeStats {
     std::int64_t t0 = 0, t1 = 0;
     int computeLanes = 0, commLanes = 0;
-    double computeBusy = 0;  // mean fraction of the range the compute lanes are busy (forward, backward, ...)
-    double commBusy = 0;     // mean fraction the comm lanes are busy
+    double computeBusy = 0; // mean fraction of the range the compute lanes are busy (forward, backward, ...)
+    double commBusy = 0; // mean fraction the comm lanes are busy
     double waitFraction = 0; // mean fraction of the compute lanes spent in wait events
-    double bytes = 0;        // bytes of the communication events in the range (pro rata when cut)
-    double gbPerSecond = 0;  // bytes / busy comm time
+    double bytes = 0; // bytes of the communication events in the range (pro rata when cut)
+    double gbPerSecond = 0; // bytes / busy comm time
     std::size_t events = 0;
 };
 RangeStats rangeStats(const TimelineData& data, std::int64_t t0, std::int64_t t1);

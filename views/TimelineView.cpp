@@ -20,9 +20,9 @@ namespace {
 // The colour of a mix kind (TimelineData::mixKind) on a lane.
 QColor mixColor(trace::Lane lane, int kind)
 {
-    static const QColor compute[] = {colors::forward, colors::backward, colors::optimizer, colors::misc};
-    static const QColor comm[] = {colors::tensorComm, colors::pipelineComm, colors::dataComm, colors::misc};
-    const int last = TimelineData::kMixKinds - 1;  // not std::clamp: GCC 12 warns on its temporaries here
+    static const QColor compute[] = { colors::forward, colors::backward, colors::optimizer, colors::misc };
+    static const QColor comm[] = { colors::tensorComm, colors::pipelineComm, colors::dataComm, colors::misc };
+    const int last = TimelineData::kMixKinds - 1; // not std::clamp: GCC 12 warns on its temporaries here
     const int index = kind < 0 ? 0 : (kind > last ? last : kind);
     return (lane == trace::Lane::Compute ? compute : comm)[index];
 }
@@ -91,7 +91,7 @@ void TimelineView::setOverlay(TimelineData overlay, std::int64_t offsetNs)
 
 void TimelineView::setSelection(std::int64_t t0, std::int64_t t1)
 {
-    m_selection = t0 == t1 ? RangeStats{} : rangeStats(data(), t0, t1);
+    m_selection = t0 == t1 ? RangeStats {} : rangeStats(data(), t0, t1);
     viewport()->update();
     emit rangeSelected(m_selection);
 }
@@ -203,7 +203,7 @@ std::int64_t TimelineView::eventAt(const QPoint& pos) const
     const auto& r = data().rows()[std::size_t(row)];
     const std::int64_t t = timeAt(pos.x());
     const std::int64_t slack = std::max<std::int64_t>(1, timeAt(pos.x() + 1) - t);
-    for (std::int64_t probe : {t, t - slack, t + slack}) {
+    for (std::int64_t probe : { t, t - slack, t + slack }) {
         const std::int64_t e = data().eventAt(r, probe);
         if (e >= 0)
             return e;
@@ -216,7 +216,8 @@ QString TimelineView::eventDescription(std::int64_t index) const
     if (index < 0 || std::size_t(index) >= data().events().size())
         return {};
     const auto& e = data().event(std::uint32_t(index));
-    QString s = QStringLiteral("<b>%1</b> — rank %2").arg(QString::fromLatin1(trace::toString(e.kind).data()), QString::number(e.rank));
+    QString s = QStringLiteral("<b>%1</b> — rank %2")
+                    .arg(QString::fromLatin1(trace::toString(e.kind).data()), QString::number(e.rank));
     if (e.stage >= 0)
         s += tr(", stage %1").arg(e.stage);
     if (e.microBatch >= 0)
@@ -225,8 +226,9 @@ QString TimelineView::eventDescription(std::int64_t index) const
         s += tr(", chunk %1").arg(e.chunk);
     if (e.step >= 0)
         s += tr(", step %1").arg(e.step);
-    s += tr("<br>start %1, duration %2").arg(formatSeconds(double(e.startNs - data().beginNs()) * 1e-9),
-        formatSeconds(double(e.durationNs()) * 1e-9));
+    s += tr("<br>start %1, duration %2")
+             .arg(formatSeconds(double(e.startNs - data().beginNs()) * 1e-9),
+                 formatSeconds(double(e.durationNs()) * 1e-9));
     if (e.bytes > 0) {
         s += tr("<br>%1 bytes").arg(QLocale().toString(qulonglong(e.bytes)));
         if (e.durationNs() > 0)
@@ -249,7 +251,7 @@ void TimelineView::paintRuler(QPainter& p)
     const double span = double(m_t1 - m_t0);
     const double target = span / std::max(1.0, double(viewport()->width() - kLabelWidth) / 110.0);
     double step = std::pow(10.0, std::floor(std::log10(target)));
-    for (double m : {2.0, 5.0, 10.0})
+    for (double m : { 2.0, 5.0, 10.0 })
         if (step < target)
             step = std::pow(10.0, std::floor(std::log10(target))) * m;
     p.setPen(palette().color(QPalette::Text));
@@ -370,8 +372,8 @@ void TimelineView::paintEvent(QPaintEvent*)
                     continue;
                 const auto tNext = m_t0 + std::int64_t((runEnd + 2 - left) / scale);
                 nextJump = tNext;
-                const auto j = std::size_t(
-                    std::lower_bound(row.start.begin() + std::ptrdiff_t(i + 1), row.start.begin() + std::ptrdiff_t(last), tNext)
+                const auto j = std::size_t(std::lower_bound(row.start.begin() + std::ptrdiff_t(i + 1),
+                                               row.start.begin() + std::ptrdiff_t(last), tNext)
                     - row.start.begin());
                 if (j > i + 1 && (allTiny || row.maxEnd[j - 1] <= tNext)) {
                     runEnd = std::max(runEnd, std::min(right, px(row.maxEnd[j - 1])));
@@ -395,18 +397,18 @@ void TimelineView::paintEvent(QPaintEvent*)
             }
             if (e.microBatch >= 0 && box.width() > 3 * digitWidth && row.lane == trace::Lane::Compute) {
                 // Labels are cached per paint: thousands of boxes share a few dozen texts.
-                const auto key = (std::uint64_t(std::uint8_t(e.kind)) << 48) | (std::uint64_t(std::uint32_t(e.chunk)) << 32)
-                    | std::uint32_t(e.microBatch);
+                const auto key = (std::uint64_t(std::uint8_t(e.kind)) << 48)
+                    | (std::uint64_t(std::uint32_t(e.chunk)) << 32) | std::uint32_t(e.microBatch);
                 auto it = labels.find(key);
                 if (it == labels.end()) {
-                    QString text = (e.kind == trace::EventKind::Forward ? QStringLiteral("F")
-                                        : e.kind == trace::EventKind::Backward ? QStringLiteral("B")
-                                        : e.kind == trace::EventKind::Wait     ? QStringLiteral("wait ")
-                                                                               : QString())
+                    QString text = (e.kind == trace::EventKind::Forward           ? QStringLiteral("F")
+                                           : e.kind == trace::EventKind::Backward ? QStringLiteral("B")
+                                           : e.kind == trace::EventKind::Wait     ? QStringLiteral("wait ")
+                                                                                  : QString())
                         + QString::number(e.microBatch);
                     if (e.chunk > 0)
                         text += QStringLiteral(".%1").arg(e.chunk);
-                    it = labels.emplace(key, std::pair{text, fm.horizontalAdvance(text)}).first;
+                    it = labels.emplace(key, std::pair { text, fm.horizontalAdvance(text) }).first;
                 }
                 if (it->second.second + 4 <= box.width()) {
                     const bool light = e.kind == trace::EventKind::Optimizer || e.kind == trace::EventKind::Wait;
@@ -441,26 +443,28 @@ void TimelineView::paintEvent(QPaintEvent*)
         const QString label = row.lane == trace::Lane::Compute
             ? (row.stage >= 0 ? tr("rank %1 · stage %2").arg(row.rank).arg(row.stage) : tr("rank %1").arg(row.rank))
             : tr("comm");
-        p.drawText(labelBox.adjusted(6, 0, 0, 0), Qt::AlignVCenter | (row.lane == trace::Lane::Compute ? Qt::AlignLeft : Qt::AlignRight),
-            label);
+        p.drawText(labelBox.adjusted(6, 0, 0, 0),
+            Qt::AlignVCenter | (row.lane == trace::Lane::Compute ? Qt::AlignLeft : Qt::AlignRight), label);
         top += h + 2;
     }
     p.setClipping(false);
     paintRuler(p);
     if (m_selection.t1 > m_selection.t0) {
-        const double x0 = std::max(double(kLabelWidth), xOf(m_selection.t0)), x1 = std::min(double(width), xOf(m_selection.t1));
+        const double x0 = std::max(double(kLabelWidth), xOf(m_selection.t0)),
+                     x1 = std::min(double(width), xOf(m_selection.t1));
         QColor shade = pal.color(QPalette::Highlight);
         shade.setAlpha(50);
         p.fillRect(QRectF(x0, 0, std::max(1.0, x1 - x0), viewport()->height()), shade);
         const RangeStats& r = m_selection;
-        const QString text = tr("%1 selected: compute busy %2 %, waiting %3 %, comm busy %4 %, %5 MB moved (%6 GB/s), %7 events")
-                                 .arg(formatSeconds(double(r.t1 - r.t0) * 1e-9))
-                                 .arg(QLocale().toString(100 * r.computeBusy, 'f', 1))
-                                 .arg(QLocale().toString(100 * r.waitFraction, 'f', 1))
-                                 .arg(QLocale().toString(100 * r.commBusy, 'f', 1))
-                                 .arg(QLocale().toString(r.bytes / 1e6, 'f', 2))
-                                 .arg(QLocale().toString(r.gbPerSecond, 'f', 2))
-                                 .arg(r.events);
+        const QString text
+            = tr("%1 selected: compute busy %2 %, waiting %3 %, comm busy %4 %, %5 MB moved (%6 GB/s), %7 events")
+                  .arg(formatSeconds(double(r.t1 - r.t0) * 1e-9))
+                  .arg(QLocale().toString(100 * r.computeBusy, 'f', 1))
+                  .arg(QLocale().toString(100 * r.waitFraction, 'f', 1))
+                  .arg(QLocale().toString(100 * r.commBusy, 'f', 1))
+                  .arg(QLocale().toString(r.bytes / 1e6, 'f', 2))
+                  .arg(QLocale().toString(r.gbPerSecond, 'f', 2))
+                  .arg(r.events);
         const QRect box(kLabelWidth + 4, kRulerHeight + 4, fm.horizontalAdvance(text) + 12, fm.height() + 6);
         p.fillRect(box, pal.color(QPalette::ToolTipBase));
         p.setPen(pal.color(QPalette::ToolTipText));
@@ -530,14 +534,24 @@ void TimelineView::mouseReleaseEvent(QMouseEvent* event)
 void TimelineView::keyPressEvent(QKeyEvent* event)
 {
     const int mouseX = viewport()->mapFromGlobal(QCursor::pos()).x();
-    const int x = mouseX >= kLabelWidth && mouseX < viewport()->width() ? mouseX : (kLabelWidth + viewport()->width()) / 2;
-    if (event->key() == Qt::Key_W || event->key() == Qt::Key_S || event->key() == Qt::Key_A || event->key() == Qt::Key_D)
+    const int x
+        = mouseX >= kLabelWidth && mouseX < viewport()->width() ? mouseX : (kLabelWidth + viewport()->width()) / 2;
+    if (event->key() == Qt::Key_W || event->key() == Qt::Key_S || event->key() == Qt::Key_A
+        || event->key() == Qt::Key_D)
         m_following = false;
     switch (event->key()) {
-    case Qt::Key_W: zoomAt(1.25, x); return;
-    case Qt::Key_S: zoomAt(0.8, x); return;
-    case Qt::Key_A: panBy(-0.2); return;
-    case Qt::Key_D: panBy(0.2); return;
+    case Qt::Key_W:
+        zoomAt(1.25, x);
+        return;
+    case Qt::Key_S:
+        zoomAt(0.8, x);
+        return;
+    case Qt::Key_A:
+        panBy(-0.2);
+        return;
+    case Qt::Key_D:
+        panBy(0.2);
+        return;
     case Qt::Key_F:
         if (m_selection.t1 > m_selection.t0) {
             setWindow(m_selection.t0, m_selection.t1);
@@ -549,7 +563,8 @@ void TimelineView::keyPressEvent(QKeyEvent* event)
             fit();
         }
         return;
-    default: QAbstractScrollArea::keyPressEvent(event);
+    default:
+        QAbstractScrollArea::keyPressEvent(event);
     }
 }
 

@@ -6,13 +6,12 @@
 
 namespace loom::views {
 
-// Per-rank timeline, ranks grouped by pipeline stage: one row per rank's compute lane (forward, backward, optimizer, with idle time hatched
-// as bubble) and one for its communication lane; micro-batches numbered in the boxes. Navigation as in
-// Perfetto: wheel or W/S zoom at the mouse, A/D or dragging pans, F fits; hovering an event shows its
-// details and clicking selects it. Events narrower than 2 pixels are merged into one box per pixel run,
-// so drawing cost follows the pixels, not the events; a merged box shows the mix it hides (bands of
-// forward, backward, optimizer or TP, PP, DP colours in proportion to their busy time, as tall as the run
-// is busy), never one event's colour for all of them.
+// Per-rank timeline, ranks grouped by pipeline stage: one row per rank's compute lane (forward, backward, optimizer,
+// with idle time hatched as bubble) and one for its communication lane; micro-batches numbered in the boxes. Navigation
+// as in Perfetto: wheel or W/S zoom at the mouse, A/D or dragging pans, F fits; hovering an event shows its details and
+// clicking selects it. Events narrower than 2 pixels are merged into one box per pixel run, so drawing cost follows the
+// pixels, not the events; a merged box shows the mix it hides (bands of forward, backward, optimizer or TP, PP, DP
+// colours in proportion to their busy time, as tall as the run is busy), never one event's colour for all of them.
 class TimelineView : public QAbstractScrollArea {
     Q_OBJECT
 public:
@@ -36,7 +35,7 @@ public:
     RangeStats selection() const { return m_selection; }
     // The visible time window, ns.
     void setWindow(std::int64_t t0, std::int64_t t1);
-    std::pair<std::int64_t, std::int64_t> window() const { return {m_t0, m_t1}; }
+    std::pair<std::int64_t, std::int64_t> window() const { return { m_t0, m_t1 }; }
     void fit();
     void zoomAt(double factor, int x);
     void panBy(double fractionOfWindow);

@@ -13,7 +13,10 @@ namespace loom::views {
 namespace {
 constexpr qreal kGapX = 56, kGapY = 44;
 
-QString gb(double x) { return QLocale().toString(x, 'f', x < 10 ? 2 : 1); }
+QString gb(double x)
+{
+    return QLocale().toString(x, 'f', x < 10 ? 2 : 1);
+}
 
 QString linkText(const plan::LinkSpec& link)
 {
@@ -51,13 +54,16 @@ void TopologyScene::show(const plan::Layout& layout, const plan::Prediction* pre
     update();
 }
 
-int TopologyScene::columnsPerNode() const { return int(std::min<std::int64_t>(m_devicesPerNode, 8)); }
+int TopologyScene::columnsPerNode() const
+{
+    return int(std::min<std::int64_t>(m_devicesPerNode, 8));
+}
 
 QSizeF TopologyScene::nodeSize() const
 {
     const int cols = columnsPerNode();
     const auto rows = (m_devicesPerNode + cols - 1) / cols;
-    return {cols * kCellWidth + 2 * kPadding, kHeader + qreal(rows) * kCellHeight + kBus + kPadding};
+    return { cols * kCellWidth + 2 * kPadding, kHeader + qreal(rows) * kCellHeight + kBus + kPadding };
 }
 
 void TopologyScene::rebuild()
@@ -65,11 +71,11 @@ void TopologyScene::rebuild()
     clear(); // deletes the items
     m_items.clear();
     m_fabric = nullptr;
-    m_dropTarget = {-1, -1};
+    m_dropTarget = { -1, -1 };
     const QSizeF size = nodeSize();
     // A grid of nodes about as wide as a 16:10 window is.
-    const auto columns = std::max<std::int64_t>(
-        1, std::int64_t(std::ceil(std::sqrt(double(m_nodes) * 1.6 * (size.height() + kGapY) / (size.width() + kGapX)))));
+    const auto columns = std::max<std::int64_t>(1,
+        std::int64_t(std::ceil(std::sqrt(double(m_nodes) * 1.6 * (size.height() + kGapY) / (size.width() + kGapX)))));
     const std::int64_t columnsUsed = std::min(columns, m_nodes);
     QPainterPath fabric;
     const std::int64_t rows = (m_nodes + columnsUsed - 1) / columnsUsed;
@@ -106,11 +112,11 @@ void TopologyScene::rebuild()
 
 void TopologyScene::fill(const plan::Prediction* prediction)
 {
-    m_devices.assign(std::size_t(m_nodes * m_devicesPerNode), DeviceView{});
+    m_devices.assign(std::size_t(m_nodes * m_devicesPerNode), DeviceView {});
     if (m_world <= 0 || m_layout.parallel.tp < 1 || m_layout.parallel.pp < 1 || m_layout.parallel.dp < 1)
         return;
-    const plan::RankGrid grid(m_layout.parallel.tp, m_layout.parallel.pp, m_layout.parallel.dp, m_devicesPerNode,
-        m_layout.parallel.order);
+    const plan::RankGrid grid(
+        m_layout.parallel.tp, m_layout.parallel.pp, m_layout.parallel.dp, m_devicesPerNode, m_layout.parallel.order);
     const std::int64_t used = std::min<std::int64_t>(m_world, std::int64_t(m_devices.size()));
     for (std::int64_t r = 0; r < used; ++r) {
         DeviceView& d = m_devices[std::size_t(r)];
@@ -140,18 +146,18 @@ std::pair<std::int64_t, std::int64_t> TopologyScene::deviceAt(const QPointF& sce
         if (auto* node = dynamic_cast<NodeItem*>(item)) {
             const std::int64_t cell = node->cellAt(node->mapFromScene(scenePos));
             if (cell >= 0)
-                return {node->node(), cell};
+                return { node->node(), cell };
         }
     }
-    return {-1, -1};
+    return { -1, -1 };
 }
 
 void TopologyScene::setDropTarget(std::int64_t node, std::int64_t local)
 {
-    if (m_dropTarget == std::pair{node, local})
+    if (m_dropTarget == std::pair { node, local })
         return;
     const auto old = m_dropTarget;
-    m_dropTarget = {node, local};
+    m_dropTarget = { node, local };
     if (old.first >= 0 && old.first < m_nodes)
         m_items[std::size_t(old.first)]->update();
     if (node >= 0 && node < m_nodes)
@@ -164,8 +170,9 @@ QString TopologyScene::deviceToolTip(std::int64_t node, std::int64_t local) cons
     QString s = tr("<b>node %1, device %2</b>").arg(node).arg(local);
     if (node < std::int64_t(m_layout.cluster.hosts.size()))
         s += tr(" (%1)").arg(QString::fromStdString(m_layout.cluster.hosts[std::size_t(node)]).toHtmlEscaped());
-    s += tr("<br>%1, %2 GB").arg(QString::fromStdString(m_layout.cluster.device.name).toHtmlEscaped(),
-        gb(m_layout.cluster.device.memoryGB));
+    s += tr("<br>%1, %2 GB")
+             .arg(QString::fromStdString(m_layout.cluster.device.name).toHtmlEscaped(),
+                 gb(m_layout.cluster.device.memoryGB));
     if (d.rank < 0)
         return s + tr("<br>not used by this layout (it runs %1 ranks)").arg(m_world);
     s += tr("<br>rank %1 &nbsp;(tp %2, pp %3, dp %4)").arg(d.rank).arg(d.coord.tp).arg(d.coord.pp).arg(d.coord.dp);
@@ -192,7 +199,8 @@ QString TopologyScene::deviceToolTip(std::int64_t node, std::int64_t local) cons
                      gb(m.grads), gb(m.optimizer), gb(m.activations), gb(m.reserve));
         if (m.gathered > 0)
             s += tr(", gathered parameters %1").arg(gb(m.gathered));
-        s += tr("<br>ZeRO-%1, %2 attention%3").arg(m_layout.memory.zero)
+        s += tr("<br>ZeRO-%1, %2 attention%3")
+                 .arg(m_layout.memory.zero)
                  .arg(QString::fromStdString(std::string(plan::toString(m_layout.memory.attention))),
                      m_layout.parallel.sp ? tr(", sequence parallel over tp %1").arg(m_layout.parallel.tp) : QString());
     } else {

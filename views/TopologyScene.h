@@ -69,7 +69,7 @@ private:
     std::vector<DeviceView> m_devices; // node-major
     std::vector<NodeItem*> m_items;
     QGraphicsPathItem* m_fabric = nullptr;
-    std::pair<std::int64_t, std::int64_t> m_dropTarget{-1, -1};
+    std::pair<std::int64_t, std::int64_t> m_dropTarget { -1, -1 };
 };
 
 } // namespace loom::views

@@ -43,7 +43,10 @@ void TopologyView::fitAll()
         setTransform(QTransform::fromScale(2.0, 2.0));
 }
 
-qreal TopologyView::zoom() const { return transform().m11(); }
+qreal TopologyView::zoom() const
+{
+    return transform().m11();
+}
 
 void TopologyView::zoomBy(qreal factor)
 {
@@ -63,16 +66,25 @@ void TopologyView::keyPressEvent(QKeyEvent* event)
     switch (event->key()) {
     case Qt::Key_Plus:
     case Qt::Key_Equal:
-    case Qt::Key_W: zoomBy(1.25); return;
+    case Qt::Key_W:
+        zoomBy(1.25);
+        return;
     case Qt::Key_Minus:
-    case Qt::Key_S: zoomBy(0.8); return;
-    case Qt::Key_A: horizontalScrollBar()->setValue(horizontalScrollBar()->value() - viewport()->width() / 5); return;
-    case Qt::Key_D: horizontalScrollBar()->setValue(horizontalScrollBar()->value() + viewport()->width() / 5); return;
+    case Qt::Key_S:
+        zoomBy(0.8);
+        return;
+    case Qt::Key_A:
+        horizontalScrollBar()->setValue(horizontalScrollBar()->value() - viewport()->width() / 5);
+        return;
+    case Qt::Key_D:
+        horizontalScrollBar()->setValue(horizontalScrollBar()->value() + viewport()->width() / 5);
+        return;
     case Qt::Key_F:
         m_autoFit = true;
         fitAll();
         return;
-    default: QGraphicsView::keyPressEvent(event);
+    default:
+        QGraphicsView::keyPressEvent(event);
     }
 }
 

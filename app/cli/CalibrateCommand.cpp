@@ -84,7 +84,8 @@ int calibrateCommand(CliContext& context, const QStringList& args, bool json)
     // The run's layout on the cluster being calibrated (validated there: its ranks must fit C's nodes).
     auto layoutJson = nlohmann::json::parse(measured.layoutJson, nullptr, false);
     if (!layoutJson.is_object()) {
-        context.err << "error: " << traceFile.toStdString() << ": otherData.layout is not a layout (a JSON object was expected)\n";
+        context.err << "error: " << traceFile.toStdString()
+                    << ": otherData.layout is not a layout (a JSON object was expected)\n";
         return ExitInvalid;
     }
     layoutJson["cluster"] = cluster.toStdString();
@@ -120,7 +121,8 @@ int calibrateCommand(CliContext& context, const QStringList& args, bool json)
         + cluster.toStdString() + "; measured step " + number(fit.measuredStepSeconds) + " s, predicted "
         + number(fit.predictedAfter) + " s";
     if (auto refused = context.catalog().add(profile); !refused.empty()) {
-        context.err << "error: " << refused << (refused.find("name") != std::string::npos ? " (use --name)" : "") << "\n";
+        context.err << "error: " << refused << (refused.find("name") != std::string::npos ? " (use --name)" : "")
+                    << "\n";
         return ExitInvalid;
     }
 

@@ -53,8 +53,8 @@ std::optional<std::string> readTextFile(const QString& path, std::string* why)
     }
     constexpr qint64 kLimit = qint64(kMaxTextFileMiB) << 20;
     if (file.size() > kLimit) {
-        *why = "\"" + path.toStdString() + "\" is " + std::to_string(file.size() >> 20) + " MiB; this command reads files up to "
-               + std::to_string(kMaxTextFileMiB) + " MiB";
+        *why = "\"" + path.toStdString() + "\" is " + std::to_string(file.size() >> 20)
+            + " MiB; this command reads files up to " + std::to_string(kMaxTextFileMiB) + " MiB";
         return std::nullopt;
     }
     QByteArray bytes = file.read(kLimit);

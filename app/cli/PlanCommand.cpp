@@ -31,42 +31,41 @@ int predictCommand(CliContext& context, const QString& file, bool json)
     }
     const plan::Layout& l = *read.layout;
     if (!plan::simulatable(l)) {
-        context.err << "error: " << l.parallel.microBatches() << " micro-batches on " << l.parallel.pp
-                    << " pipeline stages are too many to simulate; use a larger micro_batch or a smaller global_batch\n";
+        context.err
+            << "error: " << l.parallel.microBatches() << " micro-batches on " << l.parallel.pp
+            << " pipeline stages are too many to simulate; use a larger micro_batch or a smaller global_batch\n";
         return ExitInvalid;
     }
     const plan::Prediction p = plan::predict(l);
     if (json) {
-        nlohmann::ordered_json j = {
-            {"layout", l.name},
-            {"step_time_s", p.stepTime},
-            {"tokens_per_s", p.tokensPerSecond},
-            {"tflops_per_gpu", p.tflopsPerGpu},
-            {"mfu", p.mfu},
-            {"bubble_fraction", p.bubbleFraction},
-            {"bubble_theory", p.bubbleTheory},
-            {"step_split_s", {{"compute", p.compute}, {"tp_exposed", p.tpExposed}, {"pp_exposed", p.ppExposed},
-                              {"bubble", p.bubble}, {"dp_exposed", p.dpExposed}, {"optimizer", p.optimizer}}},
-            {"memory_gb", {{"params", p.memory.params}, {"grads", p.memory.grads}, {"optimizer", p.memory.optimizer},
-                           {"activations", p.memory.activations}, {"reserve", p.memory.reserve}, {"total", p.memory.total()}}},
-            {"memory_capacity_gb", p.memoryCapacityGB},
-            {"fits", p.fits},
-            {"model_flops_per_step", p.modelFlops},
-            {"gpus", l.parallel.worldSize()}};
+        nlohmann::ordered_json j = { { "layout", l.name }, { "step_time_s", p.stepTime },
+            { "tokens_per_s", p.tokensPerSecond }, { "tflops_per_gpu", p.tflopsPerGpu }, { "mfu", p.mfu },
+            { "bubble_fraction", p.bubbleFraction }, { "bubble_theory", p.bubbleTheory },
+            { "step_split_s",
+                { { "compute", p.compute }, { "tp_exposed", p.tpExposed }, { "pp_exposed", p.ppExposed },
+                    { "bubble", p.bubble }, { "dp_exposed", p.dpExposed }, { "optimizer", p.optimizer } } },
+            { "memory_gb",
+                { { "params", p.memory.params }, { "grads", p.memory.grads }, { "optimizer", p.memory.optimizer },
+                    { "activations", p.memory.activations }, { "reserve", p.memory.reserve },
+                    { "total", p.memory.total() } } },
+            { "memory_capacity_gb", p.memoryCapacityGB }, { "fits", p.fits }, { "model_flops_per_step", p.modelFlops },
+            { "gpus", l.parallel.worldSize() } };
         context.out << j.dump(2) << "\n";
         return ExitOk;
     }
     auto& o = context.out;
-    o << "layout " << l.name << ": " << l.parallel.worldSize() << " × " << l.cluster.device.name << " (tp=" << l.parallel.tp
-      << " pp=" << l.parallel.pp << " dp=" << l.parallel.dp << ", " << plan::toString(l.parallel.schedule) << ", "
-      << l.parallel.microBatches() << " micro-batches of " << l.parallel.microBatch << ")\n";
+    o << "layout " << l.name << ": " << l.parallel.worldSize() << " × " << l.cluster.device.name
+      << " (tp=" << l.parallel.tp << " pp=" << l.parallel.pp << " dp=" << l.parallel.dp << ", "
+      << plan::toString(l.parallel.schedule) << ", " << l.parallel.microBatches() << " micro-batches of "
+      << l.parallel.microBatch << ")\n";
     o << "  step time      " << fixed(p.stepTime, 3) << " s   (" << fixed(p.tokensPerSecond, 0) << " tokens/s)\n";
-    o << "  per GPU        " << fixed(p.tflopsPerGpu, 1) << " TFLOP/s of model FLOPs, MFU " << fixed(100 * p.mfu, 1) << " %\n";
+    o << "  per GPU        " << fixed(p.tflopsPerGpu, 1) << " TFLOP/s of model FLOPs, MFU " << fixed(100 * p.mfu, 1)
+      << " %\n";
     o << "  step split     compute " << fixed(p.compute, 3) << " s, TP comm " << fixed(p.tpExposed, 3) << " s, PP comm "
       << fixed(p.ppExposed, 3) << " s, bubble " << fixed(p.bubble, 3) << " s, DP comm " << fixed(p.dpExposed, 3)
       << " s, optimizer " << fixed(p.optimizer, 3) << " s\n";
-    o << "  bubble         " << fixed(100 * p.bubbleFraction, 1) << " % of the step (closed form " << fixed(100 * p.bubbleTheory, 1)
-      << " %: (p-1)/(v·m+p-1))\n";
+    o << "  bubble         " << fixed(100 * p.bubbleFraction, 1) << " % of the step (closed form "
+      << fixed(100 * p.bubbleTheory, 1) << " %: (p-1)/(v·m+p-1))\n";
     o << "  memory/device  params " << fixed(p.memory.params, 2) << " GB, grads " << fixed(p.memory.grads, 2)
       << " GB, optimizer " << fixed(p.memory.optimizer, 2) << " GB, activations " << fixed(p.memory.activations, 2)
       << " GB, reserve " << fixed(p.memory.reserve, 2) << " GB = " << fixed(p.memory.total(), 2) << " of "
@@ -76,7 +75,7 @@ int predictCommand(CliContext& context, const QString& file, bool json)
     return ExitOk;
 }
 
-}  // namespace
+} // namespace
 
 int simulateCommand(CliContext& context, const QStringList& args)
 {
@@ -102,8 +101,8 @@ int simulateCommand(CliContext& context, const QStringList& args)
         context.err << "error: cannot write " << out.toStdString() << "\n";
         return ExitFailure;
     }
-    const nlohmann::ordered_json other = {{"generator", "loom simulate"}, {"loom_trace", 1},
-                                          {"layout", nlohmann::ordered_json::parse(plan::writeLayout(*read.layout))}};
+    const nlohmann::ordered_json other = { { "generator", "loom simulate" }, { "loom_trace", 1 },
+        { "layout", nlohmann::ordered_json::parse(plan::writeLayout(*read.layout)) } };
     trace::writeChromeTrace(file, p.events, {}, other.dump());
     if (!file.flush()) {
         context.err << "error: writing " << out.toStdString() << " failed (is the disk full?)\n";
@@ -123,18 +122,21 @@ std::string searchAdvice(const plan::SearchResult& r, long long devices, long lo
     if (r.cancelled)
         return "the search was stopped before it ranked anything";
     if (r.evaluated == 0)
-        return "no split of " + std::to_string(devices) + " devices into tp·pp·dp suits a global batch of " + std::to_string(batch)
-               + " (dp·micro_batch must divide it, tp must divide the heads, pp at most the layers); choose a global batch that is "
-                 "a multiple of the device count, or fewer nodes";
+        return "no split of " + std::to_string(devices) + " devices into tp·pp·dp suits a global batch of "
+            + std::to_string(batch)
+            + " (dp·micro_batch must divide it, tp must divide the heads, pp at most the layers); choose a global "
+              "batch that is "
+              "a multiple of the device count, or fewer nodes";
     if (r.fitting == 0)
-        return "none of the " + std::to_string(r.evaluated) + " layouts fits in memory; add nodes, or choose a smaller global "
-               "batch or model";
+        return "none of the " + std::to_string(r.evaluated)
+            + " layouts fits in memory; add nodes, or choose a smaller global "
+              "batch or model";
     if (r.unsimulatable == r.fitting)
         return "every layout that fits has too many micro-batches to replay; choose a smaller global batch";
     return "no layout fits once replayed in full; add nodes, or choose a smaller global batch or model";
 }
 
-}  // namespace
+} // namespace
 
 int searchCommand(CliContext& context, const QStringList& args, bool json)
 {
@@ -174,8 +176,9 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
     auto m = context.catalog().findModel(model.toStdString());
     auto c = context.catalog().findCluster(cluster.toStdString());
     if (!m || !c) {
-        context.err << "error: " << (!m ? "no model profile is called \"" + model.toStdString() + "\""
-                                        : "no cluster profile is called \"" + cluster.toStdString() + "\"")
+        context.err << "error: "
+                    << (!m ? "no model profile is called \"" + model.toStdString() + "\""
+                           : "no cluster profile is called \"" + cluster.toStdString() + "\"")
                     << "; see loom profiles list\n";
         return ExitInvalid;
     }
@@ -198,34 +201,35 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
         auto list = nlohmann::ordered_json::array();
         for (const auto& cand : result.ranked) {
             const auto& p = cand.prediction;
-            list.push_back({{"layout", nlohmann::ordered_json::parse(plan::writeLayout(cand.layout))},
-                            {"step_time_s", p.stepTime},
-                            {"tokens_per_s", p.tokensPerSecond},
-                            {"tflops_per_gpu", p.tflopsPerGpu},
-                            {"mfu", p.mfu},
-                            {"bubble_fraction", p.bubbleFraction},
-                            {"memory_gb", p.memory.total()}});
+            list.push_back({ { "layout", nlohmann::ordered_json::parse(plan::writeLayout(cand.layout)) },
+                { "step_time_s", p.stepTime }, { "tokens_per_s", p.tokensPerSecond },
+                { "tflops_per_gpu", p.tflopsPerGpu }, { "mfu", p.mfu }, { "bubble_fraction", p.bubbleFraction },
+                { "memory_gb", p.memory.total() } });
         }
-        context.out << nlohmann::ordered_json({{"evaluated", result.evaluated}, {"fitting", result.fitting},
-                                               {"unsimulatable", result.unsimulatable}, {"why", result.why}, {"ranked", list},
-                                               {"advice", result.ranked.empty() ? searchAdvice(result, nodes * c->devicesPerNode, batch) : ""}})
+        context.out << nlohmann::ordered_json(
+            { { "evaluated", result.evaluated }, { "fitting", result.fitting },
+                { "unsimulatable", result.unsimulatable }, { "why", result.why }, { "ranked", list },
+                { "advice", result.ranked.empty() ? searchAdvice(result, nodes * c->devicesPerNode, batch) : "" } })
                            .dump(2)
                     << "\n";
         return ExitOk;
     }
     context.out << "evaluated " << result.evaluated << " valid layouts of " << model.toStdString() << " on " << nodes
-                << " × " << cluster.toStdString() << " (global batch " << batch << "); " << result.fitting << " fit in memory\n";
+                << " × " << cluster.toStdString() << " (global batch " << batch << "); " << result.fitting
+                << " fit in memory\n";
     int rank = 0;
     for (const auto& cand : result.ranked) {
         const auto& l = cand.layout;
         const auto& p = cand.prediction;
-        context.out << "  " << ++rank << ". tp=" << l.parallel.tp << " pp=" << l.parallel.pp << " dp=" << l.parallel.dp << " "
-                    << plan::toString(l.parallel.schedule)
-                    << (l.parallel.schedule == plan::ScheduleKind::Interleaved ? " vpp=" + std::to_string(l.parallel.vpp) : "")
-                    << " mb=" << l.parallel.microBatch << " zero=" << l.memory.zero << " recompute="
-                    << plan::toString(l.memory.recompute) << ": " << fixed(p.stepTime, 3) << " s/step, "
-                    << fixed(p.tokensPerSecond, 0) << " tokens/s, " << fixed(p.tflopsPerGpu, 1) << " TFLOP/s per GPU, "
-                    << fixed(p.memory.total(), 1) << " GB\n";
+        context.out << "  " << ++rank << ". tp=" << l.parallel.tp << " pp=" << l.parallel.pp << " dp=" << l.parallel.dp
+                    << " " << plan::toString(l.parallel.schedule)
+                    << (l.parallel.schedule == plan::ScheduleKind::Interleaved
+                               ? " vpp=" + std::to_string(l.parallel.vpp)
+                               : "")
+                    << " mb=" << l.parallel.microBatch << " zero=" << l.memory.zero
+                    << " recompute=" << plan::toString(l.memory.recompute) << ": " << fixed(p.stepTime, 3)
+                    << " s/step, " << fixed(p.tokensPerSecond, 0) << " tokens/s, " << fixed(p.tflopsPerGpu, 1)
+                    << " TFLOP/s per GPU, " << fixed(p.memory.total(), 1) << " GB\n";
     }
     if (!result.why.empty())
         context.out << result.why << "\n";
@@ -254,4 +258,4 @@ int planCommand(CliContext& context, const QStringList& argsIn)
     return ExitUsage;
 }
 
-}  // namespace loom::app
+} // namespace loom::app

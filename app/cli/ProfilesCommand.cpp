@@ -130,7 +130,8 @@ int import(CliContext& context, const QString& file)
         probe.cluster = *cluster;
         if (const QStringList beyond = launcher::launchPolicyProblems(probe); !beyond.isEmpty())
             context.err << "note: cluster " << cluster->name << " brings " << beyond.size()
-                        << " launch setting(s) that a layout file may not (ssh or mpirun options that can run commands); they are "
+                        << " launch setting(s) that a layout file may not (ssh or mpirun options that can run "
+                           "commands); they are "
                            "passed as given whenever it runs, so keep only profiles you trust in your store\n";
     }
     return ExitOk;
@@ -149,7 +150,8 @@ int remove(CliContext& context, const QString& name, const QString& kindWord)
     for (const auto& e : context.catalog().find(name.toStdString()))
         users += e.origin == profiles::ProfileCatalog::Origin::User;
     if (!kind && users > 1) {
-        context.err << "error: \"" << name.toStdString() << "\" names both a model and a cluster profile; say which: loom profiles "
+        context.err << "error: \"" << name.toStdString()
+                    << "\" names both a model and a cluster profile; say which: loom profiles "
                     << "remove " << name.toStdString() << " --kind model (or --kind cluster)\n";
         return ExitUsage;
     }
@@ -176,7 +178,8 @@ int profilesCommand(CliContext& context, const QStringList& argsIn)
     const QStringList literal = dashes < 0 ? QStringList() : argsIn.mid(dashes + 1);
     const bool json = args.removeAll(QStringLiteral("--json")) > 0;
     QString kind;
-    if (const qsizetype k = args.indexOf(QStringLiteral("--kind")); k >= 0 && args.value(0) == QLatin1String("remove")) {
+    if (const qsizetype k = args.indexOf(QStringLiteral("--kind"));
+        k >= 0 && args.value(0) == QLatin1String("remove")) {
         kind = args.value(k + 1);
         if (kind != QLatin1String("model") && kind != QLatin1String("cluster")) {
             context.err << "loom profiles remove: --kind is model or cluster\n";
@@ -194,7 +197,8 @@ int profilesCommand(CliContext& context, const QStringList& argsIn)
         return import(context, args[1]);
     if (verb == QLatin1String("remove") && args.size() == 2 && !json)
         return remove(context, args[1], kind);
-    context.err << "usage: loom profiles list [--json] | show NAME [--json] | import FILE.json | remove NAME [--kind model|cluster]\n";
+    context.err << "usage: loom profiles list [--json] | show NAME [--json] | import FILE.json | remove NAME [--kind "
+                   "model|cluster]\n";
     return ExitUsage;
 }
 

@@ -28,7 +28,7 @@ void onInterrupt(int)
 }
 
 // $LOOM_TRAIN, else loom-train beside this loom (build/<preset>/bin, or the install prefix's bin), else on PATH.
-}  // namespace
+} // namespace
 
 int runCommand(CliContext& context, const QStringList& args)
 {
@@ -58,7 +58,8 @@ int runCommand(CliContext& context, const QStringList& args)
             return ExitUsage;
         }
     }
-    if (file.isEmpty() || steps < 1 || maxLocalRanks < 0 || timeout <= 0 || checkpointEvery < 0 || (checkpointEvery > 0 && checkpointDir.isEmpty())) {
+    if (file.isEmpty() || steps < 1 || maxLocalRanks < 0 || timeout <= 0 || checkpointEvery < 0
+        || (checkpointEvery > 0 && checkpointDir.isEmpty())) {
         context.err << usage;
         return ExitUsage;
     }
@@ -66,16 +67,17 @@ int runCommand(CliContext& context, const QStringList& args)
     auto read = plan::readLayoutFile(file.toStdString(), context.catalog());
     if (!cluster.isEmpty() && read.layout) {
         QFile f(file);
-        nlohmann::json j = f.open(QIODevice::ReadOnly) ? nlohmann::json::parse(f.readAll().toStdString(), nullptr, false)
-                                                       : nlohmann::json();
+        nlohmann::json j = f.open(QIODevice::ReadOnly)
+            ? nlohmann::json::parse(f.readAll().toStdString(), nullptr, false)
+            : nlohmann::json();
         if (j.is_object()) {
             j["cluster"] = cluster.toStdString();
             read = plan::readLayout(j.dump(), context.catalog());
         }
     }
     if (!read.ok()) {
-        context.err << "error: the layout is not valid" << (cluster.isEmpty() ? "" : " on cluster " + cluster.toStdString())
-                    << "; nothing was started:\n"
+        context.err << "error: the layout is not valid"
+                    << (cluster.isEmpty() ? "" : " on cluster " + cluster.toStdString()) << "; nothing was started:\n"
                     << read.diagnostics.format();
         return ExitInvalid;
     }
@@ -96,24 +98,26 @@ int runCommand(CliContext& context, const QStringList& args)
     request.progressTimeoutSeconds = timeout;
     if (!checkpointDir.isEmpty())
         request.checkpointDir = QFileInfo(checkpointDir).isAbsolute() || read.layout->cluster.launch.method != "local"
-                                    ? checkpointDir
-                                    : QFileInfo(checkpointDir).absoluteFilePath();
+            ? checkpointDir
+            : QFileInfo(checkpointDir).absoluteFilePath();
     request.checkpointEvery = checkpointEvery;
     launcher::RunController controller(&runs);
     std::optional<profiles::RunState> state;
     QString cause, tail;
-    QObject::connect(&controller, &launcher::RunController::stepFinished, [&](const profiles::StepRecord& s, qint64 total) {
-        const double eta = s.stepTimeSeconds * double(total - s.step);
-        std::fprintf(stdout, "\rstep %lld/%lld  loss %.4f  %.0f tokens/s  ETA %.0f s   ", static_cast<long long>(s.step),
-                     static_cast<long long>(total), s.loss, s.tokensPerSecond, eta);
-        std::fflush(stdout);
-    });
-    QObject::connect(&controller, &launcher::RunController::finished, [&](profiles::RunState st, const QString& c, const QString& t) {
-        state = st;
-        cause = c;
-        tail = t;
-        QCoreApplication::exit(0);
-    });
+    QObject::connect(
+        &controller, &launcher::RunController::stepFinished, [&](const profiles::StepRecord& s, qint64 total) {
+            const double eta = s.stepTimeSeconds * double(total - s.step);
+            std::fprintf(stdout, "\rstep %lld/%lld  loss %.4f  %.0f tokens/s  ETA %.0f s   ",
+                static_cast<long long>(s.step), static_cast<long long>(total), s.loss, s.tokensPerSecond, eta);
+            std::fflush(stdout);
+        });
+    QObject::connect(&controller, &launcher::RunController::finished,
+        [&](profiles::RunState st, const QString& c, const QString& t) {
+            state = st;
+            cause = c;
+            tail = t;
+            QCoreApplication::exit(0);
+        });
     std::signal(SIGINT, onInterrupt);
     QTimer poll;
     QObject::connect(&poll, &QTimer::timeout, [&] {
@@ -130,7 +134,8 @@ int runCommand(CliContext& context, const QStringList& args)
         QCoreApplication::exec();
     std::signal(SIGINT, SIG_DFL);
     std::fprintf(stdout, "\n");
-    context.out << "run " << id << " " << profiles::toString(*state).toStdString() << (cause.isEmpty() ? "" : ": " + cause.toStdString()) << "\n";
+    context.out << "run " << id << " " << profiles::toString(*state).toStdString()
+                << (cause.isEmpty() ? "" : ": " + cause.toStdString()) << "\n";
     if (state == profiles::RunState::Failed && !tail.isEmpty())
         context.out << "last output:\n" << tail.toStdString();
     return state == profiles::RunState::Finished ? ExitOk : state == profiles::RunState::Cancelled ? 130 : ExitFailure;
@@ -144,22 +149,24 @@ int runsCommand(CliContext& context, const QStringList& argsIn)
     if (!store)
         return ExitFailure;
     profiles::RunStore runs(*store);
-    runs.markInterrupted();  // runs whose Loom died
+    runs.markInterrupted(); // runs whose Loom died
     const QString verb = args.value(0);
     if (verb == QLatin1String("list") && args.size() == 1) {
         const auto all = runs.runs();
         if (json) {
             auto a = nlohmann::ordered_json::array();
             for (const auto& r : all)
-                a.push_back({{"id", r.id}, {"name", r.name.toStdString()}, {"state", profiles::toString(r.state).toStdString()},
-                             {"steps", r.steps}, {"cluster", r.cluster.toStdString()}, {"started_at", r.startedAt.toStdString()},
-                             {"ended_at", r.endedAt.toStdString()}, {"exit_cause", r.exitCause.toStdString()}});
+                a.push_back({ { "id", r.id }, { "name", r.name.toStdString() },
+                    { "state", profiles::toString(r.state).toStdString() }, { "steps", r.steps },
+                    { "cluster", r.cluster.toStdString() }, { "started_at", r.startedAt.toStdString() },
+                    { "ended_at", r.endedAt.toStdString() }, { "exit_cause", r.exitCause.toStdString() } });
             context.out << a.dump(2) << "\n";
             return ExitOk;
         }
         for (const auto& r : all)
-            context.out << r.id << "  " << profiles::toString(r.state).toStdString() << "  " << r.steps << " steps  " << r.name.toStdString() << "  "
-                        << r.startedAt.toStdString() << (r.exitCause.isEmpty() ? "" : "  (" + r.exitCause.toStdString() + ")") << "\n";
+            context.out << r.id << "  " << profiles::toString(r.state).toStdString() << "  " << r.steps << " steps  "
+                        << r.name.toStdString() << "  " << r.startedAt.toStdString()
+                        << (r.exitCause.isEmpty() ? "" : "  (" + r.exitCause.toStdString() + ")") << "\n";
         return ExitOk;
     }
     const qint64 id = args.value(1).toLongLong();
@@ -169,7 +176,8 @@ int runsCommand(CliContext& context, const QStringList& argsIn)
         return ExitFailure;
     }
     if (verb == QLatin1String("show") && args.size() == 2) {
-        context.out << "run " << run->id << ": " << run->name.toStdString() << ", " << profiles::toString(run->state).toStdString()
+        context.out << "run " << run->id << ": " << run->name.toStdString() << ", "
+                    << profiles::toString(run->state).toStdString()
                     << (run->exitCause.isEmpty() ? "" : " (" + run->exitCause.toStdString() + ")") << "\n  started "
                     << run->startedAt.toStdString() << ", ended " << run->endedAt.toStdString() << "\n  command "
                     << run->command.toStdString() << "\n";
@@ -182,8 +190,9 @@ int runsCommand(CliContext& context, const QStringList& argsIn)
     }
     if (verb == QLatin1String("export") && args.size() == 4 && args[2] == QLatin1String("--chrome")) {
         std::ofstream out(args[3].toStdString(), std::ios::trunc);
-        const nlohmann::ordered_json other = {{"generator", "loom runs export"}, {"loom_trace", 1}, {"run", run->id},
-                                              {"layout", nlohmann::ordered_json::parse(run->layoutJson.toStdString(), nullptr, false)}};
+        const nlohmann::ordered_json other
+            = { { "generator", "loom runs export" }, { "loom_trace", 1 }, { "run", run->id },
+                  { "layout", nlohmann::ordered_json::parse(run->layoutJson.toStdString(), nullptr, false) } };
         const auto events = runs.events(id);
         trace::writeChromeTrace(out, events, {}, other.dump());
         if (!out.flush()) {
@@ -197,4 +206,4 @@ int runsCommand(CliContext& context, const QStringList& argsIn)
     return ExitUsage;
 }
 
-}  // namespace loom::app
+} // namespace loom::app

@@ -23,7 +23,7 @@ std::string fmt(double v, const char* f = "%.3f")
     return buf;
 }
 
-}  // namespace
+} // namespace
 
 int traceCommand(CliContext& context, const QStringList& argsIn)
 {
@@ -32,7 +32,8 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
     QStringList args = argsIn;
     const bool json = args.removeAll(QStringLiteral("--json")) > 0;
     if (args.size() != 2 || args[0] != QLatin1String("stats")) {
-        context.err << "usage: loom trace stats TRACE.json [--json]\n       loom trace import FILE... [--layout LAYOUT.json] [--out TRACE.json]\n";
+        context.err << "usage: loom trace stats TRACE.json [--json]\n       loom trace import FILE... [--layout "
+                       "LAYOUT.json] [--out TRACE.json]\n";
         return ExitUsage;
     }
     if (!QFileInfo(args[1]).isFile()) {
@@ -54,9 +55,10 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
         const auto read = plan::readLayout(meta["layout"].dump(), context.catalog());
         if (read.ok())
             layout = read.layout;
-        else  // an invalid layout would give wrong figures: say so and use the events alone
+        else // an invalid layout would give wrong figures: say so and use the events alone
             context.err << "warning: " << args[1].toStdString() << ": otherData.layout is not a valid layout ("
-                        << (read.diagnostics.errors().empty() ? std::string("unreadable") : read.diagnostics.errors().front().message)
+                        << (read.diagnostics.errors().empty() ? std::string("unreadable")
+                                                              : read.diagnostics.errors().front().message)
                         << "); the statistics use the events alone\n";
         if (layout) {
             auto groups = std::move(c.groups);
@@ -72,8 +74,8 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
     // MFU against the cluster profile's peak: model FLOPs (Narayanan et al. eq. 3) per measured step.
     double tflopsPerGpu = 0, mfu = 0, peak = 0;
     if (layout && s.stepSeconds > 0) {
-        const double flops = plan::megatronModelFlops(layout->model, layout->parallel.globalBatch,
-            layout->memory.recompute == plan::Recompute::Full);
+        const double flops = plan::megatronModelFlops(
+            layout->model, layout->parallel.globalBatch, layout->memory.recompute == plan::Recompute::Full);
         tflopsPerGpu = flops / s.stepSeconds / double(layout->parallel.worldSize()) / 1e12;
         peak = layout->cluster.device.peakTflops(layout->precision);
         mfu = peak > 0 ? tflopsPerGpu / peak : 0;
@@ -85,27 +87,29 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
     if (json) {
         auto stages = nlohmann::ordered_json::array();
         for (const auto& st : s.stages)
-            stages.push_back({{"stage", st.stage}, {"bubble_fraction", st.bubbleFraction}, {"bubble_theory", st.bubbleTheory}});
+            stages.push_back({ { "stage", st.stage }, { "bubble_fraction", st.bubbleFraction },
+                { "bubble_theory", st.bubbleTheory } });
         auto coll = nlohmann::ordered_json::array();
         for (const auto& cs : s.collectives)
-            coll.push_back({{"kind", cs.kind}, {"algorithm", cs.algorithm}, {"count", cs.count}, {"bytes", cs.bytes},
-                            {"seconds", cs.seconds}, {"algbw_gbps", cs.algbwGBs}, {"busbw_gbps", cs.busbwGBs}});
-        context.out << nlohmann::ordered_json({{"ranks", s.ranks}, {"steps", s.steps}, {"step_time_s", s.stepSeconds},
-                                               {"tokens_per_s", s.tokensPerSecond}, {"overlap", s.overlap},
-                                               {"tflops_per_gpu", tflopsPerGpu}, {"mfu", mfu},
-                                               {"memory_high_water_gb", memoryGB},
-                                               {"stages", stages}, {"collectives", coll}})
+            coll.push_back(
+                { { "kind", cs.kind }, { "algorithm", cs.algorithm }, { "count", cs.count }, { "bytes", cs.bytes },
+                    { "seconds", cs.seconds }, { "algbw_gbps", cs.algbwGBs }, { "busbw_gbps", cs.busbwGBs } });
+        context.out << nlohmann::ordered_json(
+            { { "ranks", s.ranks }, { "steps", s.steps }, { "step_time_s", s.stepSeconds },
+                { "tokens_per_s", s.tokensPerSecond }, { "overlap", s.overlap }, { "tflops_per_gpu", tflopsPerGpu },
+                { "mfu", mfu }, { "memory_high_water_gb", memoryGB }, { "stages", stages }, { "collectives", coll } })
                            .dump(2)
                     << "\n";
         return ExitOk;
     }
     context.out << events.size() << " events, " << s.ranks << " ranks, " << s.steps << " steps; step "
-                << fmt(s.stepSeconds * 1e3, "%.2f") << " ms, " << fmt(s.tokensPerSecond, "%.0f") << " tokens/s, overlap "
-                << fmt(100 * s.overlap, "%.1f") << " % (compute during communication ÷ communication)\n";
+                << fmt(s.stepSeconds * 1e3, "%.2f") << " ms, " << fmt(s.tokensPerSecond, "%.0f")
+                << " tokens/s, overlap " << fmt(100 * s.overlap, "%.1f")
+                << " % (compute during communication ÷ communication)\n";
     if (layout && peak > 0)
-        context.out << "  " << fmt(tflopsPerGpu, "%.4g") << " TFLOP/s per device (model FLOPs, Narayanan et al. eq. 3), MFU "
-                    << fmt(100 * mfu, "%.2f") << " % of " << layout->cluster.device.name << "'s " << fmt(peak, "%.4g")
-                    << " TFLOP/s\n";
+        context.out << "  " << fmt(tflopsPerGpu, "%.4g")
+                    << " TFLOP/s per device (model FLOPs, Narayanan et al. eq. 3), MFU " << fmt(100 * mfu, "%.2f")
+                    << " % of " << layout->cluster.device.name << "'s " << fmt(peak, "%.4g") << " TFLOP/s\n";
     if (!memoryGB.empty()) {
         context.out << "  memory high-water per rank (GB):";
         for (double g : memoryGB)
@@ -113,13 +117,14 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
         context.out << "\n";
     }
     for (const auto& st : s.stages)
-        context.out << "  stage " << st.stage << ": bubble " << fmt(100 * st.bubbleFraction, "%.1f") << " % of the pipeline phase"
+        context.out << "  stage " << st.stage << ": bubble " << fmt(100 * st.bubbleFraction, "%.1f")
+                    << " % of the pipeline phase"
                     << " (closed form " << fmt(100 * st.bubbleTheory, "%.1f") << " %: (p-1)/(v·m+p-1))\n";
     for (const auto& cs : s.collectives)
-        context.out << "  " << cs.kind << " (" << cs.algorithm << "): " << cs.count << " calls, " << cs.bytes << " bytes, "
-                    << fmt(cs.seconds * 1e3, "%.2f") << " ms; algbw " << fmt(cs.algbwGBs) << " GB/s, busbw "
-                    << fmt(cs.busbwGBs) << " GB/s\n";
+        context.out << "  " << cs.kind << " (" << cs.algorithm << "): " << cs.count << " calls, " << cs.bytes
+                    << " bytes, " << fmt(cs.seconds * 1e3, "%.2f") << " ms; algbw " << fmt(cs.algbwGBs)
+                    << " GB/s, busbw " << fmt(cs.busbwGBs) << " GB/s\n";
     return ExitOk;
 }
 
-}  // namespace loom::app
+} // namespace loom::app

@@ -47,8 +47,8 @@ void addLaunchWarnings(plan::LayoutReadResult& result)
     // The rank cap concerns layouts made to run here (a cluster like "local", whose devices are the ranks
     // asked for); a plan for a GPU cluster is not a run on this machine.
     const QString many = result.layout->cluster.autoDevices()
-                             ? launcher::localRanksProblem(*result.layout, launcher::defaultMaxLocalRanks())
-                             : QString();
+        ? launcher::localRanksProblem(*result.layout, launcher::defaultMaxLocalRanks())
+        : QString();
     if (!many.isEmpty())
         result.diagnostics.warning("parallel", "loom run would refuse this: " + many.toStdString());
 }

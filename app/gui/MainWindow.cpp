@@ -1,43 +1,43 @@
 #include "app/gui/MainWindow.h"
 #include "app/gui/Bridges.h"
 
+#include "profiles/BuiltinProfiles.h"
+#include "views/AllReduceStepper.h"
+#include "views/CompareDialog.h"
+#include "views/Explain.h"
+#include "views/ExplainDock.h"
 #include "views/LayerModel.h"
 #include "views/LayerPalette.h"
 #include "views/LayoutAnalysis.h"
 #include "views/LayoutDocument.h"
 #include "views/LayoutEdits.h"
+#include "views/LessonActions.h"
+#include "views/LessonDock.h"
 #include "views/MapLegend.h"
-#include "views/PredictionPanel.h"
-#include "views/CompareDialog.h"
 #include "views/MetricsPanel.h"
+#include "views/PredictionPanel.h"
 #include "views/RecommendDialog.h"
 #include "views/RunHistoryModel.h"
 #include "views/RunMonitor.h"
 #include "views/RunPanel.h"
-#include "views/RunsPanel.h"
 #include "views/RunTimelinePanel.h"
+#include "views/RunsPanel.h"
 #include "views/StrategyPanel.h"
 #include "views/TimelineView.h"
 #include "views/TopologyScene.h"
 #include "views/TopologyView.h"
-#include "views/AllReduceStepper.h"
-#include "views/Explain.h"
-#include "views/ExplainDock.h"
-#include "views/LessonActions.h"
-#include "views/LessonDock.h"
-#include "profiles/BuiltinProfiles.h"
 
 #include <QAction>
 #include <QApplication>
-#include <QGuiApplication>
-#include <QScreen>
 #include <QCloseEvent>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QGuiApplication>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStatusBar>
@@ -103,15 +103,21 @@ MainWindow::MainWindow(const plan::ProfileResolver& profiles, profiles::Store* s
     connect(m_runner, &AnalysisRunner::analysisReady, this, &MainWindow::showAnalysis);
     connect(m_strategy, &StrategyPanel::editRequested, this,
         [this](const plan::Layout& next, const QString& text, int mergeId) { m_doc->edit(next, text, mergeId); });
-    connect(m_map, &TopologyView::blocksDropped, this, [this](std::int64_t rank, std::int64_t first, std::int64_t last) {
-        const EditResult r = dropBlocksOnRank(m_doc->layout(), rank, first, last);
-        if (!r.ok()) {
-            statusBar()->showMessage(tr("Cannot move blocks %1–%2 there: %3").arg(first).arg(last).arg(QString::fromStdString(r.refusal)), 10000);
-            return;
-        }
-        m_doc->edit(*r.layout, tr("Move blocks %1–%2 to rank %3's stage").arg(first).arg(last).arg(rank));
-    });
-    connect(m_map, &TopologyView::dropRefused, this, [this](const QString& why) { statusBar()->showMessage(why, 8000); });
+    connect(
+        m_map, &TopologyView::blocksDropped, this, [this](std::int64_t rank, std::int64_t first, std::int64_t last) {
+            const EditResult r = dropBlocksOnRank(m_doc->layout(), rank, first, last);
+            if (!r.ok()) {
+                statusBar()->showMessage(tr("Cannot move blocks %1–%2 there: %3")
+                                             .arg(first)
+                                             .arg(last)
+                                             .arg(QString::fromStdString(r.refusal)),
+                    10000);
+                return;
+            }
+            m_doc->edit(*r.layout, tr("Move blocks %1–%2 to rank %3's stage").arg(first).arg(last).arg(rank));
+        });
+    connect(
+        m_map, &TopologyView::dropRefused, this, [this](const QString& why) { statusBar()->showMessage(why, 8000); });
     connect(m_prediction, &PredictionPanel::recommendRequested, this, &MainWindow::recommend);
 
     QSettings settings;
@@ -143,9 +149,9 @@ void MainWindow::buildDocks()
     auto* prediction = dock(tr("Prediction"), "predictionDock", scrolled(m_prediction), Qt::RightDockWidgetArea);
     dock(tr("Schedule (simulated)"), "scheduleDock", m_schedule, Qt::BottomDockWidgetArea);
     splitDockWidget(strategy, prediction, Qt::Vertical);
-    resizeDocks({findChild<QDockWidget*>(QStringLiteral("layersDock"))}, {310}, Qt::Horizontal);
-    resizeDocks({strategy}, {430}, Qt::Horizontal);
-    resizeDocks({findChild<QDockWidget*>(QStringLiteral("scheduleDock"))}, {260}, Qt::Vertical);
+    resizeDocks({ findChild<QDockWidget*>(QStringLiteral("layersDock")) }, { 310 }, Qt::Horizontal);
+    resizeDocks({ strategy }, { 430 }, Qt::Horizontal);
+    resizeDocks({ findChild<QDockWidget*>(QStringLiteral("scheduleDock")) }, { 260 }, Qt::Vertical);
 }
 
 void MainWindow::buildRunSide()
@@ -170,21 +176,26 @@ void MainWindow::buildRunSide()
         timeline->raise();
         m_runs->model()->refresh();
     });
-    connect(m_monitor, &RunMonitor::finished, this, [this](profiles::RunState state, const QString& cause, const QString&) {
-        m_runs->model()->refresh();
-        statusBar()->showMessage(tr("Run %1 %2%3").arg(m_monitor->runId()).arg(profiles::toString(state)).arg(cause.isEmpty() ? QString() : QStringLiteral(": ") + cause), 15000);
-    });
+    connect(
+        m_monitor, &RunMonitor::finished, this, [this](profiles::RunState state, const QString& cause, const QString&) {
+            m_runs->model()->refresh();
+            statusBar()->showMessage(tr("Run %1 %2%3")
+                                         .arg(m_monitor->runId())
+                                         .arg(profiles::toString(state))
+                                         .arg(cause.isEmpty() ? QString() : QStringLiteral(": ") + cause),
+                15000);
+        });
     connect(m_runs, &RunsPanel::openRequested, this, [this](qint64 id) {
         statusBar()->showMessage(tr("Loading run %1…").arg(id));
         m_monitor->openInBackground(id);
     });
-    connect(m_monitor, &RunMonitor::openFailed, this, [this](const QString& why) {
-        statusBar()->showMessage(tr("Cannot open the run: %1").arg(why), 15000);
-    });
+    connect(m_monitor, &RunMonitor::openFailed, this,
+        [this](const QString& why) { statusBar()->showMessage(tr("Cannot open the run: %1").arg(why), 15000); });
     connect(m_monitor, &RunMonitor::reset, this, [this] {
         if (!m_monitor->running() && m_monitor->runId() > 0) {
             findChild<QDockWidget*>(QStringLiteral("metricsDock"))->raise();
-            statusBar()->showMessage(tr("Showing run %1 (%2)").arg(m_monitor->runId()).arg(profiles::toString(m_monitor->state())), 8000);
+            statusBar()->showMessage(
+                tr("Showing run %1 (%2)").arg(m_monitor->runId()).arg(profiles::toString(m_monitor->state())), 8000);
         }
     });
     connect(m_runs, &RunsPanel::compareRequested, this, &MainWindow::compareRuns);
@@ -220,10 +231,12 @@ void MainWindow::buildActions()
             newLayout();
     });
     newAct->setShortcut(QKeySequence::New);
-    auto* openAct = file->addAction(QIcon::fromTheme(QStringLiteral("document-open")), tr("&Open…"), this, &MainWindow::open);
+    auto* openAct
+        = file->addAction(QIcon::fromTheme(QStringLiteral("document-open")), tr("&Open…"), this, &MainWindow::open);
     openAct->setShortcut(QKeySequence::Open);
     m_recentMenu = file->addMenu(tr("Open &Recent"));
-    auto* saveAct = file->addAction(QIcon::fromTheme(QStringLiteral("document-save")), tr("&Save"), this, &MainWindow::save);
+    auto* saveAct
+        = file->addAction(QIcon::fromTheme(QStringLiteral("document-save")), tr("&Save"), this, &MainWindow::save);
     saveAct->setShortcut(QKeySequence::Save);
     auto* saveAsAct = file->addAction(tr("Save &As…"), this, &MainWindow::saveAs);
     saveAsAct->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+S")));
@@ -238,7 +251,7 @@ void MainWindow::buildActions()
     undo->setShortcut(QKeySequence(QStringLiteral("Ctrl+Z")));
     undo->setIcon(QIcon::fromTheme(QStringLiteral("edit-undo")));
     QAction* redo = m_doc->undoStack()->createRedoAction(this, tr("&Redo"));
-    redo->setShortcuts({QKeySequence(QStringLiteral("Ctrl+Shift+Z")), QKeySequence(QStringLiteral("Ctrl+Y"))});
+    redo->setShortcuts({ QKeySequence(QStringLiteral("Ctrl+Shift+Z")), QKeySequence(QStringLiteral("Ctrl+Y")) });
     redo->setIcon(QIcon::fromTheme(QStringLiteral("edit-redo")));
     edit->addAction(undo);
     edit->addAction(redo);
@@ -253,13 +266,14 @@ void MainWindow::buildActions()
     auto* recommendAct = tools->addAction(tr("&Recommend a layout…"), this, &MainWindow::recommend);
 
     auto* runMenu = menuBar()->addMenu(tr("&Run"));
-    auto* runAct = runMenu->addAction(QIcon::fromTheme(QStringLiteral("media-playback-start")), tr("&Run"), this, [this] {
-        findChild<QDockWidget*>(QStringLiteral("runDock"))->raise();
-        m_runPanel->run();
-    });
+    auto* runAct
+        = runMenu->addAction(QIcon::fromTheme(QStringLiteral("media-playback-start")), tr("&Run"), this, [this] {
+              findChild<QDockWidget*>(QStringLiteral("runDock"))->raise();
+              m_runPanel->run();
+          });
     runAct->setShortcut(QKeySequence(QStringLiteral("Ctrl+R")));
-    auto* cancelAct = runMenu->addAction(QIcon::fromTheme(QStringLiteral("process-stop")), tr("&Cancel the run"), m_monitor,
-        &RunMonitor::cancel);
+    auto* cancelAct = runMenu->addAction(
+        QIcon::fromTheme(QStringLiteral("process-stop")), tr("&Cancel the run"), m_monitor, &RunMonitor::cancel);
     cancelAct->setEnabled(false);
     connect(m_monitor, &RunMonitor::started, cancelAct, [cancelAct] { cancelAct->setEnabled(true); });
     connect(m_monitor, &RunMonitor::finished, cancelAct, [cancelAct] { cancelAct->setEnabled(false); });
@@ -327,7 +341,8 @@ void MainWindow::open()
 {
     if (!maybeSave())
         return;
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open layout"), QString(), tr("Layouts (*.json);;All files (*)"));
+    const QString path
+        = QFileDialog::getOpenFileName(this, tr("Open layout"), QString(), tr("Layouts (*.json);;All files (*)"));
     if (!path.isEmpty())
         openFile(path);
 }
@@ -410,7 +425,8 @@ void MainWindow::showAnalysis(const LayoutAnalysis& a)
     const auto warnings = a.diagnostics.warnings();
     QStringList all;
     for (const auto& p : a.diagnostics.problems())
-        all << QString::fromStdString((p.severity == plan::Severity::Error ? "error: " : "warning: ") + p.message).toHtmlEscaped();
+        all << QString::fromStdString((p.severity == plan::Severity::Error ? "error: " : "warning: ") + p.message)
+                   .toHtmlEscaped();
     if (!errors.empty())
         m_validation->setText(tr("<span style=\"color:#C01F1F\">✗ %1 problem(s)</span>").arg(errors.size()));
     else if (!warnings.empty())
@@ -421,7 +437,8 @@ void MainWindow::showAnalysis(const LayoutAnalysis& a)
     if (!errors.empty())
         statusBar()->showMessage(QString::fromStdString(errors.front().message), 15000);
     m_timing->setText(tr("analysed in %1 ms").arg(QString::number(a.elapsedMs, 'f', 0)));
-    m_runPanel->setLayout(a.layout, errors.empty(), errors.empty() ? QString() : QString::fromStdString(errors.front().message));
+    m_runPanel->setLayout(
+        a.layout, errors.empty(), errors.empty() ? QString() : QString::fromStdString(errors.front().message));
     m_explain->refresh();
     m_lessons->refresh();
     emit analysisShown();
@@ -466,10 +483,13 @@ void MainWindow::fillRecentMenu()
     m_recentMenu->clear();
     const QStringList files = recentFiles();
     for (const QString& f : files)
-        m_recentMenu->addAction(QFileInfo(f).fileName(), this, [this, f] {
-            if (maybeSave())
-                openFile(f);
-        })->setToolTip(f);
+        m_recentMenu
+            ->addAction(QFileInfo(f).fileName(), this,
+                [this, f] {
+                    if (maybeSave())
+                        openFile(f);
+                })
+            ->setToolTip(f);
     m_recentMenu->setEnabled(!files.isEmpty());
 }
 

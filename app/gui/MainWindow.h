@@ -50,7 +50,8 @@ class MainWindow : public QMainWindow {
 public:
     // `profiles` resolves the model and cluster names of layout files; it must outlive the window.
     // `store` (may be null: no runs then) holds runs; both must outlive the window.
-    explicit MainWindow(const plan::ProfileResolver& profiles, profiles::Store* store = nullptr, QWidget* parent = nullptr);
+    explicit MainWindow(
+        const plan::ProfileResolver& profiles, profiles::Store* store = nullptr, QWidget* parent = nullptr);
     ~MainWindow() override;
 
     // Opens a layout file (or a ":/" resource); false with a message box... unless `error` is given.

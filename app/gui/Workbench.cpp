@@ -2,11 +2,11 @@
 
 #include "app/cli/CommandLine.h"
 #include "app/gui/MainWindow.h"
+#include "profiles/ProfileCatalog.h"
+#include "profiles/Store.h"
 #include "views/LessonDock.h"
 #include "views/RunMonitor.h"
 #include "views/RunPanel.h"
-#include "profiles/ProfileCatalog.h"
-#include "profiles/Store.h"
 
 #include <QApplication>
 #include <QDockWidget>
@@ -42,8 +42,8 @@ WorkbenchArgs parse(const QStringList& args)
             }
             out.screenshot = args[++i];
         } else if (a == QLatin1String("--show")) {
-            static const QStringList docks{QStringLiteral("schedule"), QStringLiteral("timeline"), QStringLiteral("metrics"),
-                QStringLiteral("runs")};
+            static const QStringList docks { QStringLiteral("schedule"), QStringLiteral("timeline"),
+                QStringLiteral("metrics"), QStringLiteral("runs") };
             if (i + 1 >= args.size() || !docks.contains(args[i + 1])) {
                 out.error = QStringLiteral("--show takes one of: ") + docks.join(QStringLiteral(", "));
                 return out;
@@ -112,9 +112,10 @@ int runWorkbench(int& argc, char** argv, const QStringList& args)
         return 64;
     }
     if (!haveDisplay()) {
-        std::cerr << "loom: no display to open the workbench on (DISPLAY and WAYLAND_DISPLAY are unset); describing the "
-                     "layout here instead. Use loom --headless to ask for this directly.\n";
-        QStringList headless{QStringLiteral("--headless")};
+        std::cerr
+            << "loom: no display to open the workbench on (DISPLAY and WAYLAND_DISPLAY are unset); describing the "
+               "layout here instead. Use loom --headless to ask for this directly.\n";
+        QStringList headless { QStringLiteral("--headless") };
         if (!parsed.layout.isEmpty())
             headless << parsed.layout;
         QCoreApplication core(argc, argv);
@@ -170,21 +171,25 @@ int runWorkbench(int& argc, char** argv, const QStringList& args)
     if (parsed.runSteps > 0) {
         // --run N: launch the layout once its first analysis says it is valid; with --screenshot, save the
         // window when the run has ended.
-        QObject::connect(&window, &MainWindow::analysisShown, &window, [&window, &parsed] {
-            window.runPanel()->stepsBox()->setValue(int(parsed.runSteps));
-            if (!window.runPanel()->run())
-                std::cerr << "loom: " << window.runPanel()->status().toStdString() << "\n";
-        }, Qt::SingleShotConnection);
+        QObject::connect(
+            &window, &MainWindow::analysisShown, &window,
+            [&window, &parsed] {
+                window.runPanel()->stepsBox()->setValue(int(parsed.runSteps));
+                if (!window.runPanel()->run())
+                    std::cerr << "loom: " << window.runPanel()->status().toStdString() << "\n";
+            },
+            Qt::SingleShotConnection);
         if (!parsed.screenshot.isEmpty())
             QObject::connect(window.runMonitor(), &views::RunMonitor::finished, &window, screenshot);
     } else if (!parsed.lesson.isEmpty() && parsed.lessonStep > 1) {
         // --lesson ID --lesson-step N: play the lesson's first N−1 steps (their actions, through the widgets),
         // then show step N (and save the window).
-        QObject::connect(&window, &MainWindow::analysisShown, &window, [&window, &parsed] {
-            window.lessonDock()->playTo(parsed.lessonStep - 1);
-        }, Qt::SingleShotConnection);
+        QObject::connect(
+            &window, &MainWindow::analysisShown, &window,
+            [&window, &parsed] { window.lessonDock()->playTo(parsed.lessonStep - 1); }, Qt::SingleShotConnection);
         if (!parsed.screenshot.isEmpty())
-            QObject::connect(window.lessonDock(), &views::LessonDock::playedTo, &window, screenshot, Qt::SingleShotConnection);
+            QObject::connect(
+                window.lessonDock(), &views::LessonDock::playedTo, &window, screenshot, Qt::SingleShotConnection);
     } else if (!parsed.screenshot.isEmpty()) {
         // Save the window once the first prediction is drawn (and give the map a moment to fit).
         QObject::connect(&window, &MainWindow::analysisShown, &window, screenshot, Qt::SingleShotConnection);

@@ -28,8 +28,8 @@ namespace {
 std::int64_t packSignature(const CallSignature& c)
 {
     return static_cast<std::int64_t>(c.kind) | static_cast<std::int64_t>(c.type) << 8
-           | static_cast<std::int64_t>(c.op) << 12 | static_cast<std::int64_t>(c.algorithm) << 16
-           | static_cast<std::int64_t>(c.codec) << 20 | static_cast<std::int64_t>(c.root) << 24;
+        | static_cast<std::int64_t>(c.op) << 12 | static_cast<std::int64_t>(c.algorithm) << 16
+        | static_cast<std::int64_t>(c.codec) << 20 | static_cast<std::int64_t>(c.root) << 24;
 }
 
 std::uint64_t mixBits(std::uint64_t h, std::uint64_t v)
@@ -38,7 +38,7 @@ std::uint64_t mixBits(std::uint64_t h, std::uint64_t v)
     return h;
 }
 
-}  // namespace
+} // namespace
 
 std::int64_t optionsFingerprint(const CollectiveOptions& o)
 {
@@ -48,11 +48,11 @@ std::int64_t optionsFingerprint(const CollectiveOptions& o)
     std::uint64_t fraction = 0;
     std::memcpy(&fraction, &o.codec.topkFraction, sizeof fraction);
     h = mixBits(h, fraction);
-    return static_cast<std::int64_t>(h >> 1);  // non-negative, so -x cannot overflow
+    return static_cast<std::int64_t>(h >> 1); // non-negative, so -x cannot overflow
 }
 
 void checkAgreement(Transport& host, const CallSignature& call, const std::vector<std::int32_t>& groupRanks,
-                    const std::string& description)
+    const std::string& description)
 {
     // The records live in the transport's scratch memory, which outlives a failed wait: a late message
     // from a slow member may still land there.
@@ -82,7 +82,7 @@ void checkAgreement(Transport& host, const CallSignature& call, const std::vecto
         return;
     std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::vector<std::int32_t>> calls;
     for (std::size_t i = 0; i < groupRanks.size(); ++i)
-        calls[{all[3 * i], all[3 * i + 1], all[3 * i + 2]}].push_back(groupRanks[i]);
+        calls[{ all[3 * i], all[3 * i + 1], all[3 * i + 2] }].push_back(groupRanks[i]);
     const bool onlyOptionsDiffer = sameCall;
     std::string detail;
     int variant = 0;
@@ -90,15 +90,15 @@ void checkAgreement(Transport& host, const CallSignature& call, const std::vecto
         const auto kind = static_cast<trace::EventKind>(std::get<1>(c) & 0xff);
         const auto type = static_cast<DType>((std::get<1>(c) >> 8) & 0xf);
         detail += (detail.empty() ? "" : "; ") + std::string("rank") + (ranks.size() > 1 ? "s " : " ") + rankList(ranks)
-                  + " called " + std::string(trace::toString(kind)) + " with " + std::to_string(std::get<0>(c)) + " "
-                  + std::string(toString(type)) + " elements";
+            + " called " + std::string(trace::toString(kind)) + " with " + std::to_string(std::get<0>(c)) + " "
+            + std::string(toString(type)) + " elements";
         if (onlyOptionsDiffer)
             detail += " and options #" + std::to_string(++variant);
     }
     if (onlyOptionsDiffer)
         detail += " (chunk size, codec block or top-k fraction differ)";
     throw CommError(description + ": the members disagree (" + detail
-                    + "); every member must make the same call with the same count, type and options");
+        + "); every member must make the same call with the same count, type and options");
 }
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -20,7 +20,7 @@ struct CallSignature {
     int codec = 0;
     int root = 0;
     std::size_t count = 0;
-    std::int64_t options = 0;  // optionsFingerprint(): chunk size, codec block, top-k fraction
+    std::int64_t options = 0; // optionsFingerprint(): chunk size, codec block, top-k fraction
 };
 
 // A number that differs when options that change the bytes on the wire differ.
@@ -32,9 +32,9 @@ std::int64_t optionsFingerprint(const CollectiveOptions& options);
 // member, when one does not arrive within the timeout. `description` names the operation and group in
 // messages; `groupRanks` are the members' global ranks. The same check runs for every backend.
 void checkAgreement(Transport& host, const CallSignature& call, const std::vector<std::int32_t>& groupRanks,
-                    const std::string& description);
+    const std::string& description);
 
 // "[0, 1, 2]" (long lists shortened).
 std::string rankList(const std::vector<std::int32_t>& ranks);
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -19,4 +19,4 @@ CommConfig CommConfig::fromEnvironment()
     return c;
 }
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -13,4 +13,4 @@ struct CommConfig {
     static CommConfig fromEnvironment();
 };
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -31,9 +31,9 @@ struct ErrorFeedback {
 
 struct CollectiveOptions {
     CollectiveAlgorithm algorithm = CollectiveAlgorithm::Library;
-    std::size_t chunkBytes = 1 << 20;  // Chunked: the pipelining unit
-    plan::Codec codec;                 // all-reduce of fp32 sums only; none = uncompressed
-    std::size_t codecBlock = 256;      // int8/int4: elements per scale
+    std::size_t chunkBytes = 1 << 20; // Chunked: the pipelining unit
+    plan::Codec codec; // all-reduce of fp32 sums only; none = uncompressed
+    std::size_t codecBlock = 256; // int8/int4: elements per scale
     ErrorFeedback* feedback = nullptr; // lossy codecs: residual carried across calls (null = no feedback)
 };
 
@@ -64,18 +64,22 @@ public:
     virtual WorkPtr recv(void* data, std::size_t count, DType type, int peer, int tag = 0) = 0;
     // Sends to one peer and receives from another at once (a ring shift, a pipeline exchange); on NCCL the
     // two are grouped, so neither waits for the other. Completes when both have.
-    virtual WorkPtr sendRecv(const void* sendData, int sendPeer, void* recvData, int recvPeer, std::size_t count,
-                             DType type, int tag = 0) = 0;
+    virtual WorkPtr sendRecv(
+        const void* sendData, int sendPeer, void* recvData, int recvPeer, std::size_t count, DType type, int tag = 0)
+        = 0;
     virtual WorkPtr broadcast(void* data, std::size_t count, DType type, int root) = 0;
     // In place: every rank ends with the reduction of every rank's `data`.
-    virtual WorkPtr allReduce(void* data, std::size_t count, DType type, ReduceOp op,
-                              const CollectiveOptions& options = {}) = 0;
+    virtual WorkPtr allReduce(
+        void* data, std::size_t count, DType type, ReduceOp op, const CollectiveOptions& options = {})
+        = 0;
     // `send` holds size()·recvCount elements; rank r receives the reduction of block r.
     virtual WorkPtr reduceScatter(const void* send, void* recv, std::size_t recvCount, DType type, ReduceOp op,
-                                  const CollectiveOptions& options = {}) = 0;
+        const CollectiveOptions& options = {})
+        = 0;
     // `recv` holds size()·sendCount elements; block r comes from rank r.
-    virtual WorkPtr allGather(const void* send, void* recv, std::size_t sendCount, DType type,
-                              const CollectiveOptions& options = {}) = 0;
+    virtual WorkPtr allGather(
+        const void* send, void* recv, std::size_t sendCount, DType type, const CollectiveOptions& options = {})
+        = 0;
     virtual WorkPtr barrier() = 0;
 };
 
@@ -89,4 +93,4 @@ struct GridCommunicators {
     std::unique_ptr<Communicator> data;
 };
 
-}  // namespace loom::comm
+} // namespace loom::comm

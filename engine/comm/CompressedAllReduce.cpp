@@ -51,10 +51,10 @@ void ensureSize(std::vector<float>& v, std::size_t n)
         v.assign(n, 0.0f);
 }
 
-}  // namespace
+} // namespace
 
-trace::Algorithm compressedAllReduce(Transport& t, float* data, std::size_t count, const GradientCodec& codec,
-                                     bool sparse, ErrorFeedback* feedback)
+trace::Algorithm compressedAllReduce(
+    Transport& t, float* data, std::size_t count, const GradientCodec& codec, bool sparse, ErrorFeedback* feedback)
 {
     const int n = t.size(), r = t.rank();
     const bool track = feedback && codec.lossy();
@@ -77,7 +77,7 @@ trace::Algorithm compressedAllReduce(Transport& t, float* data, std::size_t coun
         t.waitAll();
         std::fill(data, data + count, 0.0f);
         std::vector<float> dense(count);
-        for (const auto& bytes : all) {  // rank order: the same additions on every rank
+        for (const auto& bytes : all) { // rank order: the same additions on every rank
             codec.decode(bytes.data(), bytes.size(), dense.data(), count);
             for (std::size_t i = 0; i < count; ++i)
                 data[i] += dense[i];
@@ -92,7 +92,7 @@ trace::Algorithm compressedAllReduce(Transport& t, float* data, std::size_t coun
     for (int j = 0; j < n; ++j) {
         const auto sj = static_cast<std::size_t>(j);
         encoded[sj] = encodeTracked(codec, input.data() + seg.offset[sj], seg.length[sj],
-                                    track ? feedback->worker.data() + seg.offset[sj] : nullptr);
+            track ? feedback->worker.data() + seg.offset[sj] : nullptr);
     }
     std::vector<std::uint64_t> headers(static_cast<std::size_t>(n));
     for (int j = 0; j < n; ++j)
@@ -113,7 +113,8 @@ trace::Algorithm compressedAllReduce(Transport& t, float* data, std::size_t coun
         for (std::size_t i = 0; i < reduced.size(); ++i)
             reduced[i] += feedback->server[i];
     }
-    const Bytes result = encodeTracked(codec, reduced.data(), reduced.size(), track ? feedback->server.data() : nullptr);
+    const Bytes result
+        = encodeTracked(codec, reduced.data(), reduced.size(), track ? feedback->server.data() : nullptr);
     std::vector<std::uint64_t> headers2(static_cast<std::size_t>(n));
     for (int j = 0; j < n; ++j)
         if (j != r)
@@ -127,4 +128,4 @@ trace::Algorithm compressedAllReduce(Transport& t, float* data, std::size_t coun
     return trace::Algorithm::TwoPhaseCompressed;
 }
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -21,7 +21,7 @@ namespace loom::comm {
 // Every rank ends with bit-identical results. With `feedback`, the input residual (and, for the two-phase
 // scheme, the residual of the segment this rank reduced) is added back before compressing and replaced by
 // what compression lost this time.
-trace::Algorithm compressedAllReduce(Transport& transport, float* data, std::size_t count,
-                                     const GradientCodec& codec, bool sparse, ErrorFeedback* feedback);
+trace::Algorithm compressedAllReduce(Transport& transport, float* data, std::size_t count, const GradientCodec& codec,
+    bool sparse, ErrorFeedback* feedback);
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -8,12 +8,18 @@ namespace loom::comm {
 std::string_view toString(DType t)
 {
     switch (t) {
-    case DType::F32: return "fp32";
-    case DType::F16: return "fp16";
-    case DType::BF16: return "bf16";
-    case DType::F64: return "fp64";
-    case DType::I64: return "int64";
-    case DType::U8: return "uint8";
+    case DType::F32:
+        return "fp32";
+    case DType::F16:
+        return "fp16";
+    case DType::BF16:
+        return "bf16";
+    case DType::F64:
+        return "fp64";
+    case DType::I64:
+        return "int64";
+    case DType::U8:
+        return "uint8";
     }
     return "fp32";
 }
@@ -21,9 +27,12 @@ std::string_view toString(DType t)
 std::string_view toString(ReduceOp op)
 {
     switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
+    case ReduceOp::Sum:
+        return "sum";
+    case ReduceOp::Max:
+        return "max";
+    case ReduceOp::Min:
+        return "min";
     }
     return "sum";
 }
@@ -34,15 +43,15 @@ std::uint16_t floatToHalf(float f)
     std::memcpy(&u, &f, 4);
     const std::uint32_t sign = (u >> 16) & 0x8000u;
     std::uint32_t abs = u & 0x7fffffffu;
-    if (abs >= 0x7f800000u)  // inf or NaN
+    if (abs >= 0x7f800000u) // inf or NaN
         return static_cast<std::uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-    if (abs >= 0x477ff000u)  // rounds to >= 65520: saturate to the largest finite half
+    if (abs >= 0x477ff000u) // rounds to >= 65520: saturate to the largest finite half
         return static_cast<std::uint16_t>(sign | 0x7bffu);
-    if (abs < 0x38800000u) {  // below the smallest normal half: subnormal or zero
+    if (abs < 0x38800000u) { // below the smallest normal half: subnormal or zero
         if (abs < 0x33000000u)
             return static_cast<std::uint16_t>(sign);
         const std::uint32_t mantissa = (abs & 0x007fffffu) | 0x00800000u;
-        const int shift = 126 - static_cast<int>(abs >> 23);  // 14..24
+        const int shift = 126 - static_cast<int>(abs >> 23); // 14..24
         std::uint32_t half = mantissa >> shift;
         const std::uint32_t rest = mantissa & ((1u << shift) - 1);
         const std::uint32_t midway = 1u << (shift - 1);
@@ -67,7 +76,7 @@ float halfToFloat(std::uint16_t h)
     if (exponent == 0) {
         if (mantissa == 0) {
             u = sign;
-        } else {  // subnormal: normalise
+        } else { // subnormal: normalise
             int e = -1;
             do {
                 ++e;
@@ -97,26 +106,29 @@ void reduce16(std::uint16_t* dst, const std::uint16_t* src, std::size_t count, R
     }
 }
 
-template <typename T>
-void reducePlain(void* dstv, const void* srcv, std::size_t count, ReduceOp op)
+template <typename T> void reducePlain(void* dstv, const void* srcv, std::size_t count, ReduceOp op)
 {
     auto* dst = static_cast<T*>(dstv);
     const auto* src = static_cast<const T*>(srcv);
     for (std::size_t i = 0; i < count; ++i)
         dst[i] = op == ReduceOp::Sum ? static_cast<T>(dst[i] + src[i])
-                 : op == ReduceOp::Max ? std::max(dst[i], src[i])
-                                       : std::min(dst[i], src[i]);
+            : op == ReduceOp::Max    ? std::max(dst[i], src[i])
+                                     : std::min(dst[i], src[i]);
 }
 
-}  // namespace
+} // namespace
 
 void reduceHost(void* dstv, const void* srcv, std::size_t count, DType type, ReduceOp op)
 {
     switch (type) {
-    case DType::F64: return reducePlain<double>(dstv, srcv, count, op);
-    case DType::I64: return reducePlain<std::int64_t>(dstv, srcv, count, op);
-    case DType::U8: return reducePlain<std::uint8_t>(dstv, srcv, count, op);
-    default: break;
+    case DType::F64:
+        return reducePlain<double>(dstv, srcv, count, op);
+    case DType::I64:
+        return reducePlain<std::int64_t>(dstv, srcv, count, op);
+    case DType::U8:
+        return reducePlain<std::uint8_t>(dstv, srcv, count, op);
+    default:
+        break;
     }
     if (type == DType::F32) {
         auto* dst = static_cast<float*>(dstv);
@@ -145,4 +157,4 @@ void reduceHost(void* dstv, const void* srcv, std::size_t count, DType type, Red
         reduce16(dst, src, count, op, bf16ToFloat, floatToBf16);
 }
 
-}  // namespace loom::comm
+} // namespace loom::comm

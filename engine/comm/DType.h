@@ -27,7 +27,7 @@ inline std::uint16_t floatToBf16(float f)
 {
     std::uint32_t u;
     std::memcpy(&u, &f, 4);
-    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu))  // NaN stays NaN
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) // NaN stays NaN
         return static_cast<std::uint16_t>((u >> 16) | 0x40);
     u += 0x7fffu + ((u >> 16) & 1u);
     return static_cast<std::uint16_t>(u >> 16);
@@ -43,4 +43,4 @@ inline float bf16ToFloat(std::uint16_t h)
 // dst[i] = dst[i] op src[i] for `count` elements on host memory.
 void reduceHost(void* dst, const void* src, std::size_t count, DType type, ReduceOp op);
 
-}  // namespace loom::comm
+} // namespace loom::comm

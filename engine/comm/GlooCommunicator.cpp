@@ -459,8 +459,8 @@ GridCommunicators makeGlooGridCommunicators(const plan::RankGrid& grid, trace::T
             members.push_back(static_cast<std::int32_t>(m));
         }
         const std::string key = std::string(trace::toString(kind)) + "-" + std::to_string(members.front());
-        return std::make_unique<GlooCommunicator>(endpoint, key, me, members, kind,
-            gridGroupName(grid, kind, rank), recorder, config, gridGroupNodes(grid, kind, rank));
+        return std::make_unique<GlooCommunicator>(endpoint, key, me, members, kind, gridGroupName(grid, kind, rank),
+            recorder, config, gridGroupNodes(grid, kind, rank));
     };
     out.tensor = make(plan::GroupKind::Tensor);
     out.pipeline = make(plan::GroupKind::Pipeline);

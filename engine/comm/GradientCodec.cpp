@@ -25,12 +25,15 @@ void checkSize(std::size_t got, std::size_t want, const char* codec)
 {
     if (got != want)
         throw CommError(std::string(codec) + " decode: got " + std::to_string(got) + " bytes, expected "
-                        + std::to_string(want) + "; the ranks disagree about the tensor size or codec");
+            + std::to_string(want) + "; the ranks disagree about the tensor size or codec");
 }
 
 class CastCodec final : public GradientCodec {
 public:
-    explicit CastCodec(bool bf16) : m_bf16(bf16) {}
+    explicit CastCodec(bool bf16)
+        : m_bf16(bf16)
+    {
+    }
     std::size_t maxEncodedBytes(std::size_t count) const override { return 2 * count; }
     std::size_t encode(const float* in, std::size_t count, std::uint8_t* out) const override
     {
@@ -63,7 +66,11 @@ private:
 // Layout: [float scales[nblocks]][codes], int4 codes packed two per byte (low nibble first).
 class BlockQuantCodec final : public GradientCodec {
 public:
-    BlockQuantCodec(int bits, std::size_t block) : m_bits(bits), m_block(std::max<std::size_t>(block, 1)) {}
+    BlockQuantCodec(int bits, std::size_t block)
+        : m_bits(bits)
+        , m_block(std::max<std::size_t>(block, 1))
+    {
+    }
     std::size_t codeBytes(std::size_t count) const { return m_bits == 8 ? count : (count + 1) / 2; }
     std::size_t maxEncodedBytes(std::size_t count) const override
     {
@@ -76,13 +83,13 @@ public:
         if (m_bits == 8) {
             quantizeInt8(in, count, m_block, scales, reinterpret_cast<std::int8_t*>(codes));
         } else {
-            if (count > 0)  // an empty tensor may come with a null buffer
+            if (count > 0) // an empty tensor may come with a null buffer
                 std::memset(codes, 0, codeBytes(count));
             for (std::size_t b = 0; b * m_block < count; ++b) {
                 const std::size_t begin = b * m_block, end = std::min(count, begin + m_block);
                 const float scale = absMax(in + begin, end - begin) / 7.0f;
                 scales[b] = scale;
-                const float inv = scale > FLT_MIN ? 1.0f / scale : 0.0f;  // 1/scale must stay finite
+                const float inv = scale > FLT_MIN ? 1.0f / scale : 0.0f; // 1/scale must stay finite
                 for (std::size_t i = begin; i < end; ++i) {
                     const float r = in[i] * inv;
                     int q = static_cast<int>(r + (r >= 0 ? 0.5f : -0.5f));
@@ -104,7 +111,7 @@ public:
         }
         for (std::size_t i = 0; i < count; ++i) {
             int q = (codes[i / 2] >> ((i & 1) * 4)) & 0xf;
-            q = q >= 8 ? q - 16 : q;  // sign-extend the nibble
+            q = q >= 8 ? q - 16 : q; // sign-extend the nibble
             out[i] = static_cast<float>(q) * scales[i / m_block];
         }
     }
@@ -123,7 +130,10 @@ private:
 // Top-k sparsification: [uint32 k][uint32 indices[k]][float values[k]], indices increasing.
 class TopKCodec final : public GradientCodec {
 public:
-    explicit TopKCodec(double fraction) : m_fraction(fraction) {}
+    explicit TopKCodec(double fraction)
+        : m_fraction(fraction)
+    {
+    }
     std::size_t kept(std::size_t count) const
     {
         return count == 0 ? 0 : std::min(count, static_cast<std::size_t>(std::ceil(m_fraction * double(count))));
@@ -136,10 +146,10 @@ public:
         std::iota(order.begin(), order.end(), 0u);
         // The k largest magnitudes; ties broken by index so every rank selects the same way.
         std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
-                         [in](std::uint32_t a, std::uint32_t b) {
-                             const float fa = std::fabs(in[a]), fb = std::fabs(in[b]);
-                             return fa > fb || (fa == fb && a < b);
-                         });
+            [in](std::uint32_t a, std::uint32_t b) {
+                const float fa = std::fabs(in[a]), fb = std::fabs(in[b]);
+                return fa > fb || (fa == fb && a < b);
+            });
         order.resize(k);
         std::sort(order.begin(), order.end());
         const auto k32 = static_cast<std::uint32_t>(k);
@@ -163,7 +173,7 @@ public:
         for (std::uint32_t i = 0; i < k; ++i) {
             if (idx[i] >= count)
                 throw CommError("topk decode: index " + std::to_string(idx[i]) + " is outside the tensor of "
-                                + std::to_string(count) + " values");
+                    + std::to_string(count) + " values");
             out[idx[i]] = values[i];
         }
     }
@@ -185,9 +195,9 @@ public:
     {
         if (count * 4 > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE))
             throw CommError("lz4: a chunk of " + std::to_string(count * 4) + " bytes is over LZ4's limit of "
-                            + std::to_string(LZ4_MAX_INPUT_SIZE) + "; use smaller buckets");
+                + std::to_string(LZ4_MAX_INPUT_SIZE) + "; use smaller buckets");
         const int n = LZ4_compress_default(reinterpret_cast<const char*>(in), reinterpret_cast<char*>(out + 8),
-                                           static_cast<int>(count * 4), LZ4_compressBound(static_cast<int>(count * 4)));
+            static_cast<int>(count * 4), LZ4_compressBound(static_cast<int>(count * 4)));
         if (n <= 0 && count > 0)
             throw CommError("lz4: compression failed");
         const std::uint64_t size = static_cast<std::uint64_t>(n);
@@ -200,7 +210,7 @@ public:
         if (bytes < 8 || (std::memcpy(&size, in, 8), size != bytes - 8))
             throw CommError("lz4 decode: the frame of " + std::to_string(bytes) + " bytes is damaged");
         const int n = LZ4_decompress_safe(reinterpret_cast<const char*>(in + 8), reinterpret_cast<char*>(out),
-                                          static_cast<int>(size), static_cast<int>(count * 4));
+            static_cast<int>(size), static_cast<int>(count * 4));
         if (n != static_cast<int>(count * 4))
             throw CommError("lz4 decode: got " + std::to_string(n) + " bytes, expected " + std::to_string(count * 4));
     }
@@ -208,7 +218,7 @@ public:
     double errorBound(float, float) const override { return 0; }
 };
 
-}  // namespace
+} // namespace
 
 float absMax(const float* x, std::size_t n)
 {
@@ -234,10 +244,10 @@ void quantizeInt8(const float* in, std::size_t count, std::size_t block, float* 
         const float amax = absMax(x, n);
         const float scale = amax / 127.0f;
         scales[b] = scale;
-        const float inv = scale > FLT_MIN ? 1.0f / scale : 0.0f;  // 1/scale must stay finite
+        const float inv = scale > FLT_MIN ? 1.0f / scale : 0.0f; // 1/scale must stay finite
         std::int8_t* out = q + begin;
         for (std::size_t i = 0; i < n; ++i) {
-            const float r = x[i] * inv;  // |r| <= 127 (up to rounding), so no clamp is needed
+            const float r = x[i] * inv; // |r| <= 127 (up to rounding), so no clamp is needed
             out[i] = static_cast<std::int8_t>(static_cast<int>(r + (r >= 0 ? 0.5f : -0.5f)));
         }
     }
@@ -257,15 +267,22 @@ std::unique_ptr<GradientCodec> makeCodec(const plan::Codec& codec, std::size_t b
 {
     using K = plan::Codec::Kind;
     switch (codec.kind) {
-    case K::None: return nullptr;
-    case K::Fp16: return std::make_unique<CastCodec>(false);
-    case K::Bf16: return std::make_unique<CastCodec>(true);
-    case K::Int8: return std::make_unique<BlockQuantCodec>(8, block);
-    case K::Int4: return std::make_unique<BlockQuantCodec>(4, block);
-    case K::TopK: return std::make_unique<TopKCodec>(codec.topkFraction);
-    case K::Lz4: return std::make_unique<Lz4Codec>();
+    case K::None:
+        return nullptr;
+    case K::Fp16:
+        return std::make_unique<CastCodec>(false);
+    case K::Bf16:
+        return std::make_unique<CastCodec>(true);
+    case K::Int8:
+        return std::make_unique<BlockQuantCodec>(8, block);
+    case K::Int4:
+        return std::make_unique<BlockQuantCodec>(4, block);
+    case K::TopK:
+        return std::make_unique<TopKCodec>(codec.topkFraction);
+    case K::Lz4:
+        return std::make_unique<Lz4Codec>();
     }
     return nullptr;
 }
 
-}  // namespace loom::comm
+} // namespace loom::comm

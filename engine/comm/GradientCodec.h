@@ -41,4 +41,4 @@ float absMax(const float* x, std::size_t n);
 void quantizeInt8(const float* in, std::size_t count, std::size_t block, float* scales, std::int8_t* q);
 void dequantizeInt8(const float* scales, const std::int8_t* q, std::size_t count, std::size_t block, float* out);
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -52,8 +52,7 @@ MpiSession::~MpiSession()
 
 namespace {
 
-template <DType T, ReduceOp O>
-void userReduce(void* in, void* inout, int* len, MPI_Datatype*)
+template <DType T, ReduceOp O> void userReduce(void* in, void* inout, int* len, MPI_Datatype*)
 {
     reduceHost(inout, in, static_cast<std::size_t>(*len), T, O);
 }
@@ -81,11 +80,16 @@ const MpiOps& mpiOps()
 MPI_Datatype mpiType(DType t)
 {
     switch (t) {
-    case DType::F32: return MPI_FLOAT;
-    case DType::F64: return MPI_DOUBLE;
-    case DType::I64: return MPI_INT64_T;
-    case DType::U8: return MPI_UINT8_T;
-    default: return MPI_UINT16_T;
+    case DType::F32:
+        return MPI_FLOAT;
+    case DType::F64:
+        return MPI_DOUBLE;
+    case DType::I64:
+        return MPI_INT64_T;
+    case DType::U8:
+        return MPI_UINT8_T;
+    default:
+        return MPI_UINT16_T;
     }
 }
 
@@ -99,7 +103,7 @@ MPI_Op mpiOp(DType t, ReduceOp op)
     return op == ReduceOp::Sum ? MPI_SUM : op == ReduceOp::Max ? MPI_MAX : MPI_MIN;
 }
 
-}  // namespace
+} // namespace
 
 // ---------------------------------------------------------------------------------------------------------
 // The communicator
@@ -128,19 +132,19 @@ trace::GroupInfo groupOf(MPI_Comm comm, trace::GroupKind kind, std::string name)
     return g;
 }
 
-}  // namespace
+} // namespace
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, trace::GroupKind kind, std::string name, trace::TraceRecorder* recorder,
-                                 CommConfig config, std::vector<int> nodeOfMember)
+    CommConfig config, std::vector<int> nodeOfMember)
     : MpiCommunicator(
-          [&] {
-              Setup s{comm, 0, groupOf(comm, kind, std::move(name)), std::move(nodeOfMember)};
-              MPI_Comm_rank(comm, &s.rank);
-              if (s.nodeOf.empty())
-                  s.nodeOf = nodesBySharedMemory(comm);
-              return s;
-          }(),
-          recorder, config)
+        [&] {
+            Setup s { comm, 0, groupOf(comm, kind, std::move(name)), std::move(nodeOfMember) };
+            MPI_Comm_rank(comm, &s.rank);
+            if (s.nodeOf.empty())
+                s.nodeOf = nodesBySharedMemory(comm);
+            return s;
+        }(),
+        recorder, config)
 {
 }
 
@@ -151,8 +155,8 @@ MpiCommunicator::MpiCommunicator(Setup setup, trace::TraceRecorder* recorder, Co
     MPI_Comm_dup(setup.comm, &m_pointToPoint);
     MPI_Comm_set_errhandler(m_collectives, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(m_pointToPoint, MPI_ERRORS_RETURN);
-    m_transport = std::make_unique<MpiTransport>(m_collectives, std::vector<int>(group().ranks.begin(), group().ranks.end()),
-                                                 config.timeoutSeconds);
+    m_transport = std::make_unique<MpiTransport>(
+        m_collectives, std::vector<int>(group().ranks.begin(), group().ranks.end()), config.timeoutSeconds);
     startWorker();
 }
 
@@ -162,8 +166,8 @@ MpiCommunicator::~MpiCommunicator()
     m_localTransport.reset();
     m_crossTransport.reset();
     m_transport.reset();
-    if (!failed()) {  // freeing after a failure could wait on the missing peer
-        for (MPI_Comm* c : {&m_nodeLocal, &m_crossNode, &m_collectives, &m_pointToPoint})
+    if (!failed()) { // freeing after a failure could wait on the missing peer
+        for (MPI_Comm* c : { &m_nodeLocal, &m_crossNode, &m_collectives, &m_pointToPoint })
             if (*c != MPI_COMM_NULL)
                 MPI_Comm_free(c);
     }
@@ -184,14 +188,14 @@ void MpiCommunicator::runLibrary(const CollectiveCall& op, const std::string& co
                 std::chrono::duration<double>(timeoutSeconds));
             if (rc == MPI_SUCCESS && !done)
                 throw CommError(context + " timed out after " + std::to_string(static_cast<int>(timeoutSeconds))
-                                + " s in the MPI library: a member of " + rankList(group().ranks)
-                                + " did not take part; check that it is alive (LOOM_COMM_TIMEOUT_S sets the limit)");
+                    + " s in the MPI library: a member of " + rankList(group().ranks)
+                    + " did not take part; check that it is alive (LOOM_COMM_TIMEOUT_S sets the limit)");
         }
         if (rc != MPI_SUCCESS)
             throw CommError(context + ": MPI failed: " + mpiErrorText(rc));
     };
     const std::size_t es = sizeOf(op.type);
-    constexpr std::size_t kPiece = std::size_t(1) << 30;  // MPI counts are int: large buffers go in pieces
+    constexpr std::size_t kPiece = std::size_t(1) << 30; // MPI counts are int: large buffers go in pieces
     MPI_Request request;
     switch (op.kind) {
     case trace::EventKind::AllReduce:
@@ -200,9 +204,10 @@ void MpiCommunicator::runLibrary(const CollectiveCall& op, const std::string& co
         do {
             char* piece = static_cast<char*>(op.data) + off * es;
             const int n = static_cast<int>(std::min(kPiece, op.count - off));
-            finish(request, op.kind == trace::EventKind::AllReduce
-                                ? MPI_Iallreduce(MPI_IN_PLACE, piece, n, type, mpiOp(op.type, op.op), m_collectives, &request)
-                                : MPI_Ibcast(piece, n, type, op.root, m_collectives, &request));
+            finish(request,
+                op.kind == trace::EventKind::AllReduce
+                    ? MPI_Iallreduce(MPI_IN_PLACE, piece, n, type, mpiOp(op.type, op.op), m_collectives, &request)
+                    : MPI_Ibcast(piece, n, type, op.root, m_collectives, &request));
             off += kPiece;
         } while (off < op.count);
         break;
@@ -211,16 +216,21 @@ void MpiCommunicator::runLibrary(const CollectiveCall& op, const std::string& co
     case trace::EventKind::AllGather:
         if (op.count > static_cast<std::size_t>(INT_MAX))
             throw CommError(context + ": " + std::to_string(op.count)
-                            + " elements per rank is over MPI's int limit; split the tensor");
+                + " elements per rank is over MPI's int limit; split the tensor");
         if (op.kind == trace::EventKind::ReduceScatter)
-            finish(request, MPI_Ireduce_scatter_block(op.send, op.recv, static_cast<int>(op.count), type,
-                                                      mpiOp(op.type, op.op), m_collectives, &request));
+            finish(request,
+                MPI_Ireduce_scatter_block(op.send, op.recv, static_cast<int>(op.count), type, mpiOp(op.type, op.op),
+                    m_collectives, &request));
         else
-            finish(request, MPI_Iallgather(op.send, static_cast<int>(op.count), type, op.recv,
-                                           static_cast<int>(op.count), type, m_collectives, &request));
+            finish(request,
+                MPI_Iallgather(op.send, static_cast<int>(op.count), type, op.recv, static_cast<int>(op.count), type,
+                    m_collectives, &request));
         break;
-    case trace::EventKind::Barrier: finish(request, MPI_Ibarrier(m_collectives, &request)); break;
-    default: throw CommError(context + ": not a collective");
+    case trace::EventKind::Barrier:
+        finish(request, MPI_Ibarrier(m_collectives, &request));
+        break;
+    default:
+        throw CommError(context + ": not a collective");
     }
 }
 
@@ -244,7 +254,7 @@ std::pair<Transport*, Transport*> MpiCommunicator::hierarchy()
         m_localTransport = std::make_unique<MpiTransport>(m_nodeLocal, membersOf(m_nodeLocal), config().timeoutSeconds);
         m_crossTransport = std::make_unique<MpiTransport>(m_crossNode, membersOf(m_crossNode), config().timeoutSeconds);
     }
-    return {m_localTransport.get(), m_crossTransport.get()};
+    return { m_localTransport.get(), m_crossTransport.get() };
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -255,9 +265,13 @@ namespace {
 class RequestWork final : public Work {
 public:
     RequestWork(MPI_Request request, std::string context, double timeoutSeconds, bool isSend,
-                trace::TraceRecorder* recorder, trace::TraceEvent event)
-        : m_request(request), m_context(std::move(context)), m_timeout(timeoutSeconds), m_isSend(isSend),
-          m_recorder(recorder), m_event(std::move(event))
+        trace::TraceRecorder* recorder, trace::TraceEvent event)
+        : m_request(request)
+        , m_context(std::move(context))
+        , m_timeout(timeoutSeconds)
+        , m_isSend(isSend)
+        , m_recorder(recorder)
+        , m_event(std::move(event))
     {
         m_stats.bytes = m_event.bytes;
         m_stats.wireBytes = m_event.wireBytes;
@@ -286,8 +300,8 @@ public:
             const bool finished = pollUntil([this] { return test(); }, std::chrono::duration<double>(m_timeout));
             if (!finished) {
                 m_error = m_context + " timed out after " + std::to_string(static_cast<int>(m_timeout))
-                          + " s; check that the peer is alive and posted the matching "
-                          + (m_isSend ? "receive" : "send") + " (LOOM_COMM_TIMEOUT_S sets the limit)";
+                    + " s; check that the peer is alive and posted the matching " + (m_isSend ? "receive" : "send")
+                    + " (LOOM_COMM_TIMEOUT_S sets the limit)";
                 m_done = true;
                 // Withdraw the request so a late message cannot land in a buffer the caller has moved on from.
                 MPI_Cancel(&m_request);
@@ -327,7 +341,7 @@ private:
             MPI_Get_count(&status, MPI_BYTE, &received);
             if (static_cast<std::uint64_t>(received) != m_event.bytes)
                 m_error = m_context + ": the peer sent " + std::to_string(received) + " bytes where "
-                          + std::to_string(m_event.bytes) + " were expected";
+                    + std::to_string(m_event.bytes) + " were expected";
         }
         m_stats.endNs = trace::nowNs();
         if (m_recorder && !m_error) {
@@ -349,7 +363,7 @@ private:
     WorkStats m_stats;
 };
 
-}  // namespace
+} // namespace
 
 WorkPtr MpiCommunicator::pointToPoint(bool isSend, void* data, std::size_t count, DType type, int peer, int tag)
 {
@@ -362,8 +376,8 @@ WorkPtr MpiCommunicator::pointToPoint(bool isSend, void* data, std::size_t count
                           : MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, m_pointToPoint, &request);
     if (rc != MPI_SUCCESS)
         throw CommError(context + ": MPI failed: " + mpiErrorText(rc));
-    return std::make_shared<RequestWork>(request, context, config().timeoutSeconds, isSend, recorder(),
-                                         pointToPointEvent(isSend, bytes, peer));
+    return std::make_shared<RequestWork>(
+        request, context, config().timeoutSeconds, isSend, recorder(), pointToPointEvent(isSend, bytes, peer));
 }
 
 WorkPtr MpiCommunicator::send(const void* data, std::size_t count, DType type, int peer, int tag)
@@ -378,35 +392,35 @@ WorkPtr MpiCommunicator::recv(void* data, std::size_t count, DType type, int pee
 
 // ---------------------------------------------------------------------------------------------------------
 
-std::unique_ptr<Communicator> makeMpiWorldCommunicator(trace::TraceRecorder* recorder, CommConfig config,
-                                                       std::vector<int> nodeOfRank)
+std::unique_ptr<Communicator> makeMpiWorldCommunicator(
+    trace::TraceRecorder* recorder, CommConfig config, std::vector<int> nodeOfRank)
 {
-    return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, trace::GroupKind::World, "world", recorder, config,
-                                             std::move(nodeOfRank));
+    return std::make_unique<MpiCommunicator>(
+        MPI_COMM_WORLD, trace::GroupKind::World, "world", recorder, config, std::move(nodeOfRank));
 }
 
-GridCommunicators makeMpiGridCommunicators(const plan::RankGrid& grid, trace::TraceRecorder* recorder, CommConfig config)
+GridCommunicators makeMpiGridCommunicators(
+    const plan::RankGrid& grid, trace::TraceRecorder* recorder, CommConfig config)
 {
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size != grid.size())
         throw CommError("the layout has " + std::to_string(grid.size()) + " ranks (tp·pp·dp) but mpirun started "
-                        + std::to_string(size) + "; start it with -np " + std::to_string(grid.size()));
+            + std::to_string(size) + "; start it with -np " + std::to_string(grid.size()));
     const plan::RankCoord me = grid.coordOf(rank);
     auto make = [&](plan::GroupKind kind, std::int64_t key) {
         const auto members = grid.groupOf(kind, rank);
         MPI_Comm split;
         MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(members.front()), static_cast<int>(key), &split);
-        std::unique_ptr<Communicator> c = std::make_unique<MpiCommunicator>(split, kind,
-                                                                            gridGroupName(grid, kind, rank), recorder,
-                                                                            config, gridGroupNodes(grid, kind, rank));
+        std::unique_ptr<Communicator> c = std::make_unique<MpiCommunicator>(
+            split, kind, gridGroupName(grid, kind, rank), recorder, config, gridGroupNodes(grid, kind, rank));
         MPI_Comm_free(&split);
         return c;
     };
     GridCommunicators out;
-    auto world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, trace::GroupKind::World, "world", recorder, config,
-                                                   gridWorldNodes(grid));
+    auto world = std::make_unique<MpiCommunicator>(
+        MPI_COMM_WORLD, trace::GroupKind::World, "world", recorder, config, gridWorldNodes(grid));
     world->muteEvents();
     out.world = std::move(world);
     out.tensor = make(plan::GroupKind::Tensor, me.tp);
@@ -415,4 +429,4 @@ GridCommunicators makeMpiGridCommunicators(const plan::RankGrid& grid, trace::Tr
     return out;
 }
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -41,7 +41,7 @@ public:
     // `nodeOfMember[i]` is the node of member i for the hierarchical all-reduce; empty means "detect": ranks
     // that share memory (MPI_COMM_TYPE_SHARED) are on one node. Collective over `comm`.
     MpiCommunicator(MPI_Comm comm, trace::GroupKind kind, std::string name, trace::TraceRecorder* recorder,
-                    CommConfig config = CommConfig::fromEnvironment(), std::vector<int> nodeOfMember = {});
+        CommConfig config = CommConfig::fromEnvironment(), std::vector<int> nodeOfMember = {});
     ~MpiCommunicator() override;
 
     WorkPtr send(const void* data, std::size_t count, DType type, int peer, int tag = 0) override;
@@ -57,7 +57,7 @@ private:
 
     MPI_Comm m_collectives = MPI_COMM_NULL;
     MPI_Comm m_pointToPoint = MPI_COMM_NULL;
-    MPI_Comm m_nodeLocal = MPI_COMM_NULL;  // hierarchical: created on first use
+    MPI_Comm m_nodeLocal = MPI_COMM_NULL; // hierarchical: created on first use
     MPI_Comm m_crossNode = MPI_COMM_NULL;
     std::unique_ptr<MpiTransport> m_transport;
     std::unique_ptr<MpiTransport> m_localTransport;
@@ -68,10 +68,10 @@ private:
 // hierarchical all-reduce come from the grid (the layout's placement), so a 2-node layout can be taught
 // on one machine.
 // A communicator over MPI_COMM_WORLD named "world" (collective).
-std::unique_ptr<Communicator> makeMpiWorldCommunicator(trace::TraceRecorder* recorder, CommConfig config,
-                                                       std::vector<int> nodeOfRank = {});
+std::unique_ptr<Communicator> makeMpiWorldCommunicator(
+    trace::TraceRecorder* recorder, CommConfig config, std::vector<int> nodeOfRank = {});
 
-GridCommunicators makeMpiGridCommunicators(const plan::RankGrid& grid, trace::TraceRecorder* recorder,
-                                           CommConfig config = CommConfig::fromEnvironment());
+GridCommunicators makeMpiGridCommunicators(
+    const plan::RankGrid& grid, trace::TraceRecorder* recorder, CommConfig config = CommConfig::fromEnvironment());
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -5,8 +5,8 @@
 #include <sched.h>
 
 #include <climits>
-#include <map>
 #include <cstring>
+#include <map>
 
 namespace loom::comm {
 
@@ -20,7 +20,9 @@ std::string mpiErrorText(int code)
 }
 
 MpiTransport::MpiTransport(MPI_Comm comm, std::vector<int> globalRanks, double timeoutSeconds)
-    : m_comm(comm), m_globalRanks(std::move(globalRanks)), m_timeout(timeoutSeconds)
+    : m_comm(comm)
+    , m_globalRanks(std::move(globalRanks))
+    , m_timeout(timeoutSeconds)
 {
     MPI_Comm_rank(comm, &m_rank);
     MPI_Comm_size(comm, &m_size);
@@ -29,9 +31,10 @@ MpiTransport::MpiTransport(MPI_Comm comm, std::vector<int> globalRanks, double t
 Transport::Request MpiTransport::isend(const void* data, std::size_t bytes, int peer)
 {
     if (bytes > static_cast<std::size_t>(INT_MAX))
-        throw CommError(m_context + ": a message of " + std::to_string(bytes) + " bytes is over MPI's 2 GiB limit; "
-                                    "use chunks (chunk_kb) or smaller buckets");
-    Pending p{MPI_REQUEST_NULL, peer, bytes, true};
+        throw CommError(m_context + ": a message of " + std::to_string(bytes)
+            + " bytes is over MPI's 2 GiB limit; "
+              "use chunks (chunk_kb) or smaller buckets");
+    Pending p { MPI_REQUEST_NULL, peer, bytes, true };
     const int rc = MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, 0, m_comm, &p.request);
     if (rc != MPI_SUCCESS)
         failed(p, rc);
@@ -43,9 +46,10 @@ Transport::Request MpiTransport::isend(const void* data, std::size_t bytes, int 
 Transport::Request MpiTransport::irecv(void* data, std::size_t bytes, int peer)
 {
     if (bytes > static_cast<std::size_t>(INT_MAX))
-        throw CommError(m_context + ": a message of " + std::to_string(bytes) + " bytes is over MPI's 2 GiB limit; "
-                                    "use chunks (chunk_kb) or smaller buckets");
-    Pending p{MPI_REQUEST_NULL, peer, bytes, false};
+        throw CommError(m_context + ": a message of " + std::to_string(bytes)
+            + " bytes is over MPI's 2 GiB limit; "
+              "use chunks (chunk_kb) or smaller buckets");
+    Pending p { MPI_REQUEST_NULL, peer, bytes, false };
     const int rc = MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, 0, m_comm, &p.request);
     if (rc != MPI_SUCCESS)
         failed(p, rc);
@@ -74,8 +78,8 @@ void MpiTransport::wait(Request id)
         MPI_Get_count(&status, MPI_BYTE, &received);
         if (static_cast<std::size_t>(received) != p.bytes)
             throw CommError(m_context + ": rank " + std::to_string(m_globalRanks.at(static_cast<std::size_t>(p.peer)))
-                            + " sent " + std::to_string(received) + " bytes where " + std::to_string(p.bytes)
-                            + " were expected; the ranks disagree about the operation's size");
+                + " sent " + std::to_string(received) + " bytes where " + std::to_string(p.bytes)
+                + " were expected; the ranks disagree about the operation's size");
     }
 }
 
@@ -91,7 +95,7 @@ void MpiTransport::abandon()
 {
     for (auto& p : m_pending) {
         if (p.request != MPI_REQUEST_NULL) {
-            MPI_Cancel(&p.request);  // a send too: its buffer is about to be freed
+            MPI_Cancel(&p.request); // a send too: its buffer is about to be freed
             MPI_Request_free(&p.request);
         }
     }
@@ -102,15 +106,15 @@ void MpiTransport::timedOut(const Pending& p)
 {
     const int peer = m_globalRanks.at(static_cast<std::size_t>(p.peer));
     throw CommError(m_context + " timed out after " + std::to_string(static_cast<int>(m_timeout.count()))
-                    + " s waiting for rank " + std::to_string(peer) + " (" + (p.isSend ? "send of " : "receive of ")
-                    + std::to_string(p.bytes) + " bytes); check that rank " + std::to_string(peer)
-                    + " is alive and reached the same operation (LOOM_COMM_TIMEOUT_S sets the limit)");
+        + " s waiting for rank " + std::to_string(peer) + " (" + (p.isSend ? "send of " : "receive of ")
+        + std::to_string(p.bytes) + " bytes); check that rank " + std::to_string(peer)
+        + " is alive and reached the same operation (LOOM_COMM_TIMEOUT_S sets the limit)");
 }
 
 void MpiTransport::failed(const Pending& p, int code)
 {
     throw CommError(m_context + ": MPI failed " + (p.isSend ? "sending to rank " : "receiving from rank ")
-                    + std::to_string(m_globalRanks.at(static_cast<std::size_t>(p.peer))) + ": " + mpiErrorText(code));
+        + std::to_string(m_globalRanks.at(static_cast<std::size_t>(p.peer))) + ": " + mpiErrorText(code));
 }
 
 void MpiTransport::reduce(void* dst, const void* src, std::size_t count, DType type, ReduceOp op)
@@ -144,7 +148,7 @@ std::vector<int> nodesBySharedMemory(MPI_Comm comm)
     int sharedRank = 0;
     MPI_Comm_rank(shared, &sharedRank);
     int leader = sharedRank == 0 ? rank : 0;
-    MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MAX, shared);  // the node leader's rank in `comm`
+    MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MAX, shared); // the node leader's rank in `comm`
     MPI_Comm_free(&shared);
     std::vector<int> leaders(static_cast<std::size_t>(size));
     MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, comm);
@@ -160,4 +164,4 @@ std::vector<int> nodesBySharedMemory(MPI_Comm comm)
     return nodes;
 }
 
-}  // namespace loom::comm
+} // namespace loom::comm

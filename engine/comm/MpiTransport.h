@@ -58,4 +58,4 @@ std::vector<int> nodesBySharedMemory(MPI_Comm comm);
 // A readable form of an MPI error code.
 std::string mpiErrorText(int code);
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -30,12 +30,18 @@ void ncclCheck(ncclResult_t r, const std::string& context)
 ncclDataType_t ncclType(DType t)
 {
     switch (t) {
-    case DType::F32: return ncclFloat32;
-    case DType::F16: return ncclFloat16;
-    case DType::BF16: return ncclBfloat16;
-    case DType::F64: return ncclFloat64;
-    case DType::I64: return ncclInt64;
-    case DType::U8: return ncclUint8;
+    case DType::F32:
+        return ncclFloat32;
+    case DType::F16:
+        return ncclFloat16;
+    case DType::BF16:
+        return ncclBfloat16;
+    case DType::F64:
+        return ncclFloat64;
+    case DType::I64:
+        return ncclInt64;
+    case DType::U8:
+        return ncclUint8;
     }
     return ncclFloat32;
 }
@@ -45,7 +51,7 @@ ncclRedOp_t ncclOp(ReduceOp op)
     return op == ReduceOp::Sum ? ncclSum : op == ReduceOp::Max ? ncclMax : ncclMin;
 }
 
-}  // namespace
+} // namespace
 
 // What outlives a communicator's Works: its NCCL communicators (a timed-out Work aborts all of them, as NCCL
 // advises for a hung collective) and whether that happened (then the destructor must not wait or destroy).
@@ -81,9 +87,13 @@ namespace {
 class EventWork final : public Work {
 public:
     EventWork(cudaStream_t stream, std::shared_ptr<NcclCommunicator::Shared> shared, std::string context,
-              double timeoutSeconds, trace::TraceRecorder* recorder, trace::TraceEvent event, WorkStats stats)
-        : m_shared(std::move(shared)), m_context(std::move(context)), m_timeout(timeoutSeconds), m_recorder(recorder),
-          m_event(std::move(event)), m_stats(stats)
+        double timeoutSeconds, trace::TraceRecorder* recorder, trace::TraceEvent event, WorkStats stats)
+        : m_shared(std::move(shared))
+        , m_context(std::move(context))
+        , m_timeout(timeoutSeconds)
+        , m_recorder(recorder)
+        , m_event(std::move(event))
+        , m_stats(stats)
     {
         cudaEventCreateWithFlags(&m_done, cudaEventDisableTiming);
         cudaEventRecord(m_done, stream);
@@ -99,9 +109,9 @@ public:
         std::lock_guard lock(m_mutex);
         const bool finished = pollUntil([this] { return poll(); }, std::chrono::duration<double>(m_timeout));
         if (!finished && !m_error) {
-            m_shared->abortAll();  // NCCL's advice for a hung collective: abort the communicators
+            m_shared->abortAll(); // NCCL's advice for a hung collective: abort the communicators
             m_error = m_context + " timed out after " + std::to_string(static_cast<int>(m_timeout))
-                      + " s on the GPU; a peer did not take part (LOOM_COMM_TIMEOUT_S sets the limit)";
+                + " s on the GPU; a peer did not take part (LOOM_COMM_TIMEOUT_S sets the limit)";
             m_finished = true;
         }
         if (m_error)
@@ -153,13 +163,15 @@ private:
     std::optional<std::string> m_error;
 };
 
-}  // namespace
+} // namespace
 
 // Point-to-point for Loom's algorithms: sends and receives collect in an NCCL group that is closed at the
 // first wait; everything after it is ordered on the stream.
 class NcclTransport final : public Transport {
 public:
-    NcclTransport(ncclComm_t comm, cudaStream_t stream) : m_comm(comm), m_stream(stream)
+    NcclTransport(ncclComm_t comm, cudaStream_t stream)
+        : m_comm(comm)
+        , m_stream(stream)
     {
         ncclCommCount(comm, &m_size);
         ncclCommUserRank(comm, &m_rank);
@@ -207,10 +219,11 @@ public:
         }
         if (m_scratchBytes[s] < bytes) {
             close();
-            cudaStreamSynchronize(m_stream);  // the old buffer may still be in use by queued work
+            cudaStreamSynchronize(m_stream); // the old buffer may still be in use by queued work
             if (m_scratch[s])
                 cudaFree(m_scratch[s]);
-            cudaCheck(cudaMalloc(&m_scratch[s], bytes), m_context + " (scratch of " + std::to_string(bytes) + " bytes)");
+            cudaCheck(
+                cudaMalloc(&m_scratch[s], bytes), m_context + " (scratch of " + std::to_string(bytes) + " bytes)");
             m_scratchBytes[s] = bytes;
         }
         return m_scratch[s];
@@ -247,16 +260,19 @@ std::string NcclCommunicator::deviceProblem()
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
         return std::string("no GPU: cudaGetDeviceCount says \"") + cudaGetErrorString(e)
-               + "\"; use the MPI or Gloo backend (comm.backend \"mpi\" or \"gloo\")";
+            + "\"; use the MPI or Gloo backend (comm.backend \"mpi\" or \"gloo\")";
     if (count == 0)
         return "no GPU: no CUDA device is visible; use the MPI or Gloo backend (comm.backend \"mpi\" or \"gloo\")";
     return {};
 }
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, int localRank, trace::TraceRecorder* recorder,
-                                   CommConfig config, std::vector<int> nodeOfMember)
-    : m_host(std::move(host)), m_hostTransport(*m_host), m_recorder(recorder), m_config(config),
-      m_nodeOf(std::move(nodeOfMember))
+    CommConfig config, std::vector<int> nodeOfMember)
+    : m_host(std::move(host))
+    , m_hostTransport(*m_host)
+    , m_recorder(recorder)
+    , m_config(config)
+    , m_nodeOf(std::move(nodeOfMember))
 {
     m_rank = m_host->rank();
     m_size = m_host->size();
@@ -266,7 +282,8 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, int local
     std::int64_t ok = problem.empty() ? 1 : 0;
     m_host->allReduce(&ok, 1, DType::I64, ReduceOp::Min)->wait();
     if (!ok)
-        throw CommError("NCCL backend for " + m_group.name + ": " + (problem.empty() ? "another member has no GPU" : problem));
+        throw CommError(
+            "NCCL backend for " + m_group.name + ": " + (problem.empty() ? "another member has no GPU" : problem));
     m_group.id = m_recorder ? m_recorder->addGroup(m_group.kind, m_group.ranks, m_group.name) : -1;
     if (m_nodeOf.size() != m_group.ranks.size())
         m_nodeOf.assign(m_group.ranks.size(), 0);
@@ -286,7 +303,7 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, int local
     cudaCheck(cudaMalloc(reinterpret_cast<void**>(&m_barrierWord), sizeof(float)), m_group.name);
     cudaCheck(cudaEventCreateWithFlags(&m_callerReady, cudaEventDisableTiming), m_group.name);
     m_shared = std::make_shared<Shared>();
-    m_shared->comms = {m_comm};
+    m_shared->comms = { m_comm };
 }
 
 void NcclCommunicator::begin()
@@ -301,12 +318,12 @@ NcclCommunicator::~NcclCommunicator()
 {
     const bool aborted = m_shared && m_shared->aborted;
     if (m_stream && !aborted)
-        cudaStreamSynchronize(m_stream);  // after an abort the stream may never drain
+        cudaStreamSynchronize(m_stream); // after an abort the stream may never drain
     m_transport.reset();
     m_localTransport.reset();
     m_crossTransport.reset();
     if (!aborted)
-        for (ncclComm_t c : {m_crossNode, m_nodeLocal, m_comm})
+        for (ncclComm_t c : { m_crossNode, m_nodeLocal, m_comm })
             if (c)
                 ncclCommDestroy(c);
     if (m_callerReady)
@@ -326,18 +343,19 @@ std::pair<Transport*, Transport*> NcclCommunicator::hierarchy()
 {
     if (!m_localTransport) {
         ncclCheck(ncclCommSplit(m_comm, m_nodeOf[static_cast<std::size_t>(m_rank)], m_rank, &m_nodeLocal, nullptr),
-                  m_group.name + ": splitting by node");
+            m_group.name + ": splitting by node");
         int local = 0;
         ncclCommUserRank(m_nodeLocal, &local);
-        ncclCheck(ncclCommSplit(m_comm, local, m_rank, &m_crossNode, nullptr), m_group.name + ": splitting across nodes");
+        ncclCheck(
+            ncclCommSplit(m_comm, local, m_rank, &m_crossNode, nullptr), m_group.name + ": splitting across nodes");
         {
             std::lock_guard lock(m_shared->mutex);
-            m_shared->comms = {m_comm, m_nodeLocal, m_crossNode};
+            m_shared->comms = { m_comm, m_nodeLocal, m_crossNode };
         }
         m_localTransport = std::make_unique<NcclTransport>(m_nodeLocal, m_stream);
         m_crossTransport = std::make_unique<NcclTransport>(m_crossNode, m_stream);
     }
-    return {m_localTransport.get(), m_crossTransport.get()};
+    return { m_localTransport.get(), m_crossTransport.get() };
 }
 
 void NcclCommunicator::toHost(void* host, const void* data, std::size_t bytes)
@@ -359,7 +377,8 @@ void NcclCommunicator::runLibrary(const CollectiveCall& c, const std::string& co
         ncclCheck(ncclAllReduce(c.data, c.data, c.count, ncclType(c.type), ncclOp(c.op), m_comm, m_stream), context);
         break;
     case EventKind::ReduceScatter:
-        ncclCheck(ncclReduceScatter(c.send, c.recv, c.count, ncclType(c.type), ncclOp(c.op), m_comm, m_stream), context);
+        ncclCheck(
+            ncclReduceScatter(c.send, c.recv, c.count, ncclType(c.type), ncclOp(c.op), m_comm, m_stream), context);
         break;
     case EventKind::AllGather:
         ncclCheck(ncclAllGather(c.send, c.recv, c.count, ncclType(c.type), m_comm, m_stream), context);
@@ -371,7 +390,8 @@ void NcclCommunicator::runLibrary(const CollectiveCall& c, const std::string& co
         // NCCL has no barrier: an all-reduce of one word orders every member's stream.
         ncclCheck(ncclAllReduce(m_barrierWord, m_barrierWord, 1, ncclFloat32, ncclSum, m_comm, m_stream), context);
         break;
-    default: throw CommError(context + ": not a collective");
+    default:
+        throw CommError(context + ": not a collective");
     }
 }
 
@@ -385,11 +405,13 @@ WorkPtr NcclCommunicator::collective(CollectiveCall call)
     const CollectiveOutcome out = runCollective(*this, call, m_group, m_rank, m_size, m_nodeOf, m_config);
     stats.algorithm = out.algorithm;
     stats.wireBytes = out.wireBytes;
-    return std::make_shared<EventWork>(m_stream, m_shared, describe(call, m_group) + " [NCCL, GPU " + std::to_string(m_device) + "]",
-                                       m_config.timeoutSeconds, m_recorder, collectiveEvent(call, m_group, stats), stats);
+    return std::make_shared<EventWork>(m_stream, m_shared,
+        describe(call, m_group) + " [NCCL, GPU " + std::to_string(m_device) + "]", m_config.timeoutSeconds, m_recorder,
+        collectiveEvent(call, m_group, stats), stats);
 }
 
-WorkPtr NcclCommunicator::allReduce(void* data, std::size_t count, DType type, ReduceOp op, const CollectiveOptions& options)
+WorkPtr NcclCommunicator::allReduce(
+    void* data, std::size_t count, DType type, ReduceOp op, const CollectiveOptions& options)
 {
     CollectiveCall c;
     c.kind = EventKind::AllReduce;
@@ -401,8 +423,8 @@ WorkPtr NcclCommunicator::allReduce(void* data, std::size_t count, DType type, R
     return collective(std::move(c));
 }
 
-WorkPtr NcclCommunicator::reduceScatter(const void* send, void* recv, std::size_t recvCount, DType type, ReduceOp op,
-                                        const CollectiveOptions& options)
+WorkPtr NcclCommunicator::reduceScatter(
+    const void* send, void* recv, std::size_t recvCount, DType type, ReduceOp op, const CollectiveOptions& options)
 {
     CollectiveCall c;
     c.kind = EventKind::ReduceScatter;
@@ -416,8 +438,8 @@ WorkPtr NcclCommunicator::reduceScatter(const void* send, void* recv, std::size_
     return collective(std::move(c));
 }
 
-WorkPtr NcclCommunicator::allGather(const void* send, void* recv, std::size_t sendCount, DType type,
-                                    const CollectiveOptions& options)
+WorkPtr NcclCommunicator::allGather(
+    const void* send, void* recv, std::size_t sendCount, DType type, const CollectiveOptions& options)
 {
     CollectiveCall c;
     c.kind = EventKind::AllGather;
@@ -453,11 +475,11 @@ WorkPtr NcclCommunicator::barrier()
 WorkPtr NcclCommunicator::pointToPoint(CollectiveCall call, int peer, const std::string& context, WorkStats stats)
 {
     if (peer < 0 || peer >= m_size)
-        throw CommError(context + ": peer " + std::to_string(peer) + " is not a member (0 to " + std::to_string(m_size - 1) + ")");
+        throw CommError(
+            context + ": peer " + std::to_string(peer) + " is not a member (0 to " + std::to_string(m_size - 1) + ")");
     stats.algorithm = trace::Algorithm::None;
     return std::make_shared<EventWork>(m_stream, m_shared, context, m_config.timeoutSeconds, m_recorder,
-                                       collectiveEvent(call, m_group, stats, m_group.ranks[static_cast<std::size_t>(peer)]),
-                                       stats);
+        collectiveEvent(call, m_group, stats, m_group.ranks[static_cast<std::size_t>(peer)]), stats);
 }
 
 WorkPtr NcclCommunicator::send(const void* data, std::size_t count, DType type, int peer, int)
@@ -486,12 +508,12 @@ WorkPtr NcclCommunicator::recv(void* data, std::size_t count, DType type, int pe
     return pointToPoint(c, peer, context, stats);
 }
 
-WorkPtr NcclCommunicator::sendRecv(const void* sendData, int sendPeer, void* recvData, int recvPeer, std::size_t count,
-                                   DType type, int)
+WorkPtr NcclCommunicator::sendRecv(
+    const void* sendData, int sendPeer, void* recvData, int recvPeer, std::size_t count, DType type, int)
 {
     // NCCL's point-to-point blocks on the GPU until the peer's matching call: the pair goes in one group.
     const std::string context = "send to member " + std::to_string(sendPeer) + " and receive from member "
-                                + std::to_string(recvPeer) + " on " + m_group.name;
+        + std::to_string(recvPeer) + " on " + m_group.name;
     WorkStats stats;
     stats.startNs = trace::nowNs();
     stats.bytes = stats.wireBytes = count * sizeOf(type);
@@ -505,4 +527,4 @@ WorkPtr NcclCommunicator::sendRecv(const void* sendData, int sendPeer, void* rec
     return pointToPoint(c, sendPeer, context, stats);
 }
 
-}  // namespace loom::comm
+} // namespace loom::comm

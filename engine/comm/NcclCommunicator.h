@@ -1,7 +1,7 @@
 #pragma once
 
-#include "engine/comm/CommConfig.h"
 #include "engine/comm/Collectives.h"
+#include "engine/comm/CommConfig.h"
 #include "engine/comm/Communicator.h"
 #include "engine/comm/CommunicatorTransport.h"
 #include "engine/trace/TraceRecorder.h"
@@ -30,12 +30,12 @@ public:
     // process's rank among the processes of its node) modulo the node's device count. `nodeOfMember` as
     // for the host backends (empty: one node).
     NcclCommunicator(std::unique_ptr<Communicator> host, int localRank, trace::TraceRecorder* recorder,
-                     CommConfig config = CommConfig::fromEnvironment(), std::vector<int> nodeOfMember = {});
+        CommConfig config = CommConfig::fromEnvironment(), std::vector<int> nodeOfMember = {});
     ~NcclCommunicator() override;
 
     // "" when a CUDA device is usable, else a sentence saying why not ("no GPU: ...").
     static std::string deviceProblem();
-    struct Shared;  // state shared with the communicator's Works
+    struct Shared; // state shared with the communicator's Works
 
     int rank() const override { return m_rank; }
     int size() const override { return m_size; }
@@ -46,14 +46,14 @@ public:
     WorkPtr send(const void* data, std::size_t count, DType type, int peer, int tag = 0) override;
     WorkPtr recv(void* data, std::size_t count, DType type, int peer, int tag = 0) override;
     WorkPtr sendRecv(const void* sendData, int sendPeer, void* recvData, int recvPeer, std::size_t count, DType type,
-                     int tag = 0) override;
+        int tag = 0) override;
     WorkPtr broadcast(void* data, std::size_t count, DType type, int root) override;
-    WorkPtr allReduce(void* data, std::size_t count, DType type, ReduceOp op,
-                      const CollectiveOptions& options = {}) override;
+    WorkPtr allReduce(
+        void* data, std::size_t count, DType type, ReduceOp op, const CollectiveOptions& options = {}) override;
     WorkPtr reduceScatter(const void* send, void* recv, std::size_t recvCount, DType type, ReduceOp op,
-                          const CollectiveOptions& options = {}) override;
+        const CollectiveOptions& options = {}) override;
     WorkPtr allGather(const void* send, void* recv, std::size_t sendCount, DType type,
-                      const CollectiveOptions& options = {}) override;
+        const CollectiveOptions& options = {}) override;
     WorkPtr barrier() override;
 
 private:
@@ -81,7 +81,7 @@ private:
     CommConfig m_config;
     std::vector<int> m_nodeOf;
     std::uint64_t m_sequence = 0;
-    std::shared_ptr<Shared> m_shared;  // the communicators a timed-out Work aborts, and whether it did
+    std::shared_ptr<Shared> m_shared; // the communicators a timed-out Work aborts, and whether it did
     cudaEvent_t m_callerReady = nullptr;
     std::unique_ptr<NcclTransport> m_transport;
     std::unique_ptr<NcclTransport> m_localTransport;
@@ -89,4 +89,4 @@ private:
     float* m_barrierWord = nullptr;
 };
 
-}  // namespace loom::comm
+} // namespace loom::comm

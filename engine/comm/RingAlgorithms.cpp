@@ -17,10 +17,10 @@ char* at(void* data, std::size_t elements, DType type)
 }
 
 // Splits `bytes` into chunks of at most `chunkBytes` (whole elements); one chunk when chunkBytes is 0.
-std::vector<std::pair<std::size_t, std::size_t>> chunks(std::size_t elements, std::size_t elementSize,
-                                                        std::size_t chunkBytes)
+std::vector<std::pair<std::size_t, std::size_t>> chunks(
+    std::size_t elements, std::size_t elementSize, std::size_t chunkBytes)
 {
-    std::vector<std::pair<std::size_t, std::size_t>> out;  // (offset, length) in elements
+    std::vector<std::pair<std::size_t, std::size_t>> out; // (offset, length) in elements
     if (elements == 0)
         return out;
     const std::size_t per = chunkBytes == 0 ? elements : std::max<std::size_t>(1, chunkBytes / elementSize);
@@ -29,7 +29,7 @@ std::vector<std::pair<std::size_t, std::size_t>> chunks(std::size_t elements, st
     return out;
 }
 
-}  // namespace
+} // namespace
 
 Segments Segments::even(std::size_t count, int parts)
 {
@@ -46,8 +46,8 @@ Segments Segments::even(std::size_t count, int parts)
     return s;
 }
 
-void ringReduceScatterInPlace(Transport& t, void* data, const Segments& seg, DType type, ReduceOp op,
-                              std::size_t chunkBytes)
+void ringReduceScatterInPlace(
+    Transport& t, void* data, const Segments& seg, DType type, ReduceOp op, std::size_t chunkBytes)
 {
     const int n = t.size(), r = t.rank();
     if (n == 1)
@@ -74,7 +74,7 @@ void ringReduceScatterInPlace(Transport& t, void* data, const Segments& seg, DTy
             const auto [off, len] = recvChunks[c];
             t.reduce(at(data, seg.offset[recvSeg] + off, type), incoming + off * es, len, type, op);
         }
-        t.waitAll();  // sends of this step done before the next step reuses `incoming`' data
+        t.waitAll(); // sends of this step done before the next step reuses `incoming`' data
     }
 }
 
@@ -102,8 +102,8 @@ void ringAllReduce(Transport& t, void* data, std::size_t count, DType type, Redu
     ringAllGatherInPlace(t, data, seg, type, chunkBytes);
 }
 
-void hierarchicalAllReduce(Transport& local, Transport& cross, void* data, std::size_t count, DType type,
-                           ReduceOp op, std::size_t chunkBytes)
+void hierarchicalAllReduce(
+    Transport& local, Transport& cross, void* data, std::size_t count, DType type, ReduceOp op, std::size_t chunkBytes)
 {
     const Segments seg = Segments::even(count, local.size());
     ringReduceScatterInPlace(local, data, seg, type, op, chunkBytes);
@@ -112,4 +112,4 @@ void hierarchicalAllReduce(Transport& local, Transport& cross, void* data, std::
     ringAllGatherInPlace(local, data, seg, type, chunkBytes);
 }
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -19,7 +19,7 @@ namespace loom::comm {
 // and each chunk is reduced as soon as it arrives, so transfer and reduction overlap (chunked ring).
 // 0 moves each segment as one message and reduces it after it has fully arrived (plain ring).
 struct Segments {
-    std::vector<std::size_t> offset;  // in elements
+    std::vector<std::size_t> offset; // in elements
     std::vector<std::size_t> length;
     static Segments even(std::size_t count, int parts);
 };
@@ -27,15 +27,15 @@ struct Segments {
 // In place: every rank ends with the reduction over all ranks.
 void ringAllReduce(Transport& t, void* data, std::size_t count, DType type, ReduceOp op, std::size_t chunkBytes);
 // `data` holds every segment; rank r ends with segment r of `segments` reduced (others are clobbered).
-void ringReduceScatterInPlace(Transport& t, void* data, const Segments& segments, DType type, ReduceOp op,
-                              std::size_t chunkBytes);
+void ringReduceScatterInPlace(
+    Transport& t, void* data, const Segments& segments, DType type, ReduceOp op, std::size_t chunkBytes);
 // `data` holds segment r on rank r; every rank ends with every segment.
 void ringAllGatherInPlace(Transport& t, void* data, const Segments& segments, DType type, std::size_t chunkBytes);
 
 // Two-level all-reduce: reduce-scatter among the ranks of a node (`local`, k ranks), all-reduce of this
 // rank's segment among the ranks with the same local index on every node (`cross`, N ranks, ring),
 // all-gather among the ranks of the node. Across nodes each rank sends 2(N-1)/N · count/k elements.
-void hierarchicalAllReduce(Transport& local, Transport& cross, void* data, std::size_t count, DType type,
-                           ReduceOp op, std::size_t chunkBytes);
+void hierarchicalAllReduce(
+    Transport& local, Transport& cross, void* data, std::size_t count, DType type, ReduceOp op, std::size_t chunkBytes);
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -10,12 +10,12 @@ namespace {
 
 constexpr int kPingTag = 32001, kPongTag = 32002, kCountTag = 32003, kEventsTag = 32004;
 
-}  // namespace
+} // namespace
 
 ClockAlignment alignClock(Communicator& world, int rounds)
 {
     const int rank = world.rank(), size = world.size();
-    std::vector<std::int64_t> results(2 * static_cast<std::size_t>(size), 0);  // (offset, error) per rank
+    std::vector<std::int64_t> results(2 * static_cast<std::size_t>(size), 0); // (offset, error) per rank
     if (rank == 0) {
         for (int r = 1; r < size; ++r) {
             std::int64_t bestRtt = INT64_MAX, bestOffset = 0;
@@ -42,7 +42,7 @@ ClockAlignment alignClock(Communicator& world, int rounds)
         }
     }
     world.broadcast(results.data(), results.size(), DType::I64, 0)->wait();
-    return {results[2 * static_cast<std::size_t>(rank)], results[2 * static_cast<std::size_t>(rank) + 1]};
+    return { results[2 * static_cast<std::size_t>(rank)], results[2 * static_cast<std::size_t>(rank) + 1] };
 }
 
 namespace {
@@ -58,7 +58,7 @@ struct Packed {
 
 Packed pack(const trace::TraceEvent& e, std::int64_t offset)
 {
-    Packed p{};
+    Packed p {};
     p.rank = e.rank;
     p.step = e.step;
     p.microBatch = e.microBatch;
@@ -102,10 +102,10 @@ trace::TraceEvent unpack(const Packed& p)
     return e;
 }
 
-}  // namespace
+} // namespace
 
-std::vector<trace::TraceEvent> gatherEvents(Communicator& world, const std::vector<trace::TraceEvent>& mine,
-                                            std::int64_t offsetNs)
+std::vector<trace::TraceEvent> gatherEvents(
+    Communicator& world, const std::vector<trace::TraceEvent>& mine, std::int64_t offsetNs)
 {
     std::vector<Packed> packed;
     packed.reserve(mine.size());
@@ -143,4 +143,4 @@ std::vector<std::int64_t> gatherValues(Communicator& world, std::int64_t value)
     return all;
 }
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -21,9 +21,9 @@ ClockAlignment alignClock(Communicator& world, int rounds = 8);
 
 // Collective over `world`: every rank's events, with `offsetNs` subtracted (times on rank 0's clock), arrive
 // at rank 0 in rank order; the others get nothing back.
-std::vector<trace::TraceEvent> gatherEvents(Communicator& world, const std::vector<trace::TraceEvent>& mine,
-                                            std::int64_t offsetNs);
+std::vector<trace::TraceEvent> gatherEvents(
+    Communicator& world, const std::vector<trace::TraceEvent>& mine, std::int64_t offsetNs);
 // Collective over `world`: every rank's `value`, at rank 0 in rank order (empty elsewhere).
 std::vector<std::int64_t> gatherValues(Communicator& world, std::int64_t value);
 
-}  // namespace loom::comm
+} // namespace loom::comm

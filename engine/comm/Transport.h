@@ -37,7 +37,7 @@ public:
 
     // Cancels what is still outstanding after a failure, so the library holds no pointer into buffers that
     // are about to be freed. The transport is not used again afterwards.
-    virtual void abandon() {}
+    virtual void abandon() { }
 
     // Bytes this rank has sent through the transport since construction.
     std::uint64_t bytesSent() const { return m_bytesSent; }
@@ -50,4 +50,4 @@ protected:
     std::string m_context;
 };
 
-}  // namespace loom::comm
+} // namespace loom::comm

@@ -48,7 +48,10 @@ void PendingWork::fail(std::string message, const WorkStats& stats)
 namespace {
 class AllOf final : public Work {
 public:
-    explicit AllOf(std::vector<WorkPtr> parts) : m_parts(std::move(parts)) {}
+    explicit AllOf(std::vector<WorkPtr> parts)
+        : m_parts(std::move(parts))
+    {
+    }
     bool isCompleted() override
     {
         for (auto& p : m_parts)
@@ -84,7 +87,7 @@ public:
 private:
     std::vector<WorkPtr> m_parts;
 };
-}  // namespace
+} // namespace
 
 WorkPtr allOf(std::vector<WorkPtr> parts)
 {
@@ -98,4 +101,4 @@ WorkPtr completedWork(const WorkStats& stats)
     return work;
 }
 
-}  // namespace loom::comm
+} // namespace loom::comm

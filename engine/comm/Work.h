@@ -55,7 +55,7 @@ public:
 private:
     std::mutex m_mutex;
     std::condition_variable m_cv;
-    std::atomic<bool> m_done{false};
+    std::atomic<bool> m_done { false };
     std::optional<std::string> m_error;
     WorkStats m_stats;
 };
@@ -66,4 +66,4 @@ WorkPtr allOf(std::vector<WorkPtr> parts);
 // A Work that is already finished (synchronous paths, empty operations).
 WorkPtr completedWork(const WorkStats& stats = {});
 
-}  // namespace loom::comm
+} // namespace loom::comm

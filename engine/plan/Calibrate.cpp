@@ -321,8 +321,8 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
         for (const auto& [key, in] : instances) {
             if (in.members != in.groupSize)
                 continue; // a member's event is missing: no last arrival to read
-            const std::int64_t spanned = in.kind == trace::GroupKind::World ? grid.nodeOf(grid.size() - 1) + 1
-                                                                            : grid.maxNodesSpanned(in.kind);
+            const std::int64_t spanned
+                = in.kind == trace::GroupKind::World ? grid.nodeOf(grid.size() - 1) + 1 : grid.maxNodesSpanned(in.kind);
             if ((spanned > 1 && before.interNode) != inter)
                 continue;
             bySize[{ in.groupSize, in.bytes }].push_back(in.seconds);

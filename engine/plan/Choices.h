@@ -24,7 +24,8 @@ constexpr std::array<Recompute, 3> allRecomputes()
 
 constexpr std::array<AllreduceAlgorithm, 4> allAllreduceAlgorithms()
 {
-    return { AllreduceAlgorithm::Auto, AllreduceAlgorithm::Library, AllreduceAlgorithm::Ring, AllreduceAlgorithm::Hierarchical };
+    return { AllreduceAlgorithm::Auto, AllreduceAlgorithm::Library, AllreduceAlgorithm::Ring,
+        AllreduceAlgorithm::Hierarchical };
 }
 
 constexpr std::array<RankOrder, 2> allRankOrders()

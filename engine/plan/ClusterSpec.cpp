@@ -75,7 +75,7 @@ std::optional<LaunchSpec> parseLaunch(ObjectReader& parent, Diagnostics& diagnos
 {
     const json* v = parent.find("launch");
     if (!v)
-        return LaunchSpec{};
+        return LaunchSpec {};
     if (!v->is_object()) {
         parent.reportWrongType("launch", *v, "an object with method (local, ssh or slurm) and its settings");
         return std::nullopt;
@@ -99,7 +99,7 @@ std::optional<LaunchSpec> parseLaunch(ObjectReader& parent, Diagnostics& diagnos
     if (head && !head->empty() && head->front() == '-')
         local.error(r.pathOf("head_node"),
             r.pathOf("head_node") + "=\"" + *head + "\" cannot start with '-'; write a host name or user@host");
-    for (const auto& [key, value] : { std::pair{ "time_limit", timeLimit }, std::pair{ "partition", partition } })
+    for (const auto& [key, value] : { std::pair { "time_limit", timeLimit }, std::pair { "partition", partition } })
         if (value && value->find_first_of("\n\r") != std::string::npos)
             local.error(r.pathOf(key), r.pathOf(key) + " holds a line break; write it on one line");
     if (mpirun && mpirun->empty())

@@ -50,20 +50,22 @@ struct DeviceSpec {
 // string here reaches the processes as one argument of its own (quoted word by word where a remote shell
 // is unavoidable), never as shell text.
 struct LaunchSpec {
-    std::string method = "local"; // "local", "ssh" (mpirun on a head node) or "slurm" (sbatch, or srun in an allocation)
+    std::string method
+        = "local"; // "local", "ssh" (mpirun on a head node) or "slurm" (sbatch, or srun in an allocation)
     std::string headNode; // ssh: the host Loom connects to ("user@host" allowed); empty: hosts[0]
     std::vector<std::string> sshOptions; // ssh: extra ssh arguments, e.g. ["-p", "2222", "-i", "/home/me/.ssh/lab"]
     std::string engine; // loom-train's path on the cluster; empty: Loom's own engine path
     std::string mpirun = "mpirun"; // mpirun's path on the head node (ssh) or in the job (slurm)
     std::vector<std::string> mpirunOptions; // extra mpirun arguments, e.g. ["--mca", "btl_tcp_if_include", "eth0"]
-    std::string runDir; // ssh: where run folders go on the cluster (relative: to the head node's home); empty: "loom-runs"
+    std::string
+        runDir; // ssh: where run folders go on the cluster (relative: to the head node's home); empty: "loom-runs"
     std::string partition; // slurm: --partition (empty: the default one)
     std::string timeLimit; // slurm: --time, e.g. "01:30:00" (empty: the partition's limit)
     std::int64_t gpusPerNode = 0; // slurm: --gpus-per-node (0: none asked for)
     std::vector<std::string> sbatchOptions; // slurm: extra sbatch arguments, e.g. ["--account", "proj42"]
 
     bool operator==(const LaunchSpec&) const = default;
-    bool isDefault() const { return *this == LaunchSpec{}; }
+    bool isDefault() const { return *this == LaunchSpec {}; }
 };
 
 // A homogeneous cluster: `nodes` nodes of `devicesPerNode` identical devices. The "local" cluster has

@@ -47,18 +47,17 @@ std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
     // FLOPs run at peak · max · shape; dividing by the shape leaves what peak · max must do.
     const double shape = dev.gemmMax > 0 ? gemmEfficiency(dev, h / double(t), T) / dev.gemmMax : 1.0;
     const double layerFlops = (2.0 * T * blockMatmulParameters(m) + 4.0 * T * s * h) / double(t) / shape;
-    const double attentionFlops = 4.0 * T * s * h / double(t) / shape;  // scores and their use, forward
+    const double attentionFlops = 4.0 * T * s * h / double(t) / shape; // scores and their use, forward
     // The backward recomputes: with flash attention the scores Q·Kᵀ (half of attentionFlops),
     // with selective recomputation of materialised attention the whole attention core.
     const bool flash = l.memory.attention == Attention::Flash;
-    const double attentionRecompute = flash ? attentionFlops / 2.0
-                                            : (l.memory.recompute == Recompute::Selective ? attentionFlops : 0.0);
+    const double attentionRecompute
+        = flash ? attentionFlops / 2.0 : (l.memory.recompute == Recompute::Selective ? attentionFlops : 0.0);
     // Memory-bound work (norms, softmax, GELU, dropout, residuals) moves about the layer's activation bytes
     // (Korthikanti et al.'s count) once in and once out; it weighs most where h is small.
     const double layerBytes = 2.0
-                              * layerActivationBytes(m, l.parallel.microBatch, t, l.parallel.sp, Attention::Materialized,
-                                                     Recompute::None)
-                              * (l.precision == Precision::Fp32 ? 2.0 : 1.0);
+        * layerActivationBytes(m, l.parallel.microBatch, t, l.parallel.sp, Attention::Materialized, Recompute::None)
+        * (l.precision == Precision::Fp32 ? 2.0 : 1.0);
     const double headFlops = 2.0 * T * h * V / double(t) / shape;
     const bool full = l.memory.recompute == Recompute::Full;
     std::vector<StageWork> out(static_cast<std::size_t>(virtualStages));
@@ -66,9 +65,9 @@ std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
         const double layers = double(ranges[static_cast<std::size_t>(vs)].size());
         StageWork& w = out[static_cast<std::size_t>(vs)];
         const double recompute = full ? 1.0 : 0.0;
-        w.forward = {layers * layerFlops, layers * layerBytes};
-        w.backward = {layers * ((2.0 + recompute) * layerFlops + attentionRecompute),
-                      layers * (2.0 + recompute) * layerBytes};
+        w.forward = { layers * layerFlops, layers * layerBytes };
+        w.backward = { layers * ((2.0 + recompute) * layerFlops + attentionRecompute),
+            layers * (2.0 + recompute) * layerBytes };
         if (vs == virtualStages - 1) {
             w.forward.flops += headFlops;
             w.backward.flops += 2.0 * headFlops;
@@ -85,40 +84,47 @@ const LinkSpec& linkOf(const Layout& l, std::int64_t nodesSpanned)
     return nodesSpanned > 1 && l.cluster.interNode ? *l.cluster.interNode : l.cluster.intraNode;
 }
 
-double dpAllReduceSeconds(const Layout& l, double gradBytes, std::int64_t dp, const LinkSpec& link,
-                          std::int64_t nodesSpanned)
+double dpAllReduceSeconds(
+    const Layout& l, double gradBytes, std::int64_t dp, const LinkSpec& link, std::int64_t nodesSpanned)
 {
     if (dp <= 1)
         return 0;
     const auto& codec = l.comm.dpCodec;
-    const double count = gradBytes / 4.0;  // values, whatever their width on the device
+    const double count = gradBytes / 4.0; // values, whatever their width on the device
     const double beta = link.bandwidthGBs * 1e9, alpha = link.latencyUs * 1e-6;
     const double memBw = l.cluster.device.memoryBandwidthGBs * 1e9;
     using K = Codec::Kind;
-    if (codec.kind == K::TopK) {  // sparse all-gather: (n-1)·8k bytes in and out per rank
+    if (codec.kind == K::TopK) { // sparse all-gather: (n-1)·8k bytes in and out per rank
         const double k = std::ceil(codec.topkFraction * count);
         return double(dp - 1) * alpha + double(dp - 1) * 8.0 * k / beta + 3.0 * gradBytes / memBw;
     }
     double ratio = 1.0;
-    const double wire = gradBytes / count;  // bytes per value as reduced
+    const double wire = gradBytes / count; // bytes per value as reduced
     switch (codec.kind) {
     case K::Fp16:
-    case K::Bf16: ratio = std::min(1.0, 2.0 / wire); break;
-    case K::Int8: ratio = (1.0 + 4.0 / double(256)) / wire; break;
-    case K::Int4: ratio = (0.5 + 4.0 / double(256)) / wire; break;
-    default: break;
+    case K::Bf16:
+        ratio = std::min(1.0, 2.0 / wire);
+        break;
+    case K::Int8:
+        ratio = (1.0 + 4.0 / double(256)) / wire;
+        break;
+    case K::Int4:
+        ratio = (0.5 + 4.0 / double(256)) / wire;
+        break;
+    default:
+        break;
     }
-    const double codecCost = codec.kind == K::None ? 0 : 4.0 * gradBytes / memBw;  // encode + decode, twice
+    const double codecCost = codec.kind == K::None ? 0 : 4.0 * gradBytes / memBw; // encode + decode, twice
     if (l.comm.allreduce == AllreduceAlgorithm::Hierarchical && nodesSpanned > 1) {
         // in-node reduce-scatter and all-gather, across-node all-reduce of 1/k (docs/formulas.md)
         const double k = double(std::max<std::int64_t>(1, dp / nodesSpanned));
         return ringAllReduceSeconds(gradBytes * ratio, static_cast<std::int64_t>(k), l.cluster.intraNode)
-               + ringAllReduceSeconds(gradBytes * ratio / k, nodesSpanned, link) + codecCost;
+            + ringAllReduceSeconds(gradBytes * ratio / k, nodesSpanned, link) + codecCost;
     }
     return ringAllReduceSeconds(gradBytes * ratio, dp, link) + codecCost;
 }
 
-}  // namespace
+} // namespace
 
 bool simulatable(const Layout& l)
 {
@@ -146,10 +152,10 @@ double paramsOfVirtualStage(const Layout& l, const std::vector<StageRange>& rang
     double n = double(ranges[static_cast<std::size_t>(vs)].size()) * double(m.blockParameters()) / t;
     if (vs == 0)
         n += double(m.embeddingParameters()) / t;
-    if (vs == last) {  // the final norm, and the LM head split over t (tied: a copy of the embedding unless vs = 0)
+    if (vs == last) { // the final norm, and the LM head split over t (tied: a copy of the embedding unless vs = 0)
         const double head = double(m.paddedVocab() * m.hidden) / t;
         n += double(m.headParameters()) - (m.tieEmbeddings ? 0.0 : double(m.paddedVocab() * m.hidden))
-             + (!m.tieEmbeddings || vs != 0 ? head : 0.0);
+            + (!m.tieEmbeddings || vs != 0 ? head : 0.0);
     }
     return n;
 }
@@ -165,8 +171,8 @@ double exposedBeside(const Layout& l, double comm, double compute)
     return l.comm.overlap ? std::max(0.0, comm - compute) : comm;
 }
 
-Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, std::int64_t chunks, std::int64_t microBatches,
-                   std::int64_t dpSpan = 1)
+Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, std::int64_t chunks,
+    std::int64_t microBatches, std::int64_t dpSpan = 1)
 {
     Costs c;
     const ModelSpec& m = l.model;
@@ -251,7 +257,8 @@ double cpuEngineBytes(const Layout& l, const Costs& c, double params)
     double bytes = params;
     if (c.d > 1) {
         const ModelSpec& m = l.model;
-        const double largest = 4.0 * std::max(double(m.vocab) * double(m.hidden), double(m.ffnHidden) * double(m.hidden)) / double(c.t);
+        const double largest
+            = 4.0 * std::max(double(m.vocab) * double(m.hidden), double(m.ffnHidden) * double(m.hidden)) / double(c.t);
         const double bucket = std::max(l.comm.bucketMb * double(1 << 20), largest);
         bytes += l.comm.allreduce == AllreduceAlgorithm::Library ? bucket : bucket / double(c.d);
     }
@@ -277,19 +284,19 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
     mem.params = params * state.params / 1e9;
     mem.grads = params * state.grads / 1e9;
     mem.optimizer = params * state.optimizer / 1e9;
-    if (l.memory.zero >= 3 && c.d > 1)  // two layers' parameters gathered (one in use, one prefetched) and
-                                        // one layer's full gradients before their reduce-scatter
+    if (l.memory.zero >= 3 && c.d > 1) // two layers' parameters gathered (one in use, one prefetched) and
+                                       // one layer's full gradients before their reduce-scatter
         mem.gathered = 3.0 * double(m.blockParameters()) / double(c.t) * c.actBytes / 1e9;
     mem.activations = (inFlight * layers / double(c.v) * perLayerAct + (full ? fullLayerAct : 0.0)) / 1e9;
     if (r == c.p - 1)
-        mem.activations += c.T * c.V / double(c.t) * 4.0 / 1e9;  // fp32 logits of one micro-batch
+        mem.activations += c.T * c.V / double(c.t) * 4.0 / 1e9; // fp32 logits of one micro-batch
     mem.reserve = 0.05 * l.cluster.device.memoryGB;
     if (l.cluster.intraNode.kind == LinkKind::Shm)
         mem.reserve += cpuEngineBytes(l, c, params) / 1e9;
     return mem;
 }
 
-}  // namespace
+} // namespace
 
 double optimizerBytes(const Layout& l, std::int64_t r)
 {
@@ -319,8 +326,8 @@ EndOfStep endOfStep(const Layout& l, double params, const LinkSpec& link, std::i
     return e;
 }
 
-trace::TraceEvent stepEvent(std::int32_t rank, std::int64_t stage, trace::EventKind kind, double start, double end,
-                            double bytes)
+trace::TraceEvent stepEvent(
+    std::int32_t rank, std::int64_t stage, trace::EventKind kind, double start, double end, double bytes)
 {
     trace::TraceEvent e;
     e.rank = rank;
@@ -354,7 +361,7 @@ Prediction predict(const Layout& l, bool withEvents)
     const RankGrid grid = RankGrid::forLayout(l);
     const std::int64_t dpSpan = grid.maxNodesSpanned(GroupKind::Data);
     const Costs c = computeCosts(l, grid.maxNodesSpanned(GroupKind::Tensor), grid.maxNodesSpanned(GroupKind::Pipeline),
-                                 chunks, par.microBatches(), dpSpan);
+        chunks, par.microBatches(), dpSpan);
     const std::int64_t p = c.p, d = c.d, v = c.v, mb = c.mb;
     const double T = c.T, h = c.h, s = c.s, actBytes = c.actBytes, p2p = c.p2p;
     const auto& cost = c.stage;
@@ -362,7 +369,7 @@ Prediction predict(const Layout& l, bool withEvents)
 
     // Replay the schedule on one representative rank per stage (tp = 0, dp = 0).
     EventNaming naming;
-    naming.rankOf = [&grid](std::int64_t r) { return static_cast<std::int32_t>(grid.rankOf({0, r, 0})); };
+    naming.rankOf = [&grid](std::int64_t r) { return static_cast<std::int32_t>(grid.rankOf({ 0, r, 0 })); };
     naming.sendBytes = static_cast<std::uint64_t>(T * h * actBytes);
     naming.tpSize = static_cast<std::int32_t>(c.t);
     naming.dpSize = static_cast<std::int32_t>(std::min<std::int64_t>(d, std::numeric_limits<std::int32_t>::max()));
@@ -375,11 +382,11 @@ Prediction predict(const Layout& l, bool withEvents)
     out.eventMicroBatches = pipe.eventMicroBatches;
     if (pipe.extrapolated)
         out.notes.push_back("the step of " + std::to_string(mb) + " micro-batches is extrapolated from replays of "
-                            + std::to_string(pipe.sampled) + " and " + std::to_string(2 * pipe.sampled)
-                            + " (the steady state adds the same time per micro-batch)");
+            + std::to_string(pipe.sampled) + " and " + std::to_string(2 * pipe.sampled)
+            + " (the steady state adds the same time per micro-batch)");
     if (withEvents && pipe.eventMicroBatches < mb)
         out.notes.push_back("the timeline shows the first " + std::to_string(pipe.eventMicroBatches) + " of "
-                            + std::to_string(mb) + " micro-batches (a shortened step ending with its DP and optimizer work)");
+            + std::to_string(mb) + " micro-batches (a shortened step ending with its DP and optimizer work)");
 
     auto paramsOf = [&](std::int64_t r) { return paramsOfRank(l, c, r); };
 
@@ -401,11 +408,11 @@ Prediction predict(const Layout& l, bool withEvents)
         const double first = std::min(1.0, l.comm.bucketMb * 1048576.0 / std::max(1.0, params * gradWidth));
         const double lastBackward = rt.lastBackwardEnd - rt.lastBackwardStart;
         const double dpStart = l.comm.staleness > 0 ? 0.0
-                               : l.comm.overlap     ? rt.lastBackwardStart + first * lastBackward
+            : l.comm.overlap                        ? rt.lastBackwardStart + first * lastBackward
                                                     : rt.lastBackwardEnd;
         const double dpEnd = l.comm.staleness > 0 ? std::max(rt.end, dpSeconds)
-                             : l.comm.overlap     ? std::max(rt.lastBackwardEnd + first * dpSeconds, dpStart + dpSeconds)
-                                                  : rt.lastBackwardEnd + dpSeconds;
+            : l.comm.overlap ? std::max(rt.lastBackwardEnd + first * dpSeconds, dpStart + dpSeconds)
+                             : rt.lastBackwardEnd + dpSeconds;
         const double opt = optimizerBytesOf(l, c, r) / memBw;
         dpTime[static_cast<std::size_t>(r)] = std::max(rt.end, dpEnd) - rt.end + dpWork.after;
         optTime[static_cast<std::size_t>(r)] = opt;
@@ -418,7 +425,7 @@ Prediction predict(const Layout& l, bool withEvents)
         // all-reduce is drawn from the step's start.
         const auto& et = pipe.eventTimes[static_cast<std::size_t>(r)];
         const double eDpEnd = l.comm.staleness > 0 ? std::max(et.end, dpSeconds)
-                              : l.comm.overlap     ? std::max(et.lastBackwardEnd, et.lastBackwardStart + dpSeconds)
+            : l.comm.overlap                       ? std::max(et.lastBackwardEnd, et.lastBackwardStart + dpSeconds)
                                                    : et.lastBackwardEnd + dpSeconds;
         const double eDpStart = l.comm.staleness > 0 ? 0.0 : eDpEnd - dpSeconds;
         const double optStart = std::max(et.end, eDpEnd);
@@ -426,11 +433,12 @@ Prediction predict(const Layout& l, bool withEvents)
             continue;
         const std::int32_t rank = naming.rankOf(r);
         if (d > 1 && dpSeconds > 0)
-            out.events.push_back(stepEvent(rank, r, trace::EventKind::AllReduce, eDpStart, eDpStart + dpSeconds, params * gradWidth));
+            out.events.push_back(
+                stepEvent(rank, r, trace::EventKind::AllReduce, eDpStart, eDpStart + dpSeconds, params * gradWidth));
         out.events.push_back(stepEvent(rank, r, trace::EventKind::Optimizer, optStart, optStart + opt, 0));
         if (dpWork.after > 0)
             out.events.push_back(stepEvent(rank, r, trace::EventKind::AllGather, optStart + opt,
-                                           optStart + opt + dpWork.after, params * gradWidth));
+                optStart + opt + dpWork.after, params * gradWidth));
     }
 
     const auto& crit = withTransfers[static_cast<std::size_t>(critical)];
@@ -461,7 +469,7 @@ Prediction predict(const Layout& l, bool withEvents)
     out.fits = out.memory.total() <= out.memoryCapacityGB;
     if (!out.fits)
         out.notes.push_back("needs " + std::to_string(out.memory.total()).substr(0, 6) + " GB per device but "
-                            + l.cluster.device.name + " has " + std::to_string(dev.memoryGB).substr(0, 6) + " GB");
+            + l.cluster.device.name + " has " + std::to_string(dev.memoryGB).substr(0, 6) + " GB");
     return out;
 }
 
@@ -473,13 +481,15 @@ Estimate estimate(const Layout& l)
     // Nodes the groups span under the default order (tp fastest, then pp, then dp): no grid needed.
     const std::int64_t tpSpan = (par.tp > D || D % par.tp != 0) ? 2 : 1;
     const std::int64_t ppSpan = par.tp * par.pp > D ? 2 : 1;
-    const std::int64_t dpSpan = par.tp * par.pp * par.dp > D ? std::min(par.dp, (par.tp * par.pp * par.dp + D - 1) / D) : 1;
+    const std::int64_t dpSpan
+        = par.tp * par.pp * par.dp > D ? std::min(par.dp, (par.tp * par.pp * par.dp + D - 1) / D) : 1;
     const std::int64_t v = par.schedule == ScheduleKind::Interleaved ? par.vpp : 1;
     const std::int64_t m = par.microBatches();
     const Costs c = computeCosts(l, tpSpan, ppSpan, v, m, dpSpan);
     const std::int64_t p = c.p;
     Estimate e;
-    double tau = 0, tauTp = 0, tauDp = 0;  // the slowest rank's forward + backward of one micro-batch through all its chunks
+    double tau = 0, tauTp = 0,
+           tauDp = 0; // the slowest rank's forward + backward of one micro-batch through all its chunks
     double lastBackward = 0;
     for (std::int64_t r = 0; r < p; ++r) {
         double total = 0, tp = 0, dp = 0;
@@ -503,19 +513,24 @@ Estimate estimate(const Layout& l)
     const EndOfStep dpWork = endOfStep(l, paramsOfRank(l, c, 0), linkOf(l, dpSpan), dpSpan);
     const double dpSeconds = dpWork.reduce;
     const double dpExposed = l.comm.staleness > 0 ? std::max(0.0, dpSeconds - (e.compute + e.tp + e.bubble + e.pp))
-                             : l.comm.overlap     ? std::max(0.0, dpSeconds - lastBackward)
+        : l.comm.overlap                          ? std::max(0.0, dpSeconds - lastBackward)
                                                   : dpSeconds;
     e.dp = dpExposed + dpWork.after + double(m) * tauDp;
     const double opt = optimizerBytesOf(l, c, 0) / (dev.memoryBandwidthGBs * 1e9);
     e.stepTime = e.compute + e.tp + e.bubble + e.pp + e.dp + opt;
     e.tokensPerSecond = double(par.globalBatch * l.model.seqLen) / e.stepTime;
     e.tflopsPerGpu = modelFlops(l.model, par.globalBatch, l.memory.recompute == Recompute::Full) / e.stepTime
-                     / double(par.worldSize()) / 1e12;
+        / double(par.worldSize()) / 1e12;
     // Activations in flight on the first and last stage, in closed form (as Schedule::peakInFlight counts).
     double first = 0, last = 0;
     switch (par.schedule) {
-    case ScheduleKind::GPipe: first = last = double(m); break;
-    case ScheduleKind::OneFOneB: first = double(std::min(p, m)); last = 1; break;
+    case ScheduleKind::GPipe:
+        first = last = double(m);
+        break;
+    case ScheduleKind::OneFOneB:
+        first = double(std::min(p, m));
+        last = 1;
+        break;
     case ScheduleKind::Interleaved:
         first = m == p ? double(m * v) : double(std::min(m * v, (p - 1) * 2 + (v - 1) * p + 1));
         last = m == p ? double(m * v) : double(std::min(m * v, (v - 1) * p + 1));
@@ -527,4 +542,4 @@ Estimate estimate(const Layout& l)
     return e;
 }
 
-}  // namespace loom::plan
+} // namespace loom::plan

@@ -14,26 +14,26 @@ namespace loom::plan {
 // Memory per device, in GB (10^9 bytes).
 struct MemoryEstimate {
     double params = 0, grads = 0, optimizer = 0, activations = 0, reserve = 0;
-    double gathered = 0;  // ZeRO-3: the parameters of the layers in use, gathered from the DP group
+    double gathered = 0; // ZeRO-3: the parameters of the layers in use, gathered from the DP group
     double total() const { return params + grads + optimizer + activations + reserve + gathered; }
     double modelStates() const { return params + grads + optimizer; }
 };
 
 // What a layout will cost, predicted before anything runs.
 struct Prediction {
-    double stepTime = 0;        // seconds per optimizer step
+    double stepTime = 0; // seconds per optimizer step
     double tokensPerSecond = 0;
-    double tflopsPerGpu = 0;    // model FLOPs (Narayanan et al. eq. 3) / (step time · GPUs)
-    double mfu = 0;             // tflopsPerGpu / the device's peak at the layout's precision
-    double bubbleFraction = 0;  // pipeline idle time / step time, on the busiest stage
-    double bubbleTheory = 0;    // the closed form, as a fraction of the step: (p-1)/(m+p-1), or (p-1)/(v·m+p-1)
+    double tflopsPerGpu = 0; // model FLOPs (Narayanan et al. eq. 3) / (step time · GPUs)
+    double mfu = 0; // tflopsPerGpu / the device's peak at the layout's precision
+    double bubbleFraction = 0; // pipeline idle time / step time, on the busiest stage
+    double bubbleTheory = 0; // the closed form, as a fraction of the step: (p-1)/(m+p-1), or (p-1)/(v·m+p-1)
     // The step split into parts on the critical stage (they add up to stepTime).
     double compute = 0, tpExposed = 0, ppExposed = 0, dpExposed = 0, bubble = 0, optimizer = 0;
-    MemoryEstimate memory;      // the most loaded device
-    std::vector<MemoryEstimate> memoryPerStage;  // per pipeline rank (all its chunks), the same for every tp, dp
+    MemoryEstimate memory; // the most loaded device
+    std::vector<MemoryEstimate> memoryPerStage; // per pipeline rank (all its chunks), the same for every tp, dp
     double memoryCapacityGB = 0;
     bool fits = true;
-    double modelFlops = 0;      // per step, whole model
+    double modelFlops = 0; // per step, whole model
     std::vector<std::string> notes;
     // The simulated timeline: compute and communication events of one representative rank per pipeline
     // stage (tp = 0, dp = 0), source = simulated.
@@ -60,7 +60,7 @@ struct ComputeWork {
     double seconds(const DeviceSpec& device, Precision precision) const;
 };
 struct StageWork {
-    ComputeWork forward, backward;  // without TP communication
+    ComputeWork forward, backward; // without TP communication
 };
 // Per virtual stage (chunk · pp + pipeline rank), `chunks` virtual stages per pipeline rank.
 std::vector<StageWork> stageWork(const Layout& layout, std::int64_t chunks);
@@ -88,4 +88,4 @@ Estimate estimate(const Layout& layout);
 // or an extrapolation from two shorter replays (pipelineSimulatable in Simulator.h).
 bool simulatable(const Layout& layout);
 
-}  // namespace loom::plan
+} // namespace loom::plan

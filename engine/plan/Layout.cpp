@@ -46,9 +46,12 @@ std::string_view toString(RankOrder order)
 std::string_view toString(CommBackend backend)
 {
     switch (backend) {
-    case CommBackend::Mpi: return "mpi";
-    case CommBackend::Gloo: return "gloo";
-    case CommBackend::Nccl: return "nccl";
+    case CommBackend::Mpi:
+        return "mpi";
+    case CommBackend::Gloo:
+        return "gloo";
+    case CommBackend::Nccl:
+        return "nccl";
     }
     return "mpi";
 }

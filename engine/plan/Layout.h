@@ -22,8 +22,8 @@ enum class Recompute { None, Selective, Full };
 // with trace::toString ("auto", "library", "ring", "hierarchical"). Auto is chosen per backend, message size
 // and group by comm::chooseAllreduce (engine/comm/AlgorithmTuner.h) before a communicator sees it.
 using AllreduceAlgorithm = trace::Algorithm;
-inline constexpr std::array<AllreduceAlgorithm, 4> kLayoutAllreduceAlgorithms{
-    AllreduceAlgorithm::Auto, AllreduceAlgorithm::Library, AllreduceAlgorithm::Ring, AllreduceAlgorithm::Hierarchical};
+inline constexpr std::array<AllreduceAlgorithm, 4> kLayoutAllreduceAlgorithms { AllreduceAlgorithm::Auto,
+    AllreduceAlgorithm::Library, AllreduceAlgorithm::Ring, AllreduceAlgorithm::Hierarchical };
 // Which parallel dimension varies fastest across consecutive ranks (see RankGrid.h).
 enum class RankOrder { TpPpDp, TpDpPp };
 // The communication library the engine trains with (layout field comm.backend).

@@ -167,8 +167,8 @@ void readComm(const json& j, Layout& layout, Diagnostics& d)
         c.backend = *v == "mpi" ? CommBackend::Mpi : *v == "gloo" ? CommBackend::Gloo : CommBackend::Nccl;
     if (auto v = r.integer("staleness", Presence::Optional, 0, 1))
         c.staleness = static_cast<int>(*v);
-    r.warnUnknown({ "dp_codec", "error_feedback", "overlap", "bucket_mb", "chunk_kb", "allreduce", "codec_warmup", "backend",
-        "staleness" });
+    r.warnUnknown({ "dp_codec", "error_feedback", "overlap", "bucket_mb", "chunk_kb", "allreduce", "codec_warmup",
+        "backend", "staleness" });
 }
 
 // An object field that must be an object when present; reports otherwise.

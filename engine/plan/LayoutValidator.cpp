@@ -274,8 +274,9 @@ private:
         if (fine({ "memory.zero", "parallel.dp" }) && l.memory.zero >= 1 && p.dp == 1)
             d.warning("memory.zero",
                 "memory.zero=" + to_string(l.memory.zero) + " shards "
-                    + (l.memory.zero == 1 ? "optimizer state" : l.memory.zero == 2 ? "optimizer state and gradients"
-                                                                                   : "optimizer state, gradients and parameters")
+                    + (l.memory.zero == 1        ? "optimizer state"
+                            : l.memory.zero == 2 ? "optimizer state and gradients"
+                                                 : "optimizer state, gradients and parameters")
                     + " across the DP group, but dp=1, so it saves nothing");
         if (fine({ "parallel.sp", "parallel.tp" }) && p.sp && p.tp == 1)
             d.warning("parallel.sp",
@@ -291,7 +292,8 @@ private:
             d.error("comm.codec_warmup",
                 "comm.codec_warmup=0 with comm.dp_codec=\"" + l.comm.dpCodec.toString()
                     + "\" and error_feedback leaves no uncompressed AdamW steps to freeze the variance from; "
-                      "use at least 1 (1-bit Adam uses 15-25% of the run), or leave the field out for a tenth of the run");
+                      "use at least 1 (1-bit Adam uses 15-25% of the run), or leave the field out for a tenth of the "
+                      "run");
         staleness(sparseAdam);
         if (fine({ "comm.allreduce", "nodes" }) && l.comm.allreduce == AllreduceAlgorithm::Hierarchical && l.nodes == 1)
             d.warning("comm.allreduce",
@@ -300,7 +302,8 @@ private:
         if (fine({ "comm.backend", "cluster" }) && l.comm.backend == CommBackend::Nccl && !l.onGpuCluster())
             d.error("comm.backend",
                 "comm.backend=\"nccl\" needs a GPU cluster, but cluster " + l.cluster.name
-                    + "'s devices are not GPUs (its intra_node link is \"" + std::string(toString(l.cluster.intraNode.kind))
+                    + "'s devices are not GPUs (its intra_node link is \""
+                    + std::string(toString(l.cluster.intraNode.kind))
                     + "\", not nvlink or pcie); use \"mpi\" or \"gloo\" on CPU clusters");
         if (fine({ "nodes", "cluster" }) && !l.cluster.hosts.empty()
             && static_cast<std::int64_t>(l.cluster.hosts.size()) < l.nodes)
@@ -335,18 +338,20 @@ private:
     // The planner's limit, as a rule: predict, simulate and search refuse what this refuses, and nothing else.
     void replayable()
     {
-        if (d.hasErrors() || !fine({ "parallel.global_batch", "parallel.micro_batch", "parallel.dp" }) || simulatable(l))
+        if (d.hasErrors() || !fine({ "parallel.global_batch", "parallel.micro_batch", "parallel.dp" })
+            || simulatable(l))
             return;
         d.error("parallel.micro_batch",
             to_string(p.microBatches()) + " micro-batches per step on " + to_string(p.pp) + " pipeline stages"
-                + (p.vpp > 1 ? " of " + to_string(p.vpp) + " chunks" : std::string()) + " are more than the 4 million "
-                "pipeline operations Loom's planner can replay; use a larger micro_batch or a smaller global_batch");
+                + (p.vpp > 1 ? " of " + to_string(p.vpp) + " chunks" : std::string())
+                + " are more than the 4 million "
+                  "pipeline operations Loom's planner can replay; use a larger micro_batch or a smaller global_batch");
     }
 
     void memoryFit()
     {
         if (known.hasErrors() || d.hasErrors() || !simulatable(l))
-            return;  // the planner needs a valid layout of a size it can replay
+            return; // the planner needs a valid layout of a size it can replay
         warnIfItDoesNotFit(l, predict(l, false), d);
     }
 
@@ -384,11 +389,11 @@ void warnIfItDoesNotFit(const Layout& l, const Prediction& prediction, Diagnosti
         return;
     const auto& mem = prediction.memory;
     auto gb = [](double x) { return text::number(std::round(x * 10) / 10); };
-    d.warning("memory", "the layout needs about " + gb(mem.total()) + " GB per device (parameters " + gb(mem.params)
-                            + ", gradients " + gb(mem.grads) + ", optimizer " + gb(mem.optimizer) + ", activations "
-                            + gb(mem.activations) + ", reserve " + gb(mem.reserve) + ") but " + l.cluster.device.name
-                            + " has " + gb(prediction.memoryCapacityGB)
-                            + " GB; raise tp or pp, use memory.zero 1 with dp > 1, or recompute activations");
+    d.warning("memory",
+        "the layout needs about " + gb(mem.total()) + " GB per device (parameters " + gb(mem.params) + ", gradients "
+            + gb(mem.grads) + ", optimizer " + gb(mem.optimizer) + ", activations " + gb(mem.activations) + ", reserve "
+            + gb(mem.reserve) + ") but " + l.cluster.device.name + " has " + gb(prediction.memoryCapacityGB)
+            + " GB; raise tp or pp, use memory.zero 1 with dp > 1, or recompute activations");
 }
 
 Diagnostics validateRules(const Layout& layout)

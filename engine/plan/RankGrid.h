@@ -77,5 +77,4 @@ private:
     RankOrder m_order;
 };
 
-
 } // namespace loom::plan

@@ -12,9 +12,9 @@ std::vector<PipelineOp> gpipe(std::int64_t m)
 {
     std::vector<PipelineOp> ops;
     for (std::int64_t i = 0; i < m; ++i)
-        ops.push_back({Kind::Forward, static_cast<std::int32_t>(i), 0});
+        ops.push_back({ Kind::Forward, static_cast<std::int32_t>(i), 0 });
     for (std::int64_t i = 0; i < m; ++i)
-        ops.push_back({Kind::Backward, static_cast<std::int32_t>(i), 0});
+        ops.push_back({ Kind::Backward, static_cast<std::int32_t>(i), 0 });
     return ops;
 }
 
@@ -24,13 +24,13 @@ std::vector<PipelineOp> oneFOneB(std::int64_t p, std::int64_t r, std::int64_t m)
     const std::int64_t warmup = std::min(p - r - 1, m);
     std::int64_t nextF = 0, nextB = 0;
     for (; nextF < warmup; ++nextF)
-        ops.push_back({Kind::Forward, static_cast<std::int32_t>(nextF), 0});
+        ops.push_back({ Kind::Forward, static_cast<std::int32_t>(nextF), 0 });
     while (nextF < m) {
-        ops.push_back({Kind::Forward, static_cast<std::int32_t>(nextF++), 0});
-        ops.push_back({Kind::Backward, static_cast<std::int32_t>(nextB++), 0});
+        ops.push_back({ Kind::Forward, static_cast<std::int32_t>(nextF++), 0 });
+        ops.push_back({ Kind::Backward, static_cast<std::int32_t>(nextB++), 0 });
     }
     while (nextB < m)
-        ops.push_back({Kind::Backward, static_cast<std::int32_t>(nextB++), 0});
+        ops.push_back({ Kind::Backward, static_cast<std::int32_t>(nextB++), 0 });
     return ops;
 }
 
@@ -41,11 +41,12 @@ std::vector<PipelineOp> interleaved(std::int64_t p, std::int64_t v, std::int64_t
     const std::int64_t total = m * v;
     auto microBatchOf = [&](std::int64_t k) { return (k / (p * v)) * p + k % p; };
     auto forward = [&](std::int64_t k) {
-        return PipelineOp{Kind::Forward, static_cast<std::int32_t>(microBatchOf(k)), static_cast<std::int32_t>((k / p) % v)};
+        return PipelineOp { Kind::Forward, static_cast<std::int32_t>(microBatchOf(k)),
+            static_cast<std::int32_t>((k / p) % v) };
     };
     auto backward = [&](std::int64_t k) {
-        return PipelineOp{Kind::Backward, static_cast<std::int32_t>(microBatchOf(k)),
-                          static_cast<std::int32_t>(v - 1 - (k / p) % v)};
+        return PipelineOp { Kind::Backward, static_cast<std::int32_t>(microBatchOf(k)),
+            static_cast<std::int32_t>(v - 1 - (k / p) % v) };
     };
     std::int64_t warmup = m == p ? total : std::min(total, (p - r - 1) * 2 + (v - 1) * p);
     std::vector<PipelineOp> ops;
@@ -61,19 +62,27 @@ std::vector<PipelineOp> interleaved(std::int64_t p, std::int64_t v, std::int64_t
     return ops;
 }
 
-}  // namespace
+} // namespace
 
 Schedule::Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::int64_t microBatches)
-    : m_kind(kind), m_pp(std::max<std::int64_t>(pp, 1)), m_vpp(std::max<std::int64_t>(vpp, 1)),
-      m_m(std::max<std::int64_t>(microBatches, 1))
+    : m_kind(kind)
+    , m_pp(std::max<std::int64_t>(pp, 1))
+    , m_vpp(std::max<std::int64_t>(vpp, 1))
+    , m_m(std::max<std::int64_t>(microBatches, 1))
 {
     if (m_kind != ScheduleKind::Interleaved)
         m_vpp = 1;
     for (std::int64_t r = 0; r < m_pp; ++r) {
         switch (m_kind) {
-        case ScheduleKind::GPipe: m_ops.push_back(gpipe(m_m)); break;
-        case ScheduleKind::OneFOneB: m_ops.push_back(oneFOneB(m_pp, r, m_m)); break;
-        case ScheduleKind::Interleaved: m_ops.push_back(interleaved(m_pp, m_vpp, r, m_m)); break;
+        case ScheduleKind::GPipe:
+            m_ops.push_back(gpipe(m_m));
+            break;
+        case ScheduleKind::OneFOneB:
+            m_ops.push_back(oneFOneB(m_pp, r, m_m));
+            break;
+        case ScheduleKind::Interleaved:
+            m_ops.push_back(interleaved(m_pp, m_vpp, r, m_m));
+            break;
         }
     }
 }
@@ -115,4 +124,4 @@ std::string Schedule::toString() const
     return out;
 }
 
-}  // namespace loom::plan
+} // namespace loom::plan

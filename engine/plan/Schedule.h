@@ -42,7 +42,10 @@ public:
     const std::vector<PipelineOp>& opsOf(std::int64_t pipelineRank) const;
 
     // The virtual stage a rank's chunk is: chunk·pp + rank. Virtual stages run in order 0, 1, ..., pp·vpp-1.
-    std::int64_t virtualStage(std::int64_t pipelineRank, std::int64_t chunk) const { return chunk * m_pp + pipelineRank; }
+    std::int64_t virtualStage(std::int64_t pipelineRank, std::int64_t chunk) const
+    {
+        return chunk * m_pp + pipelineRank;
+    }
     // Micro-batches whose activations rank r holds at once at most (for memory estimates).
     std::int64_t peakInFlight(std::int64_t pipelineRank) const;
     // A compact text form, one rank a line: "F0 F1 B0 F2 B1 ..." (chunk as ".c" when vpp > 1).
@@ -54,4 +57,4 @@ private:
     std::vector<std::vector<PipelineOp>> m_ops;
 };
 
-}  // namespace loom::plan
+} // namespace loom::plan

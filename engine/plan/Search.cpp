@@ -16,11 +16,11 @@ std::string describe(const Layout& l)
 {
     const auto& p = l.parallel;
     std::string s = "tp=" + std::to_string(p.tp) + " pp=" + std::to_string(p.pp) + " dp=" + std::to_string(p.dp) + " "
-                    + std::string(toString(p.schedule));
+        + std::string(toString(p.schedule));
     if (p.schedule == ScheduleKind::Interleaved)
         s += " vpp=" + std::to_string(p.vpp);
-    s += " mb=" + std::to_string(p.microBatch) + " zero=" + std::to_string(l.memory.zero) + " recompute="
-         + std::string(toString(l.memory.recompute));
+    s += " mb=" + std::to_string(p.microBatch) + " zero=" + std::to_string(l.memory.zero)
+        + " recompute=" + std::string(toString(l.memory.recompute));
     if (p.sp)
         s += " sp";
     if (l.memory.attention != Attention::Flash)
@@ -43,9 +43,10 @@ std::string explain(const SearchCandidate& a, const SearchCandidate& b)
         const char* what;
         double a, b;
     };
-    const Part parts[] = {{"compute", x.compute, y.compute},          {"exposed TP communication", x.tpExposed, y.tpExposed},
-                          {"exposed PP communication", x.ppExposed, y.ppExposed}, {"pipeline bubble", x.bubble, y.bubble},
-                          {"exposed DP communication", x.dpExposed, y.dpExposed}, {"optimizer step", x.optimizer, y.optimizer}};
+    const Part parts[] = { { "compute", x.compute, y.compute },
+        { "exposed TP communication", x.tpExposed, y.tpExposed },
+        { "exposed PP communication", x.ppExposed, y.ppExposed }, { "pipeline bubble", x.bubble, y.bubble },
+        { "exposed DP communication", x.dpExposed, y.dpExposed }, { "optimizer step", x.optimizer, y.optimizer } };
     const Part* best = &parts[0];
     for (const Part& p : parts)
         if (p.b - p.a > best->b - best->a)
@@ -53,16 +54,17 @@ std::string explain(const SearchCandidate& a, const SearchCandidate& b)
     char gain[32];
     std::snprintf(gain, sizeof gain, "%.1f %%", 100.0 * (x.tokensPerSecond / y.tokensPerSecond - 1.0));
     return describe(a.layout) + " is " + gain + " faster than " + describe(b.layout) + " mainly because its "
-           + best->what + " takes " + seconds(best->a) + " against " + seconds(best->b) + " per step";
+        + best->what + " takes " + seconds(best->a) + " against " + seconds(best->b) + " per step";
 }
 
-}  // namespace
+} // namespace
 
 SearchResult search(const SearchRequest& r)
 {
     if (r.cluster.autoDevices())
-        throw std::invalid_argument("cluster " + r.cluster.name + " has no fixed number of devices per node; search needs a "
-                                    "cluster profile with devices_per_node");
+        throw std::invalid_argument("cluster " + r.cluster.name
+            + " has no fixed number of devices per node; search needs a "
+              "cluster profile with devices_per_node");
     const std::int64_t devices = r.nodes * r.cluster.devicesPerNode;
     const ModelSpec& m = r.model;
     SearchResult out;
@@ -104,24 +106,25 @@ SearchResult search(const SearchRequest& r)
                 if (r.globalBatch % (mb * dp))
                     continue;
                 const std::int64_t micro = r.globalBatch / (mb * dp);
-                std::vector<std::pair<ScheduleKind, std::int64_t>> schedules = {{ScheduleKind::GPipe, 1}, {ScheduleKind::OneFOneB, 1}};
+                std::vector<std::pair<ScheduleKind, std::int64_t>> schedules
+                    = { { ScheduleKind::GPipe, 1 }, { ScheduleKind::OneFOneB, 1 } };
                 if (pp > 1 && micro % pp == 0)
-                    for (std::int64_t v : {2, 3, 4, 6, 8})
+                    for (std::int64_t v : { 2, 3, 4, 6, 8 })
                         if (m.layers % (pp * v) == 0)
                             schedules.emplace_back(ScheduleKind::Interleaved, v);
                 for (auto [schedule, vpp] : schedules)
                     for (int zero = 0; zero <= 3; ++zero) {
                         if (zero >= 1 && dp == 1)
                             continue;
-                        for (bool sp : {false, true}) {
+                        for (bool sp : { false, true }) {
                             if (sp && tp == 1)
                                 continue;
-                            for (Attention attention : {Attention::Flash, Attention::Materialized})
-                                for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+                            for (Attention attention : { Attention::Flash, Attention::Materialized })
+                                for (Recompute rc : { Recompute::None, Recompute::Selective, Recompute::Full }) {
                                     // selective recomputation of flash attention recomputes nothing more
                                     if (attention == Attention::Flash && rc == Recompute::Selective)
                                         continue;
-                                    Layout& l = work;  // one layout, changed in place: no copy per candidate
+                                    Layout& l = work; // one layout, changed in place: no copy per candidate
                                     l.parallel.tp = tp;
                                     l.parallel.pp = pp;
                                     l.parallel.dp = dp;
@@ -136,7 +139,7 @@ SearchResult search(const SearchRequest& r)
                                     const Estimate e = estimate(l);
                                     if (!e.fits)
                                         continue;
-                                    choices.push_back({l.parallel, l.memory, e});
+                                    choices.push_back({ l.parallel, l.memory, e });
                                 }
                         }
                     }
@@ -148,7 +151,7 @@ SearchResult search(const SearchRequest& r)
         return out;
     // Layouts the planner cannot replay have no prediction to rank by: leave them out, and count them so
     // the advice can name the cause.
-    Layout probe = base;  // one layout changed in place: no copy per candidate
+    Layout probe = base; // one layout changed in place: no copy per candidate
     const auto replayable = std::partition(choices.begin(), choices.end(), [&probe](const Choice& c) {
         probe.parallel = c.parallel;
         probe.memory = c.memory;
@@ -161,12 +164,12 @@ SearchResult search(const SearchRequest& r)
     // Replay the best few in full; the estimate's closed-form pipeline can misorder close ones.
     const std::size_t keep = std::min<std::size_t>(choices.size(), static_cast<std::size_t>(std::max(r.top, 2)) * 3);
     std::partial_sort(choices.begin(), choices.begin() + static_cast<std::ptrdiff_t>(keep), choices.end(),
-                      [](const Choice& a, const Choice& b) { return a.estimate.tokensPerSecond > b.estimate.tokensPerSecond; });
+        [](const Choice& a, const Choice& b) { return a.estimate.tokensPerSecond > b.estimate.tokensPerSecond; });
     for (std::size_t i = 0; i < keep; ++i) {
         Layout l = base;
         l.parallel = choices[i].parallel;
         l.memory = choices[i].memory;
-        fitting.push_back({std::move(l), choices[i].estimate, {}});
+        fitting.push_back({ std::move(l), choices[i].estimate, {} });
     }
     for (std::size_t i = 0; i < fitting.size(); ++i) {
         auto& c = fitting[i];
@@ -175,7 +178,7 @@ SearchResult search(const SearchRequest& r)
         if (simulatable(c.layout)) {
             c.prediction = predict(c.layout, false);
         } else {
-            c.prediction.fits = false;  // not timed: left out below rather than ranked with a zero step time
+            c.prediction.fits = false; // not timed: left out below rather than ranked with a zero step time
         }
     }
     if (out.cancelled)
@@ -183,8 +186,9 @@ SearchResult search(const SearchRequest& r)
     std::sort(fitting.begin(), fitting.end(), [](const SearchCandidate& a, const SearchCandidate& b) {
         return a.prediction.tokensPerSecond > b.prediction.tokensPerSecond;
     });
-    fitting.erase(std::remove_if(fitting.begin(), fitting.end(), [](const SearchCandidate& c) { return !c.prediction.fits; }),
-                  fitting.end());
+    fitting.erase(
+        std::remove_if(fitting.begin(), fitting.end(), [](const SearchCandidate& c) { return !c.prediction.fits; }),
+        fitting.end());
     if (fitting.size() >= 2)
         out.why = explain(fitting[0], fitting[1]);
     if (fitting.size() > static_cast<std::size_t>(r.top))
@@ -194,4 +198,4 @@ SearchResult search(const SearchRequest& r)
     return out;
 }
 
-}  // namespace loom::plan
+} // namespace loom::plan

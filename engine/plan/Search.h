@@ -26,16 +26,16 @@ struct SearchRequest {
 struct SearchCandidate {
     Layout layout;
     Estimate estimate;
-    Prediction prediction;  // the full replay, for the top candidates
+    Prediction prediction; // the full replay, for the top candidates
 };
 
 struct SearchResult {
-    std::vector<SearchCandidate> ranked;  // best first, all fitting
-    std::size_t evaluated = 0;            // valid layouts estimated
+    std::vector<SearchCandidate> ranked; // best first, all fitting
+    std::size_t evaluated = 0; // valid layouts estimated
     std::size_t fitting = 0;
-    std::size_t unsimulatable = 0;        // fitting ones left out: too many micro-batches for the planner to replay
-    std::string why;                      // one sentence: why the first beats the second
-    bool cancelled = false;               // the progress callback stopped the search
+    std::size_t unsimulatable = 0; // fitting ones left out: too many micro-batches for the planner to replay
+    std::string why; // one sentence: why the first beats the second
+    bool cancelled = false; // the progress callback stopped the search
 };
 
 // Enumerates every valid (tp, pp, dp, vpp, micro-batch, schedule, ZeRO 0-3, sequence parallelism, attention,
@@ -45,4 +45,4 @@ struct SearchResult {
 // request itself is impossible (a cluster without a fixed device count, a batch no layout can split).
 SearchResult search(const SearchRequest& request);
 
-}  // namespace loom::plan
+} // namespace loom::plan

@@ -11,7 +11,7 @@ namespace loom::plan {
 // The result of moving transformer blocks to a pipeline stage: the new ranges, or why it cannot be done.
 struct StageAssignment {
     std::vector<StageRange> ranges; // empty when refused
-    std::string refusal;            // a sentence naming the problem and the fix; empty when accepted
+    std::string refusal; // a sentence naming the problem and the fix; empty when accepted
     bool ok() const { return refusal.empty(); }
 };
 

@@ -62,7 +62,7 @@ float load(const std::vector<std::uint8_t>& buf, std::size_t i, DType type)
 }
 
 struct Result {
-    double seconds = 0;  // mean
+    double seconds = 0; // mean
     double median = 0;
     std::uint64_t wrong = 0;
     std::uint64_t wire = 0;
@@ -74,7 +74,12 @@ public:
     // collects the slowest rank's time.
     // `nodes`: the nodes the ranks span, for --algo auto.
     Bench(const tools::CommBenchOptions& o, Communicator& c, Communicator& control, int nodes = 1)
-        : m_o(o), m_c(c), m_control(control), m_n(c.size()), m_r(c.rank()), m_nodes(nodes)
+        : m_o(o)
+        , m_c(c)
+        , m_control(control)
+        , m_n(c.size())
+        , m_r(c.rank())
+        , m_nodes(nodes)
     {
     }
 
@@ -106,8 +111,8 @@ public:
 
         CollectiveOptions options;
         options.algorithm = m_o.algorithm;
-        if (m_o.autoAlgorithm)  // resolved here, as the trainer does: the communicator sees a concrete algorithm
-            options.algorithm = chooseAllreduce({m_o.backend, std::size_t(bytes), m_n, m_nodes});
+        if (m_o.autoAlgorithm) // resolved here, as the trainer does: the communicator sees a concrete algorithm
+            options.algorithm = chooseAllreduce({ m_o.backend, std::size_t(bytes), m_n, m_nodes });
         options.chunkBytes = m_o.chunkBytes;
         options.codec = m_o.codec;
         options.codecBlock = m_o.codecBlock;
@@ -125,14 +130,16 @@ public:
             staging.copyBack(input, output);
             if (it < 0)
                 continue;
-            double slowest = elapsed;  // the slowest rank's time for this iteration
+            double slowest = elapsed; // the slowest rank's time for this iteration
             m_control.allReduce(&slowest, 1, DType::F64, ReduceOp::Max)->wait();
             times.push_back(slowest);
             result.seconds += elapsed;
             result.wire = stats.wireBytes;
             if (m_o.check)
-                result.wrong = std::max(result.wrong, countWrong(m_o.op == "allgather" || m_o.op == "reducescatter" || m_o.op == "sendrecv" ? output : input,
-                                                                 expected));
+                result.wrong = std::max(result.wrong,
+                    countWrong(
+                        m_o.op == "allgather" || m_o.op == "reducescatter" || m_o.op == "sendrecv" ? output : input,
+                        expected));
         }
         result.seconds /= m_o.iters;
         std::sort(times.begin(), times.end());
@@ -145,7 +152,9 @@ private:
     class Staging {
     public:
         Staging(bool device, const std::vector<std::uint8_t>& in, const std::vector<std::uint8_t>& out)
-            : m_device(device), m_inBytes(std::max<std::size_t>(in.size(), out.size())), m_outBytes(out.size())
+            : m_device(device)
+            , m_inBytes(std::max<std::size_t>(in.size(), out.size()))
+            , m_outBytes(out.size())
         {
             if (!m_device) {
                 m_in = const_cast<std::uint8_t*>(in.data());
@@ -179,8 +188,14 @@ private:
             (void)out;
 #endif
         }
-        void* in() { return m_in; }
-        void* out() { return m_out; }
+        void* in()
+        {
+            return m_in;
+        }
+        void* out()
+        {
+            return m_out;
+        }
 
     private:
         bool m_device;
@@ -208,7 +223,7 @@ private:
         w = m_c.sendRecv(b.in(), (m_r + 1) % m_n, b.out(), (m_r + m_n - 1) % m_n, count, m_o.type);
         w->wait();
         WorkStats st = w->stats();
-        st.bytes /= 2;  // count what was sent, as nccl-tests does
+        st.bytes /= 2; // count what was sent, as nccl-tests does
         st.wireBytes = st.bytes;
         return st;
     }
@@ -262,7 +277,8 @@ private:
             for (std::size_t i = 0; i < count; ++i) {
                 const float v = inputValue(p, offset + i, fractional);
                 e.value[i] += v;
-                rankAbsMax[static_cast<std::size_t>(p)] = std::max(rankAbsMax[static_cast<std::size_t>(p)], std::fabs(v));
+                rankAbsMax[static_cast<std::size_t>(p)]
+                    = std::max(rankAbsMax[static_cast<std::size_t>(p)], std::fabs(v));
             }
         for (float v : e.value)
             sumAbsMax = std::max(sumAbsMax, std::fabs(v));
@@ -271,7 +287,8 @@ private:
             for (std::size_t i = 0; i < count; ++i) {
                 double bound = codec->errorBound(e.value[i], sumAbsMax);
                 for (int p = 0; p < m_n; ++p)
-                    bound += codec->errorBound(inputValue(p, offset + i, fractional), rankAbsMax[static_cast<std::size_t>(p)]);
+                    bound += codec->errorBound(
+                        inputValue(p, offset + i, fractional), rankAbsMax[static_cast<std::size_t>(p)]);
                 e.tolerance[i] = static_cast<float>(bound * 1.0001 + 1e-6 * m_n);
             }
         }
@@ -298,7 +315,7 @@ private:
 
 // One size's figures over every rank (collective over `control`).
 struct Measured {
-    double seconds = 0;  // the slowest rank's mean
+    double seconds = 0; // the slowest rank's mean
     double median = 0;
     std::uint64_t wrong = 0, wire = 0;
 };
@@ -306,8 +323,8 @@ struct Measured {
 Measured measure(Bench& bench, Communicator& control, std::uint64_t bytes)
 {
     const Result r = bench.run(bytes);
-    Measured m{r.seconds, r.median, 0, 0};
-    std::int64_t counts[2] = {static_cast<std::int64_t>(r.wrong), static_cast<std::int64_t>(r.wire)};
+    Measured m { r.seconds, r.median, 0, 0 };
+    std::int64_t counts[2] = { static_cast<std::int64_t>(r.wrong), static_cast<std::int64_t>(r.wire) };
     control.allReduce(&m.seconds, 1, DType::F64, ReduceOp::Max)->wait();
     control.allReduce(counts, 2, DType::I64, ReduceOp::Max)->wait();
     m.wrong = static_cast<std::uint64_t>(counts[0]);
@@ -337,11 +354,13 @@ int run(const tools::CommBenchOptions& o, comm::CommRuntime& runtime, comm::Comm
     const int n = world.size();
     const bool root = runtime.rank() == 0;
     if (root && !o.json) {
-        std::printf("# loom-commbench: op %s, algo %s, codec %s, dtype %s, backend %s, %d ranks, iters %d, warmup %d%s\n",
-                    o.op.c_str(), o.autoAlgorithm ? "auto" : std::string(toString(o.algorithm)).c_str(), o.codec.toString().c_str(),
-                    std::string(toString(o.type)).c_str(), o.backend.c_str(), n, o.iters, o.warmup, o.check ? ", checked" : "");
-        std::printf("# %12s %12s %11s %11s %11s %14s %8s%s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
-                    "wire(B)", "wrong", reference ? "  mpi-busbw(GB/s) ratio" : "");
+        std::printf(
+            "# loom-commbench: op %s, algo %s, codec %s, dtype %s, backend %s, %d ranks, iters %d, warmup %d%s\n",
+            o.op.c_str(), o.autoAlgorithm ? "auto" : std::string(toString(o.algorithm)).c_str(),
+            o.codec.toString().c_str(), std::string(toString(o.type)).c_str(), o.backend.c_str(), n, o.iters, o.warmup,
+            o.check ? ", checked" : "");
+        std::printf("# %12s %12s %11s %11s %11s %14s %8s%s\n", "size(B)", "count", "time(us)", "algbw(GB/s)",
+            "busbw(GB/s)", "wire(B)", "wrong", reference ? "  mpi-busbw(GB/s) ratio" : "");
     }
     Bench bench(o, world, *control, nodeCount);
     std::optional<Bench> mpiBench;
@@ -351,7 +370,8 @@ int run(const tools::CommBenchOptions& o, comm::CommRuntime& runtime, comm::Comm
     const bool perRank = o.op == "allgather" || o.op == "reducescatter";
     const std::uint64_t unit = es * (perRank ? static_cast<std::uint64_t>(n) : 1);
     int result = 0;
-    for (double size = double(o.minBytes); size <= double(o.maxBytes) * 1.0000001; size = std::max(size * o.factor, size + 1)) {
+    for (double size = double(o.minBytes); size <= double(o.maxBytes) * 1.0000001;
+         size = std::max(size * o.factor, size + 1)) {
         const std::uint64_t bytes = static_cast<std::uint64_t>(size) / unit * unit;
         const Measured m = measure(bench, *control, bytes);
         std::optional<Measured> ref;
@@ -360,40 +380,35 @@ int run(const tools::CommBenchOptions& o, comm::CommRuntime& runtime, comm::Comm
         if (m.wrong > 0 || (ref && ref->wrong > 0))
             result = 1;
         const double busFactor = trace::busBandwidthFactor(o.op == "allreduce" ? trace::EventKind::AllReduce
-                                                           : o.op == "allgather" ? trace::EventKind::AllGather
-                                                           : o.op == "reducescatter" ? trace::EventKind::ReduceScatter
-                                                                                     : trace::EventKind::Send,
-                                                           n);
+                : o.op == "allgather"                                          ? trace::EventKind::AllGather
+                : o.op == "reducescatter"                                      ? trace::EventKind::ReduceScatter
+                                                                               : trace::EventKind::Send,
+            n);
         const double algbw = m.seconds > 0 ? double(bytes) / m.seconds / 1e9 : 0;
         const double busbw = algbw * busFactor;
         const double refBusbw = ref && ref->seconds > 0 ? double(bytes) / ref->seconds / 1e9 * busFactor : 0;
         if (!root)
             continue;
         if (o.json) {
-            nlohmann::ordered_json j = {{"op", o.op},
-                                        {"algo", std::string(toString(o.autoAlgorithm ? chooseAllreduce({o.backend, std::size_t(bytes), n, nodeCount})
-                                                                                      : o.algorithm))},
-                                        {"auto", o.autoAlgorithm},
-                                        {"codec", o.codec.toString()},
-                                        {"dtype", std::string(toString(o.type))},
-                                        {"backend", o.backend},
-                                        {"ranks", n},
-                                        {"bytes", bytes},
-                                        {"count", bytes / es},
-                                        {"time_us", m.seconds * 1e6},
-                                        {"time_median_us", m.median * 1e6},
-                                        {"algbw_gbps", algbw},
-                                        {"busbw_gbps", busbw},
-                                        {"wire_bytes", m.wire},
-                                        {"wrong", o.check ? nlohmann::ordered_json(m.wrong) : nlohmann::ordered_json(nullptr)}};
+            nlohmann::ordered_json j = { { "op", o.op },
+                { "algo",
+                    std::string(
+                        toString(o.autoAlgorithm ? chooseAllreduce({ o.backend, std::size_t(bytes), n, nodeCount })
+                                                 : o.algorithm)) },
+                { "auto", o.autoAlgorithm }, { "codec", o.codec.toString() },
+                { "dtype", std::string(toString(o.type)) }, { "backend", o.backend }, { "ranks", n },
+                { "bytes", bytes }, { "count", bytes / es }, { "time_us", m.seconds * 1e6 },
+                { "time_median_us", m.median * 1e6 }, { "algbw_gbps", algbw }, { "busbw_gbps", busbw },
+                { "wire_bytes", m.wire },
+                { "wrong", o.check ? nlohmann::ordered_json(m.wrong) : nlohmann::ordered_json(nullptr) } };
             if (ref) {
                 j["mpi_busbw_gbps"] = refBusbw;
                 j["mpi_wrong"] = o.check ? nlohmann::ordered_json(ref->wrong) : nlohmann::ordered_json(nullptr);
             }
             std::printf("%s\n", j.dump().c_str());
         } else {
-            std::printf("  %12" PRIu64 " %12" PRIu64 " %11.1f %11.3f %11.3f %14" PRIu64 " %8s", bytes, bytes / es, m.seconds * 1e6,
-                        algbw, busbw, m.wire, o.check ? std::to_string(m.wrong).c_str() : "n/a");
+            std::printf("  %12" PRIu64 " %12" PRIu64 " %11.1f %11.3f %11.3f %14" PRIu64 " %8s", bytes, bytes / es,
+                m.seconds * 1e6, algbw, busbw, m.wire, o.check ? std::to_string(m.wrong).c_str() : "n/a");
             if (ref)
                 std::printf("  %15.3f %5.2f", refBusbw, refBusbw > 0 ? busbw / refBusbw : 0.0);
             std::printf("\n");
@@ -404,7 +419,7 @@ int run(const tools::CommBenchOptions& o, comm::CommRuntime& runtime, comm::Comm
     return result;
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv)
 {

@@ -12,7 +12,8 @@ std::string commBenchUsage()
            "  --algo library|ring|chunked|hierarchical|auto               (default library)\n"
            "  --codec none|fp16|bf16|int8|int4|topk:F|lz4                  all-reduce of fp32 only (default none)\n"
            "  --dtype fp32|fp16|bf16                                      (default fp32)\n"
-           "  -b, --min SIZE   -e, --max SIZE   -f, --factor F            sizes in bytes, e.g. 8, 1K, 64M (8 .. 64M, x2)\n"
+           "  -b, --min SIZE   -e, --max SIZE   -f, --factor F            sizes in bytes, e.g. 8, 1K, 64M (8 .. 64M, "
+           "x2)\n"
            "  -n, --iters N    -w, --warmup N                             (20, 5)\n"
            "  -c, --check                                                 check every result; count wrong elements\n"
            "  --chunk SIZE                                                chunked ring: chunk size (1M)\n"
@@ -20,8 +21,10 @@ std::string commBenchUsage()
            "  --ranks-per-node N                                          treat each N consecutive ranks as a node\n"
            "  --no-agreement-check                                        skip the per-call agreement check\n"
            "  --backend mpi|gloo|nccl                                     (default mpi)\n"
-           "  --reference mpi                                             also time MPI in the same run; print the ratio\n"
-           "  -J, --json                                                  one JSON object per line instead of a table\n";
+           "  --reference mpi                                             also time MPI in the same run; print the "
+           "ratio\n"
+           "  -J, --json                                                  one JSON object per line instead of a "
+           "table\n";
 }
 
 std::optional<std::uint64_t> parseSize(const std::string& text)
@@ -31,10 +34,23 @@ std::optional<std::uint64_t> parseSize(const std::string& text)
     std::uint64_t multiplier = 1;
     std::string digits = text;
     switch (text.back()) {
-    case 'K': case 'k': multiplier = 1ull << 10; digits.pop_back(); break;
-    case 'M': case 'm': multiplier = 1ull << 20; digits.pop_back(); break;
-    case 'G': case 'g': multiplier = 1ull << 30; digits.pop_back(); break;
-    default: break;
+    case 'K':
+    case 'k':
+        multiplier = 1ull << 10;
+        digits.pop_back();
+        break;
+    case 'M':
+    case 'm':
+        multiplier = 1ull << 20;
+        digits.pop_back();
+        break;
+    case 'G':
+    case 'g':
+        multiplier = 1ull << 30;
+        digits.pop_back();
+        break;
+    default:
+        break;
     }
     std::uint64_t value = 0;
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
@@ -54,10 +70,10 @@ std::optional<long> parseInt(const std::string& s, long min, long max)
         return std::nullopt;
     return v;
 }
-}  // namespace
+} // namespace
 
-std::optional<CommBenchOptions> parseCommBenchOptions(const std::vector<std::string>& args, std::string& error,
-                                                      bool& help)
+std::optional<CommBenchOptions> parseCommBenchOptions(
+    const std::vector<std::string>& args, std::string& error, bool& help)
 {
     CommBenchOptions o;
     help = false;
@@ -82,7 +98,8 @@ std::optional<CommBenchOptions> parseCommBenchOptions(const std::vector<std::str
             auto v = value("an operation");
             if (!v)
                 return std::nullopt;
-            if (*v != "allreduce" && *v != "allgather" && *v != "reducescatter" && *v != "broadcast" && *v != "sendrecv")
+            if (*v != "allreduce" && *v != "allgather" && *v != "reducescatter" && *v != "broadcast"
+                && *v != "sendrecv")
                 return bad(*v, "allreduce, allgather, reducescatter, broadcast or sendrecv");
             o.op = *v;
         } else if (a == "--algo") {
@@ -138,7 +155,7 @@ std::optional<CommBenchOptions> parseCommBenchOptions(const std::vector<std::str
                 return bad(*v, "a number above 1, e.g. 2");
             o.factor = f;
         } else if (a == "-n" || a == "--iters" || a == "-w" || a == "--warmup" || a == "--block"
-                   || a == "--ranks-per-node") {
+            || a == "--ranks-per-node") {
             auto v = value("a whole number");
             if (!v)
                 return std::nullopt;
@@ -206,4 +223,4 @@ std::optional<CommBenchOptions> parseCommBenchOptions(const std::vector<std::str
     return o;
 }
 
-}  // namespace loom::tools
+} // namespace loom::tools

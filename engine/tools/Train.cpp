@@ -7,8 +7,8 @@
 #include "engine/plan/LayoutParser.h"
 #include "engine/tools/TrainReporter.h"
 #include "engine/train/Checkpoint.h"
-#include "engine/train/InputChecks.h"
 #include "engine/train/CpuKernels.h"
+#include "engine/train/InputChecks.h"
 #include "engine/train/LlmcModel.h"
 #include "engine/train/Threads.h"
 #include "engine/train/Trainer.h"
@@ -24,34 +24,37 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <unistd.h>
 
 using namespace loom;
 
 namespace {
 
-const char* kUsage =
-    "usage: mpirun -np N loom-train --layout FILE [options]\n"
-    "   or: LOOM_RANK=r LOOM_WORLD_SIZE=N LOOM_RENDEZVOUS=host:port loom-train --layout FILE [options]  (comm.backend gloo)\n"
-    "  --layout FILE     the layout to train (tp·pp·dp must equal N); its comm.backend picks MPI, Gloo or NCCL\n"
-    "  --steps N         optimizer steps (20)\n"
-    "  --seed S          seed of the initial weights and the data order (1234)\n"
-    "  --data FILE       a text file (bytes) or an llm.c token file; default: a synthetic corpus from the seed\n"
-    "  --lr X            peak learning rate (0.001); warm-up then cosine decay to a tenth\n"
-    "  --warmup N        warm-up steps (10, at most steps)\n"
-    "  --metrics FILE    one JSON object per step: step, loss, tokens_per_s, step_time_s, grad_norm, lr, flops_per_s\n"
-    "  --checkpoint-dir DIR   save checkpoints there: every --checkpoint-every steps, at the end, and on SIGTERM\n"
-    "  --checkpoint-every N   steps between checkpoints (0: only at the end and on SIGTERM)\n"
-    "  --resume          continue from the newest checkpoint in --checkpoint-dir (any layout of the same model)\n"
-    "  --init-llmc FILE  start from the GPT-2 weights of an llm.c model file (magic 20240326, version 3)\n"
-    "  --export-llmc FILE  at the end, write the weights as an llm.c model file\n"
-    "  --trace-out FILE  write every rank's events as a Chrome trace (Perfetto, chrome://tracing, loom trace stats)\n"
-    "  --stream          write the telemetry stream (framed lines: run, groups, events, step, checkpoint, end) to standard output\n";
+const char* kUsage
+    = "usage: mpirun -np N loom-train --layout FILE [options]\n"
+      "   or: LOOM_RANK=r LOOM_WORLD_SIZE=N LOOM_RENDEZVOUS=host:port loom-train --layout FILE [options]  "
+      "(comm.backend gloo)\n"
+      "  --layout FILE     the layout to train (tp·pp·dp must equal N); its comm.backend picks MPI, Gloo or NCCL\n"
+      "  --steps N         optimizer steps (20)\n"
+      "  --seed S          seed of the initial weights and the data order (1234)\n"
+      "  --data FILE       a text file (bytes) or an llm.c token file; default: a synthetic corpus from the seed\n"
+      "  --lr X            peak learning rate (0.001); warm-up then cosine decay to a tenth\n"
+      "  --warmup N        warm-up steps (10, at most steps)\n"
+      "  --metrics FILE    one JSON object per step: step, loss, tokens_per_s, step_time_s, grad_norm, lr, "
+      "flops_per_s\n"
+      "  --checkpoint-dir DIR   save checkpoints there: every --checkpoint-every steps, at the end, and on SIGTERM\n"
+      "  --checkpoint-every N   steps between checkpoints (0: only at the end and on SIGTERM)\n"
+      "  --resume          continue from the newest checkpoint in --checkpoint-dir (any layout of the same model)\n"
+      "  --init-llmc FILE  start from the GPT-2 weights of an llm.c model file (magic 20240326, version 3)\n"
+      "  --export-llmc FILE  at the end, write the weights as an llm.c model file\n"
+      "  --trace-out FILE  write every rank's events as a Chrome trace (Perfetto, chrome://tracing, loom trace stats)\n"
+      "  --stream          write the telemetry stream (framed lines: run, groups, events, step, checkpoint, end) to "
+      "standard output\n";
 
 struct Args {
     std::string layout, data, metrics, checkpointDir, initLlmc, exportLlmc, traceOut;
@@ -62,8 +65,7 @@ struct Args {
     double lr = 1e-3;
 };
 
-template <typename T>
-bool parseNumber(const std::string& s, T& out)
+template <typename T> bool parseNumber(const std::string& s, T& out)
 {
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
     return ec == std::errc() && end == s.data() + s.size();
@@ -140,8 +142,12 @@ std::optional<Args> parse(int argc, char** argv, std::string& error)
 // A conversion folder that only lives for the run: removed by its owner (rank 0) when done or on the way out.
 struct ScratchFolder {
     std::string path;
-    bool owner = false;  // temporary and this rank removes it
-    ScratchFolder(std::string p, bool removes) : path(std::move(p)), owner(removes) {}
+    bool owner = false; // temporary and this rank removes it
+    ScratchFolder(std::string p, bool removes)
+        : path(std::move(p))
+        , owner(removes)
+    {
+    }
     ScratchFolder(const ScratchFolder&) = delete;
     ScratchFolder& operator=(const ScratchFolder&) = delete;
     ~ScratchFolder() { remove(); }
@@ -158,7 +164,7 @@ struct ScratchFolder {
 // which errs towards fewer threads rather than more ranks' threads than cores.
 int ranksOnThisNode(int worldSize)
 {
-    for (const char* name : {"LOOM_LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"}) {
+    for (const char* name : { "LOOM_LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE" }) {
         const char* v = std::getenv(name);
         int n = 0;
         if (v && std::from_chars(v, v + std::strlen(v), n).ec == std::errc() && n >= 1)
@@ -173,22 +179,22 @@ void onTerminate(int)
     g_terminate = 1;
 }
 
-
 // The run after the communicators exist: resume or import, the step loop, checkpoints, the end.
 int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime& runtime)
 {
     const int rank = runtime.rank(), size = runtime.size();
-    const train::Corpus corpus = args.data.empty() ? train::Corpus::synthetic(args.seed) : train::Corpus::fromFile(args.data);
+    const train::Corpus corpus
+        = args.data.empty() ? train::Corpus::synthetic(args.seed) : train::Corpus::fromFile(args.data);
     if (corpus.maxToken() >= layout.model.vocab)
-        throw std::runtime_error("the data has token " + std::to_string(corpus.maxToken()) + " but model " + layout.model.name
-                                 + " has a vocabulary of " + std::to_string(layout.model.vocab));
+        throw std::runtime_error("the data has token " + std::to_string(corpus.maxToken()) + " but model "
+            + layout.model.name + " has a vocabulary of " + std::to_string(layout.model.vocab));
     if (static_cast<std::int64_t>(corpus.tokens().size()) <= layout.model.seqLen)
-        throw std::runtime_error("the data has " + std::to_string(corpus.tokens().size()) + " tokens; it needs more than seq_len="
-                                 + std::to_string(layout.model.seqLen));
+        throw std::runtime_error("the data has " + std::to_string(corpus.tokens().size())
+            + " tokens; it needs more than seq_len=" + std::to_string(layout.model.seqLen));
     if (!args.initLlmc.empty() || !args.exportLlmc.empty())
         train::checkLlmcCompatible(layout.model);
     if (!args.checkpointDir.empty())
-        train::checkCheckpointDir(args.checkpointDir);  // before step 1, not when the first checkpoint is due
+        train::checkCheckpointDir(args.checkpointDir); // before step 1, not when the first checkpoint is due
     trace::TraceRecorder recorder(rank);
     auto comms = runtime.makeGrid(plan::RankGrid::forLayout(layout), &recorder);
     comm::Communicator& world = *comms.world;
@@ -198,11 +204,11 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
     std::int64_t jobTag = static_cast<std::int64_t>(getpid());
     if (!llmcFile.empty())
         world.broadcast(&jobTag, 1, comm::DType::I64, 0)->wait();
-    ScratchFolder scratchFolder(!args.checkpointDir.empty() ? args.checkpointDir
-                                                            : llmcFile + ".loom-convert-" + std::to_string(jobTag),
-                                args.checkpointDir.empty() && rank == 0);
+    ScratchFolder scratchFolder(
+        !args.checkpointDir.empty() ? args.checkpointDir : llmcFile + ".loom-convert-" + std::to_string(jobTag),
+        args.checkpointDir.empty() && rank == 0);
     const std::string& scratch = scratchFolder.path;
-    tools::TrainReporter report(world, recorder, layout, {args.stream, args.metrics, args.traceOut, args.steps});
+    tools::TrainReporter report(world, recorder, layout, { args.stream, args.metrics, args.traceOut, args.steps });
     train::CpuKernels kernels;
     train::TrainOptions options;
     options.steps = args.steps;
@@ -212,19 +218,20 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
     options.recorder = report.tracing() ? &recorder : nullptr;
     train::Trainer trainer(layout, comms, corpus, options, kernels);
     if (rank == 0)
-        std::printf("loom-train: %s, %s, %d ranks (tp=%lld pp=%lld dp=%lld, %s, %s), %lld steps, data: %s\n", layout.name.c_str(),
-                    layout.model.name.c_str(), size, static_cast<long long>(layout.parallel.tp),
-                    static_cast<long long>(layout.parallel.pp), static_cast<long long>(layout.parallel.dp),
-                    std::string(plan::toString(layout.parallel.schedule)).c_str(),
-                    std::string(plan::toString(runtime.backend())).c_str(), static_cast<long long>(args.steps),
-                    corpus.description().c_str());
+        std::printf("loom-train: %s, %s, %d ranks (tp=%lld pp=%lld dp=%lld, %s, %s), %lld steps, data: %s\n",
+            layout.name.c_str(), layout.model.name.c_str(), size, static_cast<long long>(layout.parallel.tp),
+            static_cast<long long>(layout.parallel.pp), static_cast<long long>(layout.parallel.dp),
+            std::string(plan::toString(layout.parallel.schedule)).c_str(),
+            std::string(plan::toString(runtime.backend())).c_str(), static_cast<long long>(args.steps),
+            corpus.description().c_str());
     std::int64_t first = 0;
     if (args.resume) {
         if (auto folder = train::latestCheckpointChecked(args.checkpointDir)) {
             train::checkResumable(*folder, args.steps);
             first = trainer.resume(*folder);
             if (rank == 0)
-                std::printf("loom-train: resumed from %s after step %lld\n", folder->c_str(), static_cast<long long>(first));
+                std::printf(
+                    "loom-train: resumed from %s after step %lld\n", folder->c_str(), static_cast<long long>(first));
         } else if (rank == 0) {
             std::printf("loom-train: no checkpoint in %s yet; starting from step 0\n", args.checkpointDir.c_str());
         }
@@ -250,7 +257,7 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
             return 2;
         }
         trainer.resume(folder);
-        world.barrier()->wait();  // every rank has read it
+        world.barrier()->wait(); // every rank has read it
         scratchFolder.remove();
         if (rank == 0)
             std::printf("loom-train: weights from %s\n", args.initLlmc.c_str());
@@ -265,7 +272,8 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
         std::int64_t stop = g_terminate ? 1 : 0;
         world.allReduce(&stop, 1, comm::DType::I64, comm::ReduceOp::Max)->wait();
         const bool last = s + 1 == args.steps;
-        if (!args.checkpointDir.empty() && (stop || last || (args.checkpointEvery > 0 && (s + 1) % args.checkpointEvery == 0))) {
+        if (!args.checkpointDir.empty()
+            && (stop || last || (args.checkpointEvery > 0 && (s + 1) % args.checkpointEvery == 0))) {
             trainer.save(args.checkpointDir, s + 1);
             report.checkpoint(s + 1, args.checkpointDir);
         }
@@ -273,14 +281,14 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
             report.end("sigterm");
             if (rank == 0)
                 std::printf("loom-train: stopped by SIGTERM after step %lld%s\n", static_cast<long long>(s + 1),
-                            args.checkpointDir.empty() ? "" : "; checkpoint saved");
+                    args.checkpointDir.empty() ? "" : "; checkpoint saved");
             return 143;
         }
         report.print(s, r);
     }
     report.writeTrace();
     if (!args.exportLlmc.empty()) {
-        const bool savedAtEnd = !args.checkpointDir.empty() && args.steps > first;  // by the loop above
+        const bool savedAtEnd = !args.checkpointDir.empty() && args.steps > first; // by the loop above
         if (!savedAtEnd)
             trainer.save(scratch, args.steps);
         if (rank == 0) {
@@ -290,11 +298,11 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
         }
     }
     report.end("finished");
-    world.barrier()->wait();  // no rank tears its communicators down while another still uses them
+    world.barrier()->wait(); // no rank tears its communicators down while another still uses them
     return 0;
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv)
 {
@@ -334,11 +342,12 @@ int main(int argc, char** argv)
     const int rank = runtime->rank(), size = runtime->size();
     if (layout.parallel.worldSize() != size) {
         if (rank == 0)
-            std::cerr << "loom-train: the layout needs tp·pp·dp = " << layout.parallel.worldSize() << " ranks but " << size
-                      << " were started; run mpirun -np " << layout.parallel.worldSize() << " (or start that many processes)\n";
+            std::cerr << "loom-train: the layout needs tp·pp·dp = " << layout.parallel.worldSize() << " ranks but "
+                      << size << " were started; run mpirun -np " << layout.parallel.worldSize()
+                      << " (or start that many processes)\n";
         return 2;
     }
-    std::string bindingNote;  // the node's cores are shared by its ranks (train/Threads.h)
+    std::string bindingNote; // the node's cores are shared by its ranks (train/Threads.h)
     const int threads = train::configureComputeThreads(ranksOnThisNode(size), bindingNote);
     if (rank == 0) {
         std::printf("loom-train: %d thread(s) per rank\n", threads);

@@ -40,10 +40,10 @@ std::string microseconds(std::int64_t ns)
     return buf;
 }
 
-}  // namespace
+} // namespace
 
 void writeChromeTrace(std::ostream& out, const std::vector<TraceEvent>& events, const std::vector<GroupInfo>& groups,
-                      const std::string& otherData)
+    const std::string& otherData)
 {
     out << "{\"displayTimeUnit\": \"ns\", \"otherData\": " << otherData << ", \"traceEvents\": [\n";
     bool first = true;
@@ -55,34 +55,38 @@ void writeChromeTrace(std::ostream& out, const std::vector<TraceEvent>& events, 
     for (const auto& e : events)
         ranks.insert(e.rank);
     for (auto r : ranks) {
-        line("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " + std::to_string(r) + ", \"args\": {\"name\": \"rank "
-             + std::to_string(r) + "\"}}");
-        line("{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": " + std::to_string(r) + ", \"args\": {\"sort_index\": "
-             + std::to_string(r) + "}}");
-        line("{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " + std::to_string(r) + ", \"tid\": 0, \"args\": {\"name\": \"compute\"}}");
-        line("{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " + std::to_string(r) + ", \"tid\": 1, \"args\": {\"name\": \"comm\"}}");
+        line("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " + std::to_string(r)
+            + ", \"args\": {\"name\": \"rank " + std::to_string(r) + "\"}}");
+        line("{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": " + std::to_string(r)
+            + ", \"args\": {\"sort_index\": " + std::to_string(r) + "}}");
+        line("{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " + std::to_string(r)
+            + ", \"tid\": 0, \"args\": {\"name\": \"compute\"}}");
+        line("{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " + std::to_string(r)
+            + ", \"tid\": 1, \"args\": {\"name\": \"comm\"}}");
     }
     for (const auto& e : events) {
         std::string args = "\"step\": " + std::to_string(e.step) + ", \"micro_batch\": " + std::to_string(e.microBatch)
-                           + ", \"stage\": " + std::to_string(e.stage) + ", \"chunk\": " + std::to_string(e.chunk)
-                           + ", \"bytes\": " + std::to_string(e.bytes) + ", \"wire_bytes\": " + std::to_string(e.wireBytes)
-                           + ", \"peer\": " + std::to_string(e.peer) + ", \"group\": " + std::to_string(e.group)
-                           + ", \"group_size\": " + std::to_string(e.groupSize)
-                           + ", \"algorithm\": " + jsonQuoted(std::string(toString(e.algorithm))) + ", \"codec\": " + jsonQuoted(e.codec)
-                           + ", \"source\": " + jsonQuoted(e.source == EventSource::Measured ? "measured" : "simulated");
+            + ", \"stage\": " + std::to_string(e.stage) + ", \"chunk\": " + std::to_string(e.chunk)
+            + ", \"bytes\": " + std::to_string(e.bytes) + ", \"wire_bytes\": " + std::to_string(e.wireBytes)
+            + ", \"peer\": " + std::to_string(e.peer) + ", \"group\": " + std::to_string(e.group) + ", \"group_size\": "
+            + std::to_string(e.groupSize) + ", \"algorithm\": " + jsonQuoted(std::string(toString(e.algorithm)))
+            + ", \"codec\": " + jsonQuoted(e.codec)
+            + ", \"source\": " + jsonQuoted(e.source == EventSource::Measured ? "measured" : "simulated");
         if (e.group >= 0 && static_cast<std::size_t>(e.group) < groups.size())
             args += ", \"group_name\": " + jsonQuoted(groups[static_cast<std::size_t>(e.group)].name);
         std::string name = std::string(toString(e.kind));
-        if (e.microBatch >= 0 && (e.kind == EventKind::Forward || e.kind == EventKind::Backward || e.kind == EventKind::Recompute))
+        if (e.microBatch >= 0
+            && (e.kind == EventKind::Forward || e.kind == EventKind::Backward || e.kind == EventKind::Recompute))
             name += " mb" + std::to_string(e.microBatch);
-        line("{\"ph\": \"X\", \"name\": " + jsonQuoted(name) + ", \"cat\": " + jsonQuoted(std::string(toString(e.lane))) + ", \"pid\": "
-             + std::to_string(e.rank) + ", \"tid\": " + (e.lane == Lane::Compute ? "0" : "1") + ", \"ts\": "
-             + microseconds(e.startNs) + ", \"dur\": " + microseconds(e.endNs - e.startNs) + ", \"args\": {" + args + "}}");
+        line("{\"ph\": \"X\", \"name\": " + jsonQuoted(name) + ", \"cat\": " + jsonQuoted(std::string(toString(e.lane)))
+            + ", \"pid\": " + std::to_string(e.rank) + ", \"tid\": " + (e.lane == Lane::Compute ? "0" : "1")
+            + ", \"ts\": " + microseconds(e.startNs) + ", \"dur\": " + microseconds(e.endNs - e.startNs)
+            + ", \"args\": {" + args + "}}");
     }
     out << "\n]}\n";
 }
 
-}  // namespace loom::trace
+} // namespace loom::trace
 
 // Reading: the parser's callback turns each element of "traceEvents" into a TraceEvent as soon as it is
 // complete and drops its JSON, so a trace of any size needs memory for its events only; nesting deeper
@@ -111,18 +115,20 @@ struct EventReader {
 
     [[noreturn]] void fail(const std::string& field, const std::string& problem) const
     {
-        throw std::runtime_error("not a usable trace: event " + std::to_string(index) + " of traceEvents: " + field + " " + problem);
+        throw std::runtime_error(
+            "not a usable trace: event " + std::to_string(index) + " of traceEvents: " + field + " " + problem);
     }
     std::int64_t integer(const json& j, const char* key, std::int64_t fallback, std::int64_t min, std::int64_t max,
-                         const std::string& where) const
+        const std::string& where) const
     {
         const auto it = j.find(key);
         if (it == j.end() || it->is_null())
             return fallback;
         const double v = it->is_number() ? it->get<double>() : std::nan("");
         if (!it->is_number() || v != std::floor(v) || v < double(min) || v > double(max))
-            fail(where + key, "is " + it->dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 40)
-                                  + "; expected a whole number from " + std::to_string(min) + " to " + std::to_string(max));
+            fail(where + key,
+                "is " + it->dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 40)
+                    + "; expected a whole number from " + std::to_string(min) + " to " + std::to_string(max));
         return it->is_number_unsigned() ? static_cast<std::int64_t>(it->get<std::uint64_t>()) : it->get<std::int64_t>();
     }
     std::uint64_t count(const json& j, const char* key) const
@@ -131,7 +137,8 @@ struct EventReader {
         if (it == j.end() || it->is_null())
             return 0;
         if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<std::int64_t>() >= 0))
-            fail(std::string("args.") + key, "is " + it->dump().substr(0, 40) + "; expected a whole number of bytes, 0 or more");
+            fail(std::string("args.") + key,
+                "is " + it->dump().substr(0, 40) + "; expected a whole number of bytes, 0 or more");
         return it->get<std::uint64_t>();
     }
     double microseconds(const json& j, const char* key, bool nonNegative) const
@@ -193,15 +200,18 @@ struct EventReader {
         if (j.is_object() && j.value("ph", json()) == "X") {
             const auto name = j.find("name");
             const auto kind = name != j.end() && name->is_string()
-                                  ? kindFromName(name->get<std::string>().substr(0, name->get<std::string>().find(" mb")))
-                                  : std::nullopt;
+                ? kindFromName(name->get<std::string>().substr(0, name->get<std::string>().find(" mb")))
+                : std::nullopt;
             if (kind) {
                 TraceEvent e;
                 e.kind = *kind;
-                e.rank = static_cast<std::int32_t>(integer(j, "pid", 0, 0, std::numeric_limits<std::int32_t>::max(), ""));
-                e.lane = integer(j, "tid", 0, std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max(), "") == 1
-                             ? Lane::Comm
-                             : Lane::Compute;
+                e.rank
+                    = static_cast<std::int32_t>(integer(j, "pid", 0, 0, std::numeric_limits<std::int32_t>::max(), ""));
+                e.lane = integer(j, "tid", 0, std::numeric_limits<std::int32_t>::min(),
+                             std::numeric_limits<std::int32_t>::max(), "")
+                        == 1
+                    ? Lane::Comm
+                    : Lane::Compute;
                 const double ts = microseconds(j, "ts", false), dur = microseconds(j, "dur", true);
                 e.startNs = static_cast<std::int64_t>(std::llround(ts * 1000.0));
                 e.endNs = e.startNs + static_cast<std::int64_t>(std::llround(dur * 1000.0));
@@ -222,20 +232,22 @@ template <typename Input>
 std::vector<TraceEvent> readTrace(Input&& input, std::string* otherData, std::vector<GroupInfo>* groups)
 {
     std::vector<TraceEvent> out;
-    EventReader reader{out, groups};
+    EventReader reader { out, groups };
     std::string topKey;
     bool eventsList = false;
     const json::parser_callback_t callback = [&](int depth, json::parse_event_t event, json& parsed) {
         using E = json::parse_event_t;
-        if ((event == E::object_start || event == E::array_start) && static_cast<std::size_t>(depth) + 1 > kMaxJsonDepth)
-            throw TooDeep{static_cast<std::size_t>(depth) + 1};
+        if ((event == E::object_start || event == E::array_start)
+            && static_cast<std::size_t>(depth) + 1 > kMaxJsonDepth)
+            throw TooDeep { static_cast<std::size_t>(depth) + 1 };
         if (event == E::key && depth == 1)
             topKey = parsed.is_string() ? parsed.get<std::string>() : std::string();
         if (event == E::array_start && depth == 1 && topKey == "traceEvents")
             eventsList = true;
-        if (depth == 2 && topKey == "traceEvents" && (event == E::object_end || event == E::array_end || event == E::value)) {
+        if (depth == 2 && topKey == "traceEvents"
+            && (event == E::object_end || event == E::array_end || event == E::value)) {
             reader.read(parsed);
-            return false;  // converted: drop its JSON
+            return false; // converted: drop its JSON
         }
         return true;
     };
@@ -243,11 +255,12 @@ std::vector<TraceEvent> readTrace(Input&& input, std::string* otherData, std::ve
     try {
         doc = json::parse(std::forward<Input>(input), callback);
     } catch (const TooDeep& deep) {
-        throw std::runtime_error("not a Chrome trace: arrays and objects are nested deeper than " + std::to_string(kMaxJsonDepth)
-                                 + " levels (event " + std::to_string(reader.index) + " of traceEvents or later)");
+        throw std::runtime_error("not a Chrome trace: arrays and objects are nested deeper than "
+            + std::to_string(kMaxJsonDepth) + " levels (event " + std::to_string(reader.index)
+            + " of traceEvents or later)");
     } catch (const json::parse_error& e) {
-        throw std::runtime_error("not valid JSON (a Chrome trace is JSON) at byte " + std::to_string(e.byte) + ": "
-                                 + jsonErrorDetail(e));
+        throw std::runtime_error(
+            "not valid JSON (a Chrome trace is JSON) at byte " + std::to_string(e.byte) + ": " + jsonErrorDetail(e));
     } catch (const json::exception& e) {
         throw std::runtime_error("not readable as a Chrome trace: " + jsonErrorDetail(e));
     }
@@ -255,19 +268,21 @@ std::vector<TraceEvent> readTrace(Input&& input, std::string* otherData, std::ve
         throw std::runtime_error("not a Chrome trace: a JSON object with a \"traceEvents\" list was expected");
     if (otherData) {
         const auto it = doc.find("otherData");
-        *otherData = it != doc.end() && it->is_object() ? it->dump(-1, ' ', false, json::error_handler_t::replace) : "{}";
+        *otherData
+            = it != doc.end() && it->is_object() ? it->dump(-1, ' ', false, json::error_handler_t::replace) : "{}";
     }
     return out;
 }
 
-}  // namespace
+} // namespace
 
 std::vector<TraceEvent> readChromeTrace(const std::string& text, std::string* otherData, std::vector<GroupInfo>* groups)
 {
     return readTrace(text, otherData, groups);
 }
 
-std::vector<TraceEvent> readChromeTraceFile(const std::string& path, std::string* otherData, std::vector<GroupInfo>* groups)
+std::vector<TraceEvent> readChromeTraceFile(
+    const std::string& path, std::string* otherData, std::vector<GroupInfo>* groups)
 {
     std::ifstream in(path, std::ios::binary);
     if (!in)
@@ -275,4 +290,4 @@ std::vector<TraceEvent> readChromeTraceFile(const std::string& path, std::string
     return readTrace(in, otherData, groups);
 }
 
-}  // namespace loom::trace
+} // namespace loom::trace

@@ -12,7 +12,7 @@ namespace loom::trace {
 // ("rank N"), a thread per lane ("compute", "comm"), complete events ("ph": "X") in microseconds, and
 // args carrying step, micro-batch, stage, chunk, bytes, wire bytes, peer, algorithm, codec and source.
 // `otherData` is a JSON object's text stored under "otherData" (Loom puts the layout and run facts there).
-void writeChromeTrace(std::ostream& out, const std::vector<TraceEvent>& events, const std::vector<GroupInfo>& groups = {},
-                      const std::string& otherData = "{}");
+void writeChromeTrace(std::ostream& out, const std::vector<TraceEvent>& events,
+    const std::vector<GroupInfo>& groups = {}, const std::string& otherData = "{}");
 
-}  // namespace loom::trace
+} // namespace loom::trace

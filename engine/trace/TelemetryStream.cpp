@@ -11,12 +11,12 @@ namespace loom::trace {
 namespace {
 
 constexpr char kStart = '\x1e';
-constexpr std::string_view kMagic = "LOOM";  // then the version and a space
+constexpr std::string_view kMagic = "LOOM"; // then the version and a space
 
 const std::array<std::uint32_t, 256>& crcTable()
 {
     static const std::array<std::uint32_t, 256> table = [] {
-        std::array<std::uint32_t, 256> t{};
+        std::array<std::uint32_t, 256> t {};
         for (std::uint32_t i = 0; i < 256; ++i) {
             std::uint32_t c = i;
             for (int k = 0; k < 8; ++k)
@@ -28,7 +28,7 @@ const std::array<std::uint32_t, 256>& crcTable()
     return table;
 }
 
-}  // namespace
+} // namespace
 
 std::uint32_t crc32(std::string_view data)
 {
@@ -71,7 +71,7 @@ void StreamReader::feed(std::string_view bytes)
             m_partial.append(piece);
         }
         if (newline == std::string_view::npos)
-            return;  // the rest of this line comes with a later chunk
+            return; // the rest of this line comes with a later chunk
         if (!m_discarding)
             line(m_partial);
         m_partial.clear();
@@ -107,8 +107,8 @@ void StreamReader::line(std::string_view text)
     std::size_t size = 0;
     std::uint32_t sum = 0;
     const auto parsedVersion = std::from_chars(version.data(), version.data() + version.size(), versionNumber);
-    const bool versionOk = parsedVersion.ec == std::errc() && parsedVersion.ptr == version.data() + version.size()
-                           && versionNumber > 0;
+    const bool versionOk
+        = parsedVersion.ec == std::errc() && parsedVersion.ptr == version.data() + version.size() && versionNumber > 0;
     const bool lengthOk = std::from_chars(length.data(), length.data() + length.size(), size).ec == std::errc();
     const bool crcOk = std::from_chars(crc.data(), crc.data() + crc.size(), sum, 16).ec == std::errc();
     if (type.empty() || !versionOk || !lengthOk || !crcOk || rest.size() != size || crc32(rest) != sum) {
@@ -116,7 +116,7 @@ void StreamReader::line(std::string_view text)
         return;
     }
     ++m_frames;
-    m_ready.push_back({std::string(type), std::string(rest), versionNumber});
+    m_ready.push_back({ std::string(type), std::string(rest), versionNumber });
 }
 
 bool StreamReader::next(Frame& frame)
@@ -128,4 +128,4 @@ bool StreamReader::next(Frame& frame)
     return true;
 }
 
-}  // namespace loom::trace
+} // namespace loom::trace

@@ -25,7 +25,7 @@ constexpr int kStreamVersion = 1;
 // "groups", "events", "step", "checkpoint", "end" (TelemetryFrames.h has them as types).
 struct Frame {
     std::string type;
-    std::string payload;  // JSON text
+    std::string payload; // JSON text
     int version = kStreamVersion;
 };
 
@@ -48,8 +48,8 @@ public:
     bool next(Frame& frame);
 
     std::uint64_t frames() const { return m_frames; }
-    std::uint64_t otherLines() const { return m_otherLines; }    // lines that were not frames (normal output)
-    std::uint64_t damagedFrames() const { return m_damaged; }    // frame lines with a bad header, length or CRC
+    std::uint64_t otherLines() const { return m_otherLines; } // lines that were not frames (normal output)
+    std::uint64_t damagedFrames() const { return m_damaged; } // frame lines with a bad header, length or CRC
     std::uint64_t droppedBytes() const { return m_droppedBytes; } // over-long lines discarded
 
     static constexpr std::size_t kMaxLine = 64u << 20;
@@ -58,9 +58,9 @@ private:
     void line(std::string_view text);
 
     std::string m_partial;
-    bool m_discarding = false;  // inside an over-long line: drop until its end
+    bool m_discarding = false; // inside an over-long line: drop until its end
     std::deque<Frame> m_ready;
     std::uint64_t m_frames = 0, m_otherLines = 0, m_damaged = 0, m_droppedBytes = 0;
 };
 
-}  // namespace loom::trace
+} // namespace loom::trace

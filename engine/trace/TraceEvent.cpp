@@ -7,20 +7,34 @@ namespace loom::trace {
 std::string_view toString(EventKind kind)
 {
     switch (kind) {
-    case EventKind::Forward: return "forward";
-    case EventKind::Backward: return "backward";
-    case EventKind::Recompute: return "recompute";
-    case EventKind::Optimizer: return "optimizer";
-    case EventKind::DataLoad: return "data";
-    case EventKind::Checkpoint: return "checkpoint";
-    case EventKind::Wait: return "wait";
-    case EventKind::AllReduce: return "all-reduce";
-    case EventKind::ReduceScatter: return "reduce-scatter";
-    case EventKind::AllGather: return "all-gather";
-    case EventKind::Broadcast: return "broadcast";
-    case EventKind::Send: return "send";
-    case EventKind::Recv: return "recv";
-    case EventKind::Barrier: return "barrier";
+    case EventKind::Forward:
+        return "forward";
+    case EventKind::Backward:
+        return "backward";
+    case EventKind::Recompute:
+        return "recompute";
+    case EventKind::Optimizer:
+        return "optimizer";
+    case EventKind::DataLoad:
+        return "data";
+    case EventKind::Checkpoint:
+        return "checkpoint";
+    case EventKind::Wait:
+        return "wait";
+    case EventKind::AllReduce:
+        return "all-reduce";
+    case EventKind::ReduceScatter:
+        return "reduce-scatter";
+    case EventKind::AllGather:
+        return "all-gather";
+    case EventKind::Broadcast:
+        return "broadcast";
+    case EventKind::Send:
+        return "send";
+    case EventKind::Recv:
+        return "recv";
+    case EventKind::Barrier:
+        return "barrier";
     }
     return "unknown";
 }
@@ -33,13 +47,20 @@ std::string_view toString(Lane lane)
 std::string_view toString(GroupKind kind)
 {
     switch (kind) {
-    case GroupKind::World: return "world";
-    case GroupKind::Tensor: return "TP";
-    case GroupKind::Pipeline: return "PP";
-    case GroupKind::Data: return "DP";
-    case GroupKind::Node: return "node";
-    case GroupKind::CrossNode: return "cross-node";
-    case GroupKind::Other: return "group";
+    case GroupKind::World:
+        return "world";
+    case GroupKind::Tensor:
+        return "TP";
+    case GroupKind::Pipeline:
+        return "PP";
+    case GroupKind::Data:
+        return "DP";
+    case GroupKind::Node:
+        return "node";
+    case GroupKind::CrossNode:
+        return "cross-node";
+    case GroupKind::Other:
+        return "group";
     }
     return "group";
 }
@@ -47,8 +68,8 @@ std::string_view toString(GroupKind kind)
 GroupKind groupKindFromName(std::string_view name)
 {
     const std::string_view first = name.substr(0, name.find(' '));
-    for (auto k : {GroupKind::World, GroupKind::Tensor, GroupKind::Pipeline, GroupKind::Data, GroupKind::Node,
-             GroupKind::CrossNode})
+    for (auto k : { GroupKind::World, GroupKind::Tensor, GroupKind::Pipeline, GroupKind::Data, GroupKind::Node,
+             GroupKind::CrossNode })
         if (first == toString(k))
             return k;
     return GroupKind::Other;
@@ -69,14 +90,22 @@ double busBandwidthFactor(EventKind kind, std::int32_t members)
 std::string_view toString(Algorithm algorithm)
 {
     switch (algorithm) {
-    case Algorithm::None: return "none";
-    case Algorithm::Library: return "library";
-    case Algorithm::Ring: return "ring";
-    case Algorithm::ChunkedRing: return "chunked";
-    case Algorithm::Hierarchical: return "hierarchical";
-    case Algorithm::TwoPhaseCompressed: return "two-phase-compressed";
-    case Algorithm::SparseAllGather: return "sparse-allgather";
-    case Algorithm::Auto: return "auto";
+    case Algorithm::None:
+        return "none";
+    case Algorithm::Library:
+        return "library";
+    case Algorithm::Ring:
+        return "ring";
+    case Algorithm::ChunkedRing:
+        return "chunked";
+    case Algorithm::Hierarchical:
+        return "hierarchical";
+    case Algorithm::TwoPhaseCompressed:
+        return "two-phase-compressed";
+    case Algorithm::SparseAllGather:
+        return "sparse-allgather";
+    case Algorithm::Auto:
+        return "auto";
     }
     return "none";
 }
@@ -90,8 +119,10 @@ Lane laneOf(EventKind kind)
     case EventKind::Broadcast:
     case EventKind::Send:
     case EventKind::Recv:
-    case EventKind::Barrier: return Lane::Comm;
-    default: return Lane::Compute;
+    case EventKind::Barrier:
+        return Lane::Comm;
+    default:
+        return Lane::Compute;
     }
 }
 
@@ -101,4 +132,4 @@ std::int64_t nowNs()
         .count();
 }
 
-}  // namespace loom::trace
+} // namespace loom::trace

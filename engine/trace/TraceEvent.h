@@ -15,7 +15,7 @@ enum class EventKind : std::uint8_t {
     Optimizer,
     DataLoad,
     Checkpoint,
-    Wait,  // time blocked in a receive or a wait
+    Wait, // time blocked in a receive or a wait
     AllReduce,
     ReduceScatter,
     AllGather,
@@ -33,14 +33,14 @@ enum class GroupKind : std::uint8_t { World, Tensor, Pipeline, Data, Node, Cross
 
 // The algorithm a collective actually ran with (after any fallback).
 enum class Algorithm : std::uint8_t {
-    None,          // compute events, point-to-point
-    Library,       // MPI's or NCCL's own collective
-    Ring,          // Loom's ring on point-to-point
-    ChunkedRing,   // Loom's ring with chunks pipelined within each step
-    Hierarchical,  // Loom's two-level all-reduce
-    TwoPhaseCompressed,  // compressed reduce-scatter (all-to-all) + compressed all-gather
-    SparseAllGather,     // top-k: all-gather of (index, value) pairs
-    Auto,                // a layout's "auto": resolved to one of the above before anything runs
+    None, // compute events, point-to-point
+    Library, // MPI's or NCCL's own collective
+    Ring, // Loom's ring on point-to-point
+    ChunkedRing, // Loom's ring with chunks pipelined within each step
+    Hierarchical, // Loom's two-level all-reduce
+    TwoPhaseCompressed, // compressed reduce-scatter (all-to-all) + compressed all-gather
+    SparseAllGather, // top-k: all-gather of (index, value) pairs
+    Auto, // a layout's "auto": resolved to one of the above before anything runs
 };
 
 // One thing one rank did, measured or simulated. Times are nanoseconds on the rank's clock (aligned to
@@ -53,16 +53,16 @@ struct TraceEvent {
     std::int32_t step = -1;
     std::int32_t microBatch = -1;
     std::int32_t stage = -1;
-    std::int32_t chunk = -1;  // virtual pipeline chunk
+    std::int32_t chunk = -1; // virtual pipeline chunk
     std::int64_t startNs = 0;
     std::int64_t endNs = 0;
-    std::uint64_t bytes = 0;      // logical payload (uncompressed)
-    std::uint64_t wireBytes = 0;  // what this rank actually sent
-    std::int32_t group = -1;      // id of a GroupInfo (collectives) or -1
-    std::int32_t groupSize = 0;   // members of that group (for bus bandwidth), 0 when none
-    std::int32_t peer = -1;       // global rank of the other side (point-to-point) or -1
+    std::uint64_t bytes = 0; // logical payload (uncompressed)
+    std::uint64_t wireBytes = 0; // what this rank actually sent
+    std::int32_t group = -1; // id of a GroupInfo (collectives) or -1
+    std::int32_t groupSize = 0; // members of that group (for bus bandwidth), 0 when none
+    std::int32_t peer = -1; // global rank of the other side (point-to-point) or -1
     Algorithm algorithm = Algorithm::None;
-    std::string codec;            // "" or the codec's text form ("int8", "topk:0.01")
+    std::string codec; // "" or the codec's text form ("int8", "topk:0.01")
 
     std::int64_t durationNs() const { return endNs - startNs; }
     bool operator==(const TraceEvent&) const = default;
@@ -72,8 +72,8 @@ struct TraceEvent {
 struct GroupInfo {
     std::int32_t id = -1;
     GroupKind kind = GroupKind::Other;
-    std::vector<std::int32_t> ranks;  // global ranks, in group order
-    std::string name;                 // "DP group of tp=0 pp=1"
+    std::vector<std::int32_t> ranks; // global ranks, in group order
+    std::string name; // "DP group of tp=0 pp=1"
 
     bool operator==(const GroupInfo&) const = default;
 };
@@ -94,4 +94,4 @@ double busBandwidthFactor(EventKind kind, std::int32_t members);
 // Nanoseconds on this process's monotonic clock.
 std::int64_t nowNs();
 
-}  // namespace loom::trace
+} // namespace loom::trace

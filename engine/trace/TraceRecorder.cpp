@@ -35,7 +35,7 @@ std::int32_t TraceRecorder::addGroup(GroupKind kind, std::vector<std::int32_t> r
 {
     std::lock_guard lock(m_mutex);
     const auto id = static_cast<std::int32_t>(m_groups.size());
-    m_groups.push_back({id, kind, std::move(ranks), std::move(name)});
+    m_groups.push_back({ id, kind, std::move(ranks), std::move(name) });
     return id;
 }
 
@@ -59,4 +59,4 @@ std::vector<GroupInfo> TraceRecorder::groups() const
     return m_groups;
 }
 
-}  // namespace loom::trace
+} // namespace loom::trace

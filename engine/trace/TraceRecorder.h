@@ -12,7 +12,10 @@ namespace loom::trace {
 // telemetry stream drains it once per step).
 class TraceRecorder {
 public:
-    explicit TraceRecorder(std::int32_t rank) : m_rank(rank) {}
+    explicit TraceRecorder(std::int32_t rank)
+        : m_rank(rank)
+    {
+    }
 
     std::int32_t rank() const { return m_rank; }
     void setEnabled(bool enabled);
@@ -38,4 +41,4 @@ private:
     std::vector<GroupInfo> m_groups;
 };
 
-}  // namespace loom::trace
+} // namespace loom::trace

@@ -42,7 +42,8 @@ private:
     // Covered length before t.
     std::int64_t upTo(std::int64_t t) const
     {
-        const auto it = std::upper_bound(m_iv.begin(), m_iv.end(), t, [](std::int64_t x, const auto& iv) { return x < iv.first; });
+        const auto it = std::upper_bound(
+            m_iv.begin(), m_iv.end(), t, [](std::int64_t x, const auto& iv) { return x < iv.first; });
         if (it == m_iv.begin())
             return 0;
         const auto k = static_cast<std::size_t>(it - m_iv.begin()) - 1;
@@ -52,7 +53,7 @@ private:
     std::vector<std::int64_t> m_before;
 };
 
-}  // namespace
+} // namespace
 
 TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContext& c)
 {
@@ -66,7 +67,7 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
     s.ranks = static_cast<std::int32_t>(ranks.size());
     s.steps = static_cast<std::int32_t>(steps.size());
     if (steps.size() > 1)
-        steps.erase(steps.begin());  // the first step warms caches and allocators
+        steps.erase(steps.begin()); // the first step warms caches and allocators
 
     // Step windows: the whole step, and its pipeline phase (first compute to last compute over all ranks).
     std::map<std::int32_t, std::pair<std::int64_t, std::int64_t>> whole, pipeline;
@@ -74,10 +75,10 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
         if (!steps.count(e.step))
             continue;
         auto& w = whole.try_emplace(e.step, e.startNs, e.endNs).first->second;
-        w = {std::min(w.first, e.startNs), std::max(w.second, e.endNs)};
+        w = { std::min(w.first, e.startNs), std::max(w.second, e.endNs) };
         if (isCompute(e.kind)) {
             auto& p = pipeline.try_emplace(e.step, e.startNs, e.endNs).first->second;
-            p = {std::min(p.first, e.startNs), std::max(p.second, e.endNs)};
+            p = { std::min(p.first, e.startNs), std::max(p.second, e.endNs) };
         }
     }
     double stepTotal = 0;
@@ -90,16 +91,16 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
 
     // Bubble per stage: each rank's idle share of the pipeline phase.
     std::map<std::int32_t, std::int32_t> stageOf;
-    std::map<std::pair<std::int32_t, std::int32_t>, double> busy;  // (rank, step) -> seconds
+    std::map<std::pair<std::int32_t, std::int32_t>, double> busy; // (rank, step) -> seconds
     for (const auto& e : events) {
         if (!isCompute(e.kind))
             continue;
         if (e.stage >= 0)
             stageOf[e.rank] = static_cast<std::int32_t>(e.stage % std::max<std::int64_t>(c.pp, 1));
         if (steps.count(e.step))
-            busy[{e.rank, e.step}] += double(e.endNs - e.startNs) * 1e-9;
+            busy[{ e.rank, e.step }] += double(e.endNs - e.startNs) * 1e-9;
     }
-    std::map<std::int32_t, std::pair<double, int>> bubble;  // stage -> (sum, count)
+    std::map<std::int32_t, std::pair<double, int>> bubble; // stage -> (sum, count)
     for (const auto& [key, seconds] : busy) {
         const auto& w = pipeline.at(key.second);
         const double window = double(w.second - w.first) * 1e-9;
@@ -112,7 +113,7 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
     const double p = double(c.pp), m = double(c.microBatches), v = double(c.interleaved ? c.vpp : 1);
     const double theory = c.pp > 1 ? (p - 1) / (v * m + p - 1) : 0.0;
     for (const auto& [stage, b] : bubble)
-        s.stages.push_back({stage, b.first / b.second, theory});
+        s.stages.push_back({ stage, b.first / b.second, theory });
 
     // Collectives: bandwidth per kind and algorithm.
     std::map<std::pair<std::string, std::string>, CollectiveStats> coll;
@@ -120,7 +121,8 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
     for (const auto& e : events) {
         if (e.lane != Lane::Comm || e.endNs <= e.startNs)
             continue;
-        const std::pair key{std::string(toString(e.kind)), std::string(toString(e.algorithm)) + (e.codec.empty() ? "" : "+" + e.codec)};
+        const std::pair key { std::string(toString(e.kind)),
+            std::string(toString(e.algorithm)) + (e.codec.empty() ? "" : "+" + e.codec) };
         auto& cs = coll[key];
         cs.kind = key.first;
         cs.algorithm = key.second;
@@ -160,7 +162,7 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
         else if (e.lane == Lane::Comm && blocking(e))
             blockingCover[e.rank].add(e.startNs, e.endNs);
     }
-    for (auto* m : {&computeCover, &blockingCover})
+    for (auto* m : { &computeCover, &blockingCover })
         for (auto& [rank, cover] : *m)
             cover.finish();
     const Coverage none;
@@ -184,4 +186,4 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
     return s;
 }
 
-}  // namespace loom::trace
+} // namespace loom::trace

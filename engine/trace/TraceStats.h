@@ -21,9 +21,9 @@ struct StatsContext {
 };
 
 struct StageStats {
-    std::int32_t stage = 0;       // pipeline rank
-    double bubbleFraction = 0;    // idle ÷ the pipeline phase of the step, mean over the stage's ranks and steps
-    double bubbleTheory = 0;      // (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v·m+p-1) interleaved
+    std::int32_t stage = 0; // pipeline rank
+    double bubbleFraction = 0; // idle ÷ the pipeline phase of the step, mean over the stage's ranks and steps
+    double bubbleTheory = 0; // (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v·m+p-1) interleaved
 };
 
 struct CollectiveStats {
@@ -31,16 +31,16 @@ struct CollectiveStats {
     std::int64_t count = 0;
     std::uint64_t bytes = 0;
     double seconds = 0;
-    double algbwGBs = 0;   // bytes / time (nccl-tests)
-    double busbwGBs = 0;   // algbw × 2(n-1)/n (all-reduce), (n-1)/n (gather, scatter), 1 (others)
+    double algbwGBs = 0; // bytes / time (nccl-tests)
+    double busbwGBs = 0; // algbw × 2(n-1)/n (all-reduce), (n-1)/n (gather, scatter), 1 (others)
 };
 
 struct TraceStats {
     std::int32_t ranks = 0;
     std::int32_t steps = 0;
-    double stepSeconds = 0;       // mean, first step left out when there are several
+    double stepSeconds = 0; // mean, first step left out when there are several
     double tokensPerSecond = 0;
-    double overlap = 0;           // compute time during communication ÷ communication time
+    double overlap = 0; // compute time during communication ÷ communication time
     std::vector<StageStats> stages;
     std::vector<CollectiveStats> collectives;
 };
@@ -54,10 +54,10 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
 // first word: TP, PP, DP).
 // Events with a ts or dur beyond 9e15 µs, a negative dur, a pid outside 0..2^31-1, mistyped args or JSON
 // nested deeper than kMaxJsonDepth are refused with a message naming the event and field.
-std::vector<TraceEvent> readChromeTrace(const std::string& text, std::string* otherData = nullptr,
-    std::vector<GroupInfo>* groups = nullptr);
+std::vector<TraceEvent> readChromeTrace(
+    const std::string& text, std::string* otherData = nullptr, std::vector<GroupInfo>* groups = nullptr);
 // The same, streamed from a file: a trace of any size needs memory for its events only, not its text.
-std::vector<TraceEvent> readChromeTraceFile(const std::string& path, std::string* otherData = nullptr,
-    std::vector<GroupInfo>* groups = nullptr);
+std::vector<TraceEvent> readChromeTraceFile(
+    const std::string& path, std::string* otherData = nullptr, std::vector<GroupInfo>* groups = nullptr);
 
-}  // namespace loom::trace
+} // namespace loom::trace

@@ -21,8 +21,7 @@ constexpr int kVersion = 1;
 
 // Calls `run(localIndex, globalIndex, length)` for each run of consecutive global positions of the local
 // elements [from, to) of tensor `index` (local row-major order).
-template <typename Run>
-void forEachRun(const ParamSet& params, int index, std::size_t from, std::size_t to, Run&& run)
+template <typename Run> void forEachRun(const ParamSet& params, int index, std::size_t from, std::size_t to, Run&& run)
 {
     const auto& s = params.spec(index);
     std::size_t k = from;
@@ -32,7 +31,8 @@ void forEachRun(const ParamSet& params, int index, std::size_t from, std::size_t
         const std::int64_t global = gr * s.cols + gc;
         std::size_t length = 1;
         while (k + length < to) {
-            const auto r2 = static_cast<std::int64_t>(k + length) / s.localCols, c2 = static_cast<std::int64_t>(k + length) % s.localCols;
+            const auto r2 = static_cast<std::int64_t>(k + length) / s.localCols,
+                       c2 = static_cast<std::int64_t>(k + length) % s.localCols;
             const auto [gr2, gc2] = params.globalPosition(index, r2, c2);
             if (gr2 * s.cols + gc2 != global + static_cast<std::int64_t>(length))
                 break;
@@ -45,25 +45,28 @@ void forEachRun(const ParamSet& params, int index, std::size_t from, std::size_t
 
 class File {
 public:
-    File(const fs::path& path, bool write) : m_path(path)
+    File(const fs::path& path, bool write)
+        : m_path(path)
     {
         m_fd = ::open(path.c_str(), write ? (O_WRONLY | O_CREAT) : O_RDONLY, 0644);
         if (m_fd < 0)
-            throw std::runtime_error("cannot " + std::string(write ? "write " : "read ") + path.string() + ": "
-                                     + std::strerror(errno));
+            throw std::runtime_error(
+                "cannot " + std::string(write ? "write " : "read ") + path.string() + ": " + std::strerror(errno));
     }
     ~File() { ::close(m_fd); }
     void put(const float* data, std::size_t count, std::int64_t at)
     {
         const auto bytes = static_cast<ssize_t>(count * 4);
         if (::pwrite(m_fd, data, static_cast<std::size_t>(bytes), at * 4) != bytes)
-            throw std::runtime_error("writing " + m_path.string() + " failed: " + std::strerror(errno) + " (is the disk full?)");
+            throw std::runtime_error(
+                "writing " + m_path.string() + " failed: " + std::strerror(errno) + " (is the disk full?)");
     }
     void get(float* data, std::size_t count, std::int64_t at)
     {
         const auto bytes = static_cast<ssize_t>(count * 4);
         if (::pread(m_fd, data, static_cast<std::size_t>(bytes), at * 4) != bytes)
-            throw std::runtime_error(m_path.string() + " is shorter than its tensor; the checkpoint is damaged or from another model");
+            throw std::runtime_error(
+                m_path.string() + " is shorter than its tensor; the checkpoint is damaged or from another model");
     }
 
 private:
@@ -71,31 +74,35 @@ private:
     int m_fd = -1;
 };
 
-void writeSlice(const fs::path& file, const ParamSet& params, int index, const float* local, std::size_t from, std::size_t to)
+void writeSlice(
+    const fs::path& file, const ParamSet& params, int index, const float* local, std::size_t from, std::size_t to)
 {
     File f(file, true);
-    forEachRun(params, index, from, to, [&](std::size_t k, std::int64_t global, std::size_t n) { f.put(local + k, n, global); });
+    forEachRun(params, index, from, to,
+        [&](std::size_t k, std::int64_t global, std::size_t n) { f.put(local + k, n, global); });
 }
 
 void readSlice(const fs::path& file, const ParamSet& params, int index, float* local, std::size_t from, std::size_t to)
 {
     if (!fs::exists(file))
-        throw std::runtime_error("the checkpoint has no " + file.filename().string() + "; it was saved from a different model");
+        throw std::runtime_error(
+            "the checkpoint has no " + file.filename().string() + "; it was saved from a different model");
     File f(file, false);
-    forEachRun(params, index, from, to, [&](std::size_t k, std::int64_t global, std::size_t n) { f.get(local + k, n, global); });
+    forEachRun(params, index, from, to,
+        [&](std::size_t k, std::int64_t global, std::size_t n) { f.get(local + k, n, global); });
 }
 
 // The part of tensor `index` (local element range) that falls in the flat range [begin, end).
 std::pair<std::size_t, std::size_t> overlap(const ParamSpec& s, std::size_t begin, std::size_t end)
 {
     const std::size_t a = std::max(begin, s.offset), b = std::min(end, s.offset + s.size());
-    return a < b ? std::pair{a - s.offset, b - s.offset} : std::pair{std::size_t(0), std::size_t(0)};
+    return a < b ? std::pair { a - s.offset, b - s.offset } : std::pair { std::size_t(0), std::size_t(0) };
 }
 
-}  // namespace
+} // namespace
 
 void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet& params, const AdamW& adam,
-                    const CheckpointRole& role, comm::Communicator& world)
+    const CheckpointRole& role, comm::Communicator& world)
 {
     const int rank = world.rank();
     const fs::path final = fs::path(dir) / ("step-" + std::to_string(info.step));
@@ -106,12 +113,10 @@ void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet
         try {
             fs::remove_all(partial);
             fs::create_directories(partial);
-            nlohmann::ordered_json meta = {{"loom_checkpoint", kVersion},
-                                           {"step", info.step},
-                                           {"adam_steps", info.adamSteps},
-                                           {"seed", info.seed},
-                                           {"model", nlohmann::json::parse(info.modelJson)},
-                                           {"layout", nlohmann::json::parse(info.layoutJson)}};
+            nlohmann::ordered_json meta
+                = { { "loom_checkpoint", kVersion }, { "step", info.step }, { "adam_steps", info.adamSteps },
+                      { "seed", info.seed }, { "model", nlohmann::json::parse(info.modelJson) },
+                      { "layout", nlohmann::json::parse(info.layoutJson) } };
             std::ofstream(partial / "checkpoint.json") << meta.dump(2) << "\n";
         } catch (const std::exception& e) {
             ok = 0;
@@ -120,7 +125,8 @@ void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet
     }
     world.broadcast(&ok, 1, comm::DType::I64, 0)->wait();
     if (!ok)
-        throw std::runtime_error("cannot create the checkpoint folder " + partial.string() + (error.empty() ? "" : ": " + error));
+        throw std::runtime_error(
+            "cannot create the checkpoint folder " + partial.string() + (error.empty() ? "" : ": " + error));
     try {
         for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) {
             if (!role.ownsTensor[static_cast<std::size_t>(i)])
@@ -131,7 +137,7 @@ void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet
             if (role.writesMoments) {
                 const auto [from, to] = overlap(s, adam.begin(), adam.end());
                 if (from < to) {
-                    std::vector<float> m(s.size()), v(s.size());  // the tensor's elements in the optimizer range
+                    std::vector<float> m(s.size()), v(s.size()); // the tensor's elements in the optimizer range
                     for (std::size_t k = from; k < to; ++k) {
                         m[k] = adam.firstMoment()[s.offset + k - adam.begin()];
                         v[k] = adam.secondMoment()[s.offset + k - adam.begin()];
@@ -177,8 +183,8 @@ CheckpointInfo readCheckpointInfo(const std::string& folder)
     if (meta.is_discarded() || !meta.is_object() || !meta.contains("loom_checkpoint"))
         throw std::runtime_error(folder + "/checkpoint.json is missing or not a Loom checkpoint");
     if (meta["loom_checkpoint"] != kVersion)
-        throw std::runtime_error(folder + " is a checkpoint of version " + meta["loom_checkpoint"].dump()
-                                 + "; this Loom reads version 1");
+        throw std::runtime_error(
+            folder + " is a checkpoint of version " + meta["loom_checkpoint"].dump() + "; this Loom reads version 1");
     CheckpointInfo info;
     info.step = meta.value("step", 0);
     info.adamSteps = meta.value("adam_steps", 0);
@@ -207,4 +213,4 @@ void loadCheckpoint(const std::string& folder, ParamSet& params, AdamW& adam)
     }
 }
 
-}  // namespace loom::train
+} // namespace loom::train

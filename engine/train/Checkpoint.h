@@ -19,7 +19,7 @@ namespace loom::train {
 // stage ranges may all change between save and resume. The folder is written as step-N.partial and
 // renamed when every rank has finished; `DIR/latest` names the newest complete one.
 struct CheckpointInfo {
-    std::int64_t step = 0;  // steps completed
+    std::int64_t step = 0; // steps completed
     std::int64_t adamSteps = 0;
     std::uint64_t seed = 0;
     std::string modelJson;
@@ -29,19 +29,19 @@ struct CheckpointInfo {
 // What this rank writes and reads: which tensors it is the writer of (the first copy of each element in
 // the world), and its optimizer range.
 struct CheckpointRole {
-    bool writesParams = false;       // data-parallel rank 0
-    bool writesMoments = false;      // data-parallel rank 0, or every rank of the DP group with ZeRO-1
-    std::vector<bool> ownsTensor;    // per tensor: TP-sharded, or replicated and TP rank 0; tied copies once
+    bool writesParams = false; // data-parallel rank 0
+    bool writesMoments = false; // data-parallel rank 0, or every rank of the DP group with ZeRO-1
+    std::vector<bool> ownsTensor; // per tensor: TP-sharded, or replicated and TP rank 0; tied copies once
 };
 
 // Collective over `world` (rank 0 writes the metadata and renames the folder; every rank learns whether
 // every rank wrote its part). Throws std::runtime_error naming the folder and the problem.
 void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet& params, const AdamW& adam,
-                    const CheckpointRole& role, comm::Communicator& world);
+    const CheckpointRole& role, comm::Communicator& world);
 // The newest complete checkpoint under `dir`, or nullopt when there is none.
 std::optional<std::string> latestCheckpoint(const std::string& dir);
 CheckpointInfo readCheckpointInfo(const std::string& folder);
 // Fills this rank's parameters and its optimizer range from `folder`.
 void loadCheckpoint(const std::string& folder, ParamSet& params, AdamW& adam);
 
-}  // namespace loom::train
+} // namespace loom::train

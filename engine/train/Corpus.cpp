@@ -22,18 +22,18 @@ Corpus Corpus::fromFile(const std::string& path)
     std::memcpy(header, bytes.data(), std::min(bytes.size(), sizeof header));
     if (header[0] == 20240520 && bytes.size() < sizeof header)
         throw std::runtime_error("\"" + path + "\" starts like an llm.c token file (magic 20240520) but has only "
-                                 + std::to_string(bytes.size()) + " bytes, less than its 1024-byte header; the file is cut short");
+            + std::to_string(bytes.size()) + " bytes, less than its 1024-byte header; the file is cut short");
     if (header[0] == 20240520) {
         if (header[2] < 0)
-            throw std::runtime_error("\"" + path + "\" says it holds " + std::to_string(header[2])
-                                     + " tokens; the header is damaged");
+            throw std::runtime_error(
+                "\"" + path + "\" says it holds " + std::to_string(header[2]) + " tokens; the header is damaged");
         if (header[1] != 1)
             throw std::runtime_error("\"" + path + "\" is an llm.c token file of version " + std::to_string(header[1])
-                                     + "; Loom reads version 1");
+                + "; Loom reads version 1");
         const auto count = static_cast<std::size_t>(header[2]);
         if (bytes.size() != sizeof header + 2 * count)
             throw std::runtime_error("\"" + path + "\" says it holds " + std::to_string(count) + " tokens but has "
-                                     + std::to_string((bytes.size() - sizeof header) / 2) + "; the file is cut short or damaged");
+                + std::to_string((bytes.size() - sizeof header) / 2) + "; the file is cut short or damaged");
         c.m_tokens.resize(count);
         std::memcpy(c.m_tokens.data(), bytes.data() + sizeof header, 2 * count);
         c.m_description = "llm.c token file " + path + " (" + std::to_string(count) + " tokens)";
@@ -83,22 +83,24 @@ Corpus Corpus::synthetic(std::uint64_t seed, std::size_t bytes)
         }
     }
     c.m_maxToken = 255;
-    c.m_description = "synthetic corpus (seed " + std::to_string(seed) + ", " + std::to_string(c.m_tokens.size()) + " bytes)";
+    c.m_description
+        = "synthetic corpus (seed " + std::to_string(seed) + ", " + std::to_string(c.m_tokens.size()) + " bytes)";
     return c;
 }
 
 void Corpus::sequence(std::uint64_t seed, std::int64_t step, std::int64_t index, std::int64_t seq, std::int32_t* input,
-                      std::int32_t* target) const
+    std::int32_t* target) const
 {
     const std::size_t span = m_tokens.size() - static_cast<std::size_t>(seq) - 1;
-    const std::size_t start = span == 0 ? 0
-                                        : static_cast<std::size_t>(mix64(seed ^ mix64(static_cast<std::uint64_t>(step) * 1000003ull
-                                                                                   + static_cast<std::uint64_t>(index)))
-                                                                   % (span + 1));
+    const std::size_t start = span == 0
+        ? 0
+        : static_cast<std::size_t>(
+            mix64(seed ^ mix64(static_cast<std::uint64_t>(step) * 1000003ull + static_cast<std::uint64_t>(index)))
+            % (span + 1));
     for (std::int64_t i = 0; i < seq; ++i) {
         input[i] = m_tokens[start + static_cast<std::size_t>(i)];
         target[i] = m_tokens[start + static_cast<std::size_t>(i) + 1];
     }
 }
 
-}  // namespace loom::train
+} // namespace loom::train

@@ -23,7 +23,7 @@ public:
     // The input and target tokens of global sequence `index` (0 .. globalBatch-1) of step `step`, `seq`
     // tokens each. The same for every layout: data parallelism only decides which rank reads which index.
     void sequence(std::uint64_t seed, std::int64_t step, std::int64_t index, std::int64_t seq, std::int32_t* input,
-                  std::int32_t* target) const;
+        std::int32_t* target) const;
 
 private:
     std::vector<std::uint16_t> m_tokens;
@@ -31,4 +31,4 @@ private:
     std::string m_description;
 };
 
-}  // namespace loom::train
+} // namespace loom::train

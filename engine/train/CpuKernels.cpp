@@ -10,8 +10,8 @@
 
 namespace loom::train {
 
-void CpuKernels::gemm(bool transA, bool transB, int M, int N, int K, const float* A, const float* B, float* C,
-                      bool accumulate)
+void CpuKernels::gemm(
+    bool transA, bool transB, int M, int N, int K, const float* A, const float* B, float* C, bool accumulate)
 {
     if (M == 0 || N == 0)
         return;
@@ -21,11 +21,11 @@ void CpuKernels::gemm(bool transA, bool transB, int M, int N, int K, const float
         return;
     }
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
-                transA ? M : K, B, transB ? K : N, accumulate ? 1.0f : 0.0f, C, N);
+        transA ? M : K, B, transB ? K : N, accumulate ? 1.0f : 0.0f, C, N);
 }
 
-void CpuKernels::layerNormForward(float* out, float* mean, float* rstd, const float* in, const float* gamma,
-                                  const float* beta, int rows, int cols)
+void CpuKernels::layerNormForward(
+    float* out, float* mean, float* rstd, const float* in, const float* gamma, const float* beta, int rows, int cols)
 {
     constexpr float eps = 1e-5f;
     for (int r = 0; r < rows; ++r) {
@@ -48,14 +48,14 @@ void CpuKernels::layerNormForward(float* out, float* mean, float* rstd, const fl
 }
 
 void CpuKernels::layerNormBackward(float* dIn, float* dGamma, float* dBeta, const float* dOut, const float* in,
-                                   const float* mean, const float* rstd, const float* gamma, int rows, int cols)
+    const float* mean, const float* rstd, const float* gamma, int rows, int cols)
 {
     for (int r = 0; r < rows; ++r) {
         const float* x = in + static_cast<std::size_t>(r) * cols;
         const float* dy = dOut + static_cast<std::size_t>(r) * cols;
         float* dx = dIn + static_cast<std::size_t>(r) * cols;
         const float m = mean[r], s = rstd[r];
-        double sumDn = 0, sumDnX = 0;  // Σ dnorm, Σ dnorm·xhat
+        double sumDn = 0, sumDnX = 0; // Σ dnorm, Σ dnorm·xhat
         for (int c = 0; c < cols; ++c) {
             const float xhat = (x[c] - m) * s;
             const float dn = dy[c] * gamma[c];
@@ -116,8 +116,8 @@ void CpuKernels::attentionForward(float* out, float* probs, const float* qkv, in
         }
 }
 
-void CpuKernels::attentionBackward(float* dqkv, const float* dOut, const float* qkv, const float* probs, int B, int s,
-                                   int H, int d)
+void CpuKernels::attentionBackward(
+    float* dqkv, const float* dOut, const float* qkv, const float* probs, int B, int s, int H, int d)
 {
     const int width = 3 * H * d, hd = H * d;
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -147,8 +147,10 @@ void CpuKernels::attentionBackward(float* dqkv, const float* dOut, const float* 
                 std::fill(row + i + 1, row + s, 0.0f);
             }
             // dQ = dS·K ; dK = dSᵀ·Q
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, d, s, 1.0f, dP.data(), s, K, width, 0.0f, dQ, width);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s, d, s, 1.0f, dP.data(), s, Q, width, 0.0f, dK, width);
+            cblas_sgemm(
+                CblasRowMajor, CblasNoTrans, CblasNoTrans, s, d, s, 1.0f, dP.data(), s, K, width, 0.0f, dQ, width);
+            cblas_sgemm(
+                CblasRowMajor, CblasTrans, CblasNoTrans, s, d, s, 1.0f, dP.data(), s, Q, width, 0.0f, dK, width);
         }
 }
 
@@ -166,4 +168,4 @@ void CpuKernels::biasBackward(float* dBias, const float* dOut, int rows, int col
             dBias[c] += dOut[static_cast<std::size_t>(r) * cols + c];
 }
 
-}  // namespace loom::train
+} // namespace loom::train

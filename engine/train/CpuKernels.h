@@ -8,18 +8,18 @@ namespace loom::train {
 class CpuKernels final : public Kernels {
 public:
     void gemm(bool transA, bool transB, int M, int N, int K, const float* A, const float* B, float* C,
-              bool accumulate) override;
+        bool accumulate) override;
     void layerNormForward(float* out, float* mean, float* rstd, const float* in, const float* gamma, const float* beta,
-                          int rows, int cols) override;
-    void layerNormBackward(float* dIn, float* dGamma, float* dBeta, const float* dOut, const float* in, const float* mean,
-                           const float* rstd, const float* gamma, int rows, int cols) override;
+        int rows, int cols) override;
+    void layerNormBackward(float* dIn, float* dGamma, float* dBeta, const float* dOut, const float* in,
+        const float* mean, const float* rstd, const float* gamma, int rows, int cols) override;
     void geluForward(float* out, const float* in, std::size_t n) override;
     void geluBackward(float* dIn, const float* dOut, const float* in, std::size_t n) override;
     void attentionForward(float* out, float* probs, const float* qkv, int B, int s, int H, int d) override;
-    void attentionBackward(float* dqkv, const float* dOut, const float* qkv, const float* probs, int B, int s, int H,
-                           int d) override;
+    void attentionBackward(
+        float* dqkv, const float* dOut, const float* qkv, const float* probs, int B, int s, int H, int d) override;
     void addBias(float* out, const float* bias, int rows, int cols) override;
     void biasBackward(float* dBias, const float* dOut, int rows, int cols) override;
 };
 
-}  // namespace loom::train
+} // namespace loom::train

@@ -5,7 +5,7 @@
 namespace loom::train::gelu {
 
 namespace {
-constexpr float kGeluScale = 0.7978845608028654f;  // √(2/π)
+constexpr float kGeluScale = 0.7978845608028654f; // √(2/π)
 }
 
 void forward(float* out, const float* in, std::size_t n)
@@ -27,4 +27,4 @@ void backward(float* dIn, const float* dOut, const float* in, std::size_t n)
     }
 }
 
-}  // namespace loom::train::gelu
+} // namespace loom::train::gelu

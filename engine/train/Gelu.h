@@ -9,4 +9,4 @@ namespace loom::train::gelu {
 void forward(float* out, const float* in, std::size_t n);
 void backward(float* dIn, const float* dOut, const float* in, std::size_t n);
 
-}  // namespace loom::train::gelu
+} // namespace loom::train::gelu

@@ -7,13 +7,23 @@
 namespace loom::train {
 
 GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize,
-                   comm::Communicator* tp, Kernels& kernels, bool fullRecompute)
-    : m_h(model.hidden), m_heads(model.heads), m_ffn(model.ffnHidden), m_vocab(model.vocab),
-      m_paddedVocab(model.paddedVocab()), m_seq(model.seqLen), m_chunks(std::move(chunks)), m_tpRank(tpRank),
-      m_tpSize(tpSize), m_tp(tp), m_k(kernels), m_recompute(fullRecompute), m_params(tpRank, tpSize)
+    comm::Communicator* tp, Kernels& kernels, bool fullRecompute)
+    : m_h(model.hidden)
+    , m_heads(model.heads)
+    , m_ffn(model.ffnHidden)
+    , m_vocab(model.vocab)
+    , m_paddedVocab(model.paddedVocab())
+    , m_seq(model.seqLen)
+    , m_chunks(std::move(chunks))
+    , m_tpRank(tpRank)
+    , m_tpSize(tpSize)
+    , m_tp(tp)
+    , m_k(kernels)
+    , m_recompute(fullRecompute)
+    , m_params(tpRank, tpSize)
 {
     const float std = 0.02f;
-    const float projStd = 0.02f / std::sqrt(2.0f * static_cast<float>(model.layers));  // GPT-2's residual scaling
+    const float projStd = 0.02f / std::sqrt(2.0f * static_cast<float>(model.layers)); // GPT-2's residual scaling
     // Flat order is the reverse of backward's: the head first, then blocks from the last down, then the
     // embedding, so gradient buckets fill from the front while backward runs.
     bool anyHead = false, anyEmbedding = false;
@@ -57,7 +67,7 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
 std::vector<int> GptStage::blockParams(std::int64_t layer) const
 {
     const auto& b = m_block.at(layer);
-    return {b.ln1g, b.ln1b, b.wqkv, b.bqkv, b.wo, b.bo, b.ln2g, b.ln2b, b.wfc, b.bfc, b.wpr, b.bpr};
+    return { b.ln1g, b.ln1b, b.wqkv, b.bqkv, b.wo, b.bo, b.ln2g, b.ln2b, b.wfc, b.bfc, b.wpr, b.bpr };
 }
 
 void GptStage::allReduce(float* data, std::size_t n, comm::ReduceOp op)
@@ -86,18 +96,18 @@ void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const floa
     c.ln2Rstd.resize(n);
     c.fc.resize(n * fl);
     c.act.resize(n * fl);
-    m_k.layerNormForward(c.ln1.data(), c.ln1Mean.data(), c.ln1Rstd.data(), in, m_params.value(p.ln1g),
-                         m_params.value(p.ln1b), T, h);
+    m_k.layerNormForward(
+        c.ln1.data(), c.ln1Mean.data(), c.ln1Rstd.data(), in, m_params.value(p.ln1g), m_params.value(p.ln1b), T, h);
     m_k.gemm(false, false, T, 3 * hl, h, c.ln1.data(), m_params.value(p.wqkv), c.qkv.data(), false);
     m_k.addBias(c.qkv.data(), m_params.value(p.bqkv), T, 3 * hl);
     m_k.attentionForward(c.att.data(), c.probs.data(), c.qkv.data(), B, static_cast<int>(m_seq), Hl, d);
     m_k.gemm(false, false, T, h, hl, c.att.data(), m_params.value(p.wo), c.x2.data(), false);
-    allReduce(c.x2.data(), n * h);  // row-parallel: partial sums over the TP group
+    allReduce(c.x2.data(), n * h); // row-parallel: partial sums over the TP group
     m_k.addBias(c.x2.data(), m_params.value(p.bo), T, h);
     for (std::size_t i = 0; i < n * h; ++i)
         c.x2[i] += in[i];
     m_k.layerNormForward(c.ln2.data(), c.ln2Mean.data(), c.ln2Rstd.data(), c.x2.data(), m_params.value(p.ln2g),
-                         m_params.value(p.ln2b), T, h);
+        m_params.value(p.ln2b), T, h);
     m_k.gemm(false, false, T, fl, h, c.ln2.data(), m_params.value(p.wfc), c.fc.data(), false);
     m_k.addBias(c.fc.data(), m_params.value(p.bfc), T, fl);
     m_k.geluForward(c.act.data(), c.fc.data(), n * fl);
@@ -106,9 +116,9 @@ void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const floa
     m_k.addBias(out, m_params.value(p.bpr), T, h);
     for (std::size_t i = 0; i < n * h; ++i)
         out[i] += c.x2[i];
-    if (m_recompute) {  // keep only the input; backward runs this again
+    if (m_recompute) { // keep only the input; backward runs this again
         std::vector<float> keep = std::move(c.x);
-        c = BlockCache{};
+        c = BlockCache {};
         c.x = std::move(keep);
     }
 }
@@ -137,9 +147,9 @@ void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const flo
     m_k.biasBackward(m_params.grad(p.bfc), dFc.data(), T, fl);
     m_k.gemm(true, false, h, fl, T, c.ln2.data(), dFc.data(), m_params.grad(p.wfc), true);
     m_k.gemm(false, true, T, h, fl, dFc.data(), m_params.value(p.wfc), dLn2.data(), false);
-    allReduce(dLn2.data(), n * h);  // column-parallel: each rank saw part of the columns
+    allReduce(dLn2.data(), n * h); // column-parallel: each rank saw part of the columns
     m_k.layerNormBackward(dX2.data(), m_params.grad(p.ln2g), m_params.grad(p.ln2b), dLn2.data(), c.x2.data(),
-                          c.ln2Mean.data(), c.ln2Rstd.data(), m_params.value(p.ln2g), T, h);
+        c.ln2Mean.data(), c.ln2Rstd.data(), m_params.value(p.ln2g), T, h);
     // Attention: x2 = x + attn(ln1(x))·Wo + bo
     std::vector<float> dAtt(n * hl), dQkv(n * 3 * hl), dLn1(n * h);
     m_k.biasBackward(m_params.grad(p.bo), dX2.data(), T, h);
@@ -152,15 +162,15 @@ void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const flo
     allReduce(dLn1.data(), n * h);
     std::copy(dX2.begin(), dX2.end(), dIn);
     m_k.layerNormBackward(dIn, m_params.grad(p.ln1g), m_params.grad(p.ln1b), dLn1.data(), c.x.data(), c.ln1Mean.data(),
-                          c.ln1Rstd.data(), m_params.value(p.ln1g), T, h);
+        c.ln1Rstd.data(), m_params.value(p.ln1g), T, h);
 }
 
 double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, const std::int32_t* targets,
-                         const float* input, float* output)
+    const float* input, float* output)
 {
     const Chunk& ch = m_chunks.at(static_cast<std::size_t>(chunk));
-    ChunkCache& cache = m_cache[{mb, chunk}];
-    cache = ChunkCache{};
+    ChunkCache& cache = m_cache[{ mb, chunk }];
+    cache = ChunkCache {};
     cache.B = B;
     const int T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h);
     const auto n = static_cast<std::size_t>(T);
@@ -174,7 +184,7 @@ double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, c
             if (tok >= 0 && tok < rowsLocal)
                 std::copy(wte + tok * h, wte + (tok + 1) * h, x.data() + static_cast<std::size_t>(t) * h);
         }
-        allReduce(x.data(), n * h);  // vocab-parallel: each token's row lives on one TP rank
+        allReduce(x.data(), n * h); // vocab-parallel: each token's row lives on one TP rank
         const float* wpe = m_params.value(m_wpe);
         for (int t = 0; t < T; ++t) {
             const float* pos = wpe + static_cast<std::size_t>(t % m_seq) * h;
@@ -200,7 +210,7 @@ double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, c
     cache.lnfMean.resize(n);
     cache.lnfRstd.resize(n);
     m_k.layerNormForward(cache.lnf.data(), cache.lnfMean.data(), cache.lnfRstd.data(), x.data(), m_params.value(m_lnfg),
-                         m_params.value(m_lnfb), T, h);
+        m_params.value(m_lnfb), T, h);
     const int Vl = static_cast<int>(m_paddedVocab / m_tpSize);
     const std::int64_t first = static_cast<std::int64_t>(m_tpRank) * Vl;
     cache.probs.resize(n * Vl);
@@ -210,12 +220,12 @@ double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, c
         float* z = cache.probs.data() + static_cast<std::size_t>(t) * Vl;
         for (int v = 0; v < Vl; ++v) {
             if (first + v >= m_vocab)
-                z[v] = -INFINITY;  // padding rows are not words
+                z[v] = -INFINITY; // padding rows are not words
             rowMax[static_cast<std::size_t>(t)] = std::max(rowMax[static_cast<std::size_t>(t)], z[v]);
         }
     }
     allReduce(rowMax.data(), n, comm::ReduceOp::Max);
-    std::vector<float> sums(2 * n, 0.0f);  // [Σ exp(z - max) ; target logit - max]
+    std::vector<float> sums(2 * n, 0.0f); // [Σ exp(z - max) ; target logit - max]
     for (int t = 0; t < T; ++t) {
         float* z = cache.probs.data() + static_cast<std::size_t>(t) * Vl;
         const float m = rowMax[static_cast<std::size_t>(t)];
@@ -242,13 +252,13 @@ double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, c
 }
 
 void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, float lossScale,
-                        const std::function<void(std::int64_t)>& onBlockDone)
+    const std::function<void(std::int64_t)>& onBlockDone)
 {
     const Chunk& ch = m_chunks.at(static_cast<std::size_t>(chunk));
-    auto it = m_cache.find({mb, chunk});
+    auto it = m_cache.find({ mb, chunk });
     if (it == m_cache.end())
         throw std::logic_error("backward of micro-batch " + std::to_string(mb) + " chunk " + std::to_string(chunk)
-                               + " before its forward");
+            + " before its forward");
     ChunkCache& cache = it->second;
     const int B = cache.B, T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h);
     const auto n = static_cast<std::size_t>(T);
@@ -256,7 +266,7 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
     if (ch.head) {
         const int Vl = static_cast<int>(m_paddedVocab / m_tpSize);
         const std::int64_t first = static_cast<std::int64_t>(m_tpRank) * Vl;
-        std::vector<float>& dLogits = cache.probs;  // reuse: (softmax - onehot) · scale / T
+        std::vector<float>& dLogits = cache.probs; // reuse: (softmax - onehot) · scale / T
         const float scale = lossScale / static_cast<float>(T);
         for (int t = 0; t < T; ++t) {
             float* g = dLogits.data() + static_cast<std::size_t>(t) * Vl;
@@ -271,7 +281,7 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
         allReduce(dLnf.data(), n * h);
         m_k.gemm(true, false, Vl, h, T, dLogits.data(), cache.lnf.data(), m_params.grad(m_wte), true);
         m_k.layerNormBackward(dx.data(), m_params.grad(m_lnfg), m_params.grad(m_lnfb), dLnf.data(), cache.headIn.data(),
-                              cache.lnfMean.data(), cache.lnfRstd.data(), m_params.value(m_lnfg), T, h);
+            cache.lnfMean.data(), cache.lnfRstd.data(), m_params.value(m_lnfg), T, h);
     } else {
         std::copy(dOutput, dOutput + n * h, dx.begin());
     }
@@ -302,4 +312,4 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
     m_cache.erase(it);
 }
 
-}  // namespace loom::train
+} // namespace loom::train

@@ -21,14 +21,14 @@ class GptStage {
 public:
     struct Chunk {
         plan::StageRange blocks;
-        bool embedding = false;  // virtual stage 0
-        bool head = false;       // the last virtual stage
+        bool embedding = false; // virtual stage 0
+        bool head = false; // the last virtual stage
     };
 
     // `tp` may be null when tp = 1. `fullRecompute` keeps only each block's input and re-runs its forward
     // (with its all-reduces) during backward.
-    GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize,
-             comm::Communicator* tp, Kernels& kernels, bool fullRecompute);
+    GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize, comm::Communicator* tp,
+        Kernels& kernels, bool fullRecompute);
 
     ParamSet& params() { return m_params; }
     int tokensPerMicroBatch(int microBatch) const { return microBatch * static_cast<int>(m_seq); }
@@ -41,14 +41,14 @@ public:
     // Forward of micro-batch `mb` (B sequences) through `chunk`. The embedding chunk reads `tokens`; others
     // read `input` [B·s, h]. A head chunk computes the cross-entropy against `targets` and returns the mean
     // over its tokens; others write `output` [B·s, h] and return 0.
-    double forward(int mb, int chunk, int B, const std::int32_t* tokens, const std::int32_t* targets, const float* input,
-                   float* output);
+    double forward(int mb, int chunk, int B, const std::int32_t* tokens, const std::int32_t* targets,
+        const float* input, float* output);
     // Backward of the same: a head chunk starts from its loss scaled by `lossScale` (d loss_total / d mean
     // loss of this micro-batch); others from `dOutput`. Writes `dInput` unless this is the embedding chunk.
     // Gradients accumulate into params().grads. `onBlockDone(layer)` runs after each block's gradients are
     // final for this micro-batch.
     void backward(int mb, int chunk, const float* dOutput, float* dInput, float lossScale,
-                  const std::function<void(std::int64_t layer)>& onBlockDone = {});
+        const std::function<void(std::int64_t layer)>& onBlockDone = {});
 
 private:
     struct BlockParams {
@@ -61,7 +61,7 @@ private:
         int B = 0;
         std::vector<std::int32_t> tokens, targets;
         std::vector<BlockCache> blocks;
-        std::vector<float> headIn, lnf, lnfMean, lnfRstd, probs;  // probs: softmax over the local vocab slice
+        std::vector<float> headIn, lnf, lnfMean, lnfRstd, probs; // probs: softmax over the local vocab slice
     };
 
     void blockForward(std::int64_t layer, BlockCache& c, int B, const float* in, float* out);
@@ -80,4 +80,4 @@ private:
     std::map<std::pair<int, int>, ChunkCache> m_cache;
 };
 
-}  // namespace loom::train
+} // namespace loom::train

@@ -5,17 +5,24 @@
 namespace loom::train {
 
 GradientSync::GradientSync(ParamSet& params, comm::Communicator* dp, std::size_t bucketBytes, bool overlap,
-                           comm::CollectiveOptions options, bool errorFeedback, const std::vector<int>& groups)
-    : m_params(params), m_dp(dp), m_overlap(overlap), m_errorFeedback(errorFeedback), m_codec(options.codec), m_options(options)
+    comm::CollectiveOptions options, bool errorFeedback, const std::vector<int>& groups)
+    : m_params(params)
+    , m_dp(dp)
+    , m_overlap(overlap)
+    , m_errorFeedback(errorFeedback)
+    , m_codec(options.codec)
+    , m_options(options)
 {
     const auto& specs = params.specs();
     m_bucketOf.assign(specs.size(), -1);
     for (int i = 0; i < static_cast<int>(specs.size()); ++i) {
         const auto& s = specs[static_cast<std::size_t>(i)];
-        const bool otherGroup = !groups.empty() && i > 0 && groups[static_cast<std::size_t>(i)] != groups[static_cast<std::size_t>(i) - 1];
-        const bool startNew = m_buckets.empty() || otherGroup || (m_buckets.back().end - m_buckets.back().begin) * 4 >= bucketBytes;
+        const bool otherGroup = !groups.empty() && i > 0
+            && groups[static_cast<std::size_t>(i)] != groups[static_cast<std::size_t>(i) - 1];
+        const bool startNew
+            = m_buckets.empty() || otherGroup || (m_buckets.back().end - m_buckets.back().begin) * 4 >= bucketBytes;
         if (startNew)
-            m_buckets.push_back({s.offset, s.offset, 0, 0, nullptr, nullptr, {}});
+            m_buckets.push_back({ s.offset, s.offset, 0, 0, nullptr, nullptr, {} });
         m_buckets.back().end = s.offset + s.size();
         ++m_buckets.back().size;
         m_bucketOf[static_cast<std::size_t>(i)] = static_cast<int>(m_buckets.size()) - 1;
@@ -95,8 +102,8 @@ bool GradientSync::finish()
             b.delayed->wait();
         b.delayed.reset();
         std::swap_ranges(m_params.grads.begin() + static_cast<std::ptrdiff_t>(b.begin),
-                         m_params.grads.begin() + static_cast<std::ptrdiff_t>(b.end),
-                         m_delayed.begin() + static_cast<std::ptrdiff_t>(b.begin));
+            m_params.grads.begin() + static_cast<std::ptrdiff_t>(b.end),
+            m_delayed.begin() + static_cast<std::ptrdiff_t>(b.begin));
     }
     m_hasDelayed = true;
     return previous;
@@ -110,4 +117,4 @@ void GradientSync::startDelayed()
         b.delayed = launch(b, m_delayed.data());
 }
 
-}  // namespace loom::train
+} // namespace loom::train

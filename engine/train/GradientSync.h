@@ -19,7 +19,7 @@ namespace loom::train {
 class GradientSync {
 public:
     GradientSync(ParamSet& params, comm::Communicator* dp, std::size_t bucketBytes, bool overlap,
-                 comm::CollectiveOptions options, bool errorFeedback, const std::vector<int>& groups = {});
+        comm::CollectiveOptions options, bool errorFeedback, const std::vector<int>& groups = {});
 
     ~GradientSync();
     GradientSync(const GradientSync&) = delete;
@@ -44,17 +44,17 @@ public:
     // The buckets as [begin, end) ranges of the flat buffer.
     std::vector<std::pair<std::size_t, std::size_t>> bucketRanges() const;
     // Off: the codec is not used (an uncompressed all-reduce; the codec warm-up).
-    void setCompressed(bool on) { m_options.codec = on ? m_codec : plan::Codec{}; }
+    void setCompressed(bool on) { m_options.codec = on ? m_codec : plan::Codec {}; }
     // Off: gradients stay local (the optimizer communicates instead; see SparseAdam).
     void setEnabled(bool on) { m_enabled = on; }
 
 private:
     struct Bucket {
-        std::size_t begin = 0, end = 0;  // in the flat buffer
-        int waiting = 0;                 // parameters not yet ready this step
+        std::size_t begin = 0, end = 0; // in the flat buffer
+        int waiting = 0; // parameters not yet ready this step
         int size = 0;
         comm::WorkPtr work;
-        comm::WorkPtr delayed;  // staleness 1: the previous step's all-reduce, in flight on m_delayed
+        comm::WorkPtr delayed; // staleness 1: the previous step's all-reduce, in flight on m_delayed
         comm::ErrorFeedback feedback;
     };
     comm::WorkPtr launch(Bucket& b, float* base);
@@ -67,10 +67,10 @@ private:
     plan::Codec m_codec;
     comm::CollectiveOptions m_options;
     std::vector<Bucket> m_buckets;
-    std::vector<int> m_bucketOf;  // parameter -> bucket
+    std::vector<int> m_bucketOf; // parameter -> bucket
     int m_staleness = 0;
-    std::vector<float> m_delayed;  // staleness 1: the gradients being reduced while the next step computes
-    bool m_hasDelayed = false;     // m_delayed holds a step's gradients
+    std::vector<float> m_delayed; // staleness 1: the gradients being reduced while the next step computes
+    bool m_hasDelayed = false; // m_delayed holds a step's gradients
 };
 
-}  // namespace loom::train
+} // namespace loom::train

@@ -17,7 +17,7 @@ void checkLlmcCompatible(const plan::ModelSpec& model);
 // Writes the parameters of checkpoint `folder` (made for `model`) as an llm.c model file.
 void exportLlmc(const std::string& folder, const plan::ModelSpec& model, const std::string& file);
 // Makes a step-0 checkpoint in `folder` (zero optimizer state) from an llm.c model file.
-void importLlmc(const std::string& file, const plan::ModelSpec& model, const std::string& layoutJson,
-                const std::string& folder);
+void importLlmc(
+    const std::string& file, const plan::ModelSpec& model, const std::string& layoutJson, const std::string& folder);
 
-}  // namespace loom::train
+} // namespace loom::train

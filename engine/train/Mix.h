@@ -14,4 +14,4 @@ inline std::uint64_t mix64(std::uint64_t x)
     return x ^ (x >> 31);
 }
 
-}  // namespace loom::train
+} // namespace loom::train

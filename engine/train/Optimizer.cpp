@@ -38,13 +38,13 @@ double squares(const float* x, std::size_t n)
 
 struct AdamConstants {
     float beta1, beta2, oneMinusBeta1, oneMinusBeta2;
-    float invC1, invC2;  // bias corrections
+    float invC1, invC2; // bias corrections
     float lr, decay, eps, gradScale;
 };
 
 // One run of elements that share their weight decay (`decay` is lr·weight_decay or 0).
 void update(const AdamConstants& k, float decay, float* __restrict params, const float* __restrict grads,
-            float* __restrict m, float* __restrict v, std::size_t n)
+    float* __restrict m, float* __restrict v, std::size_t n)
 {
     for (std::size_t i = 0; i < n; ++i) {
         const float g = grads[i] * k.gradScale;
@@ -57,7 +57,7 @@ void update(const AdamConstants& k, float decay, float* __restrict params, const
     }
 }
 
-}  // namespace
+} // namespace
 
 double sumOfSquares(const float* x, std::size_t n, int threads)
 {
@@ -71,26 +71,32 @@ double sumOfSquares(const float* x, std::size_t n, int threads)
 }
 
 AdamW::AdamW(std::size_t begin, std::size_t end, double beta1, double beta2, double eps, double weightDecay)
-    : m_begin(begin), m_end(end), m_beta1(beta1), m_beta2(beta2), m_eps(eps), m_weightDecay(weightDecay),
-      m_m(end - begin, 0.0f), m_v(end - begin, 0.0f)
+    : m_begin(begin)
+    , m_end(end)
+    , m_beta1(beta1)
+    , m_beta2(beta2)
+    , m_eps(eps)
+    , m_weightDecay(weightDecay)
+    , m_m(end - begin, 0.0f)
+    , m_v(end - begin, 0.0f)
 {
 }
 
-void AdamW::step(float* params, const float* grads, const std::vector<std::uint8_t>& decayMask, double lr, float gradScale)
+void AdamW::step(
+    float* params, const float* grads, const std::vector<std::uint8_t>& decayMask, double lr, float gradScale)
 {
     ++m_t;
     const double c1 = 1.0 - std::pow(m_beta1, static_cast<double>(m_t));
     const double c2 = 1.0 - std::pow(m_beta2, static_cast<double>(m_t));
-    const AdamConstants k{static_cast<float>(m_beta1), static_cast<float>(m_beta2), static_cast<float>(1.0 - m_beta1),
-                          static_cast<float>(1.0 - m_beta2), static_cast<float>(1.0 / c1), static_cast<float>(1.0 / c2),
-                          static_cast<float>(lr), static_cast<float>(lr * m_weightDecay), static_cast<float>(m_eps),
-                          gradScale};
+    const AdamConstants k { static_cast<float>(m_beta1), static_cast<float>(m_beta2), static_cast<float>(1.0 - m_beta1),
+        static_cast<float>(1.0 - m_beta2), static_cast<float>(1.0 / c1), static_cast<float>(1.0 / c2),
+        static_cast<float>(lr), static_cast<float>(lr * m_weightDecay), static_cast<float>(m_eps), gradScale };
     // The mask is constant per tensor: read it once into runs, so the update streams no mask bytes.
     if (m_runsOf != decayMask.data() || m_runsSize != decayMask.size()) {
         m_runs.clear();
         for (std::size_t i = m_begin; i < m_end; ++i)
             if (m_runs.empty() || (decayMask[i] != 0) != m_runs.back().decay)
-                m_runs.push_back({i - m_begin, decayMask[i] != 0});
+                m_runs.push_back({ i - m_begin, decayMask[i] != 0 });
         m_runsOf = decayMask.data();
         m_runsSize = decayMask.size();
     }
@@ -98,13 +104,15 @@ void AdamW::step(float* params, const float* grads, const std::vector<std::uint8
     if (n == 0)
         return;
     parallelFor(n, computeThreads(), [&](std::size_t, std::size_t b, std::size_t e) {
-        auto run = std::upper_bound(m_runs.begin(), m_runs.end(), b, [](std::size_t x, const Run& r) { return x < r.start; });
-        for (--run; b < e; ++run) {  // the run holding b, then the following ones up to e
+        auto run = std::upper_bound(
+            m_runs.begin(), m_runs.end(), b, [](std::size_t x, const Run& r) { return x < r.start; });
+        for (--run; b < e; ++run) { // the run holding b, then the following ones up to e
             const std::size_t stop = std::min(e, run + 1 == m_runs.end() ? n : (run + 1)->start);
-            update(k, run->decay ? k.decay : 0.0f, params + b0 + b, grads + b0 + b, m_m.data() + b, m_v.data() + b, stop - b);
+            update(k, run->decay ? k.decay : 0.0f, params + b0 + b, grads + b0 + b, m_m.data() + b, m_v.data() + b,
+                stop - b);
             b = stop;
         }
     });
 }
 
-}  // namespace loom::train
+} // namespace loom::train

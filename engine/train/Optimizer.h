@@ -26,8 +26,9 @@ double sumOfSquares(const float* x, std::size_t n, int threads = 0);
 class AdamW {
 public:
     AdamW(std::size_t begin, std::size_t end, double beta1 = 0.9, double beta2 = 0.95, double eps = 1e-8,
-          double weightDecay = 0.1);
-    void step(float* params, const float* grads, const std::vector<std::uint8_t>& decayMask, double lr, float gradScale);
+        double weightDecay = 0.1);
+    void step(
+        float* params, const float* grads, const std::vector<std::uint8_t>& decayMask, double lr, float gradScale);
     std::size_t begin() const { return m_begin; }
     std::size_t end() const { return m_end; }
     std::int64_t steps() const { return m_t; }
@@ -48,12 +49,12 @@ private:
     std::int64_t m_t = 0;
     std::vector<float> m_m, m_v;
     struct Run {
-        std::size_t start;  // from begin()
+        std::size_t start; // from begin()
         bool decay;
     };
-    std::vector<Run> m_runs;  // decayMask over [begin, end) as runs of equal values
+    std::vector<Run> m_runs; // decayMask over [begin, end) as runs of equal values
     const std::uint8_t* m_runsOf = nullptr;
     std::size_t m_runsSize = 0;
 };
 
-}  // namespace loom::train
+} // namespace loom::train

@@ -11,38 +11,42 @@ namespace {
 
 std::uint64_t nameHash(const std::string& s)
 {
-    std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+    std::uint64_t h = 1469598103934665603ull; // FNV-1a
     for (unsigned char c : s)
         h = (h ^ c) * 1099511628211ull;
     return h;
 }
 
-}  // namespace
+} // namespace
 
 float initialValue(std::uint64_t seed, const std::string& tensor, std::uint64_t element)
 {
     const std::uint64_t base = mix64(seed ^ mix64(nameHash(tensor)) ^ mix64(element * 2 + 1));
     const std::uint64_t a = mix64(base), b = mix64(base ^ 0xD1B54A32D192ED03ull);
-    const double u1 = (static_cast<double>(a >> 11) + 1.0) / 9007199254740993.0;  // (0, 1]
-    const double u2 = static_cast<double>(b >> 11) / 9007199254740992.0;         // [0, 1)
+    const double u1 = (static_cast<double>(a >> 11) + 1.0) / 9007199254740993.0; // (0, 1]
+    const double u2 = static_cast<double>(b >> 11) / 9007199254740992.0; // [0, 1)
     return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
 }
 
-int ParamSet::add(std::string name, std::int64_t rows, std::int64_t cols, Shard shard, Init init, float stddev, bool decay)
+int ParamSet::add(
+    std::string name, std::int64_t rows, std::int64_t cols, Shard shard, Init init, float stddev, bool decay)
 {
-    ParamSpec p{std::move(name), rows, cols, shard, init, stddev, decay, rows, cols, 0};
+    ParamSpec p { std::move(name), rows, cols, shard, init, stddev, decay, rows, cols, 0 };
     const std::int64_t t = m_tpSize;
     switch (shard) {
-    case Shard::Replicated: break;
+    case Shard::Replicated:
+        break;
     case Shard::Rows:
         if (rows % t)
-            throw std::invalid_argument(p.name + ": " + std::to_string(rows) + " rows do not split over tp=" + std::to_string(t));
+            throw std::invalid_argument(
+                p.name + ": " + std::to_string(rows) + " rows do not split over tp=" + std::to_string(t));
         p.localRows = rows / t;
         break;
     case Shard::Columns:
     case Shard::QkvColumns:
         if (cols % (shard == Shard::QkvColumns ? 3 * t : t))
-            throw std::invalid_argument(p.name + ": " + std::to_string(cols) + " columns do not split over tp=" + std::to_string(t));
+            throw std::invalid_argument(
+                p.name + ": " + std::to_string(cols) + " columns do not split over tp=" + std::to_string(t));
         p.localCols = cols / t;
         break;
     }
@@ -65,15 +69,18 @@ std::pair<std::int64_t, std::int64_t> ParamSet::globalPosition(int index, std::i
 {
     const auto& s = m_specs[static_cast<std::size_t>(index)];
     switch (s.shard) {
-    case Shard::Replicated: return {r, c};
-    case Shard::Rows: return {m_tpRank * s.localRows + r, c};
-    case Shard::Columns: return {r, m_tpRank * s.localCols + c};
+    case Shard::Replicated:
+        return { r, c };
+    case Shard::Rows:
+        return { m_tpRank * s.localRows + r, c };
+    case Shard::Columns:
+        return { r, m_tpRank * s.localCols + c };
     case Shard::QkvColumns: {
         const std::int64_t width = s.localCols / 3, part = c / width, within = c % width;
-        return {r, part * (s.cols / 3) + m_tpRank * width + within};
+        return { r, part * (s.cols / 3) + m_tpRank * width + within };
     }
     }
-    return {r, c};
+    return { r, c };
 }
 
 void ParamSet::initialise(std::uint64_t seed)
@@ -108,4 +115,4 @@ void ParamSet::zeroGrads()
     std::fill(grads.begin(), grads.end(), 0.0f);
 }
 
-}  // namespace loom::train
+} // namespace loom::train

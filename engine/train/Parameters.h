@@ -8,10 +8,10 @@ namespace loom::train {
 
 // How a parameter is split across the tensor-parallel group (Megatron-LM's layout).
 enum class Shard : std::uint8_t {
-    Replicated,  // every TP rank holds all of it (norms, biases added after an all-reduce, positions)
-    Rows,        // rank j holds rows [j·R/t, (j+1)·R/t): row-parallel weights, the vocab-parallel embedding
-    Columns,     // rank j holds columns [j·C/t, (j+1)·C/t): column-parallel weights and their biases
-    QkvColumns,  // columns of [Q | K | V], each h wide: rank j holds its heads' slice of each
+    Replicated, // every TP rank holds all of it (norms, biases added after an all-reduce, positions)
+    Rows, // rank j holds rows [j·R/t, (j+1)·R/t): row-parallel weights, the vocab-parallel embedding
+    Columns, // rank j holds columns [j·C/t, (j+1)·C/t): column-parallel weights and their biases
+    QkvColumns, // columns of [Q | K | V], each h wide: rank j holds its heads' slice of each
 };
 
 enum class Init : std::uint8_t { Normal, Zeros, Ones };
@@ -19,13 +19,13 @@ enum class Init : std::uint8_t { Normal, Zeros, Ones };
 // One parameter tensor: its global shape, its shard on this rank and where it sits in the flat buffers.
 struct ParamSpec {
     std::string name;
-    std::int64_t rows = 0, cols = 0;  // global shape
+    std::int64_t rows = 0, cols = 0; // global shape
     Shard shard = Shard::Replicated;
     Init init = Init::Zeros;
     float stddev = 0;
-    bool decay = false;  // AdamW weight decay applies (matrices, not biases or norms)
+    bool decay = false; // AdamW weight decay applies (matrices, not biases or norms)
     std::int64_t localRows = 0, localCols = 0;
-    std::size_t offset = 0;  // in ParamSet::values / grads
+    std::size_t offset = 0; // in ParamSet::values / grads
     std::size_t size() const { return static_cast<std::size_t>(localRows * localCols); }
 };
 
@@ -36,7 +36,11 @@ struct ParamSpec {
 // counter-based generator), never on the layout: every layout starts from the same model.
 class ParamSet {
 public:
-    ParamSet(int tpRank, int tpSize) : m_tpRank(tpRank), m_tpSize(tpSize) {}
+    ParamSet(int tpRank, int tpSize)
+        : m_tpRank(tpRank)
+        , m_tpSize(tpSize)
+    {
+    }
 
     // Adds a tensor; returns its index. Call allocate() after the last add().
     int add(std::string name, std::int64_t rows, std::int64_t cols, Shard shard, Init init, float stddev, bool decay);
@@ -64,4 +68,4 @@ private:
 // A standard normal value from (seed, tensor name, element index): the same on every rank and layout.
 float initialValue(std::uint64_t seed, const std::string& tensor, std::uint64_t element);
 
-}  // namespace loom::train
+} // namespace loom::train

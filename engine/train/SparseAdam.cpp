@@ -5,14 +5,17 @@
 
 namespace loom::train {
 
-SparseAdam::SparseAdam(std::vector<std::pair<std::size_t, std::size_t>> buckets, comm::Communicator& dp,
-                       comm::CollectiveOptions options)
-    : m_buckets(std::move(buckets)), m_dp(dp), m_options(options), m_feedback(m_buckets.size())
+SparseAdam::SparseAdam(
+    std::vector<std::pair<std::size_t, std::size_t>> buckets, comm::Communicator& dp, comm::CollectiveOptions options)
+    : m_buckets(std::move(buckets))
+    , m_dp(dp)
+    , m_options(options)
+    , m_feedback(m_buckets.size())
 {
 }
 
 void SparseAdam::step(AdamW& adam, float* params, const float* grads, float gradScale,
-                      const std::vector<std::uint8_t>& decayMask, double lr, std::int64_t frozenAtStep)
+    const std::vector<std::uint8_t>& decayMask, double lr, std::int64_t frozenAtStep)
 {
     const std::size_t n = m_buckets.empty() ? 0 : m_buckets.back().second;
     const double b1 = adam.beta1();
@@ -23,7 +26,7 @@ void SparseAdam::step(AdamW& adam, float* params, const float* grads, float grad
         std::vector<float> m = adam.firstMoment(), v = adam.secondMoment();
         if (adam.end() - adam.begin() != n) {
             const std::size_t shard = (n + m_dp.size() - 1) / static_cast<std::size_t>(m_dp.size());
-            for (std::vector<float>* moment : {&m, &v}) {
+            for (std::vector<float>* moment : { &m, &v }) {
                 std::vector<float> mine(shard, 0.0f), all(shard * static_cast<std::size_t>(m_dp.size()));
                 std::copy(moment->begin(), moment->end(), mine.begin());
                 m_dp.allGather(mine.data(), all.data(), shard, comm::DType::F32)->wait();
@@ -53,7 +56,7 @@ void SparseAdam::step(AdamW& adam, float* params, const float* grads, float grad
     for (std::size_t b = 0; b < m_buckets.size(); ++b) {
         o.feedback = &m_feedback[b];
         works.push_back(m_dp.allReduce(m_update.data() + m_buckets[b].first, m_buckets[b].second - m_buckets[b].first,
-                                       comm::DType::F32, comm::ReduceOp::Sum, o));
+            comm::DType::F32, comm::ReduceOp::Sum, o));
     }
     for (auto& w : works)
         w->wait();
@@ -81,4 +84,4 @@ void SparseAdam::step(AdamW& adam, float* params, const float* grads, float grad
     }
 }
 
-}  // namespace loom::train
+} // namespace loom::train

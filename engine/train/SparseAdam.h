@@ -33,7 +33,7 @@ class SparseAdam {
 public:
     // `buckets`: ranges of the flat buffers, each compressed as one tensor (the layout's bucket_mb).
     SparseAdam(std::vector<std::pair<std::size_t, std::size_t>> buckets, comm::Communicator& dp,
-               comm::CollectiveOptions options);
+        comm::CollectiveOptions options);
 
     // One step (collective over the DP group). `grads` hold this rank's share of the mean gradient (they
     // sum to it over the DP group), to be multiplied by `gradScale` (local clipping). The first call takes
@@ -41,16 +41,16 @@ public:
     // all parameters): u_r starts as m/dp and v is frozen. AdamW's second moment is left as it was; its
     // first moment is set to dp·u_r each step, this rank's estimate of the global momentum, for checkpoints.
     void step(AdamW& adam, float* params, const float* grads, float gradScale,
-              const std::vector<std::uint8_t>& decayMask, double lr, std::int64_t frozenAtStep);
+        const std::vector<std::uint8_t>& decayMask, double lr, std::int64_t frozenAtStep);
 
 private:
     std::vector<std::pair<std::size_t, std::size_t>> m_buckets;
     comm::Communicator& m_dp;
     comm::CollectiveOptions m_options;
-    std::vector<comm::ErrorFeedback> m_feedback;  // per bucket
-    std::vector<float> m_momentum;                // u_r over the whole buffer
-    std::vector<float> m_denominator;             // sqrt(v_frozen / c2) + eps
+    std::vector<comm::ErrorFeedback> m_feedback; // per bucket
+    std::vector<float> m_momentum; // u_r over the whole buffer
+    std::vector<float> m_denominator; // sqrt(v_frozen / c2) + eps
     std::vector<float> m_update;
 };
 
-}  // namespace loom::train
+} // namespace loom::train

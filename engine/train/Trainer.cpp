@@ -16,9 +16,13 @@ namespace loom::train {
 using plan::PipelineOp;
 
 Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, const Corpus& corpus, TrainOptions options,
-                 Kernels& kernels)
-    : m_layout(layout), m_comms(comms), m_corpus(corpus), m_options(options), m_grid(plan::RankGrid::forLayout(layout)),
-      m_schedule(plan::Schedule::forLayout(layout))
+    Kernels& kernels)
+    : m_layout(layout)
+    , m_comms(comms)
+    , m_corpus(corpus)
+    , m_options(options)
+    , m_grid(plan::RankGrid::forLayout(layout))
+    , m_schedule(plan::Schedule::forLayout(layout))
 {
     m_coord = m_grid.coordOf(comms.world->rank());
     const auto& p = layout.parallel;
@@ -27,43 +31,46 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     std::vector<GptStage::Chunk> chunks;
     for (std::int64_t c = 0; c < m_schedule.chunks(); ++c) {
         const std::int64_t vs = m_schedule.virtualStage(m_coord.pp, c);
-        chunks.push_back({ranges[static_cast<std::size_t>(vs)], vs == 0, vs == last});
+        chunks.push_back({ ranges[static_cast<std::size_t>(vs)], vs == 0, vs == last });
     }
     m_stage = std::make_unique<GptStage>(layout.model, chunks, static_cast<int>(m_coord.tp), static_cast<int>(p.tp),
-                                         comms.tensor.get(), kernels, layout.memory.recompute == plan::Recompute::Full);
+        comms.tensor.get(), kernels, layout.memory.recompute == plan::Recompute::Full);
     ParamSet& params = m_stage->params();
     params.initialise(options.seed);
     m_tiedAcrossStages = p.pp > 1 && m_stage->tokenEmbedding() >= 0;
 
     comm::CollectiveOptions sync;
-    sync.algorithm = layout.comm.allreduce;  // one algorithm enum from the layout to the trace
-    if (sync.algorithm == trace::Algorithm::Auto)  // the measured table (AlgorithmTuner.h), per bucket size
-        sync.algorithm = comm::chooseAllreduce({plan::toString(layout.commBackend()),
-                                                std::min(params.values.size() * 4, static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20))),
-                                                static_cast<int>(p.dp), comm::nodesSpanned(comms.data->group().ranks, m_grid.devicesPerNode())});
+    sync.algorithm = layout.comm.allreduce; // one algorithm enum from the layout to the trace
+    if (sync.algorithm == trace::Algorithm::Auto) // the measured table (AlgorithmTuner.h), per bucket size
+        sync.algorithm = comm::chooseAllreduce({ plan::toString(layout.commBackend()),
+            std::min(params.values.size() * 4, static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20))),
+            static_cast<int>(p.dp), comm::nodesSpanned(comms.data->group().ranks, m_grid.devicesPerNode()) });
     sync.chunkBytes = static_cast<std::size_t>(layout.comm.chunkKb * 1024);
     sync.codec = layout.comm.dpCodec;
     // A lossy codec's output depends on the whole bucket: TP-replicated tensors and the tied embedding
     // (held by the first and the last stage) get buckets of their own so that their copies stay identical.
     std::vector<int> groups;
-    const bool lossy = layout.comm.dpCodec.kind != plan::Codec::Kind::None && layout.comm.dpCodec.kind != plan::Codec::Kind::Lz4;
+    const bool lossy
+        = layout.comm.dpCodec.kind != plan::Codec::Kind::None && layout.comm.dpCodec.kind != plan::Codec::Kind::Lz4;
     if (lossy && p.dp > 1)
         for (int i = 0; i < static_cast<int>(params.specs().size()); ++i)
             groups.push_back(i == m_stage->tokenEmbedding() && m_tiedAcrossStages ? 2
-                             : p.tp > 1 && params.spec(i).shard == Shard::Replicated ? 1
-                                                                                     : 0);
-    m_sync = std::make_unique<GradientSync>(params, comms.data.get(), static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20)),
-                                            layout.comm.overlap, sync, layout.comm.errorFeedback, groups);
+                    : p.tp > 1 && params.spec(i).shard == Shard::Replicated       ? 1
+                                                                                  : 0);
+    m_sync = std::make_unique<GradientSync>(params, comms.data.get(),
+        static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20)), layout.comm.overlap, sync,
+        layout.comm.errorFeedback, groups);
     m_sync->setStaleness(layout.comm.staleness);
 
     m_decay.assign(params.values.size(), 0);
     for (const auto& s : params.specs())
         if (s.decay)
             std::fill(m_decay.begin() + static_cast<std::ptrdiff_t>(s.offset),
-                      m_decay.begin() + static_cast<std::ptrdiff_t>(s.offset + s.size()), 1);
+                m_decay.begin() + static_cast<std::ptrdiff_t>(s.offset + s.size()), 1);
     std::size_t begin = 0, end = params.values.size();
     if (layout.memory.zero == 1 && p.dp > 1) {
-        const std::size_t shard = (params.values.size() + static_cast<std::size_t>(p.dp) - 1) / static_cast<std::size_t>(p.dp);
+        const std::size_t shard
+            = (params.values.size() + static_cast<std::size_t>(p.dp) - 1) / static_cast<std::size_t>(p.dp);
         begin = std::min(params.values.size(), shard * static_cast<std::size_t>(m_coord.dp));
         end = std::min(params.values.size(), begin + shard);
     }
@@ -75,7 +82,7 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
             m_codecWarmup = std::max<std::int64_t>(1, options.steps / 10);
         m_sparse = std::make_unique<SparseAdam>(m_sync->bucketRanges(), *comms.data, sync);
     }
-    m_lr = {options.lr, options.lr * 0.1, options.warmup, options.steps};
+    m_lr = { options.lr, options.lr * 0.1, options.warmup, options.steps };
 
     m_lastBackward.assign(static_cast<std::size_t>(m_schedule.chunks()), -1);
     const auto& ops = m_schedule.opsOf(m_coord.pp);
@@ -90,8 +97,8 @@ int Trainer::tag(int kind, int microBatch, std::int64_t virtualStage) const
     return static_cast<int>(((kind * m_schedule.microBatches() + microBatch) * stages + virtualStage) % 32768);
 }
 
-void Trainer::batchOf(std::int64_t step, int microBatch, std::vector<std::int32_t>& tokens,
-                      std::vector<std::int32_t>& targets) const
+void Trainer::batchOf(
+    std::int64_t step, int microBatch, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const
 {
     const auto& p = m_layout.parallel;
     const std::int64_t s = m_layout.model.seqLen;
@@ -103,7 +110,8 @@ void Trainer::batchOf(std::int64_t step, int microBatch, std::vector<std::int32_
     }
 }
 
-void Trainer::record(trace::EventKind kind, std::int64_t start, std::int64_t step, int microBatch, std::int64_t stage, int chunk)
+void Trainer::record(
+    trace::EventKind kind, std::int64_t start, std::int64_t step, int microBatch, std::int64_t stage, int chunk)
 {
     if (!m_options.recorder)
         return;
@@ -151,12 +159,13 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
                 record(trace::EventKind::Wait, t0, step, op.microBatch, vs, op.chunk);
             }
             const auto t0 = trace::nowNs();
-            const double loss = m_stage->forward(op.microBatch, op.chunk, B, tokens.data(), targets.data(), in.data(), out.data());
+            const double loss
+                = m_stage->forward(op.microBatch, op.chunk, B, tokens.data(), targets.data(), in.data(), out.data());
             record(trace::EventKind::Forward, t0, step, op.microBatch, vs, op.chunk);
             if (chunk.head) {
                 lossSum += loss;
             } else {
-                InFlight f{nullptr, out};
+                InFlight f { nullptr, out };
                 f.work = pipe.send(f.buffer.data(), activation, comm::DType::F32, next, tag(0, op.microBatch, vs + 1));
                 sends.push_back(std::move(f));
             }
@@ -176,13 +185,13 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
             m_stage->backward(op.microBatch, op.chunk, out.data(), in.data(), lossScale, ready);
             record(trace::EventKind::Backward, t0, step, op.microBatch, vs, op.chunk);
             if (!chunk.embedding) {
-                InFlight f{nullptr, in};
+                InFlight f { nullptr, in };
                 f.work = pipe.send(f.buffer.data(), activation, comm::DType::F32, prev, tag(1, op.microBatch, vs - 1));
                 sends.push_back(std::move(f));
             }
         }
         while (!sends.empty() && sends.front().work->isCompleted()) {
-            sends.front().work->wait();  // raises a failed send's error
+            sends.front().work->wait(); // raises a failed send's error
             sends.pop_front();
         }
     }
@@ -228,11 +237,11 @@ double Trainer::gradientNormSquared()
             continue;
         if (i == m_stage->tokenEmbedding() && m_tiedAcrossStages && m_coord.pp != 0)
             continue;
-        sum += sumOfSquares(params.grad(i), s.size());  // vectorised and threaded (Optimizer.h)
+        sum += sumOfSquares(params.grad(i), s.size()); // vectorised and threaded (Optimizer.h)
     }
     double total = sum;
     if (m_comms.tensor->size() > 1 || m_comms.pipeline->size() > 1) {
-        std::vector<float> v{static_cast<float>(sum)};
+        std::vector<float> v { static_cast<float>(sum) };
         // fp32 is enough for a norm used to clip; the all-reduce stays on the library path.
         m_comms.tensor->allReduce(v.data(), 1, comm::DType::F32, comm::ReduceOp::Sum)->wait();
         m_comms.pipeline->allReduce(v.data(), 1, comm::DType::F32, comm::ReduceOp::Sum)->wait();
@@ -259,7 +268,7 @@ StepResult Trainer::step(std::int64_t step)
     syncTiedEmbedding();
     for (int i = 0; i < static_cast<int>(params.specs().size()); ++i)
         if (i == m_stage->tokenEmbedding() || params.spec(i).name.rfind("h", 0) != 0)
-            m_sync->markReady(i);  // embedding and head tensors: reduced after backward
+            m_sync->markReady(i); // embedding and head tensors: reduced after backward
     // Staleness 1: the gradient applied now is the previous step's (averaged while this step computed),
     // with that step's learning rate; the first step has none and leaves the weights as they are.
     const bool apply = m_sync->finish();
@@ -276,7 +285,7 @@ StepResult Trainer::step(std::int64_t step)
         // Local gradients (this rank's share of the mean): DGC's local clipping at clip/sqrt(dp).
         const double threshold = m_options.clip / std::sqrt(double(p.dp));
         const float clip = norm > threshold ? static_cast<float>(threshold / (norm + 1e-6)) : 1.0f;
-        r.gradNorm = norm * std::sqrt(double(p.dp));  // the estimate of the global norm the threshold assumes
+        r.gradNorm = norm * std::sqrt(double(p.dp)); // the estimate of the global norm the threshold assumes
         m_sparse->step(*m_adam, params.values.data(), params.grads.data(), clip, m_decay, r.lr, m_codecWarmup);
     } else {
         const float clip = norm > m_options.clip ? static_cast<float>(m_options.clip / (norm + 1e-6)) : 1.0f;
@@ -285,14 +294,15 @@ StepResult Trainer::step(std::int64_t step)
     record(trace::EventKind::Optimizer, optimizerStart, step);
     if (apply && !sparse && m_layout.memory.zero == 1 && p.dp > 1) {
         // ZeRO-1: each DP rank updated its shard; gather the others' shards.
-        const std::size_t shard = (params.values.size() + static_cast<std::size_t>(p.dp) - 1) / static_cast<std::size_t>(p.dp);
+        const std::size_t shard
+            = (params.values.size() + static_cast<std::size_t>(p.dp) - 1) / static_cast<std::size_t>(p.dp);
         std::vector<float> mine(shard, 0.0f), all(shard * static_cast<std::size_t>(p.dp));
         std::copy(params.values.begin() + static_cast<std::ptrdiff_t>(m_adam->begin()),
-                  params.values.begin() + static_cast<std::ptrdiff_t>(m_adam->end()), mine.begin());
+            params.values.begin() + static_cast<std::ptrdiff_t>(m_adam->end()), mine.begin());
         m_comms.data->allGather(mine.data(), all.data(), shard, comm::DType::F32)->wait();
         std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(params.values.size()), params.values.begin());
     }
-    m_sync->startDelayed();  // after ZeRO-1's all-gather, so that it does not queue behind the delayed all-reduce
+    m_sync->startDelayed(); // after ZeRO-1's all-gather, so that it does not queue behind the delayed all-reduce
 
     // The global loss: each data-parallel replica's last stage (TP rank 0) adds its share.
     const bool reports = m_coord.tp == 0 && m_stage->chunks().back().head;
@@ -316,7 +326,7 @@ void Trainer::save(const std::string& dir, std::int64_t stepsDone)
     for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) {
         bool owns = params.spec(i).shard != Shard::Replicated || m_coord.tp == 0;
         if (i == m_stage->tokenEmbedding() && m_tiedAcrossStages && m_coord.pp != 0)
-            owns = false;  // the last stage's copy of the tied embedding is the same tensor
+            owns = false; // the last stage's copy of the tied embedding is the same tensor
         role.ownsTensor.push_back(owns);
     }
     CheckpointInfo info;
@@ -333,13 +343,14 @@ std::int64_t Trainer::resume(const std::string& folder)
     const CheckpointInfo info = readCheckpointInfo(folder);
     const auto saved = nlohmann::json::parse(info.modelJson);
     const auto mine = nlohmann::json::parse(plan::toJson(m_layout.model).dump());
-    for (const char* key : {"layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len"})
+    for (const char* key : { "layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len" })
         if (saved.value(key, -1) != mine.value(key, -2))
-            throw std::runtime_error("the checkpoint " + folder + " holds a model with " + key + "=" + saved.value(key, nlohmann::json()).dump()
-                                     + " but the layout's model has " + key + "=" + mine.value(key, nlohmann::json()).dump());
+            throw std::runtime_error("the checkpoint " + folder + " holds a model with " + key + "="
+                + saved.value(key, nlohmann::json()).dump() + " but the layout's model has " + key + "="
+                + mine.value(key, nlohmann::json()).dump());
     loadCheckpoint(folder, m_stage->params(), *m_adam);
     m_adam->setSteps(info.adamSteps);
     return info.step;
 }
 
-}  // namespace loom::train
+} // namespace loom::train

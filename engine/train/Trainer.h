@@ -4,12 +4,12 @@
 #include "engine/plan/Layout.h"
 #include "engine/plan/RankGrid.h"
 #include "engine/plan/Schedule.h"
+#include "engine/trace/TraceRecorder.h"
 #include "engine/train/Corpus.h"
 #include "engine/train/GptStage.h"
 #include "engine/train/GradientSync.h"
 #include "engine/train/Optimizer.h"
 #include "engine/train/SparseAdam.h"
-#include "engine/trace/TraceRecorder.h"
 
 #include <memory>
 #include <optional>
@@ -21,18 +21,18 @@ struct TrainOptions {
     std::uint64_t seed = 1234;
     double lr = 1e-3;
     std::int64_t warmup = 10;
-    double clip = 1.0;  // global gradient-norm clipping
-    trace::TraceRecorder* recorder = nullptr;  // compute, wait and optimizer events when set
+    double clip = 1.0; // global gradient-norm clipping
+    trace::TraceRecorder* recorder = nullptr; // compute, wait and optimizer events when set
 };
 
 struct StepResult {
     std::int64_t step = 0;
-    double loss = 0;        // mean over the global batch, the same on every rank
-    double gradNorm = 0;    // before clipping
+    double loss = 0; // mean over the global batch, the same on every rank
+    double gradNorm = 0; // before clipping
     double lr = 0;
     double seconds = 0;
     double tokensPerSecond = 0;
-    double flopsPerSecond = 0;  // plan::megatronModelFlops (no recomputation) over the step time, all ranks together
+    double flopsPerSecond = 0; // plan::megatronModelFlops (no recomputation) over the step time, all ranks together
 };
 
 // One rank's training: the GPT stage it holds, the pipeline schedule it runs, data-parallel gradient sync,
@@ -42,7 +42,7 @@ struct StepResult {
 class Trainer {
 public:
     Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, const Corpus& corpus, TrainOptions options,
-            Kernels& kernels);
+        Kernels& kernels);
     StepResult step(std::int64_t step);
     // Writes a checkpoint of the state after `stepsDone` steps under `dir` (collective).
     void save(const std::string& dir, std::int64_t stepsDone);
@@ -53,13 +53,14 @@ public:
 
 private:
     void runSchedule(std::int64_t step, double& lossSum);
-    void batchOf(std::int64_t step, int microBatch, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const;
+    void batchOf(
+        std::int64_t step, int microBatch, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const;
     int tag(int kind, int microBatch, std::int64_t virtualStage) const;
     double gradientNormSquared();
     void syncTiedEmbedding();
     // Records a compute-lane event of this rank (no-op without a recorder).
-    void record(trace::EventKind kind, std::int64_t start, std::int64_t step, int microBatch = -1, std::int64_t stage = -1,
-                int chunk = -1);
+    void record(trace::EventKind kind, std::int64_t start, std::int64_t step, int microBatch = -1,
+        std::int64_t stage = -1, int chunk = -1);
 
     plan::Layout m_layout;
     comm::GridCommunicators& m_comms;
@@ -71,13 +72,12 @@ private:
     std::unique_ptr<GptStage> m_stage;
     std::unique_ptr<GradientSync> m_sync;
     std::unique_ptr<AdamW> m_adam;
-    std::unique_ptr<SparseAdam> m_sparse;  // top-k with error feedback after the codec warm-up
-    std::int64_t m_codecWarmup = 0;        // steps with an uncompressed data-parallel all-reduce
+    std::unique_ptr<SparseAdam> m_sparse; // top-k with error feedback after the codec warm-up
+    std::int64_t m_codecWarmup = 0; // steps with an uncompressed data-parallel all-reduce
     std::vector<std::uint8_t> m_decay;
     LearningRate m_lr;
-    bool m_tiedAcrossStages = false;  // the token embedding lives on the first and the last pipeline rank
-    std::vector<int> m_lastBackward;  // per chunk: index in the schedule of its last backward
+    bool m_tiedAcrossStages = false; // the token embedding lives on the first and the last pipeline rank
+    std::vector<int> m_lastBackward; // per chunk: index in the schedule of its last backward
 };
 
-
-}  // namespace loom::train
+} // namespace loom::train

@@ -2,11 +2,11 @@
 #include <QFile>
 #include <QImage>
 #include <QJsonArray>
-#include <QSet>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QSet>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -81,8 +81,10 @@ private slots:
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         QImage image(png);
         QVERIFY(!image.isNull());
-        QVERIFY2(image.width() >= 600 && image.height() >= 400, qPrintable(QStringLiteral("%1x%2").arg(image.width()).arg(image.height())));
-        const Run missing = loom({ m_dir.filePath(QStringLiteral("missing.json")), QStringLiteral("--screenshot"), png });
+        QVERIFY2(image.width() >= 600 && image.height() >= 400,
+            qPrintable(QStringLiteral("%1x%2").arg(image.width()).arg(image.height())));
+        const Run missing
+            = loom({ m_dir.filePath(QStringLiteral("missing.json")), QStringLiteral("--screenshot"), png });
         QCOMPARE(missing.exitCode, 2);
         QVERIFY2(missing.err.contains(QStringLiteral("Cannot open")), qPrintable(missing.err));
         QCOMPARE(loom({ QStringLiteral("a.json"), QStringLiteral("b.json") }).exitCode, 64);
@@ -219,19 +221,19 @@ private slots:
     void planPredictAndSimulate()
     {
         const QString layout = QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/gpt3-175b-1024-a100.json");
-        const Run r = loom({QStringLiteral("plan"), QStringLiteral("predict"), layout, QStringLiteral("--json")});
+        const Run r = loom({ QStringLiteral("plan"), QStringLiteral("predict"), layout, QStringLiteral("--json") });
         QCOMPARE(r.exitCode, 0);
         const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
-        for (const char* key : {"step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "bubble_fraction", "fits"})
+        for (const char* key : { "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "bubble_fraction", "fits" })
             QVERIFY2(j.contains(QLatin1String(key)), key);
         const QJsonObject mem = j.value("memory_gb").toObject();
-        for (const char* key : {"params", "grads", "optimizer", "activations", "total"})
+        for (const char* key : { "params", "grads", "optimizer", "activations", "total" })
             QVERIFY2(mem.value(QLatin1String(key)).toDouble() > 0, key);
         QVERIFY(j.value("fits").toBool());
         QVERIFY(j.value("tflops_per_gpu").toDouble() > 100 && j.value("tflops_per_gpu").toDouble() < 200);
 
         const QString trace = m_dir.filePath(QStringLiteral("sim.json"));
-        const Run sim = loom({QStringLiteral("simulate"), layout, QStringLiteral("--out"), trace});
+        const Run sim = loom({ QStringLiteral("simulate"), layout, QStringLiteral("--out"), trace });
         QCOMPARE(sim.exitCode, 0);
         QFile f(trace);
         QVERIFY(f.open(QIODevice::ReadOnly));
@@ -246,7 +248,7 @@ private slots:
                 QCOMPARE(e.value("args").toObject().value("source").toString(), QStringLiteral("simulated"));
             }
         }
-        QCOMPARE(ranks.size(), 16);  // one representative rank per pipeline stage
+        QCOMPARE(ranks.size(), 16); // one representative rank per pipeline stage
         QVERIFY(complete > 16 * 192 * 2);
     }
 

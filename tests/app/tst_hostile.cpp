@@ -267,7 +267,8 @@ private slots:
             for (int i = 0; i < 1000; ++i, ++events)
                 chunk += (events ? "," : "")
                     + QByteArray("{\"ph\": \"X\", \"name\": \"forward\", \"pid\": 0, \"tid\": 0, \"ts\": ")
-                    + QByteArray::number(events * 10) + ", \"dur\": 5, \"args\": {\"step\": 0, \"note\": \"" + pad + "\"}}\n";
+                    + QByteArray::number(events * 10) + ", \"dur\": 5, \"args\": {\"step\": 0, \"note\": \"" + pad
+                    + "\"}}\n";
             f.write(chunk);
         }
         f.write("]}\n");

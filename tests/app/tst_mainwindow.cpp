@@ -4,11 +4,11 @@
 #include "app/gui/MainWindow.h"
 #include "engine/plan/LayoutParser.h"
 #include "profiles/BuiltinProfiles.h"
+#include "views/CandidateModel.h"
 #include "views/LayerModel.h"
 #include "views/LayerPalette.h"
 #include "views/LayoutAnalysis.h"
 #include "views/LayoutDocument.h"
-#include "views/CandidateModel.h"
 #include "views/LayoutEdits.h"
 #include "views/PredictionPanel.h"
 #include "views/RecommendDialog.h"
@@ -18,11 +18,11 @@
 #include "views/TopologyView.h"
 
 #include <QDockWidget>
-#include <QFileInfo>
-#include <QPushButton>
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QLabel>
 #include <QMimeData>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -38,7 +38,7 @@ using namespace loom::views;
 #ifdef LOOM_TIMING_BUDGETS
 constexpr int kWaitMs = 5000;
 #else
-constexpr int kWaitMs = 120000;  // waits end when the signal comes; the bound only stops a hang
+constexpr int kWaitMs = 120000; // waits end when the signal comes; the bound only stops a hang
 #endif
 
 class TestMainWindow : public QObject {
@@ -70,7 +70,7 @@ private slots:
         QVERIFY(w.validationLabel()->text().contains(QStringLiteral("valid")));
         QVERIFY(w.windowTitle().startsWith(QStringLiteral("tiny-local")));
         std::vector<qint64> ms;
-        const std::int64_t pps[] = {4, 1, 2, 4, 2};
+        const std::int64_t pps[] = { 4, 1, 2, 4, 2 };
         for (std::int64_t pp : pps) {
             QElapsedTimer t;
             t.start();
@@ -79,7 +79,11 @@ private slots:
             QVERIFY(shown.count() > 0 || shown.wait(2000));
             ms.push_back(t.elapsed());
             QCOMPARE(w.document()->layout().parallel.pp, pp);
-            QCOMPARE(w.predictionPanel()->label(QStringLiteral("bubble"))->toolTip().contains(QStringLiteral("p = %1").arg(pp)), true);
+            QCOMPARE(w.predictionPanel()
+                         ->label(QStringLiteral("bubble"))
+                         ->toolTip()
+                         .contains(QStringLiteral("p = %1").arg(pp)),
+                true);
         }
         std::sort(ms.begin(), ms.end());
         qInfo("edit to prediction shown: median %lld ms, max %lld ms", ms[ms.size() / 2], ms.back());
@@ -112,7 +116,7 @@ private slots:
         QVERIFY(shown.count() > 0 || shown.wait(kWaitMs));
         const qint64 opened = t.elapsed();
         qInfo("megatron-1t on 384 nodes: map and prediction shown after %lld ms", opened);
-#ifdef LOOM_TIMING_BUDGETS  // timing budgets only in the bench build (tst_mainwindow_bench): a busy machine misses them
+#ifdef LOOM_TIMING_BUDGETS // timing budgets only in the bench build (tst_mainwindow_bench): a busy machine misses them
         QVERIFY2(opened < 2000, qPrintable(QString::number(opened)));
 #endif
         QCOMPARE(w.topologyView()->topologyScene()->nodeCount(), 384);
@@ -139,7 +143,7 @@ private slots:
         const plan::Layout before = w.document()->layout();
         TopologyView* map = w.topologyView();
         LayerModel* layers = w.layerPalette()->layerModel();
-        std::unique_ptr<QMimeData> mime(layers->mimeData({layers->index(layers->rowOfBlock(1), 0)}));
+        std::unique_ptr<QMimeData> mime(layers->mimeData({ layers->index(layers->rowOfBlock(1), 0) }));
         const QPoint at = map->mapFromScene(map->topologyScene()->deviceRect(0, 2).center());
         QDragEnterEvent enter(at, Qt::MoveAction, mime.get(), Qt::LeftButton, Qt::NoModifier);
         QCoreApplication::sendEvent(map->viewport(), &enter);
@@ -149,7 +153,7 @@ private slots:
         QDropEvent drop(QPointF(at), Qt::MoveAction, mime.get(), Qt::LeftButton, Qt::NoModifier);
         QCoreApplication::sendEvent(map->viewport(), &drop);
         const plan::Layout after = w.document()->layout();
-        QCOMPARE(after.parallel.stages, (std::vector<plan::StageRange>{{0, 0}, {1, 3}}));
+        QCOMPARE(after.parallel.stages, (std::vector<plan::StageRange> { { 0, 0 }, { 1, 3 } }));
         // The palette shows block 1 on stage 1 now.
         QCOMPARE(layers->data(layers->index(layers->rowOfBlock(1), 0), LayerModel::StageRole).toLongLong(), 1);
         QVERIFY(waitForAnalysis(w));

@@ -108,7 +108,7 @@ private slots:
         QCOMPARE(history->data(history->index(0, RunHistoryModel::State)).toString(), QStringLiteral("finished"));
 
         // Exports: every plot and the timeline as PNG, SVG and PDF; the run as a Chrome trace.
-        for (const char* ext : {"png", "svg", "pdf"}) {
+        for (const char* ext : { "png", "svg", "pdf" }) {
             QString error;
             const QString plot = m_dir.filePath(QStringLiteral("loss.%1").arg(QLatin1String(ext)));
             QVERIFY2(exportPlot(w.metricsPanel()->lossPlot(), plot, &error), qPrintable(error));

@@ -36,7 +36,7 @@ double timeIt(Call&& call, std::vector<float>& data, const std::vector<float>& p
     return times[times.size() / 2];
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv)
 {
@@ -62,9 +62,9 @@ int main(int argc, char** argv)
         pristine[i] = float((session.worldRank() + int(i)) % 17);
 
     CommConfig config = CommConfig::fromEnvironment();
-    config.checkAgreement = false;  // compare the algorithms alone
+    config.checkAgreement = false; // compare the algorithms alone
     // comm.allreduce "auto" for this call, as the trainer resolves it (one node: this machine).
-    const CollectiveAlgorithm chosen = chooseAllreduce({"mpi", std::size_t(bytes), n, 1});
+    const CollectiveAlgorithm chosen = chooseAllreduce({ "mpi", std::size_t(bytes), n, 1 });
     double mpi = 0, ring = 0, chunked = 0, autoTime = 0;
     {
         MpiCommunicator world(MPI_COMM_WORLD, loom::trace::GroupKind::World, "world", nullptr, config);
@@ -78,42 +78,50 @@ int main(int argc, char** argv)
         std::vector<double> tm, tr, tc, ta;
         for (int round = 0; round < iters; ++round) {
             const int one = 1, none = 0;
-            tm.push_back(timeIt([&] { MPI_Allreduce(MPI_IN_PLACE, data.data(), int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); },
-                                data, pristine, round == 0 ? warmup : none, one));
-            tr.push_back(timeIt([&] { world.allReduce(data.data(), count, DType::F32, ReduceOp::Sum, ringOptions)->wait(); }, data,
-                                pristine, round == 0 ? warmup : none, one));
-            tc.push_back(timeIt([&] { world.allReduce(data.data(), count, DType::F32, ReduceOp::Sum, chunkedOptions)->wait(); },
-                                data, pristine, round == 0 ? warmup : none, one));
-            ta.push_back(timeIt([&] { world.allReduce(data.data(), count, DType::F32, ReduceOp::Sum, autoOptions)->wait(); }, data,
-                                pristine, round == 0 ? warmup : none, one));
+            tm.push_back(timeIt(
+                [&] { MPI_Allreduce(MPI_IN_PLACE, data.data(), int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); }, data,
+                pristine, round == 0 ? warmup : none, one));
+            tr.push_back(
+                timeIt([&] { world.allReduce(data.data(), count, DType::F32, ReduceOp::Sum, ringOptions)->wait(); },
+                    data, pristine, round == 0 ? warmup : none, one));
+            tc.push_back(
+                timeIt([&] { world.allReduce(data.data(), count, DType::F32, ReduceOp::Sum, chunkedOptions)->wait(); },
+                    data, pristine, round == 0 ? warmup : none, one));
+            ta.push_back(
+                timeIt([&] { world.allReduce(data.data(), count, DType::F32, ReduceOp::Sum, autoOptions)->wait(); },
+                    data, pristine, round == 0 ? warmup : none, one));
         }
-        auto median = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+        auto median = [](std::vector<double> v) {
+            std::sort(v.begin(), v.end());
+            return v[v.size() / 2];
+        };
         mpi = median(tm);
         ring = median(tr);
         chunked = median(tc);
         autoTime = median(ta);
     }
-    const double best = std::min({mpi, ring, chunked});
-    const double autoVsBest = autoTime / best;  // goal: <= 1.10
+    const double best = std::min({ mpi, ring, chunked });
+    const double autoVsBest = autoTime / best; // goal: <= 1.10
     const double factor = 2.0 * (n - 1) / n;
     auto busbw = [&](double t) { return double(bytes) / t / 1e9 * factor; };
     if (session.worldRank() == 0) {
         if (json)
-            std::printf("{\"bench\":\"allreduce\",\"ranks\":%d,\"bytes\":%llu,\"mpi_busbw_gbps\":%.4f,\"ring_busbw_gbps\":%.4f,"
-                        "\"chunked_busbw_gbps\":%.4f,\"ring_vs_mpi\":%.4f,\"chunked_vs_mpi\":%.4f,\"auto_algo\":\"%s\","
-                        "\"auto_busbw_gbps\":%.4f,\"auto_vs_best\":%.4f}\n",
-                        n, static_cast<unsigned long long>(bytes), busbw(mpi), busbw(ring), busbw(chunked), mpi / ring,
-                        mpi / chunked, std::string(toString(chosen)).c_str(), busbw(autoTime), autoVsBest);
+            std::printf(
+                "{\"bench\":\"allreduce\",\"ranks\":%d,\"bytes\":%llu,\"mpi_busbw_gbps\":%.4f,\"ring_busbw_gbps\":%.4f,"
+                "\"chunked_busbw_gbps\":%.4f,\"ring_vs_mpi\":%.4f,\"chunked_vs_mpi\":%.4f,\"auto_algo\":\"%s\","
+                "\"auto_busbw_gbps\":%.4f,\"auto_vs_best\":%.4f}\n",
+                n, static_cast<unsigned long long>(bytes), busbw(mpi), busbw(ring), busbw(chunked), mpi / ring,
+                mpi / chunked, std::string(toString(chosen)).c_str(), busbw(autoTime), autoVsBest);
         else
             std::printf("all-reduce of %llu bytes on %d ranks (median of %d interleaved rounds):\n"
                         "  MPI_Allreduce      %8.2f ms  busbw %7.3f GB/s  (reference)\n"
                         "  Loom ring          %8.2f ms  busbw %7.3f GB/s  ring_vs_mpi=%.3f\n"
                         "  Loom chunked ring  %8.2f ms  busbw %7.3f GB/s  chunked_vs_mpi=%.3f  (chunk %llu bytes)\n"
                         "  auto (%s)%*s %8.2f ms  busbw %7.3f GB/s  auto_vs_best=%.3f  (goal <= 1.10)\n",
-                        static_cast<unsigned long long>(bytes), n, iters, mpi * 1e3, busbw(mpi), ring * 1e3, busbw(ring),
-                        mpi / ring, chunked * 1e3, busbw(chunked), mpi / chunked, static_cast<unsigned long long>(chunk),
-                        std::string(toString(chosen)).c_str(), int(12 - toString(chosen).size()), "", autoTime * 1e3,
-                        busbw(autoTime), autoVsBest);
+                static_cast<unsigned long long>(bytes), n, iters, mpi * 1e3, busbw(mpi), ring * 1e3, busbw(ring),
+                mpi / ring, chunked * 1e3, busbw(chunked), mpi / chunked, static_cast<unsigned long long>(chunk),
+                std::string(toString(chosen)).c_str(), int(12 - toString(chosen).size()), "", autoTime * 1e3,
+                busbw(autoTime), autoVsBest);
     }
     return autoVsBest <= 1.10 ? 0 : 1;
 }

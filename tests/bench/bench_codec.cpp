@@ -13,8 +13,7 @@
 using namespace loom::comm;
 
 namespace {
-template <typename F>
-double medianSeconds(F&& f, int reps)
+template <typename F> double medianSeconds(F&& f, int reps)
 {
     std::vector<double> t;
     for (int i = 0; i < reps; ++i) {
@@ -25,7 +24,7 @@ double medianSeconds(F&& f, int reps)
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
 }
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv)
 {
@@ -55,12 +54,13 @@ int main(int argc, char** argv)
         reps);
     const double gbCopy = double(4 * count) / tCopy / 1e9, gbInt8 = double(4 * count) / tInt8 / 1e9;
     if (json)
-        std::printf("{\"bench\":\"codec\",\"bytes\":%zu,\"memcpy_gbps\":%.3f,\"int8_qdq_gbps\":%.3f,\"int8_vs_memcpy\":%.3f}\n",
-                    4 * count, gbCopy, gbInt8, gbInt8 / gbCopy);
+        std::printf(
+            "{\"bench\":\"codec\",\"bytes\":%zu,\"memcpy_gbps\":%.3f,\"int8_qdq_gbps\":%.3f,\"int8_vs_memcpy\":%.3f}\n",
+            4 * count, gbCopy, gbInt8, gbInt8 / gbCopy);
     else
         std::printf("int8 quantise+dequantise of %zu MiB of fp32 on one core (median of %d):\n"
                     "  memcpy             %7.2f GB/s  (reference)\n"
                     "  int8 q + dq        %7.2f GB/s  int8_vs_memcpy=%.3f\n",
-                    mb, reps, gbCopy, gbInt8, gbInt8 / gbCopy);
+            mb, reps, gbCopy, gbInt8, gbInt8 / gbCopy);
     return 0;
 }

@@ -61,20 +61,20 @@ double rawInsert(const std::string& path, const std::vector<trace::TraceEvent>& 
 {
     sqlite3* db = nullptr;
     check(sqlite3_open(path.c_str(), &db), db, "open");
-    for (const char* sql : {"PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA foreign_keys = ON",
-                            "CREATE TABLE events (run_id INTEGER NOT NULL, rank INTEGER, lane INTEGER, kind INTEGER, source INTEGER,"
-                            " step INTEGER, micro_batch INTEGER, stage INTEGER, chunk INTEGER, start_ns INTEGER, end_ns INTEGER,"
-                            " bytes INTEGER, wire_bytes INTEGER, grp INTEGER, group_size INTEGER, peer INTEGER, algorithm INTEGER,"
-                            " codec TEXT)",
-                            "CREATE INDEX events_by_run ON events (run_id, rank, start_ns)"})
+    for (const char* sql : { "PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA foreign_keys = ON",
+             "CREATE TABLE events (run_id INTEGER NOT NULL, rank INTEGER, lane INTEGER, kind INTEGER, source INTEGER,"
+             " step INTEGER, micro_batch INTEGER, stage INTEGER, chunk INTEGER, start_ns INTEGER, end_ns INTEGER,"
+             " bytes INTEGER, wire_bytes INTEGER, grp INTEGER, group_size INTEGER, peer INTEGER, algorithm INTEGER,"
+             " codec TEXT)",
+             "CREATE INDEX events_by_run ON events (run_id, rank, start_ns)" })
         check(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), db, sql);
     sqlite3_stmt* st = nullptr;
     check(sqlite3_prepare_v2(db,
-                             "INSERT INTO events (run_id, rank, lane, kind, source, step, micro_batch, stage, chunk, start_ns, "
-                             "end_ns, bytes, wire_bytes, grp, group_size, peer, algorithm, codec) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             -1, &st, nullptr),
-          db, "prepare");
+              "INSERT INTO events (run_id, rank, lane, kind, source, step, micro_batch, stage, chunk, start_ns, "
+              "end_ns, bytes, wire_bytes, grp, group_size, peer, algorithm, codec) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+              -1, &st, nullptr),
+        db, "prepare");
     const auto start = std::chrono::steady_clock::now();
     for (std::size_t i = 0; i < events.size(); ++i) {
         if (i % batch == 0)
@@ -109,7 +109,7 @@ double rawInsert(const std::string& path, const std::vector<trace::TraceEvent>& 
     return t;
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv)
 {
@@ -137,11 +137,12 @@ int main(int argc, char** argv)
     {
         profiles::Store store(dir.filePath(QStringLiteral("loom.db")));
         profiles::RunStore runs(store);
-        const qint64 run = runs.startRun(QStringLiteral("bench"), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("bench"));
+        const qint64 run = runs.startRun(
+            QStringLiteral("bench"), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("bench"));
         const auto start = std::chrono::steady_clock::now();
         for (std::size_t i = 0; i < events.size(); i += batch) {
             const std::vector<trace::TraceEvent> chunk(events.begin() + static_cast<std::ptrdiff_t>(i),
-                                                       events.begin() + static_cast<std::ptrdiff_t>(std::min(events.size(), i + batch)));
+                events.begin() + static_cast<std::ptrdiff_t>(std::min(events.size(), i + batch)));
             runs.addEvents(run, chunk);
         }
         storeSeconds = seconds(start);
@@ -150,21 +151,23 @@ int main(int argc, char** argv)
     const double rawSeconds = rawInsert(dir.filePath(QStringLiteral("raw.db")).toStdString(), events, batch);
     const double storeRate = double(count) / storeSeconds, rawRate = double(count) / rawSeconds;
     if (json)
-        std::printf("{\"events\": %zu, \"batch\": %zu, \"store_s\": %.3f, \"store_events_per_s\": %.0f, \"raw_s\": %.3f, "
-                    "\"raw_events_per_s\": %.0f, \"ratio\": %.3f}\n",
-                    count, batch, storeSeconds, storeRate, rawSeconds, rawRate, storeSeconds / rawSeconds);
+        std::printf(
+            "{\"events\": %zu, \"batch\": %zu, \"store_s\": %.3f, \"store_events_per_s\": %.0f, \"raw_s\": %.3f, "
+            "\"raw_events_per_s\": %.0f, \"ratio\": %.3f}\n",
+            count, batch, storeSeconds, storeRate, rawSeconds, rawRate, storeSeconds / rawSeconds);
     else
         std::printf("bench_runstore: %zu events in transactions of %zu\n"
                     "  RunStore::addEvents   %7.3f s  %10.0f events/s\n"
                     "  sqlite3 C API (ref.)  %7.3f s  %10.0f events/s\n"
                     "  ratio store/raw time  %7.2f\n",
-                    count, batch, storeSeconds, storeRate, rawSeconds, rawRate, storeSeconds / rawSeconds);
+            count, batch, storeSeconds, storeRate, rawSeconds, rawRate, storeSeconds / rawSeconds);
     if (stored != count) {
         std::fprintf(stderr, "bench_runstore: %zu events read back, expected %zu\n", stored, count);
         return 1;
     }
     if (count >= 1000000 && storeSeconds > 5.0) {
-        std::fprintf(stderr, "bench_runstore: a million events took %.1f s; the goal is a few seconds (<= 5 s)\n", storeSeconds);
+        std::fprintf(
+            stderr, "bench_runstore: a million events took %.1f s; the goal is a few seconds (<= 5 s)\n", storeSeconds);
         return 1;
     }
     return 0;

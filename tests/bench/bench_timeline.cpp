@@ -63,7 +63,8 @@ double medianPaintMs(views::TimelineView& view, QImage& image, int reps)
 
 int main(int argc, char** argv)
 {
-    qputenv("QT_QPA_PLATFORM", qgetenv("QT_QPA_PLATFORM").isEmpty() ? QByteArray("offscreen") : qgetenv("QT_QPA_PLATFORM"));
+    qputenv(
+        "QT_QPA_PLATFORM", qgetenv("QT_QPA_PLATFORM").isEmpty() ? QByteArray("offscreen") : qgetenv("QT_QPA_PLATFORM"));
     QApplication app(argc, argv);
     std::size_t events = 1000000;
     bool json = false;
@@ -77,7 +78,9 @@ int main(int argc, char** argv)
     const int ranks = 64;
     views::TimelineView view;
     // Tall enough that all 128 lanes are painted, not only those scrolled into view.
-    view.resize(1600, views::TimelineView::kRulerHeight + ranks * (views::TimelineView::kComputeRow + views::TimelineView::kCommRow + 4) + 8);
+    view.resize(1600,
+        views::TimelineView::kRulerHeight
+            + ranks * (views::TimelineView::kComputeRow + views::TimelineView::kCommRow + 4) + 8);
     QImage image(view.viewport()->size(), QImage::Format_ARGB32_Premultiplied);
 
     views::TimelineData data;
@@ -85,7 +88,7 @@ int main(int argc, char** argv)
     // Reference: the same rows with one tiny event each (the labels, ruler and idle hatching only).
     std::vector<trace::TraceEvent> skeleton;
     for (int r = 0; r < ranks; ++r)
-        for (auto lane : {trace::Lane::Compute, trace::Lane::Comm}) {
+        for (auto lane : { trace::Lane::Compute, trace::Lane::Comm }) {
             trace::TraceEvent e;
             e.rank = r;
             e.lane = lane;
@@ -107,19 +110,20 @@ int main(int argc, char** argv)
         const char* name;
         std::int64_t width;
     };
-    const Zoom zooms[] = {{"full", span}, {"medium", span / 100}, {"deep", span / 10000}};
+    const Zoom zooms[] = { { "full", span }, { "medium", span / 100 }, { "deep", span / 10000 } };
     double worst = 0;
     std::string jsonOut = "{\"events\": " + std::to_string(view.timeline().events().size()) + ", \"ranks\": 64";
     std::printf("bench_timeline: %zu events on %d ranks (%zu lanes) loaded and indexed in %.0f ms\n",
         view.timeline().events().size(), ranks, view.timeline().rows().size(), loadMs);
-    std::printf("reference: the same %zu lanes with no events paint in %.2f ms (median)\n", view.timeline().rows().size(), reference);
+    std::printf("reference: the same %zu lanes with no events paint in %.2f ms (median)\n",
+        view.timeline().rows().size(), reference);
     for (const Zoom& z : zooms) {
         const std::int64_t mid = begin + span / 2;
         view.setWindow(mid - z.width / 2, mid + z.width / 2);
         const double ms = medianPaintMs(view, image, 15);
         worst = std::max(worst, ms);
-        std::printf("%-6s zoom (%.3g ms of trace): median paint %.2f ms, %zu boxes drawn, %.2fx the reference\n", z.name,
-            double(z.width) / 1e6, ms, view.lastPaintBoxes(), ms / std::max(1e-9, reference));
+        std::printf("%-6s zoom (%.3g ms of trace): median paint %.2f ms, %zu boxes drawn, %.2fx the reference\n",
+            z.name, double(z.width) / 1e6, ms, view.lastPaintBoxes(), ms / std::max(1e-9, reference));
         jsonOut += std::string(", \"") + z.name + "_ms\": " + std::to_string(ms);
     }
     if (json)

@@ -39,7 +39,8 @@ int main(int argc, char** argv)
     const auto read = plan::readLayout(text, profiles::BuiltinProfiles::instance());
     if (session.worldSize() != read.layout->parallel.worldSize()) {
         if (session.worldRank() == 0)
-            std::fprintf(stderr, "bench_tracing: run it with mpirun -np %lld\n", static_cast<long long>(read.layout->parallel.worldSize()));
+            std::fprintf(stderr, "bench_tracing: run it with mpirun -np %lld\n",
+                static_cast<long long>(read.layout->parallel.worldSize()));
         return 2;
     }
     const train::Corpus corpus = train::Corpus::synthetic(1);
@@ -61,14 +62,14 @@ int main(int argc, char** argv)
             MPI_Barrier(MPI_COMM_WORLD);
             const auto t0 = std::chrono::steady_clock::now();
             trainer.step(step++);
-            if (tracing) {  // what --stream adds: gather the step's events and encode a frame on rank 0
+            if (tracing) { // what --stream adds: gather the step's events and encode a frame on rank 0
                 const auto events = comm::gatherEvents(*comms.world, recorder.take(), clock.offsetNs);
                 if (session.worldRank() == 0)
                     streamedBytes += trace::encodeFrame("events", trace::encodeEvents(events)).size();
             }
             double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            if (b > 0)  // the first block warms up
+            if (b > 0) // the first block warms up
                 (tracing ? on : off).push_back(t);
         }
     }
@@ -77,13 +78,14 @@ int main(int argc, char** argv)
     const double a = off[off.size() / 2], b = on[on.size() / 2];
     if (session.worldRank() == 0) {
         if (json)
-            std::printf("{\"bench\":\"tracing\",\"untraced_ms\":%.3f,\"traced_ms\":%.3f,\"ratio\":%.4f,\"stream_bytes_per_step\":%.0f}\n",
-                        a * 1e3, b * 1e3, b / a, double(streamedBytes) / double(on.size()));
+            std::printf("{\"bench\":\"tracing\",\"untraced_ms\":%.3f,\"traced_ms\":%.3f,\"ratio\":%.4f,\"stream_bytes_"
+                        "per_step\":%.0f}\n",
+                a * 1e3, b * 1e3, b / a, double(streamedBytes) / double(on.size()));
         else
             std::printf("gpt-mini, 4 ranks (tp 1, pp 2, dp 2), median step time of %zu steps each:\n"
                         "  tracing off          %8.2f ms  (reference)\n"
                         "  tracing + stream     %8.2f ms  ratio=%.4f  (%.0f bytes of stream per step)\n",
-                        on.size(), a * 1e3, b * 1e3, b / a, double(streamedBytes) / double(on.size()));
+                on.size(), a * 1e3, b * 1e3, b / a, double(streamedBytes) / double(on.size()));
     }
     return 0;
 }

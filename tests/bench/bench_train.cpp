@@ -43,7 +43,8 @@ int main(int argc, char** argv)
     std::vector<double> gemmTimes;
     for (int r = 0; r < 6; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+        cblas_sgemm(
+            CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
         if (r > 0)
             gemmTimes.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
@@ -71,15 +72,15 @@ int main(int argc, char** argv)
     if (json)
         std::printf("{\"bench\":\"train\",\"model\":\"gpt-mini\",\"tokens\":%lld,\"threads\":%d,\"step_ms\":%.2f,"
                     "\"model_gflops\":%.2f,\"sgemm_gflops\":%.2f,\"fraction_of_sgemm\":%.3f}\n",
-                    static_cast<long long>(8 * read.layout->model.seqLen), threads, step * 1e3, model / 1e9, sgemm / 1e9,
-                    model / sgemm);
+            static_cast<long long>(8 * read.layout->model.seqLen), threads, step * 1e3, model / 1e9, sgemm / 1e9,
+            model / sgemm);
     else
         std::printf("gpt-mini, one process, %d BLAS thread(s), %lld tokens per step (median of %zu steps):\n"
                     "  step time            %8.1f ms\n"
                     "  model FLOP/s         %8.2f GFLOP/s  (Narayanan et al. eq. 3, no recomputation)\n"
                     "  cblas_sgemm 1024^3   %8.2f GFLOP/s  (reference, same run)\n"
                     "  fraction_of_sgemm=%.3f\n",
-                    threads, static_cast<long long>(8 * read.layout->model.seqLen), stepTimes.size(), step * 1e3,
-                    model / 1e9, sgemm / 1e9, model / sgemm);
+            threads, static_cast<long long>(8 * read.layout->model.seqLen), stepTimes.size(), step * 1e3, model / 1e9,
+            sgemm / 1e9, model / sgemm);
     return 0;
 }

@@ -19,7 +19,7 @@ struct LoomResult {
 
 // Runs LOOM_EXE with `args` (optionally under `wrapper`, e.g. {"ip", "netns", "exec", NS}) and LOOM_DB=db.
 inline LoomResult loom(const QString& db, const QStringList& args, const QStringList& wrapper = {},
-                       const QProcessEnvironment& extra = {}, int timeoutMs = 180000)
+    const QProcessEnvironment& extra = {}, int timeoutMs = 180000)
 {
     QProcess p;
     QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
@@ -27,20 +27,20 @@ inline LoomResult loom(const QString& db, const QStringList& args, const QString
     e.insert(extra);
     p.setProcessEnvironment(e);
     p.setProcessChannelMode(QProcess::MergedChannels);
-    const QStringList all = wrapper + QStringList{QStringLiteral(LOOM_EXE)} + args;
+    const QStringList all = wrapper + QStringList { QStringLiteral(LOOM_EXE) } + args;
     p.start(all.first(), all.mid(1));
     if (!p.waitForFinished(timeoutMs)) {
         p.kill();
         p.waitForFinished(5000);
     }
-    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAll())};
+    return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAll()) };
 }
 
 inline QJsonObject lastRun(const QString& db)
 {
-    const LoomResult r = loom(db, {QStringLiteral("runs"), QStringLiteral("list"), QStringLiteral("--json")});
+    const LoomResult r = loom(db, { QStringLiteral("runs"), QStringLiteral("list"), QStringLiteral("--json") });
     const QJsonArray runs = QJsonDocument::fromJson(r.output.toUtf8()).array();
-    return runs.isEmpty() ? QJsonObject{} : runs.last().toObject();
+    return runs.isEmpty() ? QJsonObject {} : runs.last().toObject();
 }
 
 inline bool writeFile(const QString& path, const QByteArray& text)
@@ -49,4 +49,4 @@ inline bool writeFile(const QString& path, const QByteArray& text)
     return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(text) == text.size();
 }
 
-}  // namespace loomtest
+} // namespace loomtest

@@ -29,7 +29,7 @@ LaunchRequest request(const QString& method)
     r.layout.parallel.pp = 1;
     r.layout.parallel.dp = 4;
     r.layout.cluster.name = "lab";
-    r.layout.cluster.hosts = {"node01", "node02", "node03"};
+    r.layout.cluster.hosts = { "node01", "node02", "node03" };
     r.layout.cluster.launch.method = method.toStdString();
     r.steps = 7;
     r.engine = QStringLiteral("/opt/loom/bin/loom-train");
@@ -41,17 +41,17 @@ QStringList runSh(const QString& script, const QString& cwd, int* exitCode = nul
 {
     QProcess p;
     p.setWorkingDirectory(cwd);
-    p.start(QStringLiteral("sh"), {QStringLiteral("-c"), script});
+    p.start(QStringLiteral("sh"), { QStringLiteral("-c"), script });
     p.closeWriteChannel();
     p.waitForFinished(10000);
     if (exitCode)
         *exitCode = p.exitCode();
     QStringList words = QString::fromUtf8(p.readAllStandardOutput()).split(QChar(0));
-    words.removeLast();  // after the last NUL
+    words.removeLast(); // after the last NUL
     return words;
 }
 
-}  // namespace
+} // namespace
 
 class TestLaunchCommands : public QObject {
     Q_OBJECT
@@ -70,21 +70,23 @@ private slots:
         QVERIFY2(c && !d.hasErrors(), d.format().c_str());
         QCOMPARE(c->launch.method, std::string("ssh"));
         QCOMPARE(c->launch.headNode, std::string("me@a"));
-        QCOMPARE(c->launch.sshOptions, (std::vector<std::string>{"-p", "2222"}));
+        QCOMPARE(c->launch.sshOptions, (std::vector<std::string> { "-p", "2222" }));
         QCOMPARE(c->launch.mpirun, std::string("mpirun"));
         QCOMPARE(c->launch.gpusPerNode, std::int64_t(4));
         // written back and read again: the same
         loom::plan::Diagnostics d2;
-        const auto again = loom::plan::parseClusterSpec(nlohmann::json::parse(loom::plan::toJson(*c).dump()), "cluster", d2);
+        const auto again
+            = loom::plan::parseClusterSpec(nlohmann::json::parse(loom::plan::toJson(*c).dump()), "cluster", d2);
         QVERIFY(again && *again == *c);
 
-        j["launch"] = {{"method", "ssh"}, {"head_node", "-oProxyCommand=x"}, {"ssh_options", "-p 22"}};
+        j["launch"] = { { "method", "ssh" }, { "head_node", "-oProxyCommand=x" }, { "ssh_options", "-p 22" } };
         loom::plan::Diagnostics bad;
         QVERIFY(!loom::plan::parseClusterSpec(j, "cluster", bad));
         const std::string text = bad.format();
-        QVERIFY2(text.find("cluster.launch.head_node=\"-oProxyCommand=x\" cannot start with '-'") != std::string::npos, text.c_str());
+        QVERIFY2(text.find("cluster.launch.head_node=\"-oProxyCommand=x\" cannot start with '-'") != std::string::npos,
+            text.c_str());
         QVERIFY2(text.find("cluster.launch.ssh_options") != std::string::npos, text.c_str());
-        j["launch"] = {{"method", "pbs"}};
+        j["launch"] = { { "method", "pbs" } };
         loom::plan::Diagnostics unknown;
         QVERIFY(!loom::plan::parseClusterSpec(j, "cluster", unknown));
         QVERIFY2(unknown.format().find("local") != std::string::npos, unknown.format().c_str());
@@ -93,10 +95,10 @@ private slots:
     void quotingRoundTrips()
     {
         QTemporaryDir dir;
-        const QStringList words{kEvil, QString(), QStringLiteral("'"), QStringLiteral("plain-word_1.2"), QStringLiteral("-n"),
-                                QStringLiteral("tab\there"), QStringLiteral("ünïcode")};
+        const QStringList words { kEvil, QString(), QStringLiteral("'"), QStringLiteral("plain-word_1.2"),
+            QStringLiteral("-n"), QStringLiteral("tab\there"), QStringLiteral("ünïcode") };
         QCOMPARE(runSh(QStringLiteral("printf '%s\\0' ") + shellJoin(words), dir.path()), words);
-        QVERIFY(QDir(dir.path()).entryList(QDir::Files).isEmpty());  // nothing was run
+        QVERIFY(QDir(dir.path()).entryList(QDir::Files).isEmpty()); // nothing was run
         QCOMPARE(shellQuote(QStringLiteral("node01")), QStringLiteral("node01"));
         QCOMPARE(shellQuote(QStringLiteral("it's")), QStringLiteral("'it'\\''s'"));
     }
@@ -106,12 +108,15 @@ private slots:
         LaunchRequest r = request(QStringLiteral("ssh"));
         QString error;
         QCOMPARE(hostfile(r.layout, &error), QStringLiteral("node01 slots=4\nnode02 slots=4\n"));
-        r.layout.cluster.hosts = {"node01"};
+        r.layout.cluster.hosts = { "node01" };
         QVERIFY(hostfile(r.layout, &error).isEmpty());
-        QCOMPARE(error, QStringLiteral("the layout asks for 2 nodes but cluster lab lists 1 hosts; add them to the profile's \"hosts\""));
-        r.layout.cluster.hosts = {"node01", "node02 slots=99"};
+        QCOMPARE(error,
+            QStringLiteral(
+                "the layout asks for 2 nodes but cluster lab lists 1 hosts; add them to the profile's \"hosts\""));
+        r.layout.cluster.hosts = { "node01", "node02 slots=99" };
         QVERIFY(hostfile(r.layout, &error).isEmpty());
-        QVERIFY2(error.startsWith(QStringLiteral("hosts[1]=\"node02 slots=99\" is not a host name")), qPrintable(error));
+        QVERIFY2(
+            error.startsWith(QStringLiteral("hosts[1]=\"node02 slots=99\" is not a host name")), qPrintable(error));
     }
 
     void sshCommandAndHeadScript()
@@ -119,27 +124,28 @@ private slots:
         QTemporaryDir home;
         LaunchRequest r = request(QStringLiteral("ssh"));
         r.layout.cluster.launch.headNode = "me@login";
-        r.layout.cluster.launch.sshOptions = {"-p", "2222"};
-        r.layout.cluster.launch.mpirun = "echo";  // in mpirun's place: prints what it was given
-        r.layout.cluster.launch.mpirunOptions = {kEvil.toStdString()};
+        r.layout.cluster.launch.sshOptions = { "-p", "2222" };
+        r.layout.cluster.launch.mpirun = "echo"; // in mpirun's place: prints what it was given
+        r.layout.cluster.launch.mpirunOptions = { kEvil.toStdString() };
         r.layout.cluster.launch.runDir = (home.path() + QStringLiteral("/runs $(touch pwned)")).toStdString();
         r.layout.cluster.launch.engine = "/cluster/bin/loom-train";
         r.checkpointDir = QStringLiteral("ckpt dir");
         r.checkpointEvery = 2;
         QString error;
-        const Command c = sshCommand(r, QStringLiteral("{\"name\": \"%1\"}").arg(kEvil), QStringLiteral("run-1"), &error);
+        const Command c
+            = sshCommand(r, QStringLiteral("{\"name\": \"%1\"}").arg(kEvil), QStringLiteral("run-1"), &error);
         QVERIFY2(error.isEmpty(), qPrintable(error));
         QCOMPARE(c.program, QStringLiteral("ssh"));
         const QStringList before = c.args.mid(0, c.args.indexOf(QStringLiteral("--")));
         QVERIFY(before.contains(QStringLiteral("BatchMode=yes")) && before.contains(QStringLiteral("2222")));
         QCOMPARE(c.args.at(c.args.indexOf(QStringLiteral("--")) + 1), QStringLiteral("me@login"));
-        QCOMPARE(c.args.size(), c.args.indexOf(QStringLiteral("--")) + 3);  // host, then the one remote command
+        QCOMPARE(c.args.size(), c.args.indexOf(QStringLiteral("--")) + 3); // host, then the one remote command
         // What sshd would hand to the remote shell, run here by sh: 'echo' stands for mpirun and prints its words.
         int exitCode = -1;
         const QString remote = c.args.last();
         QProcess p;
         p.setWorkingDirectory(home.path());
-        p.start(QStringLiteral("sh"), {QStringLiteral("-c"), remote});
+        p.start(QStringLiteral("sh"), { QStringLiteral("-c"), remote });
         // standard input stays open (Loom is there), so the watcher waits and is stopped when echo is done
         QVERIFY(p.waitForFinished(10000));
         exitCode = p.exitCode();
@@ -151,15 +157,16 @@ private slots:
         QVERIFY2(printed.endsWith(QStringLiteral("/cluster/bin/loom-train --layout %1/layout.json --steps 7 --stream "
                                                  "--checkpoint-dir ckpt dir --checkpoint-every 2")
                                       .arg(runDir)),
-                 qPrintable(printed));
+            qPrintable(printed));
         QFile layout(runDir + QStringLiteral("/layout.json"));
         QVERIFY(layout.open(QIODevice::ReadOnly));
         QCOMPARE(QString::fromUtf8(layout.readAll()), QStringLiteral("{\"name\": \"%1\"}").arg(kEvil));
         QFile hosts(runDir + QStringLiteral("/hostfile"));
         QVERIFY(hosts.open(QIODevice::ReadOnly));
         QCOMPARE(hosts.readAll(), QByteArray("node01 slots=4\nnode02 slots=4\n"));
-        for (const QString& where : {home.path(), runDir, home.path() + QStringLiteral("/runs $(touch pwned)")})
-            QVERIFY(!QFile::exists(where + QStringLiteral("/pwned")) && !QFile::exists(where + QStringLiteral("/pwned2")));
+        for (const QString& where : { home.path(), runDir, home.path() + QStringLiteral("/runs $(touch pwned)") })
+            QVERIFY(
+                !QFile::exists(where + QStringLiteral("/pwned")) && !QFile::exists(where + QStringLiteral("/pwned2")));
 
         r.layout.cluster.launch.headNode = "-oProxyCommand=touch pwned";
         QVERIFY(sshCommand(r, QStringLiteral("{}"), QStringLiteral("run-1"), &error).args.isEmpty());
@@ -174,11 +181,12 @@ private slots:
         QString error;
         const Command c = sshCommand(r, QStringLiteral("{}"), QStringLiteral("run-1"), &error);
         QProcess p;
-        p.start(QStringLiteral("sh"), {QStringLiteral("-c"), c.args.last()});
+        p.start(QStringLiteral("sh"), { QStringLiteral("-c"), c.args.last() });
         p.closeWriteChannel();
         QVERIFY(p.waitForFinished(10000));
         QCOMPARE(p.exitCode(), 97);
-        QVERIFY(p.readAllStandardError().contains("loom: cannot write the run folder /proc/loom-cannot-write-here/run-1 on "));
+        QVERIFY(p.readAllStandardError().contains(
+            "loom: cannot write the run folder /proc/loom-cannot-write-here/run-1 on "));
     }
 
     void sbatchScriptText()
@@ -188,33 +196,36 @@ private slots:
         r.layout.cluster.launch.timeLimit = "01:30:00";
         r.layout.cluster.launch.partition = "gpu";
         r.layout.cluster.launch.mpirun = "/usr/bin/mpirun";
-        r.layout.cluster.launch.mpirunOptions = {"--mca", "btl", "^openib"};
+        r.layout.cluster.launch.mpirunOptions = { "--mca", "btl", "^openib" };
         const QString layoutFile = QStringLiteral("/shared/runs/$(touch pwned)/layout.json");
         const QString root = ::geteuid() == 0 ? QStringLiteral("--allow-run-as-root ") : QString();
         QCOMPARE(sbatchScript(r, layoutFile),
-                 QStringLiteral("#!/bin/sh\n"
-                                "# Written by Loom for one run; every word below is quoted, so names and paths stay names.\n"
-                                "#SBATCH --nodes=2\n"
-                                "#SBATCH --ntasks-per-node=4\n"
-                                "#SBATCH --gpus-per-node=8\n"
-                                "#SBATCH --time=01:30:00\n"
-                                "#SBATCH --partition=gpu\n"
-                                "exec /usr/bin/mpirun %1--mca btl '^openib' -np 8 --bind-to none "
-                                "/opt/loom/bin/loom-train --layout '/shared/runs/$(touch pwned)/layout.json' --steps 7 --stream\n")
-                     .arg(root));
+            QStringLiteral(
+                "#!/bin/sh\n"
+                "# Written by Loom for one run; every word below is quoted, so names and paths stay names.\n"
+                "#SBATCH --nodes=2\n"
+                "#SBATCH --ntasks-per-node=4\n"
+                "#SBATCH --gpus-per-node=8\n"
+                "#SBATCH --time=01:30:00\n"
+                "#SBATCH --partition=gpu\n"
+                "exec /usr/bin/mpirun %1--mca btl '^openib' -np 8 --bind-to none "
+                "/opt/loom/bin/loom-train --layout '/shared/runs/$(touch pwned)/layout.json' --steps 7 --stream\n")
+                .arg(root));
         // Without GPUs, time limit or partition those lines are left out.
         r.layout.cluster.launch = {};
         r.layout.cluster.launch.method = "slurm";
         const QString plain = sbatchScript(r, layoutFile);
-        QVERIFY(!plain.contains(QLatin1String("--gpus-per-node")) && !plain.contains(QLatin1String("--time")) &&
-                !plain.contains(QLatin1String("--partition")));
+        QVERIFY(!plain.contains(QLatin1String("--gpus-per-node")) && !plain.contains(QLatin1String("--time"))
+            && !plain.contains(QLatin1String("--partition")));
 
-        const Command c = sbatchCommand(r, QStringLiteral("/shared/runs/x/job.sbatch"), QStringLiteral("/shared/runs/x/job.out"));
+        const Command c
+            = sbatchCommand(r, QStringLiteral("/shared/runs/x/job.sbatch"), QStringLiteral("/shared/runs/x/job.out"));
         QCOMPARE(c.program, QStringLiteral("sbatch"));
-        QCOMPARE(c.args, (QStringList{QStringLiteral("--parsable"), QStringLiteral("--job-name"),
-                                      QStringLiteral("loom-__touch_pwned____touch_pwned2___quoted___double__________new"),
-                                      QStringLiteral("--output"), QStringLiteral("/shared/runs/x/job.out"), QStringLiteral("--chdir"),
-                                      r.workDir, QStringLiteral("/shared/runs/x/job.sbatch")}));
+        QCOMPARE(c.args,
+            (QStringList { QStringLiteral("--parsable"), QStringLiteral("--job-name"),
+                QStringLiteral("loom-__touch_pwned____touch_pwned2___quoted___double__________new"),
+                QStringLiteral("--output"), QStringLiteral("/shared/runs/x/job.out"), QStringLiteral("--chdir"),
+                r.workDir, QStringLiteral("/shared/runs/x/job.sbatch") }));
     }
 
     void srunInsideAnAllocation()
@@ -223,11 +234,12 @@ private slots:
         r.layout.cluster.launch.gpusPerNode = 4;
         const Command c = srunCommand(r, QStringLiteral("/shared/x/layout.json"));
         QCOMPARE(c.program, QStringLiteral("srun"));
-        QCOMPARE(c.args, (QStringList{QStringLiteral("--mpi=pmix"), QStringLiteral("--kill-on-bad-exit=1"), QStringLiteral("--nodes=2"),
-                                      QStringLiteral("--ntasks-per-node=4"), QStringLiteral("--export=ALL"),
-                                      QStringLiteral("--gpus-per-node=4"), QStringLiteral("/opt/loom/bin/loom-train"),
-                                      QStringLiteral("--layout"), QStringLiteral("/shared/x/layout.json"), QStringLiteral("--steps"),
-                                      QStringLiteral("7"), QStringLiteral("--stream")}));
+        QCOMPARE(c.args,
+            (QStringList { QStringLiteral("--mpi=pmix"), QStringLiteral("--kill-on-bad-exit=1"),
+                QStringLiteral("--nodes=2"), QStringLiteral("--ntasks-per-node=4"), QStringLiteral("--export=ALL"),
+                QStringLiteral("--gpus-per-node=4"), QStringLiteral("/opt/loom/bin/loom-train"),
+                QStringLiteral("--layout"), QStringLiteral("/shared/x/layout.json"), QStringLiteral("--steps"),
+                QStringLiteral("7"), QStringLiteral("--stream") }));
     }
 
     void ranksStartedWithoutMpirun()
@@ -242,20 +254,22 @@ private slots:
         for (int k = 0; k < 8; ++k) {
             const RankCommand& c = ranks[static_cast<std::size_t>(k)];
             QCOMPARE(c.rank, k);
-            QCOMPARE(c.command.program, r.engine);  // the engine itself: no mpirun, no shell
-            QCOMPARE(c.command.args, (QStringList{QStringLiteral("--layout"), QStringLiteral("/runs/x/layout.json"), QStringLiteral("--steps"),
-                                                  QStringLiteral("7"), QStringLiteral("--stream"), QStringLiteral("--checkpoint-dir"),
-                                                  QStringLiteral("/tmp/ck pt")}));
-            QCOMPARE(c.environment, (QStringList{QStringLiteral("LOOM_RANK=%1").arg(k), QStringLiteral("LOOM_WORLD_SIZE=8"),
-                                                 QStringLiteral("LOOM_LOCAL_RANK=%1").arg(k), QStringLiteral("LOOM_RENDEZVOUS=") + rendezvous,
-                                                 QStringLiteral("OPENBLAS_NUM_THREADS=1")}));
+            QCOMPARE(c.command.program, r.engine); // the engine itself: no mpirun, no shell
+            QCOMPARE(c.command.args,
+                (QStringList { QStringLiteral("--layout"), QStringLiteral("/runs/x/layout.json"),
+                    QStringLiteral("--steps"), QStringLiteral("7"), QStringLiteral("--stream"),
+                    QStringLiteral("--checkpoint-dir"), QStringLiteral("/tmp/ck pt") }));
+            QCOMPARE(c.environment,
+                (QStringList { QStringLiteral("LOOM_RANK=%1").arg(k), QStringLiteral("LOOM_WORLD_SIZE=8"),
+                    QStringLiteral("LOOM_LOCAL_RANK=%1").arg(k), QStringLiteral("LOOM_RENDEZVOUS=") + rendezvous,
+                    QStringLiteral("OPENBLAS_NUM_THREADS=1") }));
         }
         // Only gloo on a local cluster: an MPI layout (the default backend) keeps mpirun, and ssh and Slurm
         // clusters use their own launch method.
         QVERIFY(!startsRanksItself(r.layout));
         r.layout.comm.backend = loom::plan::CommBackend::Gloo;
         QVERIFY(startsRanksItself(r.layout));
-        for (const QString& method : {QStringLiteral("ssh"), QStringLiteral("slurm")}) {
+        for (const QString& method : { QStringLiteral("ssh"), QStringLiteral("slurm") }) {
             LaunchRequest other = request(method);
             other.layout.comm.backend = loom::plan::CommBackend::Gloo;
             QVERIFY(!startsRanksItself(other.layout));

@@ -6,9 +6,9 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
-#include <QRegularExpression>
 #include <QThread>
 
 #include <cerrno>
@@ -43,16 +43,16 @@ class TestLauncher : public QObject {
     QJsonObject lastRun()
     {
         QString out;
-        loom({QStringLiteral("runs"), QStringLiteral("list"), QStringLiteral("--json")}, &out);
+        loom({ QStringLiteral("runs"), QStringLiteral("list"), QStringLiteral("--json") }, &out);
         const QJsonArray runs = QJsonDocument::fromJson(out.toUtf8()).array();
-        return runs.isEmpty() ? QJsonObject{} : runs.last().toObject();
+        return runs.isEmpty() ? QJsonObject {} : runs.last().toObject();
     }
 
     // Engine processes of this test's runs (their layout files live under the test's folder).
     int enginesLeft()
     {
         QProcess p;
-        p.start(QStringLiteral("pgrep"), {QStringLiteral("-f"), m_dir.path() + QStringLiteral("/runs")});
+        p.start(QStringLiteral("pgrep"), { QStringLiteral("-f"), m_dir.path() + QStringLiteral("/runs") });
         p.waitForFinished();
         return QString::fromUtf8(p.readAll()).split('\n', Qt::SkipEmptyParts).size();
     }
@@ -63,7 +63,8 @@ class TestLauncher : public QObject {
         auto p = std::make_unique<QProcess>();
         p->setProcessEnvironment(env());
         p->setProcessChannelMode(QProcess::MergedChannels);
-        p->start(QStringLiteral(LOOM_EXE), {QStringLiteral("run"), example(), QStringLiteral("--steps"), QStringLiteral("100000")});
+        p->start(QStringLiteral(LOOM_EXE),
+            { QStringLiteral("run"), example(), QStringLiteral("--steps"), QStringLiteral("100000") });
         QElapsedTimer t;
         t.start();
         while (t.elapsed() < 60000) {
@@ -78,14 +79,16 @@ private slots:
     void finishedRun()
     {
         QString out;
-        QCOMPARE(loom({QStringLiteral("run"), example(), QStringLiteral("--steps"), QStringLiteral("4")}, &out), 0);
+        QCOMPARE(loom({ QStringLiteral("run"), example(), QStringLiteral("--steps"), QStringLiteral("4") }, &out), 0);
         QVERIFY2(out.contains("step 4/4") && out.contains("finished"), qPrintable(out));
         const QJsonObject run = lastRun();
         QCOMPARE(run.value("state").toString(), QStringLiteral("finished"));
         QCOMPARE(run.value("steps").toInt(), 4);
         const QString trace = m_dir.filePath(QStringLiteral("run.json"));
-        QCOMPARE(loom({QStringLiteral("runs"), QStringLiteral("export"), QString::number(run.value("id").toInt()),
-                       QStringLiteral("--chrome"), trace}, &out), 0);
+        QCOMPARE(loom({ QStringLiteral("runs"), QStringLiteral("export"), QString::number(run.value("id").toInt()),
+                          QStringLiteral("--chrome"), trace },
+                     &out),
+            0);
         QVERIFY2(out.contains("wrote"), qPrintable(out));
         QFile f(trace);
         QVERIFY(f.open(QIODevice::ReadOnly));
@@ -97,14 +100,20 @@ private slots:
     {
         QString out;
         const QString dir = m_dir.filePath(QStringLiteral("ckpt"));
-        QCOMPARE(loom({QStringLiteral("run"), example(), QStringLiteral("--steps"), QStringLiteral("4"), QStringLiteral("--checkpoint-dir"),
-                       dir, QStringLiteral("--checkpoint-every"), QStringLiteral("2")}, &out), 0);
+        QCOMPARE(loom({ QStringLiteral("run"), example(), QStringLiteral("--steps"), QStringLiteral("4"),
+                          QStringLiteral("--checkpoint-dir"), dir, QStringLiteral("--checkpoint-every"),
+                          QStringLiteral("2") },
+                     &out),
+            0);
         const QJsonObject run = lastRun();
         QCOMPARE(run.value("state").toString(), QStringLiteral("finished"));
-        QCOMPARE(loom({QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt())}, &out), 0);
-        for (int step : {2, 4}) {
+        QCOMPARE(
+            loom({ QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) }, &out),
+            0);
+        for (int step : { 2, 4 }) {
             const QString folder = dir + QStringLiteral("/step-%1").arg(step);
-            QVERIFY2(out.contains(QStringLiteral("checkpoint at step %1: %2\n").arg(step).arg(folder)), qPrintable(out));
+            QVERIFY2(
+                out.contains(QStringLiteral("checkpoint at step %1: %2\n").arg(step).arg(folder)), qPrintable(out));
             QVERIFY(QFile::exists(folder + QStringLiteral("/checkpoint.json")));
         }
         QCOMPARE(out.count(QStringLiteral("checkpoint at step")), 2);
@@ -117,14 +126,14 @@ private slots:
         QVERIFY(p->waitForFinished(30000));
         QCOMPARE(p->exitCode(), 130);
         QCOMPARE(lastRun().value("state").toString(), QStringLiteral("cancelled"));
-        QTRY_COMPARE_WITH_TIMEOUT(enginesLeft(), 0, 20000);  // mpirun reaps its ranks: wait for it, not a fixed time
+        QTRY_COMPARE_WITH_TIMEOUT(enginesLeft(), 0, 20000); // mpirun reaps its ranks: wait for it, not a fixed time
     }
 
     void killedRankFailsTheRun()
     {
         auto p = startLongRun();
         QProcess pgrep;
-        pgrep.start(QStringLiteral("pgrep"), {QStringLiteral("-f"), m_dir.path() + QStringLiteral("/runs")});
+        pgrep.start(QStringLiteral("pgrep"), { QStringLiteral("-f"), m_dir.path() + QStringLiteral("/runs") });
         pgrep.waitForFinished();
         const QStringList pids = QString::fromUtf8(pgrep.readAll()).split('\n', Qt::SkipEmptyParts);
         QVERIFY(pids.size() >= 2);
@@ -137,7 +146,8 @@ private slots:
         QCOMPARE(p->exitCode(), 1);
         const QJsonObject run = lastRun();
         QCOMPARE(run.value("state").toString(), QStringLiteral("failed"));
-        QVERIFY2(run.value("exit_cause").toString().contains(QRegularExpression("rank \\d+ died \\(signal 9")), qPrintable(out));
+        QVERIFY2(run.value("exit_cause").toString().contains(QRegularExpression("rank \\d+ died \\(signal 9")),
+            qPrintable(out));
         // No wait: when `loom run` has returned, mpirun and every rank are gone, not even left <defunct>.
         QStringList left;
         for (const QString& pid : pids)
@@ -152,10 +162,10 @@ private slots:
         auto p = startLongRun();
         ::kill(static_cast<pid_t>(p->processId()), SIGKILL);
         p->waitForFinished(10000);
-        QTRY_COMPARE_WITH_TIMEOUT(enginesLeft(), 0, 30000);  // rank 0's stdout is gone: the job ends by itself
+        QTRY_COMPARE_WITH_TIMEOUT(enginesLeft(), 0, 30000); // rank 0's stdout is gone: the job ends by itself
         const QJsonObject run = lastRun();
         QCOMPARE(run.value("state").toString(), QStringLiteral("interrupted"));
-        QVERIFY(run.value("steps").toInt() >= 3);  // what was stored before Loom died is still there
+        QVERIFY(run.value("steps").toInt() >= 3); // what was stored before Loom died is still there
     }
 
     void namesAreNeverRunByAShell()
@@ -171,12 +181,14 @@ private slots:
         QProcess p;
         p.setProcessEnvironment(env());
         p.setWorkingDirectory(dir);
-        p.start(QStringLiteral(LOOM_EXE), {QStringLiteral("run"), file, QStringLiteral("--steps"), QStringLiteral("2")});
+        p.start(
+            QStringLiteral(LOOM_EXE), { QStringLiteral("run"), file, QStringLiteral("--steps"), QStringLiteral("2") });
         QVERIFY(p.waitForFinished(60000));
         QCOMPARE(p.exitCode(), 0);
         QCOMPARE(lastRun().value("name").toString(), QStringLiteral("$(touch pwned); `touch pwned2`"));
-        for (const QString& where : {dir, m_dir.path(), m_dir.filePath(QStringLiteral("runs"))})
-            QVERIFY(!QFile::exists(where + QStringLiteral("/pwned")) && !QFile::exists(where + QStringLiteral("/pwned2")));
+        for (const QString& where : { dir, m_dir.path(), m_dir.filePath(QStringLiteral("runs")) })
+            QVERIFY(
+                !QFile::exists(where + QStringLiteral("/pwned")) && !QFile::exists(where + QStringLiteral("/pwned2")));
     }
 
     void badInputs()
@@ -188,10 +200,12 @@ private slots:
         f.write(R"({"loom_layout": 1, "name": "bad", "model": "gpt-tiny", "cluster": "local",
                     "parallel": {"tp": 3, "pp": 1, "dp": 1, "micro_batch": 1, "global_batch": 1}})");
         f.close();
-        QCOMPARE(loom({QStringLiteral("run"), bad}, &out), 2);
-        QVERIFY2(out.contains("parallel.tp=3 does not divide model.heads=4") && out.contains("nothing was started"), qPrintable(out));
-        QCOMPARE(loom({QStringLiteral("run"), example(), QStringLiteral("--steps"), QStringLiteral("2")}, &out,
-                      QStringLiteral("/nonexistent/loom-train")), 1);
+        QCOMPARE(loom({ QStringLiteral("run"), bad }, &out), 2);
+        QVERIFY2(out.contains("parallel.tp=3 does not divide model.heads=4") && out.contains("nothing was started"),
+            qPrintable(out));
+        QCOMPARE(loom({ QStringLiteral("run"), example(), QStringLiteral("--steps"), QStringLiteral("2") }, &out,
+                     QStringLiteral("/nonexistent/loom-train")),
+            1);
         QVERIFY2(out.contains("the engine /nonexistent/loom-train does not exist"), qPrintable(out));
         QCOMPARE(lastRun().value("state").toString(), QStringLiteral("failed"));
     }

@@ -30,12 +30,16 @@ class TestLauncherSlurm : public QObject {
         return e;
     }
     // Outside an allocation: the launcher must use sbatch, whatever ctest was started from.
-    static QStringList withoutJob() { return {QStringLiteral("env"), QStringLiteral("-u"), QStringLiteral("SLURM_JOB_ID")}; }
+    static QStringList withoutJob()
+    {
+        return { QStringLiteral("env"), QStringLiteral("-u"), QStringLiteral("SLURM_JOB_ID") };
+    }
 
     QString layout()
     {
         const QString file = m_dir.filePath(QStringLiteral("$(touch pwned).json"));
-        writeFile(file, R"({"loom_layout": 1, "name": "$(touch pwned) slurm", "model": "gpt-tiny", "cluster": "slurm-here",
+        writeFile(
+            file, R"({"loom_layout": 1, "name": "$(touch pwned) slurm", "model": "gpt-tiny", "cluster": "slurm-here",
             "nodes": 1, "parallel": {"tp": 1, "pp": 1, "dp": 2, "micro_batch": 1, "global_batch": 2}})");
         return file;
     }
@@ -55,7 +59,7 @@ class TestLauncherSlurm : public QObject {
     int enginesLeft()
     {
         QProcess p;
-        p.start(QStringLiteral("pgrep"), {QStringLiteral("-f"), m_dir.path() + QStringLiteral("/runs")});
+        p.start(QStringLiteral("pgrep"), { QStringLiteral("-f"), m_dir.path() + QStringLiteral("/runs") });
         p.waitForFinished();
         return QString::fromUtf8(p.readAll()).split('\n', Qt::SkipEmptyParts).size();
     }
@@ -65,7 +69,7 @@ class TestLauncherSlurm : public QObject {
         QElapsedTimer t;
         t.start();
         while (t.elapsed() < ms) {
-            if (slurm(QStringLiteral("squeue"), {QStringLiteral("-h")}).trimmed().isEmpty() && enginesLeft() == 0)
+            if (slurm(QStringLiteral("squeue"), { QStringLiteral("-h") }).trimmed().isEmpty() && enginesLeft() == 0)
                 return true;
             QThread::msleep(200);
         }
@@ -79,7 +83,8 @@ private slots:
         const QString cluster = m_dir.filePath(QStringLiteral("slurm"));
         QDir().mkpath(cluster);
         QProcess up;
-        up.start(QStringLiteral(LOOM_SOURCE_DIR "/tests/launcher/slurm-cluster.sh"), {QStringLiteral("up"), cluster, QStringLiteral("4")});
+        up.start(QStringLiteral(LOOM_SOURCE_DIR "/tests/launcher/slurm-cluster.sh"),
+            { QStringLiteral("up"), cluster, QStringLiteral("4") });
         up.waitForFinished(60000);
         const QString out = QString::fromUtf8(up.readAllStandardOutput() + up.readAllStandardError());
         m_up = true;
@@ -89,16 +94,17 @@ private slots:
         m_conf = out.trimmed().section(QLatin1Char('='), 1);
         QVERIFY(QFile::exists(m_conf));
         const QString profile = m_dir.filePath(QStringLiteral("slurm-here.json"));
-        QVERIFY(writeFile(profile, QStringLiteral(R"({"loom_profile": 1, "kind": "cluster", "name": "slurm-here", "nodes": 1,
+        QVERIFY(writeFile(profile,
+            QStringLiteral(R"({"loom_profile": 1, "kind": "cluster", "name": "slurm-here", "nodes": 1,
             "devices_per_node": 2,
             "device": {"name": "CPU core", "memory_gb": 2, "memory_bandwidth_gbs": 10,
                        "peak_tflops": {"fp32": 0.09, "fp16": 0.09, "bf16": 0.09}},
             "intra_node": {"link": "shm", "bandwidth_gbs": 5, "latency_us": 1},
             "launch": {"method": "slurm", "partition": "loomtest", "time_limit": "00:10:00", "engine": "%1",
                        "mpirun_options": ["--oversubscribe"]}})")
-                                               .arg(QStringLiteral(LOOM_TRAIN_EXE))
-                                               .toUtf8()));
-        const LoomResult r = loom(db(), {QStringLiteral("profiles"), QStringLiteral("import"), profile});
+                .arg(QStringLiteral(LOOM_TRAIN_EXE))
+                .toUtf8()));
+        const LoomResult r = loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), profile });
         QVERIFY2(r.exitCode == 0, qPrintable(r.output));
     }
 
@@ -107,27 +113,31 @@ private slots:
         if (!m_up)
             return;
         if (!m_conf.isEmpty())
-            slurm(QStringLiteral("scancel"), {QStringLiteral("--partition=loomtest")});
+            slurm(QStringLiteral("scancel"), { QStringLiteral("--partition=loomtest") });
         QProcess down;
         down.start(QStringLiteral(LOOM_SOURCE_DIR "/tests/launcher/slurm-cluster.sh"),
-                   {QStringLiteral("down"), m_dir.filePath(QStringLiteral("slurm"))});
+            { QStringLiteral("down"), m_dir.filePath(QStringLiteral("slurm")) });
         down.waitForFinished(60000);
     }
 
     void runThroughSbatch()
     {
-        const LoomResult r = loom(db(), {QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("3")}, withoutJob(),
-                                  slurmEnv());
+        const LoomResult r
+            = loom(db(), { QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("3") },
+                withoutJob(), slurmEnv());
         QVERIFY2(r.exitCode == 0 && r.output.contains("step 3/3"), qPrintable(r.output));
         const QJsonObject run = lastRun(db());
         QCOMPARE(run.value("state").toString(), QStringLiteral("finished"));
         QCOMPARE(run.value("steps").toInt(), 3);
-        const LoomResult show = loom(db(), {QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt())});
-        QVERIFY2(show.output.contains("command sbatch --parsable") && show.output.contains("(Slurm job "), qPrintable(show.output));
+        const LoomResult show
+            = loom(db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) });
+        QVERIFY2(show.output.contains("command sbatch --parsable") && show.output.contains("(Slurm job "),
+            qPrintable(show.output));
         // The job ran the generated script: Slurm kept it as the job's batch script.
-        QVERIFY2(slurm(QStringLiteral("scontrol"), {QStringLiteral("show"), QStringLiteral("job"), QStringLiteral("-o")})
-                     .contains("JobState=COMPLETED"),
-                 "no completed job in Slurm");
+        QVERIFY2(
+            slurm(QStringLiteral("scontrol"), { QStringLiteral("show"), QStringLiteral("job"), QStringLiteral("-o") })
+                .contains("JobState=COMPLETED"),
+            "no completed job in Slurm");
         QVERIFY(!QFile::exists(m_dir.filePath(QStringLiteral("pwned"))));
         QVERIFY(queueEmptyWithin(10000));
     }
@@ -141,7 +151,8 @@ private slots:
         e.remove(QStringLiteral("SLURM_JOB_ID"));
         p.setProcessEnvironment(e);
         p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(QStringLiteral(LOOM_EXE), {QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("100000")});
+        p.start(QStringLiteral(LOOM_EXE),
+            { QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("100000") });
         QElapsedTimer t;
         t.start();
         QByteArray seen;
@@ -159,12 +170,14 @@ private slots:
 
     void srunInsideAnAllocation()
     {
-        const LoomResult r = loom(db(), {QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("3")},
-                                  {QStringLiteral("salloc"), QStringLiteral("--nodes=1"), QStringLiteral("--ntasks=2")}, slurmEnv());
+        const LoomResult r
+            = loom(db(), { QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("3") },
+                { QStringLiteral("salloc"), QStringLiteral("--nodes=1"), QStringLiteral("--ntasks=2") }, slurmEnv());
         QVERIFY2(r.exitCode == 0 && r.output.contains("step 3/3"), qPrintable(r.output));
         const QJsonObject run = lastRun(db());
         QCOMPARE(run.value("state").toString(), QStringLiteral("finished"));
-        const LoomResult show = loom(db(), {QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt())});
+        const LoomResult show
+            = loom(db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) });
         QVERIFY2(show.output.contains("command srun --mpi=pmix"), qPrintable(show.output));
         QVERIFY(queueEmptyWithin(10000));
     }

@@ -23,13 +23,17 @@ class TestLauncherSsh : public QObject {
     bool m_up = false;
 
     QString db() const { return m_dir.filePath(QStringLiteral("loom.db")); }
-    QStringList inNamespace() const { return {QStringLiteral("ip"), QStringLiteral("netns"), QStringLiteral("exec"), m_ns}; }
+    QStringList inNamespace() const
+    {
+        return { QStringLiteral("ip"), QStringLiteral("netns"), QStringLiteral("exec"), m_ns };
+    }
     QString runDir() const { return m_dir.filePath(QStringLiteral("cluster/$(touch pwned) 'x'")); }
 
     QStringList sshOptions() const
     {
-        return {QStringLiteral("-i"), m_key, QStringLiteral("-o"), QStringLiteral("StrictHostKeyChecking=no"), QStringLiteral("-o"),
-                QStringLiteral("UserKnownHostsFile=/dev/null"), QStringLiteral("-o"), QStringLiteral("LogLevel=ERROR")};
+        return { QStringLiteral("-i"), m_key, QStringLiteral("-o"), QStringLiteral("StrictHostKeyChecking=no"),
+            QStringLiteral("-o"), QStringLiteral("UserKnownHostsFile=/dev/null"), QStringLiteral("-o"),
+            QStringLiteral("LogLevel=ERROR") };
     }
 
     // A cluster profile "NAME" of two nodes with 2 ranks each, launched over ssh through hosta.
@@ -40,34 +44,40 @@ class TestLauncherSsh : public QObject {
             hostList.append(h);
         for (const QString& o : sshOptions() + extraSsh)
             ssh.append(o);
-        const QString agent = QStringLiteral("ssh -o BatchMode=yes -o ConnectTimeout=3 ") + sshOptions().join(QLatin1Char(' '));
-        for (const QString& o : {QStringLiteral("--allow-run-as-root"), QStringLiteral("--mca"), QStringLiteral("plm_rsh_agent"), agent,
-                                 QStringLiteral("--mca"), QStringLiteral("btl"), QStringLiteral("tcp,vader,self"), QStringLiteral("--mca"),
-                                 QStringLiteral("btl_tcp_if_include"), m_net + QStringLiteral(".0/24"), QStringLiteral("--mca"),
-                                 QStringLiteral("oob_tcp_if_include"), m_net + QStringLiteral(".0/24")})
+        const QString agent
+            = QStringLiteral("ssh -o BatchMode=yes -o ConnectTimeout=3 ") + sshOptions().join(QLatin1Char(' '));
+        for (const QString& o :
+            { QStringLiteral("--allow-run-as-root"), QStringLiteral("--mca"), QStringLiteral("plm_rsh_agent"), agent,
+                QStringLiteral("--mca"), QStringLiteral("btl"), QStringLiteral("tcp,vader,self"),
+                QStringLiteral("--mca"), QStringLiteral("btl_tcp_if_include"), m_net + QStringLiteral(".0/24"),
+                QStringLiteral("--mca"), QStringLiteral("oob_tcp_if_include"), m_net + QStringLiteral(".0/24") })
             mpirun.append(o);
-        const QJsonObject profile{
-            {"loom_profile", 1}, {"kind", "cluster"}, {"name", name}, {"nodes", 2}, {"devices_per_node", 2},
-            {"device", QJsonObject{{"name", "CPU core"}, {"memory_gb", 2}, {"memory_bandwidth_gbs", 10},
-                                   {"peak_tflops", QJsonObject{{"fp32", 0.09}, {"fp16", 0.09}, {"bf16", 0.09}}}}},
-            {"intra_node", QJsonObject{{"link", "shm"}, {"bandwidth_gbs", 5}, {"latency_us", 1}}},
-            {"inter_node", QJsonObject{{"link", "ethernet"}, {"bandwidth_gbs", 1.25}, {"latency_us", 30}}},
-            {"hosts", hostList},
-            {"launch", QJsonObject{{"method", "ssh"}, {"head_node", "hosta"}, {"ssh_options", ssh},
-                                   {"engine", QStringLiteral(LOOM_TRAIN_EXE)}, {"mpirun_options", mpirun}, {"run_dir", runDir()}}}};
+        const QJsonObject profile { { "loom_profile", 1 }, { "kind", "cluster" }, { "name", name }, { "nodes", 2 },
+            { "devices_per_node", 2 },
+            { "device",
+                QJsonObject { { "name", "CPU core" }, { "memory_gb", 2 }, { "memory_bandwidth_gbs", 10 },
+                    { "peak_tflops", QJsonObject { { "fp32", 0.09 }, { "fp16", 0.09 }, { "bf16", 0.09 } } } } },
+            { "intra_node", QJsonObject { { "link", "shm" }, { "bandwidth_gbs", 5 }, { "latency_us", 1 } } },
+            { "inter_node", QJsonObject { { "link", "ethernet" }, { "bandwidth_gbs", 1.25 }, { "latency_us", 30 } } },
+            { "hosts", hostList },
+            { "launch",
+                QJsonObject { { "method", "ssh" }, { "head_node", "hosta" }, { "ssh_options", ssh },
+                    { "engine", QStringLiteral(LOOM_TRAIN_EXE) }, { "mpirun_options", mpirun },
+                    { "run_dir", runDir() } } } };
         const QString file = m_dir.filePath(name + QStringLiteral(".json"));
         QVERIFY(writeFile(file, QJsonDocument(profile).toJson()));
-        const LoomResult r = loom(db(), {QStringLiteral("profiles"), QStringLiteral("import"), file});
+        const LoomResult r = loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), file });
         QVERIFY2(r.exitCode == 0, qPrintable(r.output));
     }
 
     QString layout(const QString& cluster)
     {
         const QString file = m_dir.filePath(QStringLiteral("$(touch pwned)-%1.json").arg(cluster));
-        writeFile(file, QStringLiteral(R"({"loom_layout": 1, "name": "$(touch pwned); `touch pwned2`", "model": "gpt-tiny",
+        writeFile(file,
+            QStringLiteral(R"({"loom_layout": 1, "name": "$(touch pwned); `touch pwned2`", "model": "gpt-tiny",
             "cluster": "%1", "nodes": 2, "parallel": {"tp": 1, "pp": 1, "dp": 4, "micro_batch": 1, "global_batch": 4}})")
-                            .arg(cluster)
-                            .toUtf8());
+                .arg(cluster)
+                .toUtf8());
         return file;
     }
 
@@ -75,21 +85,23 @@ class TestLauncherSsh : public QObject {
     QStringList leftovers()
     {
         QStringList daemons;
-        for (const QString& h : {QStringLiteral("a"), QStringLiteral("b")}) {
+        for (const QString& h : { QStringLiteral("a"), QStringLiteral("b") }) {
             QFile f(m_dir.filePath(QStringLiteral("sshd-%1.pid").arg(h)));
             if (f.open(QIODevice::ReadOnly))
                 daemons << QString::fromUtf8(f.readAll()).trimmed();
         }
         QStringList left;
-        for (const QString& ns : {m_ns, QString(m_ns).replace(QStringLiteral("lhosta"), QStringLiteral("lhostb"))}) {
+        for (const QString& ns : { m_ns, QString(m_ns).replace(QStringLiteral("lhosta"), QStringLiteral("lhostb")) }) {
             QProcess p;
-            p.start(QStringLiteral("ip"), {QStringLiteral("netns"), QStringLiteral("pids"), ns});
+            p.start(QStringLiteral("ip"), { QStringLiteral("netns"), QStringLiteral("pids"), ns });
             p.waitForFinished();
             for (const QString& pid : QString::fromUtf8(p.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts)) {
                 if (daemons.contains(pid))
                     continue;
                 QFile cmd(QStringLiteral("/proc/%1/cmdline").arg(pid));
-                left << pid + QLatin1Char(' ') + (cmd.open(QIODevice::ReadOnly) ? QString::fromUtf8(cmd.readAll().replace('\0', ' ')) : QString());
+                left << pid + QLatin1Char(' ')
+                        + (cmd.open(QIODevice::ReadOnly) ? QString::fromUtf8(cmd.readAll().replace('\0', ' '))
+                                                         : QString());
             }
         }
         return left;
@@ -106,21 +118,25 @@ class TestLauncherSsh : public QObject {
 
     void checkNothingInjected()
     {
-        for (const QString& where : {m_dir.path(), runDir(), QDir::homePath(), m_dir.filePath(QStringLiteral("cluster"))})
-            QVERIFY2(!QFile::exists(where + QStringLiteral("/pwned")) && !QFile::exists(where + QStringLiteral("/pwned2")),
-                     qPrintable(where));
+        for (const QString& where :
+            { m_dir.path(), runDir(), QDir::homePath(), m_dir.filePath(QStringLiteral("cluster")) })
+            QVERIFY2(
+                !QFile::exists(where + QStringLiteral("/pwned")) && !QFile::exists(where + QStringLiteral("/pwned2")),
+                qPrintable(where));
     }
 
 private slots:
     void initTestCase()
     {
         QVERIFY(m_dir.isValid());
-        QVERIFY2(!QFile::exists(QDir::homePath() + QStringLiteral("/pwned")), "a file ~/pwned exists already; remove it");
+        QVERIFY2(
+            !QFile::exists(QDir::homePath() + QStringLiteral("/pwned")), "a file ~/pwned exists already; remove it");
         QProcess up;
-        up.start(QStringLiteral(LOOM_SOURCE_DIR "/tests/launcher/ssh-hosts.sh"), {QStringLiteral("up"), m_dir.path()});
+        up.start(
+            QStringLiteral(LOOM_SOURCE_DIR "/tests/launcher/ssh-hosts.sh"), { QStringLiteral("up"), m_dir.path() });
         up.waitForFinished(60000);
         const QString out = QString::fromUtf8(up.readAllStandardOutput() + up.readAllStandardError());
-        m_up = true;  // whatever happened, cleanupTestCase takes it down
+        m_up = true; // whatever happened, cleanupTestCase takes it down
         if (up.exitCode() == 3) {
             m_skip = out.trimmed();
             QSKIP(qPrintable(QStringLiteral("no ssh hosts here: ") + m_skip));
@@ -135,10 +151,10 @@ private slots:
                 m_net = line.mid(4);
         }
         QVERIFY(!m_ns.isEmpty() && !m_key.isEmpty() && !m_net.isEmpty());
-        importCluster(QStringLiteral("lab-ssh"), {QStringLiteral("hosta"), QStringLiteral("hostb")});
-        importCluster(QStringLiteral("lab-closed-port"), {QStringLiteral("hosta"), QStringLiteral("hostb")},
-                      {QStringLiteral("-p"), QStringLiteral("2999")});
-        importCluster(QStringLiteral("lab-silent-host"), {QStringLiteral("hosta"), m_net + QStringLiteral(".9")});
+        importCluster(QStringLiteral("lab-ssh"), { QStringLiteral("hosta"), QStringLiteral("hostb") });
+        importCluster(QStringLiteral("lab-closed-port"), { QStringLiteral("hosta"), QStringLiteral("hostb") },
+            { QStringLiteral("-p"), QStringLiteral("2999") });
+        importCluster(QStringLiteral("lab-silent-host"), { QStringLiteral("hosta"), m_net + QStringLiteral(".9") });
     }
 
     void cleanupTestCase()
@@ -146,15 +162,17 @@ private slots:
         if (!m_up)
             return;
         QProcess down;
-        down.start(QStringLiteral(LOOM_SOURCE_DIR "/tests/launcher/ssh-hosts.sh"), {QStringLiteral("down"), m_dir.path()});
+        down.start(
+            QStringLiteral(LOOM_SOURCE_DIR "/tests/launcher/ssh-hosts.sh"), { QStringLiteral("down"), m_dir.path() });
         down.waitForFinished(60000);
     }
 
     void twoHostRun()
     {
-        const LoomResult r = loom(db(), {QStringLiteral("run"), layout(QStringLiteral("lab-ssh")), QStringLiteral("--steps"),
-                                         QStringLiteral("3")},
-                                  inNamespace());
+        const LoomResult r = loom(db(),
+            { QStringLiteral("run"), layout(QStringLiteral("lab-ssh")), QStringLiteral("--steps"),
+                QStringLiteral("3") },
+            inNamespace());
         QVERIFY2(r.exitCode == 0 && r.output.contains("step 3/3"), qPrintable(r.output));
         const QJsonObject run = lastRun(db());
         QCOMPARE(run.value("state").toString(), QStringLiteral("finished"));
@@ -177,9 +195,10 @@ private slots:
         e.insert(QStringLiteral("LOOM_DB"), db());
         p.setProcessEnvironment(e);
         p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(QStringLiteral("ip"), inNamespace().mid(1) + QStringList{QStringLiteral(LOOM_EXE), QStringLiteral("run"),
-                                                                         layout(QStringLiteral("lab-ssh")), QStringLiteral("--steps"),
-                                                                         QStringLiteral("100000")});
+        p.start(QStringLiteral("ip"),
+            inNamespace().mid(1)
+                + QStringList { QStringLiteral(LOOM_EXE), QStringLiteral("run"), layout(QStringLiteral("lab-ssh")),
+                    QStringLiteral("--steps"), QStringLiteral("100000") });
         QElapsedTimer t;
         t.start();
         QByteArray seen;
@@ -200,30 +219,33 @@ private slots:
     {
         QElapsedTimer t;
         t.start();
-        const LoomResult r = loom(db(), {QStringLiteral("run"), layout(QStringLiteral("lab-closed-port")), QStringLiteral("--steps"),
-                                         QStringLiteral("3")},
-                                  inNamespace());
+        const LoomResult r = loom(db(),
+            { QStringLiteral("run"), layout(QStringLiteral("lab-closed-port")), QStringLiteral("--steps"),
+                QStringLiteral("3") },
+            inNamespace());
         QCOMPARE(r.exitCode, 1);
         QVERIFY(t.elapsed() < 30000);
         const QJsonObject run = lastRun(db());
         QCOMPARE(run.value("state").toString(), QStringLiteral("failed"));
         const QString cause = run.value("exit_cause").toString();
-        QVERIFY2(cause.startsWith("ssh to hosta failed: ") && cause.contains("Connection refused") && !cause.contains('\n'),
-                 qPrintable(cause));
+        QVERIFY2(
+            cause.startsWith("ssh to hosta failed: ") && cause.contains("Connection refused") && !cause.contains('\n'),
+            qPrintable(cause));
         QVERIFY2(noneLeftWithin(5000), qPrintable(leftovers().join(QLatin1Char('\n'))));
     }
 
     void secondHostDoesNotAnswer()
     {
-        const LoomResult r = loom(db(), {QStringLiteral("run"), layout(QStringLiteral("lab-silent-host")), QStringLiteral("--steps"),
-                                         QStringLiteral("3")},
-                                  inNamespace());
+        const LoomResult r = loom(db(),
+            { QStringLiteral("run"), layout(QStringLiteral("lab-silent-host")), QStringLiteral("--steps"),
+                QStringLiteral("3") },
+            inNamespace());
         QCOMPARE(r.exitCode, 1);
         const QJsonObject run = lastRun(db());
         QCOMPARE(run.value("state").toString(), QStringLiteral("failed"));
         const QString cause = run.value("exit_cause").toString();
         QVERIFY2(cause.startsWith("mpirun could not start its daemon on every host") && !cause.contains('\n'),
-                 qPrintable(cause + "\n" + r.output));
+            qPrintable(cause + "\n" + r.output));
         QVERIFY2(noneLeftWithin(10000), qPrintable(leftovers().join(QLatin1Char('\n'))));
         checkNothingInjected();
     }

@@ -89,7 +89,8 @@ private slots:
         QVERIFY2(!c.command().join(' ').contains("mpirun"), qPrintable(c.command().join(' ')));
         QVERIFY(c.command().first().startsWith("LOOM_RANK=0..1"));
         QVERIFY(finished.wait(120000));
-        QCOMPARE(loom::profiles::toString(finished.first().at(0).value<loom::profiles::RunState>()), QStringLiteral("finished"));
+        QCOMPARE(loom::profiles::toString(finished.first().at(0).value<loom::profiles::RunState>()),
+            QStringLiteral("finished"));
     }
 
     void cancelStopsEveryRank()
@@ -104,7 +105,8 @@ private slots:
             QVERIFY2(!loomtest::commOf(pid).contains("mpirun"), qPrintable(loomtest::commOf(pid)));
         c.cancel();
         QVERIFY(finished.wait(30000));
-        QCOMPARE(loom::profiles::toString(finished.first().at(0).value<loom::profiles::RunState>()), QStringLiteral("cancelled"));
+        QCOMPARE(loom::profiles::toString(finished.first().at(0).value<loom::profiles::RunState>()),
+            QStringLiteral("cancelled"));
         const QStringList left = loomtest::stillThere(all);
         QVERIFY2(left.isEmpty(), qPrintable(left.join(", ")));
     }
@@ -129,7 +131,8 @@ private slots:
         ::kill(static_cast<pid_t>(r.at(1)), SIGKILL);
         QVERIFY(finished.wait(30000));
         QVERIFY2(t.elapsed() < 10000, qPrintable(QStringLiteral("%1 ms").arg(t.elapsed())));
-        QCOMPARE(loom::profiles::toString(finished.first().at(0).value<loom::profiles::RunState>()), QStringLiteral("failed"));
+        QCOMPARE(loom::profiles::toString(finished.first().at(0).value<loom::profiles::RunState>()),
+            QStringLiteral("failed"));
         const QString cause = finished.first().at(1).toString();
         QVERIFY2(cause.contains(QRegularExpression("^rank \\d died \\(signal 9")), qPrintable(cause));
         const QStringList left = loomtest::stillThere(all);

@@ -1,9 +1,9 @@
 // LayoutDocument: undo and redo restore layouts exactly; files round-trip; bad files are refused clearly.
 
+#include "ViewsTest.h"
 #include "engine/plan/LayoutParser.h"
 #include "views/LayoutDocument.h"
 #include "views/LayoutEdits.h"
-#include "ViewsTest.h"
 
 #include <QTemporaryDir>
 #include <QUndoStack>
@@ -22,7 +22,7 @@ private slots:
         QVERIFY(!doc.isModified());
         QSignalSpy changed(&doc, &LayoutDocument::layoutChanged);
 
-        std::vector<plan::Layout> history{start};
+        std::vector<plan::Layout> history { start };
         auto push = [&](const plan::Layout& next, const char* text) {
             doc.edit(next, QString::fromLatin1(text));
             history.push_back(next);
@@ -58,7 +58,7 @@ private slots:
         const plan::Layout start = test::tinyLayout();
         doc.reset(start);
         plan::Layout l = start;
-        for (int b : {32, 48, 64}) {
+        for (int b : { 32, 48, 64 }) {
             l.parallel.globalBatch = b;
             doc.edit(l, QStringLiteral("batch %1").arg(b), 7);
         }
@@ -74,7 +74,8 @@ private slots:
         LayoutDocument doc;
         const profiles::BuiltinProfiles& profiles = profiles::BuiltinProfiles::instance();
         QString error;
-        QVERIFY2(doc.open(QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/megatron-1t-3072-a100.json"), profiles, &error),
+        QVERIFY2(doc.open(QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/megatron-1t-3072-a100.json"), profiles,
+                     &error),
             qPrintable(error));
         const EditResult dropped = dropBlocksOnRank(doc.layout(), 8, 2, 4);
         QVERIFY2(dropped.ok(), dropped.refusal.c_str());

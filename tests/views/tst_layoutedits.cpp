@@ -1,9 +1,9 @@
 // The edit policy of the workbench: degrees (with refusals that say why) and dropping blocks on stages.
 
+#include "ViewsTest.h"
 #include "engine/plan/LayoutValidator.h"
 #include "engine/plan/StageAssignment.h"
 #include "views/LayoutEdits.h"
-#include "ViewsTest.h"
 
 using namespace loom;
 using namespace loom::views;
@@ -15,7 +15,7 @@ std::vector<plan::StageRange> ranges(std::initializer_list<std::pair<int, int>> 
 {
     std::vector<plan::StageRange> out;
     for (auto [a, b] : list)
-        out.push_back({a, b});
+        out.push_back({ a, b });
     return out;
 }
 } // namespace
@@ -30,18 +30,22 @@ private slots:
         QTest::addColumn<int>("first");
         QTest::addColumn<int>("last");
         QTest::addColumn<std::vector<plan::StageRange>>("after"); // empty: refused
-        const auto even = ranges({{0, 3}, {4, 7}, {8, 11}, {12, 15}});
-        QTest::newRow("grow forward") << even << 1 << 8 << 9 << ranges({{0, 3}, {4, 9}, {10, 11}, {12, 15}});
-        QTest::newRow("grow backward") << even << 2 << 6 << 6 << ranges({{0, 3}, {4, 5}, {6, 11}, {12, 15}});
+        const auto even = ranges({ { 0, 3 }, { 4, 7 }, { 8, 11 }, { 12, 15 } });
+        QTest::newRow("grow forward") << even << 1 << 8 << 9 << ranges({ { 0, 3 }, { 4, 9 }, { 10, 11 }, { 12, 15 } });
+        QTest::newRow("grow backward") << even << 2 << 6 << 6 << ranges({ { 0, 3 }, { 4, 5 }, { 6, 11 }, { 12, 15 } });
         QTest::newRow("already there") << even << 1 << 5 << 6 << even;
-        QTest::newRow("reversed range") << even << 1 << 9 << 8 << ranges({{0, 3}, {4, 9}, {10, 11}, {12, 15}});
-        QTest::newRow("pushes later stages") << even << 1 << 12 << 13 << ranges({{0, 3}, {4, 13}, {14, 14}, {15, 15}});
-        QTest::newRow("pulls earlier stages") << even << 3 << 3 << 3 << ranges({{0, 0}, {1, 1}, {2, 2}, {3, 15}});
-        QTest::newRow("first stage takes all but three") << even << 0 << 12 << 12 << ranges({{0, 12}, {13, 13}, {14, 14}, {15, 15}});
-        QTest::newRow("refused: no room after") << even << 1 << 14 << 15 << std::vector<plan::StageRange>{};
-        QTest::newRow("refused: no room before") << even << 2 << 0 << 1 << std::vector<plan::StageRange>{};
-        QTest::newRow("refused: outside the model") << even << 1 << 15 << 16 << std::vector<plan::StageRange>{};
-        QTest::newRow("refused: no such stage") << even << 4 << 1 << 1 << std::vector<plan::StageRange>{};
+        QTest::newRow("reversed range") << even << 1 << 9 << 8
+                                        << ranges({ { 0, 3 }, { 4, 9 }, { 10, 11 }, { 12, 15 } });
+        QTest::newRow("pushes later stages")
+            << even << 1 << 12 << 13 << ranges({ { 0, 3 }, { 4, 13 }, { 14, 14 }, { 15, 15 } });
+        QTest::newRow("pulls earlier stages")
+            << even << 3 << 3 << 3 << ranges({ { 0, 0 }, { 1, 1 }, { 2, 2 }, { 3, 15 } });
+        QTest::newRow("first stage takes all but three")
+            << even << 0 << 12 << 12 << ranges({ { 0, 12 }, { 13, 13 }, { 14, 14 }, { 15, 15 } });
+        QTest::newRow("refused: no room after") << even << 1 << 14 << 15 << std::vector<plan::StageRange> {};
+        QTest::newRow("refused: no room before") << even << 2 << 0 << 1 << std::vector<plan::StageRange> {};
+        QTest::newRow("refused: outside the model") << even << 1 << 15 << 16 << std::vector<plan::StageRange> {};
+        QTest::newRow("refused: no such stage") << even << 4 << 1 << 1 << std::vector<plan::StageRange> {};
     }
     void assignBlocks()
     {
@@ -66,7 +70,8 @@ private slots:
         const plan::Layout l = test::tinyLayout(); // gpt-tiny: 4 heads
         const EditResult r = withDegree(l, Degree::Tp, 3);
         QVERIFY(!r.ok());
-        QVERIFY2(QString::fromStdString(r.refusal).contains(QStringLiteral("does not divide model.heads=4")), r.refusal.c_str());
+        QVERIFY2(QString::fromStdString(r.refusal).contains(QStringLiteral("does not divide model.heads=4")),
+            r.refusal.c_str());
         QVERIFY(QString::fromStdString(r.refusal).contains(QStringLiteral("valid tp: 1, 2, 4")));
     }
 
@@ -100,7 +105,7 @@ private slots:
     void ppResetsExplicitStages()
     {
         plan::Layout l = test::tinyLayout();
-        l.parallel.stages = ranges({{0, 0}, {1, 3}});
+        l.parallel.stages = ranges({ { 0, 0 }, { 1, 3 } });
         const EditResult r = withDegree(l, Degree::Pp, 4);
         QVERIFY2(r.ok(), r.refusal.c_str());
         QVERIFY(r.layout->parallel.stages.empty());
@@ -130,7 +135,7 @@ private slots:
         const plan::Layout l = test::tinyLayout(); // pp 2: stages {0,1}, {2,3}; rank 2 is stage 1 (tp-pp-dp)
         const EditResult r = dropBlocksOnRank(l, 2, 1, 1);
         QVERIFY2(r.ok(), r.refusal.c_str());
-        QCOMPARE(r.layout->parallel.stages, ranges({{0, 0}, {1, 3}}));
+        QCOMPARE(r.layout->parallel.stages, ranges({ { 0, 0 }, { 1, 3 } }));
         QVERIFY(!plan::validateRules(*r.layout).hasErrors());
         const EditResult refused = dropBlocksOnRank(l, 2, 0, 0); // stage 0 would be left empty
         QVERIFY(!refused.ok());
@@ -147,7 +152,7 @@ private slots:
         QCOMPARE(plan::nearestChunkStage(l, 0, 0, 0), 0);
         const EditResult r = dropBlocksOnRank(l, 0, 6, 6);
         QVERIFY2(r.ok(), r.refusal.c_str());
-        QCOMPARE(r.layout->parallel.stages, ranges({{0, 1}, {2, 3}, {4, 6}, {7, 7}}));
+        QCOMPARE(r.layout->parallel.stages, ranges({ { 0, 1 }, { 2, 3 }, { 4, 6 }, { 7, 7 } }));
     }
 };
 

@@ -1,13 +1,13 @@
 // The strategy panel (valid choices, refusals that say why, one edit per change), the prediction panel
 // (figures and their formula tooltips) and the simulated schedule view.
 
+#include "ViewsTest.h"
 #include "engine/plan/CostModel.h"
 #include "views/LayoutAnalysis.h"
 #include "views/PredictionPanel.h"
 #include "views/StackedBar.h"
 #include "views/StrategyPanel.h"
 #include "views/TimelineView.h"
-#include "ViewsTest.h"
 
 #include <QComboBox>
 #include <QLabel>
@@ -29,7 +29,8 @@ private slots:
         QSignalSpy edits(&panel, &StrategyPanel::editRequested);
         QVERIFY(!panel.requestDegree(Degree::Tp, 3));
         QCOMPARE(edits.count(), 0);
-        QVERIFY2(panel.message().contains(QStringLiteral("parallel.tp=3 does not divide model.heads=4")), qPrintable(panel.message()));
+        QVERIFY2(panel.message().contains(QStringLiteral("parallel.tp=3 does not divide model.heads=4")),
+            qPrintable(panel.message()));
         QCOMPARE(panel.degreeBox(Degree::Tp)->currentText(), QStringLiteral("2")); // back to the current value
 
         // Typing it into the box is refused the same way.
@@ -98,8 +99,8 @@ private slots:
         QVERIFY(panel.label(QStringLiteral("mfu"))->toolTip().contains(QStringLiteral("A100")));
         QVERIFY(panel.label(QStringLiteral("memory.activations"))->toolTip().contains(QStringLiteral("2·s·b·h")));
         QVERIFY(panel.label(QStringLiteral("memory.optimizer"))->toolTip().contains(QStringLiteral("12 bytes")));
-        for (const char* key : {"step", "tokens", "mfu", "memory", "split.compute", "split.tp", "split.pp", "split.dp",
-                 "split.bubble", "split.optimizer", "memory.params", "memory.grads", "memory.reserve"})
+        for (const char* key : { "step", "tokens", "mfu", "memory", "split.compute", "split.tp", "split.pp", "split.dp",
+                 "split.bubble", "split.optimizer", "memory.params", "memory.grads", "memory.reserve" })
             QVERIFY2(!panel.label(QString::fromLatin1(key))->toolTip().isEmpty(), key);
         QCOMPARE(panel.splitBar()->parts().size(), std::size_t(6));
         double sum = 0;
@@ -135,7 +136,8 @@ private slots:
         const auto& row = view.timeline().rows()[0];
         const auto& first = view.timeline().event(row.events[0]);
         const double x = TimelineView::kLabelWidth
-            + double((first.startNs + first.endNs) / 2 - view.window().first) / double(view.window().second - view.window().first)
+            + double((first.startNs + first.endNs) / 2 - view.window().first)
+                / double(view.window().second - view.window().first)
                 * (view.viewport()->width() - TimelineView::kLabelWidth);
         const std::int64_t hit = view.eventAt(QPoint(int(x), TimelineView::kRulerHeight + 5));
         QCOMPARE(hit, std::int64_t(row.events[0]));

@@ -1,11 +1,11 @@
 // The timeline's item model and index: QAbstractItemModelTester over resets and live appends, folding of
 // tiny events into pixel runs, hit testing, range statistics and the simulated overlay.
 
-#include "engine/plan/CostModel.h"
-#include "views/TimelineModel.h"
-#include "views/Colors.h"
-#include "views/TimelineView.h"
 #include "ViewsTest.h"
+#include "engine/plan/CostModel.h"
+#include "views/Colors.h"
+#include "views/TimelineModel.h"
+#include "views/TimelineView.h"
 
 #include <QAbstractItemModelTester>
 
@@ -13,7 +13,8 @@ using namespace loom;
 using namespace loom::views;
 
 namespace {
-trace::TraceEvent makeEvent(int rank, trace::Lane lane, trace::EventKind kind, std::int64_t start, std::int64_t end, int step = 0)
+trace::TraceEvent makeEvent(
+    int rank, trace::Lane lane, trace::EventKind kind, std::int64_t start, std::int64_t end, int step = 0)
 {
     trace::TraceEvent e;
     e.rank = rank;
@@ -48,8 +49,10 @@ private slots:
         for (int s = 1; s <= 5; ++s) {
             std::vector<trace::TraceEvent> step;
             for (int r = 0; r < 4; ++r) {
-                step.push_back(makeEvent(r, trace::Lane::Compute, trace::EventKind::Forward, s * 1000, s * 1000 + 100, s));
-                step.push_back(makeEvent(r, trace::Lane::Compute, trace::EventKind::Backward, s * 1000 + 100, s * 1000 + 300, s));
+                step.push_back(
+                    makeEvent(r, trace::Lane::Compute, trace::EventKind::Forward, s * 1000, s * 1000 + 100, s));
+                step.push_back(
+                    makeEvent(r, trace::Lane::Compute, trace::EventKind::Backward, s * 1000 + 100, s * 1000 + 300, s));
             }
             model.append(step);
         }
@@ -57,9 +60,10 @@ private slots:
         QCOMPARE(inserted.count(), 5 * 4);
         QCOMPARE(model.rowCount(model.index(0, 0)), 1 + 10);
         QCOMPARE(model.data(model.index(0, 0)).toString(), QStringLiteral("rank 0 compute"));
-        QCOMPARE(model.data(model.index(10, TimelineModel::Name, model.index(0, 0))).toString(), QStringLiteral("backward"));
+        QCOMPARE(
+            model.data(model.index(10, TimelineModel::Name, model.index(0, 0))).toString(), QStringLiteral("backward"));
         // A late event (out of order) re-sorts its lane through a reset, and the index stays right.
-        model.append({makeEvent(2, trace::Lane::Compute, trace::EventKind::Optimizer, 500, 600)});
+        model.append({ makeEvent(2, trace::Lane::Compute, trace::EventKind::Optimizer, 500, 600) });
         QCOMPARE(reset.count(), 2);
         const auto& lane = model.timeline().rows()[std::size_t(model.timeline().rowIndex(2, trace::Lane::Compute))];
         QVERIFY(std::is_sorted(lane.start.begin(), lane.start.end()));
@@ -67,7 +71,7 @@ private slots:
         for (std::size_t i = 1; i < lane.maxEnd.size(); ++i)
             QVERIFY(lane.maxEnd[i] >= lane.maxEnd[i - 1]);
         // A new lane is a reset too.
-        model.append({makeEvent(9, trace::Lane::Compute, trace::EventKind::Forward, 7000, 7100, 6)});
+        model.append({ makeEvent(9, trace::Lane::Compute, trace::EventKind::Forward, 7000, 7100, 6) });
         QCOMPARE(model.rowCount(), 9);
         QCOMPARE(model.timeline().firstStep(), 0);
         QCOMPARE(model.timeline().lastStep(), 6);
@@ -78,8 +82,9 @@ private slots:
         // 200,000 back-to-back 10 ns events on one lane: at full zoom they fold into one box per run.
         std::vector<trace::TraceEvent> events;
         for (int i = 0; i < 200000; ++i)
-            events.push_back(makeEvent(0, trace::Lane::Compute, i % 2 ? trace::EventKind::Backward : trace::EventKind::Forward,
-                std::int64_t(i) * 10, std::int64_t(i) * 10 + 10));
+            events.push_back(
+                makeEvent(0, trace::Lane::Compute, i % 2 ? trace::EventKind::Backward : trace::EventKind::Forward,
+                    std::int64_t(i) * 10, std::int64_t(i) * 10 + 10));
         // One long event in the middle must still be drawn on its own.
         events.push_back(makeEvent(0, trace::Lane::Compute, trace::EventKind::Optimizer, 2000000, 2600000));
         TimelineView view;
@@ -137,17 +142,18 @@ private slots:
             green += c == colors::backward;
         }
         QVERIFY2(blue > 0 && green > 0, qPrintable(QStringLiteral("blue %1, green %2").arg(blue).arg(green)));
-        QVERIFY2(green > blue && green <= 5 * blue, qPrintable(QStringLiteral("blue %1, green %2").arg(blue).arg(green)));
+        QVERIFY2(
+            green > blue && green <= 5 * blue, qPrintable(QStringLiteral("blue %1, green %2").arg(blue).arg(green)));
         // Comm events of a group learnt later move to its kind: an all-reduce of a TP group.
         TimelineData comm;
         auto ar = makeEvent(1, trace::Lane::Comm, trace::EventKind::AllReduce, 0, 100);
         ar.group = 7;
-        comm.setEvents({ar});
+        comm.setEvents({ ar });
         QCOMPARE(comm.mix(comm.rows().front(), 0, 1)[2], 100); // unknown group: drawn as DP
         trace::GroupInfo tp;
         tp.id = 7;
         tp.kind = trace::GroupKind::Tensor;
-        comm.addGroups({tp});
+        comm.addGroups({ tp });
         QCOMPARE(comm.mix(comm.rows().front(), 0, 1)[0], 100);
     }
 
@@ -157,7 +163,7 @@ private slots:
         auto comm = makeEvent(0, trace::Lane::Comm, trace::EventKind::AllReduce, 200, 600);
         comm.bytes = 4000;
         auto wait = makeEvent(0, trace::Lane::Compute, trace::EventKind::Wait, 500, 700);
-        data.setEvents({makeEvent(0, trace::Lane::Compute, trace::EventKind::Forward, 0, 500), wait, comm});
+        data.setEvents({ makeEvent(0, trace::Lane::Compute, trace::EventKind::Forward, 0, 500), wait, comm });
         const RangeStats s = rangeStats(data, 0, 1000);
         QCOMPARE(s.computeLanes, 1);
         QCOMPARE(s.commLanes, 1);
@@ -184,7 +190,7 @@ private slots:
         TimelineView view;
         view.resize(900, 300);
         TimelineData measured;
-        measured.setEvents({makeEvent(0, trace::Lane::Compute, trace::EventKind::Forward, 1000000, 2000000)});
+        measured.setEvents({ makeEvent(0, trace::Lane::Compute, trace::EventKind::Forward, 1000000, 2000000) });
         view.setTimeline(std::move(measured));
         view.setOverlay(std::move(simulated), 1000000);
         QVERIFY(view.overlay().rowIndex(0, trace::Lane::Compute) >= 0);

@@ -1,13 +1,13 @@
 // The topology map: nodes and devices from the layout, memory bars from the prediction, drops from the
 // layer palette delivered as real drag-and-drop events, level-of-detail drawing of 3,072 devices.
 
+#include "ViewsTest.h"
 #include "engine/plan/CostModel.h"
 #include "views/LayerModel.h"
 #include "views/LayoutEdits.h"
 #include "views/NodeItem.h"
 #include "views/TopologyScene.h"
 #include "views/TopologyView.h"
-#include "ViewsTest.h"
 
 #include <QDragEnterEvent>
 #include <QElapsedTimer>
@@ -49,7 +49,7 @@ private slots:
         QCOMPARE(scene.devicesPerNode(), 8); // the local cluster has as many devices as ranks
         const DeviceView& d = scene.device(0, 5);
         QCOMPARE(d.rank, 5);
-        QCOMPARE(d.coord, (plan::RankCoord{1, 0, 1}));
+        QCOMPARE(d.coord, (plan::RankCoord { 1, 0, 1 }));
         QVERIFY(d.memory);
         const QString tip = scene.deviceToolTip(0, 5);
         QVERIFY2(tip.contains(QStringLiteral("rank 5")), qPrintable(tip));
@@ -67,22 +67,23 @@ private slots:
         view.show();
         plan::Layout layout = test::tinyLayout();
         scene.show(layout, nullptr);
-        QObject::connect(&view, &TopologyView::blocksDropped, [&](std::int64_t rank, std::int64_t first, std::int64_t last) {
-            const EditResult r = dropBlocksOnRank(layout, rank, first, last);
-            QVERIFY2(r.ok(), r.refusal.c_str());
-            layout = *r.layout;
-            scene.show(layout, nullptr);
-        });
+        QObject::connect(
+            &view, &TopologyView::blocksDropped, [&](std::int64_t rank, std::int64_t first, std::int64_t last) {
+                const EditResult r = dropBlocksOnRank(layout, rank, first, last);
+                QVERIFY2(r.ok(), r.refusal.c_str());
+                layout = *r.layout;
+                scene.show(layout, nullptr);
+            });
         QSignalSpy dropped(&view, &TopologyView::blocksDropped);
         LayerModel model;
         model.setLayout(layout);
         // Block 1 (stage 0) onto rank 3's device (stage 1).
-        std::unique_ptr<QMimeData> mime(model.mimeData({model.index(model.rowOfBlock(1), 0)}));
+        std::unique_ptr<QMimeData> mime(model.mimeData({ model.index(model.rowOfBlock(1), 0) }));
         QVERIFY(dropOn(view, 0, 3, mime.get()));
         QCOMPARE(dropped.count(), 1);
         QCOMPARE(dropped.at(0).at(0).toLongLong(), 3);
-        QCOMPARE(layout.parallel.stages, (std::vector<plan::StageRange>{{0, 0}, {1, 3}}));
-        QCOMPARE(scene.dropTarget(), (std::pair<std::int64_t, std::int64_t>{-1, -1}));
+        QCOMPARE(layout.parallel.stages, (std::vector<plan::StageRange> { { 0, 0 }, { 1, 3 } }));
+        QCOMPARE(scene.dropTarget(), (std::pair<std::int64_t, std::int64_t> { -1, -1 }));
 
         // Something that is not a block range is refused at the door.
         QMimeData text;
@@ -99,7 +100,7 @@ private slots:
         view.show();
         plan::Layout l = test::megatron1t();
         l = *withDegree(l, Degree::Dp, 3).layout; // 192 nodes
-        l.nodes = 193;                            // one node more than the grid needs: its devices run nothing
+        l.nodes = 193; // one node more than the grid needs: its devices run nothing
         scene.show(l, nullptr);
         QCOMPARE(scene.device(192, 0).rank, -1);
         QVERIFY(scene.deviceToolTip(192, 0).contains(QStringLiteral("not used")));
@@ -107,7 +108,7 @@ private slots:
         QSignalSpy dropped(&view, &TopologyView::blocksDropped);
         LayerModel model;
         model.setLayout(l);
-        std::unique_ptr<QMimeData> mime(model.mimeData({model.index(model.rowOfBlock(1), 0)}));
+        std::unique_ptr<QMimeData> mime(model.mimeData({ model.index(model.rowOfBlock(1), 0) }));
         QVERIFY(!dropOn(view, 192, 0, mime.get()));
         QCOMPARE(dropped.count(), 0);
     }
@@ -142,7 +143,7 @@ private slots:
         QCOMPARE(scene.items().size(), qsizetype(384 + 1)); // nodes and the fabric: never one item per device
         qInfo("built the 384-node map in %lld ms", build.elapsed());
         // Draw it at the three levels of detail: fitted (coarse), mid and close.
-        for (double zoom : {0.05, 0.3, 1.5}) {
+        for (double zoom : { 0.05, 0.3, 1.5 }) {
             view.setTransform(QTransform::fromScale(zoom, zoom));
             QImage image(view.viewport()->size(), QImage::Format_ARGB32_Premultiplied);
             image.fill(Qt::white);

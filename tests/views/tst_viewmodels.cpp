@@ -1,11 +1,11 @@
 // The workbench's item models and the timeline's index: LayerModel, CandidateModel, TimelineData.
 
+#include "ViewsTest.h"
 #include "engine/plan/Search.h"
 #include "views/CandidateModel.h"
 #include "views/LayerModel.h"
 #include "views/RunHistoryModel.h"
 #include "views/TimelineData.h"
-#include "ViewsTest.h"
 
 #include <QAbstractItemModelTester>
 #include <QMimeData>
@@ -33,14 +33,16 @@ private slots:
         QCOMPARE(model.data(model.index(2, 0), LayerModel::StageRole).toLongLong(), 0);
         QCOMPARE(model.data(model.index(3, 0), LayerModel::StageRole).toLongLong(), 1);
         QCOMPARE(model.data(model.index(6, 0), LayerModel::StageRole).toLongLong(), 1);
-        QVERIFY(model.data(model.index(1, LayerModel::Memory), Qt::ToolTipRole).toString().contains(QStringLiteral("16 bytes")));
+        QVERIFY(model.data(model.index(1, LayerModel::Memory), Qt::ToolTipRole)
+                    .toString()
+                    .contains(QStringLiteral("16 bytes")));
         // Block rows drag; the embedding does not.
         QVERIFY(model.flags(model.index(1, 0)) & Qt::ItemIsDragEnabled);
         QVERIFY(!(model.flags(model.index(0, 0)) & Qt::ItemIsDragEnabled));
 
         // A stage change only changes data; a new model resets.
         plan::Layout moved = l;
-        moved.parallel.stages = {{0, 0}, {1, 3}};
+        moved.parallel.stages = { { 0, 0 }, { 1, 3 } };
         QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
         QSignalSpy reset(&model, &QAbstractItemModel::modelReset);
         model.setLayout(moved);
@@ -56,14 +58,14 @@ private slots:
     {
         LayerModel model;
         model.setLayout(test::megatron1t());
-        std::unique_ptr<QMimeData> mime(model.mimeData({model.index(model.rowOfBlock(7), 0), model.index(model.rowOfBlock(3), 2),
-            model.index(0, 0)}));
+        std::unique_ptr<QMimeData> mime(model.mimeData(
+            { model.index(model.rowOfBlock(7), 0), model.index(model.rowOfBlock(3), 2), model.index(0, 0) }));
         QVERIFY(mime);
         std::int64_t first = -1, last = -1;
         QVERIFY(LayerModel::decodeBlocks(mime.get(), &first, &last));
         QCOMPARE(first, 3);
         QCOMPARE(last, 7);
-        QVERIFY(!model.mimeData({model.index(0, 0)})); // the embedding alone is not a block range
+        QVERIFY(!model.mimeData({ model.index(0, 0) })); // the embedding alone is not a block range
         QMimeData junk;
         junk.setData(QString::fromLatin1(LayerModel::kMimeType), "7 three");
         QVERIFY(!LayerModel::decodeBlocks(&junk, &first, &last));
@@ -169,7 +171,8 @@ private slots:
         profiles::Store store(dir.filePath(QStringLiteral("loom.db")));
         profiles::RunStore runs(store);
         for (profiles::RunState s : profiles::kRunStates) {
-            const qint64 id = runs.startRun(profiles::toString(s), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("mpirun"));
+            const qint64 id = runs.startRun(
+                profiles::toString(s), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("mpirun"));
             if (s != profiles::RunState::Running)
                 runs.finishRun(id, s, QStringLiteral("because"));
         }

@@ -32,8 +32,7 @@ inline float value(int rank, std::size_t i)
 }
 
 // Runs `test` on every rank (only rank 0 prints the QtTest log); the exit code is the worst rank's.
-template <typename Test>
-int runOnEveryRank(int argc, char** argv)
+template <typename Test> int runOnEveryRank(int argc, char** argv)
 {
     MpiSession session(&argc, &argv);
     int result = 0;
@@ -50,4 +49,4 @@ int runOnEveryRank(int argc, char** argv)
     return worst;
 }
 
-}  // namespace loom::comm::testing
+} // namespace loom::comm::testing

@@ -50,7 +50,7 @@ int main(int argc, char** argv)
             } else if (scenario == "late-message") {
                 if (rank == 0) {
                     try {
-                        world.recv(data.data(), 1, DType::F32, 1)->wait();  // times out: rank 1 is still asleep
+                        world.recv(data.data(), 1, DType::F32, 1)->wait(); // times out: rank 1 is still asleep
                     } catch (const CommError&) {
                         std::printf("rank 0: first receive timed out\n");
                     }
@@ -78,7 +78,7 @@ int main(int argc, char** argv)
             failed = true;
         }
         if (failed && (scenario == "silent-peer" || scenario == "silent-sender"))
-            MPI_Abort(MPI_COMM_WORLD, 3);  // the peer is stuck: end the job, as the engine does
+            MPI_Abort(MPI_COMM_WORLD, 3); // the peer is stuck: end the job, as the engine does
     }
     return failed ? 2 : 0;
 }

@@ -64,7 +64,8 @@ private slots:
         const std::vector<TuningRule> table = { { "mpi", false, 0, CollectiveAlgorithm::Ring },
             { "mpi", false, 1 << 20, CollectiveAlgorithm::ChunkedRing } };
         QCOMPARE(toString(chooseAllreduce({ "mpi", 100, 4, 1 }, table)), toString(CollectiveAlgorithm::Ring));
-        QCOMPARE(toString(chooseAllreduce({ "mpi", 2 << 20, 4, 1 }, table)), toString(CollectiveAlgorithm::ChunkedRing));
+        QCOMPARE(
+            toString(chooseAllreduce({ "mpi", 2 << 20, 4, 1 }, table)), toString(CollectiveAlgorithm::ChunkedRing));
         QCOMPARE(toString(chooseAllreduce({ "mpi", 2 << 20, 4, 2 }, table)), toString(CollectiveAlgorithm::Library));
     }
 

@@ -25,7 +25,10 @@ private slots:
             if (std::isnan(f))
                 QVERIFY(std::isnan(halfToFloat(back)));
             else if (back != h)
-                QFAIL(qPrintable(QStringLiteral("half 0x%1 -> %2 -> 0x%3").arg(h, 4, 16, QLatin1Char('0')).arg(f).arg(back, 4, 16, QLatin1Char('0'))));
+                QFAIL(qPrintable(QStringLiteral("half 0x%1 -> %2 -> 0x%3")
+                                     .arg(h, 4, 16, QLatin1Char('0'))
+                                     .arg(f)
+                                     .arg(back, 4, 16, QLatin1Char('0'))));
         }
     }
 
@@ -54,7 +57,7 @@ private slots:
     void bf16Rounding()
     {
         QCOMPARE(bf16ToFloat(floatToBf16(1.0f)), 1.0f);
-        QCOMPARE(bf16ToFloat(floatToBf16(1.0f + std::ldexp(1.0f, -8))), 1.0f);  // tie to even
+        QCOMPARE(bf16ToFloat(floatToBf16(1.0f + std::ldexp(1.0f, -8))), 1.0f); // tie to even
         QCOMPARE(bf16ToFloat(floatToBf16(1.0f + 3 * std::ldexp(1.0f, -8))), 1.0f + std::ldexp(1.0f, -6));
         QVERIFY(std::isnan(bf16ToFloat(floatToBf16(NAN))));
         std::mt19937 rng(3);
@@ -67,13 +70,13 @@ private slots:
 
     void reduceHalf()
     {
-        std::uint16_t a[3] = {floatToHalf(1.5f), floatToHalf(-2), floatToHalf(7)};
-        const std::uint16_t b[3] = {floatToHalf(2.5f), floatToHalf(5), floatToHalf(-7)};
+        std::uint16_t a[3] = { floatToHalf(1.5f), floatToHalf(-2), floatToHalf(7) };
+        const std::uint16_t b[3] = { floatToHalf(2.5f), floatToHalf(5), floatToHalf(-7) };
         reduceHost(a, b, 3, DType::F16, ReduceOp::Sum);
         QCOMPARE(halfToFloat(a[0]), 4.0f);
         QCOMPARE(halfToFloat(a[1]), 3.0f);
         QCOMPARE(halfToFloat(a[2]), 0.0f);
-        float x[2] = {1, 5}, y[2] = {3, 2};
+        float x[2] = { 1, 5 }, y[2] = { 3, 2 };
         reduceHost(x, y, 2, DType::F32, ReduceOp::Max);
         QCOMPARE(x[0], 3.0f);
         QCOMPARE(x[1], 5.0f);
@@ -83,8 +86,8 @@ private slots:
     {
         QTest::addColumn<QString>("codec");
         QTest::addColumn<int>("count");
-        for (const char* c : {"fp16", "bf16", "int8", "int4", "lz4"})
-            for (int n : {0, 1, 255, 256, 257, 10007})
+        for (const char* c : { "fp16", "bf16", "int8", "int4", "lz4" })
+            for (int n : { 0, 1, 255, 256, 257, 10007 })
                 QTest::newRow(qPrintable(QStringLiteral("%1 x%2").arg(c).arg(n))) << QString::fromLatin1(c) << n;
     }
     void codecBounds()
@@ -101,7 +104,7 @@ private slots:
         for (auto& v : x)
             v = d(rng);
         if (count > 10)
-            x[7] = 0;  // zeros and a whole zero block must survive too
+            x[7] = 0; // zeros and a whole zero block must survive too
         std::vector<std::uint8_t> enc(c->maxEncodedBytes(x.size()));
         const std::size_t bytes = c->encode(x.data(), x.size(), enc.data());
         QVERIFY(bytes <= enc.size());
@@ -112,7 +115,12 @@ private slots:
                 blockMax = std::max(blockMax, std::fabs(x[j]));
             const double err = std::fabs(double(y[i]) - double(x[i]));
             if (!(err <= c->errorBound(x[i], blockMax)))
-                QFAIL(qPrintable(QStringLiteral("element %1: %2 -> %3, error %4 > bound %5").arg(i).arg(x[i]).arg(y[i]).arg(err).arg(c->errorBound(x[i], blockMax))));
+                QFAIL(qPrintable(QStringLiteral("element %1: %2 -> %3, error %4 > bound %5")
+                                     .arg(i)
+                                     .arg(x[i])
+                                     .arg(y[i])
+                                     .arg(err)
+                                     .arg(c->errorBound(x[i], blockMax))));
         }
         if (codec == QLatin1String("lz4")) {
             QVERIFY(x == y);
@@ -132,17 +140,17 @@ private slots:
     void topkKeepsTheLargest()
     {
         auto c = makeCodec(*Codec::parse("topk:0.25"));
-        const std::vector<float> x = {0.1f, -9, 3, 0.2f, 8, -0.5f, 1, 0};
+        const std::vector<float> x = { 0.1f, -9, 3, 0.2f, 8, -0.5f, 1, 0 };
         std::vector<std::uint8_t> enc(c->maxEncodedBytes(x.size()));
         std::vector<float> y(x.size());
         c->decode(enc.data(), c->encode(x.data(), x.size(), enc.data()), y.data(), y.size());
-        QCOMPARE(y, (std::vector<float>{0, -9, 0, 0, 8, 0, 0, 0}));
+        QCOMPARE(y, (std::vector<float> { 0, -9, 0, 0, 8, 0, 0, 0 }));
     }
 
     void malformedEncodingsAreErrors()
     {
         std::vector<float> out(16);
-        for (const char* name : {"fp16", "int8", "int4", "topk:0.5", "lz4"}) {
+        for (const char* name : { "fp16", "int8", "int4", "topk:0.5", "lz4" }) {
             auto c = makeCodec(*Codec::parse(name));
             std::vector<std::uint8_t> junk(c->maxEncodedBytes(16) / 2 + 1, 0xff);
             bool threw = false;

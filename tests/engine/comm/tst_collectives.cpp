@@ -53,20 +53,20 @@ std::vector<int> pairsAsNodes()
     return nodes;
 }
 
-}  // namespace
+} // namespace
 
 class TestCollectives : public QObject {
     Q_OBJECT
-    std::unique_ptr<MpiCommunicator> m_world;     // nodes detected (one node here)
-    std::unique_ptr<MpiCommunicator> m_pairs;     // every two ranks form a "node" (uneven at odd sizes)
-    trace::TraceRecorder m_recorder{worldRank()};
+    std::unique_ptr<MpiCommunicator> m_world; // nodes detected (one node here)
+    std::unique_ptr<MpiCommunicator> m_pairs; // every two ranks form a "node" (uneven at odd sizes)
+    trace::TraceRecorder m_recorder { worldRank() };
 
 private slots:
     void initTestCase()
     {
         m_world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, trace::GroupKind::World, "world", &m_recorder);
-        m_pairs = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, trace::GroupKind::Other, "pairs", nullptr,
-                                                    CommConfig::fromEnvironment(), pairsAsNodes());
+        m_pairs = std::make_unique<MpiCommunicator>(
+            MPI_COMM_WORLD, trace::GroupKind::Other, "pairs", nullptr, CommConfig::fromEnvironment(), pairsAsNodes());
     }
     void cleanupTestCase()
     {
@@ -82,15 +82,16 @@ private slots:
         QTest::addColumn<int>("op");
         QTest::addColumn<bool>("pairs");
         const int n = worldSize();
-        for (auto a : {CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring, CollectiveAlgorithm::ChunkedRing,
-                       CollectiveAlgorithm::Hierarchical})
-            for (auto t : {DType::F32, DType::F16, DType::BF16})
-                for (int count : {0, 1, n - 1, n + 1, 1000, 4099})
-                    for (auto op : {ReduceOp::Sum, ReduceOp::Max})
-                        QTest::newRow(qPrintable(QStringLiteral("%1 %2 x%3 %4").arg(QString::fromLatin1(toString(a).data()),
-                                                                                     QString::fromLatin1(toString(t).data()))
-                                                     .arg(count)
-                                                     .arg(QString::fromLatin1(toString(op).data()))))
+        for (auto a : { CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring, CollectiveAlgorithm::ChunkedRing,
+                 CollectiveAlgorithm::Hierarchical })
+            for (auto t : { DType::F32, DType::F16, DType::BF16 })
+                for (int count : { 0, 1, n - 1, n + 1, 1000, 4099 })
+                    for (auto op : { ReduceOp::Sum, ReduceOp::Max })
+                        QTest::newRow(qPrintable(
+                            QStringLiteral("%1 %2 x%3 %4")
+                                .arg(QString::fromLatin1(toString(a).data()), QString::fromLatin1(toString(t).data()))
+                                .arg(count)
+                                .arg(QString::fromLatin1(toString(op).data()))))
                             << int(a) << int(t) << count << int(op) << (a == CollectiveAlgorithm::Hierarchical);
     }
     void allReduce()
@@ -108,7 +109,7 @@ private slots:
         const auto expected = reference(mine, t, ReduceOp(op) == ReduceOp::Sum ? MPI_SUM : MPI_MAX);
         CollectiveOptions options;
         options.algorithm = CollectiveAlgorithm(algorithm);
-        options.chunkBytes = 64;  // several chunks per segment even at these sizes
+        options.chunkBytes = 64; // several chunks per segment even at these sizes
         auto work = (pairs ? *m_pairs : *m_world).allReduce(data.data(), mine.size(), t, ReduceOp(op), options);
         work->wait();
         QVERIFY(work->isCompleted());
@@ -139,9 +140,10 @@ private slots:
     {
         QTest::addColumn<int>("algorithm");
         QTest::addColumn<int>("count");
-        for (auto a : {CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring, CollectiveAlgorithm::ChunkedRing})
-            for (int count : {0, 1, 7, 1001})
-                QTest::newRow(qPrintable(QStringLiteral("%1 x%2").arg(QString::fromLatin1(toString(a).data())).arg(count)))
+        for (auto a : { CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring, CollectiveAlgorithm::ChunkedRing })
+            for (int count : { 0, 1, 7, 1001 })
+                QTest::newRow(
+                    qPrintable(QStringLiteral("%1 x%2").arg(QString::fromLatin1(toString(a).data())).arg(count)))
                     << int(a) << count;
     }
     void reduceScatterAndAllGather()
@@ -212,9 +214,10 @@ private slots:
     {
         QTest::addColumn<QString>("codec");
         QTest::addColumn<int>("count");
-        for (const char* c : {"fp16", "bf16", "int8", "int4", "topk:0.1", "lz4"})
-            for (int count : {1, 5, 1000, 3001})
-                QTest::newRow(qPrintable(QStringLiteral("%1 x%2").arg(c).arg(count))) << QString::fromLatin1(c) << count;
+        for (const char* c : { "fp16", "bf16", "int8", "int4", "topk:0.1", "lz4" })
+            for (int count : { 1, 5, 1000, 3001 })
+                QTest::newRow(qPrintable(QStringLiteral("%1 x%2").arg(c).arg(count)))
+                    << QString::fromLatin1(c) << count;
     }
     void codecs()
     {
@@ -249,8 +252,8 @@ private slots:
             std::vector<float> kept(c), sum(c, 0.0f);
             std::vector<std::uint8_t> enc(codecImpl->maxEncodedBytes(c));
             for (int p = 0; p < n; ++p) {
-                codecImpl->decode(enc.data(), codecImpl->encode(all.data() + static_cast<std::size_t>(p) * c, c, enc.data()),
-                                  kept.data(), c);
+                codecImpl->decode(enc.data(),
+                    codecImpl->encode(all.data() + static_cast<std::size_t>(p) * c, c, enc.data()), kept.data(), c);
                 for (std::size_t i = 0; i < c; ++i)
                     sum[i] += kept[i];
             }
@@ -264,14 +267,20 @@ private slots:
         for (std::size_t i = 0; i < c; ++i) {
             sumMax = std::max(sumMax, std::fabs(exact[i]));
             for (int p = 0; p < n; ++p)
-                rankMax[static_cast<std::size_t>(p)] = std::max(rankMax[static_cast<std::size_t>(p)], std::fabs(all[static_cast<std::size_t>(p) * c + i]));
+                rankMax[static_cast<std::size_t>(p)] = std::max(
+                    rankMax[static_cast<std::size_t>(p)], std::fabs(all[static_cast<std::size_t>(p) * c + i]));
         }
         for (std::size_t i = 0; i < c; ++i) {
             double bound = codecImpl->errorBound(exact[i], sumMax) + 1e-5;
             for (int p = 0; p < n; ++p)
-                bound += codecImpl->errorBound(all[static_cast<std::size_t>(p) * c + i], rankMax[static_cast<std::size_t>(p)]);
+                bound += codecImpl->errorBound(
+                    all[static_cast<std::size_t>(p) * c + i], rankMax[static_cast<std::size_t>(p)]);
             if (n > 1 && !(std::fabs(double(data[i]) - exact[i]) <= bound))
-                QFAIL(qPrintable(QStringLiteral("element %1: %2 vs exact %3, bound %4").arg(i).arg(data[i]).arg(exact[i]).arg(bound)));
+                QFAIL(qPrintable(QStringLiteral("element %1: %2 vs exact %3, bound %4")
+                                     .arg(i)
+                                     .arg(data[i])
+                                     .arg(exact[i])
+                                     .arg(bound)));
         }
         // Compressed bytes on the wire: less than the fp32 ring would send.
         if (n > 1 && c >= 1000)
@@ -311,7 +320,7 @@ private slots:
                 for (std::size_t i = 0; i < c; ++i)
                     total[i] += v[i];
             }
-            double err = 0;  // max over elements of |sum of results - steps * exact sum|
+            double err = 0; // max over elements of |sum of results - steps * exact sum|
             for (std::size_t i = 0; i < c; ++i)
                 err = std::max(err, std::fabs(total[i] - steps * double(exact[i])));
             return err;
@@ -320,9 +329,9 @@ private slots:
         const double without10 = drift(false, 10), without100 = drift(false, 100);
         if (r == 0)
             qInfo("%s, %d ranks: summed error with feedback %.4f (10 steps) %.4f (100 steps); without %.4f / %.4f",
-                  qPrintable(codec), n, with10, with100, without10, without100);
-        QVERIFY(without100 > 8 * without10 * 0.99);  // grows linearly
-        QVERIFY(with100 < 2 * with10 + 1e-3);          // stays bounded
+                qPrintable(codec), n, with10, with100, without10, without100);
+        QVERIFY(without100 > 8 * without10 * 0.99); // grows linearly
+        QVERIFY(with100 < 2 * with10 + 1e-3); // stays bounded
         QVERIFY(with100 < without100 / 5);
     }
 };

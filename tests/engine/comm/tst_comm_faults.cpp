@@ -22,14 +22,15 @@ class TestCommFaults : public QObject {
         p.setProcessChannelMode(QProcess::MergedChannels);
         QElapsedTimer timer;
         timer.start();
-        p.start(QStringLiteral(MPIEXEC), {QStringLiteral("--allow-run-as-root"), QStringLiteral("--oversubscribe"),
-                                          QStringLiteral("-np"), QString::number(ranks), QStringLiteral(DRIVER), scenario});
+        p.start(QStringLiteral(MPIEXEC),
+            { QStringLiteral("--allow-run-as-root"), QStringLiteral("--oversubscribe"), QStringLiteral("-np"),
+                QString::number(ranks), QStringLiteral(DRIVER), scenario });
         if (!p.waitForFinished(60000)) {
             p.kill();
             p.waitForFinished();
-            return {-1, timer.elapsed(), QString::fromUtf8(p.readAll())};
+            return { -1, timer.elapsed(), QString::fromUtf8(p.readAll()) };
         }
-        return {p.exitCode(), timer.elapsed(), QString::fromUtf8(p.readAll())};
+        return { p.exitCode(), timer.elapsed(), QString::fromUtf8(p.readAll()) };
     }
 
 private slots:
@@ -39,33 +40,39 @@ private slots:
         QVERIFY2(r.exitCode != 0, qPrintable(r.output));
         // Every rank reports it, naming the operation, the group, and who called what.
         for (int rank = 0; rank < 3; ++rank)
-            QVERIFY2(r.output.contains(QStringLiteral("rank %1: CommError: all-reduce #1 (").arg(rank)), qPrintable(r.output));
-        QVERIFY2(r.output.contains(QStringLiteral("on world [0, 1, 2]: the members disagree (rank [0] called all-reduce with 1000 fp32 elements; ranks [1, 2] called all-reduce with 1024 fp32 elements)")),
-                 qPrintable(r.output));
+            QVERIFY2(r.output.contains(QStringLiteral("rank %1: CommError: all-reduce #1 (").arg(rank)),
+                qPrintable(r.output));
+        QVERIFY2(r.output.contains(
+                     QStringLiteral("on world [0, 1, 2]: the members disagree (rank [0] called all-reduce with 1000 "
+                                    "fp32 elements; ranks [1, 2] called all-reduce with 1024 fp32 elements)")),
+            qPrintable(r.output));
         QVERIFY(r.ms < 20000);
     }
 
     void mismatchedTypes()
     {
         const Run r = mpirun(QStringLiteral("type-mismatch"), 2);
-        QVERIFY2(r.output.contains(QStringLiteral("512 fp16 elements")) && r.output.contains(QStringLiteral("512 fp32 elements")),
-                 qPrintable(r.output));
+        QVERIFY2(r.output.contains(QStringLiteral("512 fp16 elements"))
+                && r.output.contains(QStringLiteral("512 fp32 elements")),
+            qPrintable(r.output));
     }
 
     void silentPeerTimesOut()
     {
         const Run r = mpirun(QStringLiteral("silent-peer"), 2);
         QVERIFY2(r.exitCode != 0, qPrintable(r.output));
-        QVERIFY2(r.output.contains(QStringLiteral("rank 0: CommError: all-reduce #1 (1024 fp32, library) on world [0, 1] timed out after 2 s")),
-                 qPrintable(r.output));
+        QVERIFY2(r.output.contains(QStringLiteral(
+                     "rank 0: CommError: all-reduce #1 (1024 fp32, library) on world [0, 1] timed out after 2 s")),
+            qPrintable(r.output));
         QVERIFY2(r.ms < 20000, qPrintable(QString::number(r.ms)));
     }
 
     void silentSenderTimesOut()
     {
         const Run r = mpirun(QStringLiteral("silent-sender"), 2);
-        QVERIFY2(r.output.contains(QStringLiteral("rank 0: CommError: receive of 1024 bytes from rank 1 on world [0, 1] timed out after 2 s")),
-                 qPrintable(r.output));
+        QVERIFY2(r.output.contains(QStringLiteral(
+                     "rank 0: CommError: receive of 1024 bytes from rank 1 on world [0, 1] timed out after 2 s")),
+            qPrintable(r.output));
         QVERIFY2(r.ms < 20000, qPrintable(QString::number(r.ms)));
     }
 
@@ -80,8 +87,9 @@ private slots:
     void mismatchedCodecOptions()
     {
         const Run r = mpirun(QStringLiteral("block-mismatch"), 2);
-        QVERIFY2(r.output.contains(QStringLiteral("the members disagree")) && r.output.contains(QStringLiteral("codec block")),
-                 qPrintable(r.output));
+        QVERIFY2(r.output.contains(QStringLiteral("the members disagree"))
+                && r.output.contains(QStringLiteral("codec block")),
+            qPrintable(r.output));
     }
 
     void deadPeerEndsTheJob()

@@ -18,7 +18,11 @@ using namespace loom::comm::testing;
 namespace {
 
 struct DeviceVector {
-    explicit DeviceVector(std::size_t n) : size(n) { cudaMalloc(&ptr, std::max<std::size_t>(n, 1) * 4); }
+    explicit DeviceVector(std::size_t n)
+        : size(n)
+    {
+        cudaMalloc(&ptr, std::max<std::size_t>(n, 1) * 4);
+    }
     ~DeviceVector() { cudaFree(ptr); }
     void put(const std::vector<float>& v) { cudaMemcpy(ptr, v.data(), v.size() * 4, cudaMemcpyHostToDevice); }
     std::vector<float> get() const
@@ -32,7 +36,7 @@ struct DeviceVector {
     std::size_t size;
 };
 
-}  // namespace
+} // namespace
 
 class TestNccl : public QObject {
     Q_OBJECT
@@ -51,7 +55,8 @@ private slots:
         if (const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"))
             local = std::atoi(v);
         m_comm = std::make_unique<NcclCommunicator>(
-            std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, trace::GroupKind::World, "world", nullptr), local, nullptr);
+            std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, trace::GroupKind::World, "world", nullptr), local,
+            nullptr);
     }
     void cleanupTestCase() { m_comm.reset(); }
 
@@ -59,10 +64,11 @@ private slots:
     {
         QTest::addColumn<int>("algorithm");
         QTest::addColumn<int>("count");
-        for (auto a : {CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring, CollectiveAlgorithm::ChunkedRing,
-                       CollectiveAlgorithm::Hierarchical})
-            for (int count : {0, 1, 5, 100003})
-                QTest::newRow(qPrintable(QStringLiteral("%1 x%2").arg(QString::fromLatin1(toString(a).data())).arg(count)))
+        for (auto a : { CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring, CollectiveAlgorithm::ChunkedRing,
+                 CollectiveAlgorithm::Hierarchical })
+            for (int count : { 0, 1, 5, 100003 })
+                QTest::newRow(
+                    qPrintable(QStringLiteral("%1 x%2").arg(QString::fromLatin1(toString(a).data())).arg(count)))
                     << int(a) << count;
     }
     void allReduce()
@@ -91,7 +97,7 @@ private slots:
         for (std::size_t i = 0; i < c; ++i)
             mine[i] = value(r, i);
         MPI_Allgather(mine.data(), int(c), MPI_FLOAT, all.data(), int(c), MPI_FLOAT, MPI_COMM_WORLD);
-        for (auto a : {CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring}) {
+        for (auto a : { CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring }) {
             CollectiveOptions o;
             o.algorithm = a;
             DeviceVector in(c), out(all.size());

@@ -14,24 +14,24 @@ namespace {
 
 Layout megatron(int heads, int hidden, int layers, int tp, int pp, int gpus, int batch, int micro, int vpp)
 {
-    nlohmann::json j = {{"loom_layout", 1},
-                        {"name", "row"},
-                        {"model", {{"name", "m"}, {"layers", layers}, {"hidden", hidden}, {"heads", heads},
-                                   {"ffn_hidden", 4 * hidden}, {"vocab", 51200}, {"seq_len", 2048}}},
-                        {"cluster", "dgx-a100"},
-                        {"nodes", gpus / 8},
-                        {"parallel", {{"tp", tp}, {"pp", pp}, {"dp", gpus / (tp * pp)}, {"vpp", vpp}, {"micro_batch", micro},
-                                      {"global_batch", batch}, {"schedule", vpp > 1 ? "interleaved" : "1f1b"}}},
-                        {"memory", {{"zero", 0}, {"recompute", "full"}, {"attention", "materialized"}}},  // as in 2021
-                        {"precision", "fp16"},
-                        {"comm", {{"overlap", false}}}};  // SC21's Megatron reduced gradients after backward
+    nlohmann::json j = { { "loom_layout", 1 }, { "name", "row" },
+        { "model",
+            { { "name", "m" }, { "layers", layers }, { "hidden", hidden }, { "heads", heads },
+                { "ffn_hidden", 4 * hidden }, { "vocab", 51200 }, { "seq_len", 2048 } } },
+        { "cluster", "dgx-a100" }, { "nodes", gpus / 8 },
+        { "parallel",
+            { { "tp", tp }, { "pp", pp }, { "dp", gpus / (tp * pp) }, { "vpp", vpp }, { "micro_batch", micro },
+                { "global_batch", batch }, { "schedule", vpp > 1 ? "interleaved" : "1f1b" } } },
+        { "memory", { { "zero", 0 }, { "recompute", "full" }, { "attention", "materialized" } } }, // as in 2021
+        { "precision", "fp16" },
+        { "comm", { { "overlap", false } } } }; // SC21's Megatron reduced gradients after backward
     auto r = readLayout(j.dump(), loom::profiles::BuiltinProfiles::instance());
     if (!r.ok())
         qFatal("%s", r.diagnostics.format().c_str());
     return *r.layout;
 }
 
-}  // namespace
+} // namespace
 
 class TestCostModel : public QObject {
     Q_OBJECT
@@ -47,10 +47,11 @@ private slots:
         QTest::addColumn<int>("batch");
         QTest::addColumn<int>("micro");
         QTest::addColumn<int>("vpp");
-        QTest::addColumn<double>("published");  // TFLOP/s per GPU
+        QTest::addColumn<double>("published"); // TFLOP/s per GPU
         QTest::newRow("1.7B") << 24 << 2304 << 24 << 1 << 1 << 32 << 512 << 16 << 1 << 137.0;
         QTest::newRow("18.4B") << 48 << 6144 << 40 << 8 << 1 << 256 << 1024 << 8 << 1 << 135.0;
-        QTest::newRow("145.6B (interleaved, 5 layers per virtual stage)") << 96 << 12288 << 80 << 8 << 8 << 1536 << 2304 << 2 << 2 << 148.0;
+        QTest::newRow("145.6B (interleaved, 5 layers per virtual stage)")
+            << 96 << 12288 << 80 << 8 << 8 << 1536 << 2304 << 2 << 2 << 148.0;
         QTest::newRow("1008B") << 160 << 25600 << 128 << 8 << 64 << 3072 << 3072 << 1 << 1 << 163.0;
     }
     void megatronTable1()
@@ -67,11 +68,12 @@ private slots:
         QFETCH(double, published);
         const Prediction p = predict(megatron(heads, hidden, layers, tp, pp, gpus, batch, micro, vpp));
         qInfo("predicted %.1f TFLOP/s per GPU, published %.0f (%+.1f %%)", p.tflopsPerGpu, published,
-              100 * (p.tflopsPerGpu / published - 1));
+            100 * (p.tflopsPerGpu / published - 1));
         QVERIFY(std::fabs(p.tflopsPerGpu / published - 1) <= 0.15);
         QVERIFY(p.fits);
         // The parts add up to the step.
-        QVERIFY(std::fabs(p.compute + p.tpExposed + p.ppExposed + p.bubble + p.dpExposed + p.optimizer - p.stepTime) < 1e-6 * p.stepTime + 1e-9);
+        QVERIFY(std::fabs(p.compute + p.tpExposed + p.ppExposed + p.bubble + p.dpExposed + p.optimizer - p.stepTime)
+            < 1e-6 * p.stepTime + 1e-9);
     }
 
     void activationMemoryFormulas_data()
@@ -96,13 +98,16 @@ private slots:
         const double s = 2048, b = 1, h = hidden, a = heads, t = 8;
         auto near = [](double x, double y) { return std::fabs(x - y) <= 1e-9 * y; };
         QVERIFY(near(activationBytesPerLayer(m, 1, 1, Recompute::None), s * b * h * (34 + 5 * a * s / h)));
-        QVERIFY(near(activationBytesPerLayer(m, 1, 8, Recompute::None), s * b * h * (10 + 24 / t + 5 * a * s / (h * t))));
+        QVERIFY(
+            near(activationBytesPerLayer(m, 1, 8, Recompute::None), s * b * h * (10 + 24 / t + 5 * a * s / (h * t))));
         QVERIFY(near(activationBytesPerLayer(m, 1, 8, Recompute::None, true), s * b * h / t * (34 + 5 * a * s / h)));
         QVERIFY(near(activationBytesPerLayer(m, 1, 8, Recompute::Selective), s * b * h * (10 + 24 / t)));
         QVERIFY(near(activationBytesPerLayer(m, 1, 8, Recompute::Selective, true), 34 * s * b * h / t));
         QVERIFY(near(activationBytesPerLayer(m, 1, 8, Recompute::Full), 2 * s * b * h));
         // Their headline: sequence parallelism with selective recomputation needs about 5x less than t alone.
-        QVERIFY(activationBytesPerLayer(m, 1, 8, Recompute::None) / activationBytesPerLayer(m, 1, 8, Recompute::Selective, true) > 4);
+        QVERIFY(activationBytesPerLayer(m, 1, 8, Recompute::None)
+                / activationBytesPerLayer(m, 1, 8, Recompute::Selective, true)
+            > 4);
     }
 
     void simulatedBubbleMatchesClosedForm_data()
@@ -118,13 +123,15 @@ private slots:
         // Uniform stages: a vocabulary too small for the LM head to matter, one node, no DP.
         QFETCH(QString, schedule);
         QFETCH(int, vpp);
-        nlohmann::json j = {{"loom_layout", 1}, {"name", "uniform"},
-                            {"model", {{"name", "m"}, {"layers", 16}, {"hidden", 8192}, {"heads", 64}, {"ffn_hidden", 32768},
-                                       {"vocab", 128}, {"seq_len", 2048}}},
-                            {"cluster", "dgx-a100"}, {"nodes", 1},
-                            {"parallel", {{"tp", 2}, {"pp", 4}, {"dp", 1}, {"vpp", vpp}, {"micro_batch", 1}, {"global_batch", 8},
-                                          {"schedule", schedule.toStdString()}}},
-                            {"precision", "bf16"}};
+        nlohmann::json j = { { "loom_layout", 1 }, { "name", "uniform" },
+            { "model",
+                { { "name", "m" }, { "layers", 16 }, { "hidden", 8192 }, { "heads", 64 }, { "ffn_hidden", 32768 },
+                    { "vocab", 128 }, { "seq_len", 2048 } } },
+            { "cluster", "dgx-a100" }, { "nodes", 1 },
+            { "parallel",
+                { { "tp", 2 }, { "pp", 4 }, { "dp", 1 }, { "vpp", vpp }, { "micro_batch", 1 }, { "global_batch", 8 },
+                    { "schedule", schedule.toStdString() } } },
+            { "precision", "bf16" } };
         auto r = readLayout(j.dump(), loom::profiles::BuiltinProfiles::instance());
         QVERIFY2(r.ok(), r.diagnostics.format().c_str());
         const Prediction p = predict(*r.layout);
@@ -158,19 +165,19 @@ private slots:
     {
         QFETCH(QString, allreduce);
         QFETCH(double, measuredGB);
-        const nlohmann::json j = {{"loom_layout", 1},
-                                  {"name", "cpu"},
-                                  {"model", {{"name", "gpt2-124m-s64"}, {"layers", 12}, {"hidden", 768}, {"heads", 12},
-                                             {"ffn_hidden", 3072}, {"vocab", 50257}, {"seq_len", 64}}},
-                                  {"cluster", "local"},
-                                  {"parallel", {{"tp", 1}, {"pp", 1}, {"dp", 2}, {"micro_batch", 2}, {"global_batch", 4}}},
-                                  {"comm", {{"allreduce", allreduce.toStdString()}}}};
+        const nlohmann::json j = { { "loom_layout", 1 }, { "name", "cpu" },
+            { "model",
+                { { "name", "gpt2-124m-s64" }, { "layers", 12 }, { "hidden", 768 }, { "heads", 12 },
+                    { "ffn_hidden", 3072 }, { "vocab", 50257 }, { "seq_len", 64 } } },
+            { "cluster", "local" },
+            { "parallel", { { "tp", 1 }, { "pp", 1 }, { "dp", 2 }, { "micro_batch", 2 }, { "global_batch", 4 } } },
+            { "comm", { { "allreduce", allreduce.toStdString() } } } };
         auto r = readLayout(j.dump(), loom::profiles::BuiltinProfiles::instance());
         QVERIFY(r.ok());
         const double predicted = predict(*r.layout).memory.total();
         qInfo("predicted %.3f GB per rank, measured high-water %.3f GB", predicted, measuredGB);
         QVERIFY2(std::fabs(predicted - measuredGB) <= 0.05 * measuredGB,
-                 qPrintable(QStringLiteral("predicted %1 GB, measured %2 GB").arg(predicted).arg(measuredGB)));
+            qPrintable(QStringLiteral("predicted %1 GB, measured %2 GB").arg(predicted).arg(measuredGB)));
     }
 };
 

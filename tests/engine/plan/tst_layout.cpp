@@ -89,7 +89,7 @@ private slots:
         QVERIFY(l.precision == Precision::Fp32);
         QVERIFY(l.comm.dpCodec.kind == Codec::Kind::None);
         QVERIFY(l.comm.overlap && l.comm.errorFeedback);
-        QCOMPARE(l.comm.codecWarmup, std::int64_t(-1));  // absent: chosen by the trainer
+        QCOMPARE(l.comm.codecWarmup, std::int64_t(-1)); // absent: chosen by the trainer
         QCOMPARE(l.comm.bucketMb, 25.0);
         QVERIFY(l.comm.allreduce == AllreduceAlgorithm::Auto);
         QCOMPARE(l.parallel.microBatches(), 4);

@@ -17,7 +17,7 @@ namespace {
 double replay(const Schedule& s, double tf, double tb)
 {
     const std::int64_t p = s.stages(), v = s.chunks(), last = p * v - 1;
-    std::map<std::tuple<int, int, int>, double> done;  // (kind, mb, virtual stage) -> finish time
+    std::map<std::tuple<int, int, int>, double> done; // (kind, mb, virtual stage) -> finish time
     std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
     std::vector<double> clock(static_cast<std::size_t>(p), 0);
     bool progress = true;
@@ -30,9 +30,9 @@ double replay(const Schedule& s, double tf, double tb)
                 const auto& op = ops[i];
                 const int vs = static_cast<int>(s.virtualStage(r, op.chunk));
                 const bool fwd = op.kind == PipelineOp::Kind::Forward;
-                std::tuple<int, int, int> dep = fwd ? std::tuple{0, op.microBatch, vs - 1}
-                                                    : (vs == last ? std::tuple{0, op.microBatch, vs}
-                                                                  : std::tuple{1, op.microBatch, vs + 1});
+                std::tuple<int, int, int> dep = fwd
+                    ? std::tuple { 0, op.microBatch, vs - 1 }
+                    : (vs == last ? std::tuple { 0, op.microBatch, vs } : std::tuple { 1, op.microBatch, vs + 1 });
                 double ready = 0;
                 if (!(fwd && vs == 0)) {
                     auto it = done.find(dep);
@@ -42,7 +42,7 @@ double replay(const Schedule& s, double tf, double tb)
                 }
                 auto& c = clock[static_cast<std::size_t>(r)];
                 c = std::max(c, ready) + (fwd ? tf : tb);
-                done[{fwd ? 0 : 1, op.microBatch, vs}] = c;
+                done[{ fwd ? 0 : 1, op.microBatch, vs }] = c;
                 ++i;
                 progress = true;
             }
@@ -57,7 +57,7 @@ double replay(const Schedule& s, double tf, double tb)
     return makespan;
 }
 
-}  // namespace
+} // namespace
 
 class TestSchedule : public QObject {
     Q_OBJECT
@@ -65,16 +65,17 @@ private slots:
     void handWritten()
     {
         QCOMPARE(QString::fromStdString(Schedule(ScheduleKind::GPipe, 2, 1, 3).toString()),
-                 QStringLiteral("rank 0: F0 F1 F2 B0 B1 B2\nrank 1: F0 F1 F2 B0 B1 B2\n"));
+            QStringLiteral("rank 0: F0 F1 F2 B0 B1 B2\nrank 1: F0 F1 F2 B0 B1 B2\n"));
         QCOMPARE(QString::fromStdString(Schedule(ScheduleKind::OneFOneB, 4, 1, 6).toString()),
-                 QStringLiteral("rank 0: F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5\n"
-                                "rank 1: F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5\n"
-                                "rank 2: F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5\n"
-                                "rank 3: F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5\n"));
+            QStringLiteral("rank 0: F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5\n"
+                           "rank 1: F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 B5\n"
+                           "rank 2: F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5\n"
+                           "rank 3: F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5\n"));
         // Megatron-LM's interleaved order for p=2, v=2, m=4.
         QCOMPARE(QString::fromStdString(Schedule(ScheduleKind::Interleaved, 2, 2, 4).toString()),
-                 QStringLiteral("rank 0: F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0\n"
-                                "rank 1: F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 F3.1 B3.1 B2.0 B3.0\n"));
+            QStringLiteral(
+                "rank 0: F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0\n"
+                "rank 1: F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 F3.1 B3.1 B2.0 B3.0\n"));
     }
 
     void everyShapeRunsAndMatchesTheBubble_data()
@@ -83,12 +84,14 @@ private slots:
         QTest::addColumn<int>("p");
         QTest::addColumn<int>("v");
         QTest::addColumn<int>("m");
-        for (int p : {1, 2, 3, 4, 8})
-            for (int m : {1, 2, 4, 8, 12, 16}) {
-                QTest::newRow(qPrintable(QStringLiteral("gpipe p%1 m%2").arg(p).arg(m))) << int(ScheduleKind::GPipe) << p << 1 << m;
-                QTest::newRow(qPrintable(QStringLiteral("1f1b p%1 m%2").arg(p).arg(m))) << int(ScheduleKind::OneFOneB) << p << 1 << m;
+        for (int p : { 1, 2, 3, 4, 8 })
+            for (int m : { 1, 2, 4, 8, 12, 16 }) {
+                QTest::newRow(qPrintable(QStringLiteral("gpipe p%1 m%2").arg(p).arg(m)))
+                    << int(ScheduleKind::GPipe) << p << 1 << m;
+                QTest::newRow(qPrintable(QStringLiteral("1f1b p%1 m%2").arg(p).arg(m)))
+                    << int(ScheduleKind::OneFOneB) << p << 1 << m;
                 if (p >= 2 && m % p == 0)
-                    for (int v : {2, 3, 4})
+                    for (int v : { 2, 3, 4 })
                         QTest::newRow(qPrintable(QStringLiteral("interleaved p%1 v%2 m%3").arg(p).arg(v).arg(m)))
                             << int(ScheduleKind::Interleaved) << p << v << m;
             }
@@ -103,7 +106,7 @@ private slots:
         for (int r = 0; r < p; ++r) {
             std::set<std::tuple<int, int, int>> seen;
             for (const auto& op : s.opsOf(r))
-                QVERIFY(seen.insert({int(op.kind), op.microBatch, op.chunk}).second);
+                QVERIFY(seen.insert({ int(op.kind), op.microBatch, op.chunk }).second);
             QCOMPARE(int(seen.size()), 2 * m * v);
         }
         // Forward 1 unit, backward 2 units per chunk (a chunk is 1/v of a stage).
@@ -111,9 +114,11 @@ private slots:
         const double makespan = replay(s, tf, tb);
         QVERIFY2(makespan > 0, "the schedule deadlocks");
         const double ideal = m * (tf + tb) * v;
-        const double bubble = (makespan - ideal) / ideal;  // bubble time / ideal time
-        const double theory = ScheduleKind(kind) == ScheduleKind::Interleaved ? double(p - 1) / (v * m) : double(p - 1) / m;
-        QVERIFY2(std::abs(bubble - theory) < 1e-9, qPrintable(QStringLiteral("bubble %1, closed form %2").arg(bubble).arg(theory)));
+        const double bubble = (makespan - ideal) / ideal; // bubble time / ideal time
+        const double theory
+            = ScheduleKind(kind) == ScheduleKind::Interleaved ? double(p - 1) / (v * m) : double(p - 1) / m;
+        QVERIFY2(std::abs(bubble - theory) < 1e-9,
+            qPrintable(QStringLiteral("bubble %1, closed form %2").arg(bubble).arg(theory)));
     }
 
     void activationsInFlight()

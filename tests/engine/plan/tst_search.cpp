@@ -34,7 +34,8 @@ private slots:
             if (i > 0)
                 QVERIFY(s.ranked[i - 1].prediction.tokensPerSecond >= c.prediction.tokensPerSecond);
         }
-        QVERIFY(s.why.find("faster than") != std::string::npos && s.why.find("mainly because its") != std::string::npos);
+        QVERIFY(
+            s.why.find("faster than") != std::string::npos && s.why.find("mainly because its") != std::string::npos);
         // The published layout (tp 8, pp 64) is among what was considered, and the winner is no slower.
         QVERIFY(s.ranked.front().prediction.tflopsPerGpu >= 150);
     }
@@ -47,7 +48,7 @@ private slots:
         r.nodes = 1;
         r.globalBatch = 8;
         const SearchResult s = search(r);
-        QVERIFY(s.ranked.empty());  // 175B cannot fit on 8 GPUs
+        QVERIFY(s.ranked.empty()); // 175B cannot fit on 8 GPUs
         QVERIFY(s.evaluated > 0);
         r.cluster = *BuiltinProfiles::instance().findCluster("local");
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, search(r));

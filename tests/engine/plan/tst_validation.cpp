@@ -57,12 +57,14 @@ private slots:
     {
         // Interleaved with uneven stages: 12 layers on pp·vpp = 2·4 = 8 virtual stages, valid when the stages are
         // listed (Llama 3's way: fewer layers on the first and the last); a stage without a layer is not.
-        auto r = readPatched(R"({"model": "gpt2-124m", "parallel": {"tp": 4, "pp": 2, "dp": 1, "vpp": 4, "micro_batch": 1,
+        auto r
+            = readPatched(R"({"model": "gpt2-124m", "parallel": {"tp": 4, "pp": 2, "dp": 1, "vpp": 4, "micro_batch": 1,
             "global_batch": 8, "schedule": "interleaved",
             "stages": [[0, 0], [1, 2], [3, 4], [5, 6], [7, 8], [9, 10], [11, 11], [12, 11]]}})");
         // [12, 11] is an empty stage: refused, saying why.
         QVERIFY(!r.ok());
-        QVERIFY2(r.diagnostics.format().find("cannot be expressed") != std::string::npos, r.diagnostics.format().c_str());
+        QVERIFY2(
+            r.diagnostics.format().find("cannot be expressed") != std::string::npos, r.diagnostics.format().c_str());
         r = readPatched(R"({"parallel": {"tp": 4, "pp": 2, "dp": 1, "vpp": 4, "micro_batch": 1, "global_batch": 8,
             "schedule": "interleaved", "stages": [[0, 0], [1, 2], [3, 4], [5, 6], [7, 8], [9, 9], [10, 10], [11, 11]]}})");
         QVERIFY2(r.ok(), r.diagnostics.format().c_str());
@@ -72,7 +74,8 @@ private slots:
 
     void newChoicesRoundTrip()
     {
-        auto r = readPatched(R"({"parallel": {"tp": 4, "pp": 2, "dp": 1, "micro_batch": 1, "global_batch": 8, "sp": true},
+        auto r
+            = readPatched(R"({"parallel": {"tp": 4, "pp": 2, "dp": 1, "micro_batch": 1, "global_batch": 8, "sp": true},
             "memory": {"zero": 3, "recompute": "selective", "attention": "materialized"}})");
         QVERIFY2(r.ok(), r.diagnostics.format().c_str());
         QVERIFY(r.layout->parallel.sp);
@@ -86,7 +89,8 @@ private slots:
             "memory": {"zero": 2}})");
         QVERIFY(r.ok());
         const std::string w = validateLayout(*r.layout).format();
-        QVERIFY2(w.find("parallel.sp=true") != std::string::npos && w.find("memory.zero=2 shards") != std::string::npos, w.c_str());
+        QVERIFY2(w.find("parallel.sp=true") != std::string::npos && w.find("memory.zero=2 shards") != std::string::npos,
+            w.c_str());
     }
 
     void rule_data()
@@ -181,7 +185,8 @@ private slots:
         QTest::newRow("unknown model profile")
             << R"({"model": "gpt2-124"})" << true << "model"
             << "model=\"gpt2-124\" is not a known model profile; known: gpt-mini, gpt-tiny, gpt2-1.5b, gpt2-124m, "
-               "gpt2-350m, gpt2-774m, gpt3-175b, llama-tiny, llama2-70b, llama2-7b, llama3-405b, megatron-1t (did you mean "
+               "gpt2-350m, gpt2-774m, gpt3-175b, llama-tiny, llama2-70b, llama2-7b, llama3-405b, megatron-1t (did you "
+               "mean "
                "\"gpt2-124m\"?)";
         QTest::newRow("unknown cluster profile")
             << R"({"cluster": "dgx-b200"})" << true << "cluster"
@@ -231,15 +236,18 @@ private slots:
                                               << "memory.zero=4 is too large; it must be at most 3";
         QTest::newRow("bad attention") << R"({"memory": {"attention": "sparse"}})" << true << "memory.attention"
                                        << "memory.attention";
-        QTest::newRow("sp is a bool") << R"({"parallel": {"tp": 4, "pp": 1, "dp": 2, "micro_batch": 1, "global_batch": 8, "sp": 1}})"
-                                      << true << "parallel.sp" << "parallel.sp";
+        QTest::newRow("sp is a bool")
+            << R"({"parallel": {"tp": 4, "pp": 1, "dp": 2, "micro_batch": 1, "global_batch": 8, "sp": 1}})" << true
+            << "parallel.sp"
+            << "parallel.sp";
         QTest::newRow("bad codec") << R"({"comm": {"dp_codec": "int2"}})" << true << "comm.dp_codec"
                                    << "comm.dp_codec=\"int2\" is not a known codec; use one of";
         QTest::newRow("bad top-k fraction") << R"({"comm": {"dp_codec": "topk:0"}})" << true << "comm.dp_codec"
                                             << "the top-k fraction must be above 0 and below 1";
         QTest::newRow("top-k feedback without warm-up")
             << R"({"parallel": {"tp": 4, "pp": 1, "dp": 2}, "comm": {"dp_codec": "topk:0.01", "codec_warmup": 0}})"
-            << true << "comm.codec_warmup" << "leaves no uncompressed AdamW steps to freeze the variance from";
+            << true << "comm.codec_warmup"
+            << "leaves no uncompressed AdamW steps to freeze the variance from";
         QTest::newRow("negative codec warm-up") << R"({"comm": {"codec_warmup": -1}})" << true << "comm.codec_warmup"
                                                 << "comm.codec_warmup=-1 is too small";
         QTest::newRow("unknown precision") << R"({"precision": "fp8"})" << true << "precision"
@@ -269,7 +277,8 @@ private slots:
                                      << "comm.staleness=2 is too large";
         QTest::newRow("staleness with top-k feedback")
             << R"({"parallel": {"tp": 4, "pp": 1, "dp": 2}, "comm": {"dp_codec": "topk:0.01", "staleness": 1}})" << true
-            << "comm.staleness" << "top-k's sparse AdamW exchanges the update inside the optimizer step";
+            << "comm.staleness"
+            << "top-k's sparse AdamW exchanges the update inside the optimizer step";
         QTest::newRow("staleness with dp 1 (warning)") << R"({"comm": {"staleness": 1}})" << false << "comm.staleness"
                                                        << "but dp=1, so there is none to hide";
     }

@@ -25,21 +25,24 @@ class TestBubble : public QObject {
         const QString layout = m_dir.filePath(name + ".json"), trace = m_dir.filePath(name + ".trace");
         QFile f(layout);
         f.open(QIODevice::WriteOnly);
-        f.write(QJsonDocument(QJsonObject{
-                                  {"loom_layout", 1}, {"name", name}, {"cluster", "local"},
-                                  {"model", QJsonObject{{"name", "small"}, {"layers", 8}, {"hidden", 256}, {"heads", 4},
-                                                        {"ffn_hidden", 1024}, {"vocab", 256}, {"seq_len", 64}}},
-                                  {"parallel", QJsonObject{{"tp", 1}, {"pp", pp}, {"dp", 1}, {"vpp", vpp}, {"micro_batch", 2},
-                                                           {"global_batch", 16}, {"schedule", schedule}}}})
-                    .toJson());
+        f.write(
+            QJsonDocument(QJsonObject { { "loom_layout", 1 }, { "name", name }, { "cluster", "local" },
+                              { "model",
+                                  QJsonObject { { "name", "small" }, { "layers", 8 }, { "hidden", 256 }, { "heads", 4 },
+                                      { "ffn_hidden", 1024 }, { "vocab", 256 }, { "seq_len", 64 } } },
+                              { "parallel",
+                                  QJsonObject { { "tp", 1 }, { "pp", pp }, { "dp", 1 }, { "vpp", vpp },
+                                      { "micro_batch", 2 }, { "global_batch", 16 }, { "schedule", schedule } } } })
+                .toJson());
         f.close();
         QProcess p;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert("OPENBLAS_NUM_THREADS", "1");
         p.setProcessEnvironment(env);
         p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(QStringLiteral(MPIEXEC), {"--allow-run-as-root", "--oversubscribe", "-np", QString::number(pp),
-                                          QStringLiteral(LOOM_TRAIN), "--layout", layout, "--steps", "8", "--trace-out", trace});
+        p.start(QStringLiteral(MPIEXEC),
+            { "--allow-run-as-root", "--oversubscribe", "-np", QString::number(pp), QStringLiteral(LOOM_TRAIN),
+                "--layout", layout, "--steps", "8", "--trace-out", trace });
         if (!p.waitForFinished(240000) || p.exitCode() != 0)
             qFatal("loom-train failed: %s", p.readAll().constData());
         QFile t(trace);
@@ -55,8 +58,8 @@ class TestBubble : public QObject {
         for (const auto& st : s.stages)
             least = std::min(least, st.bubbleFraction);
         qInfo("%s: slowest stage's bubble %.1f %%, closed form %.1f %%", qPrintable(name), 100 * least,
-              100 * s.stages.front().bubbleTheory);
-        return {least, s.stages.front().bubbleTheory};
+            100 * s.stages.front().bubbleTheory);
+        return { least, s.stages.front().bubbleTheory };
     }
 
 private slots:
@@ -64,8 +67,8 @@ private slots:
     {
         QTest::addColumn<int>("pp");
         QTest::addColumn<QString>("schedule");
-        for (int pp : {2, 4})
-            for (const char* s : {"gpipe", "1f1b"})
+        for (int pp : { 2, 4 })
+            for (const char* s : { "gpipe", "1f1b" })
                 QTest::newRow(qPrintable(QStringLiteral("pp%1 %2").arg(pp).arg(s))) << pp << QString::fromLatin1(s);
     }
     void closedForm()
@@ -73,7 +76,8 @@ private slots:
         QFETCH(int, pp);
         QFETCH(QString, schedule);
         const auto [measured, theory] = measure(pp, schedule, 1);
-        QVERIFY2(std::fabs(measured - theory) <= 0.05, qPrintable(QStringLiteral("%1 vs %2").arg(measured).arg(theory)));
+        QVERIFY2(
+            std::fabs(measured - theory) <= 0.05, qPrintable(QStringLiteral("%1 vs %2").arg(measured).arg(theory)));
     }
 
     void interleavingShrinksTheBubble()

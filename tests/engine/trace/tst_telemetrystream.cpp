@@ -34,7 +34,7 @@ std::vector<TraceEvent> someEvents(int n, int seed)
     return v;
 }
 
-}  // namespace
+} // namespace
 
 class TestTelemetryStream : public QObject {
     Q_OBJECT
@@ -54,11 +54,16 @@ private slots:
         std::string stream;
         std::vector<std::string> sent;
         for (int i = 0; i < 200; ++i) {
-            const std::string payload = i % 2 ? encodeEvents(someEvents(1 + i % 7, i)) : "{\"step\": " + std::to_string(i) + "}";
+            const std::string payload
+                = i % 2 ? encodeEvents(someEvents(1 + i % 7, i)) : "{\"step\": " + std::to_string(i) + "}";
             const std::string frame = encodeFrame(i % 2 ? "events" : "step", payload);
             switch (rng() % 5) {
-            case 0: stream += "rank 3: step " + std::to_string(i) + " loss 2.5\n"; break;
-            case 1: stream += "partial output without newline "; break;  // a frame then follows on the same line
+            case 0:
+                stream += "rank 3: step " + std::to_string(i) + " loss 2.5\n";
+                break;
+            case 1:
+                stream += "partial output without newline ";
+                break; // a frame then follows on the same line
             case 2: {
                 std::string garbage(static_cast<std::size_t>(rng() % 300), '\0');
                 for (auto& c : garbage)
@@ -67,17 +72,18 @@ private slots:
                 break;
             }
             case 3: {
-                std::string damaged = frame;  // a flipped byte in the payload
+                std::string damaged = frame; // a flipped byte in the payload
                 damaged[damaged.size() - 3] ^= 0x01;
                 stream += damaged;
                 break;
             }
-            default: break;
+            default:
+                break;
             }
             stream += frame;
             sent.push_back(payload);
         }
-        stream += encodeFrame("end", "{}").substr(0, 10);  // truncated at the end of the stream
+        stream += encodeFrame("end", "{}").substr(0, 10); // truncated at the end of the stream
         for (int trial = 0; trial < 20; ++trial) {
             StreamReader reader;
             std::vector<std::string> got;
@@ -120,8 +126,9 @@ private slots:
                        "parallel": {"tp": 1, "pp": 2, "dp": 2, "micro_batch": 2, "global_batch": 8}})");
         file.close();
         QProcess p;
-        p.start(QStringLiteral(MPIEXEC), {"--allow-run-as-root", "--oversubscribe", "-np", "4", QStringLiteral(LOOM_TRAIN),
-                                          "--layout", layout, "--steps", "4", "--stream"});
+        p.start(QStringLiteral(MPIEXEC),
+            { "--allow-run-as-root", "--oversubscribe", "-np", "4", QStringLiteral(LOOM_TRAIN), "--layout", layout,
+                "--steps", "4", "--stream" });
         StreamReader reader;
         std::vector<Frame> frames;
         while (p.state() != QProcess::NotRunning || p.bytesAvailable()) {
@@ -158,7 +165,7 @@ private slots:
         }
         QCOMPARE(steps, 4);
         QCOMPARE(int(ranks.size()), 4);
-        QVERIFY(reader.otherLines() > 0);  // the human-readable progress lines share the stream
+        QVERIFY(reader.otherLines() > 0); // the human-readable progress lines share the stream
     }
 };
 

@@ -19,7 +19,7 @@ using namespace loom::trace;
 namespace {
 
 TraceEvent ev(std::int32_t rank, EventKind kind, std::int64_t startUs, std::int64_t endUs, std::int32_t stage = -1,
-              std::int32_t step = 1)
+    std::int32_t step = 1)
 {
     TraceEvent e;
     e.rank = rank;
@@ -32,7 +32,7 @@ TraceEvent ev(std::int32_t rank, EventKind kind, std::int64_t startUs, std::int6
     return e;
 }
 
-}  // namespace
+} // namespace
 
 class TestTraceStats : public QObject {
     Q_OBJECT
@@ -40,9 +40,9 @@ private slots:
     void bubbleOverlapAndBandwidth()
     {
         // Two stages over a 100 us pipeline phase: stage 0 computes 0-60, stage 1 40-100 (40 % idle each).
-        std::vector<TraceEvent> events = {ev(0, EventKind::Forward, 0, 30, 0), ev(0, EventKind::Backward, 30, 60, 0),
-                                          ev(1, EventKind::Forward, 40, 70, 1), ev(1, EventKind::Backward, 70, 100, 1)};
-        TraceEvent ar = ev(0, EventKind::AllReduce, 50, 90);  // half of it under stage 0's compute
+        std::vector<TraceEvent> events = { ev(0, EventKind::Forward, 0, 30, 0), ev(0, EventKind::Backward, 30, 60, 0),
+            ev(1, EventKind::Forward, 40, 70, 1), ev(1, EventKind::Backward, 70, 100, 1) };
+        TraceEvent ar = ev(0, EventKind::AllReduce, 50, 90); // half of it under stage 0's compute
         ar.bytes = 4000;
         ar.groupSize = 4;
         events.push_back(ar);
@@ -54,11 +54,11 @@ private slots:
         QCOMPARE(int(s.stages.size()), 2);
         QVERIFY(std::fabs(s.stages[0].bubbleFraction - 0.4) < 1e-9);
         QVERIFY(std::fabs(s.stages[1].bubbleFraction - 0.4) < 1e-9);
-        QVERIFY(std::fabs(s.stages[0].bubbleTheory - 1.0 / 5.0) < 1e-12);  // (p-1)/(m+p-1)
-        QVERIFY(std::fabs(s.overlap - 0.25) < 1e-9);                        // 10 of 40 us under compute
+        QVERIFY(std::fabs(s.stages[0].bubbleTheory - 1.0 / 5.0) < 1e-12); // (p-1)/(m+p-1)
+        QVERIFY(std::fabs(s.overlap - 0.25) < 1e-9); // 10 of 40 us under compute
         QCOMPARE(int(s.collectives.size()), 1);
         QVERIFY(std::fabs(s.collectives[0].algbwGBs - 4000.0 / 40e-6 / 1e9) < 1e-9);
-        QVERIFY(std::fabs(s.collectives[0].busbwGBs - s.collectives[0].algbwGBs * 1.5) < 1e-9);  // 2(n-1)/n, n = 4
+        QVERIFY(std::fabs(s.collectives[0].busbwGBs - s.collectives[0].algbwGBs * 1.5) < 1e-9); // 2(n-1)/n, n = 4
         QVERIFY(std::fabs(s.tokensPerSecond - 1000 / 100e-6) < 1e-3);
     }
 
@@ -73,7 +73,7 @@ private slots:
         e.algorithm = Algorithm::Ring;
         e.codec = "int8";
         std::ostringstream out;
-        writeChromeTrace(out, {e}, {}, "{\"x\": 1}");
+        writeChromeTrace(out, { e }, {}, "{\"x\": 1}");
         std::string other;
         const auto back = readChromeTrace(out.str(), &other);
         QCOMPARE(int(back.size()), 1);
@@ -94,8 +94,9 @@ private slots:
         f.close();
         QProcess p;
         p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(QStringLiteral(MPIEXEC), {"--allow-run-as-root", "--oversubscribe", "-np", "4", QStringLiteral(LOOM_TRAIN),
-                                          "--layout", layout, "--steps", "27", "--trace-out", trace});
+        p.start(QStringLiteral(MPIEXEC),
+            { "--allow-run-as-root", "--oversubscribe", "-np", "4", QStringLiteral(LOOM_TRAIN), "--layout", layout,
+                "--steps", "27", "--trace-out", trace });
         QVERIFY(p.waitForFinished(120000));
         QCOMPARE(p.exitCode(), 0);
         QFile t(trace);
@@ -107,7 +108,7 @@ private slots:
         for (const auto& v : doc.value("traceEvents").toArray())
             if (v.toObject().value("ph").toString() == QLatin1String("X"))
                 ++counted[v.toObject().value("pid").toInt()];
-        QCOMPARE(counted.size(), 4);  // one process per rank
+        QCOMPARE(counted.size(), 4); // one process per rank
         for (int r = 0; r < 4; ++r)
             QCOMPARE(counted.value(r), perRank[r].toInt());
         QVERIFY(doc.value("otherData").toObject().value("clock_error_ns").toDouble() < 1e6);

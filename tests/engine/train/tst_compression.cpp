@@ -23,12 +23,12 @@
 namespace {
 
 constexpr int kSteps = 300;
-constexpr int kLastSteps = 10;               // the final loss: their mean
-constexpr double kTolerance = 0.02;          // the acceptance: at most 2% above uncompressed
+constexpr int kLastSteps = 10; // the final loss: their mean
+constexpr double kTolerance = 0.02; // the acceptance: at most 2% above uncompressed
 constexpr double kInt8Tolerance = COMPRESSION_INT8_TOLERANCE;
-constexpr double kWorseWithoutFeedback = 0.10;  // "measurably worse": at least 10% above uncompressed
+constexpr double kWorseWithoutFeedback = 0.10; // "measurably worse": at least 10% above uncompressed
 
-}  // namespace
+} // namespace
 
 class TestCompression : public QObject {
     Q_OBJECT
@@ -38,13 +38,12 @@ class TestCompression : public QObject {
     // with `log` set).
     double train(const QString& name, const QString& codec, bool feedback, QString& log)
     {
-        const QJsonObject layout{{"loom_layout", 1},
-                                 {"name", name},
-                                 {"model", QStringLiteral(COMPRESSION_MODEL)},
-                                 {"cluster", "local"},
-                                 {"parallel", QJsonObject{{"tp", 1}, {"pp", 1}, {"dp", 2}, {"micro_batch", 4},
-                                                          {"global_batch", 8}, {"schedule", "1f1b"}}},
-                                 {"comm", QJsonObject{{"dp_codec", codec}, {"error_feedback", feedback}}}};
+        const QJsonObject layout { { "loom_layout", 1 }, { "name", name },
+            { "model", QStringLiteral(COMPRESSION_MODEL) }, { "cluster", "local" },
+            { "parallel",
+                QJsonObject { { "tp", 1 }, { "pp", 1 }, { "dp", 2 }, { "micro_batch", 4 }, { "global_batch", 8 },
+                    { "schedule", "1f1b" } } },
+            { "comm", QJsonObject { { "dp_codec", codec }, { "error_feedback", feedback } } } };
         const QString file = m_dir.filePath(name + ".json"), metrics = m_dir.filePath(name + ".metrics");
         QFile f(file);
         f.open(QIODevice::WriteOnly);
@@ -53,9 +52,9 @@ class TestCompression : public QObject {
         QProcess proc;
         proc.setProcessChannelMode(QProcess::MergedChannels);
         proc.start(QStringLiteral(MPIEXEC),
-                   {QStringLiteral("--allow-run-as-root"), QStringLiteral("--oversubscribe"), QStringLiteral("-np"),
-                    QStringLiteral("2"), QStringLiteral(LOOM_TRAIN), QStringLiteral("--layout"), file,
-                    QStringLiteral("--steps"), QString::number(kSteps), QStringLiteral("--metrics"), metrics});
+            { QStringLiteral("--allow-run-as-root"), QStringLiteral("--oversubscribe"), QStringLiteral("-np"),
+                QStringLiteral("2"), QStringLiteral(LOOM_TRAIN), QStringLiteral("--layout"), file,
+                QStringLiteral("--steps"), QString::number(kSteps), QStringLiteral("--metrics"), metrics });
         const bool finished = proc.waitForFinished(900000);
         log = QString::fromUtf8(proc.readAll()).right(4000);
         if (!finished || proc.exitCode() != 0)
@@ -94,7 +93,7 @@ private slots:
             std::printf("%-32s final loss %.4f (%+.1f%% against uncompressed)\n", what, loss, 100 * (loss / none - 1));
         };
         std::printf("%s, dp 2, global batch 8, %d steps, mean loss of the last %d steps:\n", COMPRESSION_MODEL, kSteps,
-                    kLastSteps);
+            kLastSteps);
         line("uncompressed", none);
         line("int8, error feedback", int8);
         line("topk:0.01, error feedback", topk);
@@ -105,9 +104,9 @@ private slots:
         QVERIFY2(int8 <= none * (1 + kInt8Tolerance), "int8 with error feedback ends too far above uncompressed");
         QVERIFY2(topk <= none * (1 + kTolerance), "topk:0.01 with error feedback ends more than 2% above uncompressed");
         QVERIFY2(topkNoFeedback >= none * (1 + kWorseWithoutFeedback),
-                 "topk:0.01 without error feedback should end measurably worse than uncompressed");
+            "topk:0.01 without error feedback should end measurably worse than uncompressed");
         QVERIFY2(topkNoFeedback > topk * (1 + kWorseWithoutFeedback),
-                 "topk:0.01 without error feedback should end measurably worse than with it");
+            "topk:0.01 without error feedback should end measurably worse than with it");
     }
 };
 

@@ -21,12 +21,12 @@ plan::ModelSpec smallModel()
     m.heads = 2;
     m.ffnHidden = 32;
     m.vocab = 20;
-    m.vocabPadMultiple = 8;  // padded to 24: the padding must not change the loss
+    m.vocabPadMultiple = 8; // padded to 24: the padding must not change the loss
     m.seqLen = 6;
     return m;
 }
 
-}  // namespace
+} // namespace
 
 class TestGradCheck : public QObject {
     Q_OBJECT
@@ -42,14 +42,14 @@ private slots:
         QFETCH(bool, recompute);
         const plan::ModelSpec model = smallModel();
         CpuKernels kernels;
-        GptStage stage(model, {{{0, 1}, true, true}}, 0, 1, nullptr, kernels, recompute);
+        GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, recompute);
         ParamSet& params = stage.params();
         params.initialise(7);
         // Larger weights than GPT-2's 0.02 so every path carries a visible gradient.
         for (auto& v : params.values)
             v *= 10.0f;
         for (const auto& s : params.specs())
-            if (s.name.find(".g") != std::string::npos)  // norm gains back near 1
+            if (s.name.find(".g") != std::string::npos) // norm gains back near 1
                 for (std::size_t k = 0; k < s.size(); ++k)
                     params.values[s.offset + k] = 1.0f + 0.1f * params.values[s.offset + k];
         const int B = 2, T = B * static_cast<int>(model.seqLen);
@@ -71,7 +71,7 @@ private slots:
             std::vector<std::size_t> picks;
             for (std::size_t k = 0; k < std::min<std::size_t>(s.size(), 10); ++k)
                 picks.push_back(s.offset + rng() % s.size());
-            if (s.name == "wte")  // a padding row: its logit is masked, so its gradient is exactly 0
+            if (s.name == "wte") // a padding row: its logit is masked, so its gradient is exactly 0
                 picks.push_back(s.offset + 21 * static_cast<std::size_t>(model.hidden));
             for (std::size_t i : picks) {
                 const float keep = params.values[i];
@@ -85,7 +85,10 @@ private slots:
                 const double a = analytic[i];
                 if (!(std::fabs(a - numeric) <= 1e-3 + 2e-2 * std::fabs(numeric)))
                     QFAIL(qPrintable(QStringLiteral("%1[%2]: backward %3, finite difference %4")
-                                         .arg(QString::fromStdString(s.name)).arg(i - s.offset).arg(a).arg(numeric)));
+                                         .arg(QString::fromStdString(s.name))
+                                         .arg(i - s.offset)
+                                         .arg(a)
+                                         .arg(numeric)));
                 ++checked;
             }
         }
@@ -98,11 +101,11 @@ private slots:
         // The same element of a tensor gets the same value whichever TP rank holds it.
         const plan::ModelSpec model = smallModel();
         CpuKernels kernels;
-        GptStage whole(model, {{{0, 1}, true, true}}, 0, 1, nullptr, kernels, false);
-        GptStage half(model, {{{0, 1}, true, true}}, 1, 2, nullptr, kernels, false);
+        GptStage whole(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false);
+        GptStage half(model, { { { 0, 1 }, true, true } }, 1, 2, nullptr, kernels, false);
         whole.params().initialise(42);
         half.params().initialise(42);
-        for (const auto* name : {"h1.qkv.w", "h0.fc.w", "h1.fcproj.w", "wte"}) {
+        for (const auto* name : { "h1.qkv.w", "h0.fc.w", "h1.fcproj.w", "wte" }) {
             const int iw = whole.params().find(name), ih = half.params().find(name);
             const auto& sh = half.params().spec(ih);
             for (std::int64_t r = 0; r < sh.localRows; ++r)

@@ -35,15 +35,13 @@ QJsonObject withBackend(QJsonObject layout, const QString& backend)
 
 QJsonObject layout(const QString& name, int tp, int pp, int dp, const QString& schedule)
 {
-    return QJsonObject{{"loom_layout", 1},
-                       {"name", name},
-                       {"model", "gpt-tiny"},
-                       {"cluster", "local"},
-                       {"parallel", QJsonObject{{"tp", tp}, {"pp", pp}, {"dp", dp}, {"micro_batch", 2}, {"global_batch", 12},
-                                                {"schedule", schedule}}}};
+    return QJsonObject { { "loom_layout", 1 }, { "name", name }, { "model", "gpt-tiny" }, { "cluster", "local" },
+        { "parallel",
+            QJsonObject { { "tp", tp }, { "pp", pp }, { "dp", dp }, { "micro_batch", 2 }, { "global_batch", 12 },
+                { "schedule", schedule } } } };
 }
 
-}  // namespace
+} // namespace
 
 class TestLayouts : public QObject {
     Q_OBJECT
@@ -51,7 +49,8 @@ class TestLayouts : public QObject {
     std::vector<double> m_baseline;
 
     // Runs loom-train on the layout; returns the loss of each step (empty on failure, with `log` set).
-    std::vector<double> train(const QJsonObject& layoutIn, QString& log, const QString& backend = QStringLiteral(LAYOUT_BACKEND))
+    std::vector<double> train(
+        const QJsonObject& layoutIn, QString& log, const QString& backend = QStringLiteral(LAYOUT_BACKEND))
     {
         const QJsonObject layoutJson = withBackend(layoutIn, backend);
         const QString name = layoutJson.value("name").toString() + "-" + backend;
@@ -64,14 +63,15 @@ class TestLayouts : public QObject {
         const int ranks = p.value("tp").toInt() * p.value("pp").toInt() * p.value("dp").toInt();
         QProcess proc;
         proc.setProcessChannelMode(QProcess::MergedChannels);
-        const QStringList trainArgs{QStringLiteral("--layout"), file, QStringLiteral("--steps"), QString::number(kSteps),
-                                    QStringLiteral("--metrics"), metrics};
+        const QStringList trainArgs { QStringLiteral("--layout"), file, QStringLiteral("--steps"),
+            QString::number(kSteps), QStringLiteral("--metrics"), metrics };
         if (ranks == 1)
             proc.start(QStringLiteral(LOOM_TRAIN), trainArgs);
         else
-            proc.start(QStringLiteral(MPIEXEC), QStringList{QStringLiteral("--allow-run-as-root"), QStringLiteral("--oversubscribe"),
-                                                            QStringLiteral("-np"), QString::number(ranks), QStringLiteral(LOOM_TRAIN)}
-                                                    + trainArgs);
+            proc.start(QStringLiteral(MPIEXEC),
+                QStringList { QStringLiteral("--allow-run-as-root"), QStringLiteral("--oversubscribe"),
+                    QStringLiteral("-np"), QString::number(ranks), QStringLiteral(LOOM_TRAIN) }
+                    + trainArgs);
         const bool finished = proc.waitForFinished(240000);
         log = QString::fromUtf8(proc.readAll());
         if (!finished || proc.exitCode() != 0)
@@ -97,10 +97,10 @@ private slots:
     void sameLossAsOneProcess_data()
     {
         QTest::addColumn<QJsonObject>("layout");
-        for (int tp : {1, 2})
-            for (int pp : {1, 2, 4})
-                for (int dp : {1, 2})
-                    for (const char* schedule : {"gpipe", "1f1b"}) {
+        for (int tp : { 1, 2 })
+            for (int pp : { 1, 2, 4 })
+                for (int dp : { 1, 2 })
+                    for (const char* schedule : { "gpipe", "1f1b" }) {
                         if (tp * pp * dp == 1)
                             continue;
                         const QString name = QStringLiteral("tp%1-pp%2-dp%3-%4").arg(tp).arg(pp).arg(dp).arg(schedule);
@@ -113,27 +113,28 @@ private slots:
         QTest::newRow("interleaved pp2 vpp2") << interleaved;
 
         QJsonObject zero = layout("zero1-tp2-pp2-dp2", 2, 2, 2, "1f1b");
-        zero.insert("memory", QJsonObject{{"zero", 1}, {"recompute", "none"}});
+        zero.insert("memory", QJsonObject { { "zero", 1 }, { "recompute", "none" } });
         QTest::newRow("ZeRO-1") << zero;
 
         QJsonObject overlap = layout("overlap-small-buckets", 2, 2, 2, "1f1b");
-        overlap.insert("comm", QJsonObject{{"overlap", true}, {"bucket_mb", 0.01}});  // many buckets, reduced during backward
+        overlap.insert("comm",
+            QJsonObject { { "overlap", true }, { "bucket_mb", 0.01 } }); // many buckets, reduced during backward
         QTest::newRow("overlap, 10 KB buckets") << overlap;
 
         QJsonObject recompute = layout("recompute-tp2-pp2", 2, 2, 1, "1f1b");
-        recompute.insert("memory", QJsonObject{{"zero", 0}, {"recompute", "full"}});
+        recompute.insert("memory", QJsonObject { { "zero", 0 }, { "recompute", "full" } });
         QTest::newRow("full recompute") << recompute;
 
         QJsonObject uneven = layout("uneven-stages", 1, 2, 1, "1f1b");
         par = uneven.value("parallel").toObject();
-        par.insert("stages", QJsonArray{QJsonArray{0, 0}, QJsonArray{1, 3}});
+        par.insert("stages", QJsonArray { QJsonArray { 0, 0 }, QJsonArray { 1, 3 } });
         uneven.insert("parallel", par);
         QTest::newRow("uneven stages") << uneven;
 
         QTest::newRow("dp3") << layout("dp3-pp2", 1, 2, 3, "1f1b");
 
         QJsonObject ring = layout("ring-allreduce-dp2", 2, 1, 2, "1f1b");
-        ring.insert("comm", QJsonObject{{"allreduce", "ring"}, {"bucket_mb", 0.01}});
+        ring.insert("comm", QJsonObject { { "allreduce", "ring" }, { "bucket_mb", 0.01 } });
         QTest::newRow("ring all-reduce") << ring;
     }
     void sameLossAsOneProcess()
@@ -145,7 +146,7 @@ private slots:
         compare(losses, m_baseline, "one process");
     }
 
-#ifdef LAYOUTS_GLOO  // only the Gloo build compares with MPI and starts processes itself
+#ifdef LAYOUTS_GLOO // only the Gloo build compares with MPI and starts processes itself
     // mpirun -np 6 loom-train with comm.backend "gloo" trains and gives the MPI run's losses.
     void glooMatchesMpi()
     {
@@ -175,14 +176,14 @@ private slots:
         for (int r = 0; r < 2; ++r) {
             auto p = std::make_unique<QProcess>();
             QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-            for (const char* mpi : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
+            for (const char* mpi : { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS" })
                 env.remove(QString::fromLatin1(mpi));
             env.insert("LOOM_RANK", QString::number(r));
             env.insert("LOOM_WORLD_SIZE", "2");
             env.insert("LOOM_RENDEZVOUS", QStringLiteral("127.0.0.1:%1").arg(port));
             p->setProcessEnvironment(env);
             p->setProcessChannelMode(QProcess::MergedChannels);
-            QStringList args{"--layout", file, "--steps", QString::number(kSteps)};
+            QStringList args { "--layout", file, "--steps", QString::number(kSteps) };
             if (r == 0)
                 args << "--metrics" << m_dir.filePath("plain-start.metrics");
             p->start(QStringLiteral(LOOM_TRAIN), args);
@@ -204,14 +205,14 @@ private slots:
         QVERIFY2(losses.size() == kSteps, qPrintable(log));
         compare(losses, m_baseline, "one process");
     }
-#endif  // LAYOUTS_GLOO
+#endif // LAYOUTS_GLOO
 
 private:
     // A TCP port nobody listens on now (the kernel's choice for port 0).
     static int freePort()
     {
         const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a{};
+        sockaddr_in a {};
         a.sin_family = AF_INET;
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         socklen_t len = sizeof a;
@@ -229,7 +230,11 @@ private:
         for (int s = 0; s < kSteps; ++s) {
             const double a = losses[static_cast<std::size_t>(s)], b = reference[static_cast<std::size_t>(s)];
             if (!(std::fabs(a - b) <= 1e-4 * std::fabs(b)))
-                QFAIL(qPrintable(QStringLiteral("step %1: loss %2, %3 %4").arg(s + 1).arg(a, 0, 'g', 9).arg(QString::fromLatin1(what)).arg(b, 0, 'g', 9)));
+                QFAIL(qPrintable(QStringLiteral("step %1: loss %2, %3 %4")
+                                     .arg(s + 1)
+                                     .arg(a, 0, 'g', 9)
+                                     .arg(QString::fromLatin1(what))
+                                     .arg(b, 0, 'g', 9)));
         }
     }
 };

@@ -27,7 +27,7 @@ bool sameEverywhere(comm::Communicator& group, const float* data, std::size_t n)
     return true;
 }
 
-}  // namespace
+} // namespace
 
 class TestReplicas : public QObject {
     Q_OBJECT
@@ -42,10 +42,11 @@ private slots:
     void copiesStayIdentical()
     {
         QFETCH(QString, codec);
-        const std::string text =
-            "{\"loom_layout\": 1, \"name\": \"replicas\", \"model\": \"gpt-tiny\", \"cluster\": \"local\", "
-            "\"parallel\": {\"tp\": 2, \"pp\": 2, \"dp\": 2, \"micro_batch\": 2, \"global_batch\": 8}, "
-            "\"comm\": {\"dp_codec\": \"" + codec.toStdString() + "\", \"error_feedback\": true, \"codec_warmup\": 2}}";
+        const std::string text
+            = "{\"loom_layout\": 1, \"name\": \"replicas\", \"model\": \"gpt-tiny\", \"cluster\": \"local\", "
+              "\"parallel\": {\"tp\": 2, \"pp\": 2, \"dp\": 2, \"micro_batch\": 2, \"global_batch\": 8}, "
+              "\"comm\": {\"dp_codec\": \""
+            + codec.toStdString() + "\", \"error_feedback\": true, \"codec_warmup\": 2}}";
         const auto read = plan::readLayout(text, profiles::BuiltinProfiles::instance());
         QVERIFY2(read.ok(), read.diagnostics.format().c_str());
         QCOMPARE(comm::testing::worldSize(), 8);
@@ -64,10 +65,10 @@ private slots:
         for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) {
             const auto& spec = params.spec(i);
             QVERIFY2(sameEverywhere(*comms.data, params.value(i), spec.size()),
-                     qPrintable(QString::fromStdString(spec.name) + " differs across the DP group"));
+                qPrintable(QString::fromStdString(spec.name) + " differs across the DP group"));
             if (spec.shard == train::Shard::Replicated) {
                 QVERIFY2(sameEverywhere(*comms.tensor, params.value(i), spec.size()),
-                         qPrintable(QString::fromStdString(spec.name) + " differs across the TP group"));
+                    qPrintable(QString::fromStdString(spec.name) + " differs across the TP group"));
                 ++checked;
             }
         }
@@ -75,7 +76,7 @@ private slots:
         // The tied embedding: the first and the last stage each hold it (the middle of pp 2 is empty).
         QVERIFY(wte >= 0);
         QVERIFY2(sameEverywhere(*comms.pipeline, params.value(wte), params.spec(wte).size()),
-                 "the tied token embedding differs between the first and the last pipeline stage");
+            "the tied token embedding differs between the first and the last pipeline stage");
     }
 };
 
