@@ -10,6 +10,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "TrainRun.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -52,37 +54,9 @@ class TestLayouts : public QObject {
     std::vector<double> train(
         const QJsonObject& layoutIn, QString& log, const QString& backend = QStringLiteral(LAYOUT_BACKEND))
     {
-        const QJsonObject layoutJson = withBackend(layoutIn, backend);
-        const QString name = layoutJson.value("name").toString() + "-" + backend;
-        const QString file = m_dir.filePath(name + ".json"), metrics = m_dir.filePath(name + ".metrics");
-        QFile f(file);
-        f.open(QIODevice::WriteOnly);
-        f.write(QJsonDocument(layoutJson).toJson());
-        f.close();
-        const QJsonObject p = layoutJson.value("parallel").toObject();
-        const int ranks = p.value("tp").toInt() * p.value("pp").toInt() * p.value("dp").toInt();
-        QProcess proc;
-        proc.setProcessChannelMode(QProcess::MergedChannels);
-        const QStringList trainArgs { QStringLiteral("--layout"), file, QStringLiteral("--steps"),
-            QString::number(kSteps), QStringLiteral("--metrics"), metrics };
-        if (ranks == 1)
-            proc.start(QStringLiteral(LOOM_TRAIN), trainArgs);
-        else
-            proc.start(QStringLiteral(MPIEXEC),
-                QStringList { QStringLiteral("--allow-run-as-root"), QStringLiteral("--oversubscribe"),
-                    QStringLiteral("-np"), QString::number(ranks), QStringLiteral(LOOM_TRAIN) }
-                    + trainArgs);
-        const bool finished = proc.waitForFinished(240000);
-        log = QString::fromUtf8(proc.readAll());
-        if (!finished || proc.exitCode() != 0)
-            return {};
-        std::vector<double> losses;
-        QFile m(metrics);
-        m.open(QIODevice::ReadOnly);
-        for (const QByteArray& line : m.readAll().split('\n'))
-            if (!line.trimmed().isEmpty())
-                losses.push_back(QJsonDocument::fromJson(line).object().value("loss").toDouble());
-        return losses;
+        QJsonObject layoutJson = withBackend(layoutIn, backend);
+        layoutJson.insert("name", layoutJson.value("name").toString() + "-" + backend);
+        return loom::test::trainLosses(layoutJson, m_dir.path(), kSteps, log);
     }
 
 private slots:

@@ -15,6 +15,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "TrainRun.h"
+
 #include <cmath>
 #include <cstring>
 
@@ -74,36 +76,9 @@ class TestStaleness : public QObject {
     // Runs loom-train on the layout for `steps` steps with a checkpoint after each; returns the losses.
     std::vector<double> train(const QJsonObject& l, int steps, QString& log)
     {
-        const QString name = l.value("name").toString();
-        const QString file = m_dir.filePath(name + ".json"), metrics = m_dir.filePath(name + ".metrics");
-        QFile f(file);
-        f.open(QIODevice::WriteOnly);
-        f.write(QJsonDocument(l).toJson());
-        f.close();
-        const int ranks = l.value("parallel").toObject().value("dp").toInt();
-        const QStringList args { QStringLiteral("--layout"), file, QStringLiteral("--steps"), QString::number(steps),
-            QStringLiteral("--metrics"), metrics, QStringLiteral("--checkpoint-dir"), m_dir.filePath(name),
-            QStringLiteral("--checkpoint-every"), QStringLiteral("1") };
-        QProcess proc;
-        proc.setProcessChannelMode(QProcess::MergedChannels);
-        if (ranks == 1)
-            proc.start(QStringLiteral(LOOM_TRAIN), args);
-        else
-            proc.start(QStringLiteral(MPIEXEC),
-                QStringList { QStringLiteral("--allow-run-as-root"), QStringLiteral("--oversubscribe"),
-                    QStringLiteral("-np"), QString::number(ranks), QStringLiteral(LOOM_TRAIN) }
-                    + args);
-        const bool finished = proc.waitForFinished(240000);
-        log = QString::fromUtf8(proc.readAll());
-        if (!finished || proc.exitCode() != 0)
-            return {};
-        std::vector<double> losses;
-        QFile m(metrics);
-        m.open(QIODevice::ReadOnly);
-        for (const QByteArray& line : m.readAll().split('\n'))
-            if (!line.trimmed().isEmpty())
-                losses.push_back(QJsonDocument::fromJson(line).object().value("loss").toDouble());
-        return losses;
+        return loom::test::trainLosses(l, m_dir.path(), steps, log,
+            { QStringLiteral("--checkpoint-dir"), m_dir.filePath(l.value("name").toString()),
+                QStringLiteral("--checkpoint-every"), QStringLiteral("1") });
     }
 
     QString checkpoint(const QString& name, int step) const
