@@ -30,11 +30,11 @@ done
 case "$steps" in ''|*[!0-9]*) echo "staleness-bench: --steps needs a whole number" >&2; exit 64 ;; esac
 [ "$steps" -gt 20 ] || { echo "staleness-bench: --steps must be more than 20" >&2; exit 64; }
 
+. "$(dirname "$0")/two-hosts.sh"
 work=$(mktemp -d /tmp/loom-staleness.XXXXXX)
 cleanup() {
-  ip netns del loomSA 2>/dev/null || true
-  ip netns del loomSB 2>/dev/null || true
-  rm -rf /etc/netns/loomSA /etc/netns/loomSB "$work"
+  two_hosts_down loomS
+  rm -rf "$work"
 }
 trap cleanup EXIT
 
@@ -51,43 +51,8 @@ if [ "$only" != local ]; then
   if [ "$(id -u)" -ne 0 ] || ! command -v tc >/dev/null || ! command -v unshare >/dev/null; then
     echo "# two hosts: skipped (needs root, iproute2 and util-linux)"
   else
-    ip netns del loomSA 2>/dev/null || true
-    ip netns del loomSB 2>/dev/null || true
-    ip netns add loomSA
-    ip netns add loomSB
-    ip link add loomSA0 type veth peer name loomSB0
-    ip link set loomSA0 netns loomSA
-    ip link set loomSB0 netns loomSB
-    ip -n loomSA addr add 10.232.0.1/24 dev loomSA0
-    ip -n loomSB addr add 10.232.0.2/24 dev loomSB0
-    for ns in loomSA loomSB; do
-      ip -n $ns link set lo up
-      ip -n $ns link set ${ns}0 up
-      mkdir -p /etc/netns/$ns
-      printf '127.0.0.1 localhost\n10.232.0.1 hostA\n10.232.0.2 hostB\n' > /etc/netns/$ns/hosts
-    done
-    shaping="rate $rate"
-    for ns in loomSA loomSB; do
-      if ip netns exec $ns tc qdisc add dev ${ns}0 root netem delay 100us rate $rate limit 100000 2>/dev/null; then
-        shaping="rate $rate, 0.1 ms each way (netem)"
-      else
-        ip netns exec $ns tc qdisc add dev ${ns}0 root tbf rate $rate burst 256kb latency 50ms
-        shaping="rate $rate (tbf; no sch_netem here, so no added delay)"
-      fi
-    done
-    # Open MPI starts its daemon on hostB through this agent instead of ssh (see two-host-bench.sh).
-    cat > "$work/agent" <<'AGENT'
-#!/bin/sh
-host=$1; shift
-case "$host" in
-  hostA) ns=loomSA ;;
-  hostB) ns=loomSB ;;
-  *) echo "agent: unknown host $host" >&2; exit 1 ;;
-esac
-exec ip netns exec "$ns" unshare --uts sh -c "hostname $host; $*"
-AGENT
-    chmod +x "$work/agent"
-    printf 'hostA slots=1\nhostB slots=1\n' > "$work/hostfile"
+    two_hosts_up loomS 10.232.0 "$rate" "$work" 1
+    shaping=$two_hosts_shaping
     hosts=yes
   fi
 fi
@@ -102,12 +67,8 @@ run() {
       mpirun -np 2 --oversubscribe --bind-to none "$train" --layout "$work/stale$s.json" --steps "$steps" \
       --metrics "$metrics" > "$work/$where-$s.log" 2>&1
   else
-    ip netns exec loomSA unshare --uts sh -c "hostname hostA; exec \"\$@\"" sh \
-      env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 LOOM_COMM_TIMEOUT_S=600 \
-      mpirun --hostfile "$work/hostfile" -np 2 --map-by slot --bind-to none \
-        --mca plm_rsh_agent "$work/agent" --mca btl tcp,vader,self \
-        --mca btl_tcp_if_include 10.232.0.0/24 --mca oob_tcp_if_include 10.232.0.0/24 \
-        "$train" --layout "$work/stale$s.json" --steps "$steps" --metrics "$metrics" > "$work/$where-$s.log" 2>&1
+    two_hosts_mpirun loomS 10.232.0 "$work" -np 2 \
+      "$train" --layout "$work/stale$s.json" --steps "$steps" --metrics "$metrics" > "$work/$where-$s.log" 2>&1
   fi || { echo "staleness-bench: the $where run with staleness $s failed:" >&2; tail -n 20 "$work/$where-$s.log" >&2; exit 1; }
   t1=$(date +%s.%N)
   python3 - "$where" "$s" "$metrics" "$t0" "$t1" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'

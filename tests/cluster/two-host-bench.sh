@@ -30,65 +30,23 @@ for tool in ip tc unshare mpirun; do
 done
 [ -x "$bench" ] || { echo "two-host-bench: $bench not found; build first (cmake --build --preset dev)" >&2; exit 1; }
 
+. "$(dirname "$0")/two-hosts.sh"
 work=$(mktemp -d /tmp/loom-two-host.XXXXXX)
 cleanup() {
-  ip netns del loomA 2>/dev/null || true
-  ip netns del loomB 2>/dev/null || true
-  rm -rf /etc/netns/loomA /etc/netns/loomB "$work"
+  two_hosts_down loom
+  rm -rf "$work"
 }
 trap cleanup EXIT
-cleanup; work=$(mktemp -d /tmp/loom-two-host.XXXXXX)
-
-ip netns add loomA
-ip netns add loomB
-ip link add loomA0 type veth peer name loomB0
-ip link set loomA0 netns loomA
-ip link set loomB0 netns loomB
-ip -n loomA addr add 10.231.0.1/24 dev loomA0
-ip -n loomB addr add 10.231.0.2/24 dev loomB0
-for ns in loomA loomB; do
-  ip -n $ns link set lo up
-  ip -n $ns link set ${ns}0 up
-  mkdir -p /etc/netns/$ns
-  printf '127.0.0.1 localhost\n10.231.0.1 hostA\n10.231.0.2 hostB\n' > /etc/netns/$ns/hosts
-done
-shaping="rate $rate"
-for ns in loomA loomB; do
-  if ip netns exec $ns tc qdisc add dev ${ns}0 root netem delay 100us rate $rate limit 100000 2>/dev/null; then
-    shaping="rate $rate, 0.1 ms each way (netem)"
-  else
-    ip netns exec $ns tc qdisc add dev ${ns}0 root tbf rate $rate burst 256kb latency 50ms
-    shaping="rate $rate (tbf; this kernel has no sch_netem, so no added delay)"
-  fi
-done
+two_hosts_up loom 10.231.0 "$rate" "$work" "$ranks"
+shaping=$two_hosts_shaping
 rtt=$(ip netns exec loomA ping -c 5 -q 10.231.0.2 2>/dev/null | awk -F/ '/rtt|round-trip/ {print $5 " ms"}' || true)
 
-# Open MPI starts its daemon on hostB through this agent instead of ssh: it enters hostB's namespace and
-# gives it its own host name, so Open MPI sees two hosts (shared memory inside each, TCP between them).
-cat > "$work/agent" <<'AGENT'
-#!/bin/sh
-host=$1; shift
-case "$host" in
-  hostA) ns=loomA ;;
-  hostB) ns=loomB ;;
-  *) echo "agent: unknown host $host" >&2; exit 1 ;;
-esac
-exec ip netns exec "$ns" unshare --uts sh -c "hostname $host; $*"
-AGENT
-chmod +x "$work/agent"
-printf 'hostA slots=%s\nhostB slots=%s\n' "$ranks" "$ranks" > "$work/hostfile"
 np=$((2 * ranks))
 
-# Ranks fill hostA's slots first (--map-by slot), so ranks 0..k-1 are on hostA and k..2k-1 on hostB, which is
-# what --ranks-per-node tells the communicator for the hierarchical all-reduce.
 run() {  # run LABEL ARGS...: one loom-commbench run across both hosts, JSON lines to $work/LABEL.json
   local label=$1; shift
-  ip netns exec loomA unshare --uts sh -c "hostname hostA; exec \"\$@\"" sh \
-    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 LOOM_COMM_TIMEOUT_S=600 \
-    mpirun --hostfile "$work/hostfile" -np $np --map-by slot --bind-to none \
-      --mca plm_rsh_agent "$work/agent" --mca btl tcp,vader,self \
-      --mca btl_tcp_if_include 10.231.0.0/24 --mca oob_tcp_if_include 10.231.0.0/24 \
-      "$bench" -b "$size" -e "$size" -n "$iters" -w 1 -c -J --ranks-per-node $ranks "$@" > "$work/$label.json"
+  two_hosts_mpirun loom 10.231.0 "$work" -np $np \
+    "$bench" -b "$size" -e "$size" -n "$iters" -w 1 -c -J --ranks-per-node $ranks "$@" > "$work/$label.json"
 }
 
 echo "# two hosts x $ranks ranks, link $shaping; ping RTT ${rtt:-n/a}; all-reduce of $size, $iters iterations"
