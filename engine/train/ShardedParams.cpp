@@ -250,27 +250,34 @@ void ShardedParams::finish()
 
 void ShardedParams::gatherFlat()
 {
-    // A few units in flight at a time: the temporary buffers stay a small part of the model.
-    constexpr std::size_t kWindow = 4;
+    // Straight into the flat buffer when the unit splits evenly; otherwise through a padded buffer, a few
+    // units in flight at a time so that those stay a small part of the model.
+    constexpr std::size_t kWindow = 2;
     const auto dpSize = static_cast<std::size_t>(m_dp.size());
     struct Gather {
         comm::WorkPtr work;
-        std::vector<float> all;
+        std::vector<float> all; // empty: gathered in place
         const Unit* unit;
     };
     std::deque<Gather> pending;
     auto land = [&] {
         Gather& g = pending.front();
         g.work->wait();
-        std::copy(g.all.begin(), g.all.begin() + static_cast<std::ptrdiff_t>(g.unit->end - g.unit->begin),
-            m_params.values.begin() + static_cast<std::ptrdiff_t>(g.unit->begin));
+        if (!g.all.empty())
+            std::copy(g.all.begin(), g.all.begin() + static_cast<std::ptrdiff_t>(g.unit->end - g.unit->begin),
+                m_params.values.begin() + static_cast<std::ptrdiff_t>(g.unit->begin));
         count(-static_cast<std::ptrdiff_t>(g.all.size() * sizeof(float)), 0);
         pending.pop_front();
     };
     for (const auto& u : m_units) {
-        Gather g { nullptr, std::vector<float>(u.piece * dpSize), &u };
+        Gather g { nullptr, {}, &u };
+        float* into = m_params.values.data() + u.begin;
+        if (u.piece * dpSize != u.end - u.begin) {
+            g.all.assign(u.piece * dpSize, 0.0f);
+            into = g.all.data();
+        }
         count(static_cast<std::ptrdiff_t>(g.all.size() * sizeof(float)), 0);
-        g.work = m_dp.allGather(m_values.data() + u.shardOffset, g.all.data(), u.piece, comm::DType::F32);
+        g.work = m_dp.allGather(m_values.data() + u.shardOffset, into, u.piece, comm::DType::F32);
         pending.push_back(std::move(g));
         if (pending.size() >= kWindow)
             land();

@@ -87,7 +87,7 @@ private:
     void reduceScatter(Unit& u);
     void retire(bool all);
     void retireFront();
-    static constexpr std::size_t kInFlight = 2; // reduce-scatters in flight at most, with overlap
+    static constexpr std::size_t kInFlight = 1; // reduce-scatters in flight at most, with overlap
     std::size_t pieceBegin(const Unit& u) const;
     void count(std::ptrdiff_t paramBytes, std::ptrdiff_t gradBytes);
 
