@@ -295,6 +295,7 @@ private:
                       "use at least 1 (1-bit Adam uses 15-25% of the run), or leave the field out for a tenth of the "
                       "run");
         staleness(sparseAdam);
+        shardedGradients();
         if (fine({ "comm.allreduce", "nodes" }) && l.comm.allreduce == AllreduceAlgorithm::Hierarchical && l.nodes == 1)
             d.warning("comm.allreduce",
                 "comm.allreduce=\"hierarchical\" splits the all-reduce into in-node and "
@@ -325,6 +326,24 @@ private:
                 "comm.staleness=1 cannot be combined with comm.dp_codec=\"" + l.comm.dpCodec.toString()
                     + "\" and error_feedback: top-k's sparse AdamW exchanges the update inside the optimizer step, "
                       "so there is no gradient all-reduce to delay; use staleness 0, or error_feedback false");
+    }
+
+    // ZeRO-2/3 reduce-scatter the gradients (the engine's ShardedParams): the codecs and the delayed
+    // all-reduce act on an all-reduce of whole gradients, which these stages do not run.
+    void shardedGradients()
+    {
+        if (l.memory.zero < 2 || p.dp < 2 || !fine({ "memory.zero", "parallel.dp" }))
+            return;
+        if (fine({ "comm.dp_codec" }) && l.comm.dpCodec.kind != Codec::Kind::None)
+            d.error("comm.dp_codec",
+                "comm.dp_codec=\"" + l.comm.dpCodec.toString() + "\" compresses the data-parallel all-reduce, but "
+                    + "memory.zero=" + to_string(l.memory.zero)
+                    + " reduce-scatters the gradients instead; use dp_codec \"none\", or memory.zero 1");
+        if (fine({ "comm.staleness" }) && l.comm.staleness > 0)
+            d.error("comm.staleness",
+                "comm.staleness=" + to_string(l.comm.staleness) + " delays the gradient all-reduce by a step, but "
+                    + "memory.zero=" + to_string(l.memory.zero)
+                    + " reduce-scatters each block's gradient during backward; use staleness 0, or memory.zero 1");
     }
 
     void placement()

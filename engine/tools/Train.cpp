@@ -297,6 +297,13 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
             std::printf("loom-train: wrote %s\n", args.exportLlmc.c_str());
         }
     }
+    if (rank == 0) { // what ZeRO keeps (memory.zero): measured on this rank, not predicted
+        const auto b = trainer.modelStateBytes();
+        const auto mib = [](std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+        std::printf("loom-train: model state of rank 0 between steps: parameters %.2f MiB, gradients %.2f MiB, "
+                    "optimizer %.2f MiB; during a step at most parameters %.2f MiB, gradients %.2f MiB\n",
+            mib(b.params), mib(b.grads), mib(b.optimizer), mib(b.peakParams), mib(b.peakGrads));
+    }
     report.end("finished");
     world.barrier()->wait(); // no rank tears its communicators down while another still uses them
     return 0;

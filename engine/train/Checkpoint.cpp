@@ -74,22 +74,23 @@ private:
     int m_fd = -1;
 };
 
+// `data` holds the local elements [from, to) of tensor `index`, starting with element `from`.
 void writeSlice(
-    const fs::path& file, const ParamSet& params, int index, const float* local, std::size_t from, std::size_t to)
+    const fs::path& file, const ParamSet& params, int index, const float* data, std::size_t from, std::size_t to)
 {
     File f(file, true);
     forEachRun(params, index, from, to,
-        [&](std::size_t k, std::int64_t global, std::size_t n) { f.put(local + k, n, global); });
+        [&](std::size_t k, std::int64_t global, std::size_t n) { f.put(data + (k - from), n, global); });
 }
 
-void readSlice(const fs::path& file, const ParamSet& params, int index, float* local, std::size_t from, std::size_t to)
+void readSlice(const fs::path& file, const ParamSet& params, int index, float* data, std::size_t from, std::size_t to)
 {
     if (!fs::exists(file))
         throw std::runtime_error(
             "the checkpoint has no " + file.filename().string() + "; it was saved from a different model");
     File f(file, false);
     forEachRun(params, index, from, to,
-        [&](std::size_t k, std::int64_t global, std::size_t n) { f.get(local + k, n, global); });
+        [&](std::size_t k, std::int64_t global, std::size_t n) { f.get(data + (k - from), n, global); });
 }
 
 // The part of tensor `index` (local element range) that falls in the flat range [begin, end).
@@ -103,6 +104,19 @@ std::pair<std::size_t, std::size_t> overlap(const ParamSpec& s, std::size_t begi
 
 void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet& params, const AdamW& adam,
     const CheckpointRole& role, comm::Communicator& world)
+{
+    // Parameters whole from DP rank 0; moments over the optimizer's range (each DP rank's under ZeRO-1).
+    std::vector<CheckpointSlice> slices;
+    if (role.writesParams)
+        slices.push_back({ 0, params.flatSize(), params.values.data(), nullptr, nullptr });
+    if (role.writesMoments)
+        slices.push_back({ adam.begin(), adam.end(), nullptr, const_cast<float*>(adam.firstMoment().data()),
+            const_cast<float*>(adam.secondMoment().data()) });
+    saveCheckpoint(dir, info, params, slices, role.ownsTensor, world);
+}
+
+void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet& params,
+    const std::vector<CheckpointSlice>& slices, const std::vector<bool>& ownsTensor, comm::Communicator& world)
 {
     const int rank = world.rank();
     const fs::path final = fs::path(dir) / ("step-" + std::to_string(info.step));
@@ -129,22 +143,20 @@ void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet
             "cannot create the checkpoint folder " + partial.string() + (error.empty() ? "" : ": " + error));
     try {
         for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) {
-            if (!role.ownsTensor[static_cast<std::size_t>(i)])
+            if (!ownsTensor[static_cast<std::size_t>(i)])
                 continue;
             const auto& s = params.spec(i);
-            if (role.writesParams)
-                writeSlice(partial / (s.name + ".f32"), params, i, params.value(i), 0, s.size());
-            if (role.writesMoments) {
-                const auto [from, to] = overlap(s, adam.begin(), adam.end());
-                if (from < to) {
-                    std::vector<float> m(s.size()), v(s.size()); // the tensor's elements in the optimizer range
-                    for (std::size_t k = from; k < to; ++k) {
-                        m[k] = adam.firstMoment()[s.offset + k - adam.begin()];
-                        v[k] = adam.secondMoment()[s.offset + k - adam.begin()];
-                    }
-                    writeSlice(partial / (s.name + ".adam_m.f32"), params, i, m.data(), from, to);
-                    writeSlice(partial / (s.name + ".adam_v.f32"), params, i, v.data(), from, to);
-                }
+            for (const auto& slice : slices) {
+                const auto [from, to] = overlap(s, slice.begin, slice.end);
+                if (from >= to)
+                    continue;
+                const std::size_t at = s.offset + from - slice.begin; // the slice's element for `from`
+                if (slice.values)
+                    writeSlice(partial / (s.name + ".f32"), params, i, slice.values + at, from, to);
+                if (slice.m)
+                    writeSlice(partial / (s.name + ".adam_m.f32"), params, i, slice.m + at, from, to);
+                if (slice.v)
+                    writeSlice(partial / (s.name + ".adam_v.f32"), params, i, slice.v + at, from, to);
             }
         }
     } catch (const std::exception& e) {
@@ -196,19 +208,27 @@ CheckpointInfo readCheckpointInfo(const std::string& folder)
 
 void loadCheckpoint(const std::string& folder, ParamSet& params, AdamW& adam)
 {
+    loadCheckpoint(folder, params,
+        { { 0, params.flatSize(), params.values.data(), nullptr, nullptr },
+            { adam.begin(), adam.end(), nullptr, adam.firstMoment().data(), adam.secondMoment().data() } });
+}
+
+void loadCheckpoint(const std::string& folder, const ParamSet& params, const std::vector<CheckpointSlice>& slices)
+{
     const fs::path dir(folder);
     for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) {
         const auto& s = params.spec(i);
-        readSlice(dir / (s.name + ".f32"), params, i, params.value(i), 0, s.size());
-        const auto [from, to] = overlap(s, adam.begin(), adam.end());
-        if (from < to) {
-            std::vector<float> m(s.size()), v(s.size());
-            readSlice(dir / (s.name + ".adam_m.f32"), params, i, m.data(), from, to);
-            readSlice(dir / (s.name + ".adam_v.f32"), params, i, v.data(), from, to);
-            for (std::size_t k = from; k < to; ++k) {
-                adam.firstMoment()[s.offset + k - adam.begin()] = m[k];
-                adam.secondMoment()[s.offset + k - adam.begin()] = v[k];
-            }
+        for (const auto& slice : slices) {
+            const auto [from, to] = overlap(s, slice.begin, slice.end);
+            if (from >= to)
+                continue;
+            const std::size_t at = s.offset + from - slice.begin;
+            if (slice.values)
+                readSlice(dir / (s.name + ".f32"), params, i, slice.values + at, from, to);
+            if (slice.m)
+                readSlice(dir / (s.name + ".adam_m.f32"), params, i, slice.m + at, from, to);
+            if (slice.v)
+                readSlice(dir / (s.name + ".adam_v.f32"), params, i, slice.v + at, from, to);
         }
     }
 }

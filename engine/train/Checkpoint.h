@@ -34,14 +34,29 @@ struct CheckpointRole {
     std::vector<bool> ownsTensor; // per tensor: TP-sharded, or replicated and TP rank 0; tied copies once
 };
 
+// A range [begin, end) of the flat parameter layout this rank writes or reads, with where its data lives:
+// element `begin` of each array is the range's first element; a null array is neither written nor read.
+// ZeRO-2/3 give one slice per unit piece (ShardedParams::slices).
+struct CheckpointSlice {
+    std::size_t begin = 0, end = 0;
+    float* values = nullptr;
+    float* m = nullptr;
+    float* v = nullptr;
+};
+
 // Collective over `world` (rank 0 writes the metadata and renames the folder; every rank learns whether
 // every rank wrote its part). Throws std::runtime_error naming the folder and the problem.
 void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet& params, const AdamW& adam,
     const CheckpointRole& role, comm::Communicator& world);
+// The same from slices: tensor i is written where ownsTensor[i] is true (ZeRO-2/3: every DP rank its pieces).
+void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet& params,
+    const std::vector<CheckpointSlice>& slices, const std::vector<bool>& ownsTensor, comm::Communicator& world);
 // The newest complete checkpoint under `dir`, or nullopt when there is none.
 std::optional<std::string> latestCheckpoint(const std::string& dir);
 CheckpointInfo readCheckpointInfo(const std::string& folder);
 // Fills this rank's parameters and its optimizer range from `folder`.
 void loadCheckpoint(const std::string& folder, ParamSet& params, AdamW& adam);
+// Fills the slices' arrays from `folder`.
+void loadCheckpoint(const std::string& folder, const ParamSet& params, const std::vector<CheckpointSlice>& slices);
 
 } // namespace loom::train

@@ -196,7 +196,11 @@ double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, c
     }
     cache.blocks.resize(static_cast<std::size_t>(ch.blocks.size()));
     for (auto l = ch.blocks.first; l <= ch.blocks.last; ++l) {
+        if (m_hooks.before)
+            m_hooks.before(l, false);
         blockForward(l, cache.blocks[static_cast<std::size_t>(l - ch.blocks.first)], B, x.data(), next.data());
+        if (m_hooks.after)
+            m_hooks.after(l, false);
         x.swap(next);
     }
     if (!ch.head) {
@@ -287,7 +291,11 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
     }
     for (auto l = ch.blocks.last; l >= ch.blocks.first; --l) {
         std::fill(dPrev.begin(), dPrev.end(), 0.0f);
+        if (m_hooks.before)
+            m_hooks.before(l, true);
         blockBackward(l, cache.blocks[static_cast<std::size_t>(l - ch.blocks.first)], B, dx.data(), dPrev.data());
+        if (m_hooks.after)
+            m_hooks.after(l, true);
         dx.swap(dPrev);
         if (onBlockDone)
             onBlockDone(l);

@@ -49,6 +49,13 @@ public:
     // final for this micro-batch.
     void backward(int mb, int chunk, const float* dOutput, float* dInput, float lossScale,
         const std::function<void(std::int64_t layer)>& onBlockDone = {});
+    // Run around each block's forward and backward (ZeRO-3 gathers a block's parameters before it and frees
+    // them after; ZeRO-2/3 reduce-scatter its gradients after its backward). Unset ones are skipped.
+    struct BlockHooks {
+        std::function<void(std::int64_t layer, bool backward)> before;
+        std::function<void(std::int64_t layer, bool backward)> after;
+    };
+    void setBlockHooks(BlockHooks hooks) { m_hooks = std::move(hooks); }
 
 private:
     struct BlockParams {
@@ -78,6 +85,7 @@ private:
     std::map<std::int64_t, BlockParams> m_block;
     int m_wte = -1, m_wpe = -1, m_lnfg = -1, m_lnfb = -1;
     std::map<std::pair<int, int>, ChunkCache> m_cache;
+    BlockHooks m_hooks;
 };
 
 } // namespace loom::train

@@ -63,6 +63,19 @@ void ParamSet::allocate()
     }
     values.assign(offset, 0.0f);
     grads.assign(offset, 0.0f);
+    m_flatSize = offset;
+}
+
+void ParamSet::releaseFlat(bool releaseValues, bool releaseGrads)
+{
+    if (releaseValues) {
+        std::vector<float>().swap(values);
+        m_valueAt.assign(m_specs.size(), nullptr);
+    }
+    if (releaseGrads) {
+        std::vector<float>().swap(grads);
+        m_gradAt.assign(m_specs.size(), nullptr);
+    }
 }
 
 std::pair<std::int64_t, std::int64_t> ParamSet::globalPosition(int index, std::int64_t r, std::int64_t c) const

@@ -47,8 +47,16 @@ public:
     void allocate();
     void initialise(std::uint64_t seed);
 
-    float* value(int index) { return values.data() + m_specs[static_cast<std::size_t>(index)].offset; }
-    float* grad(int index) { return grads.data() + m_specs[static_cast<std::size_t>(index)].offset; }
+    float* value(int index)
+    {
+        return m_valueAt.empty() ? values.data() + m_specs[static_cast<std::size_t>(index)].offset
+                                 : m_valueAt[static_cast<std::size_t>(index)];
+    }
+    float* grad(int index)
+    {
+        return m_gradAt.empty() ? grads.data() + m_specs[static_cast<std::size_t>(index)].offset
+                                : m_gradAt[static_cast<std::size_t>(index)];
+    }
     const ParamSpec& spec(int index) const { return m_specs[static_cast<std::size_t>(index)]; }
     const std::vector<ParamSpec>& specs() const { return m_specs; }
     int find(const std::string& name) const;
@@ -60,9 +68,19 @@ public:
     std::vector<float> values;
     std::vector<float> grads;
 
+    // ZeRO-2/3 (ShardedParams) keep tensors outside the flat buffers. releaseFlat() frees the flat value
+    // and/or gradient buffer; from then on value(i) / grad(i) return what bindValue / bindGrad last set
+    // (nullptr while the tensor is not held on this rank). flatSize() stays the flat layout's length.
+    void releaseFlat(bool releaseValues, bool releaseGrads);
+    void bindValue(int index, float* data) { m_valueAt.at(static_cast<std::size_t>(index)) = data; }
+    void bindGrad(int index, float* data) { m_gradAt.at(static_cast<std::size_t>(index)) = data; }
+    std::size_t flatSize() const { return m_flatSize; }
+
 private:
     int m_tpRank, m_tpSize;
     std::vector<ParamSpec> m_specs;
+    std::size_t m_flatSize = 0;
+    std::vector<float*> m_valueAt, m_gradAt; // empty: the flat buffers
 };
 
 // A standard normal value from (seed, tensor name, element index): the same on every rank and layout.

@@ -74,6 +74,11 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         begin = std::min(params.values.size(), shard * static_cast<std::size_t>(m_coord.dp));
         end = std::min(params.values.size(), begin + shard);
     }
+    if (layout.memory.zero >= 2 && p.dp > 1) { // ShardedParams.h: the optimizer works on this rank's shard
+        m_sharded = std::make_unique<ShardedParams>(*m_stage, *comms.data, layout.memory.zero, layout.comm.overlap);
+        begin = 0;
+        end = m_sharded->shardSize();
+    }
     m_adam = std::make_unique<AdamW>(begin, end);
     m_codecWarmup = std::max<std::int64_t>(layout.comm.codecWarmup, 0);
     if (layout.comm.dpCodec.kind == plan::Codec::Kind::TopK && layout.comm.errorFeedback && p.dp > 1) {
@@ -225,29 +230,55 @@ void Trainer::syncTiedEmbedding()
         g[i] = first ? g[i] + theirs[i] : theirs[i] + g[i];
 }
 
+bool Trainer::countsInNorm(int tensor) const
+{
+    // Every parameter once per model replica: TP shards on every TP rank, replicated tensors on TP rank 0,
+    // the token embedding on the first pipeline rank.
+    if (m_stage->params().spec(tensor).shard == Shard::Replicated && m_coord.tp != 0)
+        return false;
+    return !(tensor == m_stage->tokenEmbedding() && m_tiedAcrossStages && m_coord.pp != 0);
+}
+
 double Trainer::gradientNormSquared()
 {
-    // Count every parameter once per model replica: TP shards on every TP rank, replicated tensors on TP
-    // rank 0, the token embedding on the first pipeline rank.
     ParamSet& params = m_stage->params();
     double sum = 0;
-    for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) {
-        const auto& s = params.spec(i);
-        if (s.shard == Shard::Replicated && m_coord.tp != 0)
-            continue;
-        if (i == m_stage->tokenEmbedding() && m_tiedAcrossStages && m_coord.pp != 0)
-            continue;
-        sum += sumOfSquares(params.grad(i), s.size()); // vectorised and threaded (Optimizer.h)
+    if (m_sharded) { // each DP rank holds the reduced gradient of its pieces only: the DP group adds too
+        sum = m_sharded->normSquared([this](int t) { return countsInNorm(t); });
+    } else {
+        for (int i = 0; i < static_cast<int>(params.specs().size()); ++i)
+            if (countsInNorm(i))
+                sum += sumOfSquares(params.grad(i), params.spec(i).size()); // vectorised and threaded (Optimizer.h)
     }
     double total = sum;
-    if (m_comms.tensor->size() > 1 || m_comms.pipeline->size() > 1) {
+    if (m_comms.tensor->size() > 1 || m_comms.pipeline->size() > 1 || m_sharded) {
         std::vector<float> v { static_cast<float>(sum) };
         // fp32 is enough for a norm used to clip; the all-reduce stays on the library path.
         m_comms.tensor->allReduce(v.data(), 1, comm::DType::F32, comm::ReduceOp::Sum)->wait();
         m_comms.pipeline->allReduce(v.data(), 1, comm::DType::F32, comm::ReduceOp::Sum)->wait();
+        if (m_sharded)
+            m_comms.data->allReduce(v.data(), 1, comm::DType::F32, comm::ReduceOp::Sum)->wait();
         total = v[0];
     }
     return total;
+}
+
+Trainer::ModelStateBytes Trainer::modelStateBytes() const
+{
+    ModelStateBytes b;
+    b.optimizer = (m_adam->firstMoment().size() + m_adam->secondMoment().size()) * sizeof(float);
+    if (m_sharded) {
+        const auto s = m_sharded->bytes();
+        b.params = s.params;
+        b.grads = s.grads;
+        b.peakParams = s.peakParams;
+        b.peakGrads = s.peakGrads;
+    } else {
+        ParamSet& params = m_stage->params();
+        b.params = b.peakParams = params.values.size() * sizeof(float);
+        b.grads = b.peakGrads = params.grads.size() * sizeof(float);
+    }
+    return b;
 }
 
 StepResult Trainer::step(std::int64_t step)
@@ -257,10 +288,12 @@ StepResult Trainer::step(std::int64_t step)
         m_options.recorder->setStep(static_cast<std::int32_t>(step));
     ParamSet& params = m_stage->params();
     params.zeroGrads();
+    if (m_sharded)
+        m_sharded->beginStep();
     const bool compressed = step >= m_codecWarmup;
     const bool sparse = m_sparse && compressed;
     m_sync->setCompressed(compressed);
-    m_sync->setEnabled(!sparse);
+    m_sync->setEnabled(!sparse && !m_sharded); // ZeRO-2/3 reduce-scatter instead (ShardedParams)
     m_sync->reset();
     double lossSum = 0;
     runSchedule(step, lossSum);
@@ -272,6 +305,8 @@ StepResult Trainer::step(std::int64_t step)
     // Staleness 1: the gradient applied now is the previous step's (averaged while this step computed),
     // with that step's learning rate; the first step has none and leaves the weights as they are.
     const bool apply = m_sync->finish();
+    if (m_sharded)
+        m_sharded->finish();
 
     StepResult r;
     r.step = step;
@@ -289,9 +324,14 @@ StepResult Trainer::step(std::int64_t step)
         m_sparse->step(*m_adam, params.values.data(), params.grads.data(), clip, m_decay, r.lr, m_codecWarmup);
     } else {
         const float clip = norm > m_options.clip ? static_cast<float>(m_options.clip / (norm + 1e-6)) : 1.0f;
-        m_adam->step(params.values.data(), params.grads.data(), m_decay, r.lr, clip);
+        if (m_sharded)
+            m_adam->step(m_sharded->shardValues(), m_sharded->shardGrads(), m_sharded->shardDecay(), r.lr, clip);
+        else
+            m_adam->step(params.values.data(), params.grads.data(), m_decay, r.lr, clip);
     }
     record(trace::EventKind::Optimizer, optimizerStart, step);
+    if (apply && m_sharded && m_layout.memory.zero == 2)
+        m_sharded->gatherFlat(); // ZeRO-2: every rank's updated pieces into the full parameters
     if (apply && !sparse && m_layout.memory.zero == 1 && p.dp > 1) {
         // ZeRO-1: each DP rank updated its shard; gather the others' shards.
         const std::size_t shard
@@ -335,7 +375,10 @@ void Trainer::save(const std::string& dir, std::int64_t stepsDone)
     info.seed = m_options.seed;
     info.modelJson = plan::toJson(m_layout.model).dump();
     info.layoutJson = plan::writeLayout(m_layout);
-    saveCheckpoint(dir, info, params, *m_adam, role, *m_comms.world);
+    if (m_sharded) // every DP rank writes its pieces of the parameters and the moments
+        saveCheckpoint(dir, info, params, m_sharded->slices(*m_adam), role.ownsTensor, *m_comms.world);
+    else
+        saveCheckpoint(dir, info, params, *m_adam, role, *m_comms.world);
 }
 
 std::int64_t Trainer::resume(const std::string& folder)
@@ -348,7 +391,13 @@ std::int64_t Trainer::resume(const std::string& folder)
             throw std::runtime_error("the checkpoint " + folder + " holds a model with " + key + "="
                 + saved.value(key, nlohmann::json()).dump() + " but the layout's model has " + key + "="
                 + mine.value(key, nlohmann::json()).dump());
-    loadCheckpoint(folder, m_stage->params(), *m_adam);
+    if (m_sharded) {
+        loadCheckpoint(folder, m_stage->params(), m_sharded->slices(*m_adam));
+        if (m_layout.memory.zero == 2)
+            m_sharded->gatherFlat();
+    } else {
+        loadCheckpoint(folder, m_stage->params(), *m_adam);
+    }
     m_adam->setSteps(info.adamSteps);
     return info.step;
 }

@@ -9,6 +9,7 @@
 #include "engine/train/GptStage.h"
 #include "engine/train/GradientSync.h"
 #include "engine/train/Optimizer.h"
+#include "engine/train/ShardedParams.h"
 #include "engine/train/SparseAdam.h"
 
 #include <memory>
@@ -49,6 +50,12 @@ public:
     // Loads `folder` (from any layout of the same model); returns the steps it had completed (collective).
     std::int64_t resume(const std::string& folder);
     GptStage& stage() { return *m_stage; }
+    // Bytes of model state this rank holds now (between steps) and the most it held during a step:
+    // parameters (with ZeRO-2 the full buffer and the master shard), gradients, AdamW's moments.
+    struct ModelStateBytes {
+        std::size_t params = 0, grads = 0, optimizer = 0, peakParams = 0, peakGrads = 0;
+    };
+    ModelStateBytes modelStateBytes() const;
     const plan::RankCoord& coord() const { return m_coord; }
 
 private:
@@ -71,7 +78,9 @@ private:
     plan::Schedule m_schedule;
     std::unique_ptr<GptStage> m_stage;
     std::unique_ptr<GradientSync> m_sync;
-    std::unique_ptr<AdamW> m_adam;
+    std::unique_ptr<AdamW> m_adam; // over the shard with ZeRO-2/3
+    std::unique_ptr<ShardedParams> m_sharded; // ZeRO-2/3 with dp > 1
+    bool countsInNorm(int tensor) const;
     std::unique_ptr<SparseAdam> m_sparse; // top-k with error feedback after the codec warm-up
     std::int64_t m_codecWarmup = 0; // steps with an uncompressed data-parallel all-reduce
     std::vector<std::uint8_t> m_decay;

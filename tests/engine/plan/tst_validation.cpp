@@ -281,6 +281,14 @@ private slots:
             << "top-k's sparse AdamW exchanges the update inside the optimizer step";
         QTest::newRow("staleness with dp 1 (warning)") << R"({"comm": {"staleness": 1}})" << false << "comm.staleness"
                                                        << "but dp=1, so there is none to hide";
+        QTest::newRow("zero 3 with a codec")
+            << R"({"parallel": {"tp": 4, "pp": 1, "dp": 2}, "memory": {"zero": 3}, "comm": {"dp_codec": "int8"}})"
+            << true << "comm.dp_codec"
+            << "memory.zero=3 reduce-scatters the gradients instead; use dp_codec \"none\"";
+        QTest::newRow("zero 2 with staleness")
+            << R"({"parallel": {"tp": 4, "pp": 1, "dp": 2}, "memory": {"zero": 2}, "comm": {"staleness": 1}})" << true
+            << "comm.staleness"
+            << "memory.zero=2 reduce-scatters each block's gradient during backward";
     }
 
     void rule()
