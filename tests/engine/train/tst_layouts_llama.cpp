@@ -15,6 +15,7 @@
 
 #include "TrainRun.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace {
@@ -38,10 +39,13 @@ QJsonObject with(QJsonObject l, const QString& section, const QString& key, cons
     return l;
 }
 
+// Every loss within 1e-4 relative of the reference's same step (reference[firstStep] is step firstStep + 1).
 void compare(const std::vector<double>& losses, const std::vector<double>& reference, int firstStep, const char* what)
 {
+    double worst = 0;
     for (std::size_t i = 0; i < losses.size(); ++i) {
         const double a = losses[i], b = reference[static_cast<std::size_t>(firstStep) + i];
+        worst = std::max(worst, std::fabs(a - b) / std::fabs(b));
         if (!(std::fabs(a - b) <= 1e-4 * std::fabs(b)))
             QFAIL(qPrintable(QStringLiteral("step %1: loss %2, %3 %4")
                                  .arg(firstStep + static_cast<int>(i) + 1)
@@ -49,6 +53,7 @@ void compare(const std::vector<double>& losses, const std::vector<double>& refer
                                  .arg(QString::fromLatin1(what))
                                  .arg(b, 0, 'g', 9)));
     }
+    qInfo("largest relative difference from %s over %d steps: %.1e", what, static_cast<int>(losses.size()), worst);
 }
 
 } // namespace
