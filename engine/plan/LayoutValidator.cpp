@@ -282,6 +282,11 @@ private:
             d.warning("parallel.sp",
                 "parallel.sp=true splits the norm and dropout activations along the sequence over the tp ranks, "
                 "but tp=1, so it changes nothing");
+        if (fine({ "parallel.sp", "parallel.tp", "model" }) && p.sp && p.tp > 1 && m.seqLen % p.tp != 0)
+            d.error("parallel.sp",
+                "parallel.sp=true gives each tp rank seq_len/tp positions of every sequence, but tp=" + to_string(p.tp)
+                    + " does not divide model.seq_len=" + to_string(m.seqLen)
+                    + "; choose a tp that divides it or set sp to false");
         if (fine({ "comm.dp_codec", "parallel.dp" }) && l.comm.dpCodec.kind != Codec::Kind::None && p.dp == 1)
             d.warning("comm.dp_codec",
                 "comm.dp_codec=\"" + l.comm.dpCodec.toString()

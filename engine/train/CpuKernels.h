@@ -4,7 +4,8 @@
 
 namespace loom::train {
 
-// Kernels on the CPU: OpenBLAS cblas_sgemm for matrix products, plain loops for the rest.
+// Kernels on the CPU: OpenBLAS cblas_sgemm for matrix products, plain loops for the rest (the Llama
+// kernels, RMSNorm, SwiGLU and rotary positions, in LlamaKernels.cpp).
 class CpuKernels final : public Kernels {
 public:
     void gemm(bool transA, bool transB, int M, int N, int K, const float* A, const float* B, float* C,
@@ -18,6 +19,14 @@ public:
     void attentionForward(float* out, float* probs, const float* qkv, int B, int s, int H, int d) override;
     void attentionBackward(
         float* dqkv, const float* dOut, const float* qkv, const float* probs, int B, int s, int H, int d) override;
+    void rmsNormForward(float* out, float* rstd, const float* in, const float* gamma, int rows, int cols) override;
+    void rmsNormBackward(float* dIn, float* dGamma, const float* dOut, const float* in, const float* rstd,
+        const float* gamma, int rows, int cols) override;
+    void swigluForward(float* out, const float* gate, const float* up, std::size_t n) override;
+    void swigluBackward(
+        float* dGate, float* dUp, const float* dOut, const float* gate, const float* up, std::size_t n) override;
+    void ropeForward(float* x, const std::int32_t* positions, int rows, int heads, int d) override;
+    void ropeBackward(float* dx, const std::int32_t* positions, int rows, int heads, int d) override;
     void addBias(float* out, const float* bias, int rows, int cols) override;
     void biasBackward(float* dBias, const float* dOut, int rows, int cols) override;
 };

@@ -7,7 +7,7 @@
 namespace loom::train {
 
 GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize,
-    comm::Communicator* tp, Kernels& kernels, bool fullRecompute)
+    comm::Communicator* tp, Kernels& kernels, bool fullRecompute, bool sequenceParallel)
     : m_h(model.hidden)
     , m_heads(model.heads)
     , m_ffn(model.ffnHidden)
@@ -20,8 +20,26 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
     , m_tp(tp)
     , m_k(kernels)
     , m_recompute(fullRecompute)
+    , m_model(model)
+    , m_gpt2(model.mlp == plan::ModelSpec::Mlp::Gelu && model.norm == plan::ModelSpec::Norm::LayerNorm
+          && model.position == plan::ModelSpec::Position::Learned && model.bias && model.tieEmbeddings
+          && model.effectiveKvHeads() == model.heads)
+    , m_sp(sequenceParallel && tpSize > 1)
+    , m_kvHeads(model.effectiveKvHeads())
     , m_params(tpRank, tpSize)
 {
+    if (m_heads % tpSize || m_kvHeads % tpSize || m_heads % m_kvHeads)
+        throw std::invalid_argument("model " + model.name + ": tp=" + std::to_string(tpSize)
+            + " must divide heads=" + std::to_string(m_heads) + " and kv_heads=" + std::to_string(m_kvHeads)
+            + " (each rank holds whole query and KV heads), and kv_heads must divide heads");
+    if (model.position == plan::ModelSpec::Position::Rope && (m_h / m_heads) % 2)
+        throw std::invalid_argument(
+            "model " + model.name + ": rotary positions need an even head size, not " + std::to_string(m_h / m_heads));
+    if (m_sp && (m_seq % tpSize || !tp))
+        throw std::invalid_argument("parallel.sp splits seq_len=" + std::to_string(m_seq)
+            + " over tp=" + std::to_string(tpSize) + ": tp must divide it");
+    m_zeros.assign(static_cast<std::size_t>(m_h), 0.0f);
+    m_scratch.assign(static_cast<std::size_t>(m_h), 0.0f);
     const float std = 0.02f;
     const float projStd = 0.02f / std::sqrt(2.0f * static_cast<float>(model.layers)); // GPT-2's residual scaling
     // Flat order is the reverse of backward's: the head first, then blocks from the last down, then the
@@ -33,7 +51,10 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
     }
     if (anyHead) {
         m_lnfg = m_params.add("lnf.g", 1, m_h, Shard::Replicated, Init::Ones, 0, false);
-        m_lnfb = m_params.add("lnf.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+        if (model.norm == plan::ModelSpec::Norm::LayerNorm && model.bias)
+            m_lnfb = m_params.add("lnf.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+        if (!model.tieEmbeddings) // vocab-parallel like the embedding
+            m_lmHead = m_params.add("lm_head", m_paddedVocab, m_h, Shard::Rows, Init::Normal, std, true);
     }
     std::vector<std::int64_t> layers;
     for (const auto& c : m_chunks)
@@ -41,6 +62,10 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
             layers.push_back(l);
     std::sort(layers.rbegin(), layers.rend());
     for (auto l : layers) {
+        if (!m_gpt2) {
+            addLlamaBlock(l, std, projStd);
+            continue;
+        }
         const std::string p = "h" + std::to_string(l) + ".";
         BlockParams b;
         b.ln1g = m_params.add(p + "ln1.g", 1, m_h, Shard::Replicated, Init::Ones, 0, false);
@@ -57,15 +82,24 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
         b.bpr = m_params.add(p + "fcproj.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
         m_block[l] = b;
     }
-    if (anyHead || anyEmbedding)
+    if ((anyHead && model.tieEmbeddings) || anyEmbedding)
         m_wte = m_params.add("wte", m_paddedVocab, m_h, Shard::Rows, Init::Normal, std, true);
-    if (anyEmbedding)
+    if (anyEmbedding && model.position == plan::ModelSpec::Position::Learned)
         m_wpe = m_params.add("wpe", m_seq, m_h, Shard::Replicated, Init::Normal, 0.01f, true);
     m_params.allocate();
 }
 
 std::vector<int> GptStage::blockParams(std::int64_t layer) const
 {
+    if (!m_gpt2) {
+        const auto& q = m_llamaBlock.at(layer);
+        std::vector<int> out;
+        for (int i : { q.ln1g, q.ln1b, q.wq, q.bq, q.wk, q.bk, q.wv, q.bv, q.wo, q.bo, q.ln2g, q.ln2b, q.wgate, q.bgate,
+                 q.wup, q.bup, q.wdown, q.bdown })
+            if (i >= 0)
+                out.push_back(i);
+        return out;
+    }
     const auto& b = m_block.at(layer);
     return { b.ln1g, b.ln1b, b.wqkv, b.bqkv, b.wo, b.bo, b.ln2g, b.ln2b, b.wfc, b.bfc, b.wpr, b.bpr };
 }
@@ -78,43 +112,50 @@ void GptStage::allReduce(float* data, std::size_t n, comm::ReduceOp op)
 
 void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const float* in, float* out)
 {
+    if (!m_gpt2)
+        return llamaBlockForward(layer, c, B, in, out);
     const BlockParams& p = m_block.at(layer);
-    const int T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h);
+    const int T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h), Tl = localTokens(B);
     const int hl = h / m_tpSize, fl = static_cast<int>(m_ffn) / m_tpSize, Hl = static_cast<int>(m_heads) / m_tpSize;
     const int d = h / static_cast<int>(m_heads);
-    const auto n = static_cast<std::size_t>(T);
-    c.x.assign(in, in + n * h);
-    c.ln1.resize(n * h);
-    c.ln1Mean.resize(n);
-    c.ln1Rstd.resize(n);
+    const auto n = static_cast<std::size_t>(T), nl = static_cast<std::size_t>(Tl); // nl: the norm regions' rows
+    std::vector<float> full; // sequence parallelism: a gathered input or the partial sums to reduce-scatter
+    c.x.assign(in, in + nl * h);
+    c.ln1.resize(nl * h);
+    c.ln1Mean.resize(nl);
+    c.ln1Rstd.resize(nl);
     c.qkv.resize(n * 3 * hl);
     c.probs.resize(static_cast<std::size_t>(B) * Hl * m_seq * m_seq);
     c.att.resize(n * hl);
-    c.x2.resize(n * h);
-    c.ln2.resize(n * h);
-    c.ln2Mean.resize(n);
-    c.ln2Rstd.resize(n);
+    c.x2.resize(nl * h);
+    c.ln2.resize(nl * h);
+    c.ln2Mean.resize(nl);
+    c.ln2Rstd.resize(nl);
     c.fc.resize(n * fl);
     c.act.resize(n * fl);
     m_k.layerNormForward(
-        c.ln1.data(), c.ln1Mean.data(), c.ln1Rstd.data(), in, m_params.value(p.ln1g), m_params.value(p.ln1b), T, h);
-    m_k.gemm(false, false, T, 3 * hl, h, c.ln1.data(), m_params.value(p.wqkv), c.qkv.data(), false);
+        c.ln1.data(), c.ln1Mean.data(), c.ln1Rstd.data(), in, m_params.value(p.ln1g), m_params.value(p.ln1b), Tl, h);
+    const float* ln1 = gatherTokens(c.ln1.data(), full, B);
+    m_k.gemm(false, false, T, 3 * hl, h, ln1, m_params.value(p.wqkv), c.qkv.data(), false);
     m_k.addBias(c.qkv.data(), m_params.value(p.bqkv), T, 3 * hl);
     m_k.attentionForward(c.att.data(), c.probs.data(), c.qkv.data(), B, static_cast<int>(m_seq), Hl, d);
-    m_k.gemm(false, false, T, h, hl, c.att.data(), m_params.value(p.wo), c.x2.data(), false);
-    allReduce(c.x2.data(), n * h); // row-parallel: partial sums over the TP group
-    m_k.addBias(c.x2.data(), m_params.value(p.bo), T, h);
-    for (std::size_t i = 0; i < n * h; ++i)
+    float* proj = m_sp ? full.data() : c.x2.data();
+    m_k.gemm(false, false, T, h, hl, c.att.data(), m_params.value(p.wo), proj, false);
+    reduceTokens(proj, c.x2.data(), B); // row-parallel: partial sums over the TP group
+    m_k.addBias(c.x2.data(), m_params.value(p.bo), Tl, h);
+    for (std::size_t i = 0; i < nl * h; ++i)
         c.x2[i] += in[i];
     m_k.layerNormForward(c.ln2.data(), c.ln2Mean.data(), c.ln2Rstd.data(), c.x2.data(), m_params.value(p.ln2g),
-        m_params.value(p.ln2b), T, h);
-    m_k.gemm(false, false, T, fl, h, c.ln2.data(), m_params.value(p.wfc), c.fc.data(), false);
+        m_params.value(p.ln2b), Tl, h);
+    const float* ln2 = gatherTokens(c.ln2.data(), full, B);
+    m_k.gemm(false, false, T, fl, h, ln2, m_params.value(p.wfc), c.fc.data(), false);
     m_k.addBias(c.fc.data(), m_params.value(p.bfc), T, fl);
     m_k.geluForward(c.act.data(), c.fc.data(), n * fl);
-    m_k.gemm(false, false, T, h, fl, c.act.data(), m_params.value(p.wpr), out, false);
-    allReduce(out, n * h);
-    m_k.addBias(out, m_params.value(p.bpr), T, h);
-    for (std::size_t i = 0; i < n * h; ++i)
+    float* mlpOut = m_sp ? full.data() : out;
+    m_k.gemm(false, false, T, h, fl, c.act.data(), m_params.value(p.wpr), mlpOut, false);
+    reduceTokens(mlpOut, out, B);
+    m_k.addBias(out, m_params.value(p.bpr), Tl, h);
+    for (std::size_t i = 0; i < nl * h; ++i)
         out[i] += c.x2[i];
     if (m_recompute) { // keep only the input; backward runs this again
         std::vector<float> keep = std::move(c.x);
@@ -125,44 +166,53 @@ void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const floa
 
 void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const float* dOut, float* dIn)
 {
-    const BlockParams& p = m_block.at(layer);
-    const int T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h);
+    const int T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h), Tl = localTokens(B);
     const int hl = h / m_tpSize, fl = static_cast<int>(m_ffn) / m_tpSize, Hl = static_cast<int>(m_heads) / m_tpSize;
     const int d = h / static_cast<int>(m_heads);
-    const auto n = static_cast<std::size_t>(T);
+    const auto n = static_cast<std::size_t>(T), nl = static_cast<std::size_t>(Tl);
     if (m_recompute) {
-        std::vector<float> scratch(n * h);
+        std::vector<float> scratch(nl * h);
         const std::vector<float> input = c.x;
         const bool saved = m_recompute;
         m_recompute = false;
         blockForward(layer, c, B, input.data(), scratch.data());
         m_recompute = saved;
     }
+    if (!m_gpt2)
+        return llamaBlockBackward(layer, c, B, dOut, dIn);
+    const BlockParams& p = m_block.at(layer);
+    // With sequence parallelism the backward of a reduce-scatter is an all-gather (dOut, dX2) and that of an
+    // all-gather a reduce-scatter (dLn2, dLn1); the norms' outputs are gathered again for the weight gradients.
+    std::vector<float> full, dLocal(m_sp ? nl * h : 0);
     // MLP: out = x2 + gelu(ln2·Wfc + bfc)·Wpr + bpr
-    std::vector<float> dAct(n * fl), dFc(n * fl), dLn2(n * h), dX2(dOut, dOut + n * h);
-    m_k.biasBackward(m_params.grad(p.bpr), dOut, T, h);
-    m_k.gemm(true, false, fl, h, T, c.act.data(), dOut, m_params.grad(p.wpr), true);
-    m_k.gemm(false, true, T, fl, h, dOut, m_params.value(p.wpr), dAct.data(), false);
+    std::vector<float> dAct(n * fl), dFc(n * fl), dLn2(n * h), dX2(dOut, dOut + nl * h);
+    m_k.biasBackward(m_params.grad(p.bpr), dOut, Tl, h);
+    const float* dOutAll = gatherTokens(dOut, full, B);
+    m_k.gemm(true, false, fl, h, T, c.act.data(), dOutAll, m_params.grad(p.wpr), true);
+    m_k.gemm(false, true, T, fl, h, dOutAll, m_params.value(p.wpr), dAct.data(), false);
     m_k.geluBackward(dFc.data(), dAct.data(), c.fc.data(), n * fl);
     m_k.biasBackward(m_params.grad(p.bfc), dFc.data(), T, fl);
-    m_k.gemm(true, false, h, fl, T, c.ln2.data(), dFc.data(), m_params.grad(p.wfc), true);
+    m_k.gemm(true, false, h, fl, T, gatherTokens(c.ln2.data(), full, B), dFc.data(), m_params.grad(p.wfc), true);
     m_k.gemm(false, true, T, h, fl, dFc.data(), m_params.value(p.wfc), dLn2.data(), false);
-    allReduce(dLn2.data(), n * h); // column-parallel: each rank saw part of the columns
-    m_k.layerNormBackward(dX2.data(), m_params.grad(p.ln2g), m_params.grad(p.ln2b), dLn2.data(), c.x2.data(),
-        c.ln2Mean.data(), c.ln2Rstd.data(), m_params.value(p.ln2g), T, h);
+    float* dLn2Local = m_sp ? dLocal.data() : dLn2.data();
+    reduceTokens(dLn2.data(), dLn2Local, B); // column-parallel: each rank saw part of the columns
+    m_k.layerNormBackward(dX2.data(), m_params.grad(p.ln2g), m_params.grad(p.ln2b), dLn2Local, c.x2.data(),
+        c.ln2Mean.data(), c.ln2Rstd.data(), m_params.value(p.ln2g), Tl, h);
     // Attention: x2 = x + attn(ln1(x))·Wo + bo
     std::vector<float> dAtt(n * hl), dQkv(n * 3 * hl), dLn1(n * h);
-    m_k.biasBackward(m_params.grad(p.bo), dX2.data(), T, h);
-    m_k.gemm(true, false, hl, h, T, c.att.data(), dX2.data(), m_params.grad(p.wo), true);
-    m_k.gemm(false, true, T, hl, h, dX2.data(), m_params.value(p.wo), dAtt.data(), false);
+    m_k.biasBackward(m_params.grad(p.bo), dX2.data(), Tl, h);
+    const float* dX2All = gatherTokens(dX2.data(), full, B);
+    m_k.gemm(true, false, hl, h, T, c.att.data(), dX2All, m_params.grad(p.wo), true);
+    m_k.gemm(false, true, T, hl, h, dX2All, m_params.value(p.wo), dAtt.data(), false);
     m_k.attentionBackward(dQkv.data(), dAtt.data(), c.qkv.data(), c.probs.data(), B, static_cast<int>(m_seq), Hl, d);
     m_k.biasBackward(m_params.grad(p.bqkv), dQkv.data(), T, 3 * hl);
-    m_k.gemm(true, false, h, 3 * hl, T, c.ln1.data(), dQkv.data(), m_params.grad(p.wqkv), true);
+    m_k.gemm(true, false, h, 3 * hl, T, gatherTokens(c.ln1.data(), full, B), dQkv.data(), m_params.grad(p.wqkv), true);
     m_k.gemm(false, true, T, h, 3 * hl, dQkv.data(), m_params.value(p.wqkv), dLn1.data(), false);
-    allReduce(dLn1.data(), n * h);
+    float* dLn1Local = m_sp ? dLocal.data() : dLn1.data();
+    reduceTokens(dLn1.data(), dLn1Local, B);
     std::copy(dX2.begin(), dX2.end(), dIn);
-    m_k.layerNormBackward(dIn, m_params.grad(p.ln1g), m_params.grad(p.ln1b), dLn1.data(), c.x.data(), c.ln1Mean.data(),
-        c.ln1Rstd.data(), m_params.value(p.ln1g), T, h);
+    m_k.layerNormBackward(dIn, m_params.grad(p.ln1g), m_params.grad(p.ln1b), dLn1Local, c.x.data(), c.ln1Mean.data(),
+        c.ln1Rstd.data(), m_params.value(p.ln1g), Tl, h);
 }
 
 double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, const std::int32_t* targets,
@@ -172,27 +222,34 @@ double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, c
     ChunkCache& cache = m_cache[{ mb, chunk }];
     cache = ChunkCache {};
     cache.B = B;
-    const int T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h);
-    const auto n = static_cast<std::size_t>(T);
-    std::vector<float> x(n * h), next(n * h);
+    const int T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h), Tl = localTokens(B);
+    const auto n = static_cast<std::size_t>(T), nl = static_cast<std::size_t>(Tl);
+    std::vector<float> x(nl * h), next(nl * h), full;
     if (ch.embedding) {
         cache.tokens.assign(tokens, tokens + n);
         const std::int64_t rowsLocal = m_paddedVocab / m_tpSize, first = m_tpRank * rowsLocal;
         const float* wte = m_params.value(m_wte);
+        float* rows = x.data();
+        if (m_sp) {
+            full.assign(n * h, 0.0f);
+            rows = full.data();
+        }
         for (int t = 0; t < T; ++t) {
             const std::int64_t tok = tokens[t] - first;
             if (tok >= 0 && tok < rowsLocal)
-                std::copy(wte + tok * h, wte + (tok + 1) * h, x.data() + static_cast<std::size_t>(t) * h);
+                std::copy(wte + tok * h, wte + (tok + 1) * h, rows + static_cast<std::size_t>(t) * h);
         }
-        allReduce(x.data(), n * h); // vocab-parallel: each token's row lives on one TP rank
-        const float* wpe = m_params.value(m_wpe);
-        for (int t = 0; t < T; ++t) {
-            const float* pos = wpe + static_cast<std::size_t>(t % m_seq) * h;
-            for (int c = 0; c < h; ++c)
-                x[static_cast<std::size_t>(t) * h + c] += pos[c];
+        reduceTokens(rows, x.data(), B); // vocab-parallel: each token's row lives on one TP rank
+        if (m_wpe >= 0) {
+            const float* wpe = m_params.value(m_wpe);
+            for (int t = 0; t < Tl; ++t) {
+                const float* pos = wpe + static_cast<std::size_t>(localPosition(t)) * h;
+                for (int c = 0; c < h; ++c)
+                    x[static_cast<std::size_t>(t) * h + c] += pos[c];
+            }
         }
     } else {
-        std::copy(input, input + n * h, x.begin());
+        std::copy(input, input + nl * h, x.begin());
     }
     cache.blocks.resize(static_cast<std::size_t>(ch.blocks.size()));
     for (auto l = ch.blocks.first; l <= ch.blocks.last; ++l) {
@@ -210,15 +267,16 @@ double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, c
     // Final norm, logits against the local vocab slice, vocab-parallel cross-entropy.
     cache.targets.assign(targets, targets + n);
     cache.headIn = x;
-    cache.lnf.resize(n * h);
-    cache.lnfMean.resize(n);
-    cache.lnfRstd.resize(n);
-    m_k.layerNormForward(cache.lnf.data(), cache.lnfMean.data(), cache.lnfRstd.data(), x.data(), m_params.value(m_lnfg),
-        m_params.value(m_lnfb), T, h);
+    cache.lnf.resize(nl * h);
+    cache.lnfMean.resize(nl);
+    cache.lnfRstd.resize(nl);
+    normForward(m_lnfg, m_lnfb, cache.lnf.data(), cache.lnfMean.data(), cache.lnfRstd.data(), x.data(), Tl);
     const int Vl = static_cast<int>(m_paddedVocab / m_tpSize);
     const std::int64_t first = static_cast<std::int64_t>(m_tpRank) * Vl;
+    const int headW = m_lmHead >= 0 ? m_lmHead : m_wte;
     cache.probs.resize(n * Vl);
-    m_k.gemm(false, true, T, Vl, h, cache.lnf.data(), m_params.value(m_wte), cache.probs.data(), false);
+    m_k.gemm(false, true, T, Vl, h, gatherTokens(cache.lnf.data(), full, B), m_params.value(headW), cache.probs.data(),
+        false);
     std::vector<float> rowMax(n, -INFINITY);
     for (int t = 0; t < T; ++t) {
         float* z = cache.probs.data() + static_cast<std::size_t>(t) * Vl;
@@ -264,9 +322,9 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
         throw std::logic_error("backward of micro-batch " + std::to_string(mb) + " chunk " + std::to_string(chunk)
             + " before its forward");
     ChunkCache& cache = it->second;
-    const int B = cache.B, T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h);
-    const auto n = static_cast<std::size_t>(T);
-    std::vector<float> dx(n * h), dPrev(n * h);
+    const int B = cache.B, T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h), Tl = localTokens(B);
+    const auto n = static_cast<std::size_t>(T), nl = static_cast<std::size_t>(Tl);
+    std::vector<float> dx(nl * h), dPrev(nl * h), full;
     if (ch.head) {
         const int Vl = static_cast<int>(m_paddedVocab / m_tpSize);
         const std::int64_t first = static_cast<std::int64_t>(m_tpRank) * Vl;
@@ -280,14 +338,17 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
             for (int v = 0; v < Vl; ++v)
                 g[v] *= scale;
         }
-        std::vector<float> dLnf(n * h);
-        m_k.gemm(false, false, T, h, Vl, dLogits.data(), m_params.value(m_wte), dLnf.data(), false);
-        allReduce(dLnf.data(), n * h);
-        m_k.gemm(true, false, Vl, h, T, dLogits.data(), cache.lnf.data(), m_params.grad(m_wte), true);
-        m_k.layerNormBackward(dx.data(), m_params.grad(m_lnfg), m_params.grad(m_lnfb), dLnf.data(), cache.headIn.data(),
-            cache.lnfMean.data(), cache.lnfRstd.data(), m_params.value(m_lnfg), T, h);
+        const int headW = m_lmHead >= 0 ? m_lmHead : m_wte;
+        std::vector<float> dLnf(n * h), dLnfLocal(m_sp ? nl * h : 0);
+        m_k.gemm(false, false, T, h, Vl, dLogits.data(), m_params.value(headW), dLnf.data(), false);
+        float* dLnfMine = m_sp ? dLnfLocal.data() : dLnf.data();
+        reduceTokens(dLnf.data(), dLnfMine, B);
+        m_k.gemm(
+            true, false, Vl, h, T, dLogits.data(), gatherTokens(cache.lnf.data(), full, B), m_params.grad(headW), true);
+        normBackward(
+            m_lnfg, m_lnfb, dx.data(), dLnfMine, cache.headIn.data(), cache.lnfMean.data(), cache.lnfRstd.data(), Tl);
     } else {
-        std::copy(dOutput, dOutput + n * h, dx.begin());
+        std::copy(dOutput, dOutput + nl * h, dx.begin());
     }
     for (auto l = ch.blocks.last; l >= ch.blocks.first; --l) {
         std::fill(dPrev.begin(), dPrev.end(), 0.0f);
@@ -303,16 +364,22 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
     if (ch.embedding) {
         const std::int64_t rowsLocal = m_paddedVocab / m_tpSize, first = m_tpRank * rowsLocal;
         float* dwte = m_params.grad(m_wte);
-        float* dwpe = m_params.grad(m_wpe);
+        const float* dAll = gatherTokens(dx.data(), full, B);
         for (int t = 0; t < T; ++t) {
-            const float* g = dx.data() + static_cast<std::size_t>(t) * h;
+            const float* g = dAll + static_cast<std::size_t>(t) * h;
             const std::int64_t tok = cache.tokens[static_cast<std::size_t>(t)] - first;
             if (tok >= 0 && tok < rowsLocal)
                 for (int c = 0; c < h; ++c)
                     dwte[tok * h + c] += g[c];
-            float* pos = dwpe + static_cast<std::size_t>(t % m_seq) * h;
-            for (int c = 0; c < h; ++c)
-                pos[c] += g[c];
+        }
+        if (m_wpe >= 0) {
+            float* dwpe = m_params.grad(m_wpe);
+            for (int t = 0; t < Tl; ++t) {
+                const float* g = dx.data() + static_cast<std::size_t>(t) * h;
+                float* pos = dwpe + static_cast<std::size_t>(localPosition(t)) * h;
+                for (int c = 0; c < h; ++c)
+                    pos[c] += g[c];
+            }
         }
     } else {
         std::copy(dx.begin(), dx.end(), dInput);

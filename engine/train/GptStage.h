@@ -17,6 +17,16 @@ namespace loom::train {
 // all-reduce per sub-block in forward, one in backward), a vocab-parallel embedding and a vocab-parallel
 // cross-entropy. Its chunks are the virtual stages it runs; the first virtual stage adds the token and
 // position embeddings, the last the final LayerNorm and the LM head (tied to the token embedding).
+//
+// A model profile that departs from GPT-2 in any of `mlp`, `norm`, `position`, `bias`, `tie_embeddings` or
+// `kv_heads` (the Llama form) runs the general block of LlamaBlock.cpp instead: RMSNorm, SwiGLU, rotary
+// positions, grouped-query attention (TP splits the KV heads like the query heads: tp divides kv_heads),
+// optional biases and an untied, vocab-parallel LM head on the last stage; each field is honoured on its own.
+//
+// With sequence parallelism (Korthikanti et al. 2022) each TP rank's norm and residual regions hold s/tp
+// positions of every sequence (rank j: positions [j·s/tp, (j+1)·s/tp)); the input of QKV and MLP-up is
+// all-gathered along the sequence and the row-parallel outputs are reduce-scattered back (the reverse in
+// backward), and activations between pipeline stages are the sequence shards (SequenceParallel.cpp).
 class GptStage {
 public:
     struct Chunk {
@@ -27,8 +37,10 @@ public:
 
     // `tp` may be null when tp = 1. `fullRecompute` keeps only each block's input and re-runs its forward
     // (with its all-reduces) during backward.
+    // `sequenceParallel` (with tpSize > 1) needs seq_len divisible by tpSize. Throws std::invalid_argument when
+    // the model does not split over tpSize or its rotary head size is odd.
     GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize, comm::Communicator* tp,
-        Kernels& kernels, bool fullRecompute);
+        Kernels& kernels, bool fullRecompute, bool sequenceParallel = false);
 
     ParamSet& params() { return m_params; }
     int tokensPerMicroBatch(int microBatch) const { return microBatch * static_cast<int>(m_seq); }
@@ -37,6 +49,16 @@ public:
     // Parameter indices of one block (for bucketing), of the embedding and of the head.
     std::vector<int> blockParams(std::int64_t layer) const;
     int tokenEmbedding() const { return m_wte; }
+    // Parameter indices outside the blocks: embeddings, final norm, untied LM head (those this rank holds).
+    std::vector<int> outerParams() const;
+    // Activation rows of B sequences on this rank (between blocks and pipeline stages): B·s, or B·s/tp with
+    // sequence parallelism.
+    int localTokens(int microBatch) const;
+    // Sequence parallelism: the TP-replicated tensors among `indices` (norms, biases after a reduce-scatter,
+    // positions) saw only this rank's part of the sequence; sums their gradients over the TP group. Call it
+    // once per step, after the last micro-batch's backward has finished them. No-op without sequence
+    // parallelism.
+    void sumSequenceParallelGrads(const std::vector<int>& indices);
 
     // Forward of micro-batch `mb` (B sequences) through `chunk`. The embedding chunk reads `tokens`; others
     // read `input` [B·s, h]. A head chunk computes the cross-entropy against `targets` and returns the mean
@@ -61,8 +83,15 @@ private:
     struct BlockParams {
         int ln1g, ln1b, wqkv, bqkv, wo, bo, ln2g, ln2b, wfc, bfc, wpr, bpr;
     };
+    // The general (Llama-form) block; -1 marks a tensor the model does not have. A GELU MLP uses up/down
+    // (named fc, fcproj), SwiGLU gate/up/down.
+    struct LlamaParams {
+        int ln1g = -1, ln1b = -1, wq = -1, bq = -1, wk = -1, bk = -1, wv = -1, bv = -1, wo = -1, bo = -1;
+        int ln2g = -1, ln2b = -1, wgate = -1, bgate = -1, wup = -1, bup = -1, wdown = -1, bdown = -1;
+    };
     struct BlockCache {
         std::vector<float> x, ln1, ln1Mean, ln1Rstd, qkv, probs, att, x2, ln2, ln2Mean, ln2Rstd, fc, act;
+        std::vector<float> up; // SwiGLU's up projection (fc holds the gate)
     };
     struct ChunkCache {
         int B = 0;
@@ -74,6 +103,24 @@ private:
     void blockForward(std::int64_t layer, BlockCache& c, int B, const float* in, float* out);
     void blockBackward(std::int64_t layer, BlockCache& c, int B, const float* dOut, float* dIn);
     void allReduce(float* data, std::size_t n, comm::ReduceOp op = comm::ReduceOp::Sum);
+    // LlamaBlock.cpp
+    void addLlamaBlock(std::int64_t layer, float stddev, float projStddev);
+    void llamaBlockForward(std::int64_t layer, BlockCache& c, int B, const float* in, float* out);
+    void llamaBlockBackward(std::int64_t layer, BlockCache& c, int B, const float* dOut, float* dIn);
+    // The model's norm (LayerNorm or RMSNorm) over `rows` rows of h; `beta` may be -1 (no bias).
+    void normForward(int gamma, int beta, float* out, float* mean, float* rstd, const float* in, int rows);
+    void normBackward(int gamma, int beta, float* dIn, const float* dOut, const float* in, const float* mean,
+        const float* rstd, int rows);
+    // Global positions (0 .. s-1) of the B·s gathered token rows, for rotary positions.
+    std::vector<std::int32_t> tokenPositions(int B) const;
+    // SequenceParallel.cpp. gatherTokens: the [B·s, h] input of a column-parallel product from this rank's
+    // rows (`local` itself without sequence parallelism; else all-gathered into `full`). reduceTokens: the
+    // row-parallel partial sums `full` [B·s, h] reduced over the TP group into `local` (an all-reduce in
+    // place, full == local, without sequence parallelism; a reduce-scatter along the sequence with it).
+    const float* gatherTokens(const float* local, std::vector<float>& full, int B);
+    void reduceTokens(float* full, float* local, int B);
+    // The position (0 .. s-1) of activation row `row` of this rank.
+    std::int64_t localPosition(std::int64_t row) const;
 
     std::int64_t m_h, m_heads, m_ffn, m_vocab, m_paddedVocab, m_seq;
     std::vector<Chunk> m_chunks;
@@ -81,9 +128,16 @@ private:
     comm::Communicator* m_tp;
     Kernels& m_k;
     bool m_recompute;
+    plan::ModelSpec m_model;
+    bool m_gpt2; // GPT-2's block (the original path); else the general block of LlamaBlock.cpp
+    bool m_sp; // sequence parallelism (and tp > 1)
+    std::int64_t m_kvHeads;
     ParamSet m_params;
     std::map<std::int64_t, BlockParams> m_block;
+    std::map<std::int64_t, LlamaParams> m_llamaBlock;
     int m_wte = -1, m_wpe = -1, m_lnfg = -1, m_lnfb = -1;
+    int m_lmHead = -1; // the untied LM head (tie_embeddings false); else the head reads m_wte
+    std::vector<float> m_zeros, m_scratch; // a norm without beta: its zero beta and discarded gradient
     std::map<std::pair<int, int>, ChunkCache> m_cache;
     BlockHooks m_hooks;
 };

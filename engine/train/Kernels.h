@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace loom::train {
 
@@ -35,6 +36,24 @@ public:
     virtual void attentionBackward(
         float* dqkv, const float* dOut, const float* qkv, const float* probs, int B, int s, int H, int d)
         = 0;
+    // RMSNorm (Llama): out = in · rstd · gamma per row, rstd = 1/√(mean(in²) + 1e-5); keeps rstd for backward.
+    virtual void rmsNormForward(float* out, float* rstd, const float* in, const float* gamma, int rows, int cols) = 0;
+    // dIn += ..., dGamma += ... (both accumulate).
+    virtual void rmsNormBackward(float* dIn, float* dGamma, const float* dOut, const float* in, const float* rstd,
+        const float* gamma, int rows, int cols)
+        = 0;
+    // SwiGLU (Shazeer 2020): out = silu(gate) · up, silu(x) = x·σ(x).
+    virtual void swigluForward(float* out, const float* gate, const float* up, std::size_t n) = 0;
+    // dGate and dUp from dOut (both overwrite).
+    virtual void swigluBackward(
+        float* dGate, float* dUp, const float* dOut, const float* gate, const float* up, std::size_t n)
+        = 0;
+    // Rotary positions (Su et al. 2021), in place on x [rows, heads·d]: each head's pair (2i, 2i+1) of row r
+    // turns by positions[r] · 10000^(−2i/d). `positions` are global token positions (0 .. s−1), so a rank
+    // that holds any part of the sequence passes its own.
+    virtual void ropeForward(float* x, const std::int32_t* positions, int rows, int heads, int d) = 0;
+    // The transpose (a turn by the opposite angle), in place on the gradient.
+    virtual void ropeBackward(float* dx, const std::int32_t* positions, int rows, int heads, int d) = 0;
     // out[r][c] += bias[c]
     virtual void addBias(float* out, const float* bias, int rows, int cols) = 0;
     // dBias[c] += Σ_r dOut[r][c]

@@ -34,10 +34,10 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         chunks.push_back({ ranges[static_cast<std::size_t>(vs)], vs == 0, vs == last });
     }
     m_stage = std::make_unique<GptStage>(layout.model, chunks, static_cast<int>(m_coord.tp), static_cast<int>(p.tp),
-        comms.tensor.get(), kernels, layout.memory.recompute == plan::Recompute::Full);
+        comms.tensor.get(), kernels, layout.memory.recompute == plan::Recompute::Full, p.sp);
     ParamSet& params = m_stage->params();
     params.initialise(options.seed);
-    m_tiedAcrossStages = p.pp > 1 && m_stage->tokenEmbedding() >= 0;
+    m_tiedAcrossStages = p.pp > 1 && layout.model.tieEmbeddings && m_stage->tokenEmbedding() >= 0;
 
     comm::CollectiveOptions sync;
     sync.algorithm = layout.comm.allreduce; // one algorithm enum from the layout to the trace
@@ -135,7 +135,8 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
 {
     const auto& p = m_layout.parallel;
     const int B = static_cast<int>(p.microBatch);
-    const std::size_t activation = static_cast<std::size_t>(B * m_layout.model.seqLen * m_layout.model.hidden);
+    // With sequence parallelism the stages pass this rank's part of the sequence.
+    const std::size_t activation = static_cast<std::size_t>(m_stage->localTokens(B) * m_layout.model.hidden);
     const std::int64_t stages = p.pp * m_schedule.chunks();
     const float lossScale = 1.0f / static_cast<float>(p.microBatches() * p.dp);
     comm::Communicator& pipe = *m_comms.pipeline;
@@ -182,9 +183,11 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
             }
             const bool lastForChunk = m_lastBackward[static_cast<std::size_t>(op.chunk)] == i;
             auto ready = [&](std::int64_t layer) {
-                if (lastForChunk)
-                    for (int index : m_stage->blockParams(layer))
-                        m_sync->markReady(index);
+                if (!lastForChunk)
+                    return;
+                m_stage->sumSequenceParallelGrads(m_stage->blockParams(layer)); // before the DP reduction
+                for (int index : m_stage->blockParams(layer))
+                    m_sync->markReady(index);
             };
             const auto t0 = trace::nowNs();
             m_stage->backward(op.microBatch, op.chunk, out.data(), in.data(), lossScale, ready);
@@ -297,6 +300,7 @@ StepResult Trainer::step(std::int64_t step)
     m_sync->reset();
     double lossSum = 0;
     runSchedule(step, lossSum);
+    m_stage->sumSequenceParallelGrads(m_stage->outerParams());
     // The token embedding's two copies add their gradients before any bucket holding it starts reducing.
     syncTiedEmbedding();
     for (int i = 0; i < static_cast<int>(params.specs().size()); ++i)
@@ -391,6 +395,13 @@ std::int64_t Trainer::resume(const std::string& folder)
             throw std::runtime_error("the checkpoint " + folder + " holds a model with " + key + "="
                 + saved.value(key, nlohmann::json()).dump() + " but the layout's model has " + key + "="
                 + mine.value(key, nlohmann::json()).dump());
+    // The block's form (absent keys: GPT-2's defaults, the same on both sides).
+    for (const char* key : { "kv_heads", "mlp", "norm", "position", "bias", "tie_embeddings" })
+        if (saved.value(key, nlohmann::json()) != mine.value(key, nlohmann::json()))
+            throw std::runtime_error("the checkpoint " + folder + " holds a model with " + key + "="
+                + (saved.contains(key) ? saved[key].dump() : std::string("(GPT-2's default)"))
+                + " but the layout's model has " + key + "="
+                + (mine.contains(key) ? mine[key].dump() : std::string("(GPT-2's default)")));
     if (m_sharded) {
         loadCheckpoint(folder, m_stage->params(), m_sharded->slices(*m_adam));
         if (m_layout.memory.zero == 2)

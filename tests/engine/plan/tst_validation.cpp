@@ -240,6 +240,12 @@ private slots:
             << R"({"parallel": {"tp": 4, "pp": 1, "dp": 2, "micro_batch": 1, "global_batch": 8, "sp": 1}})" << true
             << "parallel.sp"
             << "parallel.sp";
+        QTest::newRow("sp needs tp to divide seq_len")
+            << R"({"model": {"name": "odd-seq", "layers": 12, "hidden": 768, "heads": 12, "ffn_hidden": 3072,
+                "vocab": 50257, "seq_len": 1022}, "parallel": {"sp": true}})"
+            << true << "parallel.sp"
+            << "parallel.sp=true gives each tp rank seq_len/tp positions of every sequence, but tp=4 does not divide "
+               "model.seq_len=1022";
         QTest::newRow("bad codec") << R"({"comm": {"dp_codec": "int2"}})" << true << "comm.dp_codec"
                                    << "comm.dp_codec=\"int2\" is not a known codec; use one of";
         QTest::newRow("bad top-k fraction") << R"({"comm": {"dp_codec": "topk:0"}})" << true << "comm.dp_codec"

@@ -1,7 +1,10 @@
-// Every parameter tensor's gradient against central finite differences of the loss (one process, tp=1).
+// Every parameter tensor's gradient against central finite differences of the loss (one process, tp=1), for
+// GPT-2's block, the Llama block (RMSNorm, SwiGLU, rotary positions, grouped-query attention, untied head, no
+// biases) and a mixed form (LayerNorm and GELU with rotary positions, grouped KV heads and biases).
 #include "engine/train/CpuKernels.h"
 #include "engine/train/GptStage.h"
 
+#include <QRegularExpression>
 #include <QTest>
 
 #include <cmath>
@@ -26,6 +29,38 @@ plan::ModelSpec smallModel()
     return m;
 }
 
+// llama-tiny's form at gradient-check size: 4 query heads of 4 share 2 KV heads.
+plan::ModelSpec llamaModel()
+{
+    plan::ModelSpec m = smallModel();
+    m.name = "check-llama";
+    m.heads = 4;
+    m.kvHeads = 2;
+    m.ffnHidden = 24;
+    m.mlp = plan::ModelSpec::Mlp::SwiGlu;
+    m.norm = plan::ModelSpec::Norm::RmsNorm;
+    m.position = plan::ModelSpec::Position::Rope;
+    m.bias = false;
+    m.tieEmbeddings = false;
+    return m;
+}
+
+// Each profile field on its own: GPT-2's norm and MLP with rotary positions and grouped KV heads.
+plan::ModelSpec mixedModel()
+{
+    plan::ModelSpec m = smallModel();
+    m.name = "check-mixed";
+    m.heads = 4;
+    m.kvHeads = 1;
+    m.position = plan::ModelSpec::Position::Rope;
+    return m;
+}
+
+plan::ModelSpec modelNamed(const QString& name)
+{
+    return name == "llama" ? llamaModel() : name == "mixed" ? mixedModel() : smallModel();
+}
+
 } // namespace
 
 class TestGradCheck : public QObject {
@@ -33,14 +68,64 @@ class TestGradCheck : public QObject {
 private slots:
     void everyTensor_data()
     {
+        QTest::addColumn<QString>("model");
         QTest::addColumn<bool>("recompute");
-        QTest::newRow("stored activations") << false;
-        QTest::newRow("full recompute") << true;
+        QTest::addColumn<QStringList>("tensors"); // kinds that must be among the checked tensors
+        const QStringList gpt2 { "ln1.g", "ln1.b", "qkv.w", "qkv.b", "proj.w", "proj.b", "fc.w", "fcproj.w", "lnf.b",
+            "wte", "wpe" };
+        const QStringList llama { "ln1.g", "ln2.g", "q.w", "k.w", "v.w", "proj.w", "gate.w", "up.w", "down.w", "lnf.g",
+            "lm_head", "wte" };
+        QTest::newRow("gpt-2, stored activations") << "gpt2" << false << gpt2;
+        QTest::newRow("gpt-2, full recompute") << "gpt2" << true << gpt2;
+        QTest::newRow("llama, stored activations") << "llama" << false << llama;
+        QTest::newRow("llama, full recompute") << "llama" << true << llama;
+        QTest::newRow("layernorm, gelu, rope, 1 kv head, biases")
+            << "mixed" << false << QStringList { "ln1.b", "q.b", "k.w", "k.b", "v.b", "proj.b", "fc.b", "fcproj.b" };
     }
     void everyTensor()
     {
+        QFETCH(QString, model);
         QFETCH(bool, recompute);
-        const plan::ModelSpec model = smallModel();
+        QFETCH(QStringList, tensors);
+        const plan::ModelSpec spec = modelNamed(model);
+        runCheck(spec, recompute, tensors);
+    }
+
+    // Rotary positions make a query-key product depend only on the distance between the two positions, and
+    // the backward is the forward's inverse (a rotation's transpose).
+    void ropeIsRelative()
+    {
+        CpuKernels kernels;
+        const int heads = 2, d = 8;
+        std::mt19937 rng(5);
+        std::normal_distribution<float> normal;
+        std::vector<float> q(heads * d), k(heads * d);
+        for (auto& v : q)
+            v = normal(rng);
+        for (auto& v : k)
+            v = normal(rng);
+        auto dotAt = [&](std::int32_t pq, std::int32_t pk) {
+            std::vector<float> a = q, b = k;
+            kernels.ropeForward(a.data(), &pq, 1, heads, d);
+            kernels.ropeForward(b.data(), &pk, 1, heads, d);
+            double dot = 0;
+            for (int i = 0; i < d; ++i) // head 0
+                dot += double(a[static_cast<std::size_t>(i)]) * b[static_cast<std::size_t>(i)];
+            return dot;
+        };
+        QVERIFY(std::fabs(dotAt(7, 3) - dotAt(104, 100)) < 1e-4);
+        QVERIFY(std::fabs(dotAt(7, 3) - dotAt(7, 5)) > 1e-3); // and it does depend on the distance
+        std::vector<float> x = q;
+        const std::int32_t pos = 1000;
+        kernels.ropeForward(x.data(), &pos, 1, heads, d);
+        kernels.ropeBackward(x.data(), &pos, 1, heads, d);
+        for (std::size_t i = 0; i < x.size(); ++i)
+            QVERIFY(std::fabs(x[i] - q[i]) < 1e-5);
+    }
+
+private:
+    void runCheck(const plan::ModelSpec& model, bool recompute, const QStringList& tensors)
+    {
         CpuKernels kernels;
         GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, recompute);
         ParamSet& params = stage.params();
@@ -49,7 +134,7 @@ private slots:
         for (auto& v : params.values)
             v *= 10.0f;
         for (const auto& s : params.specs())
-            if (s.name.find(".g") != std::string::npos) // norm gains back near 1
+            if (s.name.size() > 2 && s.name.compare(s.name.size() - 2, 2, ".g") == 0) // norm gains back near 1
                 for (std::size_t k = 0; k < s.size(); ++k)
                     params.values[s.offset + k] = 1.0f + 0.1f * params.values[s.offset + k];
         const int B = 2, T = B * static_cast<int>(model.seqLen);
@@ -67,11 +152,14 @@ private slots:
         const std::vector<float> analytic = params.grads;
 
         int checked = 0;
+        double maxRelative = 0; // over gradients above 1e-2, where a relative error means something
+        QStringList seen;
         for (const auto& s : params.specs()) {
+            seen << QString::fromStdString(s.name);
             std::vector<std::size_t> picks;
             for (std::size_t k = 0; k < std::min<std::size_t>(s.size(), 10); ++k)
                 picks.push_back(s.offset + rng() % s.size());
-            if (s.name == "wte") // a padding row: its logit is masked, so its gradient is exactly 0
+            if (s.name == "wte" || s.name == "lm_head") // a padding row: never a token, its logit masked: 0
                 picks.push_back(s.offset + 21 * static_cast<std::size_t>(model.hidden));
             for (std::size_t i : picks) {
                 const float keep = params.values[i];
@@ -83,6 +171,8 @@ private slots:
                 params.values[i] = keep;
                 const double numeric = (up - down) / (2.0 * eps);
                 const double a = analytic[i];
+                if (std::fabs(numeric) > 1e-2)
+                    maxRelative = std::max(maxRelative, std::fabs(a - numeric) / std::fabs(numeric));
                 if (!(std::fabs(a - numeric) <= 1e-3 + 2e-2 * std::fabs(numeric)))
                     QFAIL(qPrintable(QStringLiteral("%1[%2]: backward %3, finite difference %4")
                                          .arg(QString::fromStdString(s.name))
@@ -94,8 +184,16 @@ private slots:
         }
         QVERIFY(checked > 200);
         QCOMPARE(analytic[params.spec(params.find("wte")).offset + 21 * static_cast<std::size_t>(model.hidden)], 0.0f);
+        for (const QString& kind : tensors)
+            if (!seen.filter(QRegularExpression("(^|\\.)" + QRegularExpression::escape(kind) + "$")).size())
+                QFAIL(qPrintable("no tensor of kind " + kind + " among " + seen.join(", ")));
+        if (!model.tieEmbeddings)
+            QVERIFY2(seen.contains("lm_head") && !seen.contains("wpe"), qPrintable(seen.join(", ")));
+        qInfo("%s: %d gradients checked, largest relative error %.2e (over gradients above 1e-2)", model.name.c_str(),
+            checked, maxRelative);
     }
 
+private slots:
     void initialisationIgnoresTheLayout()
     {
         // The same element of a tensor gets the same value whichever TP rank holds it.
@@ -117,6 +215,34 @@ private slots:
                         QFAIL(name);
                 }
         }
+        GptStage llamaWhole(llamaModel(), { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false);
+        GptStage llamaHalf(llamaModel(), { { { 0, 1 }, true, true } }, 1, 2, nullptr, kernels, false);
+        llamaWhole.params().initialise(42);
+        llamaHalf.params().initialise(42);
+        for (const auto* name : { "h1.k.w", "h0.gate.w", "h1.down.w", "lm_head" }) {
+            const int iw = llamaWhole.params().find(name), ih = llamaHalf.params().find(name);
+            QVERIFY2(iw >= 0 && ih >= 0, name);
+            const auto& sh = llamaHalf.params().spec(ih);
+            for (std::int64_t r = 0; r < sh.localRows; ++r)
+                for (std::int64_t c = 0; c < sh.localCols; ++c) {
+                    const auto [gr, gc] = llamaHalf.params().globalPosition(ih, r, c);
+                    if (llamaHalf.params().value(ih)[r * sh.localCols + c]
+                        != llamaWhole.params().value(iw)[gr * llamaWhole.params().spec(iw).localCols + gc])
+                        QFAIL(name);
+                }
+        }
+    }
+
+    // A model that does not split over tp, or whose rotary head size is odd, is refused with a message.
+    void refusesWhatCannotSplit()
+    {
+        CpuKernels kernels;
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+            GptStage(llamaModel(), { { { 0, 1 }, true, true } }, 0, 4, nullptr, kernels, false)); // 2 KV heads
+        plan::ModelSpec odd = llamaModel();
+        odd.hidden = 12; // head size 3
+        QVERIFY_THROWS_EXCEPTION(
+            std::invalid_argument, GptStage(odd, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false));
     }
 };
 
