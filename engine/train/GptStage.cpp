@@ -355,11 +355,13 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
         if (m_hooks.before)
             m_hooks.before(l, true);
         blockBackward(l, cache.blocks[static_cast<std::size_t>(l - ch.blocks.first)], B, dx.data(), dPrev.data());
+        // The trainer's per-block work (sequence parallelism's TP sum of replicated gradients) comes before the
+        // hook that may reduce-scatter and release the block's gradients (ZeRO-2/3).
+        if (onBlockDone)
+            onBlockDone(l);
         if (m_hooks.after)
             m_hooks.after(l, true);
         dx.swap(dPrev);
-        if (onBlockDone)
-            onBlockDone(l);
     }
     if (ch.embedding) {
         const std::int64_t rowsLocal = m_paddedVocab / m_tpSize, first = m_tpRank * rowsLocal;

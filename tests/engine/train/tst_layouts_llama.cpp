@@ -92,6 +92,10 @@ private slots:
                                                   << true;
         QTest::newRow("gpt sp, tp2-dp2") << with(layout("gpt-sp-tp2-dp2", "gpt-tiny", 2, 1, 2), "parallel", "sp", true)
                                          << false;
+        // The engine's pieces together: Llama blocks, sequence parallelism and ZeRO-3 on dp 2.
+        QTest::newRow("llama sp, tp2-dp2, ZeRO-3") << with(
+            with(layout("llama-sp-tp2-dp2-zero3", "llama-tiny", 2, 1, 2), "parallel", "sp", true), "memory", "zero", 3)
+                                                   << true;
     }
     void sameLossAsOneProcess()
     {
