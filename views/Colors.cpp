@@ -27,10 +27,18 @@ QColor eventColor(trace::EventKind kind, trace::GroupKind group)
     case EventKind::Broadcast:
         return group == trace::GroupKind::Tensor  ? colors::tensorComm
             : group == trace::GroupKind::Pipeline ? colors::pipelineComm
+            : group == trace::GroupKind::Context  ? colors::contextComm
                                                   : colors::dataComm;
     default:
         return colors::misc;
     }
+}
+
+QPen contextGroupPen()
+{
+    QPen pen(colors::contextComm, 2.5, Qt::DashLine);
+    pen.setCapStyle(Qt::FlatCap);
+    return pen;
 }
 
 QColor stageColor(std::int64_t stage)

@@ -126,6 +126,8 @@ QString stepPart(const plan::Layout& l, const plan::Prediction& p, const QString
             return p.compute;
         if (part == QLatin1String("tp"))
             return p.tpExposed;
+        if (part == QLatin1String("cp"))
+            return p.cpExposed;
         if (part == QLatin1String("pp"))
             return p.ppExposed;
         if (part == QLatin1String("dp"))
@@ -144,6 +146,15 @@ QString stepPart(const plan::Layout& l, const plan::Prediction& p, const QString
                            "activations over tp = %5 devices, 2(t−1)/t of the data over the link")
                    .arg(l.memory.recompute == plan::Recompute::Full ? 4 : 2)
                    .arg(big(x.b), big(x.s), big(x.h), big(x.t));
+    else if (part == QLatin1String("cp"))
+        what = l.parallel.cp > 1
+            ? QObject::tr("ring attention's exchange over cp = %1 devices not hidden behind the attention: per layer "
+                          "cp−1 = %2 K/V blocks of 2·b·(s/cp)·kv·d/t values forward and 2·cp−1 = %3 (K/V and their "
+                          "gradients) backward, each sent while a cp-th of the attention computes")
+                  .arg(l.parallel.cp)
+                  .arg(l.parallel.cp - 1)
+                  .arg(2 * l.parallel.cp - 1)
+            : QObject::tr("none: context parallelism is off (cp = 1)");
     else if (part == QLatin1String("pp"))
         what = QObject::tr("pipeline sends of b·s·h activations forward and gradients back at each of the %1 stage "
                            "boundaries, as far as they delay the critical stage")

@@ -64,6 +64,46 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
     m_params.allocate();
 }
 
+void GptStage::setContextParallel(comm::Communicator* cp, int cpRank, int cpSize)
+{
+    if (cpSize <= 1)
+        return;
+    m_positions = RingAttention::localPositions(cpRank, cpSize, m_seq);
+    m_seq /= cpSize;
+    m_cp = cp;
+    m_cpSize = cpSize;
+}
+
+std::int64_t GptStage::positionOf(int localToken) const
+{
+    const std::int64_t t = localToken % m_seq;
+    return m_positions.empty() ? t : m_positions[static_cast<std::size_t>(t)];
+}
+
+void GptStage::attentionForward(BlockCache& c, int B, int heads, int headDim)
+{
+    if (m_cpSize == 1) {
+        m_k.attentionForward(c.att.data(), c.probs.data(), c.qkv.data(), B, static_cast<int>(m_seq), heads, headDim);
+        return;
+    }
+    const int hl = heads * headDim, width = 3 * hl;
+    RingAttention ring(m_cp, { B, static_cast<int>(m_seq) / 2, heads, heads, headDim });
+    c.lse.resize(static_cast<std::size_t>(B) * heads * m_seq);
+    ring.forward(c.qkv.data(), width, c.qkv.data() + hl, c.qkv.data() + 2 * hl, width, c.att.data(), hl, c.lse.data());
+}
+
+void GptStage::attentionBackward(BlockCache& c, float* dQkv, const float* dAtt, int B, int heads, int headDim)
+{
+    if (m_cpSize == 1) {
+        m_k.attentionBackward(dQkv, dAtt, c.qkv.data(), c.probs.data(), B, static_cast<int>(m_seq), heads, headDim);
+        return;
+    }
+    const int hl = heads * headDim, width = 3 * hl;
+    RingAttention ring(m_cp, { B, static_cast<int>(m_seq) / 2, heads, heads, headDim });
+    ring.backward(c.qkv.data(), width, c.qkv.data() + hl, c.qkv.data() + 2 * hl, width, c.att.data(), hl, dAtt,
+        c.lse.data(), dQkv, dQkv + hl, dQkv + 2 * hl);
+}
+
 std::vector<int> GptStage::blockParams(std::int64_t layer) const
 {
     const auto& b = m_block.at(layer);
@@ -88,7 +128,8 @@ void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const floa
     c.ln1Mean.resize(n);
     c.ln1Rstd.resize(n);
     c.qkv.resize(n * 3 * hl);
-    c.probs.resize(static_cast<std::size_t>(B) * Hl * m_seq * m_seq);
+    if (m_cpSize == 1)
+        c.probs.resize(static_cast<std::size_t>(B) * Hl * m_seq * m_seq);
     c.att.resize(n * hl);
     c.x2.resize(n * h);
     c.ln2.resize(n * h);
@@ -100,7 +141,7 @@ void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const floa
         c.ln1.data(), c.ln1Mean.data(), c.ln1Rstd.data(), in, m_params.value(p.ln1g), m_params.value(p.ln1b), T, h);
     m_k.gemm(false, false, T, 3 * hl, h, c.ln1.data(), m_params.value(p.wqkv), c.qkv.data(), false);
     m_k.addBias(c.qkv.data(), m_params.value(p.bqkv), T, 3 * hl);
-    m_k.attentionForward(c.att.data(), c.probs.data(), c.qkv.data(), B, static_cast<int>(m_seq), Hl, d);
+    attentionForward(c, B, Hl, d);
     m_k.gemm(false, false, T, h, hl, c.att.data(), m_params.value(p.wo), c.x2.data(), false);
     allReduce(c.x2.data(), n * h); // row-parallel: partial sums over the TP group
     m_k.addBias(c.x2.data(), m_params.value(p.bo), T, h);
@@ -155,7 +196,7 @@ void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const flo
     m_k.biasBackward(m_params.grad(p.bo), dX2.data(), T, h);
     m_k.gemm(true, false, hl, h, T, c.att.data(), dX2.data(), m_params.grad(p.wo), true);
     m_k.gemm(false, true, T, hl, h, dX2.data(), m_params.value(p.wo), dAtt.data(), false);
-    m_k.attentionBackward(dQkv.data(), dAtt.data(), c.qkv.data(), c.probs.data(), B, static_cast<int>(m_seq), Hl, d);
+    attentionBackward(c, dQkv.data(), dAtt.data(), B, Hl, d);
     m_k.biasBackward(m_params.grad(p.bqkv), dQkv.data(), T, 3 * hl);
     m_k.gemm(true, false, h, 3 * hl, T, c.ln1.data(), dQkv.data(), m_params.grad(p.wqkv), true);
     m_k.gemm(false, true, T, h, 3 * hl, dQkv.data(), m_params.value(p.wqkv), dLn1.data(), false);
@@ -187,7 +228,7 @@ double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, c
         allReduce(x.data(), n * h); // vocab-parallel: each token's row lives on one TP rank
         const float* wpe = m_params.value(m_wpe);
         for (int t = 0; t < T; ++t) {
-            const float* pos = wpe + static_cast<std::size_t>(t % m_seq) * h;
+            const float* pos = wpe + static_cast<std::size_t>(positionOf(t)) * h;
             for (int c = 0; c < h; ++c)
                 x[static_cast<std::size_t>(t) * h + c] += pos[c];
         }
@@ -302,7 +343,7 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
             if (tok >= 0 && tok < rowsLocal)
                 for (int c = 0; c < h; ++c)
                     dwte[tok * h + c] += g[c];
-            float* pos = dwpe + static_cast<std::size_t>(t % m_seq) * h;
+            float* pos = dwpe + static_cast<std::size_t>(positionOf(t)) * h;
             for (int c = 0; c < h; ++c)
                 pos[c] += g[c];
         }

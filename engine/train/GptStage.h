@@ -4,6 +4,7 @@
 #include "engine/plan/Layout.h"
 #include "engine/train/Kernels.h"
 #include "engine/train/Parameters.h"
+#include "engine/train/RingAttention.h"
 
 #include <cstdint>
 #include <functional>
@@ -29,6 +30,14 @@ public:
     // (with its all-reduces) during backward.
     GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize, comm::Communicator* tp,
         Kernels& kernels, bool fullRecompute);
+
+    // Context parallelism (call once, before the first forward): this rank holds chunks cpRank and
+    // 2·cp-1-cpRank of every sequence (RingAttention.h); attention runs as ring attention over `cp`, the
+    // position embedding reads the tokens' global positions, and micro-batches carry s/cp tokens a sequence.
+    void setContextParallel(comm::Communicator* cp, int cpRank, int cpSize);
+    // Global positions (0 .. s-1) of the tokens of one local sequence, in local order: what position
+    // embeddings (learned or rotary) must use.
+    std::int64_t positionOf(int localToken) const;
 
     ParamSet& params() { return m_params; }
     int tokensPerMicroBatch(int microBatch) const { return microBatch * static_cast<int>(m_seq); }
@@ -56,6 +65,7 @@ private:
     };
     struct BlockCache {
         std::vector<float> x, ln1, ln1Mean, ln1Rstd, qkv, probs, att, x2, ln2, ln2Mean, ln2Rstd, fc, act;
+        std::vector<float> lse; // ring attention (cp > 1): each row's log-sum-exp instead of probs
     };
     struct ChunkCache {
         int B = 0;
@@ -67,6 +77,9 @@ private:
     void blockForward(std::int64_t layer, BlockCache& c, int B, const float* in, float* out);
     void blockBackward(std::int64_t layer, BlockCache& c, int B, const float* dOut, float* dIn);
     void allReduce(float* data, std::size_t n, comm::ReduceOp op = comm::ReduceOp::Sum);
+    // Causal attention of a block's cached qkv into c.att: the one-rank kernel, or ring attention with cp > 1.
+    void attentionForward(BlockCache& c, int B, int heads, int headDim);
+    void attentionBackward(BlockCache& c, float* dQkv, const float* dAtt, int B, int heads, int headDim);
 
     std::int64_t m_h, m_heads, m_ffn, m_vocab, m_paddedVocab, m_seq;
     std::vector<Chunk> m_chunks;
@@ -78,6 +91,9 @@ private:
     std::map<std::int64_t, BlockParams> m_block;
     int m_wte = -1, m_wpe = -1, m_lnfg = -1, m_lnfb = -1;
     std::map<std::pair<int, int>, ChunkCache> m_cache;
+    comm::Communicator* m_cp = nullptr; // context parallelism: m_seq is then s/cp, the local tokens
+    int m_cpSize = 1;
+    std::vector<std::int64_t> m_positions; // empty: position t of a sequence is t
 };
 
 } // namespace loom::train
