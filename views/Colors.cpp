@@ -29,6 +29,9 @@ QColor eventColor(trace::EventKind kind, trace::GroupKind group)
             : group == trace::GroupKind::Pipeline ? colors::pipelineComm
             : group == trace::GroupKind::Context  ? colors::contextComm
                                                   : colors::dataComm;
+    case EventKind::Send:
+    case EventKind::Recv: // ring attention's K/V blocks on a CP group; other point-to-point stays neutral
+        return group == trace::GroupKind::Context ? colors::contextComm : colors::misc;
     default:
         return colors::misc;
     }

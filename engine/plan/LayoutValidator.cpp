@@ -371,7 +371,7 @@ private:
             || d.hasErrorAt("parallel"))
             return;
         for (const auto& note : RankGrid::forLayout(l).placementNotes())
-            d.warning("parallel.tp", note);
+            d.warning(note.rfind("a CP group", 0) == 0 ? "parallel.cp" : "parallel.tp", note);
     }
 
     // The planner's limit, as a rule: predict, simulate and search refuse what this refuses, and nothing else.
