@@ -15,8 +15,8 @@ QColor eventColor(trace::EventKind kind, trace::GroupKind group)
     case EventKind::Recompute:
         return colors::recompute;
     case EventKind::Send:
-    case EventKind::Recv:
-        return colors::pipelineComm;
+    case EventKind::Recv: // pipeline sends; ring attention's K/V blocks on a CP group
+        return group == trace::GroupKind::Context ? colors::contextComm : colors::pipelineComm;
     case EventKind::Optimizer:
         return colors::optimizer;
     case EventKind::Wait:
@@ -29,9 +29,6 @@ QColor eventColor(trace::EventKind kind, trace::GroupKind group)
             : group == trace::GroupKind::Pipeline ? colors::pipelineComm
             : group == trace::GroupKind::Context  ? colors::contextComm
                                                   : colors::dataComm;
-    case EventKind::Send:
-    case EventKind::Recv: // ring attention's K/V blocks on a CP group; other point-to-point stays neutral
-        return group == trace::GroupKind::Context ? colors::contextComm : colors::misc;
     default:
         return colors::misc;
     }

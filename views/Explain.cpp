@@ -54,10 +54,16 @@ QString stepTime(const plan::Layout& l, const plan::Prediction& p)
                        "schedule: compute %2 + exposed TP %3 + exposed PP %4 + bubble %5 + exposed DP %6 + optimizer "
                        "%7 = <b>%8</b>. Compute uses the device's peak (%9 TFLOP/s at %10) × a GEMM efficiency curve; "
                        "communication uses the α-β model of the links each group crosses.")
-        .arg(QString::fromStdString(std::string(plan::toString(l.parallel.schedule))), formatSeconds(p.compute),
-            formatSeconds(p.tpExposed), formatSeconds(p.ppExposed), formatSeconds(p.bubble), formatSeconds(p.dpExposed),
-            formatSeconds(p.optimizer), formatSeconds(p.stepTime), num(l.cluster.device.peakTflops(l.precision)),
-            QString::fromStdString(std::string(plan::toString(l.precision))));
+               .arg(QString::fromStdString(std::string(plan::toString(l.parallel.schedule))), formatSeconds(p.compute),
+                   formatSeconds(p.tpExposed), formatSeconds(p.ppExposed), formatSeconds(p.bubble),
+                   formatSeconds(p.dpExposed), formatSeconds(p.optimizer), formatSeconds(p.stepTime),
+                   num(l.cluster.device.peakTflops(l.precision)),
+                   QString::fromStdString(std::string(plan::toString(l.precision))))
+        + (l.parallel.cp > 1 ? QObject::tr(" With context parallelism the sum also holds the ring attention's "
+                                           "exposed exchange, %1 (cp = %2).")
+                                   .arg(formatSeconds(p.cpExposed))
+                                   .arg(l.parallel.cp)
+                             : QString());
 }
 
 QString tokensPerSecond(const plan::Layout& l, const plan::Prediction& p)
