@@ -66,6 +66,8 @@ QVariant CandidateModel::data(const QModelIndex& index, int role) const
         return sortKey ? QVariant(p.tflopsPerGpu) : QVariant(QLocale().toString(p.tflopsPerGpu, 'f', 1));
     case MemoryGB:
         return sortKey ? QVariant(p.memory.total()) : QVariant(QLocale().toString(p.memory.total(), 'f', 1));
+    case Cp:
+        return qlonglong(l.parallel.cp);
     }
     return {};
 }
@@ -75,7 +77,7 @@ QVariant CandidateModel::headerData(int section, Qt::Orientation orientation, in
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return QAbstractTableModel::headerData(section, orientation, role);
     static const char* names[] = { "#", "tp", "pp", "dp", "vpp", "mb", "schedule", "ZeRO", "recompute", "step",
-        "tokens/s", "TFLOP/s/GPU", "memory GB" };
+        "tokens/s", "TFLOP/s/GPU", "memory GB", "cp" };
     return section >= 0 && section < ColumnCount ? QVariant(tr(names[section])) : QVariant();
 }
 

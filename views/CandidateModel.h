@@ -24,6 +24,7 @@ public:
         TokensPerS,
         Tflops,
         MemoryGB,
+        Cp, // context parallelism (last, so the other columns keep their places)
         ColumnCount
     };
 

@@ -15,8 +15,8 @@ QColor eventColor(trace::EventKind kind, trace::GroupKind group)
     case EventKind::Recompute:
         return colors::recompute;
     case EventKind::Send:
-    case EventKind::Recv:
-        return colors::pipelineComm;
+    case EventKind::Recv: // pipeline sends; ring attention's K/V blocks on a CP group
+        return group == trace::GroupKind::Context ? colors::contextComm : colors::pipelineComm;
     case EventKind::Optimizer:
         return colors::optimizer;
     case EventKind::Wait:
@@ -27,10 +27,18 @@ QColor eventColor(trace::EventKind kind, trace::GroupKind group)
     case EventKind::Broadcast:
         return group == trace::GroupKind::Tensor  ? colors::tensorComm
             : group == trace::GroupKind::Pipeline ? colors::pipelineComm
+            : group == trace::GroupKind::Context  ? colors::contextComm
                                                   : colors::dataComm;
     default:
         return colors::misc;
     }
+}
+
+QPen contextGroupPen()
+{
+    QPen pen(colors::contextComm, 2.5, Qt::DashLine);
+    pen.setCapStyle(Qt::FlatCap);
+    return pen;
 }
 
 QColor stageColor(std::int64_t stage)

@@ -20,7 +20,13 @@ inline const QColor optimizer { 0xF0, 0xE4, 0x42 };
 inline const QColor idle { 0xD9, 0xD9, 0xD9 };
 inline const QColor misc { 0x99, 0x99, 0x99 };
 inline const QColor overBudget { 0xC0, 0x1F, 0x1F };
+// Context parallelism (ring attention's K/V exchange, CP groups on the map): a dark purple apart from the
+// Okabe–Ito event colours above.
+inline const QColor contextComm { 0x6A, 0x3D, 0x9A };
 } // namespace colors
+
+// How a CP group is outlined on the map and in its legend: dashed, in the context colour.
+QPen contextGroupPen();
 
 // The colour of an event by what it is (compute kind, or which parallel dimension a collective serves:
 // `group` is the kind of its GroupInfo, Other when unknown, which colours a collective as data-parallel).

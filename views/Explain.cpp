@@ -54,10 +54,16 @@ QString stepTime(const plan::Layout& l, const plan::Prediction& p)
                        "schedule: compute %2 + exposed TP %3 + exposed PP %4 + bubble %5 + exposed DP %6 + optimizer "
                        "%7 = <b>%8</b>. Compute uses the device's peak (%9 TFLOP/s at %10) × a GEMM efficiency curve; "
                        "communication uses the α-β model of the links each group crosses.")
-        .arg(QString::fromStdString(std::string(plan::toString(l.parallel.schedule))), formatSeconds(p.compute),
-            formatSeconds(p.tpExposed), formatSeconds(p.ppExposed), formatSeconds(p.bubble), formatSeconds(p.dpExposed),
-            formatSeconds(p.optimizer), formatSeconds(p.stepTime), num(l.cluster.device.peakTflops(l.precision)),
-            QString::fromStdString(std::string(plan::toString(l.precision))));
+               .arg(QString::fromStdString(std::string(plan::toString(l.parallel.schedule))), formatSeconds(p.compute),
+                   formatSeconds(p.tpExposed), formatSeconds(p.ppExposed), formatSeconds(p.bubble),
+                   formatSeconds(p.dpExposed), formatSeconds(p.optimizer), formatSeconds(p.stepTime),
+                   num(l.cluster.device.peakTflops(l.precision)),
+                   QString::fromStdString(std::string(plan::toString(l.precision))))
+        + (l.parallel.cp > 1 ? QObject::tr(" With context parallelism the sum also holds the ring attention's "
+                                           "exposed exchange, %1 (cp = %2).")
+                                   .arg(formatSeconds(p.cpExposed))
+                                   .arg(l.parallel.cp)
+                             : QString());
 }
 
 QString tokensPerSecond(const plan::Layout& l, const plan::Prediction& p)
@@ -126,6 +132,8 @@ QString stepPart(const plan::Layout& l, const plan::Prediction& p, const QString
             return p.compute;
         if (part == QLatin1String("tp"))
             return p.tpExposed;
+        if (part == QLatin1String("cp"))
+            return p.cpExposed;
         if (part == QLatin1String("pp"))
             return p.ppExposed;
         if (part == QLatin1String("dp"))
@@ -144,6 +152,15 @@ QString stepPart(const plan::Layout& l, const plan::Prediction& p, const QString
                            "activations over tp = %5 devices, 2(t−1)/t of the data over the link")
                    .arg(l.memory.recompute == plan::Recompute::Full ? 4 : 2)
                    .arg(big(x.b), big(x.s), big(x.h), big(x.t));
+    else if (part == QLatin1String("cp"))
+        what = l.parallel.cp > 1
+            ? QObject::tr("ring attention's exchange over cp = %1 devices not hidden behind the attention: per layer "
+                          "cp−1 = %2 K/V blocks of 2·b·(s/cp)·kv·d/t values forward and 2·cp−1 = %3 (K/V and their "
+                          "gradients) backward, each sent while a cp-th of the attention computes")
+                  .arg(l.parallel.cp)
+                  .arg(l.parallel.cp - 1)
+                  .arg(2 * l.parallel.cp - 1)
+            : QObject::tr("none: context parallelism is off (cp = 1)");
     else if (part == QLatin1String("pp"))
         what = QObject::tr("pipeline sends of b·s·h activations forward and gradients back at each of the %1 stage "
                            "boundaries, as far as they delay the critical stage")

@@ -56,13 +56,15 @@ EditResult withDegree(const plan::Layout& layout, Degree degree, std::int64_t va
     case Degree::Pp:
         (degree == Degree::Tp ? par.tp : par.pp) = value;
         if (devices > 0) {
-            if (devices % (par.tp * par.pp) != 0) {
-                out.refusal = name + "=" + to_string(value) + " leaves tp·pp = " + to_string(par.tp * par.pp)
+            const std::int64_t tcp = par.tp * par.cp * par.pp; // cp (1 unless context parallel) stays as it is
+            const std::string what = par.cp > 1 ? "tp·cp·pp" : "tp·pp";
+            if (devices % tcp != 0) {
+                out.refusal = name + "=" + to_string(value) + " leaves " + what + " = " + to_string(tcp)
                     + ", which does not divide the " + to_string(devices) + " devices of " + to_string(layout.nodes)
-                    + " node(s); choose tp·pp dividing " + to_string(devices) + ", or change the node count";
+                    + " node(s); choose " + what + " dividing " + to_string(devices) + ", or change the node count";
                 return out;
             }
-            par.dp = devices / (par.tp * par.pp);
+            par.dp = devices / tcp;
         }
         if (degree == Degree::Pp)
             par.stages.clear();
@@ -107,7 +109,7 @@ std::vector<std::pair<std::int64_t, std::string>> degreeChoices(const plan::Layo
                 values.insert(v);
     if (!layout.cluster.autoDevices()) {
         const std::int64_t devices = layout.nodes * layout.cluster.devicesPerNode;
-        const std::int64_t other = degree == Degree::Tp ? par.pp : degree == Degree::Pp ? par.tp : 0;
+        const std::int64_t other = (degree == Degree::Tp ? par.pp : degree == Degree::Pp ? par.tp : 0) * par.cp;
         if (other > 0 && devices % other == 0)
             for (std::int64_t v = 1; v <= std::min(limit, devices / other); ++v)
                 if ((devices / other) % v == 0)
@@ -115,8 +117,8 @@ std::vector<std::pair<std::int64_t, std::string>> degreeChoices(const plan::Layo
         if (degree == Degree::Dp && layout.cluster.devicesPerNode > 0)
             for (std::int64_t nodes = 1; nodes <= 2 * layout.nodes && values.size() < 64; ++nodes) {
                 const std::int64_t world = nodes * layout.cluster.devicesPerNode;
-                if (world % (par.tp * par.pp) == 0)
-                    values.insert(world / (par.tp * par.pp));
+                if (world % (par.tp * par.cp * par.pp) == 0)
+                    values.insert(world / (par.tp * par.cp * par.pp));
             }
     }
     values.insert(current);

@@ -36,6 +36,9 @@ void MapLegend::setLayout(const plan::Layout& layout, std::int64_t nodes)
         m_entries.push_back({ Entry::Swatch, {}, stageColor(4), tr("… %1 stages (colours repeat)").arg(pp) });
     if (layout.parallel.tp > 1)
         m_entries.push_back({ Entry::Outline, {}, {}, tr("TP group of %1").arg(layout.parallel.tp) });
+    if (layout.parallel.cp > 1) // its colour marks the CP outline (dashed, colors::contextComm)
+        m_entries.push_back({ Entry::Outline, {}, colors::contextComm,
+            tr("CP group of %1 (with its TP groups)").arg(layout.parallel.cp) });
     m_entries.push_back({ Entry::Bar, {}, QColor(0x33, 0x66, 0x33), tr("memory / capacity") });
     m_entries.push_back({ Entry::Bar, {}, colors::overBudget, tr("does not fit") });
     updateGeometry();
@@ -106,7 +109,7 @@ void MapLegend::paintEvent(QPaintEvent*)
             p.drawRect(mark);
             break;
         case Entry::Outline:
-            p.setPen(QPen(QColor(0x22, 0x22, 0x22), 2));
+            p.setPen(e.color.isValid() ? contextGroupPen() : QPen(QColor(0x22, 0x22, 0x22), 2));
             p.setBrush(Qt::NoBrush);
             p.drawRoundedRect(mark, 3, 3);
             break;

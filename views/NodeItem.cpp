@@ -75,6 +75,8 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
     }
     for (std::int64_t i = 0; i < m_scene->devicesPerNode(); ++i)
         paintCell(p, i, lod);
+    if (lod >= kCoarse && m_scene->layout().parallel.cp > 1)
+        paintCpOutlines(p);
     if (lod >= kCoarse && m_scene->layout().parallel.tp > 1)
         paintTpOutlines(p);
 }
@@ -123,7 +125,9 @@ void NodeItem::paintCell(QPainter* p, std::int64_t local, qreal lod) const
     f.setPointSizeF(7.5);
     p->setFont(f);
     p->drawText(text.translated(0, 14), Qt::AlignLeft | Qt::AlignVCenter,
-        QStringLiteral("s%1 t%2").arg(d.coord.pp).arg(d.coord.tp));
+        m_scene->layout().parallel.cp > 1
+            ? QStringLiteral("s%1 t%2 c%3").arg(d.coord.pp).arg(d.coord.tp).arg(d.coord.cp)
+            : QStringLiteral("s%1 t%2").arg(d.coord.pp).arg(d.coord.tp));
     p->drawText(text.translated(0, 28), Qt::AlignLeft | Qt::AlignVCenter, QStringLiteral("dp %1").arg(d.coord.dp));
 }
 
@@ -139,11 +143,33 @@ void NodeItem::paintTpOutlines(QPainter* p) const
     for (std::int64_t i = 1; i <= n; ++i) {
         const DeviceView& a = m_scene->device(m_node, start);
         const bool breakHere = i == n || i % cols == 0 || m_scene->device(m_node, i).rank < 0 || a.rank < 0
-            || m_scene->device(m_node, i).coord.pp != a.coord.pp || m_scene->device(m_node, i).coord.dp != a.coord.dp;
+            || m_scene->device(m_node, i).coord.pp != a.coord.pp || m_scene->device(m_node, i).coord.dp != a.coord.dp
+            || m_scene->device(m_node, i).coord.cp != a.coord.cp;
         if (!breakHere)
             continue;
         if (a.rank >= 0)
             p->drawRoundedRect(cellRect(start).united(cellRect(i - 1)).adjusted(-1.5, -1.5, 1.5, 1.5), 5, 5);
+        start = i;
+    }
+}
+
+void NodeItem::paintCpOutlines(QPainter* p) const
+{
+    // A CP group's ranks are tp apart (cp varies right after tp), so its tp·cp ranks with one (pp, dp) form a
+    // run of devices: outline each run of a row, dashed in the context colour, a little outside the TP outlines.
+    p->setPen(contextGroupPen());
+    p->setBrush(Qt::NoBrush);
+    const std::int64_t n = m_scene->devicesPerNode();
+    const int cols = m_scene->columnsPerNode();
+    std::int64_t start = 0;
+    for (std::int64_t i = 1; i <= n; ++i) {
+        const DeviceView& a = m_scene->device(m_node, start);
+        const bool breakHere = i == n || i % cols == 0 || m_scene->device(m_node, i).rank < 0 || a.rank < 0
+            || m_scene->device(m_node, i).coord.pp != a.coord.pp || m_scene->device(m_node, i).coord.dp != a.coord.dp;
+        if (!breakHere)
+            continue;
+        if (a.rank >= 0)
+            p->drawRoundedRect(cellRect(start).united(cellRect(i - 1)).adjusted(-4, -4, 4, 4), 7, 7);
         start = i;
     }
 }

@@ -27,6 +27,7 @@ protected:
 private:
     void paintCell(QPainter* p, std::int64_t local, qreal lod) const;
     void paintTpOutlines(QPainter* p) const;
+    void paintCpOutlines(QPainter* p) const;
 
     const TopologyScene* m_scene;
     std::int64_t m_node;

@@ -24,6 +24,7 @@ struct PartStyle {
 const PartStyle kSplit[] = {
     { "compute", QT_TRANSLATE_NOOP("PredictionPanel", "compute"), colors::forward },
     { "tp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed TP comm."), colors::tensorComm },
+    { "cp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed CP comm."), colors::contextComm },
     { "pp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed PP comm."), colors::pipelineComm },
     { "dp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed DP comm."), colors::dataComm },
     { "bubble", QT_TRANSLATE_NOOP("PredictionPanel", "bubble"), colors::idle },
@@ -164,7 +165,7 @@ void PredictionPanel::setAnalysis(const LayoutAnalysis& a)
         explain::memory(l, p, QStringLiteral("total")));
     label(QStringLiteral("memory"))->setStyleSheet(p.fits ? QString() : QStringLiteral("color: #C01F1F;"));
 
-    const double parts[] = { p.compute, p.tpExposed, p.ppExposed, p.dpExposed, p.bubble, p.optimizer };
+    const double parts[] = { p.compute, p.tpExposed, p.cpExposed, p.ppExposed, p.dpExposed, p.bubble, p.optimizer };
     std::vector<StackedBar::Part> split;
     for (std::size_t i = 0; i < std::size(kSplit); ++i) {
         const QString key = QString::fromLatin1(kSplit[i].key);

@@ -21,7 +21,7 @@ namespace loom::views {
 
 namespace {
 
-enum MergeId { MergeVpp = 1, MergeMicro, MergeGlobal, MergeTopk, MergeBucket, MergeChunk, MergeNodes };
+enum MergeId { MergeVpp = 1, MergeMicro, MergeGlobal, MergeTopk, MergeBucket, MergeChunk, MergeNodes, MergeCp };
 
 QString name(Degree d)
 {
@@ -126,6 +126,14 @@ void StrategyPanel::build()
     parForm->addRow(tr("Tensor (tp)"), m_tp);
     parForm->addRow(tr("Pipeline (pp)"), m_pp);
     parForm->addRow(tr("Data (dp)"), m_dp);
+    m_cp = spin(1, 1024);
+    m_cp->setObjectName(QStringLiteral("cp"));
+    m_cp->setToolTip(tr("Context parallel: each sequence split over cp devices in 2·cp chunks (device i holds chunks "
+                        "i and 2·cp−1−i, so causal attention work is even). Attention runs as ring attention: K/V "
+                        "blocks travel around the CP group while each block computes (cp−1 sends forward, 2·cp−1 "
+                        "backward), and activations shrink by cp. For long sequences; seq_len must divide into 2·cp "
+                        "chunks. Gradients are reduced over dp·cp ranks."));
+    parForm->addRow(tr("Context (cp)"), m_cp);
     m_vpp = spin(1, 64);
     m_vpp->setToolTip(tr("Virtual stages (model chunks) per pipeline rank for the interleaved schedule: bubble "
                          "(p−1)/(v·m) of the ideal time, at v× the pipeline traffic."));
@@ -259,8 +267,9 @@ void StrategyPanel::build()
             next.nodes = 1;
         if (!spec->autoDevices()) {
             const std::int64_t devices = next.nodes * spec->devicesPerNode;
-            if (devices % (next.parallel.tp * next.parallel.pp) == 0)
-                next.parallel.dp = devices / (next.parallel.tp * next.parallel.pp);
+            const std::int64_t tcp = next.parallel.tp * next.parallel.cp * next.parallel.pp;
+            if (devices % tcp == 0)
+                next.parallel.dp = devices / tcp;
         }
         requestEdit(next, tr("Use cluster %1").arg(QString::fromStdString(n)));
     });
@@ -270,10 +279,10 @@ void StrategyPanel::build()
         const auto& c = next.cluster;
         if (!c.autoDevices()) {
             const std::int64_t devices = std::int64_t(nodes) * c.devicesPerNode;
-            const std::int64_t tpp = next.parallel.tp * next.parallel.pp;
+            const std::int64_t tpp = next.parallel.tp * next.parallel.cp * next.parallel.pp;
             if (devices % tpp != 0) {
-                refuse(tr("%1 node(s) of %2 devices cannot be split into tp·pp = %3 groups; choose a node count whose "
-                          "%2·nodes devices tp·pp divides")
+                refuse(tr("%1 node(s) of %2 devices cannot be split into tp·cp·pp = %3 groups; choose a node count "
+                          "whose %2·nodes devices tp·cp·pp divides")
                            .arg(nodes)
                            .arg(c.devicesPerNode)
                            .arg(tpp));
@@ -283,6 +292,27 @@ void StrategyPanel::build()
             next.parallel.dp = devices / tpp;
         }
         requestEdit(next, tr("Use %1 node(s)").arg(nodes), MergeNodes);
+    });
+    connect(m_cp, &QSpinBox::valueChanged, this, [this](int cp) {
+        Layout next = m_layout;
+        next.parallel.cp = cp;
+        const auto& c = next.cluster;
+        if (!c.autoDevices()) { // keep the devices: dp follows from nodes × devices ÷ (tp·cp·pp)
+            const std::int64_t devices = next.nodes * c.devicesPerNode;
+            const std::int64_t tcp = next.parallel.tp * next.parallel.cp * next.parallel.pp;
+            if (devices % tcp != 0) {
+                refuse(tr("cp=%1 makes tp·cp·pp = %2, which does not divide the %3 devices of %4 node(s); choose a cp "
+                          "that does, or change tp, pp or the node count")
+                           .arg(cp)
+                           .arg(tcp)
+                           .arg(devices)
+                           .arg(next.nodes));
+                setLayout(m_layout);
+                return;
+            }
+            next.parallel.dp = devices / tcp;
+        }
+        requestEdit(next, tr("Set cp to %1").arg(cp), MergeCp);
     });
     connect(m_vpp, &QSpinBox::valueChanged, this,
         [this](int v) { requestEdit(withVpp(m_layout, v), tr("Set vpp to %1").arg(v), MergeVpp); });
@@ -403,6 +433,7 @@ void StrategyPanel::setLayout(const plan::Layout& layout)
     m_nodes->setValue(int(layout.nodes));
     m_nodes->setEnabled(layout.cluster.interNode.has_value());
     const auto& p = layout.parallel;
+    m_cp->setValue(int(p.cp));
     m_vpp->setValue(int(p.vpp));
     m_vpp->setEnabled(p.schedule == plan::ScheduleKind::Interleaved);
     m_microBatch->setValue(int(p.microBatch));

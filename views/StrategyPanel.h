@@ -56,6 +56,7 @@ private:
     QComboBox* m_order = nullptr; // rank order (which dimension varies fastest)
     QCheckBox* m_sp = nullptr; // parallel.sp
     QComboBox* m_attention = nullptr; // memory.attention
+    QSpinBox* m_cp = nullptr; // parallel.cp (context parallelism)
 };
 
 } // namespace loom::views

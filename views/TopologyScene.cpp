@@ -115,8 +115,8 @@ void TopologyScene::fill(const plan::Prediction* prediction)
     m_devices.assign(std::size_t(m_nodes * m_devicesPerNode), DeviceView {});
     if (m_world <= 0 || m_layout.parallel.tp < 1 || m_layout.parallel.pp < 1 || m_layout.parallel.dp < 1)
         return;
-    const plan::RankGrid grid(
-        m_layout.parallel.tp, m_layout.parallel.pp, m_layout.parallel.dp, m_devicesPerNode, m_layout.parallel.order);
+    const plan::RankGrid grid(m_layout.parallel.tp, m_layout.parallel.pp, m_layout.parallel.dp, m_devicesPerNode,
+        m_layout.parallel.order, std::max<std::int64_t>(1, m_layout.parallel.cp));
     const std::int64_t used = std::min<std::int64_t>(m_world, std::int64_t(m_devices.size()));
     for (std::int64_t r = 0; r < used; ++r) {
         DeviceView& d = m_devices[std::size_t(r)];
@@ -175,7 +175,21 @@ QString TopologyScene::deviceToolTip(std::int64_t node, std::int64_t local) cons
                  gb(m_layout.cluster.device.memoryGB));
     if (d.rank < 0)
         return s + tr("<br>not used by this layout (it runs %1 ranks)").arg(m_world);
-    s += tr("<br>rank %1 &nbsp;(tp %2, pp %3, dp %4)").arg(d.rank).arg(d.coord.tp).arg(d.coord.pp).arg(d.coord.dp);
+    if (m_layout.parallel.cp > 1)
+        s += tr("<br>rank %1 &nbsp;(tp %2, cp %3, pp %4, dp %5)")
+                 .arg(d.rank)
+                 .arg(d.coord.tp)
+                 .arg(d.coord.cp)
+                 .arg(d.coord.pp)
+                 .arg(d.coord.dp)
+            + tr("<br>context parallel: holds chunks %1 and %2 of the %3 of each sequence (ring attention over a CP "
+                 "group of %4)")
+                  .arg(d.coord.cp)
+                  .arg(2 * m_layout.parallel.cp - 1 - d.coord.cp)
+                  .arg(2 * m_layout.parallel.cp)
+                  .arg(m_layout.parallel.cp);
+    else
+        s += tr("<br>rank %1 &nbsp;(tp %2, pp %3, dp %4)").arg(d.rank).arg(d.coord.tp).arg(d.coord.pp).arg(d.coord.dp);
     const auto ranges = m_layout.stageRanges();
     QStringList stages;
     for (std::int64_t vs : d.virtualStages) {

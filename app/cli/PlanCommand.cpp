@@ -43,7 +43,8 @@ int predictCommand(CliContext& context, const QString& file, bool json)
             { "bubble_fraction", p.bubbleFraction }, { "bubble_theory", p.bubbleTheory },
             { "step_split_s",
                 { { "compute", p.compute }, { "tp_exposed", p.tpExposed }, { "pp_exposed", p.ppExposed },
-                    { "bubble", p.bubble }, { "dp_exposed", p.dpExposed }, { "optimizer", p.optimizer } } },
+                    { "bubble", p.bubble }, { "dp_exposed", p.dpExposed }, { "optimizer", p.optimizer },
+                    { "cp_exposed", p.cpExposed } } },
             { "memory_gb",
                 { { "params", p.memory.params }, { "grads", p.memory.grads }, { "optimizer", p.memory.optimizer },
                     { "activations", p.memory.activations }, { "reserve", p.memory.reserve },
@@ -55,15 +56,18 @@ int predictCommand(CliContext& context, const QString& file, bool json)
     }
     auto& o = context.out;
     o << "layout " << l.name << ": " << l.parallel.worldSize() << " × " << l.cluster.device.name
-      << " (tp=" << l.parallel.tp << " pp=" << l.parallel.pp << " dp=" << l.parallel.dp << ", "
-      << plan::toString(l.parallel.schedule) << ", " << l.parallel.microBatches() << " micro-batches of "
-      << l.parallel.microBatch << ")\n";
+      << " (tp=" << l.parallel.tp << (l.parallel.cp > 1 ? " cp=" + std::to_string(l.parallel.cp) : std::string())
+      << " pp=" << l.parallel.pp << " dp=" << l.parallel.dp << ", " << plan::toString(l.parallel.schedule) << ", "
+      << l.parallel.microBatches() << " micro-batches of " << l.parallel.microBatch << ")\n";
     o << "  step time      " << fixed(p.stepTime, 3) << " s   (" << fixed(p.tokensPerSecond, 0) << " tokens/s)\n";
     o << "  per GPU        " << fixed(p.tflopsPerGpu, 1) << " TFLOP/s of model FLOPs, MFU " << fixed(100 * p.mfu, 1)
       << " %\n";
     o << "  step split     compute " << fixed(p.compute, 3) << " s, TP comm " << fixed(p.tpExposed, 3) << " s, PP comm "
       << fixed(p.ppExposed, 3) << " s, bubble " << fixed(p.bubble, 3) << " s, DP comm " << fixed(p.dpExposed, 3)
-      << " s, optimizer " << fixed(p.optimizer, 3) << " s\n";
+      << " s, optimizer " << fixed(p.optimizer, 3) << " s";
+    if (l.parallel.cp > 1)
+        o << ", CP comm " << fixed(p.cpExposed, 3) << " s";
+    o << "\n";
     o << "  bubble         " << fixed(100 * p.bubbleFraction, 1) << " % of the step (closed form "
       << fixed(100 * p.bubbleTheory, 1) << " %: (p-1)/(v·m+p-1))\n";
     o << "  memory/device  params " << fixed(p.memory.params, 2) << " GB, grads " << fixed(p.memory.grads, 2)
@@ -141,7 +145,7 @@ std::string searchAdvice(const plan::SearchResult& r, long long devices, long lo
 int searchCommand(CliContext& context, const QStringList& args, bool json)
 {
     QString model, cluster;
-    long long nodes = 0, batch = 0, top = 5;
+    long long nodes = 0, batch = 0, top = 5, seqLen = 0;
     QString precision = QStringLiteral("bf16");
     for (int i = 0; i + 1 < args.size(); i += 2) {
         const QString& k = args[i];
@@ -159,6 +163,8 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
             top = v.toLongLong(&ok);
         else if (k == QLatin1String("--precision"))
             precision = v;
+        else if (k == QLatin1String("--seq-len")) // a longer context than the profile's (context parallelism)
+            ok = (seqLen = v.toLongLong(&ok)) >= 1 && seqLen <= (1LL << 24);
         else
             ok = false;
         if (!ok) {
@@ -169,7 +175,7 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
     if (args.size() % 2 || model.isEmpty() || cluster.isEmpty() || nodes < 1 || batch < 1 || top < 1
         || !plan::precisionFromString(precision.toStdString())) {
         context.err << "usage: loom plan search --model M --cluster C --nodes N --global-batch B [--top K] "
-                       "[--precision fp32|fp16|bf16] [--json]\n";
+                       "[--precision fp32|fp16|bf16] [--seq-len S] [--json]\n";
         return ExitUsage;
     }
     plan::SearchRequest request;
@@ -184,6 +190,10 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
     }
     request.model = *m;
     request.modelProfile = model.toStdString();
+    if (seqLen > 0 && seqLen != m->seqLen) { // the layouts then carry the model inline, with its new length
+        request.model.seqLen = seqLen;
+        request.modelProfile.clear();
+    }
     request.cluster = *c;
     request.clusterProfile = cluster.toStdString();
     request.nodes = nodes;
@@ -221,8 +231,9 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
     for (const auto& cand : result.ranked) {
         const auto& l = cand.layout;
         const auto& p = cand.prediction;
-        context.out << "  " << ++rank << ". tp=" << l.parallel.tp << " pp=" << l.parallel.pp << " dp=" << l.parallel.dp
-                    << " " << plan::toString(l.parallel.schedule)
+        context.out << "  " << ++rank << ". tp=" << l.parallel.tp
+                    << (l.parallel.cp > 1 ? " cp=" + std::to_string(l.parallel.cp) : std::string())
+                    << " pp=" << l.parallel.pp << " dp=" << l.parallel.dp << " " << plan::toString(l.parallel.schedule)
                     << (l.parallel.schedule == plan::ScheduleKind::Interleaved
                                ? " vpp=" + std::to_string(l.parallel.vpp)
                                : "")
@@ -252,9 +263,10 @@ int planCommand(CliContext& context, const QStringList& argsIn)
         return searchCommand(context, args.mid(1), json);
     if (args.value(0) == QLatin1String("calibrate"))
         return calibrateCommand(context, args.mid(1), json);
-    context.err << "usage: loom plan predict LAYOUT.json [--json]\n"
-                   "       loom plan search --model M --cluster C --nodes N --global-batch B [--top K] [--json]\n"
-                   "       loom plan calibrate TRACE.json --cluster C [--name NAME] [--json]\n";
+    context.err
+        << "usage: loom plan predict LAYOUT.json [--json]\n"
+           "       loom plan search --model M --cluster C --nodes N --global-batch B [--top K] [--seq-len S] [--json]\n"
+           "       loom plan calibrate TRACE.json --cluster C [--name NAME] [--json]\n";
     return ExitUsage;
 }
 

@@ -89,6 +89,7 @@ GridCommunicators CommRuntime::makeGrid(const plan::RankGrid& grid, trace::Trace
     out.tensor = device(std::move(host.tensor), plan::GroupKind::Tensor);
     out.pipeline = device(std::move(host.pipeline), plan::GroupKind::Pipeline);
     out.data = device(std::move(host.data), plan::GroupKind::Data);
+    out.context = device(std::move(host.context), plan::GroupKind::Context);
     return out;
 #else
     return host;

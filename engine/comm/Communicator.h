@@ -37,7 +37,7 @@ struct CollectiveOptions {
     ErrorFeedback* feedback = nullptr; // lossy codecs: residual carried across calls (null = no feedback)
 };
 
-// A group of ranks that talk to each other: each TP, PP and DP group of the rank grid is one.
+// A group of ranks that talk to each other: each TP, CP, PP and DP group of the rank grid is one.
 //
 // Every call returns at once with a Work; operations of one communicator run in the order they were called
 // (collectives must be called in the same order on every member, as with MPI and NCCL). Point-to-point
@@ -86,11 +86,15 @@ public:
 // The TP, PP and DP communicators of this rank, and the world. The world is the control plane (clock
 // alignment, trace gathering, checkpoint agreement, the loss, stop flags): it works on host memory with
 // every backend. Made by makeGridCommunicators() (engine/comm/Backends.h) for the layout's backend.
+// `data` sums gradients: the DP group, or with context parallelism the dp·cp ranks of
+// RankGrid::gradientGroupOf (Megatron's dp-cp group; index = dp·cp + cp coordinate). `context` is the CP
+// group (ring attention's K/V exchange; one rank when cp = 1).
 struct GridCommunicators {
     std::unique_ptr<Communicator> world;
     std::unique_ptr<Communicator> tensor;
     std::unique_ptr<Communicator> pipeline;
     std::unique_ptr<Communicator> data;
+    std::unique_ptr<Communicator> context;
 };
 
 } // namespace loom::comm

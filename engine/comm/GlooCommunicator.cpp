@@ -439,7 +439,7 @@ GridCommunicators makeGlooGridCommunicators(const plan::RankGrid& grid, trace::T
     const ProcessStart& start, const GlooEndpoint& endpoint, CommConfig config)
 {
     if (start.size != grid.size())
-        throw CommError("the layout has " + std::to_string(grid.size()) + " ranks (tp·pp·dp) but " + start.source
+        throw CommError("the layout has " + std::to_string(grid.size()) + " ranks (tp·cp·pp·dp) but " + start.source
             + " started " + std::to_string(start.size) + "; start " + std::to_string(grid.size()) + " processes");
     const std::int64_t rank = start.rank;
     GridCommunicators out;
@@ -453,7 +453,7 @@ GridCommunicators makeGlooGridCommunicators(const plan::RankGrid& grid, trace::T
     auto make = [&](plan::GroupKind kind) -> std::unique_ptr<Communicator> {
         std::vector<std::int32_t> members;
         int me = 0;
-        for (auto m : grid.groupOf(kind, rank)) {
+        for (auto m : gridCommMembers(grid, kind, rank)) {
             if (m == rank)
                 me = static_cast<int>(members.size());
             members.push_back(static_cast<std::int32_t>(m));
@@ -465,6 +465,7 @@ GridCommunicators makeGlooGridCommunicators(const plan::RankGrid& grid, trace::T
     out.tensor = make(plan::GroupKind::Tensor);
     out.pipeline = make(plan::GroupKind::Pipeline);
     out.data = make(plan::GroupKind::Data);
+    out.context = make(plan::GroupKind::Context);
     return out;
 }
 

@@ -406,11 +406,11 @@ GridCommunicators makeMpiGridCommunicators(
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size != grid.size())
-        throw CommError("the layout has " + std::to_string(grid.size()) + " ranks (tp·pp·dp) but mpirun started "
+        throw CommError("the layout has " + std::to_string(grid.size()) + " ranks (tp·cp·pp·dp) but mpirun started "
             + std::to_string(size) + "; start it with -np " + std::to_string(grid.size()));
     const plan::RankCoord me = grid.coordOf(rank);
     auto make = [&](plan::GroupKind kind, std::int64_t key) {
-        const auto members = grid.groupOf(kind, rank);
+        const auto members = gridCommMembers(grid, kind, rank);
         MPI_Comm split;
         MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(members.front()), static_cast<int>(key), &split);
         std::unique_ptr<Communicator> c = std::make_unique<MpiCommunicator>(
@@ -425,7 +425,8 @@ GridCommunicators makeMpiGridCommunicators(
     out.world = std::move(world);
     out.tensor = make(plan::GroupKind::Tensor, me.tp);
     out.pipeline = make(plan::GroupKind::Pipeline, me.pp);
-    out.data = make(plan::GroupKind::Data, me.dp);
+    out.data = make(plan::GroupKind::Data, me.dp * grid.cp() + me.cp);
+    out.context = make(plan::GroupKind::Context, me.cp);
     return out;
 }
 

@@ -42,8 +42,10 @@ std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
     const std::int64_t t = l.parallel.tp;
     const std::vector<StageRange> ranges = l.stageRanges();
     const std::int64_t virtualStages = l.parallel.pp * chunks;
-    const double T = double(l.parallel.microBatch * m.seqLen), h = double(m.hidden), s = double(m.seqLen),
-                 V = double(m.paddedVocab());
+    // T: the tokens of a micro-batch on this rank (s/cp of each sequence with context parallelism); the
+    // attention of each of them still reads all s keys, so its FLOPs are 4·T·s·h (1/cp of the sequence's).
+    const double T = double(l.parallel.microBatch * m.seqLen / l.parallel.cp), h = double(m.hidden),
+                 s = double(m.seqLen), V = double(m.paddedVocab());
     // FLOPs run at peak · max · shape; dividing by the shape leaves what peak · max must do.
     const double shape = dev.gemmMax > 0 ? gemmEfficiency(dev, h / double(t), T) / dev.gemmMax : 1.0;
     const double layerFlops = (2.0 * T * blockMatmulParameters(m) + 4.0 * T * s * h) / double(t) / shape;
@@ -57,7 +59,7 @@ std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
     // (Korthikanti et al.'s count) once in and once out; it weighs most where h is small.
     const double layerBytes = 2.0
         * layerActivationBytes(m, l.parallel.microBatch, t, l.parallel.sp, Attention::Materialized, Recompute::None)
-        * (l.precision == Precision::Fp32 ? 2.0 : 1.0);
+        / double(l.parallel.cp) * (l.precision == Precision::Fp32 ? 2.0 : 1.0);
     const double headFlops = 2.0 * T * h * V / double(t) / shape;
     const bool full = l.memory.recompute == Recompute::Full;
     std::vector<StageWork> out(static_cast<std::size_t>(virtualStages));
@@ -136,7 +138,8 @@ namespace {
 
 // Everything the replay and the estimate share: per-virtual-stage costs, links and sizes.
 struct Costs {
-    std::int64_t t, p, d, b, v, mb, virtualStages;
+    std::int64_t t, p, d, b, v, mb, virtualStages; // d: the ranks that reduce gradients together, dp·cp
+    std::int64_t cp = 1;
     double actBytes, peak, T, h, s, V;
     std::vector<StageCost> stage;
     double p2p = 0;
@@ -171,8 +174,29 @@ double exposedBeside(const Layout& l, double comm, double compute)
     return l.comm.overlap ? std::max(0.0, comm - compute) : comm;
 }
 
+// Ring attention on a stage of `layers` layers: the exposed and the whole exchange per op (StageCost's cp
+// fields), from the block time on the CP link and the attention compute that hides it (docs/planner.md).
+void ringAttentionCosts(const Layout& l, const Costs& c, const LinkSpec& link, double layers, StageCost& sc)
+{
+    const ModelSpec& m = l.model;
+    const DeviceSpec& dev = l.cluster.device;
+    const RingAttentionVolume vol = ringAttentionVolume(m, c.b, c.t, c.cp, c.actBytes);
+    const double step = link.latencyUs * 1e-6 + vol.blockBytes / (link.bandwidthGBs * 1e9);
+    const double shape = dev.gemmMax > 0 ? gemmEfficiency(dev, c.h / double(c.t), c.T) / dev.gemmMax : 1.0;
+    const double attention = 4.0 * c.T * c.s * c.h / double(c.t) / shape / (c.peak * dev.gemmMax); // forward
+    const bool flash = l.memory.attention == Attention::Flash;
+    const double attentionBackward = (flash ? 2.5 : 2.0) * attention; // flash recomputes the scores
+    const double full = l.memory.recompute == Recompute::Full ? 1.0 : 0.0;
+    sc.forwardCp = layers * ringExposedForward(c.cp, step, attention);
+    sc.backwardCp = layers * (ringExposedBackward(c.cp, step, attentionBackward) + full * sc.forwardCp / layers);
+    sc.forwardCpComm = layers * double(vol.forwardBlocks) * step;
+    sc.backwardCpComm = layers * (double(vol.backwardBlocks) + full * double(vol.forwardBlocks)) * step;
+    sc.forwardCpBytes = layers * vol.forwardBytes();
+    sc.backwardCpBytes = layers * (vol.backwardBytes() + full * vol.forwardBytes());
+}
+
 Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, std::int64_t chunks,
-    std::int64_t microBatches, std::int64_t dpSpan = 1)
+    std::int64_t microBatches, std::int64_t dpSpan = 1, std::int64_t cpSpan = 1)
 {
     Costs c;
     const ModelSpec& m = l.model;
@@ -180,7 +204,8 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
     const DeviceSpec& dev = l.cluster.device;
     c.t = par.tp;
     c.p = par.pp;
-    c.d = par.dp;
+    c.cp = par.cp;
+    c.d = par.dp * par.cp;
     c.b = par.microBatch;
     c.v = chunks;
     c.mb = microBatches;
@@ -188,7 +213,7 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
     c.virtualStages = c.p * c.v;
     c.actBytes = l.precision == Precision::Fp32 ? 4.0 : 2.0;
     c.peak = dev.peakTflops(l.precision) * 1e12;
-    c.T = double(c.b * m.seqLen);
+    c.T = double(c.b * m.seqLen / c.cp);
     c.h = double(m.hidden);
     c.s = double(m.seqLen);
     c.V = double(m.paddedVocab());
@@ -224,8 +249,10 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
             sc.forwardDp = exposedBeside(l, sc.forwardGather, computeF);
             sc.backwardDp = exposedBeside(l, sc.backwardGather, computeB);
         }
-        sc.forward = computeF + sc.forwardTp + sc.forwardDp;
-        sc.backward = computeB + sc.backwardTp + sc.backwardDp;
+        if (c.cp > 1 && layers > 0)
+            ringAttentionCosts(l, c, linkOf(l, cpSpan), layers, sc);
+        sc.forward = computeF + sc.forwardTp + sc.forwardDp + sc.forwardCp;
+        sc.backward = computeB + sc.backwardTp + sc.backwardDp + sc.backwardCp;
     }
     const LinkSpec& ppLink = linkOf(l, ppSpan);
     c.p2p = c.p > 1 ? ppLink.latencyUs * 1e-6 + c.T * c.h * c.actBytes / (ppLink.bandwidthGBs * 1e9) : 0.0;
@@ -273,8 +300,10 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
     const bool sp = l.parallel.sp;
     const Attention attention = l.memory.attention;
     const double width = mixed ? 1.0 : 2.0;
-    const double perLayerAct = layerActivationBytes(m, c.b, c.t, sp, attention, l.memory.recompute) * width;
-    const double fullLayerAct = layerActivationBytes(m, c.b, c.t, sp, attention, Recompute::None) * width;
+    // Context parallelism keeps s/cp of each sequence's activations (and s/cp rows of any scores) per rank.
+    const double cp = double(c.cp);
+    const double perLayerAct = layerActivationBytes(m, c.b, c.t, sp, attention, l.memory.recompute) * width / cp;
+    const double fullLayerAct = layerActivationBytes(m, c.b, c.t, sp, attention, Recompute::None) * width / cp;
     const double params = paramsOfRank(l, c, r);
     double layers = 0;
     for (std::int64_t ch = 0; ch < c.v; ++ch)
@@ -316,7 +345,7 @@ struct EndOfStep {
 };
 EndOfStep endOfStep(const Layout& l, double params, const LinkSpec& link, std::int64_t nodesSpanned)
 {
-    const std::int64_t d = l.parallel.dp;
+    const std::int64_t d = l.parallel.dp * l.parallel.cp; // a CP group's gradients are reduced like replicas
     const double width = l.precision == Precision::Fp32 ? 4.0 : 2.0;
     EndOfStep e;
     if (l.memory.zero <= 1)
@@ -359,9 +388,9 @@ Prediction predict(const Layout& l, bool withEvents)
     const DeviceSpec& dev = l.cluster.device;
     const std::int64_t chunks = par.schedule == ScheduleKind::Interleaved ? par.vpp : 1;
     const RankGrid grid = RankGrid::forLayout(l);
-    const std::int64_t dpSpan = grid.maxNodesSpanned(GroupKind::Data);
+    const std::int64_t dpSpan = grid.gradientNodesSpanned();
     const Costs c = computeCosts(l, grid.maxNodesSpanned(GroupKind::Tensor), grid.maxNodesSpanned(GroupKind::Pipeline),
-        chunks, par.microBatches(), dpSpan);
+        chunks, par.microBatches(), dpSpan, par.cp > 1 ? grid.maxNodesSpanned(GroupKind::Context) : 1);
     const std::int64_t p = c.p, d = c.d, v = c.v, mb = c.mb;
     const double T = c.T, h = c.h, s = c.s, actBytes = c.actBytes, p2p = c.p2p;
     const auto& cost = c.stage;
@@ -374,6 +403,7 @@ Prediction predict(const Layout& l, bool withEvents)
     naming.tpSize = static_cast<std::int32_t>(c.t);
     naming.dpSize = static_cast<std::int32_t>(std::min<std::int64_t>(d, std::numeric_limits<std::int32_t>::max()));
     naming.sequenceParallel = par.sp;
+    naming.cpSize = static_cast<std::int32_t>(c.cp);
     const PipelineTimes pipe
         = simulatePipeline(par.schedule, p, chunks, mb, cost, p2p, &naming, withEvents ? &out.events : nullptr);
     const auto& withTransfers = pipe.withTransfers;
@@ -445,7 +475,8 @@ Prediction predict(const Layout& l, bool withEvents)
     const auto& critNoP2p = noTransfers[static_cast<std::size_t>(critical)];
     out.stepTime = stepEnd;
     out.tpExposed = crit.tp;
-    out.compute = crit.busy - crit.tp - crit.dp;
+    out.cpExposed = crit.cp;
+    out.compute = crit.busy - crit.tp - crit.dp - crit.cp;
     out.ppExposed = std::max(0.0, crit.end - critNoP2p.end);
     out.bubble = std::max(0.0, critNoP2p.end - critNoP2p.busy);
     out.dpExposed = dpTime[static_cast<std::size_t>(critical)] + crit.dp;
@@ -478,46 +509,52 @@ Estimate estimate(const Layout& l)
     const auto& par = l.parallel;
     const DeviceSpec& dev = l.cluster.device;
     const std::int64_t D = l.cluster.autoDevices() ? par.worldSize() : l.cluster.devicesPerNode;
-    // Nodes the groups span under the default order (tp fastest, then pp, then dp): no grid needed.
+    // Nodes the groups span under the default order (tp fastest, then cp, pp, dp): no grid needed.
+    const std::int64_t tc = par.tp * par.cp;
     const std::int64_t tpSpan = (par.tp > D || D % par.tp != 0) ? 2 : 1;
-    const std::int64_t ppSpan = par.tp * par.pp > D ? 2 : 1;
-    const std::int64_t dpSpan
-        = par.tp * par.pp * par.dp > D ? std::min(par.dp, (par.tp * par.pp * par.dp + D - 1) / D) : 1;
+    const std::int64_t cpSpan = tc > D ? std::min(par.cp, (tc + D - 1) / D) : 1;
+    const std::int64_t ppSpan = tc * par.pp > D ? 2 : 1;
+    const std::int64_t dpSpan = tc * par.pp * par.dp > D ? std::min(par.dp * par.cp, (tc * par.pp * par.dp + D - 1) / D)
+                                                         : (cpSpan > 1 ? cpSpan : 1);
     const std::int64_t v = par.schedule == ScheduleKind::Interleaved ? par.vpp : 1;
     const std::int64_t m = par.microBatches();
-    const Costs c = computeCosts(l, tpSpan, ppSpan, v, m, dpSpan);
+    const Costs c = computeCosts(l, tpSpan, ppSpan, v, m, dpSpan, cpSpan);
     const std::int64_t p = c.p;
     Estimate e;
-    double tau = 0, tauTp = 0,
-           tauDp = 0; // the slowest rank's forward + backward of one micro-batch through all its chunks
+    double tau = 0, tauTp = 0, tauDp = 0,
+           tauCp = 0; // the slowest rank's forward + backward of one micro-batch through all its chunks
     double lastBackward = 0;
     for (std::int64_t r = 0; r < p; ++r) {
-        double total = 0, tp = 0, dp = 0;
+        double total = 0, tp = 0, dp = 0, cpTime = 0;
         for (std::int64_t ch = 0; ch < v; ++ch) {
             const StageCost& sc = c.stage[static_cast<std::size_t>(ch * p + r)];
             total += sc.forward + sc.backward;
             tp += sc.forwardTp + sc.backwardTp;
             dp += sc.forwardDp + sc.backwardDp;
+            cpTime += sc.forwardCp + sc.backwardCp;
         }
         if (total > tau) {
             tau = total;
             tauTp = tp;
             tauDp = dp;
+            tauCp = cpTime;
             lastBackward = c.stage[static_cast<std::size_t>(r)].backward;
         }
     }
-    e.compute = double(m) * (tau - tauTp - tauDp);
+    e.compute = double(m) * (tau - tauTp - tauDp - tauCp);
     e.tp = double(m) * tauTp;
+    e.cp = double(m) * tauCp;
     e.bubble = double(p - 1) * tau / double(v);
     e.pp = p > 1 ? 2.0 * double(p - 1) * double(v) * c.p2p : 0.0;
     const EndOfStep dpWork = endOfStep(l, paramsOfRank(l, c, 0), linkOf(l, dpSpan), dpSpan);
     const double dpSeconds = dpWork.reduce;
-    const double dpExposed = l.comm.staleness > 0 ? std::max(0.0, dpSeconds - (e.compute + e.tp + e.bubble + e.pp))
-        : l.comm.overlap                          ? std::max(0.0, dpSeconds - lastBackward)
-                                                  : dpSeconds;
+    const double dpExposed = l.comm.staleness > 0
+        ? std::max(0.0, dpSeconds - (e.compute + e.tp + e.cp + e.bubble + e.pp))
+        : l.comm.overlap ? std::max(0.0, dpSeconds - lastBackward)
+                         : dpSeconds;
     e.dp = dpExposed + dpWork.after + double(m) * tauDp;
     const double opt = optimizerBytesOf(l, c, 0) / (dev.memoryBandwidthGBs * 1e9);
-    e.stepTime = e.compute + e.tp + e.bubble + e.pp + e.dp + opt;
+    e.stepTime = e.compute + e.tp + e.cp + e.bubble + e.pp + e.dp + opt;
     e.tokensPerSecond = double(par.globalBatch * l.model.seqLen) / e.stepTime;
     e.tflopsPerGpu = modelFlops(l.model, par.globalBatch, l.memory.recompute == Recompute::Full) / e.stepTime
         / double(par.worldSize()) / 1e12;

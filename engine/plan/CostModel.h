@@ -29,6 +29,7 @@ struct Prediction {
     double bubbleTheory = 0; // the closed form, as a fraction of the step: (p-1)/(m+p-1), or (p-1)/(v·m+p-1)
     // The step split into parts on the critical stage (they add up to stepTime).
     double compute = 0, tpExposed = 0, ppExposed = 0, dpExposed = 0, bubble = 0, optimizer = 0;
+    double cpExposed = 0; // ring attention's K/V exchange that the attention compute did not hide (cp > 1)
     MemoryEstimate memory; // the most loaded device
     std::vector<MemoryEstimate> memoryPerStage; // per pipeline rank (all its chunks), the same for every tp, dp
     double memoryCapacityGB = 0;
@@ -79,6 +80,7 @@ Prediction predict(const Layout& layout, bool withEvents);
 struct Estimate {
     double stepTime = 0, tokensPerSecond = 0, tflopsPerGpu = 0;
     double compute = 0, tp = 0, pp = 0, bubble = 0, dp = 0;
+    double cp = 0; // exposed ring-attention exchange
     double memoryGB = 0;
     bool fits = true;
 };

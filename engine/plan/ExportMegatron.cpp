@@ -44,7 +44,17 @@ void parallelArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bo
     const auto& p = l.parallel;
     a.push_back({ "--tensor-model-parallel-size", std::to_string(p.tp) });
     a.push_back({ "--pipeline-model-parallel-size", std::to_string(p.pp) });
-    result.notes.push_back("data parallelism is implied: dp = processes / (tp x pp) = " + std::to_string(p.dp));
+    if (p.cp > 1 && forDeepSpeed)
+        result.refusals.push_back("parallel.cp " + std::to_string(p.cp)
+            + ": Megatron-DeepSpeed has no ring-attention context parallelism (its sequence parallelism splits "
+              "heads, not the sequence); use Megatron-LM");
+    else if (p.cp > 1)
+        a.push_back({ "--context-parallel-size", std::to_string(p.cp) }); // ring attention, load-balanced split
+    if (p.cp > 1)
+        result.notes.push_back(
+            "data parallelism is implied: dp = processes / (tp x cp x pp) = " + std::to_string(p.dp));
+    else
+        result.notes.push_back("data parallelism is implied: dp = processes / (tp x pp) = " + std::to_string(p.dp));
     if (p.pp > 1 && p.schedule == ScheduleKind::GPipe)
         result.refusals.push_back(std::string("parallel.schedule \"gpipe\": ")
             + (forDeepSpeed ? "DeepSpeed's pipeline engine" : "Megatron-LM") + " runs only 1F1B"

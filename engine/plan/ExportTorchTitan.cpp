@@ -89,7 +89,8 @@ std::string parallelism(const Layout& l, ExportResult& result)
         else
             s += "pipeline_parallel_layers_per_stage = " + std::to_string(l.model.layers / l.virtualStages()) + "\n";
     }
-    s += "context_parallel_degree = 1\n";
+    // torchtitan's context parallelism: ring attention over the sequence with the same load-balanced split
+    s += "context_parallel_degree = " + std::to_string(p.cp) + "\n";
     if (p.order == RankOrder::TpPpDp && p.pp > 1 && p.dp > 1)
         result.notes.push_back("rank order: torchtitan's device mesh puts pp outermost (tp-dp-pp); the layout's "
                                "tp-pp-dp placement becomes tp-dp-pp");

@@ -1,5 +1,7 @@
 #include "engine/plan/Formulas.h"
 
+#include <algorithm>
+
 namespace loom::plan {
 
 double megatronModelFlops(const ModelSpec& m, std::int64_t globalBatch, bool fullRecompute)
@@ -96,6 +98,34 @@ double ringAllGatherSeconds(double bytes, std::int64_t n, const LinkSpec& link)
         return 0;
     const double alpha = link.latencyUs * 1e-6, beta = link.bandwidthGBs * 1e9;
     return double(n - 1) * alpha + double(n - 1) / double(n) * bytes / beta;
+}
+
+RingAttentionVolume ringAttentionVolume(
+    const ModelSpec& m, std::int64_t microBatch, std::int64_t tp, std::int64_t cp, double bytesPerValue)
+{
+    RingAttentionVolume v;
+    if (cp <= 1)
+        return v;
+    const double kvWidth = double(m.effectiveKvHeads() * m.headDim()) / double(tp);
+    v.blockBytes = 2.0 * double(microBatch) * double(m.seqLen) / double(cp) * kvWidth * bytesPerValue;
+    v.forwardBlocks = cp - 1;
+    v.backwardBlocks = 2 * cp - 1;
+    return v;
+}
+
+double ringExposedForward(std::int64_t cp, double step, double attention)
+{
+    if (cp <= 1)
+        return 0;
+    return double(cp - 1) * std::max(0.0, step - attention / double(cp));
+}
+
+double ringExposedBackward(std::int64_t cp, double step, double attention)
+{
+    if (cp <= 1)
+        return 0;
+    const double a = attention / double(cp);
+    return 2.0 * std::max(0.0, step - a) + double(cp - 2) * std::max(0.0, 2.0 * step - a) + step;
 }
 
 } // namespace loom::plan

@@ -55,4 +55,24 @@ ModelStateBytes modelStateBytesPerParameter(Precision precision, int zero, std::
 double ringAllReduceSeconds(double bytes, std::int64_t ranks, const LinkSpec& link);
 double ringAllGatherSeconds(double bytes, std::int64_t ranks, const LinkSpec& link);
 
+// Ring attention (context parallelism over cp ranks) for one layer and one micro-batch of b sequences on one
+// rank: a K/V block is the keys and values of the rank's s/cp tokens, 2·b·(s/cp)·kv·d_head/t values of
+// `bytesPerValue`; the forward sends cp-1 blocks to the next CP rank, the backward cp-1 K/V blocks and cp
+// dK/dV accumulators (each returns to its owner). Zero blocks when cp = 1.
+struct RingAttentionVolume {
+    double blockBytes = 0;
+    std::int64_t forwardBlocks = 0, backwardBlocks = 0;
+    double forwardBytes() const { return blockBytes * double(forwardBlocks); }
+    double backwardBytes() const { return blockBytes * double(backwardBlocks); }
+};
+RingAttentionVolume ringAttentionVolume(
+    const ModelSpec& model, std::int64_t microBatch, std::int64_t tp, std::int64_t cp, double bytesPerValue);
+// The seconds of one layer's ring exchange that its attention does not hide, with `step` the time of one
+// block on the CP link (α + block/β) and `attention` the attention compute of the layer on this rank (each of
+// the cp ring steps computes a cp-th of it): forward (cp-1)·max(0, step - attention/cp); backward, where a
+// step carries a K/V block and a dK/dV accumulator, max(0, step - a) + (cp-2)·max(0, 2·step - a) +
+// max(0, step - a) + step (the last accumulator's trip home), a = attention/cp.
+double ringExposedForward(std::int64_t cp, double step, double attention);
+double ringExposedBackward(std::int64_t cp, double step, double attention);
+
 } // namespace loom::plan

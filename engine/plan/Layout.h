@@ -24,7 +24,9 @@ enum class Recompute { None, Selective, Full };
 using AllreduceAlgorithm = trace::Algorithm;
 inline constexpr std::array<AllreduceAlgorithm, 4> kLayoutAllreduceAlgorithms { AllreduceAlgorithm::Auto,
     AllreduceAlgorithm::Library, AllreduceAlgorithm::Ring, AllreduceAlgorithm::Hierarchical };
-// Which parallel dimension varies fastest across consecutive ranks (see RankGrid.h).
+// Which parallel dimension varies fastest across consecutive ranks (see RankGrid.h). Context parallelism
+// (cp) always comes right after tp, so both orders read with cp inserted: tp-cp-pp-dp and tp-cp-dp-pp (the
+// latter is Megatron-LM's tp-cp-ep-dp-pp; expert groups add no ranks, they are carved out of dp·cp).
 enum class RankOrder { TpPpDp, TpDpPp };
 // The communication library the engine trains with (layout field comm.backend).
 enum class CommBackend { Mpi, Gloo, Nccl };
@@ -71,9 +73,12 @@ struct ParallelSpec {
     std::vector<StageRange> stages; // empty: an even split; else pp*vpp entries in virtual-stage order
     RankOrder order = RankOrder::TpPpDp;
     bool sp = false; // sequence parallelism (Korthikanti et al. 2022): norms and dropout split along s over tp
+    // Context parallelism: each sequence split over cp ranks in 2·cp chunks (rank i holds chunks i and
+    // 2·cp-1-i, so causal attention work is even); K/V travel around the CP group (ring attention).
+    std::int64_t cp = 1;
 
     bool operator==(const ParallelSpec&) const = default;
-    std::int64_t worldSize() const { return tp * pp * dp; }
+    std::int64_t worldSize() const { return tp * cp * pp * dp; }
     // Micro-batches per pipeline per step: global_batch / (micro_batch * dp).
     std::int64_t microBatches() const { return globalBatch / (microBatch * dp); }
 };

@@ -88,10 +88,14 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
         p.schedule = *v == "gpipe" ? ScheduleKind::GPipe
             : *v == "1f1b"         ? ScheduleKind::OneFOneB
                                    : ScheduleKind::Interleaved;
-    if (auto v = r.choice("order", Presence::Optional, { "tp-pp-dp", "tp-dp-pp" }))
-        p.order = *v == "tp-pp-dp" ? RankOrder::TpPpDp : RankOrder::TpDpPp;
+    // cp always follows tp: the long forms name the same two orders (tp-cp-ep-dp-pp is Megatron-LM's).
+    if (auto v = r.choice(
+            "order", Presence::Optional, { "tp-pp-dp", "tp-dp-pp", "tp-cp-pp-dp", "tp-cp-dp-pp", "tp-cp-ep-dp-pp" }))
+        p.order = *v == "tp-pp-dp" || *v == "tp-cp-pp-dp" ? RankOrder::TpPpDp : RankOrder::TpDpPp;
     if (auto v = r.boolean("sp", Presence::Optional))
         p.sp = *v;
+    if (auto v = r.integer("cp", Presence::Optional, 1, kMaxDegree))
+        p.cp = *v;
 
     if (const json* s = r.find("stages")) {
         const std::string path = "parallel.stages";
@@ -121,7 +125,8 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
             }
         }
     }
-    r.warnUnknown({ "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order", "sp" });
+    r.warnUnknown(
+        { "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order", "sp", "cp" });
 }
 
 void readMemory(const json& j, Layout& layout, Diagnostics& d)
@@ -398,6 +403,8 @@ std::string writeLayout(const Layout& layout)
     }
     if (p.sp)
         par["sp"] = true;
+    if (p.cp != 1)
+        par["cp"] = p.cp;
     j["parallel"] = par;
     j["memory"] = { { "zero", layout.memory.zero }, { "recompute", toString(layout.memory.recompute) } };
     if (layout.memory.attention != Attention::Flash)

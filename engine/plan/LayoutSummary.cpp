@@ -69,6 +69,8 @@ std::string describeLayout(const Layout& l, std::int64_t maxRanks)
         + linkText);
     std::string degrees
         = "parallel tp=" + std::to_string(p.tp) + " pp=" + std::to_string(p.pp) + " dp=" + std::to_string(p.dp);
+    if (p.cp > 1)
+        degrees += " cp=" + std::to_string(p.cp);
     if (p.vpp > 1)
         degrees += " vpp=" + std::to_string(p.vpp);
     degrees += " (" + std::to_string(p.worldSize()) + " ranks), schedule " + std::string(toString(p.schedule))
@@ -104,7 +106,9 @@ std::string describeLayout(const Layout& l, std::int64_t maxRanks)
     line("rank grid (order " + std::string(toString(p.order)) + "; TP groups span at most "
         + std::to_string(grid.maxNodesSpanned(GroupKind::Tensor)) + " node(s), PP groups "
         + std::to_string(grid.maxNodesSpanned(GroupKind::Pipeline)) + ", DP groups "
-        + std::to_string(grid.maxNodesSpanned(GroupKind::Data)) + "):");
+        + std::to_string(grid.maxNodesSpanned(GroupKind::Data))
+        + (p.cp > 1 ? ", CP groups " + std::to_string(grid.maxNodesSpanned(GroupKind::Context)) : std::string())
+        + "):");
     line("  " + pad("rank", 7) + pad("node", 6) + pad("dev", 5) + pad("tp", 4) + pad("pp", 4) + pad("dp", 5)
         + pad("TP group", 16) + pad("PP group", 20) + "DP group");
     const std::int64_t shown = std::min(grid.size(), maxRanks);
@@ -118,6 +122,15 @@ std::string describeLayout(const Layout& l, std::int64_t maxRanks)
     }
     if (grid.size() > shown)
         line("  ... " + std::to_string(grid.size() - shown) + " more ranks");
+    if (p.cp > 1) { // the columns above keep their shape; the CP coordinate and groups follow
+        line("context parallel (cp " + std::to_string(p.cp)
+            + "; gradients reduced over dp·cp = " + std::to_string(p.dp * p.cp) + " ranks):");
+        for (std::int64_t r = 0; r < shown; ++r)
+            line("  rank " + pad(std::to_string(r), 7) + "cp " + pad(std::to_string(grid.coordOf(r).cp), 4) + "chunks "
+                + pad(std::to_string(grid.coordOf(r).cp) + "," + std::to_string(2 * p.cp - 1 - grid.coordOf(r).cp), 8)
+                + "CP group " + pad(groupText(grid.groupOf(GroupKind::Context, r)), 20) + "gradient group "
+                + groupText(grid.gradientGroupOf(r)));
+    }
     return out;
 }
 

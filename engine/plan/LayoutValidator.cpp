@@ -30,15 +30,15 @@ public:
     {
         if (!positive())
             return; // a layout built in memory with a zero degree; the reader never produces one
-        if (fine({ "parallel.tp", "parallel.pp", "parallel.dp" }) && p.worldSize() > kMaxRanks) {
+        if (fine({ "parallel.tp", "parallel.pp", "parallel.dp", "parallel.cp" }) && p.worldSize() > kMaxRanks) {
             d.error("parallel",
-                "parallel.tp·pp·dp = " + to_string(p.tp) + "·" + to_string(p.pp) + "·" + to_string(p.dp) + " = "
-                    + to_string(p.worldSize()) + " ranks is more than Loom's limit of " + to_string(kMaxRanks)
+                degreeProduct() + " ranks is more than Loom's limit of " + to_string(kMaxRanks)
                     + "; choose smaller degrees");
             return; // the other rules would reason about an absurd grid
         }
         deviceCount();
         tensorParallel();
+        contextParallel();
         pipelineStages();
         batch();
         schedule();
@@ -52,12 +52,12 @@ public:
 private:
     bool positive()
     {
-        const std::pair<const char*, std::int64_t> values[]
-            = { { "parallel.tp", p.tp }, { "parallel.pp", p.pp }, { "parallel.dp", p.dp }, { "parallel.vpp", p.vpp },
-                  { "parallel.micro_batch", p.microBatch }, { "parallel.global_batch", p.globalBatch },
-                  { "nodes", l.nodes }, { "model.layers", m.layers }, { "model.hidden", m.hidden },
-                  { "model.heads", m.heads }, { "model.ffn_hidden", m.ffnHidden }, { "model.vocab", m.vocab },
-                  { "model.seq_len", m.seqLen }, { "model.vocab_pad_multiple", m.vocabPadMultiple } };
+        const std::pair<const char*, std::int64_t> values[] = { { "parallel.tp", p.tp }, { "parallel.pp", p.pp },
+            { "parallel.dp", p.dp }, { "parallel.cp", p.cp }, { "parallel.vpp", p.vpp },
+            { "parallel.micro_batch", p.microBatch }, { "parallel.global_batch", p.globalBatch }, { "nodes", l.nodes },
+            { "model.layers", m.layers }, { "model.hidden", m.hidden }, { "model.heads", m.heads },
+            { "model.ffn_hidden", m.ffnHidden }, { "model.vocab", m.vocab }, { "model.seq_len", m.seqLen },
+            { "model.vocab_pad_multiple", m.vocabPadMultiple } };
         bool ok = true;
         for (auto [field, value] : values) {
             if (value < 1 && !known.hasErrorAt(field)) {
@@ -77,13 +77,22 @@ private:
         return true;
     }
 
+    // "parallel.tp·pp·dp = 2·2·2 = 8", with cp when it is above 1: "parallel.tp·cp·pp·dp = 2·2·2·2 = 16".
+    std::string degreeProduct() const
+    {
+        if (p.cp > 1)
+            return "parallel.tp·cp·pp·dp = " + to_string(p.tp) + "·" + to_string(p.cp) + "·" + to_string(p.pp) + "·"
+                + to_string(p.dp) + " = " + to_string(p.worldSize());
+        return "parallel.tp·pp·dp = " + to_string(p.tp) + "·" + to_string(p.pp) + "·" + to_string(p.dp) + " = "
+            + to_string(p.worldSize());
+    }
+
     void deviceCount()
     {
-        if (!fine({ "parallel.tp", "parallel.pp", "parallel.dp", "nodes", "cluster" }))
+        if (!fine({ "parallel.tp", "parallel.pp", "parallel.dp", "parallel.cp", "nodes", "cluster" }))
             return;
         const auto& c = l.cluster;
-        const std::string product = "parallel.tp·pp·dp = " + to_string(p.tp) + "·" + to_string(p.pp) + "·"
-            + to_string(p.dp) + " = " + to_string(p.worldSize());
+        const std::string product = degreeProduct();
         if (l.nodes > 1 && !c.interNode) {
             d.error("nodes",
                 "nodes=" + to_string(l.nodes) + " but cluster " + c.name
@@ -97,14 +106,16 @@ private:
         if (p.worldSize() == devices)
             return;
         std::string fix;
-        const std::int64_t tpp = p.tp * p.pp;
+        const std::int64_t tpp = p.tp * p.cp * p.pp;
         if (devices % tpp == 0)
-            fix = "with tp=" + to_string(p.tp) + " and pp=" + to_string(p.pp) + " use dp=" + to_string(devices / tpp);
+            fix = "with tp=" + to_string(p.tp) + (p.cp > 1 ? ", cp=" + to_string(p.cp) : std::string())
+                + " and pp=" + to_string(p.pp) + " use dp=" + to_string(devices / tpp);
         if (p.worldSize() % c.devicesPerNode == 0)
             fix += std::string(fix.empty() ? "" : ", or ") + "set nodes to "
                 + to_string(p.worldSize() / c.devicesPerNode);
         if (fix.empty())
-            fix = "choose tp·pp·dp equal to " + to_string(devices) + " or a multiple of " + to_string(c.devicesPerNode);
+            fix = std::string(p.cp > 1 ? "choose tp·cp·pp·dp" : "choose tp·pp·dp") + " equal to " + to_string(devices)
+                + " or a multiple of " + to_string(c.devicesPerNode);
         d.error("parallel",
             product + " does not match the " + to_string(devices) + " devices of nodes=" + to_string(l.nodes) + " × "
                 + to_string(c.devicesPerNode) + " devices per node (" + c.name + "); " + fix);
@@ -133,6 +144,33 @@ private:
                 "parallel.tp=" + to_string(p.tp) + " does not divide the padded vocabulary "
                     + to_string(m.paddedVocab()) + " (model.vocab=" + to_string(m.vocab)
                     + " rounded up to a multiple of " + to_string(m.vocabPadMultiple) + ")" + valid);
+    }
+
+    // Ring attention with the load-balanced causal split: each sequence is cut into 2·cp equal chunks.
+    void contextParallel()
+    {
+        if (p.cp == 1 || !fine({ "parallel.cp", "model" }))
+            return;
+        std::vector<std::int64_t> good;
+        for (auto c : text::divisors(m.seqLen))
+            if (c % 2 == 0 && c / 2 > 1)
+                good.push_back(c / 2);
+        const std::string valid = good.empty()
+            ? "; model.seq_len=" + to_string(m.seqLen) + " has no such split, so use cp 1"
+            : "; with model.seq_len=" + to_string(m.seqLen) + " use cp in {" + joinInts(good) + "}";
+        if (m.seqLen % (2 * p.cp) != 0)
+            d.error("parallel.cp",
+                "parallel.cp=" + to_string(p.cp) + " needs model.seq_len=" + to_string(m.seqLen)
+                    + " divisible by 2·cp = " + to_string(2 * p.cp)
+                    + " (each sequence is cut into 2·cp equal chunks and CP rank i holds chunks i and 2·cp-1-i, so "
+                      "that every rank does the same causal attention work)"
+                    + valid);
+        if (fine({ "memory.attention" }) && l.memory.attention == Attention::Materialized)
+            d.warning("memory.attention",
+                "memory.attention=\"materialized\" with parallel.cp=" + to_string(p.cp)
+                    + ": ring attention computes the scores one K/V block at a time and keeps only each row's "
+                      "log-sum-exp, so no s×s matrix is stored and the planner counts the attention as flash; set "
+                      "memory.attention to \"flash\" to say so");
     }
 
     void pipelineStages()
@@ -271,7 +309,7 @@ private:
 
     void memoryAndComm()
     {
-        if (fine({ "memory.zero", "parallel.dp" }) && l.memory.zero >= 1 && p.dp == 1)
+        if (fine({ "memory.zero", "parallel.dp" }) && l.memory.zero >= 1 && p.dp * p.cp == 1)
             d.warning("memory.zero",
                 "memory.zero=" + to_string(l.memory.zero) + " shards "
                     + (l.memory.zero == 1        ? "optimizer state"
@@ -287,11 +325,18 @@ private:
                 "parallel.sp=true gives each tp rank seq_len/tp positions of every sequence, but tp=" + to_string(p.tp)
                     + " does not divide model.seq_len=" + to_string(m.seqLen)
                     + "; choose a tp that divides it or set sp to false");
-        if (fine({ "comm.dp_codec", "parallel.dp" }) && l.comm.dpCodec.kind != Codec::Kind::None && p.dp == 1)
+        else if (fine({ "parallel.sp", "parallel.tp", "parallel.cp", "model" }) && p.sp && p.tp > 1 && p.cp > 1
+            && m.seqLen % (p.cp * p.tp) != 0)
+            d.error("parallel.sp",
+                "parallel.sp=true with parallel.cp=" + to_string(p.cp)
+                    + " gives each tp rank seq_len/(cp·tp) positions, but " + "cp·tp=" + to_string(p.cp * p.tp)
+                    + " does not divide model.seq_len=" + to_string(m.seqLen)
+                    + "; choose tp and cp whose product divides it, or set sp to false");
+        if (fine({ "comm.dp_codec", "parallel.dp" }) && l.comm.dpCodec.kind != Codec::Kind::None && p.dp * p.cp == 1)
             d.warning("comm.dp_codec",
                 "comm.dp_codec=\"" + l.comm.dpCodec.toString()
                     + "\" compresses the data-parallel all-reduce, but dp=1, so there is none");
-        const bool sparseAdam = l.comm.dpCodec.kind == Codec::Kind::TopK && l.comm.errorFeedback && p.dp > 1;
+        const bool sparseAdam = l.comm.dpCodec.kind == Codec::Kind::TopK && l.comm.errorFeedback && p.dp * p.cp > 1;
         if (fine({ "comm.dp_codec", "comm.error_feedback", "comm.codec_warmup", "parallel.dp" }) && sparseAdam
             && l.comm.codecWarmup == 0)
             d.error("comm.codec_warmup",
@@ -322,7 +367,7 @@ private:
     {
         if (l.comm.staleness == 0 || !fine({ "comm.staleness", "parallel.dp" }))
             return;
-        if (p.dp == 1)
+        if (p.dp * p.cp == 1)
             d.warning("comm.staleness",
                 "comm.staleness=1 delays each gradient by one step to hide the data-parallel all-reduce, but "
                 "dp=1, so there is none to hide and the delay only slows convergence; use staleness 0");
@@ -337,7 +382,7 @@ private:
     // all-reduce act on an all-reduce of whole gradients, which these stages do not run.
     void shardedGradients()
     {
-        if (l.memory.zero < 2 || p.dp < 2 || !fine({ "memory.zero", "parallel.dp" }))
+        if (l.memory.zero < 2 || p.dp * p.cp < 2 || !fine({ "memory.zero", "parallel.dp" }))
             return;
         if (fine({ "comm.dp_codec" }) && l.comm.dpCodec.kind != Codec::Kind::None)
             d.error("comm.dp_codec",
@@ -353,10 +398,11 @@ private:
 
     void placement()
     {
-        if (!fine({ "parallel.tp", "parallel.pp", "parallel.dp", "cluster", "nodes" }) || d.hasErrorAt("parallel"))
+        if (!fine({ "parallel.tp", "parallel.pp", "parallel.dp", "parallel.cp", "cluster", "nodes" })
+            || d.hasErrorAt("parallel"))
             return;
         for (const auto& note : RankGrid::forLayout(l).placementNotes())
-            d.warning("parallel.tp", note);
+            d.warning(note.rfind("a CP group", 0) == 0 ? "parallel.cp" : "parallel.tp", note);
     }
 
     // The planner's limit, as a rule: predict, simulate and search refuse what this refuses, and nothing else.

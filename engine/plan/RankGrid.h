@@ -8,17 +8,18 @@
 
 namespace loom::plan {
 
-// A rank's place in the three parallel dimensions.
+// A rank's place in the parallel dimensions (cp last so that {tp, pp, dp} initialisers keep their meaning).
 struct RankCoord {
     std::int64_t tp = 0;
     std::int64_t pp = 0;
     std::int64_t dp = 0;
+    std::int64_t cp = 0;
 
     bool operator==(const RankCoord&) const = default;
 };
 
-// A rank's TP, PP or DP group: one group-kind enum with the communication layer and the trace
-// (trace::GroupKind; the grid's functions take Tensor, Pipeline or Data).
+// A rank's TP, CP, PP or DP group: one group-kind enum with the communication layer and the trace
+// (trace::GroupKind; the grid's functions take Tensor, Context, Pipeline or Data).
 using GroupKind = trace::GroupKind;
 
 // Ranks <-> (tp, pp, dp) coordinates <-> devices, and the TP, PP and DP groups: one pure function of
@@ -32,6 +33,13 @@ using GroupKind = trace::GroupKind;
 // replicas are outermost. The alternative, tp-dp-pp (Megatron-LM's), puts dp before pp:
 //     rank = tp + T * (dp + D * pp)
 //
+// Context parallelism (cp = C > 1) sits right after tp in both orders, since ring attention exchanges K/V
+// in every layer's forward and backward (more often than dp's once-a-step reduction, less than tp's
+// all-reduces): tp-cp-pp-dp is rank = tp + T * (cp + C * (pp + P * dp)) and tp-cp-dp-pp (Megatron-LM's
+// tp-cp-ep-dp-pp; expert groups add no ranks) is rank = tp + T * (cp + C * (dp + D * pp)). A node of 8
+// with tp=2, cp=4 holds one whole TP×CP block. The gradients of a CP group's ranks are summed like those
+// of DP replicas: gradientGroupOf() is the dp·cp ranks that reduce them together (Megatron's dp-cp group).
+//
 // Worked example (docs/rank-grid.md; also tests/engine/plan/tst_rankgrid.cpp): 16 ranks, tp=2, pp=4,
 // dp=2 on 2 nodes of 8, order tp-pp-dp:
 //     rank:  0 1 | 2 3 | 4 5 | 6 7 || 8 9 | 10 11 | 12 13 | 14 15
@@ -41,14 +49,15 @@ using GroupKind = trace::GroupKind;
 // {0,2,4,6}, {1,3,5,7}, {8,10,12,14}, {9,11,13,15}; DP groups {0,8}, {1,9}, ..., {7,15} cross the nodes.
 class RankGrid {
 public:
-    // Preconditions: tp, pp, dp >= 1, devicesPerNode >= 1 (the validator checks these for layouts).
+    // Preconditions: tp, pp, dp, cp >= 1, devicesPerNode >= 1 (the validator checks these for layouts).
     RankGrid(std::int64_t tp, std::int64_t pp, std::int64_t dp, std::int64_t devicesPerNode,
-        RankOrder order = RankOrder::TpPpDp);
+        RankOrder order = RankOrder::TpPpDp, std::int64_t cp = 1);
     // The grid of a layout on its cluster (an auto-sized cluster puts every rank on one node).
     static RankGrid forLayout(const Layout& layout);
 
-    std::int64_t size() const { return m_tp * m_pp * m_dp; }
+    std::int64_t size() const { return m_tp * m_cp * m_pp * m_dp; }
     std::int64_t tp() const { return m_tp; }
+    std::int64_t cp() const { return m_cp; }
     std::int64_t pp() const { return m_pp; }
     std::int64_t dp() const { return m_dp; }
     std::int64_t devicesPerNode() const { return m_devicesPerNode; }
@@ -67,13 +76,19 @@ public:
     std::vector<std::vector<std::int64_t>> groups(GroupKind kind) const;
     // The number of distinct nodes the widest group of that kind touches.
     std::int64_t maxNodesSpanned(GroupKind kind) const;
+    // The ranks that sum `rank`'s gradients: its DP group times its CP group (dp·cp ranks, cp fastest;
+    // the DP group when cp = 1), and the nodes the widest such group touches.
+    std::vector<std::int64_t> gradientGroupOf(std::int64_t rank) const;
+    std::int64_t gradientNodesSpanned() const;
 
     // Sentences about the placement a user should know, e.g. a TP group that has to span nodes.
     std::vector<std::string> placementNotes() const;
 
 private:
     std::int64_t groupSize(GroupKind kind) const;
+    static std::int64_t& along(RankCoord& c, GroupKind kind);
     std::int64_t m_tp, m_pp, m_dp, m_devicesPerNode;
+    std::int64_t m_cp = 1;
     RankOrder m_order;
 };
 

@@ -15,8 +15,8 @@ namespace {
 std::string describe(const Layout& l)
 {
     const auto& p = l.parallel;
-    std::string s = "tp=" + std::to_string(p.tp) + " pp=" + std::to_string(p.pp) + " dp=" + std::to_string(p.dp) + " "
-        + std::string(toString(p.schedule));
+    std::string s = "tp=" + std::to_string(p.tp) + (p.cp > 1 ? " cp=" + std::to_string(p.cp) : std::string())
+        + " pp=" + std::to_string(p.pp) + " dp=" + std::to_string(p.dp) + " " + std::string(toString(p.schedule));
     if (p.schedule == ScheduleKind::Interleaved)
         s += " vpp=" + std::to_string(p.vpp);
     s += " mb=" + std::to_string(p.microBatch) + " zero=" + std::to_string(l.memory.zero)
@@ -45,6 +45,7 @@ std::string explain(const SearchCandidate& a, const SearchCandidate& b)
     };
     const Part parts[] = { { "compute", x.compute, y.compute },
         { "exposed TP communication", x.tpExposed, y.tpExposed },
+        { "exposed CP (ring attention) communication", x.cpExposed, y.cpExposed },
         { "exposed PP communication", x.ppExposed, y.ppExposed }, { "pipeline bubble", x.bubble, y.bubble },
         { "exposed DP communication", x.dpExposed, y.dpExposed }, { "optimizer step", x.optimizer, y.optimizer } };
     const Part* best = &parts[0];
@@ -58,6 +59,17 @@ std::string explain(const SearchCandidate& a, const SearchCandidate& b)
 }
 
 } // namespace
+
+std::vector<std::int64_t> contextParallelDegrees(const ModelSpec& m)
+{
+    std::vector<std::int64_t> out { 1 };
+    if (m.seqLen < kLongSequence)
+        return out;
+    for (std::int64_t cp = 2; cp <= 32; cp *= 2)
+        if (m.seqLen % (2 * cp) == 0)
+            out.push_back(cp);
+    return out;
+}
 
 SearchResult search(const SearchRequest& r)
 {
@@ -91,61 +103,67 @@ SearchResult search(const SearchRequest& r)
             out.cancelled = true;
         return !out.cancelled;
     };
-    for (std::size_t ti = 0; ti < degrees.size() && !out.cancelled; ++ti) {
-        const std::int64_t tp = degrees[ti];
-        if (devices % tp)
-            continue;
-        const std::int64_t maxPp = std::min(m.layers, devices / tp);
-        for (std::int64_t pp = 1; pp <= maxPp; ++pp) {
-            if ((devices / tp) % pp)
+    const std::vector<std::int64_t> cps = contextParallelDegrees(m);
+    for (std::size_t ti = 0; ti < degrees.size() && !out.cancelled; ++ti)
+        for (const std::int64_t cp : cps) {
+            const std::int64_t tp = degrees[ti];
+            if (devices % (tp * cp))
                 continue;
-            if (!report(0.7 * (double(ti) + double(pp) / double(maxPp)) / double(degrees.size())))
-                break;
-            const std::int64_t dp = devices / (tp * pp);
-            for (std::int64_t mb = 1; mb <= 64; mb *= 2) {
-                if (r.globalBatch % (mb * dp))
+            const std::int64_t maxPp = std::min(m.layers, devices / (tp * cp));
+            for (std::int64_t pp = 1; pp <= maxPp; ++pp) {
+                if ((devices / (tp * cp)) % pp)
                     continue;
-                const std::int64_t micro = r.globalBatch / (mb * dp);
-                std::vector<std::pair<ScheduleKind, std::int64_t>> schedules
-                    = { { ScheduleKind::GPipe, 1 }, { ScheduleKind::OneFOneB, 1 } };
-                if (pp > 1 && micro % pp == 0)
-                    for (std::int64_t v : { 2, 3, 4, 6, 8 })
-                        if (m.layers % (pp * v) == 0)
-                            schedules.emplace_back(ScheduleKind::Interleaved, v);
-                for (auto [schedule, vpp] : schedules)
-                    for (int zero = 0; zero <= 3; ++zero) {
-                        if (zero >= 1 && dp == 1)
-                            continue;
-                        for (bool sp : { false, true }) {
-                            if (sp && tp == 1)
+                if (!report(0.7 * (double(ti) + double(pp) / double(maxPp)) / double(degrees.size())))
+                    break;
+                const std::int64_t dp = devices / (tp * cp * pp);
+                for (std::int64_t mb = 1; mb <= 64; mb *= 2) {
+                    if (r.globalBatch % (mb * dp))
+                        continue;
+                    const std::int64_t micro = r.globalBatch / (mb * dp);
+                    std::vector<std::pair<ScheduleKind, std::int64_t>> schedules
+                        = { { ScheduleKind::GPipe, 1 }, { ScheduleKind::OneFOneB, 1 } };
+                    if (pp > 1 && micro % pp == 0)
+                        for (std::int64_t v : { 2, 3, 4, 6, 8 })
+                            if (m.layers % (pp * v) == 0)
+                                schedules.emplace_back(ScheduleKind::Interleaved, v);
+                    for (auto [schedule, vpp] : schedules)
+                        for (int zero = 0; zero <= 3; ++zero) {
+                            if (zero >= 1 && dp * cp == 1)
                                 continue;
-                            for (Attention attention : { Attention::Flash, Attention::Materialized })
-                                for (Recompute rc : { Recompute::None, Recompute::Selective, Recompute::Full }) {
-                                    // selective recomputation of flash attention recomputes nothing more
-                                    if (attention == Attention::Flash && rc == Recompute::Selective)
-                                        continue;
-                                    Layout& l = work; // one layout, changed in place: no copy per candidate
-                                    l.parallel.tp = tp;
-                                    l.parallel.pp = pp;
-                                    l.parallel.dp = dp;
-                                    l.parallel.vpp = vpp;
-                                    l.parallel.microBatch = mb;
-                                    l.parallel.schedule = schedule;
-                                    l.parallel.sp = sp;
-                                    l.memory.zero = zero;
-                                    l.memory.recompute = rc;
-                                    l.memory.attention = attention;
-                                    ++out.evaluated;
-                                    const Estimate e = estimate(l);
-                                    if (!e.fits)
-                                        continue;
-                                    choices.push_back({ l.parallel, l.memory, e });
-                                }
+                            for (bool sp : { false, true }) {
+                                if (sp && tp == 1)
+                                    continue;
+                                for (Attention attention : { Attention::Flash, Attention::Materialized })
+                                    for (Recompute rc : { Recompute::None, Recompute::Selective, Recompute::Full }) {
+                                        // selective recomputation of flash attention recomputes nothing more;
+                                        // ring attention (cp > 1) never materialises the scores
+                                        if (attention == Attention::Flash && rc == Recompute::Selective)
+                                            continue;
+                                        if (cp > 1 && attention == Attention::Materialized)
+                                            continue;
+                                        Layout& l = work; // one layout, changed in place: no copy per candidate
+                                        l.parallel.tp = tp;
+                                        l.parallel.cp = cp;
+                                        l.parallel.pp = pp;
+                                        l.parallel.dp = dp;
+                                        l.parallel.vpp = vpp;
+                                        l.parallel.microBatch = mb;
+                                        l.parallel.schedule = schedule;
+                                        l.parallel.sp = sp;
+                                        l.memory.zero = zero;
+                                        l.memory.recompute = rc;
+                                        l.memory.attention = attention;
+                                        ++out.evaluated;
+                                        const Estimate e = estimate(l);
+                                        if (!e.fits)
+                                            continue;
+                                        choices.push_back({ l.parallel, l.memory, e });
+                                    }
+                            }
                         }
-                    }
+                }
             }
         }
-    }
     out.fitting = choices.size();
     if (choices.empty() || out.cancelled)
         return out;

@@ -38,7 +38,13 @@ struct SearchResult {
     bool cancelled = false; // the progress callback stopped the search
 };
 
-// Enumerates every valid (tp, pp, dp, vpp, micro-batch, schedule, ZeRO 0-3, sequence parallelism, attention,
+// Sequences at least this long are also searched with context parallelism (Megatron-LM's guidance: CP pays
+// from about 8K tokens, where attention's s² work and activations dominate).
+constexpr std::int64_t kLongSequence = 8192;
+// The cp degrees search tries for a model: 1, and for long sequences 2, 4, ..., 32 where 2·cp divides s.
+std::vector<std::int64_t> contextParallelDegrees(const ModelSpec& model);
+
+// Enumerates every valid (tp, cp, pp, dp, vpp, micro-batch, schedule, ZeRO 0-3, sequence parallelism, attention,
 // recompute) for the model on
 // `nodes` nodes of the cluster, estimates each (CostModel's estimate()), keeps those that fit, replays the
 // best few in full (predict()) and ranks them by tokens per second. Throws std::invalid_argument when the

@@ -71,6 +71,15 @@ void collectiveEvents(const EventNaming& n, const StageCost& c, const trace::Tra
     } else if (tp > 0) {
         out.push_back(commEvent(op, K::AllReduce, end - tp, end, tpBytes, n.tpSize));
     }
+    const double ring = fwd ? c.forwardCpComm : c.backwardCpComm;
+    if (ring > 0 && n.cpSize > 1) {
+        // The K/V blocks (and in backward the dK/dV accumulators) to the next CP rank, from the op's start.
+        trace::TraceEvent e
+            = commEvent(op, K::Send, start, start + ring, fwd ? c.forwardCpBytes : c.backwardCpBytes, n.cpSize);
+        e.algorithm = trace::Algorithm::None;
+        e.peer = op.rank + n.tpSize; // cp varies right after tp: the next CP rank of a cp = 0 rank
+        out.push_back(e);
+    }
     const double gather = fwd ? c.forwardGather : c.backwardGather;
     if (gather <= 0)
         return;
@@ -128,6 +137,7 @@ std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vecto
                 rt.busy += duration;
                 rt.tp += fwd ? c.forwardTp : c.backwardTp;
                 rt.dp += fwd ? c.forwardDp : c.backwardDp;
+                rt.cp += fwd ? c.forwardCp : c.backwardCp;
                 if (!fwd) {
                     rt.lastBackwardStart = start;
                     rt.lastBackwardEnd = now;
@@ -178,7 +188,7 @@ RankTimes extrapolate(const RankTimes& a, const RankTimes& b, double steps)
 {
     auto at = [steps](double x, double y) { return x + (y - x) * steps; };
     return { at(a.busy, b.busy), at(a.tp, b.tp), at(a.end, b.end), at(a.lastBackwardStart, b.lastBackwardStart),
-        at(a.lastBackwardEnd, b.lastBackwardEnd), at(a.dp, b.dp) };
+        at(a.lastBackwardEnd, b.lastBackwardEnd), at(a.dp, b.dp), at(a.cp, b.cp) };
 }
 
 } // namespace

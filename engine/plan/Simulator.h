@@ -19,12 +19,17 @@ struct StageCost {
     // (all-gather of the parameters; in backward also the gradients' reduce-scatter) and bytes.
     double forwardTpBytes = 0, backwardTpBytes = 0;
     double forwardGather = 0, backwardGather = 0, gatherBytes = 0;
+    // Context parallelism: the ring exchange's part the attention did not hide (inside forward/backward),
+    // and for the timeline the whole exchange's duration and bytes (it runs beside the compute).
+    double forwardCp = 0, backwardCp = 0;
+    double forwardCpComm = 0, backwardCpComm = 0, forwardCpBytes = 0, backwardCpBytes = 0;
 };
 
 // What the replay measured on one pipeline rank.
 struct RankTimes {
     double busy = 0, tp = 0, end = 0, lastBackwardStart = 0, lastBackwardEnd = 0;
     double dp = 0; // exposed ZeRO-2/3 collectives inside the ops
+    double cp = 0; // exposed ring-attention exchange inside the ops
 };
 
 // How the replay labels the events it records: the global rank of pipeline rank r's representative
@@ -33,6 +38,7 @@ struct EventNaming {
     std::function<std::int32_t(std::int64_t pipelineRank)> rankOf;
     std::uint64_t sendBytes = 0;
     std::int32_t tpSize = 1, dpSize = 1;
+    std::int32_t cpSize = 1; // ring attention: a send event per op to the next CP rank, tpSize ranks on
     bool sequenceParallel = false; // TP collectives are all-gather + reduce-scatter instead of all-reduce
 };
 

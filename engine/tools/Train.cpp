@@ -39,7 +39,7 @@ const char* kUsage
     = "usage: mpirun -np N loom-train --layout FILE [options]\n"
       "   or: LOOM_RANK=r LOOM_WORLD_SIZE=N LOOM_RENDEZVOUS=host:port loom-train --layout FILE [options]  "
       "(comm.backend gloo)\n"
-      "  --layout FILE     the layout to train (tp·pp·dp must equal N); its comm.backend picks MPI, Gloo or NCCL\n"
+      "  --layout FILE     the layout to train (tp·cp·pp·dp must equal N); its comm.backend picks MPI, Gloo or NCCL\n"
       "  --steps N         optimizer steps (20)\n"
       "  --seed S          seed of the initial weights and the data order (1234)\n"
       "  --data FILE       a text file (bytes) or an llm.c token file; default: a synthetic corpus from the seed\n"
@@ -218,10 +218,10 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
     options.recorder = report.tracing() ? &recorder : nullptr;
     train::Trainer trainer(layout, comms, corpus, options, kernels);
     if (rank == 0)
-        std::printf("loom-train: %s, %s, %d ranks (tp=%lld pp=%lld dp=%lld, %s, %s), %lld steps, data: %s\n",
+        std::printf("loom-train: %s, %s, %d ranks (tp=%lld cp=%lld pp=%lld dp=%lld, %s, %s), %lld steps, data: %s\n",
             layout.name.c_str(), layout.model.name.c_str(), size, static_cast<long long>(layout.parallel.tp),
-            static_cast<long long>(layout.parallel.pp), static_cast<long long>(layout.parallel.dp),
-            std::string(plan::toString(layout.parallel.schedule)).c_str(),
+            static_cast<long long>(layout.parallel.cp), static_cast<long long>(layout.parallel.pp),
+            static_cast<long long>(layout.parallel.dp), std::string(plan::toString(layout.parallel.schedule)).c_str(),
             std::string(plan::toString(runtime.backend())).c_str(), static_cast<long long>(args.steps),
             corpus.description().c_str());
     std::int64_t first = 0;
@@ -349,7 +349,7 @@ int main(int argc, char** argv)
     const int rank = runtime->rank(), size = runtime->size();
     if (layout.parallel.worldSize() != size) {
         if (rank == 0)
-            std::cerr << "loom-train: the layout needs tp·pp·dp = " << layout.parallel.worldSize() << " ranks but "
+            std::cerr << "loom-train: the layout needs tp·cp·pp·dp = " << layout.parallel.worldSize() << " ranks but "
                       << size << " were started; run mpirun -np " << layout.parallel.worldSize()
                       << " (or start that many processes)\n";
         return 2;

@@ -61,6 +61,8 @@ std::string_view toString(GroupKind kind)
         return "cross-node";
     case GroupKind::Other:
         return "group";
+    case GroupKind::Context:
+        return "CP";
     }
     return "group";
 }
@@ -69,7 +71,7 @@ GroupKind groupKindFromName(std::string_view name)
 {
     const std::string_view first = name.substr(0, name.find(' '));
     for (auto k : { GroupKind::World, GroupKind::Tensor, GroupKind::Pipeline, GroupKind::Data, GroupKind::Node,
-             GroupKind::CrossNode })
+             GroupKind::CrossNode, GroupKind::Context })
         if (first == toString(k))
             return k;
     return GroupKind::Other;

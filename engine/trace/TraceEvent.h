@@ -29,7 +29,8 @@ enum class Lane : std::uint8_t { Compute, Comm };
 enum class EventSource : std::uint8_t { Measured, Simulated };
 
 // The group a communication event ran in.
-enum class GroupKind : std::uint8_t { World, Tensor, Pipeline, Data, Node, CrossNode, Other };
+// Context: a context-parallel group (ring attention's K/V exchange), appended so stored kinds keep their values.
+enum class GroupKind : std::uint8_t { World, Tensor, Pipeline, Data, Node, CrossNode, Other, Context };
 
 // The algorithm a collective actually ran with (after any fallback).
 enum class Algorithm : std::uint8_t {
@@ -83,7 +84,7 @@ std::string_view toString(Lane lane);
 std::string_view toString(GroupKind kind);
 std::string_view toString(Algorithm algorithm);
 Lane laneOf(EventKind kind);
-// The kind a group's name or kind text begins with (its first word: "TP", "PP", "DP", "world", "node",
+// The kind a group's name or kind text begins with (its first word: "TP", "PP", "DP", "CP", "world", "node",
 // "cross-node", as toString writes them and loom-train names its groups: "TP group of pp=0 dp=1"); Other
 // when it begins with none of them.
 GroupKind groupKindFromName(std::string_view name);

@@ -89,6 +89,46 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
     m_params.allocate();
 }
 
+void GptStage::setContextParallel(comm::Communicator* cp, int cpRank, int cpSize)
+{
+    if (cpSize <= 1)
+        return;
+    m_positions = RingAttention::localPositions(cpRank, cpSize, m_seq);
+    m_seq /= cpSize;
+    m_cp = cp;
+    m_cpSize = cpSize;
+}
+
+std::int64_t GptStage::positionOf(int localToken) const
+{
+    const std::int64_t t = localToken % m_seq;
+    return m_positions.empty() ? t : m_positions[static_cast<std::size_t>(t)];
+}
+
+void GptStage::attentionForward(BlockCache& c, int B, int heads, int headDim)
+{
+    if (m_cpSize == 1) {
+        m_k.attentionForward(c.att.data(), c.probs.data(), c.qkv.data(), B, static_cast<int>(m_seq), heads, headDim);
+        return;
+    }
+    const int hl = heads * headDim, width = 3 * hl;
+    RingAttention ring(m_cp, { B, static_cast<int>(m_seq) / 2, heads, heads, headDim });
+    c.lse.resize(static_cast<std::size_t>(B) * heads * m_seq);
+    ring.forward(c.qkv.data(), width, c.qkv.data() + hl, c.qkv.data() + 2 * hl, width, c.att.data(), hl, c.lse.data());
+}
+
+void GptStage::attentionBackward(BlockCache& c, float* dQkv, const float* dAtt, int B, int heads, int headDim)
+{
+    if (m_cpSize == 1) {
+        m_k.attentionBackward(dQkv, dAtt, c.qkv.data(), c.probs.data(), B, static_cast<int>(m_seq), heads, headDim);
+        return;
+    }
+    const int hl = heads * headDim, width = 3 * hl;
+    RingAttention ring(m_cp, { B, static_cast<int>(m_seq) / 2, heads, heads, headDim });
+    ring.backward(c.qkv.data(), width, c.qkv.data() + hl, c.qkv.data() + 2 * hl, width, c.att.data(), hl, dAtt,
+        c.lse.data(), dQkv, dQkv + hl, dQkv + 2 * hl);
+}
+
 std::vector<int> GptStage::blockParams(std::int64_t layer) const
 {
     if (!m_gpt2) {
@@ -125,7 +165,8 @@ void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const floa
     c.ln1Mean.resize(nl);
     c.ln1Rstd.resize(nl);
     c.qkv.resize(n * 3 * hl);
-    c.probs.resize(static_cast<std::size_t>(B) * Hl * m_seq * m_seq);
+    if (m_cpSize == 1)
+        c.probs.resize(static_cast<std::size_t>(B) * Hl * m_seq * m_seq);
     c.att.resize(n * hl);
     c.x2.resize(nl * h);
     c.ln2.resize(nl * h);
@@ -138,7 +179,7 @@ void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const floa
     const float* ln1 = gatherTokens(c.ln1.data(), full, B);
     m_k.gemm(false, false, T, 3 * hl, h, ln1, m_params.value(p.wqkv), c.qkv.data(), false);
     m_k.addBias(c.qkv.data(), m_params.value(p.bqkv), T, 3 * hl);
-    m_k.attentionForward(c.att.data(), c.probs.data(), c.qkv.data(), B, static_cast<int>(m_seq), Hl, d);
+    attentionForward(c, B, Hl, d);
     float* proj = m_sp ? full.data() : c.x2.data();
     m_k.gemm(false, false, T, h, hl, c.att.data(), m_params.value(p.wo), proj, false);
     reduceTokens(proj, c.x2.data(), B); // row-parallel: partial sums over the TP group
@@ -204,7 +245,7 @@ void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const flo
     const float* dX2All = gatherTokens(dX2.data(), full, B);
     m_k.gemm(true, false, hl, h, T, c.att.data(), dX2All, m_params.grad(p.wo), true);
     m_k.gemm(false, true, T, hl, h, dX2All, m_params.value(p.wo), dAtt.data(), false);
-    m_k.attentionBackward(dQkv.data(), dAtt.data(), c.qkv.data(), c.probs.data(), B, static_cast<int>(m_seq), Hl, d);
+    attentionBackward(c, dQkv.data(), dAtt.data(), B, Hl, d);
     m_k.biasBackward(m_params.grad(p.bqkv), dQkv.data(), T, 3 * hl);
     m_k.gemm(true, false, h, 3 * hl, T, gatherTokens(c.ln1.data(), full, B), dQkv.data(), m_params.grad(p.wqkv), true);
     m_k.gemm(false, true, T, h, 3 * hl, dQkv.data(), m_params.value(p.wqkv), dLn1.data(), false);

@@ -4,6 +4,7 @@
 #include "engine/plan/Layout.h"
 #include "engine/train/Kernels.h"
 #include "engine/train/Parameters.h"
+#include "engine/train/RingAttention.h"
 
 #include <cstdint>
 #include <functional>
@@ -41,6 +42,14 @@ public:
     // the model does not split over tpSize or its rotary head size is odd.
     GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize, comm::Communicator* tp,
         Kernels& kernels, bool fullRecompute, bool sequenceParallel = false);
+
+    // Context parallelism (call once, before the first forward): this rank holds chunks cpRank and
+    // 2·cp-1-cpRank of every sequence (RingAttention.h); attention runs as ring attention over `cp`, the
+    // position embedding reads the tokens' global positions, and micro-batches carry s/cp tokens a sequence.
+    void setContextParallel(comm::Communicator* cp, int cpRank, int cpSize);
+    // Global positions (0 .. s-1) of the tokens of one local sequence, in local order: what position
+    // embeddings (learned or rotary) must use.
+    std::int64_t positionOf(int localToken) const;
 
     ParamSet& params() { return m_params; }
     int tokensPerMicroBatch(int microBatch) const { return microBatch * static_cast<int>(m_seq); }
@@ -92,6 +101,7 @@ private:
     struct BlockCache {
         std::vector<float> x, ln1, ln1Mean, ln1Rstd, qkv, probs, att, x2, ln2, ln2Mean, ln2Rstd, fc, act;
         std::vector<float> up; // SwiGLU's up projection (fc holds the gate)
+        std::vector<float> lse; // ring attention (cp > 1): each row's log-sum-exp instead of probs
     };
     struct ChunkCache {
         int B = 0;
@@ -121,6 +131,9 @@ private:
     void reduceTokens(float* full, float* local, int B);
     // The position (0 .. s-1) of activation row `row` of this rank.
     std::int64_t localPosition(std::int64_t row) const;
+    // Causal attention of a block's cached qkv into c.att: the one-rank kernel, or ring attention with cp > 1.
+    void attentionForward(BlockCache& c, int B, int heads, int headDim);
+    void attentionBackward(BlockCache& c, float* dQkv, const float* dAtt, int B, int heads, int headDim);
 
     std::int64_t m_h, m_heads, m_ffn, m_vocab, m_paddedVocab, m_seq;
     std::vector<Chunk> m_chunks;
@@ -140,6 +153,9 @@ private:
     std::vector<float> m_zeros, m_scratch; // a norm without beta: its zero beta and discarded gradient
     std::map<std::pair<int, int>, ChunkCache> m_cache;
     BlockHooks m_hooks;
+    comm::Communicator* m_cp = nullptr; // context parallelism: m_seq is then s/cp, the local tokens
+    int m_cpSize = 1;
+    std::vector<std::int64_t> m_positions; // empty: position t of a sequence is t
 };
 
 } // namespace loom::train

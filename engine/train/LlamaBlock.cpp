@@ -116,7 +116,7 @@ std::vector<std::int32_t> GptStage::tokenPositions(int B) const
 {
     std::vector<std::int32_t> positions(static_cast<std::size_t>(B * m_seq));
     for (std::size_t i = 0; i < positions.size(); ++i)
-        positions[i] = static_cast<std::int32_t>(static_cast<std::int64_t>(i) % m_seq);
+        positions[i] = static_cast<std::int32_t>(positionOf(static_cast<int>(static_cast<std::int64_t>(i) % m_seq)));
     return positions;
 }
 
@@ -170,7 +170,7 @@ void GptStage::llamaBlockForward(std::int64_t layer, BlockCache& c, int B, const
     packQkv(c.qkv.data(), q.data(), k.data(), v.data(), T, Hl, KVl, d);
     c.probs.resize(static_cast<std::size_t>(B) * Hl * s * s);
     c.att.resize(n * hl);
-    m_k.attentionForward(c.att.data(), c.probs.data(), c.qkv.data(), B, s, Hl, d);
+    attentionForward(c, B, Hl, d);
     c.x2.resize(nl * h);
     float* proj = m_sp ? full.data() : c.x2.data();
     m_k.gemm(false, false, T, h, hl, c.att.data(), m_params.value(p.wo), proj, false);
@@ -246,7 +246,7 @@ void GptStage::llamaBlockBackward(std::int64_t layer, BlockCache& c, int B, cons
     std::vector<float> dAtt(n * hl), dQkv(n * 3 * hl);
     m_k.gemm(true, false, hl, h, T, c.att.data(), dX2All, m_params.grad(p.wo), true);
     m_k.gemm(false, true, T, hl, h, dX2All, m_params.value(p.wo), dAtt.data(), false);
-    m_k.attentionBackward(dQkv.data(), dAtt.data(), c.qkv.data(), c.probs.data(), B, s, Hl, d);
+    attentionBackward(c, dQkv.data(), dAtt.data(), B, Hl, d);
     std::vector<float> dq(n * hl), dk(n * kvl), dv(n * kvl), dLn1(n * h);
     unpackQkv(dq.data(), dk.data(), dv.data(), dQkv.data(), T, Hl, KVl, d);
     if (m_model.position == plan::ModelSpec::Position::Rope) {

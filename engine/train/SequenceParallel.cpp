@@ -17,9 +17,9 @@ int GptStage::localTokens(int microBatch) const
 std::int64_t GptStage::localPosition(std::int64_t row) const
 {
     if (!m_sp)
-        return row % m_seq;
+        return positionOf(static_cast<int>(row % m_seq));
     const std::int64_t part = m_seq / m_tpSize;
-    return m_tpRank * part + row % part;
+    return positionOf(static_cast<int>(m_tpRank * part + row % part));
 }
 
 const float* GptStage::gatherTokens(const float* local, std::vector<float>& full, int B)

@@ -35,7 +35,10 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     }
     m_stage = std::make_unique<GptStage>(layout.model, chunks, static_cast<int>(m_coord.tp), static_cast<int>(p.tp),
         comms.tensor.get(), kernels, layout.memory.recompute == plan::Recompute::Full, p.sp);
+    m_stage->setContextParallel(comms.context.get(), static_cast<int>(m_coord.cp), static_cast<int>(p.cp));
     ParamSet& params = m_stage->params();
+    // Gradients are summed over the dp·cp ranks of comms.data (a CP group's ranks are reduced like replicas).
+    const std::int64_t replicas = p.dp * p.cp, replicaIndex = m_coord.dp * p.cp + m_coord.cp;
     params.initialise(options.seed);
     m_tiedAcrossStages = p.pp > 1 && layout.model.tieEmbeddings && m_stage->tokenEmbedding() >= 0;
 
@@ -44,7 +47,7 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     if (sync.algorithm == trace::Algorithm::Auto) // the measured table (AlgorithmTuner.h), per bucket size
         sync.algorithm = comm::chooseAllreduce({ plan::toString(layout.commBackend()),
             std::min(params.values.size() * 4, static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20))),
-            static_cast<int>(p.dp), comm::nodesSpanned(comms.data->group().ranks, m_grid.devicesPerNode()) });
+            static_cast<int>(replicas), comm::nodesSpanned(comms.data->group().ranks, m_grid.devicesPerNode()) });
     sync.chunkBytes = static_cast<std::size_t>(layout.comm.chunkKb * 1024);
     sync.codec = layout.comm.dpCodec;
     // A lossy codec's output depends on the whole bucket: TP-replicated tensors and the tied embedding
@@ -52,7 +55,7 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     std::vector<int> groups;
     const bool lossy
         = layout.comm.dpCodec.kind != plan::Codec::Kind::None && layout.comm.dpCodec.kind != plan::Codec::Kind::Lz4;
-    if (lossy && p.dp > 1)
+    if (lossy && replicas > 1)
         for (int i = 0; i < static_cast<int>(params.specs().size()); ++i)
             groups.push_back(i == m_stage->tokenEmbedding() && m_tiedAcrossStages ? 2
                     : p.tp > 1 && params.spec(i).shard == Shard::Replicated       ? 1
@@ -68,20 +71,20 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
             std::fill(m_decay.begin() + static_cast<std::ptrdiff_t>(s.offset),
                 m_decay.begin() + static_cast<std::ptrdiff_t>(s.offset + s.size()), 1);
     std::size_t begin = 0, end = params.values.size();
-    if (layout.memory.zero == 1 && p.dp > 1) {
+    if (layout.memory.zero == 1 && replicas > 1) {
         const std::size_t shard
-            = (params.values.size() + static_cast<std::size_t>(p.dp) - 1) / static_cast<std::size_t>(p.dp);
-        begin = std::min(params.values.size(), shard * static_cast<std::size_t>(m_coord.dp));
+            = (params.values.size() + static_cast<std::size_t>(replicas) - 1) / static_cast<std::size_t>(replicas);
+        begin = std::min(params.values.size(), shard * static_cast<std::size_t>(replicaIndex));
         end = std::min(params.values.size(), begin + shard);
     }
-    if (layout.memory.zero >= 2 && p.dp > 1) { // ShardedParams.h: the optimizer works on this rank's shard
+    if (layout.memory.zero >= 2 && p.dp * p.cp > 1) { // ShardedParams.h: the optimizer works on this rank's shard
         m_sharded = std::make_unique<ShardedParams>(*m_stage, *comms.data, layout.memory.zero, layout.comm.overlap);
         begin = 0;
         end = m_sharded->shardSize();
     }
     m_adam = std::make_unique<AdamW>(begin, end);
     m_codecWarmup = std::max<std::int64_t>(layout.comm.codecWarmup, 0);
-    if (layout.comm.dpCodec.kind == plan::Codec::Kind::TopK && layout.comm.errorFeedback && p.dp > 1) {
+    if (layout.comm.dpCodec.kind == plan::Codec::Kind::TopK && layout.comm.errorFeedback && replicas > 1) {
         // Sparse updates under AdamW (SparseAdam): a warm-up of uncompressed steps, then frozen variance.
         if (layout.comm.codecWarmup < 0)
             m_codecWarmup = std::max<std::int64_t>(1, options.steps / 10);
@@ -113,6 +116,17 @@ void Trainer::batchOf(
         const std::int64_t index = m_coord.dp * (p.globalBatch / p.dp) + microBatch * p.microBatch + i;
         m_corpus.sequence(m_options.seed, step, index, s, tokens.data() + i * s, targets.data() + i * s);
     }
+    if (p.cp > 1) { // this CP rank's two chunks of each sequence, in local order (GptStage::positionOf)
+        const std::int64_t local = s / p.cp;
+        for (std::int64_t i = 0; i < p.microBatch; ++i)
+            for (std::int64_t t = 0; t < local; ++t) {
+                const std::int64_t from = i * s + m_stage->positionOf(static_cast<int>(t));
+                tokens[static_cast<std::size_t>(i * local + t)] = tokens[static_cast<std::size_t>(from)];
+                targets[static_cast<std::size_t>(i * local + t)] = targets[static_cast<std::size_t>(from)];
+            }
+        tokens.resize(static_cast<std::size_t>(p.microBatch * local));
+        targets.resize(tokens.size());
+    }
 }
 
 void Trainer::record(
@@ -135,10 +149,12 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
 {
     const auto& p = m_layout.parallel;
     const int B = static_cast<int>(p.microBatch);
-    // With sequence parallelism the stages pass this rank's part of the sequence.
+    // With sequence parallelism the stages pass this rank's part of the sequence
+    // (of its s/cp tokens under context parallelism).
     const std::size_t activation = static_cast<std::size_t>(m_stage->localTokens(B) * m_layout.model.hidden);
     const std::int64_t stages = p.pp * m_schedule.chunks();
-    const float lossScale = 1.0f / static_cast<float>(p.microBatches() * p.dp);
+    // Each CP rank's loss is the mean over its s/cp tokens: the sequence's mean is their average.
+    const float lossScale = 1.0f / static_cast<float>(p.microBatches() * p.dp * p.cp);
     comm::Communicator& pipe = *m_comms.pipeline;
     struct InFlight {
         comm::WorkPtr work;
@@ -322,9 +338,9 @@ StepResult Trainer::step(std::int64_t step)
     if (!apply) {
     } else if (sparse) {
         // Local gradients (this rank's share of the mean): DGC's local clipping at clip/sqrt(dp).
-        const double threshold = m_options.clip / std::sqrt(double(p.dp));
+        const double threshold = m_options.clip / std::sqrt(double(p.dp * p.cp));
         const float clip = norm > threshold ? static_cast<float>(threshold / (norm + 1e-6)) : 1.0f;
-        r.gradNorm = norm * std::sqrt(double(p.dp)); // the estimate of the global norm the threshold assumes
+        r.gradNorm = norm * std::sqrt(double(p.dp * p.cp)); // the estimate of the global norm the threshold assumes
         m_sparse->step(*m_adam, params.values.data(), params.grads.data(), clip, m_decay, r.lr, m_codecWarmup);
     } else {
         const float clip = norm > m_options.clip ? static_cast<float>(m_options.clip / (norm + 1e-6)) : 1.0f;
@@ -336,11 +352,11 @@ StepResult Trainer::step(std::int64_t step)
     record(trace::EventKind::Optimizer, optimizerStart, step);
     if (apply && m_sharded && m_layout.memory.zero == 2)
         m_sharded->gatherFlat(); // ZeRO-2: every rank's updated pieces into the full parameters
-    if (apply && !sparse && m_layout.memory.zero == 1 && p.dp > 1) {
-        // ZeRO-1: each DP rank updated its shard; gather the others' shards.
-        const std::size_t shard
-            = (params.values.size() + static_cast<std::size_t>(p.dp) - 1) / static_cast<std::size_t>(p.dp);
-        std::vector<float> mine(shard, 0.0f), all(shard * static_cast<std::size_t>(p.dp));
+    if (apply && !sparse && m_layout.memory.zero == 1 && p.dp * p.cp > 1) {
+        // ZeRO-1: each DP (dp·cp) rank updated its shard; gather the others' shards.
+        const std::size_t replicas = static_cast<std::size_t>(p.dp * p.cp);
+        const std::size_t shard = (params.values.size() + replicas - 1) / replicas;
+        std::vector<float> mine(shard, 0.0f), all(shard * replicas);
         std::copy(params.values.begin() + static_cast<std::ptrdiff_t>(m_adam->begin()),
             params.values.begin() + static_cast<std::ptrdiff_t>(m_adam->end()), mine.begin());
         m_comms.data->allGather(mine.data(), all.data(), shard, comm::DType::F32)->wait();
@@ -348,9 +364,9 @@ StepResult Trainer::step(std::int64_t step)
     }
     m_sync->startDelayed(); // after ZeRO-1's all-gather, so that it does not queue behind the delayed all-reduce
 
-    // The global loss: each data-parallel replica's last stage (TP rank 0) adds its share.
+    // The global loss: each data-parallel replica's last stage (TP rank 0, every CP rank) adds its share.
     const bool reports = m_coord.tp == 0 && m_stage->chunks().back().head;
-    double share = reports ? lossSum / double(p.microBatches() * p.dp) : 0.0;
+    double share = reports ? lossSum / double(p.microBatches() * p.dp * p.cp) : 0.0;
     m_comms.world->allReduce(&share, 1, comm::DType::F64, comm::ReduceOp::Sum)->wait();
     r.loss = share;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -365,8 +381,8 @@ void Trainer::save(const std::string& dir, std::int64_t stepsDone)
     const auto& p = m_layout.parallel;
     ParamSet& params = m_stage->params();
     CheckpointRole role;
-    role.writesParams = m_coord.dp == 0;
-    role.writesMoments = m_coord.dp == 0 || (m_layout.memory.zero == 1 && p.dp > 1);
+    role.writesParams = m_coord.dp == 0 && m_coord.cp == 0; // CP ranks hold the same parameters
+    role.writesMoments = role.writesParams || (m_layout.memory.zero == 1 && p.dp * p.cp > 1);
     for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) {
         bool owns = params.spec(i).shard != Shard::Replicated || m_coord.tp == 0;
         if (i == m_stage->tokenEmbedding() && m_tiedAcrossStages && m_coord.pp != 0)

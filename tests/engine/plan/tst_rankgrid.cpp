@@ -50,6 +50,65 @@ private slots:
         QCOMPARE(g.maxNodesSpanned(GroupKind::Data), 1);
     }
 
+    void contextParallelGrid_data()
+    {
+        QTest::addColumn<int>("order");
+        QTest::addColumn<Groups>("pipeline");
+        QTest::addColumn<Groups>("data");
+        QTest::addColumn<std::vector<std::int64_t>>("gradientOf0");
+        QTest::addColumn<int>("gradientNodes");
+        // 16 ranks, tp=2, cp=2, pp=2, dp=2 on 2 nodes of 8. tp-cp-pp-dp: rank = tp + 2·(cp + 2·(pp + 2·dp)).
+        QTest::newRow("tp-cp-pp-dp") << int(RankOrder::TpPpDp)
+                                     << Groups { { 0, 4 }, { 1, 5 }, { 2, 6 }, { 3, 7 }, { 8, 12 }, { 9, 13 },
+                                            { 10, 14 }, { 11, 15 } }
+                                     << Groups { { 0, 8 }, { 1, 9 }, { 2, 10 }, { 3, 11 }, { 4, 12 }, { 5, 13 },
+                                            { 6, 14 }, { 7, 15 } }
+                                     << std::vector<std::int64_t> { 0, 2, 8, 10 } << 2;
+        // tp-cp-dp-pp (Megatron-LM's tp-cp-ep-dp-pp): rank = tp + 2·(cp + 2·(dp + 2·pp)).
+        QTest::newRow("tp-cp-dp-pp") << int(RankOrder::TpDpPp)
+                                     << Groups { { 0, 8 }, { 1, 9 }, { 2, 10 }, { 3, 11 }, { 4, 12 }, { 5, 13 },
+                                            { 6, 14 }, { 7, 15 } }
+                                     << Groups { { 0, 4 }, { 1, 5 }, { 2, 6 }, { 3, 7 }, { 8, 12 }, { 9, 13 },
+                                            { 10, 14 }, { 11, 15 } }
+                                     << std::vector<std::int64_t> { 0, 2, 4, 6 } << 1;
+    }
+    void contextParallelGrid()
+    {
+        QFETCH(int, order);
+        QFETCH(Groups, pipeline);
+        QFETCH(Groups, data);
+        QFETCH(std::vector<std::int64_t>, gradientOf0);
+        QFETCH(int, gradientNodes);
+        const RankGrid g(2, 2, 2, 8, RankOrder(order), 2);
+        QCOMPARE(g.size(), 16);
+        QCOMPARE(g.cp(), 2);
+        // TP groups stay pairs of neighbours and CP groups their neighbours one TP group on: a node of 8 holds
+        // two whole TP×CP blocks.
+        QCOMPARE(g.groups(GroupKind::Tensor),
+            (Groups { { 0, 1 }, { 2, 3 }, { 4, 5 }, { 6, 7 }, { 8, 9 }, { 10, 11 }, { 12, 13 }, { 14, 15 } }));
+        QCOMPARE(g.groups(GroupKind::Context),
+            (Groups { { 0, 2 }, { 1, 3 }, { 4, 6 }, { 5, 7 }, { 8, 10 }, { 9, 11 }, { 12, 14 }, { 13, 15 } }));
+        QCOMPARE(g.groups(GroupKind::Pipeline), pipeline);
+        QCOMPARE(g.groups(GroupKind::Data), data);
+        QCOMPARE(g.gradientGroupOf(0), gradientOf0);
+        QCOMPARE(g.gradientNodesSpanned(), std::int64_t(gradientNodes));
+        QCOMPARE(g.coordOf(3).cp, 1);
+        QCOMPARE(g.coordOf(3).tp, 1);
+        QCOMPARE(g.maxNodesSpanned(GroupKind::Context), 1);
+        QVERIFY(g.placementNotes().empty());
+    }
+
+    void contextGroupAcrossNodes()
+    {
+        // tp=4, cp=4 on nodes of 8: a TP×CP block is 16 ranks, so every CP group spans two nodes.
+        const RankGrid g(4, 1, 1, 8, RankOrder::TpPpDp, 4);
+        QCOMPARE(g.groupOf(GroupKind::Context, 1), (std::vector<std::int64_t> { 1, 5, 9, 13 }));
+        QCOMPARE(g.maxNodesSpanned(GroupKind::Context), 2);
+        const auto notes = g.placementNotes();
+        QCOMPARE(notes.size(), std::size_t(1));
+        QVERIFY(notes[0].find("a CP group spans 2 nodes") != std::string::npos);
+    }
+
     void tensorGroupAcrossNodes()
     {
         // tp=16 on nodes of 8: every TP group needs two nodes, and the grid says so.
@@ -109,24 +168,31 @@ private slots:
         std::mt19937 rng(11);
         for (int trial = 0; trial < 200; ++trial) {
             const std::int64_t tp = 1 + rng() % 8, pp = 1 + rng() % 6, dp = 1 + rng() % 5, perNode = 1 + rng() % 9;
-            const RankGrid g(tp, pp, dp, perNode, RankOrder(order));
-            std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> seen;
+            const std::int64_t cp = trial % 2 ? 1 : 1 + rng() % 4;
+            const RankGrid g(tp, pp, dp, perNode, RankOrder(order), cp);
+            std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> seen;
             for (std::int64_t r = 0; r < g.size(); ++r) {
                 const RankCoord c = g.coordOf(r);
-                QVERIFY(c.tp < tp && c.pp < pp && c.dp < dp);
+                QVERIFY(c.tp < tp && c.pp < pp && c.dp < dp && c.cp < cp);
                 QCOMPARE(g.rankOf(c), r);
-                seen.insert({ c.tp, c.pp, c.dp });
+                seen.insert({ c.tp, c.pp, c.dp, c.cp });
+                QCOMPARE(g.groupOf(GroupKind::Context, r)[static_cast<std::size_t>(c.cp)], r);
+                // The gradient group: every (dp, cp) once, this rank at index dp·cp + its cp coordinate.
+                const auto gradient = g.gradientGroupOf(r);
+                QCOMPARE(static_cast<std::int64_t>(gradient.size()), dp * cp);
+                QCOMPARE(gradient[static_cast<std::size_t>(c.dp * cp + c.cp)], r);
                 QCOMPARE(g.groupOf(GroupKind::Tensor, r)[static_cast<std::size_t>(c.tp)], r);
                 QCOMPARE(g.groupOf(GroupKind::Pipeline, r)[static_cast<std::size_t>(c.pp)], r);
                 QCOMPARE(g.groupOf(GroupKind::Data, r)[static_cast<std::size_t>(c.dp)], r);
             }
             QCOMPARE(static_cast<std::int64_t>(seen.size()), g.size());
-            for (GroupKind kind : { GroupKind::Tensor, GroupKind::Pipeline, GroupKind::Data }) {
+            for (GroupKind kind : { GroupKind::Tensor, GroupKind::Pipeline, GroupKind::Data, GroupKind::Context }) {
                 std::vector<int> membership(static_cast<std::size_t>(g.size()), 0);
                 for (const auto& group : g.groups(kind)) {
                     QCOMPARE(static_cast<std::int64_t>(group.size()),
                         kind == GroupKind::Tensor         ? tp
                             : kind == GroupKind::Pipeline ? pp
+                            : kind == GroupKind::Context  ? cp
                                                           : dp);
                     for (auto m : group)
                         ++membership[static_cast<std::size_t>(m)];

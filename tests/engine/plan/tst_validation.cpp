@@ -105,6 +105,25 @@ private slots:
             << R"({"parallel": {"dp": 2}})" << true << "parallel"
             << "parallel.tp·pp·dp = 4·2·2 = 16 does not match the 8 devices of nodes=1 × 8 devices per node "
                "(dgx-a100); with tp=4 and pp=2 use dp=1, or set nodes to 2";
+        QTest::newRow("tp·cp·pp·dp != devices")
+            << R"({"parallel": {"cp": 2}})" << true << "parallel"
+            << "parallel.tp·cp·pp·dp = 4·2·2·1 = 16 does not match the 8 devices of nodes=1 × 8 devices per node "
+               "(dgx-a100); set nodes to 2";
+        // Context parallel
+        QTest::newRow("cp does not split seq_len into 2·cp chunks")
+            << QString::fromStdString(
+                   inlineModel(R"({"seq_len": 1022})").insert(1, R"("parallel": {"tp": 2, "cp": 2, "pp": 2}, )"))
+            << true << "parallel.cp"
+            << "parallel.cp=2 needs model.seq_len=1022 divisible by 2·cp = 4 (each sequence is cut into 2·cp equal "
+               "chunks and CP rank i holds chunks i and 2·cp-1-i, so that every rank does the same causal attention "
+               "work); with model.seq_len=1022 use cp in {7, 73, 511}";
+        QTest::newRow("cp with materialized attention")
+            << R"({"parallel": {"tp": 2, "cp": 2, "pp": 2}, "memory": {"attention": "materialized"}})" << false
+            << "memory.attention"
+            << "ring attention computes the scores one K/V block at a time";
+        QTest::newRow("CP group across nodes")
+            << R"({"nodes": 2, "parallel": {"tp": 4, "cp": 4, "pp": 1}})" << false << "parallel.cp"
+            << "a CP group spans 2 nodes (tp·cp = 4·4 = 16 ranks per TP×CP block, 8 devices per node)";
         QTest::newRow("nodes > 1 on a one-machine cluster")
             << R"({"cluster": "local", "nodes": 2})" << true << "nodes"
             << "nodes=2 but cluster local has no inter-node link (it is one machine); set nodes to 1";
