@@ -20,6 +20,7 @@ inline const QColor optimizer { 0xF0, 0xE4, 0x42 };
 inline const QColor idle { 0xD9, 0xD9, 0xD9 };
 inline const QColor misc { 0x99, 0x99, 0x99 };
 inline const QColor overBudget { 0xC0, 0x1F, 0x1F };
+inline const QColor expertComm { 0x00, 0x00, 0x00 }; // the palette's black: MoE all-to-all
 } // namespace colors
 
 // The colour of an event by what it is (compute kind, or which parallel dimension a collective serves:

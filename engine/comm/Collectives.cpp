@@ -53,7 +53,14 @@ std::string describe(const CollectiveCall& call, const trace::GroupInfo& group)
 std::uint64_t logicalBytes(const CollectiveCall& call, int size)
 {
     const std::uint64_t bytes = call.count * sizeOf(call.type);
-    const bool perRank = call.kind == EventKind::ReduceScatter || call.kind == EventKind::AllGather;
+    if (call.kind == EventKind::AllToAll && !call.sendCounts.empty()) {
+        std::uint64_t total = 0;
+        for (auto c : call.sendCounts)
+            total += c;
+        return total * sizeOf(call.type);
+    }
+    const bool perRank = call.kind == EventKind::ReduceScatter || call.kind == EventKind::AllGather
+        || call.kind == EventKind::AllToAll;
     return call.kind == EventKind::Barrier ? 0 : perRank ? bytes * static_cast<std::uint64_t>(size) : bytes;
 }
 
@@ -63,6 +70,8 @@ std::uint64_t libraryWireBytes(const CollectiveCall& call, int rank, int size)
         return 0;
     if (call.kind == EventKind::Broadcast)
         return rank == call.root ? logicalBytes(call, size) : 0;
+    if (call.kind == EventKind::AllToAll && !call.sendCounts.empty())
+        return logicalBytes(call, size) - call.sendCounts[static_cast<std::size_t>(rank)] * sizeOf(call.type);
     return static_cast<std::uint64_t>(trace::busBandwidthFactor(call.kind, size) * double(logicalBytes(call, size)));
 }
 
@@ -143,7 +152,9 @@ CollectiveOutcome runCollective(CollectiveBackend& backend, const CollectiveCall
     const std::string context = describe(call, group);
     Transport& host = backend.hostTransport();
     Transport& t = backend.transport();
-    if (config.checkAgreement && size > 1) {
+    // A variable-split all-to-all's counts differ between members by design: nothing to compare.
+    const bool variable = call.kind == EventKind::AllToAll && !call.sendCounts.empty();
+    if (config.checkAgreement && size > 1 && !variable) {
         CallSignature signature { call.kind, call.type, call.op, static_cast<int>(call.options.algorithm),
             static_cast<int>(call.options.codec.kind), call.root, call.count, optionsFingerprint(call.options) };
         checkAgreement(host, signature, group.ranks, context);

@@ -71,6 +71,7 @@ struct ParallelSpec {
     std::vector<StageRange> stages; // empty: an even split; else pp*vpp entries in virtual-stage order
     RankOrder order = RankOrder::TpPpDp;
     bool sp = false; // sequence parallelism (Korthikanti et al. 2022): norms and dropout split along s over tp
+    std::int64_t ep = 1; // expert parallelism: ep consecutive DP ranks share out the experts (adds no ranks)
 
     bool operator==(const ParallelSpec&) const = default;
     std::int64_t worldSize() const { return tp * pp * dp; }

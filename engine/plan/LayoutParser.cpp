@@ -92,6 +92,8 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
         p.order = *v == "tp-pp-dp" ? RankOrder::TpPpDp : RankOrder::TpDpPp;
     if (auto v = r.boolean("sp", Presence::Optional))
         p.sp = *v;
+    if (auto v = r.integer("ep", Presence::Optional, 1, kMaxDegree))
+        p.ep = *v;
 
     if (const json* s = r.find("stages")) {
         const std::string path = "parallel.stages";
@@ -121,7 +123,7 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
             }
         }
     }
-    r.warnUnknown({ "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order", "sp" });
+    r.warnUnknown({ "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order", "sp", "ep" });
 }
 
 void readMemory(const json& j, Layout& layout, Diagnostics& d)
@@ -398,6 +400,8 @@ std::string writeLayout(const Layout& layout)
     }
     if (p.sp)
         par["sp"] = true;
+    if (p.ep != 1)
+        par["ep"] = p.ep;
     j["parallel"] = par;
     j["memory"] = { { "zero", layout.memory.zero }, { "recompute", toString(layout.memory.recompute) } };
     if (layout.memory.attention != Attention::Flash)

@@ -19,12 +19,16 @@ struct StageCost {
     // (all-gather of the parameters; in backward also the gradients' reduce-scatter) and bytes.
     double forwardTpBytes = 0, backwardTpBytes = 0;
     double forwardGather = 0, backwardGather = 0, gatherBytes = 0;
+    // Mixture of experts: the all-to-alls (dispatch and combine) of the op's MoE blocks, which block the
+    // compute like the TP collectives (part of forward and backward), and their bytes.
+    double forwardEp = 0, backwardEp = 0, forwardEpBytes = 0, backwardEpBytes = 0;
 };
 
 // What the replay measured on one pipeline rank.
 struct RankTimes {
     double busy = 0, tp = 0, end = 0, lastBackwardStart = 0, lastBackwardEnd = 0;
     double dp = 0; // exposed ZeRO-2/3 collectives inside the ops
+    double ep = 0; // MoE all-to-all inside the ops
 };
 
 // How the replay labels the events it records: the global rank of pipeline rank r's representative
@@ -34,6 +38,7 @@ struct EventNaming {
     std::uint64_t sendBytes = 0;
     std::int32_t tpSize = 1, dpSize = 1;
     bool sequenceParallel = false; // TP collectives are all-gather + reduce-scatter instead of all-reduce
+    std::int32_t epSize = 1; // the expert-parallel group
 };
 
 // Replays `schedule` on one representative rank per pipeline stage: each op starts when its rank is free

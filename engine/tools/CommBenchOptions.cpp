@@ -8,7 +8,7 @@ namespace loom::tools {
 std::string commBenchUsage()
 {
     return "usage: mpirun -np N loom-commbench [options]\n"
-           "  --op allreduce|allgather|reducescatter|broadcast|sendrecv   (default allreduce)\n"
+           "  --op allreduce|allgather|reducescatter|broadcast|sendrecv|alltoall   (default allreduce)\n"
            "  --algo library|ring|chunked|hierarchical|auto               (default library)\n"
            "  --codec none|fp16|bf16|int8|int4|topk:F|lz4                  all-reduce of fp32 only (default none)\n"
            "  --dtype fp32|fp16|bf16                                      (default fp32)\n"
@@ -99,8 +99,8 @@ std::optional<CommBenchOptions> parseCommBenchOptions(
             if (!v)
                 return std::nullopt;
             if (*v != "allreduce" && *v != "allgather" && *v != "reducescatter" && *v != "broadcast"
-                && *v != "sendrecv")
-                return bad(*v, "allreduce, allgather, reducescatter, broadcast or sendrecv");
+                && *v != "sendrecv" && *v != "alltoall")
+                return bad(*v, "allreduce, allgather, reducescatter, broadcast, sendrecv or alltoall");
             o.op = *v;
         } else if (a == "--algo") {
             auto v = value("an algorithm");
@@ -212,7 +212,7 @@ std::optional<CommBenchOptions> parseCommBenchOptions(
         error = "--algo auto chooses all-reduce algorithms; use it with --op allreduce";
         return std::nullopt;
     }
-    if (o.algorithm != comm::CollectiveAlgorithm::Library && (o.op == "broadcast" || o.op == "sendrecv")) {
+    if (o.algorithm != comm::CollectiveAlgorithm::Library && (o.op == "broadcast" || o.op == "sendrecv" || o.op == "alltoall")) {
         error = "--op " + o.op + " runs with --algo library only";
         return std::nullopt;
     }

@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 
 namespace loom::train {
 
 GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize,
-    comm::Communicator* tp, Kernels& kernels, bool fullRecompute)
+    comm::Communicator* tp, Kernels& kernels, bool fullRecompute, int epRank, int epSize, comm::Communicator* ep)
     : m_h(model.hidden)
     , m_heads(model.heads)
     , m_ffn(model.ffnHidden)
@@ -21,6 +22,7 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
     , m_k(kernels)
     , m_recompute(fullRecompute)
     , m_params(tpRank, tpSize)
+    , m_auxCoeff(model.auxLossCoeff)
 {
     const float std = 0.02f;
     const float projStd = 0.02f / std::sqrt(2.0f * static_cast<float>(model.layers)); // GPT-2's residual scaling
@@ -51,10 +53,15 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
         b.bo = m_params.add(p + "proj.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
         b.ln2g = m_params.add(p + "ln2.g", 1, m_h, Shard::Replicated, Init::Ones, 0, false);
         b.ln2b = m_params.add(p + "ln2.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
-        b.wfc = m_params.add(p + "fc.w", m_h, m_ffn, Shard::Columns, Init::Normal, std, true);
-        b.bfc = m_params.add(p + "fc.b", 1, m_ffn, Shard::Columns, Init::Zeros, 0, false);
-        b.wpr = m_params.add(p + "fcproj.w", m_ffn, m_h, Shard::Rows, Init::Normal, projStd, true);
-        b.bpr = m_params.add(p + "fcproj.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+        b.wfc = b.bfc = b.wpr = b.bpr = -1;
+        if (model.moeLayer(l)) { // a mixture of experts in place of the MLP
+            m_moe[l] = std::make_unique<MoeLayer>(model, p, m_params, epRank, epSize, ep, kernels);
+        } else {
+            b.wfc = m_params.add(p + "fc.w", m_h, m_ffn, Shard::Columns, Init::Normal, std, true);
+            b.bfc = m_params.add(p + "fc.b", 1, m_ffn, Shard::Columns, Init::Zeros, 0, false);
+            b.wpr = m_params.add(p + "fcproj.w", m_ffn, m_h, Shard::Rows, Init::Normal, projStd, true);
+            b.bpr = m_params.add(p + "fcproj.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+        }
         m_block[l] = b;
     }
     if (anyHead || anyEmbedding)
@@ -67,7 +74,27 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
 std::vector<int> GptStage::blockParams(std::int64_t layer) const
 {
     const auto& b = m_block.at(layer);
-    return { b.ln1g, b.ln1b, b.wqkv, b.bqkv, b.wo, b.bo, b.ln2g, b.ln2b, b.wfc, b.bfc, b.wpr, b.bpr };
+    std::vector<int> out { b.ln1g, b.ln1b, b.wqkv, b.bqkv, b.wo, b.bo, b.ln2g, b.ln2b, b.wfc, b.bfc, b.wpr, b.bpr };
+    if (auto it = m_moe.find(layer); it != m_moe.end()) {
+        std::erase(out, -1);
+        for (int i : it->second->params())
+            out.push_back(i);
+    }
+    return out;
+}
+
+bool GptStage::isExpertParam(int index) const
+{
+    for (const auto& [layer, moe] : m_moe)
+        for (int i : moe->expertParams())
+            if (i == index)
+                return true;
+    return false;
+}
+
+double GptStage::takeAuxLoss()
+{
+    return std::exchange(m_aux, 0.0);
 }
 
 void GptStage::allReduce(float* data, std::size_t n, comm::ReduceOp op)
@@ -108,12 +135,16 @@ void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const floa
         c.x2[i] += in[i];
     m_k.layerNormForward(c.ln2.data(), c.ln2Mean.data(), c.ln2Rstd.data(), c.x2.data(), m_params.value(p.ln2g),
         m_params.value(p.ln2b), T, h);
-    m_k.gemm(false, false, T, fl, h, c.ln2.data(), m_params.value(p.wfc), c.fc.data(), false);
-    m_k.addBias(c.fc.data(), m_params.value(p.bfc), T, fl);
-    m_k.geluForward(c.act.data(), c.fc.data(), n * fl);
-    m_k.gemm(false, false, T, h, fl, c.act.data(), m_params.value(p.wpr), out, false);
-    allReduce(out, n * h);
-    m_k.addBias(out, m_params.value(p.bpr), T, h);
+    if (auto moe = m_moe.find(layer); moe != m_moe.end()) { // MoeLayer.h: whole experts on every TP rank
+        m_aux += m_auxCoeff * moe->second->forward(c.moe, c.ln2.data(), T, out);
+    } else {
+        m_k.gemm(false, false, T, fl, h, c.ln2.data(), m_params.value(p.wfc), c.fc.data(), false);
+        m_k.addBias(c.fc.data(), m_params.value(p.bfc), T, fl);
+        m_k.geluForward(c.act.data(), c.fc.data(), n * fl);
+        m_k.gemm(false, false, T, h, fl, c.act.data(), m_params.value(p.wpr), out, false);
+        allReduce(out, n * h);
+        m_k.addBias(out, m_params.value(p.bpr), T, h);
+    }
     for (std::size_t i = 0; i < n * h; ++i)
         out[i] += c.x2[i];
     if (m_recompute) { // keep only the input; backward runs this again
@@ -134,20 +165,26 @@ void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const flo
         std::vector<float> scratch(n * h);
         const std::vector<float> input = c.x;
         const bool saved = m_recompute;
+        const double aux = m_aux; // the recomputed forward's load-balancing loss was counted the first time
         m_recompute = false;
         blockForward(layer, c, B, input.data(), scratch.data());
         m_recompute = saved;
+        m_aux = aux;
     }
     // MLP: out = x2 + gelu(ln2·Wfc + bfc)·Wpr + bpr
     std::vector<float> dAct(n * fl), dFc(n * fl), dLn2(n * h), dX2(dOut, dOut + n * h);
-    m_k.biasBackward(m_params.grad(p.bpr), dOut, T, h);
-    m_k.gemm(true, false, fl, h, T, c.act.data(), dOut, m_params.grad(p.wpr), true);
-    m_k.gemm(false, true, T, fl, h, dOut, m_params.value(p.wpr), dAct.data(), false);
-    m_k.geluBackward(dFc.data(), dAct.data(), c.fc.data(), n * fl);
-    m_k.biasBackward(m_params.grad(p.bfc), dFc.data(), T, fl);
-    m_k.gemm(true, false, h, fl, T, c.ln2.data(), dFc.data(), m_params.grad(p.wfc), true);
-    m_k.gemm(false, true, T, h, fl, dFc.data(), m_params.value(p.wfc), dLn2.data(), false);
-    allReduce(dLn2.data(), n * h); // column-parallel: each rank saw part of the columns
+    if (auto moe = m_moe.find(layer); moe != m_moe.end()) {
+        moe->second->backward(c.moe, dOut, dLn2.data(), m_lossScale * static_cast<float>(m_auxCoeff));
+    } else {
+        m_k.biasBackward(m_params.grad(p.bpr), dOut, T, h);
+        m_k.gemm(true, false, fl, h, T, c.act.data(), dOut, m_params.grad(p.wpr), true);
+        m_k.gemm(false, true, T, fl, h, dOut, m_params.value(p.wpr), dAct.data(), false);
+        m_k.geluBackward(dFc.data(), dAct.data(), c.fc.data(), n * fl);
+        m_k.biasBackward(m_params.grad(p.bfc), dFc.data(), T, fl);
+        m_k.gemm(true, false, h, fl, T, c.ln2.data(), dFc.data(), m_params.grad(p.wfc), true);
+        m_k.gemm(false, true, T, h, fl, dFc.data(), m_params.value(p.wfc), dLn2.data(), false);
+        allReduce(dLn2.data(), n * h); // column-parallel: each rank saw part of the columns
+    }
     m_k.layerNormBackward(dX2.data(), m_params.grad(p.ln2g), m_params.grad(p.ln2b), dLn2.data(), c.x2.data(),
         c.ln2Mean.data(), c.ln2Rstd.data(), m_params.value(p.ln2g), T, h);
     // Attention: x2 = x + attn(ln1(x))·Wo + bo
@@ -260,6 +297,7 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
         throw std::logic_error("backward of micro-batch " + std::to_string(mb) + " chunk " + std::to_string(chunk)
             + " before its forward");
     ChunkCache& cache = it->second;
+    m_lossScale = lossScale;
     const int B = cache.B, T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h);
     const auto n = static_cast<std::size_t>(T);
     std::vector<float> dx(n * h), dPrev(n * h);

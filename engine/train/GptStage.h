@@ -3,11 +3,13 @@
 #include "engine/comm/Communicator.h"
 #include "engine/plan/Layout.h"
 #include "engine/train/Kernels.h"
+#include "engine/train/MoeLayer.h"
 #include "engine/train/Parameters.h"
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <vector>
 
 namespace loom::train {
@@ -27,8 +29,10 @@ public:
 
     // `tp` may be null when tp = 1. `fullRecompute` keeps only each block's input and re-runs its forward
     // (with its all-reduces) during backward.
+    // Mixture-of-experts blocks (model.moeLayer) hold experts [epRank·E/epSize, ...) and trade tokens over
+    // `ep` (null when epSize = 1); see MoeLayer.h.
     GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize, comm::Communicator* tp,
-        Kernels& kernels, bool fullRecompute);
+        Kernels& kernels, bool fullRecompute, int epRank = 0, int epSize = 1, comm::Communicator* ep = nullptr);
 
     ParamSet& params() { return m_params; }
     int tokensPerMicroBatch(int microBatch) const { return microBatch * static_cast<int>(m_seq); }
@@ -37,6 +41,11 @@ public:
     // Parameter indices of one block (for bucketing), of the embedding and of the head.
     std::vector<int> blockParams(std::int64_t layer) const;
     int tokenEmbedding() const { return m_wte; }
+    // Mixture of experts: whether parameter `index` is an expert's (reduced over the expert-data-parallel
+    // group), and the load-balancing losses of the forwards since the last call (Σ over MoE blocks of
+    // aux_loss_coeff·aux), which the trainer adds to the loss.
+    bool isExpertParam(int index) const;
+    double takeAuxLoss();
 
     // Forward of micro-batch `mb` (B sequences) through `chunk`. The embedding chunk reads `tokens`; others
     // read `input` [B·s, h]. A head chunk computes the cross-entropy against `targets` and returns the mean
@@ -56,6 +65,7 @@ private:
     };
     struct BlockCache {
         std::vector<float> x, ln1, ln1Mean, ln1Rstd, qkv, probs, att, x2, ln2, ln2Mean, ln2Rstd, fc, act;
+        MoeCache moe; // MoE blocks
     };
     struct ChunkCache {
         int B = 0;
@@ -78,6 +88,10 @@ private:
     std::map<std::int64_t, BlockParams> m_block;
     int m_wte = -1, m_wpe = -1, m_lnfg = -1, m_lnfb = -1;
     std::map<std::pair<int, int>, ChunkCache> m_cache;
+    std::map<std::int64_t, std::unique_ptr<MoeLayer>> m_moe; // MoE blocks by layer
+    double m_aux = 0; // aux_loss_coeff·aux of the forwards since takeAuxLoss()
+    double m_auxCoeff = 0;
+    float m_lossScale = 1; // the current backward's
 };
 
 } // namespace loom::train

@@ -4,6 +4,7 @@
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/train/Checkpoint.h"
+#include "engine/train/MoeLayer.h"
 
 #include <nlohmann/json.hpp>
 
@@ -33,8 +34,10 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         const std::int64_t vs = m_schedule.virtualStage(m_coord.pp, c);
         chunks.push_back({ ranges[static_cast<std::size_t>(vs)], vs == 0, vs == last });
     }
+    checkMoeTrainable(layout);
     m_stage = std::make_unique<GptStage>(layout.model, chunks, static_cast<int>(m_coord.tp), static_cast<int>(p.tp),
-        comms.tensor.get(), kernels, layout.memory.recompute == plan::Recompute::Full);
+        comms.tensor.get(), kernels, layout.memory.recompute == plan::Recompute::Full,
+        static_cast<int>(m_coord.dp % p.ep), static_cast<int>(p.ep), comms.expert.get());
     ParamSet& params = m_stage->params();
     params.initialise(options.seed);
     m_tiedAcrossStages = p.pp > 1 && m_stage->tokenEmbedding() >= 0;
@@ -57,9 +60,18 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
             groups.push_back(i == m_stage->tokenEmbedding() && m_tiedAcrossStages ? 2
                     : p.tp > 1 && params.spec(i).shard == Shard::Replicated       ? 1
                                                                                   : 0);
+    const int expertGroup = 3; // MoE: experts' gradients in buckets of their own, over the expert-data group
+    if (p.ep > 1) {
+        groups.resize(params.specs().size(), 0);
+        for (int i = 0; i < static_cast<int>(groups.size()); ++i)
+            if (m_stage->isExpertParam(i))
+                groups[static_cast<std::size_t>(i)] = expertGroup;
+    }
     m_sync = std::make_unique<GradientSync>(params, comms.data.get(),
         static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20)), layout.comm.overlap, sync,
         layout.comm.errorFeedback, groups);
+    if (p.ep > 1)
+        m_sync->setGroupCommunicator(expertGroup, comms.expertData.get());
     m_sync->setStaleness(layout.comm.staleness);
 
     m_decay.assign(params.values.size(), 0);
@@ -162,6 +174,7 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
             const double loss
                 = m_stage->forward(op.microBatch, op.chunk, B, tokens.data(), targets.data(), in.data(), out.data());
             record(trace::EventKind::Forward, t0, step, op.microBatch, vs, op.chunk);
+            m_auxSum += m_stage->takeAuxLoss(); // MoE blocks' load-balancing losses (0 without)
             if (chunk.head) {
                 lossSum += loss;
             } else {
@@ -230,14 +243,19 @@ double Trainer::gradientNormSquared()
     // Count every parameter once per model replica: TP shards on every TP rank, replicated tensors on TP
     // rank 0, the token embedding on the first pipeline rank.
     ParamSet& params = m_stage->params();
-    double sum = 0;
+    double sum = 0, experts = 0;
     for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) {
         const auto& s = params.spec(i);
         if (s.shard == Shard::Replicated && m_coord.tp != 0)
             continue;
         if (i == m_stage->tokenEmbedding() && m_tiedAcrossStages && m_coord.pp != 0)
             continue;
-        sum += sumOfSquares(params.grad(i), s.size()); // vectorised and threaded (Optimizer.h)
+        (m_comms.expert && m_stage->isExpertParam(i) ? experts : sum)
+            += sumOfSquares(params.grad(i), s.size()); // vectorised and threaded (Optimizer.h)
+    }
+    if (m_comms.expert) { // each member of the expert group holds a share of the experts
+        m_comms.expert->allReduce(&experts, 1, comm::DType::F64, comm::ReduceOp::Sum)->wait();
+        sum += experts;
     }
     double total = sum;
     if (m_comms.tensor->size() > 1 || m_comms.pipeline->size() > 1) {
@@ -263,6 +281,7 @@ StepResult Trainer::step(std::int64_t step)
     m_sync->setEnabled(!sparse);
     m_sync->reset();
     double lossSum = 0;
+    m_auxSum = 0;
     runSchedule(step, lossSum);
     // The token embedding's two copies add their gradients before any bucket holding it starts reducing.
     syncTiedEmbedding();
@@ -307,6 +326,8 @@ StepResult Trainer::step(std::int64_t step)
     // The global loss: each data-parallel replica's last stage (TP rank 0) adds its share.
     const bool reports = m_coord.tp == 0 && m_stage->chunks().back().head;
     double share = reports ? lossSum / double(p.microBatches() * p.dp) : 0.0;
+    if (m_coord.tp == 0) // MoE: every stage's load-balancing losses are part of the loss (MoeLayer.h)
+        share += m_auxSum / double(p.microBatches() * p.dp);
     m_comms.world->allReduce(&share, 1, comm::DType::F64, comm::ReduceOp::Sum)->wait();
     r.loss = share;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -321,10 +342,13 @@ void Trainer::save(const std::string& dir, std::int64_t stepsDone)
     const auto& p = m_layout.parallel;
     ParamSet& params = m_stage->params();
     CheckpointRole role;
-    role.writesParams = m_coord.dp == 0;
-    role.writesMoments = m_coord.dp == 0 || (m_layout.memory.zero == 1 && p.dp > 1);
+    // With ep > 1 the first expert group (dp < ep) writes: each member its own experts, DP rank 0 the rest.
+    role.writesParams = m_coord.dp < p.ep;
+    role.writesMoments = m_coord.dp < p.ep || (m_layout.memory.zero == 1 && p.dp > 1);
     for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) {
         bool owns = params.spec(i).shard != Shard::Replicated || m_coord.tp == 0;
+        if (p.ep > 1 && m_coord.dp != 0 && !m_stage->isExpertParam(i))
+            owns = false;
         if (i == m_stage->tokenEmbedding() && m_tiedAcrossStages && m_coord.pp != 0)
             owns = false; // the last stage's copy of the tied embedding is the same tensor
         role.ownsTensor.push_back(owns);
