@@ -70,8 +70,8 @@ int predictCommand(CliContext& context, const QString& file, bool json)
       << " s, optimizer " << fixed(p.optimizer, 3) << " s"
       << (l.model.isMoe() ? ", expert all-to-all " + fixed(p.epExposed, 3) + " s" : std::string()) << "\n";
     if (l.model.isMoe())
-        o << "  experts        " << l.model.experts << " (top-" << l.model.effectiveTopK() << ") over ep="
-          << l.parallel.ep << ": " << fixed(p.totalParameters / 1e9, 2) << " B parameters, "
+        o << "  experts        " << l.model.experts << " (top-" << l.model.effectiveTopK()
+          << ") over ep=" << l.parallel.ep << ": " << fixed(p.totalParameters / 1e9, 2) << " B parameters, "
           << fixed(p.activeParameters / 1e9, 2) << " B active per token\n";
     o << "  bubble         " << fixed(100 * p.bubbleFraction, 1) << " % of the step (closed form "
       << fixed(100 * p.bubbleTheory, 1) << " %: (p-1)/(v·m+p-1))\n";

@@ -254,8 +254,8 @@ void MpiCommunicator::runLibrary(const CollectiveCall& op, const std::string& co
             recvOff += op.recvCounts[j];
         }
         finish(request,
-            MPI_Ialltoallv(op.send, sc.data(), sd.data(), type, op.recv, rc.data(), rd.data(), type, m_collectives,
-                &request));
+            MPI_Ialltoallv(
+                op.send, sc.data(), sd.data(), type, op.recv, rc.data(), rd.data(), type, m_collectives, &request));
         break;
     }
     default:
@@ -458,9 +458,8 @@ GridCommunicators makeMpiGridCommunicators(
     return out;
 }
 
-std::unique_ptr<Communicator> makeMpiGroupCommunicator(const std::vector<std::int64_t>& members,
-    trace::GroupKind kind, const std::string& name, trace::TraceRecorder* recorder, CommConfig config,
-    std::vector<int> nodeOfMember)
+std::unique_ptr<Communicator> makeMpiGroupCommunicator(const std::vector<std::int64_t>& members, trace::GroupKind kind,
+    const std::string& name, trace::TraceRecorder* recorder, CommConfig config, std::vector<int> nodeOfMember)
 {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

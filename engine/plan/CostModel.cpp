@@ -550,7 +550,8 @@ Estimate estimate(const Layout& l)
     const std::int64_t v = par.schedule == ScheduleKind::Interleaved ? par.vpp : 1;
     const std::int64_t m = par.microBatches();
     // The expert group: ep DP ranks tp·pp apart.
-    const std::int64_t epSpan = par.tp * par.pp * par.ep > D ? std::min(par.ep, (par.tp * par.pp * par.ep + D - 1) / D) : 1;
+    const std::int64_t epSpan
+        = par.tp * par.pp * par.ep > D ? std::min(par.ep, (par.tp * par.pp * par.ep + D - 1) / D) : 1;
     const Costs c = computeCosts(l, tpSpan, ppSpan, v, m, dpSpan, epSpan);
     const std::int64_t p = c.p;
     Estimate e;
@@ -579,12 +580,13 @@ Estimate estimate(const Layout& l)
     e.ep = double(m) * tauEp;
     e.bubble = double(p - 1) * tau / double(v);
     e.pp = p > 1 ? 2.0 * double(p - 1) * double(v) * c.p2p : 0.0;
-    const EndOfStep dpWork = endOfStep(l, paramsOfRank(l, c, 0), linkOf(l, dpSpan), dpSpan, expertParamsOfRank(l, c, 0));
+    const EndOfStep dpWork
+        = endOfStep(l, paramsOfRank(l, c, 0), linkOf(l, dpSpan), dpSpan, expertParamsOfRank(l, c, 0));
     const double dpSeconds = dpWork.reduce;
     const double dpExposed = l.comm.staleness > 0
         ? std::max(0.0, dpSeconds - (e.compute + e.tp + e.ep + e.bubble + e.pp))
-        : l.comm.overlap                          ? std::max(0.0, dpSeconds - lastBackward)
-                                                  : dpSeconds;
+        : l.comm.overlap ? std::max(0.0, dpSeconds - lastBackward)
+                         : dpSeconds;
     e.dp = dpExposed + dpWork.after + double(m) * tauDp;
     const double opt = optimizerBytesOf(l, c, 0) / (dev.memoryBandwidthGBs * 1e9);
     e.stepTime = e.compute + e.tp + e.ep + e.bubble + e.pp + e.dp + opt;

@@ -19,7 +19,8 @@ double blockMatmulParameters(const ModelSpec& m)
     if (!m.isMoe() || m.layers <= 0)
         return dense;
     // An MoE block: the router and the top_k experts a token goes through; averaged over the blocks.
-    const double moe = attention + h * double(m.experts) + double(m.effectiveTopK()) * gates * h * double(m.expertFfn());
+    const double moe
+        = attention + h * double(m.experts) + double(m.effectiveTopK()) * gates * h * double(m.expertFfn());
     const double moeBlocks = double(m.moeLayerCount());
     return (dense * (double(m.layers) - moeBlocks) + moe * moeBlocks) / double(m.layers);
 }

@@ -123,7 +123,8 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
             }
         }
     }
-    r.warnUnknown({ "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order", "sp", "ep" });
+    r.warnUnknown(
+        { "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order", "sp", "ep" });
 }
 
 void readMemory(const json& j, Layout& layout, Diagnostics& d)

@@ -93,8 +93,7 @@ std::int64_t ModelSpec::parameterCount() const
 {
     const std::int64_t moe = moeLayerCount();
     return (layers - moe) * blockParameters() + moe * moeBlockParameters() + vocabParameters(*this, vocab)
-        + normParameters(*this)
-        + (tieEmbeddings ? 0 : vocab * hidden);
+        + normParameters(*this) + (tieEmbeddings ? 0 : vocab * hidden);
 }
 
 std::optional<ModelSpec> parseModelSpec(const json& object, const std::string& path, Diagnostics& diagnostics)
@@ -132,8 +131,8 @@ std::optional<ModelSpec> parseModelSpec(const json& object, const std::string& p
     auto auxCoeff = r.number("aux_loss_coeff", Presence::Optional, 0.0, 1000.0);
     r.warnUnknown(
         { "name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len", "vocab_pad_multiple",
-            "mlp", "norm", "position", "bias", "tie_embeddings", "description", "source", "loom_profile", "kind", "experts", "top_k",
-            "moe_ffn_hidden", "moe_layer_freq", "capacity_factor", "aux_loss_coeff" });
+            "mlp", "norm", "position", "bias", "tie_embeddings", "description", "source", "loom_profile", "kind",
+            "experts", "top_k", "moe_ffn_hidden", "moe_layer_freq", "capacity_factor", "aux_loss_coeff" });
 
     if (name)
         m.name = *name;

@@ -38,11 +38,11 @@ struct SearchResult {
     bool cancelled = false; // the progress callback stopped the search
 };
 
-// Enumerates every valid (tp, pp, dp, ep for MoE models, vpp, micro-batch, schedule, ZeRO 0-3, sequence parallelism, attention,
-// recompute) for the model on
-// `nodes` nodes of the cluster, estimates each (CostModel's estimate()), keeps those that fit, replays the
-// best few in full (predict()) and ranks them by tokens per second. Throws std::invalid_argument when the
-// request itself is impossible (a cluster without a fixed device count, a batch no layout can split).
+// Enumerates every valid (tp, pp, dp, ep for MoE models, vpp, micro-batch, schedule, ZeRO 0-3, sequence parallelism,
+// attention, recompute) for the model on `nodes` nodes of the cluster, estimates each (CostModel's estimate()), keeps
+// those that fit, replays the best few in full (predict()) and ranks them by tokens per second. Throws
+// std::invalid_argument when the request itself is impossible (a cluster without a fixed device count, a batch no
+// layout can split).
 SearchResult search(const SearchRequest& request);
 
 } // namespace loom::plan

@@ -141,8 +141,7 @@ public:
             result.wire = stats.wireBytes;
             if (m_o.check)
                 result.wrong = std::max(result.wrong,
-                    countWrong(
-                        m_o.op == "allgather" || m_o.op == "reducescatter" || m_o.op == "sendrecv"
+                    countWrong(m_o.op == "allgather" || m_o.op == "reducescatter" || m_o.op == "sendrecv"
                                 || m_o.op == "alltoall"
                             ? output
                             : input,

@@ -98,8 +98,8 @@ std::optional<CommBenchOptions> parseCommBenchOptions(
             auto v = value("an operation");
             if (!v)
                 return std::nullopt;
-            if (*v != "allreduce" && *v != "allgather" && *v != "reducescatter" && *v != "broadcast"
-                && *v != "sendrecv" && *v != "alltoall")
+            if (*v != "allreduce" && *v != "allgather" && *v != "reducescatter" && *v != "broadcast" && *v != "sendrecv"
+                && *v != "alltoall")
                 return bad(*v, "allreduce, allgather, reducescatter, broadcast, sendrecv or alltoall");
             o.op = *v;
         } else if (a == "--algo") {
@@ -212,7 +212,8 @@ std::optional<CommBenchOptions> parseCommBenchOptions(
         error = "--algo auto chooses all-reduce algorithms; use it with --op allreduce";
         return std::nullopt;
     }
-    if (o.algorithm != comm::CollectiveAlgorithm::Library && (o.op == "broadcast" || o.op == "sendrecv" || o.op == "alltoall")) {
+    if (o.algorithm != comm::CollectiveAlgorithm::Library
+        && (o.op == "broadcast" || o.op == "sendrecv" || o.op == "alltoall")) {
         error = "--op " + o.op + " runs with --algo library only";
         return std::nullopt;
     }

@@ -106,8 +106,8 @@ void MoeLayer::route(MoeCache& c, int T)
             c.recvCounts[i] += static_cast<std::size_t>(c.recvPerExpert[i * local + j]) * h;
 }
 
-std::vector<float> MoeLayer::exchange(const std::vector<float>& rows, const std::vector<std::size_t>& outCounts,
-    const std::vector<std::size_t>& inCounts)
+std::vector<float> MoeLayer::exchange(
+    const std::vector<float>& rows, const std::vector<std::size_t>& outCounts, const std::vector<std::size_t>& inCounts)
 {
     if (m_epSize == 1)
         return rows;
@@ -173,7 +173,8 @@ double MoeLayer::forward(MoeCache& c, const float* x, int T, float* out)
         m_kern.addBias(y.data(), m_params.value(p.prb), R, H);
         std::size_t r = 0;
         for (auto [first, rows] : segs) {
-            std::copy(y.begin() + static_cast<std::ptrdiff_t>(r * h), y.begin() + static_cast<std::ptrdiff_t>((r + rows) * h),
+            std::copy(y.begin() + static_cast<std::ptrdiff_t>(r * h),
+                y.begin() + static_cast<std::ptrdiff_t>((r + rows) * h),
                 back.begin() + static_cast<std::ptrdiff_t>(first * h));
             r += rows;
         }
@@ -286,11 +287,12 @@ void checkMoeTrainable(const plan::Layout& layout)
             + " drops tokens over an expert's capacity, but loom-train routes dropless (every layout computes the "
               "same function); remove capacity_factor or set it to 0");
     if (m.mlp != plan::ModelSpec::Mlp::Gelu)
-        throw std::runtime_error(where + "model.mlp is \"swiglu\", but loom-train's experts are GELU MLPs (GPT-2 "
-                                         "blocks); use a GELU model such as moe-tiny");
+        throw std::runtime_error(where
+            + "model.mlp is \"swiglu\", but loom-train's experts are GELU MLPs (GPT-2 "
+              "blocks); use a GELU model such as moe-tiny");
     if (p.ep > 1 && layout.memory.zero >= 1)
-        throw std::runtime_error(where + "memory.zero=" + std::to_string(layout.memory.zero) + " with parallel.ep="
-            + std::to_string(p.ep)
+        throw std::runtime_error(where + "memory.zero=" + std::to_string(layout.memory.zero)
+            + " with parallel.ep=" + std::to_string(p.ep)
             + ": loom-train shards the optimizer over the whole DP group, whose members hold different experts; "
               "use memory.zero 0");
     if (p.ep > 1 && layout.comm.dpCodec.kind == plan::Codec::Kind::TopK && layout.comm.errorFeedback)

@@ -187,7 +187,9 @@ private slots:
         QFETCH(bool, variable);
         const int n = worldSize(), r = worldRank();
         // Rank s sends (s + d) % 3 · count elements to rank d when variable (some blocks empty), else count.
-        auto sent = [&](int s, int d) { return variable ? std::size_t((s + d) % 3) * std::size_t(count) : std::size_t(count); };
+        auto sent = [&](int s, int d) {
+            return variable ? std::size_t((s + d) % 3) * std::size_t(count) : std::size_t(count);
+        };
         std::vector<std::size_t> sendCounts, recvCounts;
         std::vector<int> sc, sd, rc, rd;
         std::size_t sendTotal = 0, recvTotal = 0;

@@ -19,12 +19,12 @@ namespace {
 LayoutReadResult read(const std::string& model, int tp, int pp, int dp, int ep, int micro, int batch,
     const std::string& cluster = "local", int nodes = 1)
 {
-    nlohmann::json j = { { "loom_layout", 1 }, { "name", "moe" }, { "model", model }, { "cluster", cluster },
-        { "nodes", nodes },
-        { "parallel",
-            { { "tp", tp }, { "pp", pp }, { "dp", dp }, { "ep", ep }, { "micro_batch", micro },
-                { "global_batch", batch }, { "schedule", "1f1b" } } },
-        { "memory", { { "zero", 0 }, { "recompute", "none" } } } };
+    nlohmann::json j
+        = { { "loom_layout", 1 }, { "name", "moe" }, { "model", model }, { "cluster", cluster }, { "nodes", nodes },
+              { "parallel",
+                  { { "tp", tp }, { "pp", pp }, { "dp", dp }, { "ep", ep }, { "micro_batch", micro },
+                      { "global_batch", batch }, { "schedule", "1f1b" } } },
+              { "memory", { { "zero", 0 }, { "recompute", "none" } } } };
     return readLayout(j.dump(), loom::profiles::BuiltinProfiles::instance());
 }
 
@@ -65,7 +65,7 @@ private slots:
         // moe-tiny (s 32, h 64, top-2), micro-batch 2, fp32 on the local cluster: each dispatch moves
         // 2·32 tokens · 2 choices · 64 values · 4 bytes = 32768 bytes per member.
         const Layout l = layout("moe-tiny", 1, 1, 4, 4, 2, 8);
-        QCOMPARE(l.precision, Precision::Fp32);
+        QVERIFY(l.precision == Precision::Fp32);
         QCOMPARE(moeAllToAllBytes(l.model, 2, 4.0), 32768.0);
         // α-β by hand: (n-1)·α + (n-1)/n·S/β on a 1 GB/s, 10 µs link, n = 4.
         LinkSpec link;

@@ -61,10 +61,8 @@ private slots:
         for (int s = 0; s < kSteps; ++s) {
             const double a = losses[static_cast<std::size_t>(s)], b = m_baseline[static_cast<std::size_t>(s)];
             if (!(std::fabs(a - b) <= 1e-4 * std::fabs(b)))
-                QFAIL(qPrintable(QStringLiteral("step %1: loss %2, one process %3")
-                                     .arg(s + 1)
-                                     .arg(a, 0, 'g', 9)
-                                     .arg(b, 0, 'g', 9)));
+                QFAIL(qPrintable(
+                    QStringLiteral("step %1: loss %2, one process %3").arg(s + 1).arg(a, 0, 'g', 9).arg(b, 0, 'g', 9)));
         }
     }
 };
