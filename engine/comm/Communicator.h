@@ -83,13 +83,17 @@ public:
     virtual WorkPtr barrier() = 0;
     // All-to-all with equal splits (MPI_Alltoall): `send` holds size()·count elements, block j going to
     // rank j; `recv` holds size()·count elements, block i from rank i.
-    virtual WorkPtr allToAll(const void* send, void* recv, std::size_t count, DType type) = 0;
+    // options.algorithm: Library (the backend's own) or Ring (Loom's pairwise exchange on point-to-point:
+    // n-1 steps, step s sending to rank+s and receiving from rank-s).
+    virtual WorkPtr allToAll(
+        const void* send, void* recv, std::size_t count, DType type, const CollectiveOptions& options = {})
+        = 0;
     // All-to-all with variable splits (MPI_Alltoallv): rank j gets sendCounts[j] elements, the blocks packed
     // in rank order in `send`; recvCounts[i] elements come from rank i, packed in rank order in `recv`.
     // Both vectors hold size() entries, and each rank's sendCounts[j] must equal rank j's recvCounts[i].
     // They are copied at the call.
     virtual WorkPtr allToAllV(const void* send, const std::vector<std::size_t>& sendCounts, void* recv,
-        const std::vector<std::size_t>& recvCounts, DType type)
+        const std::vector<std::size_t>& recvCounts, DType type, const CollectiveOptions& options = {})
         = 0;
 };
 

@@ -418,9 +418,11 @@ void NcclCommunicator::runLibrary(const CollectiveCall& c, const std::string& co
     }
 }
 
-WorkPtr NcclCommunicator::allToAll(const void* send, void* recv, std::size_t count, DType type)
+WorkPtr NcclCommunicator::allToAll(
+    const void* send, void* recv, std::size_t count, DType type, const CollectiveOptions& options)
 {
     CollectiveCall c;
+    c.options.algorithm = options.algorithm;
     c.kind = EventKind::AllToAll;
     c.send = send;
     c.recv = recv;
@@ -430,13 +432,14 @@ WorkPtr NcclCommunicator::allToAll(const void* send, void* recv, std::size_t cou
 }
 
 WorkPtr NcclCommunicator::allToAllV(const void* send, const std::vector<std::size_t>& sendCounts, void* recv,
-    const std::vector<std::size_t>& recvCounts, DType type)
+    const std::vector<std::size_t>& recvCounts, DType type, const CollectiveOptions& options)
 {
     if (sendCounts.size() != static_cast<std::size_t>(m_size) || recvCounts.size() != sendCounts.size())
         throw CommError("all-to-all on " + m_group.name + ": " + std::to_string(sendCounts.size()) + " send counts and "
             + std::to_string(recvCounts.size()) + " receive counts for a group of " + std::to_string(m_size)
             + "; give one of each per member");
     CollectiveCall c;
+    c.options.algorithm = options.algorithm;
     c.kind = EventKind::AllToAll;
     c.send = send;
     c.recv = recv;

@@ -148,6 +148,8 @@ struct Costs {
 double expertParamsOfVirtualStage(const Layout& l, const std::vector<StageRange>& ranges, std::int64_t vs)
 {
     const ModelSpec& m = l.model;
+    if (!m.isMoe())
+        return 0;
     const StageRange& range = ranges[static_cast<std::size_t>(vs)];
     return double(m.moeLayersIn(range.first, range.last)) * double(m.experts * m.expertParameters())
         / double(std::max<std::int64_t>(1, l.parallel.ep));
@@ -160,11 +162,12 @@ double paramsOfVirtualStage(const Layout& l, const std::vector<StageRange>& rang
     const double t = double(l.parallel.tp);
     const auto last = static_cast<std::int64_t>(ranges.size()) - 1;
     const StageRange& range = ranges[static_cast<std::size_t>(vs)];
-    const double moeBlocks = double(m.moeLayersIn(range.first, range.last));
-    // MoE blocks: everything but the experts split over t; the experts whole (expert TP 1), E/ep of them.
-    double n = (double(range.size()) - moeBlocks) * double(m.blockParameters()) / t
-        + moeBlocks * double(m.moeBlockParameters() - m.experts * m.expertParameters()) / t
-        + expertParamsOfVirtualStage(l, ranges, vs);
+    double n = double(range.size()) * double(m.blockParameters()) / t;
+    if (m.isMoe()) { // everything but the experts split over t; the experts whole (expert TP 1), E/ep of them
+        const double moeBlocks = double(m.moeLayersIn(range.first, range.last));
+        n += moeBlocks * double(m.moeBlockParameters() - m.experts * m.expertParameters() - m.blockParameters()) / t
+            + expertParamsOfVirtualStage(l, ranges, vs);
+    }
     if (vs == 0)
         n += double(m.embeddingParameters()) / t;
     if (vs == last) { // the final norm, and the LM head split over t (tied: a copy of the embedding unless vs = 0)
@@ -271,6 +274,8 @@ double paramsOfRank(const Layout& l, const Costs& c, std::int64_t r)
 // Expert parameters held by pipeline rank r.
 double expertParamsOfRank(const Layout& l, const Costs& c, std::int64_t r)
 {
+    if (!l.model.isMoe())
+        return 0;
     double n = 0;
     for (std::int64_t ch = 0; ch < c.v; ++ch)
         n += expertParamsOfVirtualStage(l, c.ranges, ch * c.p + r);
@@ -329,9 +334,7 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
         layers += double(c.ranges[static_cast<std::size_t>(ch * c.p + r)].size());
     const ModelStateBytes state = modelStateBytesPerParameter(l.precision, l.memory.zero, c.d);
     // Experts are replicated over the expert-data-parallel group only (dp/ep ranks): ZeRO shards them there.
-    double experts = 0;
-    for (std::int64_t ch = 0; ch < c.v; ++ch)
-        experts += expertParamsOfVirtualStage(l, c.ranges, ch * c.p + r);
+    const double experts = m.isMoe() ? expertParamsOfRank(l, c, r) : 0.0;
     const ModelStateBytes expertState = modelStateBytesPerParameter(
         l.precision, l.memory.zero, std::max<std::int64_t>(1, c.d / std::max<std::int64_t>(1, l.parallel.ep)));
     MemoryEstimate mem;

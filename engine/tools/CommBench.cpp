@@ -222,7 +222,7 @@ private:
         else if (m_o.op == "broadcast")
             w = m_c.broadcast(b.in(), count, m_o.type, 0);
         else if (m_o.op == "alltoall")
-            w = m_c.allToAll(b.in(), b.out(), count, m_o.type);
+            w = m_c.allToAll(b.in(), b.out(), count, m_o.type, options);
         if (w) {
             w->wait();
             return w->stats();

@@ -212,9 +212,12 @@ std::optional<CommBenchOptions> parseCommBenchOptions(
         error = "--algo auto chooses all-reduce algorithms; use it with --op allreduce";
         return std::nullopt;
     }
-    if (o.algorithm != comm::CollectiveAlgorithm::Library
-        && (o.op == "broadcast" || o.op == "sendrecv" || o.op == "alltoall")) {
+    if (o.algorithm != comm::CollectiveAlgorithm::Library && (o.op == "broadcast" || o.op == "sendrecv")) {
         error = "--op " + o.op + " runs with --algo library only";
+        return std::nullopt;
+    }
+    if (o.op == "alltoall" && o.algorithm == comm::CollectiveAlgorithm::ChunkedRing) {
+        error = "--op alltoall runs with --algo library or ring (Loom's pairwise exchange)";
         return std::nullopt;
     }
     if (o.algorithm == comm::CollectiveAlgorithm::Hierarchical && o.op != "allreduce") {
