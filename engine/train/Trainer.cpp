@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <stdexcept>
 
 namespace loom::train {
 
@@ -35,6 +36,9 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         chunks.push_back({ ranges[static_cast<std::size_t>(vs)], vs == 0, vs == last });
     }
     checkMoeTrainable(layout);
+    if (p.ep > 1 && (!comms.expert || !comms.expertData))
+        throw std::logic_error("parallel.ep=" + std::to_string(p.ep)
+            + " needs the expert groups: create them with CommRuntime::addExpertGroups before the trainer");
     m_stage = std::make_unique<GptStage>(layout.model, chunks, static_cast<int>(m_coord.tp), static_cast<int>(p.tp),
         comms.tensor.get(), kernels, layout.memory.recompute == plan::Recompute::Full,
         static_cast<int>(m_coord.dp % p.ep), static_cast<int>(p.ep), comms.expert.get());
