@@ -21,6 +21,8 @@ QColor eventColor(trace::EventKind kind, trace::GroupKind group)
         return colors::optimizer;
     case EventKind::Wait:
         return colors::idle;
+    case EventKind::AllToAll:
+        return colors::expertComm;
     case EventKind::AllReduce:
     case EventKind::ReduceScatter:
     case EventKind::AllGather:

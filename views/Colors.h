@@ -23,6 +23,7 @@ inline const QColor overBudget { 0xC0, 0x1F, 0x1F };
 // Context parallelism (ring attention's K/V exchange, CP groups on the map): a dark purple apart from the
 // Okabe–Ito event colours above.
 inline const QColor contextComm { 0x6A, 0x3D, 0x9A };
+inline const QColor expertComm { 0x00, 0x00, 0x00 }; // the palette's black: MoE all-to-all
 } // namespace colors
 
 // How a CP group is outlined on the map and in its legend: dashed, in the context colour.

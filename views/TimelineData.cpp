@@ -44,6 +44,8 @@ int TimelineData::mixKind(trace::Lane lane, trace::EventKind kind, trace::GroupK
     case EventKind::AllGather:
     case EventKind::Broadcast:
         return group == trace::GroupKind::Tensor ? 0 : group == trace::GroupKind::Pipeline ? 1 : 2;
+    case EventKind::AllToAll:
+        return 2; // the mix bar keeps four classes: expert traffic counts with data-parallel traffic
     default:
         return 3;
     }

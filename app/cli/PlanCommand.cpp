@@ -51,6 +51,10 @@ int predictCommand(CliContext& context, const QString& file, bool json)
                     { "total", p.memory.total() } } },
             { "memory_capacity_gb", p.memoryCapacityGB }, { "fits", p.fits }, { "model_flops_per_step", p.modelFlops },
             { "gpus", l.parallel.worldSize() } };
+        if (l.model.isMoe()) {
+            j["step_split_s"]["ep_exposed"] = p.epExposed;
+            j["parameters"] = { { "total", p.totalParameters }, { "active", p.activeParameters } };
+        }
         context.out << j.dump(2) << "\n";
         return ExitOk;
     }
@@ -67,7 +71,13 @@ int predictCommand(CliContext& context, const QString& file, bool json)
       << " s, optimizer " << fixed(p.optimizer, 3) << " s";
     if (l.parallel.cp > 1)
         o << ", CP comm " << fixed(p.cpExposed, 3) << " s";
+    if (l.model.isMoe())
+        o << ", expert all-to-all " << fixed(p.epExposed, 3) << " s";
     o << "\n";
+    if (l.model.isMoe())
+        o << "  experts        " << l.model.experts << " (top-" << l.model.effectiveTopK()
+          << ") over ep=" << l.parallel.ep << ": " << fixed(p.totalParameters / 1e9, 2) << " B parameters, "
+          << fixed(p.activeParameters / 1e9, 2) << " B active per token\n";
     o << "  bubble         " << fixed(100 * p.bubbleFraction, 1) << " % of the step (closed form "
       << fixed(100 * p.bubbleTheory, 1) << " %: (p-1)/(v·m+p-1))\n";
     o << "  memory/device  params " << fixed(p.memory.params, 2) << " GB, grads " << fixed(p.memory.grads, 2)

@@ -5,6 +5,7 @@
 #include "engine/comm/GlooStore.h"
 #include "engine/comm/GridGroups.h"
 #include "engine/comm/MpiCommunicator.h"
+#include "engine/plan/ExpertGroups.h"
 #if LOOM_WITH_NCCL
 #include "engine/comm/NcclCommunicator.h"
 #endif
@@ -94,6 +95,49 @@ GridCommunicators CommRuntime::makeGrid(const plan::RankGrid& grid, trace::Trace
 #else
     return host;
 #endif
+}
+
+void CommRuntime::addExpertGroups(
+    GridCommunicators& comms, const plan::RankGrid& grid, std::int64_t ep, trace::TraceRecorder* recorder)
+{
+    if (ep <= 1)
+        return;
+    const bool nccl = m_backend == plan::CommBackend::Nccl;
+    const std::int64_t rank = m_start.rank;
+    const plan::RankCoord c = grid.coordOf(rank);
+    const std::string where = "tp=" + std::to_string(c.tp) + " pp=" + std::to_string(c.pp);
+    auto make = [&](const std::vector<std::int64_t>& members, trace::GroupKind kind,
+                    const std::string& name) -> std::unique_ptr<Communicator> {
+        std::vector<int> nodes;
+        for (auto m : members)
+            nodes.push_back(static_cast<int>(grid.nodeOf(m)));
+        trace::TraceRecorder* hostRecorder = nccl ? nullptr : recorder;
+        std::unique_ptr<Communicator> host;
+        if (m_state->mpi) {
+            host = makeMpiGroupCommunicator(members, kind, name, hostRecorder, m_config, nodes);
+        } else {
+            std::vector<std::int32_t> ranks(members.begin(), members.end());
+            int me = 0;
+            for (std::size_t i = 0; i < members.size(); ++i)
+                if (members[i] == rank)
+                    me = static_cast<int>(i);
+            const std::string key = std::string(trace::toString(kind)) + "-" + std::to_string(members.front());
+            host = std::make_unique<GlooCommunicator>(
+                *m_state->gloo, key, me, ranks, kind, name, hostRecorder, m_config, nodes);
+        }
+#if LOOM_WITH_NCCL
+        if (nccl)
+            return std::make_unique<NcclCommunicator>(std::move(host), m_start.localRank, recorder, m_config, nodes);
+#endif
+        return host;
+    };
+    const auto experts = plan::expertGroupOf(grid, ep, rank);
+    const auto expertData = plan::expertDataGroupOf(grid, ep, rank);
+    const std::int64_t index = plan::expertRankOf(grid, ep, rank);
+    comms.expert = make(experts, trace::GroupKind::Expert,
+        "EP group of " + where + " dp=" + std::to_string(c.dp - index) + "-" + std::to_string(c.dp - index + ep - 1));
+    comms.expertData = make(
+        expertData, trace::GroupKind::ExpertData, "EDP group of " + where + " expert rank " + std::to_string(index));
 }
 
 std::unique_ptr<Communicator> CommRuntime::makeWorld(

@@ -33,6 +33,10 @@ public:
 
     // The grid's TP, PP and DP communicators and the world (collective over every rank).
     GridCommunicators makeGrid(const plan::RankGrid& grid, trace::TraceRecorder* recorder);
+    // Mixture of experts: sets comms.expert and comms.expertData to this rank's expert-parallel and
+    // expert-data-parallel groups for `ep` (plan::expertGroupOf; collective over every rank). No-op for ep 1.
+    void addExpertGroups(
+        GridCommunicators& comms, const plan::RankGrid& grid, std::int64_t ep, trace::TraceRecorder* recorder);
     // One communicator over every rank (collective): on the backend's memory (`device`: NCCL's GPU buffers)
     // or the host. `key` names it in Gloo's rendezvous (unique per communicator); `nodeOfRank` as for the
     // hierarchical all-reduce (empty: MPI detects shared memory, Gloo assumes one node).

@@ -41,7 +41,7 @@ std::string describe(const CollectiveCall& call, const trace::GroupInfo& group)
     if (call.kind != EventKind::Barrier) {
         s += " (" + std::to_string(call.count) + " " + std::string(toString(call.type));
         if (call.kind == EventKind::AllReduce || call.kind == EventKind::ReduceScatter
-            || call.kind == EventKind::AllGather)
+            || call.kind == EventKind::AllGather || call.kind == EventKind::AllToAll)
             s += ", " + std::string(trace::toString(call.options.algorithm));
         if (call.options.codec.kind != plan::Codec::Kind::None)
             s += ", codec " + call.options.codec.toString();
@@ -53,7 +53,14 @@ std::string describe(const CollectiveCall& call, const trace::GroupInfo& group)
 std::uint64_t logicalBytes(const CollectiveCall& call, int size)
 {
     const std::uint64_t bytes = call.count * sizeOf(call.type);
-    const bool perRank = call.kind == EventKind::ReduceScatter || call.kind == EventKind::AllGather;
+    if (call.kind == EventKind::AllToAll && !call.sendCounts.empty()) {
+        std::uint64_t total = 0;
+        for (auto c : call.sendCounts)
+            total += c;
+        return total * sizeOf(call.type);
+    }
+    const bool perRank = call.kind == EventKind::ReduceScatter || call.kind == EventKind::AllGather
+        || call.kind == EventKind::AllToAll;
     return call.kind == EventKind::Barrier ? 0 : perRank ? bytes * static_cast<std::uint64_t>(size) : bytes;
 }
 
@@ -63,6 +70,8 @@ std::uint64_t libraryWireBytes(const CollectiveCall& call, int rank, int size)
         return 0;
     if (call.kind == EventKind::Broadcast)
         return rank == call.root ? logicalBytes(call, size) : 0;
+    if (call.kind == EventKind::AllToAll && !call.sendCounts.empty())
+        return logicalBytes(call, size) - call.sendCounts[static_cast<std::size_t>(rank)] * sizeOf(call.type);
     return static_cast<std::uint64_t>(trace::busBandwidthFactor(call.kind, size) * double(logicalBytes(call, size)));
 }
 
@@ -112,6 +121,32 @@ void runRing(Transport& t, const CollectiveCall& call, int rank, int size, std::
     t.waitAll();
 }
 
+// Loom's all-to-all on point-to-point: the own block is copied, then n-1 pairwise steps; in step s this
+// rank sends its block for rank+s and receives rank-s's block for it.
+void pairwiseAllToAll(Transport& t, const CollectiveCall& call, int rank, int size)
+{
+    const std::size_t es = sizeOf(call.type), n = static_cast<std::size_t>(size);
+    const bool equal = call.sendCounts.empty();
+    std::vector<std::size_t> sendOff(n + 1, 0), recvOff(n + 1, 0);
+    for (std::size_t j = 0; j < n; ++j) {
+        sendOff[j + 1] = sendOff[j] + (equal ? call.count : call.sendCounts[j]);
+        recvOff[j + 1] = recvOff[j] + (equal ? call.count : call.recvCounts[j]);
+    }
+    const auto* send = static_cast<const char*>(call.send);
+    auto* recv = static_cast<char*>(call.recv);
+    const auto me = static_cast<std::size_t>(rank);
+    if (sendOff[me + 1] > sendOff[me])
+        t.copy(recv + recvOff[me] * es, send + sendOff[me] * es, (sendOff[me + 1] - sendOff[me]) * es);
+    for (std::size_t s = 1; s < n; ++s) {
+        const std::size_t to = (me + s) % n, from = (me + n - s) % n;
+        if (recvOff[from + 1] > recvOff[from])
+            t.irecv(recv + recvOff[from] * es, (recvOff[from + 1] - recvOff[from]) * es, static_cast<int>(from));
+        if (sendOff[to + 1] > sendOff[to])
+            t.isend(send + sendOff[to] * es, (sendOff[to + 1] - sendOff[to]) * es, static_cast<int>(to));
+        t.waitAll();
+    }
+}
+
 Algorithm runCompressed(CollectiveBackend& backend, const CollectiveCall& call, int size, const std::string& context)
 {
     if (call.type != DType::F32 || call.op != ReduceOp::Sum)
@@ -143,7 +178,9 @@ CollectiveOutcome runCollective(CollectiveBackend& backend, const CollectiveCall
     const std::string context = describe(call, group);
     Transport& host = backend.hostTransport();
     Transport& t = backend.transport();
-    if (config.checkAgreement && size > 1) {
+    // A variable-split all-to-all's counts differ between members by design: nothing to compare.
+    const bool variable = call.kind == EventKind::AllToAll && !call.sendCounts.empty();
+    if (config.checkAgreement && size > 1 && !variable) {
         CallSignature signature { call.kind, call.type, call.op, static_cast<int>(call.options.algorithm),
             static_cast<int>(call.options.codec.kind), call.root, call.count, optionsFingerprint(call.options) };
         checkAgreement(host, signature, group.ranks, context);
@@ -160,6 +197,12 @@ CollectiveOutcome runCollective(CollectiveBackend& backend, const CollectiveCall
         out.wireBytes = host.bytesSent() - hostBefore;
         return out;
     }
+    if (call.kind == EventKind::AllToAll && (algorithm == Algorithm::Ring || algorithm == Algorithm::ChunkedRing)) {
+        pairwiseAllToAll(t, call, rank, size);
+        return { Algorithm::Ring, t.bytesSent() - before };
+    }
+    if (call.kind == EventKind::AllToAll && algorithm == Algorithm::Hierarchical)
+        throw CommError(context + ": the hierarchical algorithm is for all-reduce; use ring or library");
     if (!collective || algorithm == Algorithm::Library || algorithm == Algorithm::None) {
         backend.runLibrary(call, context);
         return { Algorithm::Library, libraryWireBytes(call, rank, size) };

@@ -25,6 +25,8 @@ struct CollectiveCall {
     int root = 0;
     CollectiveOptions options;
     std::uint64_t sequence = 0; // 1, 2, ... per communicator, for messages
+    // All-to-all: elements to and from each member (variable splits); empty: `count` to and from each.
+    std::vector<std::size_t> sendCounts, recvCounts;
 };
 
 // What a backend supplies to the collective layer: its library's collectives, point-to-point in its memory

@@ -81,6 +81,20 @@ public:
         const void* send, void* recv, std::size_t sendCount, DType type, const CollectiveOptions& options = {})
         = 0;
     virtual WorkPtr barrier() = 0;
+    // All-to-all with equal splits (MPI_Alltoall): `send` holds size()·count elements, block j going to
+    // rank j; `recv` holds size()·count elements, block i from rank i.
+    // options.algorithm: Library (the backend's own) or Ring (Loom's pairwise exchange on point-to-point:
+    // n-1 steps, step s sending to rank+s and receiving from rank-s).
+    virtual WorkPtr allToAll(
+        const void* send, void* recv, std::size_t count, DType type, const CollectiveOptions& options = {})
+        = 0;
+    // All-to-all with variable splits (MPI_Alltoallv): rank j gets sendCounts[j] elements, the blocks packed
+    // in rank order in `send`; recvCounts[i] elements come from rank i, packed in rank order in `recv`.
+    // Both vectors hold size() entries, and each rank's sendCounts[j] must equal rank j's recvCounts[i].
+    // They are copied at the call.
+    virtual WorkPtr allToAllV(const void* send, const std::vector<std::size_t>& sendCounts, void* recv,
+        const std::vector<std::size_t>& recvCounts, DType type, const CollectiveOptions& options = {})
+        = 0;
 };
 
 // The TP, PP and DP communicators of this rank, and the world. The world is the control plane (clock
@@ -95,6 +109,12 @@ struct GridCommunicators {
     std::unique_ptr<Communicator> pipeline;
     std::unique_ptr<Communicator> data;
     std::unique_ptr<Communicator> context;
+    // Mixture of experts (parallel.ep > 1; null otherwise): the expert-parallel group (ep consecutive
+    // members of the DP group: the all-to-all of dispatch and combine) and the expert-data-parallel group
+    // (the DP members at this rank's position in every expert group: experts' gradients). See
+    // plan::expertGroupOf (engine/plan/ExpertGroups.h).
+    std::unique_ptr<Communicator> expert;
+    std::unique_ptr<Communicator> expertData;
 };
 
 } // namespace loom::comm

@@ -6,6 +6,8 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
@@ -355,6 +357,37 @@ void GlooCommunicator::runLibrary(const CollectiveCall& c, const std::string& co
                 gloo::broadcast(opts);
             });
             return;
+        case EventKind::AllToAll: {
+            const std::size_t n = members.size();
+            if (c.sendCounts.empty()) {
+                if (c.count == 0)
+                    return;
+                withElement(c.type, [&](auto element) {
+                    using T = decltype(element);
+                    gloo::AlltoallOptions opts(m_context);
+                    opts.setInput(static_cast<T*>(const_cast<void*>(c.send)), c.count * n);
+                    opts.setOutput(static_cast<T*>(c.recv), c.count * n);
+                    opts.setTimeout(m_endpoint.timeout);
+                    gloo::alltoall(opts);
+                });
+                return;
+            }
+            std::vector<std::int64_t> in(c.sendCounts.begin(), c.sendCounts.end()),
+                out(c.recvCounts.begin(), c.recvCounts.end());
+            // Gloo wants buffers even for empty exchanges: point empty ones at a word of scratch.
+            m_scratch.resize(std::max<std::size_t>(m_scratch.size(), 16));
+            void* send = c.send ? const_cast<void*>(c.send) : m_scratch.data();
+            void* recv = c.recv ? c.recv : m_scratch.data();
+            withElement(c.type, [&](auto element) {
+                using T = decltype(element);
+                gloo::AlltoallvOptions opts(m_context);
+                opts.setInput(static_cast<T*>(send), in);
+                opts.setOutput(static_cast<T*>(recv), out);
+                opts.setTimeout(m_endpoint.timeout);
+                gloo::alltoallv(opts);
+            });
+            return;
+        }
         case EventKind::Barrier: {
             gloo::BarrierOptions opts(m_context);
             opts.setTimeout(m_endpoint.timeout);

@@ -166,6 +166,39 @@ WorkPtr HostCommunicator::barrier()
     return enqueue(std::move(c));
 }
 
+WorkPtr HostCommunicator::allToAll(
+    const void* send, void* recv, std::size_t count, DType type, const CollectiveOptions& options)
+{
+    CollectiveCall c;
+    c.options.algorithm = options.algorithm;
+    c.kind = EventKind::AllToAll;
+    c.send = send;
+    c.recv = recv;
+    c.count = count;
+    c.type = type;
+    return enqueue(std::move(c));
+}
+
+WorkPtr HostCommunicator::allToAllV(const void* send, const std::vector<std::size_t>& sendCounts, void* recv,
+    const std::vector<std::size_t>& recvCounts, DType type, const CollectiveOptions& options)
+{
+    if (sendCounts.size() != static_cast<std::size_t>(size()) || recvCounts.size() != sendCounts.size())
+        throw CommError("all-to-all on " + m_group.name + ": " + std::to_string(sendCounts.size()) + " send counts and "
+            + std::to_string(recvCounts.size()) + " receive counts for a group of " + std::to_string(size())
+            + "; give one of each per member");
+    CollectiveCall c;
+    c.options.algorithm = options.algorithm;
+    c.kind = EventKind::AllToAll;
+    c.send = send;
+    c.recv = recv;
+    c.type = type;
+    c.sendCounts = sendCounts;
+    c.recvCounts = recvCounts;
+    for (auto n : sendCounts)
+        c.count += n;
+    return enqueue(std::move(c));
+}
+
 WorkPtr HostCommunicator::sendRecv(
     const void* sendData, int sendPeer, void* recvData, int recvPeer, std::size_t count, DType type, int tag)
 {

@@ -38,6 +38,10 @@ public:
     WorkPtr allGather(const void* send, void* recv, std::size_t sendCount, DType type,
         const CollectiveOptions& options = {}) override;
     WorkPtr barrier() override;
+    WorkPtr allToAll(
+        const void* send, void* recv, std::size_t count, DType type, const CollectiveOptions& options = {}) override;
+    WorkPtr allToAllV(const void* send, const std::vector<std::size_t>& sendCounts, void* recv,
+        const std::vector<std::size_t>& recvCounts, DType type, const CollectiveOptions& options = {}) override;
     WorkPtr sendRecv(const void* sendData, int sendPeer, void* recvData, int recvPeer, std::size_t count, DType type,
         int tag = 0) override;
 

@@ -229,6 +229,35 @@ void MpiCommunicator::runLibrary(const CollectiveCall& op, const std::string& co
     case trace::EventKind::Barrier:
         finish(request, MPI_Ibarrier(m_collectives, &request));
         break;
+    case trace::EventKind::AllToAll: {
+        const int n = size();
+        if (op.sendCounts.empty()) {
+            if (op.count > static_cast<std::size_t>(INT_MAX))
+                throw CommError(context + ": " + std::to_string(op.count)
+                    + " elements per rank is over MPI's int limit; split the tensor");
+            const int c = static_cast<int>(op.count);
+            finish(request, MPI_Ialltoall(op.send, c, type, op.recv, c, type, m_collectives, &request));
+            break;
+        }
+        // Counts and displacements in elements; MPI's are int.
+        std::vector<int> sc(static_cast<std::size_t>(n)), sd(sc.size()), rc(sc.size()), rd(sc.size());
+        std::size_t sendOff = 0, recvOff = 0;
+        for (std::size_t j = 0; j < sc.size(); ++j) {
+            if (sendOff + op.sendCounts[j] > static_cast<std::size_t>(INT_MAX)
+                || recvOff + op.recvCounts[j] > static_cast<std::size_t>(INT_MAX))
+                throw CommError(context + ": over MPI's int limit of elements; split the exchange");
+            sc[j] = static_cast<int>(op.sendCounts[j]);
+            sd[j] = static_cast<int>(sendOff);
+            rc[j] = static_cast<int>(op.recvCounts[j]);
+            rd[j] = static_cast<int>(recvOff);
+            sendOff += op.sendCounts[j];
+            recvOff += op.recvCounts[j];
+        }
+        finish(request,
+            MPI_Ialltoallv(
+                op.send, sc.data(), sd.data(), type, op.recv, rc.data(), rd.data(), type, m_collectives, &request));
+        break;
+    }
     default:
         throw CommError(context + ": not a collective");
     }
@@ -428,6 +457,22 @@ GridCommunicators makeMpiGridCommunicators(
     out.data = make(plan::GroupKind::Data, me.dp * grid.cp() + me.cp);
     out.context = make(plan::GroupKind::Context, me.cp);
     return out;
+}
+
+std::unique_ptr<Communicator> makeMpiGroupCommunicator(const std::vector<std::int64_t>& members, trace::GroupKind kind,
+    const std::string& name, trace::TraceRecorder* recorder, CommConfig config, std::vector<int> nodeOfMember)
+{
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int key = 0;
+    for (std::size_t i = 0; i < members.size(); ++i)
+        if (members[i] == rank)
+            key = static_cast<int>(i);
+    MPI_Comm split;
+    MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(members.front()), key, &split);
+    auto c = std::make_unique<MpiCommunicator>(split, kind, name, recorder, config, std::move(nodeOfMember));
+    MPI_Comm_free(&split);
+    return c;
 }
 
 } // namespace loom::comm

@@ -74,4 +74,10 @@ std::unique_ptr<Communicator> makeMpiWorldCommunicator(
 GridCommunicators makeMpiGridCommunicators(
     const plan::RankGrid& grid, trace::TraceRecorder* recorder, CommConfig config = CommConfig::fromEnvironment());
 
+// A communicator over `members` (global ranks, in group order; this rank among them), collective over
+// MPI_COMM_WORLD: every rank calls it at once with its own group, the groups partitioning the world
+// (the expert and expert-data groups of a mixture of experts).
+std::unique_ptr<Communicator> makeMpiGroupCommunicator(const std::vector<std::int64_t>& members, trace::GroupKind kind,
+    const std::string& name, trace::TraceRecorder* recorder, CommConfig config, std::vector<int> nodeOfMember);
+
 } // namespace loom::comm

@@ -390,9 +390,65 @@ void NcclCommunicator::runLibrary(const CollectiveCall& c, const std::string& co
         // NCCL has no barrier: an all-reduce of one word orders every member's stream.
         ncclCheck(ncclAllReduce(m_barrierWord, m_barrierWord, 1, ncclFloat32, ncclSum, m_comm, m_stream), context);
         break;
+    case EventKind::AllToAll: {
+        // nccl-tests' all-to-all: one grouped send and receive per member, blocks packed in member order.
+        const std::size_t es = sizeOf(c.type);
+        const bool equal = c.sendCounts.empty();
+        std::size_t sendOff = 0, recvOff = 0;
+        ncclCheck(ncclGroupStart(), context);
+        for (int j = 0; j < m_size; ++j) {
+            const std::size_t sn = equal ? c.count : c.sendCounts[static_cast<std::size_t>(j)];
+            const std::size_t rn = equal ? c.count : c.recvCounts[static_cast<std::size_t>(j)];
+            if (sn)
+                ncclCheck(ncclSend(static_cast<const char*>(c.send) + sendOff * es, sn, ncclType(c.type), j, m_comm,
+                              m_stream),
+                    context);
+            if (rn)
+                ncclCheck(
+                    ncclRecv(static_cast<char*>(c.recv) + recvOff * es, rn, ncclType(c.type), j, m_comm, m_stream),
+                    context);
+            sendOff += sn;
+            recvOff += rn;
+        }
+        ncclCheck(ncclGroupEnd(), context);
+        break;
+    }
     default:
         throw CommError(context + ": not a collective");
     }
+}
+
+WorkPtr NcclCommunicator::allToAll(
+    const void* send, void* recv, std::size_t count, DType type, const CollectiveOptions& options)
+{
+    CollectiveCall c;
+    c.options.algorithm = options.algorithm;
+    c.kind = EventKind::AllToAll;
+    c.send = send;
+    c.recv = recv;
+    c.count = count;
+    c.type = type;
+    return collective(std::move(c));
+}
+
+WorkPtr NcclCommunicator::allToAllV(const void* send, const std::vector<std::size_t>& sendCounts, void* recv,
+    const std::vector<std::size_t>& recvCounts, DType type, const CollectiveOptions& options)
+{
+    if (sendCounts.size() != static_cast<std::size_t>(m_size) || recvCounts.size() != sendCounts.size())
+        throw CommError("all-to-all on " + m_group.name + ": " + std::to_string(sendCounts.size()) + " send counts and "
+            + std::to_string(recvCounts.size()) + " receive counts for a group of " + std::to_string(m_size)
+            + "; give one of each per member");
+    CollectiveCall c;
+    c.options.algorithm = options.algorithm;
+    c.kind = EventKind::AllToAll;
+    c.send = send;
+    c.recv = recv;
+    c.type = type;
+    c.sendCounts = sendCounts;
+    c.recvCounts = recvCounts;
+    for (auto n : sendCounts)
+        c.count += n;
+    return collective(std::move(c));
 }
 
 WorkPtr NcclCommunicator::collective(CollectiveCall call)

@@ -55,6 +55,11 @@ public:
     WorkPtr allGather(const void* send, void* recv, std::size_t sendCount, DType type,
         const CollectiveOptions& options = {}) override;
     WorkPtr barrier() override;
+    // Grouped ncclSend/ncclRecv to and from every member (NCCL has no all-to-all of its own).
+    WorkPtr allToAll(
+        const void* send, void* recv, std::size_t count, DType type, const CollectiveOptions& options = {}) override;
+    WorkPtr allToAllV(const void* send, const std::vector<std::size_t>& sendCounts, void* recv,
+        const std::vector<std::size_t>& recvCounts, DType type, const CollectiveOptions& options = {}) override;
 
 private:
     WorkPtr collective(CollectiveCall call);

@@ -1,5 +1,6 @@
 #include "engine/plan/CostModel.h"
 
+#include "engine/plan/ExpertGroups.h"
 #include "engine/plan/RankGrid.h"
 #include "engine/plan/Schedule.h"
 #include "engine/plan/Simulator.h"
@@ -146,13 +147,30 @@ struct Costs {
     std::vector<StageRange> ranges;
 };
 
+// Expert parameters of virtual stage vs on one device: its MoE blocks' experts / ep.
+double expertParamsOfVirtualStage(const Layout& l, const std::vector<StageRange>& ranges, std::int64_t vs)
+{
+    const ModelSpec& m = l.model;
+    if (!m.isMoe())
+        return 0;
+    const StageRange& range = ranges[static_cast<std::size_t>(vs)];
+    return double(m.moeLayersIn(range.first, range.last)) * double(m.experts * m.expertParameters())
+        / double(std::max<std::int64_t>(1, l.parallel.ep));
+}
+
 // Parameters of virtual stage vs (its layers over t; the embedding on the first, the head on the last).
 double paramsOfVirtualStage(const Layout& l, const std::vector<StageRange>& ranges, std::int64_t vs)
 {
     const ModelSpec& m = l.model;
     const double t = double(l.parallel.tp);
     const auto last = static_cast<std::int64_t>(ranges.size()) - 1;
-    double n = double(ranges[static_cast<std::size_t>(vs)].size()) * double(m.blockParameters()) / t;
+    const StageRange& range = ranges[static_cast<std::size_t>(vs)];
+    double n = double(range.size()) * double(m.blockParameters()) / t;
+    if (m.isMoe()) { // everything but the experts split over t; the experts whole (expert TP 1), E/ep of them
+        const double moeBlocks = double(m.moeLayersIn(range.first, range.last));
+        n += moeBlocks * double(m.moeBlockParameters() - m.experts * m.expertParameters() - m.blockParameters()) / t
+            + expertParamsOfVirtualStage(l, ranges, vs);
+    }
     if (vs == 0)
         n += double(m.embeddingParameters()) / t;
     if (vs == last) { // the final norm, and the LM head split over t (tied: a copy of the embedding unless vs = 0)
@@ -196,7 +214,7 @@ void ringAttentionCosts(const Layout& l, const Costs& c, const LinkSpec& link, d
 }
 
 Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, std::int64_t chunks,
-    std::int64_t microBatches, std::int64_t dpSpan = 1, std::int64_t cpSpan = 1)
+    std::int64_t microBatches, std::int64_t dpSpan = 1, std::int64_t cpSpan = 1, std::int64_t epSpan = 1)
 {
     Costs c;
     const ModelSpec& m = l.model;
@@ -251,8 +269,20 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
         }
         if (c.cp > 1 && layers > 0)
             ringAttentionCosts(l, c, linkOf(l, cpSpan), layers, sc);
-        sc.forward = computeF + sc.forwardTp + sc.forwardDp + sc.forwardCp;
-        sc.backward = computeB + sc.backwardTp + sc.backwardDp + sc.backwardCp;
+        if (m.isMoe() && par.ep > 1) {
+            // Dispatch and combine per MoE block: two all-to-alls forward, two backward (four with full
+            // recomputation, which dispatches again).
+            const StageRange& range = c.ranges[static_cast<std::size_t>(vs)];
+            const double blocks = double(m.moeLayersIn(range.first, range.last));
+            const double bytes = moeAllToAllBytes(m, c.b, c.actBytes);
+            const double one = allToAllSeconds(bytes, par.ep, linkOf(l, epSpan));
+            sc.forwardEp = blocks * 2.0 * one;
+            sc.backwardEp = blocks * (2.0 + (full ? 2.0 : 0.0)) * one;
+            sc.forwardEpBytes = blocks * 2.0 * bytes;
+            sc.backwardEpBytes = blocks * (2.0 + (full ? 2.0 : 0.0)) * bytes;
+        }
+        sc.forward = computeF + sc.forwardTp + sc.forwardDp + sc.forwardCp + sc.forwardEp;
+        sc.backward = computeB + sc.backwardTp + sc.backwardDp + sc.backwardCp + sc.backwardEp;
     }
     const LinkSpec& ppLink = linkOf(l, ppSpan);
     c.p2p = c.p > 1 ? ppLink.latencyUs * 1e-6 + c.T * c.h * c.actBytes / (ppLink.bandwidthGBs * 1e9) : 0.0;
@@ -266,6 +296,29 @@ double paramsOfRank(const Layout& l, const Costs& c, std::int64_t r)
     for (std::int64_t ch = 0; ch < c.v; ++ch)
         n += paramsOfVirtualStage(l, c.ranges, ch * c.p + r);
     return n;
+}
+
+// Expert parameters held by pipeline rank r.
+double expertParamsOfRank(const Layout& l, const Costs& c, std::int64_t r)
+{
+    if (!l.model.isMoe())
+        return 0;
+    double n = 0;
+    for (std::int64_t ch = 0; ch < c.v; ++ch)
+        n += expertParamsOfVirtualStage(l, c.ranges, ch * c.p + r);
+    return n;
+}
+
+// The nodes rank 0's expert group spans (every expert group has the same shape).
+std::int64_t expertGroupNodes(const Layout& l, const RankGrid& grid)
+{
+    if (!l.model.isMoe() || l.parallel.ep <= 1 || l.parallel.dp % l.parallel.ep != 0)
+        return 1;
+    std::vector<std::int64_t> nodes;
+    for (auto r : expertGroupOf(grid, l.parallel.ep, 0))
+        nodes.push_back(grid.nodeOf(r));
+    std::sort(nodes.begin(), nodes.end());
+    return std::unique(nodes.begin(), nodes.end()) - nodes.begin();
 }
 
 // AdamW reads weights, gradients and both moments and writes three of them: ~28 bytes a parameter.
@@ -309,10 +362,14 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
     for (std::int64_t ch = 0; ch < c.v; ++ch)
         layers += double(c.ranges[static_cast<std::size_t>(ch * c.p + r)].size());
     const ModelStateBytes state = modelStateBytesPerParameter(l.precision, l.memory.zero, c.d);
+    // Experts are replicated over the expert-data-parallel group only (dp/ep ranks): ZeRO shards them there.
+    const double experts = m.isMoe() ? expertParamsOfRank(l, c, r) : 0.0;
+    const ModelStateBytes expertState = modelStateBytesPerParameter(
+        l.precision, l.memory.zero, std::max<std::int64_t>(1, c.d / std::max<std::int64_t>(1, l.parallel.ep)));
     MemoryEstimate mem;
-    mem.params = params * state.params / 1e9;
-    mem.grads = params * state.grads / 1e9;
-    mem.optimizer = params * state.optimizer / 1e9;
+    mem.params = ((params - experts) * state.params + experts * expertState.params) / 1e9;
+    mem.grads = ((params - experts) * state.grads + experts * expertState.grads) / 1e9;
+    mem.optimizer = ((params - experts) * state.optimizer + experts * expertState.optimizer) / 1e9;
     if (l.memory.zero >= 3 && c.d > 1) // two layers' parameters gathered (one in use, one prefetched) and
                                        // one layer's full gradients before their reduce-scatter
         mem.gathered = 3.0 * double(m.blockParameters()) / double(c.t) * c.actBytes / 1e9;
@@ -343,15 +400,20 @@ namespace {
 struct EndOfStep {
     double reduce = 0, after = 0;
 };
-EndOfStep endOfStep(const Layout& l, double params, const LinkSpec& link, std::int64_t nodesSpanned)
+EndOfStep endOfStep(
+    const Layout& l, double params, const LinkSpec& link, std::int64_t nodesSpanned, double expertParams = 0)
 {
     const std::int64_t d = l.parallel.dp * l.parallel.cp; // a CP group's gradients are reduced like replicas
     const double width = l.precision == Precision::Fp32 ? 4.0 : 2.0;
     EndOfStep e;
+    // MoE: the experts' gradients are averaged over the expert-data-parallel group (dp/ep ranks) instead.
+    const std::int64_t edp = d / std::max<std::int64_t>(1, l.parallel.ep);
+    params -= expertParams;
     if (l.memory.zero <= 1)
-        e.reduce = dpAllReduceSeconds(l, params * width, d, link, nodesSpanned);
+        e.reduce = dpAllReduceSeconds(l, params * width, d, link, nodesSpanned)
+            + (expertParams > 0 ? dpAllReduceSeconds(l, expertParams * width, edp, link, nodesSpanned) : 0.0);
     else if (l.memory.zero == 2)
-        e.after = ringAllGatherSeconds(params * width, d, link);
+        e.after = ringAllGatherSeconds(params * width, d, link) + ringAllGatherSeconds(expertParams * width, edp, link);
     return e;
 }
 
@@ -389,8 +451,9 @@ Prediction predict(const Layout& l, bool withEvents)
     const std::int64_t chunks = par.schedule == ScheduleKind::Interleaved ? par.vpp : 1;
     const RankGrid grid = RankGrid::forLayout(l);
     const std::int64_t dpSpan = grid.gradientNodesSpanned();
+    const std::int64_t epSpan = expertGroupNodes(l, grid);
     const Costs c = computeCosts(l, grid.maxNodesSpanned(GroupKind::Tensor), grid.maxNodesSpanned(GroupKind::Pipeline),
-        chunks, par.microBatches(), dpSpan, par.cp > 1 ? grid.maxNodesSpanned(GroupKind::Context) : 1);
+        chunks, par.microBatches(), dpSpan, par.cp > 1 ? grid.maxNodesSpanned(GroupKind::Context) : 1, epSpan);
     const std::int64_t p = c.p, d = c.d, v = c.v, mb = c.mb;
     const double T = c.T, h = c.h, s = c.s, actBytes = c.actBytes, p2p = c.p2p;
     const auto& cost = c.stage;
@@ -404,6 +467,7 @@ Prediction predict(const Layout& l, bool withEvents)
     naming.dpSize = static_cast<std::int32_t>(std::min<std::int64_t>(d, std::numeric_limits<std::int32_t>::max()));
     naming.sequenceParallel = par.sp;
     naming.cpSize = static_cast<std::int32_t>(c.cp);
+    naming.epSize = static_cast<std::int32_t>(std::min<std::int64_t>(par.ep, std::numeric_limits<std::int32_t>::max()));
     const PipelineTimes pipe
         = simulatePipeline(par.schedule, p, chunks, mb, cost, p2p, &naming, withEvents ? &out.events : nullptr);
     const auto& withTransfers = pipe.withTransfers;
@@ -429,7 +493,7 @@ Prediction predict(const Layout& l, bool withEvents)
     for (std::int64_t r = 0; r < p; ++r) {
         const auto& rt = withTransfers[static_cast<std::size_t>(r)];
         const double params = paramsOf(r);
-        const EndOfStep dpWork = endOfStep(l, params, dpLink, dpSpan);
+        const EndOfStep dpWork = endOfStep(l, params, dpLink, dpSpan, expertParamsOfRank(l, c, r));
         const double dpSeconds = dpWork.reduce;
         // Staleness 1: the previous step's all-reduce runs from this step's start, behind all of its compute,
         // and only what outlasts the step is exposed.
@@ -476,7 +540,10 @@ Prediction predict(const Layout& l, bool withEvents)
     out.stepTime = stepEnd;
     out.tpExposed = crit.tp;
     out.cpExposed = crit.cp;
-    out.compute = crit.busy - crit.tp - crit.dp - crit.cp;
+    out.epExposed = crit.ep;
+    out.compute = crit.busy - crit.tp - crit.dp - crit.cp - crit.ep;
+    out.totalParameters = double(m.parameterCount());
+    out.activeParameters = double(m.activeParameterCount());
     out.ppExposed = std::max(0.0, crit.end - critNoP2p.end);
     out.bubble = std::max(0.0, critNoP2p.end - critNoP2p.busy);
     out.dpExposed = dpTime[static_cast<std::size_t>(critical)] + crit.dp;
@@ -518,43 +585,50 @@ Estimate estimate(const Layout& l)
                                                          : (cpSpan > 1 ? cpSpan : 1);
     const std::int64_t v = par.schedule == ScheduleKind::Interleaved ? par.vpp : 1;
     const std::int64_t m = par.microBatches();
-    const Costs c = computeCosts(l, tpSpan, ppSpan, v, m, dpSpan, cpSpan);
+    // The expert group: ep DP ranks tp·cp·pp apart.
+    const std::int64_t epStride = tc * par.pp;
+    const std::int64_t epSpan = epStride * par.ep > D ? std::min(par.ep, (epStride * par.ep + D - 1) / D) : 1;
+    const Costs c = computeCosts(l, tpSpan, ppSpan, v, m, dpSpan, cpSpan, epSpan);
     const std::int64_t p = c.p;
     Estimate e;
-    double tau = 0, tauTp = 0, tauDp = 0,
-           tauCp = 0; // the slowest rank's forward + backward of one micro-batch through all its chunks
+    // the slowest rank's forward + backward of one micro-batch through all its chunks
+    double tau = 0, tauTp = 0, tauDp = 0, tauCp = 0, tauEp = 0;
     double lastBackward = 0;
     for (std::int64_t r = 0; r < p; ++r) {
-        double total = 0, tp = 0, dp = 0, cpTime = 0;
+        double total = 0, tp = 0, dp = 0, cpTime = 0, ep = 0;
         for (std::int64_t ch = 0; ch < v; ++ch) {
             const StageCost& sc = c.stage[static_cast<std::size_t>(ch * p + r)];
             total += sc.forward + sc.backward;
             tp += sc.forwardTp + sc.backwardTp;
             dp += sc.forwardDp + sc.backwardDp;
             cpTime += sc.forwardCp + sc.backwardCp;
+            ep += sc.forwardEp + sc.backwardEp;
         }
         if (total > tau) {
             tau = total;
             tauTp = tp;
             tauDp = dp;
             tauCp = cpTime;
+            tauEp = ep;
             lastBackward = c.stage[static_cast<std::size_t>(r)].backward;
         }
     }
-    e.compute = double(m) * (tau - tauTp - tauDp - tauCp);
+    e.compute = double(m) * (tau - tauTp - tauDp - tauCp - tauEp);
     e.tp = double(m) * tauTp;
     e.cp = double(m) * tauCp;
+    e.ep = double(m) * tauEp;
     e.bubble = double(p - 1) * tau / double(v);
     e.pp = p > 1 ? 2.0 * double(p - 1) * double(v) * c.p2p : 0.0;
-    const EndOfStep dpWork = endOfStep(l, paramsOfRank(l, c, 0), linkOf(l, dpSpan), dpSpan);
+    const EndOfStep dpWork
+        = endOfStep(l, paramsOfRank(l, c, 0), linkOf(l, dpSpan), dpSpan, expertParamsOfRank(l, c, 0));
     const double dpSeconds = dpWork.reduce;
     const double dpExposed = l.comm.staleness > 0
-        ? std::max(0.0, dpSeconds - (e.compute + e.tp + e.cp + e.bubble + e.pp))
+        ? std::max(0.0, dpSeconds - (e.compute + e.tp + e.cp + e.ep + e.bubble + e.pp))
         : l.comm.overlap ? std::max(0.0, dpSeconds - lastBackward)
                          : dpSeconds;
     e.dp = dpExposed + dpWork.after + double(m) * tauDp;
     const double opt = optimizerBytesOf(l, c, 0) / (dev.memoryBandwidthGBs * 1e9);
-    e.stepTime = e.compute + e.tp + e.cp + e.bubble + e.pp + e.dp + opt;
+    e.stepTime = e.compute + e.tp + e.cp + e.ep + e.bubble + e.pp + e.dp + opt;
     e.tokensPerSecond = double(par.globalBatch * l.model.seqLen) / e.stepTime;
     e.tflopsPerGpu = modelFlops(l.model, par.globalBatch, l.memory.recompute == Recompute::Full) / e.stepTime
         / double(par.worldSize()) / 1e12;

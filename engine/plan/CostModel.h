@@ -30,6 +30,9 @@ struct Prediction {
     // The step split into parts on the critical stage (they add up to stepTime).
     double compute = 0, tpExposed = 0, ppExposed = 0, dpExposed = 0, bubble = 0, optimizer = 0;
     double cpExposed = 0; // ring attention's K/V exchange that the attention compute did not hide (cp > 1)
+    double epExposed = 0; // mixture of experts: the all-to-all of dispatch and combine (part of the step too)
+    // Mixture of experts: parameters in all and those a token goes through (top_k of the experts).
+    double totalParameters = 0, activeParameters = 0;
     MemoryEstimate memory; // the most loaded device
     std::vector<MemoryEstimate> memoryPerStage; // per pipeline rank (all its chunks), the same for every tp, dp
     double memoryCapacityGB = 0;
@@ -81,6 +84,7 @@ struct Estimate {
     double stepTime = 0, tokensPerSecond = 0, tflopsPerGpu = 0;
     double compute = 0, tp = 0, pp = 0, bubble = 0, dp = 0;
     double cp = 0; // exposed ring-attention exchange
+    double ep = 0; // MoE all-to-all
     double memoryGB = 0;
     bool fits = true;
 };

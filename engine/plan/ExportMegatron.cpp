@@ -29,6 +29,16 @@ void modelArgs(const ModelSpec& m, std::int64_t tp, std::vector<Arg>& a, ExportR
         a.push_back({ "--disable-bias-linear", "" });
     if (!m.tieEmbeddings)
         a.push_back({ "--untie-embeddings-and-output-weights", "" });
+    if (m.isMoe()) { // Megatron-Core's MoE arguments
+        a.push_back({ "--num-experts", std::to_string(m.experts) });
+        a.push_back({ "--moe-router-topk", std::to_string(m.effectiveTopK()) });
+        a.push_back({ "--moe-ffn-hidden-size", std::to_string(m.expertFfn()) });
+        a.push_back({ "--moe-aux-loss-coeff", std::to_string(m.auxLossCoeff) });
+        if (m.moeLayerFreq != 1)
+            a.push_back({ "--moe-layer-freq", std::to_string(m.moeLayerFreq) });
+        if (m.capacityFactor > 0)
+            a.push_back({ "--moe-expert-capacity-factor", std::to_string(m.capacityFactor) });
+    }
     a.push_back({ "--vocab-size", std::to_string(m.vocab) });
     a.push_back({ "--make-vocab-size-divisible-by", std::to_string(m.vocabPadMultiple) });
     const std::int64_t multiple = m.vocabPadMultiple * tp;
@@ -44,6 +54,10 @@ void parallelArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bo
     const auto& p = l.parallel;
     a.push_back({ "--tensor-model-parallel-size", std::to_string(p.tp) });
     a.push_back({ "--pipeline-model-parallel-size", std::to_string(p.pp) });
+    if (p.ep > 1) { // expert groups inside the DP group, experts whole on each TP rank, as Loom plans them
+        a.push_back({ "--expert-model-parallel-size", std::to_string(p.ep) });
+        a.push_back({ "--expert-tensor-parallel-size", "1" });
+    }
     if (p.cp > 1 && forDeepSpeed)
         result.refusals.push_back("parallel.cp " + std::to_string(p.cp)
             + ": Megatron-DeepSpeed has no ring-attention context parallelism (its sequence parallelism splits "

@@ -15,7 +15,29 @@ double megatronModelFlops(const ModelSpec& m, std::int64_t globalBatch, bool ful
 double blockMatmulParameters(const ModelSpec& m)
 {
     const double h = double(m.hidden), kv = double(m.headDim() * m.effectiveKvHeads()), f = double(m.ffnHidden);
-    return h * (h + 2.0 * kv) + h * h + (m.mlp == ModelSpec::Mlp::SwiGlu ? 3.0 : 2.0) * h * f;
+    const double gates = m.mlp == ModelSpec::Mlp::SwiGlu ? 3.0 : 2.0;
+    const double attention = h * (h + 2.0 * kv) + h * h;
+    const double dense = attention + gates * h * f;
+    if (!m.isMoe() || m.layers <= 0)
+        return dense;
+    // An MoE block: the router and the top_k experts a token goes through; averaged over the blocks.
+    const double moe
+        = attention + h * double(m.experts) + double(m.effectiveTopK()) * gates * h * double(m.expertFfn());
+    const double moeBlocks = double(m.moeLayerCount());
+    return (dense * (double(m.layers) - moeBlocks) + moe * moeBlocks) / double(m.layers);
+}
+
+double allToAllSeconds(double bytes, std::int64_t n, const LinkSpec& link)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0;
+    const double alpha = link.latencyUs * 1e-6, beta = link.bandwidthGBs * 1e9;
+    return double(n - 1) * alpha + double(n - 1) / double(n) * bytes / beta;
+}
+
+double moeAllToAllBytes(const ModelSpec& m, std::int64_t microBatch, double activationBytes)
+{
+    return double(microBatch) * double(m.seqLen) * double(m.effectiveTopK()) * double(m.hidden) * activationBytes;
 }
 
 double modelFlops(const ModelSpec& m, std::int64_t globalBatch, bool fullRecompute)

@@ -17,8 +17,16 @@ double megatronModelFlops(const ModelSpec& model, std::int64_t globalBatch, bool
 // with full recomputation), plus 6·h·V for the LM head. Equals megatronModelFlops for GPT blocks (ffn 4h).
 double modelFlops(const ModelSpec& model, std::int64_t globalBatch, bool fullRecompute);
 // Weights of one block that take part in matrix multiplications (no biases, no norms):
-// h·(h + 2·kv·d_head) + h·h + (2 or 3 for SwiGLU)·h·f.
+// h·(h + 2·kv·d_head) + h·h + (2 or 3 for SwiGLU)·h·f. For a mixture of experts, the weights a token
+// goes through, averaged over the blocks: MoE blocks count the router (h·E) and top_k experts of f_moe.
 double blockMatmulParameters(const ModelSpec& model);
+
+// All-to-all over n members, S the bytes each member sends in all (its whole buffer, its own block
+// included, as nccl-tests counts): (n-1)·α + (n-1)/n·S/β (bus factor (n-1)/n: the own block stays).
+double allToAllSeconds(double bytes, std::int64_t ranks, const LinkSpec& link);
+// The buffer one MoE dispatch (or combine) all-to-all moves per member for one micro-batch: every token
+// once per chosen expert, b·s·top_k·h values of `activationBytes`.
+double moeAllToAllBytes(const ModelSpec& model, std::int64_t microBatch, double activationBytes);
 
 // Activation bytes of one transformer layer for one micro-batch (Korthikanti et al. 2022), 16-bit
 // activations: s·b·h·(34 + 5as/h) with no parallelism; s·b·h·(10 + 24/t + 5as/(h·t)) with tensor

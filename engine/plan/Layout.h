@@ -76,6 +76,7 @@ struct ParallelSpec {
     // Context parallelism: each sequence split over cp ranks in 2·cp chunks (rank i holds chunks i and
     // 2·cp-1-i, so causal attention work is even); K/V travel around the CP group (ring attention).
     std::int64_t cp = 1;
+    std::int64_t ep = 1; // expert parallelism: ep consecutive DP ranks share out the experts (adds no ranks)
 
     bool operator==(const ParallelSpec&) const = default;
     std::int64_t worldSize() const { return tp * cp * pp * dp; }

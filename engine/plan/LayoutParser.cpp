@@ -96,6 +96,8 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
         p.sp = *v;
     if (auto v = r.integer("cp", Presence::Optional, 1, kMaxDegree))
         p.cp = *v;
+    if (auto v = r.integer("ep", Presence::Optional, 1, kMaxDegree))
+        p.ep = *v;
 
     if (const json* s = r.find("stages")) {
         const std::string path = "parallel.stages";
@@ -126,7 +128,7 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
         }
     }
     r.warnUnknown(
-        { "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order", "sp", "cp" });
+        { "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order", "sp", "cp", "ep" });
 }
 
 void readMemory(const json& j, Layout& layout, Diagnostics& d)
@@ -405,6 +407,8 @@ std::string writeLayout(const Layout& layout)
         par["sp"] = true;
     if (p.cp != 1)
         par["cp"] = p.cp;
+    if (p.ep != 1)
+        par["ep"] = p.ep;
     j["parallel"] = par;
     j["memory"] = { { "zero", layout.memory.zero }, { "recompute", toString(layout.memory.recompute) } };
     if (layout.memory.attention != Attention::Flash)

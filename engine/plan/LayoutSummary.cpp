@@ -56,6 +56,13 @@ std::string describeLayout(const Layout& l, std::int64_t maxRanks)
         + std::to_string(m.heads) + " heads, ffn " + std::to_string(m.ffnHidden) + ", vocab " + std::to_string(m.vocab)
         + ", seq " + std::to_string(m.seqLen) + "; " + humanCount(static_cast<double>(m.parameterCount()))
         + " parameters");
+    if (m.isMoe())
+        line("experts  " + std::to_string(m.experts) + " × ffn " + std::to_string(m.expertFfn()) + ", top-"
+            + std::to_string(m.effectiveTopK()) + ", every " + std::to_string(m.moeLayerFreq) + " block(s) from 0 ("
+            + std::to_string(m.moeLayerCount()) + " MoE blocks); "
+            + humanCount(static_cast<double>(m.activeParameterCount())) + " parameters active per token; ep="
+            + std::to_string(p.ep) + ": " + std::to_string(m.experts / std::max<std::int64_t>(1, p.ep))
+            + " experts per device, expert groups of " + std::to_string(p.ep) + " DP ranks");
     const std::int64_t devices = c.deviceCount(l.nodes, p.worldSize());
     std::string linkText
         = std::string(toString(c.intraNode.kind)) + " " + text::number(c.intraNode.bandwidthGBs) + " GB/s in a node";

@@ -1,6 +1,7 @@
 #include "engine/plan/LayoutValidator.h"
 
 #include "engine/plan/CostModel.h"
+#include "engine/plan/ExpertGroups.h"
 #include "engine/plan/RankGrid.h"
 #include "engine/plan/TextUtil.h"
 
@@ -45,6 +46,7 @@ public:
         memoryAndComm();
         placement();
         replayable();
+        validateExperts(l, known, d);
         if (checkMemory)
             memoryFit();
     }

@@ -46,6 +46,39 @@ std::int64_t ModelSpec::blockParameters() const
     return attention + mlpWeights + biases + 2 * normParameters(*this);
 }
 
+std::int64_t ModelSpec::expertParameters() const
+{
+    const std::int64_t f = expertFfn(), gates = mlp == Mlp::SwiGlu ? 3 : 2;
+    return gates * hidden * f + (bias ? f * (mlp == Mlp::SwiGlu ? 2 : 1) + hidden : 0);
+}
+
+std::int64_t ModelSpec::moeBlockParameters() const
+{
+    // A dense block without its MLP, plus the router and the experts.
+    const std::int64_t f = ffnHidden, gates = mlp == Mlp::SwiGlu ? 3 : 2;
+    const std::int64_t denseMlp = gates * hidden * f + (bias ? f * (mlp == Mlp::SwiGlu ? 2 : 1) + hidden : 0);
+    return blockParameters() - denseMlp + routerParameters() + experts * expertParameters();
+}
+
+std::int64_t ModelSpec::moeBlockActiveParameters() const
+{
+    return moeBlockParameters() - (experts - effectiveTopK()) * expertParameters();
+}
+
+std::int64_t ModelSpec::moeLayersIn(std::int64_t first, std::int64_t last) const
+{
+    if (experts <= 0 || last < first)
+        return 0;
+    auto upTo = [&](std::int64_t l) { return l < 0 ? 0 : l / moeLayerFreq + 1; }; // MoE blocks in [0, l]
+    return upTo(last) - upTo(first - 1);
+}
+
+std::int64_t ModelSpec::activeParameterCount() const
+{
+    const std::int64_t moe = moeLayerCount();
+    return parameterCount() - moe * (moeBlockParameters() - moeBlockActiveParameters());
+}
+
 std::int64_t ModelSpec::embeddingParameters() const
 {
     return vocabParameters(*this, paddedVocab());
@@ -58,8 +91,9 @@ std::int64_t ModelSpec::headParameters() const
 
 std::int64_t ModelSpec::parameterCount() const
 {
-    return layers * blockParameters() + vocabParameters(*this, vocab) + normParameters(*this)
-        + (tieEmbeddings ? 0 : vocab * hidden);
+    const std::int64_t moe = moeLayerCount();
+    return (layers - moe) * blockParameters() + moe * moeBlockParameters() + vocabParameters(*this, vocab)
+        + normParameters(*this) + (tieEmbeddings ? 0 : vocab * hidden);
 }
 
 std::optional<ModelSpec> parseModelSpec(const json& object, const std::string& path, Diagnostics& diagnostics)
@@ -89,9 +123,16 @@ std::optional<ModelSpec> parseModelSpec(const json& object, const std::string& p
     auto bias = r.boolean("bias", Presence::Optional);
     auto tie = r.boolean("tie_embeddings", Presence::Optional);
     auto description = r.string("description", Presence::Optional, 4096);
+    auto experts = r.integer("experts", Presence::Optional, 0, 1 << 16);
+    auto topK = r.integer("top_k", Presence::Optional, 1, 1 << 16);
+    auto moeFfn = r.integer("moe_ffn_hidden", Presence::Optional, 1, kMaxWidth);
+    auto moeFreq = r.integer("moe_layer_freq", Presence::Optional, 1, kMaxLayers);
+    auto capacity = r.number("capacity_factor", Presence::Optional, 0.0, 1024.0);
+    auto auxCoeff = r.number("aux_loss_coeff", Presence::Optional, 0.0, 1000.0);
     r.warnUnknown(
         { "name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len", "vocab_pad_multiple",
-            "mlp", "norm", "position", "bias", "tie_embeddings", "description", "source", "loom_profile", "kind" });
+            "mlp", "norm", "position", "bias", "tie_embeddings", "description", "source", "loom_profile", "kind",
+            "experts", "top_k", "moe_ffn_hidden", "moe_layer_freq", "capacity_factor", "aux_loss_coeff" });
 
     if (name)
         m.name = *name;
@@ -123,6 +164,29 @@ std::optional<ModelSpec> parseModelSpec(const json& object, const std::string& p
         m.description = *description;
     if (ffn)
         m.ffnHidden = *ffn;
+    if (experts)
+        m.experts = *experts;
+    if (topK)
+        m.topK = *topK;
+    if (moeFfn)
+        m.moeFfnHidden = *moeFfn;
+    if (moeFreq)
+        m.moeLayerFreq = *moeFreq;
+    if (capacity)
+        m.capacityFactor = *capacity;
+    if (auxCoeff)
+        m.auxLossCoeff = *auxCoeff;
+    if (topK && !experts)
+        local.error(r.pathOf("top_k"),
+            r.pathOf("top_k") + " is given but " + r.pathOf("experts")
+                + " is not; a dense model routes nothing (set experts, or remove top_k)");
+    if (experts && *experts > 0 && m.effectiveTopK() > *experts)
+        local.error(r.pathOf("top_k"),
+            r.pathOf("top_k") + "=" + std::to_string(m.effectiveTopK()) + " is more than " + r.pathOf("experts") + "="
+                + std::to_string(*experts) + "; each token goes to at most every expert (use top_k <= experts)");
+    if (experts && *experts == 1)
+        local.error(r.pathOf("experts"),
+            r.pathOf("experts") + "=1 routes every token to the same MLP; use 0 for a dense model or 2 or more");
 
     if (hidden && heads && *hidden % *heads != 0)
         local.error(r.pathOf("heads"),
@@ -166,6 +230,18 @@ nlohmann::ordered_json toJson(const ModelSpec& m)
         j["tie_embeddings"] = false;
     if (!m.description.empty())
         j["description"] = m.description;
+    if (m.experts > 0) {
+        j["experts"] = m.experts;
+        j["top_k"] = m.effectiveTopK();
+        if (m.moeFfnHidden > 0)
+            j["moe_ffn_hidden"] = m.moeFfnHidden;
+        if (m.moeLayerFreq != 1)
+            j["moe_layer_freq"] = m.moeLayerFreq;
+        if (m.capacityFactor > 0)
+            j["capacity_factor"] = m.capacityFactor;
+        if (m.auxLossCoeff != 0.01)
+            j["aux_loss_coeff"] = m.auxLossCoeff;
+    }
     return j;
 }
 

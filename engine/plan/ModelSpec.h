@@ -33,6 +33,16 @@ struct ModelSpec {
     bool bias = true;
     bool tieEmbeddings = true;
     std::string description;
+    // Mixture of experts (experts > 0): block l is an MoE block when l % moe_layer_freq == 0; its MLP is
+    // `experts` MLPs of moe_ffn_hidden (0: ffn_hidden) and a router (h -> experts, softmax) that sends each
+    // token to its top_k experts. capacity_factor 0 is dropless (every routed token is computed);
+    // aux_loss_coeff weighs the load-balancing loss experts·Σ_e f_e·P_e (Switch Transformer, GShard).
+    std::int64_t experts = 0;
+    std::int64_t topK = 0; // 0 with experts: 2
+    std::int64_t moeFfnHidden = 0;
+    std::int64_t moeLayerFreq = 1;
+    double capacityFactor = 0;
+    double auxLossCoeff = 0.01;
 
     bool operator==(const ModelSpec&) const = default;
 
@@ -41,8 +51,23 @@ struct ModelSpec {
     // The vocabulary rounded up to a multiple of vocabPadMultiple; the embedding and LM head use this size.
     std::int64_t paddedVocab() const;
 
-    // Parameters of one transformer block (attention, MLP, two norms).
+    // Parameters of one transformer block (attention, MLP, two norms): a dense block.
     std::int64_t blockParameters() const;
+    // Mixture of experts (docs/formulas.md): whether block `layer` is an MoE block, how many are, the experts'
+    // inner size, top_k (2 unless given), one expert's MLP, the router, and an MoE block's parameters
+    // (attention, norms, router and every expert) and those a token uses (top_k experts).
+    bool isMoe() const { return experts > 0; }
+    bool moeLayer(std::int64_t layer) const { return experts > 0 && layer % moeLayerFreq == 0; }
+    std::int64_t moeLayerCount() const { return experts > 0 ? (layers + moeLayerFreq - 1) / moeLayerFreq : 0; }
+    std::int64_t moeLayersIn(std::int64_t first, std::int64_t last) const;
+    std::int64_t expertFfn() const { return moeFfnHidden > 0 ? moeFfnHidden : ffnHidden; }
+    std::int64_t effectiveTopK() const { return experts > 0 ? (topK > 0 ? topK : 2) : 0; }
+    std::int64_t expertParameters() const;
+    std::int64_t routerParameters() const { return hidden * experts; }
+    std::int64_t moeBlockParameters() const;
+    std::int64_t moeBlockActiveParameters() const;
+    // Parameters a token goes through (all of them for dense models).
+    std::int64_t activeParameterCount() const;
     // Token embedding (padded vocabulary), position embedding when learned.
     std::int64_t embeddingParameters() const;
     // Final norm, plus the LM head when it is not tied to the embedding.

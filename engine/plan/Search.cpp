@@ -23,6 +23,8 @@ std::string describe(const Layout& l)
         + " recompute=" + std::string(toString(l.memory.recompute));
     if (p.sp)
         s += " sp";
+    if (p.ep > 1)
+        s += " ep=" + std::to_string(p.ep);
     if (l.memory.attention != Attention::Flash)
         s += " attention=" + std::string(toString(l.memory.attention));
     return s;
@@ -47,7 +49,8 @@ std::string explain(const SearchCandidate& a, const SearchCandidate& b)
         { "exposed TP communication", x.tpExposed, y.tpExposed },
         { "exposed CP (ring attention) communication", x.cpExposed, y.cpExposed },
         { "exposed PP communication", x.ppExposed, y.ppExposed }, { "pipeline bubble", x.bubble, y.bubble },
-        { "exposed DP communication", x.dpExposed, y.dpExposed }, { "optimizer step", x.optimizer, y.optimizer } };
+        { "exposed DP communication", x.dpExposed, y.dpExposed }, { "optimizer step", x.optimizer, y.optimizer },
+        { "expert all-to-all", x.epExposed, y.epExposed } };
     const Part* best = &parts[0];
     for (const Part& p : parts)
         if (p.b - p.a > best->b - best->a)
@@ -116,6 +119,11 @@ SearchResult search(const SearchRequest& r)
                 if (!report(0.7 * (double(ti) + double(pp) / double(maxPp)) / double(degrees.size())))
                     break;
                 const std::int64_t dp = devices / (tp * cp * pp);
+                // MoE: every ep that divides both the experts and dp (expert groups are carved out of dp).
+                std::vector<std::int64_t> eps { 1 };
+                for (std::int64_t ep = 2; m.isMoe() && ep <= std::min(m.experts, dp); ++ep)
+                    if (m.experts % ep == 0 && dp % ep == 0)
+                        eps.push_back(ep);
                 for (std::int64_t mb = 1; mb <= 64; mb *= 2) {
                     if (r.globalBatch % (mb * dp))
                         continue;
@@ -153,11 +161,13 @@ SearchResult search(const SearchRequest& r)
                                         l.memory.zero = zero;
                                         l.memory.recompute = rc;
                                         l.memory.attention = attention;
-                                        ++out.evaluated;
-                                        const Estimate e = estimate(l);
-                                        if (!e.fits)
-                                            continue;
-                                        choices.push_back({ l.parallel, l.memory, e });
+                                        for (std::int64_t ep : eps) { // expert parallelism: 1 for dense models
+                                            l.parallel.ep = ep;
+                                            ++out.evaluated;
+                                            const Estimate e = estimate(l);
+                                            if (e.fits)
+                                                choices.push_back({ l.parallel, l.memory, e });
+                                        }
                                     }
                             }
                         }

@@ -80,6 +80,12 @@ void collectiveEvents(const EventNaming& n, const StageCost& c, const trace::Tra
         e.peer = op.rank + n.tpSize; // cp varies right after tp: the next CP rank of a cp = 0 rank
         out.push_back(e);
     }
+    // MoE: the dispatch and combine all-to-alls, drawn before the TP collectives (half the time each).
+    const double ep = fwd ? c.forwardEp : c.backwardEp, epBytes = fwd ? c.forwardEpBytes : c.backwardEpBytes;
+    if (ep > 0) {
+        out.push_back(commEvent(op, K::AllToAll, end - tp - ep, end - tp - ep / 2, epBytes / 2, n.epSize));
+        out.push_back(commEvent(op, K::AllToAll, end - tp - ep / 2, end - tp, epBytes / 2, n.epSize));
+    }
     const double gather = fwd ? c.forwardGather : c.backwardGather;
     if (gather <= 0)
         return;
@@ -138,6 +144,7 @@ std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vecto
                 rt.tp += fwd ? c.forwardTp : c.backwardTp;
                 rt.dp += fwd ? c.forwardDp : c.backwardDp;
                 rt.cp += fwd ? c.forwardCp : c.backwardCp;
+                rt.ep += fwd ? c.forwardEp : c.backwardEp;
                 if (!fwd) {
                     rt.lastBackwardStart = start;
                     rt.lastBackwardEnd = now;
@@ -188,7 +195,7 @@ RankTimes extrapolate(const RankTimes& a, const RankTimes& b, double steps)
 {
     auto at = [steps](double x, double y) { return x + (y - x) * steps; };
     return { at(a.busy, b.busy), at(a.tp, b.tp), at(a.end, b.end), at(a.lastBackwardStart, b.lastBackwardStart),
-        at(a.lastBackwardEnd, b.lastBackwardEnd), at(a.dp, b.dp), at(a.cp, b.cp) };
+        at(a.lastBackwardEnd, b.lastBackwardEnd), at(a.dp, b.dp), at(a.cp, b.cp), at(a.ep, b.ep) };
 }
 
 } // namespace

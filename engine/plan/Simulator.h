@@ -23,6 +23,9 @@ struct StageCost {
     // and for the timeline the whole exchange's duration and bytes (it runs beside the compute).
     double forwardCp = 0, backwardCp = 0;
     double forwardCpComm = 0, backwardCpComm = 0, forwardCpBytes = 0, backwardCpBytes = 0;
+    // Mixture of experts: the all-to-alls (dispatch and combine) of the op's MoE blocks, which block the
+    // compute like the TP collectives (part of forward and backward), and their bytes.
+    double forwardEp = 0, backwardEp = 0, forwardEpBytes = 0, backwardEpBytes = 0;
 };
 
 // What the replay measured on one pipeline rank.
@@ -30,6 +33,7 @@ struct RankTimes {
     double busy = 0, tp = 0, end = 0, lastBackwardStart = 0, lastBackwardEnd = 0;
     double dp = 0; // exposed ZeRO-2/3 collectives inside the ops
     double cp = 0; // exposed ring-attention exchange inside the ops
+    double ep = 0; // MoE all-to-all inside the ops
 };
 
 // How the replay labels the events it records: the global rank of pipeline rank r's representative
@@ -40,6 +44,7 @@ struct EventNaming {
     std::int32_t tpSize = 1, dpSize = 1;
     std::int32_t cpSize = 1; // ring attention: a send event per op to the next CP rank, tpSize ranks on
     bool sequenceParallel = false; // TP collectives are all-gather + reduce-scatter instead of all-reduce
+    std::int32_t epSize = 1; // the expert-parallel group
 };
 
 // Replays `schedule` on one representative rank per pipeline stage: each op starts when its rank is free

@@ -88,7 +88,7 @@ public:
     Result run(std::uint64_t bytes)
     {
         const std::size_t es = sizeOf(m_o.type);
-        const bool perRank = m_o.op == "allgather" || m_o.op == "reducescatter";
+        const bool perRank = m_o.op == "allgather" || m_o.op == "reducescatter" || m_o.op == "alltoall";
         const std::size_t total = bytes / es;
         const std::size_t count = perRank ? total / static_cast<std::size_t>(m_n) : total;
         const bool fractional = m_o.codec.lossy();
@@ -97,6 +97,10 @@ public:
             pristine.resize(count * es);
             fill(pristine, count, m_o.type, m_r, 0, fractional);
             output.resize(count * es * static_cast<std::size_t>(m_n));
+        } else if (m_o.op == "alltoall") { // block j of every rank's buffer goes to rank j
+            pristine.resize(count * es * static_cast<std::size_t>(m_n));
+            fill(pristine, count * static_cast<std::size_t>(m_n), m_o.type, m_r, 0, fractional);
+            output.resize(pristine.size());
         } else if (m_o.op == "reducescatter") {
             pristine.resize(count * es * static_cast<std::size_t>(m_n));
             fill(pristine, count * static_cast<std::size_t>(m_n), m_o.type, m_r, 0, fractional);
@@ -137,8 +141,10 @@ public:
             result.wire = stats.wireBytes;
             if (m_o.check)
                 result.wrong = std::max(result.wrong,
-                    countWrong(
-                        m_o.op == "allgather" || m_o.op == "reducescatter" || m_o.op == "sendrecv" ? output : input,
+                    countWrong(m_o.op == "allgather" || m_o.op == "reducescatter" || m_o.op == "sendrecv"
+                                || m_o.op == "alltoall"
+                            ? output
+                            : input,
                         expected));
         }
         result.seconds /= m_o.iters;
@@ -215,6 +221,8 @@ private:
             w = m_c.reduceScatter(b.in(), b.out(), count, m_o.type, ReduceOp::Sum, options);
         else if (m_o.op == "broadcast")
             w = m_c.broadcast(b.in(), count, m_o.type, 0);
+        else if (m_o.op == "alltoall")
+            w = m_c.allToAll(b.in(), b.out(), count, m_o.type, options);
         if (w) {
             w->wait();
             return w->stats();
@@ -244,6 +252,13 @@ private:
             for (int p = 0; p < m_n; ++p)
                 for (std::size_t i = 0; i < count; ++i)
                     e.value.push_back(inputValue(p, i, false));
+            e.tolerance.assign(e.value.size(), 0);
+            return e;
+        }
+        if (m_o.op == "alltoall") { // block p comes from rank p: its block for this rank
+            for (int p = 0; p < m_n; ++p)
+                for (std::size_t i = 0; i < count; ++i)
+                    e.value.push_back(inputValue(p, count * static_cast<std::size_t>(m_r) + i, false));
             e.tolerance.assign(e.value.size(), 0);
             return e;
         }
@@ -367,7 +382,7 @@ int run(const tools::CommBenchOptions& o, comm::CommRuntime& runtime, comm::Comm
     if (mpiWorld)
         mpiBench.emplace(o, *mpiWorld, *control, nodeCount);
     const std::size_t es = sizeOf(o.type);
-    const bool perRank = o.op == "allgather" || o.op == "reducescatter";
+    const bool perRank = o.op == "allgather" || o.op == "reducescatter" || o.op == "alltoall";
     const std::uint64_t unit = es * (perRank ? static_cast<std::uint64_t>(n) : 1);
     int result = 0;
     for (double size = double(o.minBytes); size <= double(o.maxBytes) * 1.0000001;
@@ -382,6 +397,7 @@ int run(const tools::CommBenchOptions& o, comm::CommRuntime& runtime, comm::Comm
         const double busFactor = trace::busBandwidthFactor(o.op == "allreduce" ? trace::EventKind::AllReduce
                 : o.op == "allgather"                                          ? trace::EventKind::AllGather
                 : o.op == "reducescatter"                                      ? trace::EventKind::ReduceScatter
+                : o.op == "alltoall"                                           ? trace::EventKind::AllToAll
                                                                                : trace::EventKind::Send,
             n);
         const double algbw = m.seconds > 0 ? double(bytes) / m.seconds / 1e9 : 0;

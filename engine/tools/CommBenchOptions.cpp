@@ -8,7 +8,7 @@ namespace loom::tools {
 std::string commBenchUsage()
 {
     return "usage: mpirun -np N loom-commbench [options]\n"
-           "  --op allreduce|allgather|reducescatter|broadcast|sendrecv   (default allreduce)\n"
+           "  --op allreduce|allgather|reducescatter|broadcast|sendrecv|alltoall   (default allreduce)\n"
            "  --algo library|ring|chunked|hierarchical|auto               (default library)\n"
            "  --codec none|fp16|bf16|int8|int4|topk:F|lz4                  all-reduce of fp32 only (default none)\n"
            "  --dtype fp32|fp16|bf16                                      (default fp32)\n"
@@ -98,9 +98,9 @@ std::optional<CommBenchOptions> parseCommBenchOptions(
             auto v = value("an operation");
             if (!v)
                 return std::nullopt;
-            if (*v != "allreduce" && *v != "allgather" && *v != "reducescatter" && *v != "broadcast"
-                && *v != "sendrecv")
-                return bad(*v, "allreduce, allgather, reducescatter, broadcast or sendrecv");
+            if (*v != "allreduce" && *v != "allgather" && *v != "reducescatter" && *v != "broadcast" && *v != "sendrecv"
+                && *v != "alltoall")
+                return bad(*v, "allreduce, allgather, reducescatter, broadcast, sendrecv or alltoall");
             o.op = *v;
         } else if (a == "--algo") {
             auto v = value("an algorithm");
@@ -214,6 +214,10 @@ std::optional<CommBenchOptions> parseCommBenchOptions(
     }
     if (o.algorithm != comm::CollectiveAlgorithm::Library && (o.op == "broadcast" || o.op == "sendrecv")) {
         error = "--op " + o.op + " runs with --algo library only";
+        return std::nullopt;
+    }
+    if (o.op == "alltoall" && o.algorithm == comm::CollectiveAlgorithm::ChunkedRing) {
+        error = "--op alltoall runs with --algo library or ring (Loom's pairwise exchange)";
         return std::nullopt;
     }
     if (o.algorithm == comm::CollectiveAlgorithm::Hierarchical && o.op != "allreduce") {

@@ -11,7 +11,7 @@ namespace loom::tools {
 
 // loom-commbench's command line, in the manner of nccl-tests.
 struct CommBenchOptions {
-    std::string op = "allreduce"; // allreduce | allgather | reducescatter | broadcast | sendrecv
+    std::string op = "allreduce"; // allreduce | allgather | reducescatter | broadcast | sendrecv | alltoall
     comm::CollectiveAlgorithm algorithm = comm::CollectiveAlgorithm::Library;
     bool autoAlgorithm = false; // --algo auto: the tuning table's choice per size (comm/AlgorithmTuner.h)
     plan::Codec codec;

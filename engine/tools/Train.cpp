@@ -197,6 +197,7 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
         train::checkCheckpointDir(args.checkpointDir); // before step 1, not when the first checkpoint is due
     trace::TraceRecorder recorder(rank);
     auto comms = runtime.makeGrid(plan::RankGrid::forLayout(layout), &recorder);
+    runtime.addExpertGroups(comms, plan::RankGrid::forLayout(layout), layout.parallel.ep, &recorder);
     comm::Communicator& world = *comms.world;
     // llm.c conversion goes through a checkpoint folder: --checkpoint-dir (kept), or a temporary one beside
     // the file (shared by the ranks like the file itself) that rank 0 removes when it is done with it.

@@ -99,7 +99,7 @@ using nlohmann::json;
 
 std::optional<EventKind> kindFromName(const std::string& name)
 {
-    for (int k = 0; k <= static_cast<int>(EventKind::Barrier); ++k)
+    for (int k = 0; k <= static_cast<int>(EventKind::AllToAll); ++k)
         if (name == toString(static_cast<EventKind>(k)))
             return static_cast<EventKind>(k);
     return std::nullopt;

@@ -153,7 +153,7 @@ std::int32_t stepAt(const std::vector<StepWindow>& w, double us)
 bool collective(EventKind k)
 {
     return k == EventKind::AllReduce || k == EventKind::AllGather || k == EventKind::ReduceScatter
-        || k == EventKind::Broadcast || k == EventKind::Barrier;
+        || k == EventKind::Broadcast || k == EventKind::Barrier || k == EventKind::AllToAll;
 }
 
 // Event-list traces start their clock at each process's profiler start: shift every rank onto rank 0's clock

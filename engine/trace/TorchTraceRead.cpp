@@ -123,7 +123,8 @@ std::optional<EventKind> collectiveKind(const std::string& name)
     static const std::map<std::string, EventKind> kinds = { { "allreduce", EventKind::AllReduce },
         { "reducescatter", EventKind::ReduceScatter }, { "allgather", EventKind::AllGather },
         { "broadcast", EventKind::Broadcast }, { "send", EventKind::Send }, { "recv", EventKind::Recv },
-        { "recvanysource", EventKind::Recv }, { "sendrecv", EventKind::Send }, { "barrier", EventKind::Barrier } };
+        { "recvanysource", EventKind::Recv }, { "sendrecv", EventKind::Send }, { "barrier", EventKind::Barrier },
+        { "alltoall", EventKind::AllToAll }, { "alltoallv", EventKind::AllToAll } };
     const auto it = kinds.find(normalised(name));
     return it == kinds.end() ? std::nullopt : std::optional(it->second);
 }

@@ -35,6 +35,8 @@ std::string_view toString(EventKind kind)
         return "recv";
     case EventKind::Barrier:
         return "barrier";
+    case EventKind::AllToAll:
+        return "all-to-all";
     }
     return "unknown";
 }
@@ -63,6 +65,10 @@ std::string_view toString(GroupKind kind)
         return "group";
     case GroupKind::Context:
         return "CP";
+    case GroupKind::Expert:
+        return "EP";
+    case GroupKind::ExpertData:
+        return "EDP";
     }
     return "group";
 }
@@ -71,7 +77,7 @@ GroupKind groupKindFromName(std::string_view name)
 {
     const std::string_view first = name.substr(0, name.find(' '));
     for (auto k : { GroupKind::World, GroupKind::Tensor, GroupKind::Pipeline, GroupKind::Data, GroupKind::Node,
-             GroupKind::CrossNode, GroupKind::Context })
+             GroupKind::CrossNode, GroupKind::Context, GroupKind::Expert, GroupKind::ExpertData })
         if (first == toString(k))
             return k;
     return GroupKind::Other;
@@ -84,7 +90,7 @@ double busBandwidthFactor(EventKind kind, std::int32_t members)
         return 1.0;
     if (kind == EventKind::AllReduce)
         return 2.0 * (n - 1) / n;
-    if (kind == EventKind::AllGather || kind == EventKind::ReduceScatter)
+    if (kind == EventKind::AllGather || kind == EventKind::ReduceScatter || kind == EventKind::AllToAll)
         return (n - 1) / n;
     return 1.0;
 }
@@ -122,6 +128,7 @@ Lane laneOf(EventKind kind)
     case EventKind::Send:
     case EventKind::Recv:
     case EventKind::Barrier:
+    case EventKind::AllToAll:
         return Lane::Comm;
     default:
         return Lane::Compute;

@@ -23,14 +23,26 @@ enum class EventKind : std::uint8_t {
     Send,
     Recv,
     Barrier,
+    AllToAll, // block j of every member's buffer goes to member j (MoE dispatch and combine)
 };
 
 enum class Lane : std::uint8_t { Compute, Comm };
 enum class EventSource : std::uint8_t { Measured, Simulated };
 
 // The group a communication event ran in.
-// Context: a context-parallel group (ring attention's K/V exchange), appended so stored kinds keep their values.
-enum class GroupKind : std::uint8_t { World, Tensor, Pipeline, Data, Node, CrossNode, Other, Context };
+// Context, Expert, ExpertData appended so stored kinds keep their values.
+enum class GroupKind : std::uint8_t {
+    World,
+    Tensor,
+    Pipeline,
+    Data,
+    Node,
+    CrossNode,
+    Other,
+    Context, // context-parallel group (ring attention's K/V exchange)
+    Expert, // expert-parallel group: ep consecutive members of a DP group (MoE all-to-all)
+    ExpertData, // expert-data-parallel group: the members at one position of every expert group
+};
 
 // The algorithm a collective actually ran with (after any fallback).
 enum class Algorithm : std::uint8_t {
@@ -89,7 +101,7 @@ Lane laneOf(EventKind kind);
 // when it begins with none of them.
 GroupKind groupKindFromName(std::string_view name);
 // nccl-tests' bus-bandwidth factor of a collective over `members` ranks: 2(n-1)/n for all-reduce, (n-1)/n
-// for all-gather and reduce-scatter, 1 otherwise (and for groups of one).
+// for all-gather, reduce-scatter and all-to-all, 1 otherwise (and for groups of one).
 double busBandwidthFactor(EventKind kind, std::int32_t members);
 
 // Nanoseconds on this process's monotonic clock.

@@ -139,7 +139,7 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
     }
 
     // Overlap: compute time inside communication intervals, per rank. Blocking communication (send / recv,
-    // and TP or PP collectives when the groups are known) runs on the compute thread inside a compute event:
+    // and TP, PP or EP collectives when the groups are known) runs on the compute thread inside a compute event:
     // the thread waits, so that time is neither computing nor overlapped.
     std::map<std::int32_t, GroupKind> kindOf;
     for (const auto& g : c.groups)
@@ -148,7 +148,9 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
         if (e.kind == EventKind::Send || e.kind == EventKind::Recv)
             return true;
         const auto it = kindOf.find(e.group);
-        return it != kindOf.end() && (it->second == GroupKind::Tensor || it->second == GroupKind::Pipeline);
+        return it != kindOf.end()
+            && (it->second == GroupKind::Tensor || it->second == GroupKind::Pipeline
+                || it->second == GroupKind::Expert); // MoE dispatch and combine: the trainer waits for them
     };
     // Per rank, the union of its compute intervals and of its blocking ones, each as sorted disjoint
     // intervals with a running total, so the covered length of any window is two binary searches: the

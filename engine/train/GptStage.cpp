@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 
 namespace loom::train {
 
 GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize,
-    comm::Communicator* tp, Kernels& kernels, bool fullRecompute, bool sequenceParallel)
+    comm::Communicator* tp, Kernels& kernels, bool fullRecompute, bool sequenceParallel, int epRank, int epSize,
+    comm::Communicator* ep)
     : m_h(model.hidden)
     , m_heads(model.heads)
     , m_ffn(model.ffnHidden)
@@ -27,6 +29,7 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
     , m_sp(sequenceParallel && tpSize > 1)
     , m_kvHeads(model.effectiveKvHeads())
     , m_params(tpRank, tpSize)
+    , m_auxCoeff(model.auxLossCoeff)
 {
     if (m_heads % tpSize || m_kvHeads % tpSize || m_heads % m_kvHeads)
         throw std::invalid_argument("model " + model.name + ": tp=" + std::to_string(tpSize)
@@ -35,6 +38,14 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
     if (model.position == plan::ModelSpec::Position::Rope && (m_h / m_heads) % 2)
         throw std::invalid_argument(
             "model " + model.name + ": rotary positions need an even head size, not " + std::to_string(m_h / m_heads));
+    if (model.isMoe() && !m_gpt2)
+        throw std::invalid_argument("model " + model.name
+            + ": loom-train's mixture-of-experts blocks are GPT-2 blocks with GELU experts; a Llama-form MoE model "
+              "(SwiGLU, RMSNorm, rotary positions, grouped KV heads or no biases) can be planned but not trained");
+    if (model.isMoe() && m_sp)
+        throw std::invalid_argument("model " + model.name
+            + ": parallel.sp with mixture-of-experts blocks is not implemented in loom-train (the load-balancing loss "
+              "is a product of means over the whole sequence); set parallel.sp to false");
     if (m_sp && (m_seq % tpSize || !tp))
         throw std::invalid_argument("parallel.sp splits seq_len=" + std::to_string(m_seq)
             + " over tp=" + std::to_string(tpSize) + ": tp must divide it");
@@ -76,10 +87,15 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
         b.bo = m_params.add(p + "proj.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
         b.ln2g = m_params.add(p + "ln2.g", 1, m_h, Shard::Replicated, Init::Ones, 0, false);
         b.ln2b = m_params.add(p + "ln2.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
-        b.wfc = m_params.add(p + "fc.w", m_h, m_ffn, Shard::Columns, Init::Normal, std, true);
-        b.bfc = m_params.add(p + "fc.b", 1, m_ffn, Shard::Columns, Init::Zeros, 0, false);
-        b.wpr = m_params.add(p + "fcproj.w", m_ffn, m_h, Shard::Rows, Init::Normal, projStd, true);
-        b.bpr = m_params.add(p + "fcproj.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+        b.wfc = b.bfc = b.wpr = b.bpr = -1;
+        if (model.moeLayer(l)) { // a mixture of experts in place of the MLP
+            m_moe[l] = std::make_unique<MoeLayer>(model, p, m_params, epRank, epSize, ep, kernels);
+        } else {
+            b.wfc = m_params.add(p + "fc.w", m_h, m_ffn, Shard::Columns, Init::Normal, std, true);
+            b.bfc = m_params.add(p + "fc.b", 1, m_ffn, Shard::Columns, Init::Zeros, 0, false);
+            b.wpr = m_params.add(p + "fcproj.w", m_ffn, m_h, Shard::Rows, Init::Normal, projStd, true);
+            b.bpr = m_params.add(p + "fcproj.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+        }
         m_block[l] = b;
     }
     if ((anyHead && model.tieEmbeddings) || anyEmbedding)
@@ -93,6 +109,9 @@ void GptStage::setContextParallel(comm::Communicator* cp, int cpRank, int cpSize
 {
     if (cpSize <= 1)
         return;
+    if (!m_moe.empty())
+        throw std::invalid_argument("parallel.cp with mixture-of-experts blocks is not implemented in loom-train (the "
+                                    "load-balancing loss is a product of means over the whole sequence); use cp 1");
     m_positions = RingAttention::localPositions(cpRank, cpSize, m_seq);
     m_seq /= cpSize;
     m_cp = cp;
@@ -141,7 +160,27 @@ std::vector<int> GptStage::blockParams(std::int64_t layer) const
         return out;
     }
     const auto& b = m_block.at(layer);
-    return { b.ln1g, b.ln1b, b.wqkv, b.bqkv, b.wo, b.bo, b.ln2g, b.ln2b, b.wfc, b.bfc, b.wpr, b.bpr };
+    std::vector<int> out { b.ln1g, b.ln1b, b.wqkv, b.bqkv, b.wo, b.bo, b.ln2g, b.ln2b, b.wfc, b.bfc, b.wpr, b.bpr };
+    if (auto it = m_moe.find(layer); it != m_moe.end()) {
+        std::erase(out, -1);
+        for (int i : it->second->params())
+            out.push_back(i);
+    }
+    return out;
+}
+
+bool GptStage::isExpertParam(int index) const
+{
+    for (const auto& [layer, moe] : m_moe)
+        for (int i : moe->expertParams())
+            if (i == index)
+                return true;
+    return false;
+}
+
+double GptStage::takeAuxLoss()
+{
+    return std::exchange(m_aux, 0.0);
 }
 
 void GptStage::allReduce(float* data, std::size_t n, comm::ReduceOp op)
@@ -188,14 +227,18 @@ void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const floa
         c.x2[i] += in[i];
     m_k.layerNormForward(c.ln2.data(), c.ln2Mean.data(), c.ln2Rstd.data(), c.x2.data(), m_params.value(p.ln2g),
         m_params.value(p.ln2b), Tl, h);
-    const float* ln2 = gatherTokens(c.ln2.data(), full, B);
-    m_k.gemm(false, false, T, fl, h, ln2, m_params.value(p.wfc), c.fc.data(), false);
-    m_k.addBias(c.fc.data(), m_params.value(p.bfc), T, fl);
-    m_k.geluForward(c.act.data(), c.fc.data(), n * fl);
-    float* mlpOut = m_sp ? full.data() : out;
-    m_k.gemm(false, false, T, h, fl, c.act.data(), m_params.value(p.wpr), mlpOut, false);
-    reduceTokens(mlpOut, out, B);
-    m_k.addBias(out, m_params.value(p.bpr), Tl, h);
+    if (auto moe = m_moe.find(layer); moe != m_moe.end()) { // MoeLayer.h: whole experts on every TP rank
+        m_aux += m_auxCoeff * moe->second->forward(c.moe, c.ln2.data(), Tl, out);
+    } else {
+        const float* ln2 = gatherTokens(c.ln2.data(), full, B);
+        m_k.gemm(false, false, T, fl, h, ln2, m_params.value(p.wfc), c.fc.data(), false);
+        m_k.addBias(c.fc.data(), m_params.value(p.bfc), T, fl);
+        m_k.geluForward(c.act.data(), c.fc.data(), n * fl);
+        float* mlpOut = m_sp ? full.data() : out;
+        m_k.gemm(false, false, T, h, fl, c.act.data(), m_params.value(p.wpr), mlpOut, false);
+        reduceTokens(mlpOut, out, B);
+        m_k.addBias(out, m_params.value(p.bpr), Tl, h);
+    }
     for (std::size_t i = 0; i < nl * h; ++i)
         out[i] += c.x2[i];
     if (m_recompute) { // keep only the input; backward runs this again
@@ -215,9 +258,11 @@ void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const flo
         std::vector<float> scratch(nl * h);
         const std::vector<float> input = c.x;
         const bool saved = m_recompute;
+        const double aux = m_aux; // the recomputed forward's load-balancing loss was counted the first time
         m_recompute = false;
         blockForward(layer, c, B, input.data(), scratch.data());
         m_recompute = saved;
+        m_aux = aux;
     }
     if (!m_gpt2)
         return llamaBlockBackward(layer, c, B, dOut, dIn);
@@ -227,16 +272,20 @@ void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const flo
     std::vector<float> full, dLocal(m_sp ? nl * h : 0);
     // MLP: out = x2 + gelu(ln2·Wfc + bfc)·Wpr + bpr
     std::vector<float> dAct(n * fl), dFc(n * fl), dLn2(n * h), dX2(dOut, dOut + nl * h);
-    m_k.biasBackward(m_params.grad(p.bpr), dOut, Tl, h);
-    const float* dOutAll = gatherTokens(dOut, full, B);
-    m_k.gemm(true, false, fl, h, T, c.act.data(), dOutAll, m_params.grad(p.wpr), true);
-    m_k.gemm(false, true, T, fl, h, dOutAll, m_params.value(p.wpr), dAct.data(), false);
-    m_k.geluBackward(dFc.data(), dAct.data(), c.fc.data(), n * fl);
-    m_k.biasBackward(m_params.grad(p.bfc), dFc.data(), T, fl);
-    m_k.gemm(true, false, h, fl, T, gatherTokens(c.ln2.data(), full, B), dFc.data(), m_params.grad(p.wfc), true);
-    m_k.gemm(false, true, T, h, fl, dFc.data(), m_params.value(p.wfc), dLn2.data(), false);
     float* dLn2Local = m_sp ? dLocal.data() : dLn2.data();
-    reduceTokens(dLn2.data(), dLn2Local, B); // column-parallel: each rank saw part of the columns
+    if (auto moe = m_moe.find(layer); moe != m_moe.end()) {
+        moe->second->backward(c.moe, dOut, dLn2Local, m_lossScale * static_cast<float>(m_auxCoeff));
+    } else {
+        m_k.biasBackward(m_params.grad(p.bpr), dOut, Tl, h);
+        const float* dOutAll = gatherTokens(dOut, full, B);
+        m_k.gemm(true, false, fl, h, T, c.act.data(), dOutAll, m_params.grad(p.wpr), true);
+        m_k.gemm(false, true, T, fl, h, dOutAll, m_params.value(p.wpr), dAct.data(), false);
+        m_k.geluBackward(dFc.data(), dAct.data(), c.fc.data(), n * fl);
+        m_k.biasBackward(m_params.grad(p.bfc), dFc.data(), T, fl);
+        m_k.gemm(true, false, h, fl, T, gatherTokens(c.ln2.data(), full, B), dFc.data(), m_params.grad(p.wfc), true);
+        m_k.gemm(false, true, T, h, fl, dFc.data(), m_params.value(p.wfc), dLn2.data(), false);
+        reduceTokens(dLn2.data(), dLn2Local, B); // column-parallel: each rank saw part of the columns
+    }
     m_k.layerNormBackward(dX2.data(), m_params.grad(p.ln2g), m_params.grad(p.ln2b), dLn2Local, c.x2.data(),
         c.ln2Mean.data(), c.ln2Rstd.data(), m_params.value(p.ln2g), Tl, h);
     // Attention: x2 = x + attn(ln1(x))·Wo + bo
@@ -363,6 +412,7 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
         throw std::logic_error("backward of micro-batch " + std::to_string(mb) + " chunk " + std::to_string(chunk)
             + " before its forward");
     ChunkCache& cache = it->second;
+    m_lossScale = lossScale;
     const int B = cache.B, T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h), Tl = localTokens(B);
     const auto n = static_cast<std::size_t>(T), nl = static_cast<std::size_t>(Tl);
     std::vector<float> dx(nl * h), dPrev(nl * h), full;

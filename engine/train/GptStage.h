@@ -3,12 +3,14 @@
 #include "engine/comm/Communicator.h"
 #include "engine/plan/Layout.h"
 #include "engine/train/Kernels.h"
+#include "engine/train/MoeLayer.h"
 #include "engine/train/Parameters.h"
 #include "engine/train/RingAttention.h"
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <vector>
 
 namespace loom::train {
@@ -40,8 +42,12 @@ public:
     // (with its all-reduces) during backward.
     // `sequenceParallel` (with tpSize > 1) needs seq_len divisible by tpSize. Throws std::invalid_argument when
     // the model does not split over tpSize or its rotary head size is odd.
+    // Mixture-of-experts blocks (model.moeLayer) hold experts [epRank·E/epSize, ...) and trade tokens over
+    // `ep` (null when epSize = 1); see MoeLayer.h. MoE blocks refuse sequence parallelism and context
+    // parallelism (their load-balancing loss is a product of per-sequence means).
     GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize, comm::Communicator* tp,
-        Kernels& kernels, bool fullRecompute, bool sequenceParallel = false);
+        Kernels& kernels, bool fullRecompute, bool sequenceParallel = false, int epRank = 0, int epSize = 1,
+        comm::Communicator* ep = nullptr);
 
     // Context parallelism (call once, before the first forward): this rank holds chunks cpRank and
     // 2·cp-1-cpRank of every sequence (RingAttention.h); attention runs as ring attention over `cp`, the
@@ -68,6 +74,11 @@ public:
     // once per step, after the last micro-batch's backward has finished them. No-op without sequence
     // parallelism.
     void sumSequenceParallelGrads(const std::vector<int>& indices);
+    // Mixture of experts: whether parameter `index` is an expert's (reduced over the expert-data-parallel
+    // group), and the load-balancing losses of the forwards since the last call (Σ over MoE blocks of
+    // aux_loss_coeff·aux), which the trainer adds to the loss.
+    bool isExpertParam(int index) const;
+    double takeAuxLoss();
 
     // Forward of micro-batch `mb` (B sequences) through `chunk`. The embedding chunk reads `tokens`; others
     // read `input` [B·s, h]. A head chunk computes the cross-entropy against `targets` and returns the mean
@@ -102,6 +113,7 @@ private:
         std::vector<float> x, ln1, ln1Mean, ln1Rstd, qkv, probs, att, x2, ln2, ln2Mean, ln2Rstd, fc, act;
         std::vector<float> up; // SwiGLU's up projection (fc holds the gate)
         std::vector<float> lse; // ring attention (cp > 1): each row's log-sum-exp instead of probs
+        MoeCache moe; // MoE blocks
     };
     struct ChunkCache {
         int B = 0;
@@ -156,6 +168,10 @@ private:
     comm::Communicator* m_cp = nullptr; // context parallelism: m_seq is then s/cp, the local tokens
     int m_cpSize = 1;
     std::vector<std::int64_t> m_positions; // empty: position t of a sequence is t
+    std::map<std::int64_t, std::unique_ptr<MoeLayer>> m_moe; // MoE blocks by layer
+    double m_aux = 0; // aux_loss_coeff·aux of the forwards since takeAuxLoss()
+    double m_auxCoeff = 0;
+    float m_lossScale = 1; // the current backward's
 };
 
 } // namespace loom::train

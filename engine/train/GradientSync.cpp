@@ -22,7 +22,8 @@ GradientSync::GradientSync(ParamSet& params, comm::Communicator* dp, std::size_t
         const bool startNew
             = m_buckets.empty() || otherGroup || (m_buckets.back().end - m_buckets.back().begin) * 4 >= bucketBytes;
         if (startNew)
-            m_buckets.push_back({ s.offset, s.offset, 0, 0, nullptr, nullptr, {} });
+            m_buckets.push_back(
+                { s.offset, s.offset, 0, 0, nullptr, nullptr, {}, groups.empty() ? 0 : groups[std::size_t(i)] });
         m_buckets.back().end = s.offset + s.size();
         ++m_buckets.back().size;
         m_bucketOf[static_cast<std::size_t>(i)] = static_cast<int>(m_buckets.size()) - 1;
@@ -60,11 +61,19 @@ void GradientSync::setStaleness(int staleness)
 
 comm::WorkPtr GradientSync::launch(Bucket& b, float* base)
 {
-    if (!m_enabled || !m_dp || m_dp->size() == 1)
+    comm::Communicator* c = b.comm ? b.comm : m_dp;
+    if (!m_enabled || !c || c->size() == 1)
         return nullptr;
     comm::CollectiveOptions o = m_options;
     o.feedback = m_errorFeedback ? &b.feedback : nullptr;
-    return m_dp->allReduce(base + b.begin, b.end - b.begin, comm::DType::F32, comm::ReduceOp::Sum, o);
+    return c->allReduce(base + b.begin, b.end - b.begin, comm::DType::F32, comm::ReduceOp::Sum, o);
+}
+
+void GradientSync::setGroupCommunicator(int group, comm::Communicator* c)
+{
+    for (auto& b : m_buckets)
+        if (b.group == group)
+            b.comm = c;
 }
 
 std::vector<std::pair<std::size_t, std::size_t>> GradientSync::bucketRanges() const

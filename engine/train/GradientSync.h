@@ -47,6 +47,9 @@ public:
     void setCompressed(bool on) { m_options.codec = on ? m_codec : plan::Codec {}; }
     // Off: gradients stay local (the optimizer communicates instead; see SparseAdam).
     void setEnabled(bool on) { m_enabled = on; }
+    // Buckets of parameters in `group` (the constructor's `groups`) are reduced over `c` instead of the DP
+    // group: experts' gradients over the expert-data-parallel group.
+    void setGroupCommunicator(int group, comm::Communicator* c);
 
 private:
     struct Bucket {
@@ -56,6 +59,8 @@ private:
         comm::WorkPtr work;
         comm::WorkPtr delayed; // staleness 1: the previous step's all-reduce, in flight on m_delayed
         comm::ErrorFeedback feedback;
+        int group = 0;
+        comm::Communicator* comm = nullptr; // null: the DP group
     };
     comm::WorkPtr launch(Bucket& b, float* base);
 

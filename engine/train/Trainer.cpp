@@ -4,12 +4,14 @@
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/train/Checkpoint.h"
+#include "engine/train/MoeLayer.h"
 
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <stdexcept>
 
 namespace loom::train {
 
@@ -33,8 +35,13 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         const std::int64_t vs = m_schedule.virtualStage(m_coord.pp, c);
         chunks.push_back({ ranges[static_cast<std::size_t>(vs)], vs == 0, vs == last });
     }
+    checkMoeTrainable(layout);
+    if (p.ep > 1 && (!comms.expert || !comms.expertData))
+        throw std::logic_error("parallel.ep=" + std::to_string(p.ep)
+            + " needs the expert groups: create them with CommRuntime::addExpertGroups before the trainer");
     m_stage = std::make_unique<GptStage>(layout.model, chunks, static_cast<int>(m_coord.tp), static_cast<int>(p.tp),
-        comms.tensor.get(), kernels, layout.memory.recompute == plan::Recompute::Full, p.sp);
+        comms.tensor.get(), kernels, layout.memory.recompute == plan::Recompute::Full, p.sp,
+        static_cast<int>(m_coord.dp % p.ep), static_cast<int>(p.ep), comms.expert.get());
     m_stage->setContextParallel(comms.context.get(), static_cast<int>(m_coord.cp), static_cast<int>(p.cp));
     ParamSet& params = m_stage->params();
     // Gradients are summed over the dp·cp ranks of comms.data (a CP group's ranks are reduced like replicas).
@@ -60,9 +67,18 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
             groups.push_back(i == m_stage->tokenEmbedding() && m_tiedAcrossStages ? 2
                     : p.tp > 1 && params.spec(i).shard == Shard::Replicated       ? 1
                                                                                   : 0);
+    const int expertGroup = 3; // MoE: experts' gradients in buckets of their own, over the expert-data group
+    if (p.ep > 1) {
+        groups.resize(params.specs().size(), 0);
+        for (int i = 0; i < static_cast<int>(groups.size()); ++i)
+            if (m_stage->isExpertParam(i))
+                groups[static_cast<std::size_t>(i)] = expertGroup;
+    }
     m_sync = std::make_unique<GradientSync>(params, comms.data.get(),
         static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20)), layout.comm.overlap, sync,
         layout.comm.errorFeedback, groups);
+    if (p.ep > 1)
+        m_sync->setGroupCommunicator(expertGroup, comms.expertData.get());
     m_sync->setStaleness(layout.comm.staleness);
 
     m_decay.assign(params.values.size(), 0);
@@ -77,6 +93,10 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         begin = std::min(params.values.size(), shard * static_cast<std::size_t>(replicaIndex));
         end = std::min(params.values.size(), begin + shard);
     }
+    if (layout.memory.zero >= 2 && p.ep > 1)
+        throw std::invalid_argument("memory.zero " + std::to_string(layout.memory.zero)
+            + " with parallel.ep > 1 is not implemented in loom-train (experts' gradients are reduced over the "
+              "expert-data-parallel group, not sharded over dp); use memory.zero 0 or 1");
     if (layout.memory.zero >= 2 && p.dp * p.cp > 1) { // ShardedParams.h: the optimizer works on this rank's shard
         m_sharded = std::make_unique<ShardedParams>(*m_stage, *comms.data, layout.memory.zero, layout.comm.overlap);
         begin = 0;
@@ -184,6 +204,7 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
             const double loss
                 = m_stage->forward(op.microBatch, op.chunk, B, tokens.data(), targets.data(), in.data(), out.data());
             record(trace::EventKind::Forward, t0, step, op.microBatch, vs, op.chunk);
+            m_auxSum += m_stage->takeAuxLoss(); // MoE blocks' load-balancing losses (0 without)
             if (chunk.head) {
                 lossSum += loss;
             } else {
@@ -261,13 +282,18 @@ bool Trainer::countsInNorm(int tensor) const
 double Trainer::gradientNormSquared()
 {
     ParamSet& params = m_stage->params();
-    double sum = 0;
+    double sum = 0, experts = 0;
     if (m_sharded) { // each DP rank holds the reduced gradient of its pieces only: the DP group adds too
         sum = m_sharded->normSquared([this](int t) { return countsInNorm(t); });
     } else {
         for (int i = 0; i < static_cast<int>(params.specs().size()); ++i)
-            if (countsInNorm(i))
-                sum += sumOfSquares(params.grad(i), params.spec(i).size()); // vectorised and threaded (Optimizer.h)
+            if (countsInNorm(i)) // vectorised and threaded (Optimizer.h)
+                (m_comms.expert && m_stage->isExpertParam(i) ? experts : sum)
+                    += sumOfSquares(params.grad(i), params.spec(i).size());
+    }
+    if (m_comms.expert) { // each member of the expert group holds a share of the experts
+        m_comms.expert->allReduce(&experts, 1, comm::DType::F64, comm::ReduceOp::Sum)->wait();
+        sum += experts;
     }
     double total = sum;
     if (m_comms.tensor->size() > 1 || m_comms.pipeline->size() > 1 || m_sharded) {
@@ -315,6 +341,7 @@ StepResult Trainer::step(std::int64_t step)
     m_sync->setEnabled(!sparse && !m_sharded); // ZeRO-2/3 reduce-scatter instead (ShardedParams)
     m_sync->reset();
     double lossSum = 0;
+    m_auxSum = 0;
     runSchedule(step, lossSum);
     m_stage->sumSequenceParallelGrads(m_stage->outerParams());
     // The token embedding's two copies add their gradients before any bucket holding it starts reducing.
@@ -367,6 +394,8 @@ StepResult Trainer::step(std::int64_t step)
     // The global loss: each data-parallel replica's last stage (TP rank 0, every CP rank) adds its share.
     const bool reports = m_coord.tp == 0 && m_stage->chunks().back().head;
     double share = reports ? lossSum / double(p.microBatches() * p.dp * p.cp) : 0.0;
+    if (m_coord.tp == 0) // MoE: every stage's load-balancing losses are part of the loss (MoeLayer.h)
+        share += m_auxSum / double(p.microBatches() * p.dp * p.cp);
     m_comms.world->allReduce(&share, 1, comm::DType::F64, comm::ReduceOp::Sum)->wait();
     r.loss = share;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -381,10 +410,14 @@ void Trainer::save(const std::string& dir, std::int64_t stepsDone)
     const auto& p = m_layout.parallel;
     ParamSet& params = m_stage->params();
     CheckpointRole role;
-    role.writesParams = m_coord.dp == 0 && m_coord.cp == 0; // CP ranks hold the same parameters
+    // CP ranks hold the same parameters; with ep > 1 the first expert group (dp < ep) writes: each member its
+    // own experts, DP rank 0 the rest.
+    role.writesParams = m_coord.cp == 0 && m_coord.dp < p.ep;
     role.writesMoments = role.writesParams || (m_layout.memory.zero == 1 && p.dp * p.cp > 1);
     for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) {
         bool owns = params.spec(i).shard != Shard::Replicated || m_coord.tp == 0;
+        if (p.ep > 1 && m_coord.dp != 0 && !m_stage->isExpertParam(i))
+            owns = false;
         if (i == m_stage->tokenEmbedding() && m_tiedAcrossStages && m_coord.pp != 0)
             owns = false; // the last stage's copy of the tied embedding is the same tensor
         role.ownsTensor.push_back(owns);

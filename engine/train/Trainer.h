@@ -87,6 +87,7 @@ private:
     LearningRate m_lr;
     bool m_tiedAcrossStages = false; // the token embedding lives on the first and the last pipeline rank
     std::vector<int> m_lastBackward; // per chunk: index in the schedule of its last backward
+    double m_auxSum = 0; // MoE: this step's load-balancing losses on this rank
 };
 
 } // namespace loom::train

@@ -18,7 +18,8 @@ private slots:
         QVERIFY2(b.loadErrors().empty(), b.loadErrors().empty() ? "" : b.loadErrors().front().c_str());
         QCOMPARE(b.modelNames(),
             (std::vector<std::string> { "gpt-mini", "gpt-tiny", "gpt2-1.5b", "gpt2-124m", "gpt2-350m", "gpt2-774m",
-                "gpt3-175b", "llama-tiny", "llama2-70b", "llama2-7b", "llama3-405b", "megatron-1t" }));
+                "gpt3-175b", "llama-tiny", "llama2-70b", "llama2-7b", "llama3-405b", "megatron-1t", "mixtral-8x7b",
+                "moe-tiny" }));
         QCOMPARE(b.clusterNames(), (std::vector<std::string> { "dgx-a100", "dgx-h100", "local", "pcie-4gpu" }));
         for (const auto& p : b.all()) {
             QVERIFY2(!p.description().empty(), p.name().c_str());
@@ -45,6 +46,10 @@ private slots:
         QTest::newRow("megatron-1t") << "megatron-1t" << 128LL << 25600LL << 160LL << 51200LL << 2048LL << 0LL;
         QTest::newRow("gpt-tiny") << "gpt-tiny" << 4LL << 64LL << 4LL << 256LL << 32LL << 218496LL;
         QTest::newRow("gpt-mini") << "gpt-mini" << 6LL << 192LL << 6LL << 256LL << 128LL << 2743296LL;
+        // Mixtral: 46.7 B in all (12.9 B active, tst_moeplan); moe-tiny: gpt-tiny with 4 experts in 2 blocks.
+        QTest::newRow("mixtral-8x7b") << "mixtral-8x7b" << 32LL << 4096LL << 32LL << 32000LL << 32768LL
+                                      << 46702792704LL;
+        QTest::newRow("moe-tiny") << "moe-tiny" << 4LL << 64LL << 4LL << 256LL << 32LL << 285440LL;
     }
     void modelShapes()
     {

@@ -171,6 +171,65 @@ private slots:
         QCOMPARE(all, allExpected);
     }
 
+    void allToAll_data()
+    {
+        QTest::addColumn<int>("count");
+        QTest::addColumn<bool>("variable");
+        QTest::addColumn<bool>("ring");
+        for (int count : { 0, 1, 7, 1001 })
+            for (bool variable : { false, true })
+                for (bool ring : { false, true })
+                    QTest::newRow(qPrintable(QStringLiteral("x%1 %2 %3")
+                                                 .arg(count)
+                                                 .arg(variable ? "variable" : "equal")
+                                                 .arg(ring ? "pairwise" : "library")))
+                        << count << variable << ring;
+    }
+    // Equal and variable splits against MPI_Alltoallv, with the trace event's kind and bytes.
+    void allToAll()
+    {
+        QFETCH(int, count);
+        QFETCH(bool, variable);
+        QFETCH(bool, ring);
+        CollectiveOptions options;
+        options.algorithm = ring ? CollectiveAlgorithm::Ring : CollectiveAlgorithm::Library;
+        const int n = worldSize(), r = worldRank();
+        // Rank s sends (s + d) % 3 · count elements to rank d when variable (some blocks empty), else count.
+        auto sent = [&](int s, int d) {
+            return variable ? std::size_t((s + d) % 3) * std::size_t(count) : std::size_t(count);
+        };
+        std::vector<std::size_t> sendCounts, recvCounts;
+        std::vector<int> sc, sd, rc, rd;
+        std::size_t sendTotal = 0, recvTotal = 0;
+        for (int j = 0; j < n; ++j) {
+            sendCounts.push_back(sent(r, j));
+            recvCounts.push_back(sent(j, r));
+            sc.push_back(int(sendCounts.back()));
+            sd.push_back(int(sendTotal));
+            rc.push_back(int(recvCounts.back()));
+            rd.push_back(int(recvTotal));
+            sendTotal += sendCounts.back();
+            recvTotal += recvCounts.back();
+        }
+        std::vector<float> send(sendTotal), got(recvTotal, -1), expected(recvTotal);
+        for (std::size_t i = 0; i < send.size(); ++i)
+            send[i] = value(r, i);
+        MPI_Alltoallv(send.data(), sc.data(), sd.data(), MPI_FLOAT, expected.data(), rc.data(), rd.data(), MPI_FLOAT,
+            MPI_COMM_WORLD);
+        WorkPtr w = variable ? m_world->allToAllV(send.data(), sendCounts, got.data(), recvCounts, DType::F32, options)
+                             : m_world->allToAll(send.data(), got.data(), std::size_t(count), DType::F32, options);
+        w->wait();
+        QCOMPARE(got, expected);
+        QCOMPARE(w->stats().bytes, std::uint64_t(sendTotal * 4));
+        if (ring) // the pairwise exchange sends everything but its own block
+            QCOMPARE(w->stats().wireBytes, std::uint64_t((sendTotal - sendCounts[std::size_t(r)]) * 4));
+        bool traced = false;
+        for (const auto& e : m_recorder.snapshot())
+            traced = traced || (e.kind == trace::EventKind::AllToAll && e.bytes == sendTotal * 4);
+        QVERIFY(traced);
+        QCOMPARE(trace::busBandwidthFactor(trace::EventKind::AllToAll, n), n > 1 ? double(n - 1) / n : 1.0);
+    }
+
     void broadcastSendRecvBarrier()
     {
         const int n = worldSize(), r = worldRank();

@@ -108,6 +108,25 @@ private slots:
             s.fitting, s.why.c_str());
         QVERIFY(t.elapsed() < 1000);
     }
+
+    // A mixture of experts multiplies the candidates by the ep degrees that divide the experts and dp.
+    void searchMixtral()
+    {
+        SearchRequest r;
+        r.model = *BuiltinProfiles::instance().findModel("mixtral-8x7b");
+        r.model.seqLen = 4096;
+        r.cluster = *BuiltinProfiles::instance().findCluster("dgx-h100");
+        r.nodes = 64;
+        r.globalBatch = 1024;
+        r.precision = Precision::Bf16;
+        QElapsedTimer t;
+        t.start();
+        const SearchResult s = search(r);
+        qInfo("mixtral-8x7b (seq 4096) on 64 nodes: %lld ms, %zu evaluated, %zu fit; best: %s", t.elapsed(),
+            s.evaluated, s.fitting, s.why.c_str());
+        QVERIFY(!s.ranked.empty());
+        QVERIFY(t.elapsed() < 1000);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestPlanScale)

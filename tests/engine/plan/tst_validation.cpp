@@ -204,9 +204,8 @@ private slots:
         QTest::newRow("unknown model profile")
             << R"({"model": "gpt2-124"})" << true << "model"
             << "model=\"gpt2-124\" is not a known model profile; known: gpt-mini, gpt-tiny, gpt2-1.5b, gpt2-124m, "
-               "gpt2-350m, gpt2-774m, gpt3-175b, llama-tiny, llama2-70b, llama2-7b, llama3-405b, megatron-1t (did you "
-               "mean "
-               "\"gpt2-124m\"?)";
+               "gpt2-350m, gpt2-774m, gpt3-175b, llama-tiny, llama2-70b, llama2-7b, llama3-405b, megatron-1t, "
+               "mixtral-8x7b, moe-tiny (did you mean \"gpt2-124m\"?)";
         QTest::newRow("unknown cluster profile")
             << R"({"cluster": "dgx-b200"})" << true << "cluster"
             << "cluster=\"dgx-b200\" is not a known cluster profile; known: dgx-a100, dgx-h100, local, pcie-4gpu";

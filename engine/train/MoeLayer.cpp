@@ -1,0 +1,303 @@
+#include "engine/train/MoeLayer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace loom::train {
+
+MoeLayer::MoeLayer(const plan::ModelSpec& model, const std::string& prefix, ParamSet& params, int epRank, int epSize,
+    comm::Communicator* ep, Kernels& kernels)
+    : m_h(model.hidden)
+    , m_E(model.experts)
+    , m_k(model.effectiveTopK())
+    , m_f(model.expertFfn())
+    , m_local(model.experts / std::max(epSize, 1))
+    , m_epRank(epRank)
+    , m_epSize(epSize)
+    , m_ep(ep)
+    , m_kern(kernels)
+    , m_params(params)
+{
+    if (m_E < 2 || m_k < 1 || m_k > m_E || epSize < 1 || m_E % epSize != 0)
+        throw std::invalid_argument("MoE layer " + prefix + ": " + std::to_string(m_E) + " experts, top_k "
+            + std::to_string(m_k) + " and ep " + std::to_string(epSize) + " do not fit (ep must divide experts)");
+    const float std = 0.02f;
+    const float projStd = 0.02f / std::sqrt(2.0f * static_cast<float>(model.layers)); // as the dense MLP
+    // Experts first (highest index first), the router last: backward finishes the experts before the router.
+    for (std::int64_t j = m_local - 1; j >= 0; --j) {
+        const std::string e = prefix + "expert" + std::to_string(m_epRank * m_local + j) + ".";
+        Expert x;
+        x.fcw = params.add(e + "fc.w", m_h, m_f, Shard::Replicated, Init::Normal, std, true);
+        x.fcb = params.add(e + "fc.b", 1, m_f, Shard::Replicated, Init::Zeros, 0, false);
+        x.prw = params.add(e + "proj.w", m_f, m_h, Shard::Replicated, Init::Normal, projStd, true);
+        x.prb = params.add(e + "proj.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+        m_experts.push_back(x);
+        for (int i : { x.fcw, x.fcb, x.prw, x.prb })
+            m_expertParams.push_back(i);
+    }
+    std::reverse(m_experts.begin(), m_experts.end()); // m_experts[j] is local expert j
+    m_router = params.add(prefix + "router.w", m_h, m_E, Shard::Replicated, Init::Normal, std, true);
+}
+
+std::vector<int> MoeLayer::params() const
+{
+    std::vector<int> out = m_expertParams;
+    out.push_back(m_router);
+    return out;
+}
+
+void MoeLayer::route(MoeCache& c, int T)
+{
+    const auto E = static_cast<std::size_t>(m_E), k = static_cast<std::size_t>(m_k);
+    const auto n = static_cast<std::size_t>(T);
+    c.probs.assign(n * E, 0.0f);
+    if (T > 0)
+        m_kern.gemm(false, false, T, static_cast<int>(E), static_cast<int>(m_h), c.x.data(), m_params.value(m_router),
+            c.probs.data(), false);
+    c.expert.assign(n * k, 0);
+    c.gate.assign(n * k, 0.0f);
+    std::vector<std::int64_t> count(E, 0);
+    for (std::size_t t = 0; t < n; ++t) {
+        float* p = c.probs.data() + t * E;
+        const float top = *std::max_element(p, p + E);
+        float sum = 0;
+        for (std::size_t e = 0; e < E; ++e)
+            sum += (p[e] = std::exp(p[e] - top));
+        for (std::size_t e = 0; e < E; ++e)
+            p[e] /= sum;
+        // Top-k by probability; a strict comparison keeps the lower index on ties.
+        std::vector<bool> taken(E, false);
+        for (std::size_t j = 0; j < k; ++j) {
+            std::size_t best = E;
+            for (std::size_t e = 0; e < E; ++e)
+                if (!taken[e] && (best == E || p[e] > p[best]))
+                    best = e;
+            taken[best] = true;
+            c.expert[t * k + j] = static_cast<int>(best);
+            c.gate[t * k + j] = p[best];
+            ++count[best];
+        }
+    }
+    // Dispatch order: by expert (so by the member that holds it), then by token.
+    std::vector<std::int64_t> next(E, 0);
+    for (std::size_t e = 1; e < E; ++e)
+        next[e] = next[e - 1] + count[e - 1];
+    c.row.assign(n * k, 0);
+    for (std::size_t a = 0; a < n * k; ++a)
+        c.row[a] = static_cast<int>(next[static_cast<std::size_t>(c.expert[a])]++);
+    c.fraction.assign(E, 0.0f);
+    for (std::size_t e = 0; e < E; ++e)
+        c.fraction[e] = n ? static_cast<float>(double(count[e]) / double(n * k)) : 0.0f;
+    // What each member sends to and receives from each other member, per expert.
+    const auto ep = static_cast<std::size_t>(m_epSize), local = static_cast<std::size_t>(m_local);
+    const auto h = static_cast<std::size_t>(m_h);
+    c.sendCounts.assign(ep, 0);
+    for (std::size_t e = 0; e < E; ++e)
+        c.sendCounts[e / local] += static_cast<std::size_t>(count[e]) * h;
+    c.recvPerExpert.assign(ep * local, 0);
+    if (ep == 1)
+        c.recvPerExpert.assign(count.begin(), count.end());
+    else
+        m_ep->allToAll(count.data(), c.recvPerExpert.data(), local, comm::DType::I64)->wait();
+    c.recvCounts.assign(ep, 0);
+    for (std::size_t i = 0; i < ep; ++i)
+        for (std::size_t j = 0; j < local; ++j)
+            c.recvCounts[i] += static_cast<std::size_t>(c.recvPerExpert[i * local + j]) * h;
+}
+
+std::vector<float> MoeLayer::exchange(
+    const std::vector<float>& rows, const std::vector<std::size_t>& outCounts, const std::vector<std::size_t>& inCounts)
+{
+    if (m_epSize == 1)
+        return rows;
+    std::size_t total = 0;
+    for (auto n : inCounts)
+        total += n;
+    std::vector<float> in(std::max<std::size_t>(total, 1));
+    m_ep->allToAllV(rows.data(), outCounts, in.data(), inCounts, comm::DType::F32)->wait();
+    in.resize(total);
+    return in;
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> MoeLayer::segments(const MoeCache& c, int j) const
+{
+    // The received buffer is member-major; inside each member's block, local experts in order.
+    std::vector<std::pair<std::size_t, std::size_t>> out; // (first row, rows)
+    const auto local = static_cast<std::size_t>(m_local);
+    std::size_t base = 0;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(m_epSize); ++i) {
+        std::size_t at = base;
+        for (std::size_t e = 0; e < static_cast<std::size_t>(j); ++e)
+            at += static_cast<std::size_t>(c.recvPerExpert[i * local + e]);
+        out.emplace_back(at, static_cast<std::size_t>(c.recvPerExpert[i * local + static_cast<std::size_t>(j)]));
+        for (std::size_t e = 0; e < local; ++e)
+            base += static_cast<std::size_t>(c.recvPerExpert[i * local + e]);
+    }
+    return out;
+}
+
+double MoeLayer::forward(MoeCache& c, const float* x, int T, float* out)
+{
+    const auto h = static_cast<std::size_t>(m_h), k = static_cast<std::size_t>(m_k), n = static_cast<std::size_t>(T);
+    const int H = static_cast<int>(m_h), F = static_cast<int>(m_f);
+    c.x.assign(x, x + n * h);
+    route(c, T);
+    std::vector<float> send(n * k * h);
+    for (std::size_t a = 0; a < n * k; ++a)
+        std::copy(x + a / k * h, x + (a / k + 1) * h, send.data() + static_cast<std::size_t>(c.row[a]) * h);
+    const std::vector<float> recv = exchange(send, c.sendCounts, c.recvCounts);
+    std::vector<float> back(recv.size());
+    c.in.assign(static_cast<std::size_t>(m_local), {});
+    c.fc.assign(c.in.size(), {});
+    c.act.assign(c.in.size(), {});
+    for (int j = 0; j < static_cast<int>(m_local); ++j) {
+        const Expert& p = m_experts[static_cast<std::size_t>(j)];
+        const auto segs = segments(c, j);
+        auto& in = c.in[static_cast<std::size_t>(j)];
+        for (auto [first, rows] : segs)
+            in.insert(in.end(), recv.begin() + static_cast<std::ptrdiff_t>(first * h),
+                recv.begin() + static_cast<std::ptrdiff_t>((first + rows) * h));
+        const int R = static_cast<int>(in.size() / h);
+        if (R == 0)
+            continue;
+        auto& fc = c.fc[static_cast<std::size_t>(j)];
+        auto& act = c.act[static_cast<std::size_t>(j)];
+        fc.resize(static_cast<std::size_t>(R) * m_f);
+        act.resize(fc.size());
+        std::vector<float> y(static_cast<std::size_t>(R) * h);
+        m_kern.gemm(false, false, R, F, H, in.data(), m_params.value(p.fcw), fc.data(), false);
+        m_kern.addBias(fc.data(), m_params.value(p.fcb), R, F);
+        m_kern.geluForward(act.data(), fc.data(), fc.size());
+        m_kern.gemm(false, false, R, H, F, act.data(), m_params.value(p.prw), y.data(), false);
+        m_kern.addBias(y.data(), m_params.value(p.prb), R, H);
+        std::size_t r = 0;
+        for (auto [first, rows] : segs) {
+            std::copy(y.begin() + static_cast<std::ptrdiff_t>(r * h),
+                y.begin() + static_cast<std::ptrdiff_t>((r + rows) * h),
+                back.begin() + static_cast<std::ptrdiff_t>(first * h));
+            r += rows;
+        }
+    }
+    c.returned = exchange(back, c.recvCounts, c.sendCounts);
+    std::fill(out, out + n * h, 0.0f);
+    for (std::size_t a = 0; a < n * k; ++a) {
+        const float* y = c.returned.data() + static_cast<std::size_t>(c.row[a]) * h;
+        float* o = out + a / k * h;
+        for (std::size_t i = 0; i < h; ++i)
+            o[i] += c.gate[a] * y[i];
+    }
+    double aux = 0;
+    for (std::size_t e = 0; e < static_cast<std::size_t>(m_E); ++e) {
+        double P = 0;
+        for (std::size_t t = 0; t < n; ++t)
+            P += c.probs[t * static_cast<std::size_t>(m_E) + e];
+        aux += double(c.fraction[e]) * (n ? P / double(n) : 0.0);
+    }
+    return double(m_E) * aux;
+}
+
+void MoeLayer::backward(MoeCache& c, const float* dOut, float* dx, float auxScale)
+{
+    const auto h = static_cast<std::size_t>(m_h), k = static_cast<std::size_t>(m_k), E = static_cast<std::size_t>(m_E);
+    const std::size_t n = c.x.size() / h;
+    const int H = static_cast<int>(m_h), F = static_cast<int>(m_f), T = static_cast<int>(n);
+    // Combine's backward: each choice's row gets gate·dOut; the gate gets dOut·expert output.
+    std::vector<float> dRows(n * k * h), dGate(n * k);
+    for (std::size_t a = 0; a < n * k; ++a) {
+        const float* g = dOut + a / k * h;
+        const float* y = c.returned.data() + static_cast<std::size_t>(c.row[a]) * h;
+        float* d = dRows.data() + static_cast<std::size_t>(c.row[a]) * h;
+        double dot = 0;
+        for (std::size_t i = 0; i < h; ++i) {
+            d[i] = c.gate[a] * g[i];
+            dot += double(g[i]) * y[i];
+        }
+        dGate[a] = static_cast<float>(dot);
+    }
+    const std::vector<float> dRecv = exchange(dRows, c.sendCounts, c.recvCounts);
+    std::vector<float> dBack(dRecv.size());
+    for (int j = 0; j < static_cast<int>(m_local); ++j) {
+        const Expert& p = m_experts[static_cast<std::size_t>(j)];
+        const auto segs = segments(c, j);
+        std::vector<float> dY;
+        for (auto [first, rows] : segs)
+            dY.insert(dY.end(), dRecv.begin() + static_cast<std::ptrdiff_t>(first * h),
+                dRecv.begin() + static_cast<std::ptrdiff_t>((first + rows) * h));
+        const int R = static_cast<int>(dY.size() / h);
+        if (R == 0)
+            continue;
+        const auto& in = c.in[static_cast<std::size_t>(j)];
+        const auto& fc = c.fc[static_cast<std::size_t>(j)];
+        const auto& act = c.act[static_cast<std::size_t>(j)];
+        std::vector<float> dAct(fc.size()), dFc(fc.size()), dIn(static_cast<std::size_t>(R) * h);
+        m_kern.biasBackward(m_params.grad(p.prb), dY.data(), R, H);
+        m_kern.gemm(true, false, F, H, R, act.data(), dY.data(), m_params.grad(p.prw), true);
+        m_kern.gemm(false, true, R, F, H, dY.data(), m_params.value(p.prw), dAct.data(), false);
+        m_kern.geluBackward(dFc.data(), dAct.data(), fc.data(), fc.size());
+        m_kern.biasBackward(m_params.grad(p.fcb), dFc.data(), R, F);
+        m_kern.gemm(true, false, H, F, R, in.data(), dFc.data(), m_params.grad(p.fcw), true);
+        m_kern.gemm(false, true, R, H, F, dFc.data(), m_params.value(p.fcw), dIn.data(), false);
+        std::size_t r = 0;
+        for (auto [first, rows] : segs) {
+            std::copy(dIn.begin() + static_cast<std::ptrdiff_t>(r * h),
+                dIn.begin() + static_cast<std::ptrdiff_t>((r + rows) * h),
+                dBack.begin() + static_cast<std::ptrdiff_t>(first * h));
+            r += rows;
+        }
+    }
+    const std::vector<float> dSent = exchange(dBack, c.recvCounts, c.sendCounts);
+    std::fill(dx, dx + n * h, 0.0f);
+    for (std::size_t a = 0; a < n * k; ++a) {
+        const float* d = dSent.data() + static_cast<std::size_t>(c.row[a]) * h;
+        float* o = dx + a / k * h;
+        for (std::size_t i = 0; i < h; ++i)
+            o[i] += d[i];
+    }
+    // Router: d/dp from the gates and from the load-balancing loss (E·f_e/T per token), then the softmax.
+    std::vector<float> dLogits(n * E);
+    for (std::size_t t = 0; t < n; ++t) {
+        const float* p = c.probs.data() + t * E;
+        float* d = dLogits.data() + t * E;
+        for (std::size_t e = 0; e < E; ++e)
+            d[e] = auxScale * static_cast<float>(m_E) * c.fraction[e] / static_cast<float>(n);
+        for (std::size_t j = 0; j < k; ++j)
+            d[static_cast<std::size_t>(c.expert[t * k + j])] += dGate[t * k + j];
+        double dot = 0;
+        for (std::size_t e = 0; e < E; ++e)
+            dot += double(p[e]) * d[e];
+        for (std::size_t e = 0; e < E; ++e)
+            d[e] = p[e] * (d[e] - static_cast<float>(dot));
+    }
+    if (n == 0)
+        return;
+    m_kern.gemm(true, false, H, static_cast<int>(E), T, c.x.data(), dLogits.data(), m_params.grad(m_router), true);
+    m_kern.gemm(false, true, T, H, static_cast<int>(E), dLogits.data(), m_params.value(m_router), dx, true);
+}
+
+void checkMoeTrainable(const plan::Layout& layout)
+{
+    const auto& m = layout.model;
+    const auto& p = layout.parallel;
+    if (!m.isMoe())
+        return;
+    const std::string where = "layout " + layout.name + ": ";
+    if (m.capacityFactor > 0)
+        throw std::runtime_error(where + "model.capacity_factor=" + std::to_string(m.capacityFactor)
+            + " drops tokens over an expert's capacity, but loom-train routes dropless (every layout computes the "
+              "same function); remove capacity_factor or set it to 0");
+    if (m.mlp != plan::ModelSpec::Mlp::Gelu)
+        throw std::runtime_error(where
+            + "model.mlp is \"swiglu\", but loom-train's experts are GELU MLPs (GPT-2 "
+              "blocks); use a GELU model such as moe-tiny");
+    if (p.ep > 1 && layout.memory.zero >= 1)
+        throw std::runtime_error(where + "memory.zero=" + std::to_string(layout.memory.zero)
+            + " with parallel.ep=" + std::to_string(p.ep)
+            + ": loom-train shards the optimizer over the whole DP group, whose members hold different experts; "
+              "use memory.zero 0");
+    if (p.ep > 1 && layout.comm.dpCodec.kind == plan::Codec::Kind::TopK && layout.comm.errorFeedback)
+        throw std::runtime_error(where + "comm.dp_codec top-k with error feedback (sparse Adam) and parallel.ep="
+            + std::to_string(p.ep) + " are not supported together; use another codec or ep 1");
+}
+
+} // namespace loom::train
