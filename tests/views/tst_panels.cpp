@@ -99,10 +99,10 @@ private slots:
         QVERIFY(panel.label(QStringLiteral("mfu"))->toolTip().contains(QStringLiteral("A100")));
         QVERIFY(panel.label(QStringLiteral("memory.activations"))->toolTip().contains(QStringLiteral("2·s·b·h")));
         QVERIFY(panel.label(QStringLiteral("memory.optimizer"))->toolTip().contains(QStringLiteral("12 bytes")));
-        for (const char* key : { "step", "tokens", "mfu", "memory", "split.compute", "split.tp", "split.pp", "split.dp",
-                 "split.bubble", "split.optimizer", "memory.params", "memory.grads", "memory.reserve" })
+        for (const char* key : { "step", "tokens", "mfu", "memory", "split.compute", "split.tp", "split.cp", "split.pp",
+                 "split.dp", "split.bubble", "split.optimizer", "memory.params", "memory.grads", "memory.reserve" })
             QVERIFY2(!panel.label(QString::fromLatin1(key))->toolTip().isEmpty(), key);
-        QCOMPARE(panel.splitBar()->parts().size(), std::size_t(6));
+        QCOMPARE(panel.splitBar()->parts().size(), std::size_t(7)); // compute, TP, CP, PP, DP, bubble, optimizer
         double sum = 0;
         for (const auto& part : panel.splitBar()->parts())
             sum += part.value;
