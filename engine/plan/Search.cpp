@@ -45,12 +45,12 @@ std::string explain(const SearchCandidate& a, const SearchCandidate& b)
         const char* what;
         double a, b;
     };
-    const Part parts[] = { { "compute", x.compute, y.compute },
-        { "exposed TP communication", x.tpExposed, y.tpExposed },
-        { "exposed CP (ring attention) communication", x.cpExposed, y.cpExposed },
-        { "exposed PP communication", x.ppExposed, y.ppExposed }, { "pipeline bubble", x.bubble, y.bubble },
-        { "exposed DP communication", x.dpExposed, y.dpExposed }, { "optimizer step", x.optimizer, y.optimizer },
-        { "expert all-to-all", x.epExposed, y.epExposed } };
+    const Part parts[]
+        = { { "compute", x.compute, y.compute }, { "exposed TP communication", x.tpExposed, y.tpExposed },
+              { "exposed CP (ring attention) communication", x.cpExposed, y.cpExposed },
+              { "exposed PP communication", x.ppExposed, y.ppExposed }, { "pipeline bubble", x.bubble, y.bubble },
+              { "exposed DP communication", x.dpExposed, y.dpExposed }, { "optimizer step", x.optimizer, y.optimizer },
+              { "expert all-to-all", x.epExposed, y.epExposed } };
     const Part* best = &parts[0];
     for (const Part& p : parts)
         if (p.b - p.a > best->b - best->a)

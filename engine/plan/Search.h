@@ -44,11 +44,11 @@ constexpr std::int64_t kLongSequence = 8192;
 // The cp degrees search tries for a model: 1, and for long sequences 2, 4, ..., 32 where 2·cp divides s.
 std::vector<std::int64_t> contextParallelDegrees(const ModelSpec& model);
 
-// Enumerates every valid (tp, cp, pp, dp, ep for MoE models, vpp, micro-batch, schedule, ZeRO 0-3, sequence parallelism, attention,
-// recompute) for the model on
-// `nodes` nodes of the cluster, estimates each (CostModel's estimate()), keeps those that fit, replays the
-// best few in full (predict()) and ranks them by tokens per second. Throws std::invalid_argument when the
-// request itself is impossible (a cluster without a fixed device count, a batch no layout can split).
+// Enumerates every valid (tp, cp, pp, dp, ep for MoE models, vpp, micro-batch, schedule, ZeRO 0-3, sequence
+// parallelism, attention, recompute) for the model on `nodes` nodes of the cluster, estimates each (CostModel's
+// estimate()), keeps those that fit, replays the best few in full (predict()) and ranks them by tokens per second.
+// Throws std::invalid_argument when the request itself is impossible (a cluster without a fixed device count, a batch
+// no layout can split).
 SearchResult search(const SearchRequest& request);
 
 } // namespace loom::plan
