@@ -1,6 +1,7 @@
 #include "engine/comm/HostCommunicator.h"
 
 #include "engine/comm/Agreement.h"
+#include "engine/comm/CollectiveCalls.h"
 
 namespace loom::comm {
 
@@ -106,97 +107,41 @@ void HostCommunicator::execute(Item& item)
 WorkPtr HostCommunicator::allReduce(
     void* data, std::size_t count, DType type, ReduceOp op, const CollectiveOptions& options)
 {
-    CollectiveCall c;
-    c.kind = EventKind::AllReduce;
-    c.data = data;
-    c.count = count;
-    c.type = type;
-    c.op = op;
-    c.options = options;
-    return enqueue(std::move(c));
+    return enqueue(allReduceCall(data, count, type, op, options));
 }
 
 WorkPtr HostCommunicator::reduceScatter(
     const void* send, void* recv, std::size_t recvCount, DType type, ReduceOp op, const CollectiveOptions& options)
 {
-    CollectiveCall c;
-    c.kind = EventKind::ReduceScatter;
-    c.send = send;
-    c.recv = recv;
-    c.count = recvCount;
-    c.type = type;
-    c.op = op;
-    c.options = options;
-    c.options.codec = {};
-    return enqueue(std::move(c));
+    return enqueue(reduceScatterCall(send, recv, recvCount, type, op, options));
 }
 
 WorkPtr HostCommunicator::allGather(
     const void* send, void* recv, std::size_t sendCount, DType type, const CollectiveOptions& options)
 {
-    CollectiveCall c;
-    c.kind = EventKind::AllGather;
-    c.send = send;
-    c.recv = recv;
-    c.count = sendCount;
-    c.type = type;
-    c.options = options;
-    c.options.codec = {};
-    return enqueue(std::move(c));
+    return enqueue(allGatherCall(send, recv, sendCount, type, options));
 }
 
 WorkPtr HostCommunicator::broadcast(void* data, std::size_t count, DType type, int root)
 {
-    if (root < 0 || root >= size())
-        throw CommError("broadcast on " + m_group.name + ": root " + std::to_string(root) + " is not a member (0 to "
-            + std::to_string(size() - 1) + ")");
-    CollectiveCall c;
-    c.kind = EventKind::Broadcast;
-    c.data = data;
-    c.count = count;
-    c.type = type;
-    c.root = root;
-    return enqueue(std::move(c));
+    return enqueue(broadcastCall(data, count, type, root, size(), m_group.name));
 }
 
 WorkPtr HostCommunicator::barrier()
 {
-    CollectiveCall c;
-    c.kind = EventKind::Barrier;
-    return enqueue(std::move(c));
+    return enqueue(barrierCall());
 }
 
 WorkPtr HostCommunicator::allToAll(
     const void* send, void* recv, std::size_t count, DType type, const CollectiveOptions& options)
 {
-    CollectiveCall c;
-    c.options.algorithm = options.algorithm;
-    c.kind = EventKind::AllToAll;
-    c.send = send;
-    c.recv = recv;
-    c.count = count;
-    c.type = type;
-    return enqueue(std::move(c));
+    return enqueue(allToAllCall(send, recv, count, type, options));
 }
 
 WorkPtr HostCommunicator::allToAllV(const void* send, const std::vector<std::size_t>& sendCounts, void* recv,
     const std::vector<std::size_t>& recvCounts, DType type, const CollectiveOptions& options)
 {
-    if (sendCounts.size() != static_cast<std::size_t>(size()) || recvCounts.size() != sendCounts.size())
-        throw CommError("all-to-all on " + m_group.name + ": " + std::to_string(sendCounts.size()) + " send counts and "
-            + std::to_string(recvCounts.size()) + " receive counts for a group of " + std::to_string(size())
-            + "; give one of each per member");
-    CollectiveCall c;
-    c.options.algorithm = options.algorithm;
-    c.kind = EventKind::AllToAll;
-    c.send = send;
-    c.recv = recv;
-    c.type = type;
-    c.sendCounts = sendCounts;
-    c.recvCounts = recvCounts;
-    for (auto n : sendCounts)
-        c.count += n;
-    return enqueue(std::move(c));
+    return enqueue(allToAllVCall(send, sendCounts, recv, recvCounts, type, options, size(), m_group.name));
 }
 
 WorkPtr HostCommunicator::sendRecv(

@@ -1,6 +1,7 @@
 #include "engine/comm/NcclCommunicator.h"
 
 #include "engine/comm/Agreement.h"
+#include "engine/comm/CollectiveCalls.h"
 #include "engine/comm/NcclKernels.h"
 #include "engine/comm/PollUntil.h"
 
@@ -421,34 +422,13 @@ void NcclCommunicator::runLibrary(const CollectiveCall& c, const std::string& co
 WorkPtr NcclCommunicator::allToAll(
     const void* send, void* recv, std::size_t count, DType type, const CollectiveOptions& options)
 {
-    CollectiveCall c;
-    c.options.algorithm = options.algorithm;
-    c.kind = EventKind::AllToAll;
-    c.send = send;
-    c.recv = recv;
-    c.count = count;
-    c.type = type;
-    return collective(std::move(c));
+    return collective(allToAllCall(send, recv, count, type, options));
 }
 
 WorkPtr NcclCommunicator::allToAllV(const void* send, const std::vector<std::size_t>& sendCounts, void* recv,
     const std::vector<std::size_t>& recvCounts, DType type, const CollectiveOptions& options)
 {
-    if (sendCounts.size() != static_cast<std::size_t>(m_size) || recvCounts.size() != sendCounts.size())
-        throw CommError("all-to-all on " + m_group.name + ": " + std::to_string(sendCounts.size()) + " send counts and "
-            + std::to_string(recvCounts.size()) + " receive counts for a group of " + std::to_string(m_size)
-            + "; give one of each per member");
-    CollectiveCall c;
-    c.options.algorithm = options.algorithm;
-    c.kind = EventKind::AllToAll;
-    c.send = send;
-    c.recv = recv;
-    c.type = type;
-    c.sendCounts = sendCounts;
-    c.recvCounts = recvCounts;
-    for (auto n : sendCounts)
-        c.count += n;
-    return collective(std::move(c));
+    return collective(allToAllVCall(send, sendCounts, recv, recvCounts, type, options, m_size, m_group.name));
 }
 
 WorkPtr NcclCommunicator::collective(CollectiveCall call)
@@ -469,63 +449,29 @@ WorkPtr NcclCommunicator::collective(CollectiveCall call)
 WorkPtr NcclCommunicator::allReduce(
     void* data, std::size_t count, DType type, ReduceOp op, const CollectiveOptions& options)
 {
-    CollectiveCall c;
-    c.kind = EventKind::AllReduce;
-    c.data = data;
-    c.count = count;
-    c.type = type;
-    c.op = op;
-    c.options = options;
-    return collective(std::move(c));
+    return collective(allReduceCall(data, count, type, op, options));
 }
 
 WorkPtr NcclCommunicator::reduceScatter(
     const void* send, void* recv, std::size_t recvCount, DType type, ReduceOp op, const CollectiveOptions& options)
 {
-    CollectiveCall c;
-    c.kind = EventKind::ReduceScatter;
-    c.send = send;
-    c.recv = recv;
-    c.count = recvCount;
-    c.type = type;
-    c.op = op;
-    c.options = options;
-    c.options.codec = {};
-    return collective(std::move(c));
+    return collective(reduceScatterCall(send, recv, recvCount, type, op, options));
 }
 
 WorkPtr NcclCommunicator::allGather(
     const void* send, void* recv, std::size_t sendCount, DType type, const CollectiveOptions& options)
 {
-    CollectiveCall c;
-    c.kind = EventKind::AllGather;
-    c.send = send;
-    c.recv = recv;
-    c.count = sendCount;
-    c.type = type;
-    c.options = options;
-    c.options.codec = {};
-    return collective(std::move(c));
+    return collective(allGatherCall(send, recv, sendCount, type, options));
 }
 
 WorkPtr NcclCommunicator::broadcast(void* data, std::size_t count, DType type, int root)
 {
-    if (root < 0 || root >= m_size)
-        throw CommError("broadcast on " + m_group.name + ": root " + std::to_string(root) + " is not a member");
-    CollectiveCall c;
-    c.kind = EventKind::Broadcast;
-    c.data = data;
-    c.count = count;
-    c.type = type;
-    c.root = root;
-    return collective(std::move(c));
+    return collective(broadcastCall(data, count, type, root, m_size, m_group.name));
 }
 
 WorkPtr NcclCommunicator::barrier()
 {
-    CollectiveCall c;
-    c.kind = EventKind::Barrier;
-    return collective(std::move(c));
+    return collective(barrierCall());
 }
 
 WorkPtr NcclCommunicator::pointToPoint(CollectiveCall call, int peer, const std::string& context, WorkStats stats)
