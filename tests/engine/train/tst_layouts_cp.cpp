@@ -1,7 +1,7 @@
-// Context parallelism end to end: gpt-tiny and llama-tiny trained for 20 steps with cp 2 and 4 (ring attention, each
-// rank holding two of the 2·cp chunks of every sequence), and cp 2 combined with tp 2, with dp 2 and with a pipeline
-// and ZeRO-1, gives the one-process loss at every step within 1e-4 relative. Runs loom-train under mpirun as a user
-// would (tests/engine/train/TrainRun.h multiplies cp into the rank count).
+// Context parallelism end to end: gpt-tiny, gpt-mini and llama-tiny trained for 20 steps with cp 2 and 4 (ring
+// attention, each rank holding two of the 2·cp chunks of every sequence), and cp 2 combined with tp 2, with dp 2 and
+// with a pipeline and ZeRO-1, gives the one-process loss at every step within 1e-4 relative. Runs loom-train under
+// mpirun as a user would (tests/engine/train/TrainRun.h multiplies cp into the rank count).
 #include <QJsonObject>
 #include <QTemporaryDir>
 #include <QTest>
@@ -40,7 +40,7 @@ class TestLayoutsCp : public QObject {
 private slots:
     void initTestCase()
     {
-        for (const QString model : { "gpt-tiny", "llama-tiny" }) {
+        for (const QString model : { "gpt-tiny", "llama-tiny", "gpt-mini" }) {
             QString log;
             m_baseline[model]
                 = loom::test::trainLosses(layout("single-" + model, 1, 1, 1, 1, 0, model), m_dir.path(), kSteps, log);
@@ -61,6 +61,8 @@ private slots:
         QTest::newRow("llama cp4") << layout("llama-cp4", 1, 4, 1, 1, 0, "llama-tiny");
         QTest::newRow("llama tp2-cp2, sequence parallel")
             << layout("llama-tp2-cp2-sp", 2, 2, 1, 1, 0, "llama-tiny", true);
+        QTest::newRow("gpt-mini cp2") << layout("mini-cp2", 1, 2, 1, 1, 0, "gpt-mini");
+        QTest::newRow("gpt-mini cp4") << layout("mini-cp4", 1, 4, 1, 1, 0, "gpt-mini");
         QTest::newRow("llama cp2-dp2, ZeRO-3") << layout("llama-cp2-dp2-zero3", 1, 2, 1, 2, 3, "llama-tiny");
     }
 
