@@ -39,6 +39,10 @@ void MapLegend::setLayout(const plan::Layout& layout, std::int64_t nodes)
     if (layout.parallel.cp > 1) // its colour marks the CP outline (dashed, colors::contextComm)
         m_entries.push_back({ Entry::Outline, {}, colors::contextComm,
             tr("CP group of %1 (with its TP groups)").arg(layout.parallel.cp) });
+    if (layout.model.isMoe() && layout.parallel.ep > 1)
+        m_entries.push_back({ Entry::Bar, {}, colors::expertComm,
+            tr("expert group member e0 … e%1 (label and mark): which experts a device holds")
+                .arg(layout.parallel.ep - 1) });
     m_entries.push_back({ Entry::Bar, {}, QColor(0x33, 0x66, 0x33), tr("memory / capacity") });
     m_entries.push_back({ Entry::Bar, {}, colors::overBudget, tr("does not fit") });
     updateGeometry();

@@ -128,7 +128,18 @@ void NodeItem::paintCell(QPainter* p, std::int64_t local, qreal lod) const
         m_scene->layout().parallel.cp > 1
             ? QStringLiteral("s%1 t%2 c%3").arg(d.coord.pp).arg(d.coord.tp).arg(d.coord.cp)
             : QStringLiteral("s%1 t%2").arg(d.coord.pp).arg(d.coord.tp));
-    p->drawText(text.translated(0, 28), Qt::AlignLeft | Qt::AlignVCenter, QStringLiteral("dp %1").arg(d.coord.dp));
+    const plan::Layout& l = m_scene->layout();
+    const bool experts = l.model.isMoe() && l.parallel.ep > 1;
+    p->drawText(text.translated(0, 28), Qt::AlignLeft | Qt::AlignVCenter,
+        experts ? QStringLiteral("dp %1 e%2").arg(d.coord.dp).arg(d.coord.dp % l.parallel.ep)
+                : QStringLiteral("dp %1").arg(d.coord.dp));
+    if (experts) { // the expert-group member: a mark in the all-to-all colour, wider for higher members
+        const std::int64_t e = d.coord.dp % l.parallel.ep;
+        const qreal w = (r.width() - 8) * double(e + 1) / double(l.parallel.ep);
+        p->setPen(Qt::NoPen);
+        p->setBrush(colors::expertComm);
+        p->drawRect(QRectF(r.left() + 4, r.bottom() - 13, w, 2.5));
+    }
 }
 
 void NodeItem::paintTpOutlines(QPainter* p) const

@@ -1,4 +1,5 @@
 #include "views/TopologyScene.h"
+#include "engine/plan/ExpertGroups.h"
 
 #include "views/Colors.h"
 #include "views/NodeItem.h"
@@ -190,6 +191,8 @@ QString TopologyScene::deviceToolTip(std::int64_t node, std::int64_t local) cons
                   .arg(m_layout.parallel.cp);
     else
         s += tr("<br>rank %1 &nbsp;(tp %2, pp %3, dp %4)").arg(d.rank).arg(d.coord.tp).arg(d.coord.pp).arg(d.coord.dp);
+    if (m_layout.model.isMoe() && m_layout.parallel.ep > 1)
+        s += expertToolTip(d);
     const auto ranges = m_layout.stageRanges();
     QStringList stages;
     for (std::int64_t vs : d.virtualStages) {
@@ -231,6 +234,31 @@ QString TopologyScene::intraLinkToolTip() const
 QString TopologyScene::interLinkToolTip() const
 {
     return m_layout.cluster.interNode ? tr("Between nodes: ") + linkText(*m_layout.cluster.interNode) : QString();
+}
+
+} // namespace loom::views
+
+namespace loom::views {
+
+QString TopologyScene::expertToolTip(const DeviceView& d) const
+{
+    const plan::RankGrid grid(m_layout.parallel.tp, m_layout.parallel.pp, m_layout.parallel.dp, m_devicesPerNode,
+        m_layout.parallel.order, std::max<std::int64_t>(1, m_layout.parallel.cp));
+    const std::int64_t ep = m_layout.parallel.ep, e = d.coord.dp % ep, per = m_layout.model.experts / ep;
+    auto ranks = [](const std::vector<std::int64_t>& v) {
+        QStringList out;
+        for (auto r : v)
+            out << QString::number(r);
+        return out.join(QStringLiteral(", "));
+    };
+    return tr("<br>expert parallel: member e%1 of an expert group of %2 (ranks %3) holds experts %4 to %5 of every "
+              "MoE block; tokens reach them by all-to-all; their gradients are reduced with ranks %6")
+        .arg(e)
+        .arg(ep)
+        .arg(ranks(plan::expertGroupOf(grid, ep, d.rank)))
+        .arg(e * per)
+        .arg((e + 1) * per - 1)
+        .arg(ranks(plan::expertDataGroupOf(grid, ep, d.rank)));
 }
 
 } // namespace loom::views

@@ -56,6 +56,8 @@ public:
 
     // A tooltip for a device: rank, coordinates, layers and memory.
     QString deviceToolTip(std::int64_t node, std::int64_t local) const;
+    // The expert-parallel part of a device's tooltip (MoE models with ep > 1).
+    QString expertToolTip(const DeviceView& d) const;
     QString intraLinkToolTip() const;
     QString interLinkToolTip() const;
 

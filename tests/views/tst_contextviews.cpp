@@ -97,6 +97,38 @@ private slots:
         legend.resize(900, legend.heightForWidth(900));
         save(legend, "legend-cp.png");
     }
+
+    // Mixture of experts with ep 2 over dp 4: each device's label and tooltip name its expert-group member,
+    // the experts it holds and the ranks it trades tokens and reduces expert gradients with.
+    void mapShowsExpertGroups()
+    {
+        nlohmann::json j = { { "loom_layout", 1 }, { "name", "ep" }, { "model", "mixtral-8x7b" },
+            { "cluster", "dgx-h100" }, { "nodes", 2 },
+            { "parallel",
+                { { "tp", 2 }, { "pp", 2 }, { "dp", 4 }, { "ep", 2 }, { "micro_batch", 1 }, { "global_batch", 16 } } },
+            { "precision", "bf16" } };
+        auto r = plan::readLayout(j.dump(), profiles::BuiltinProfiles::instance());
+        QVERIFY2(r.ok(), r.diagnostics.format().c_str());
+        const plan::Layout l = *r.layout;
+        const plan::Prediction p = plan::predict(l);
+        TopologyScene scene;
+        scene.show(l, &p);
+        // rank 4: tp 0, pp 0, dp 1 (tp-pp-dp): member e1 of the expert group {0, 4}; same position as 12.
+        const QString tip = scene.deviceToolTip(0, 4);
+        QVERIFY2(tip.contains(QStringLiteral("member e1 of an expert group of 2 (ranks 0, 4) holds experts 4 to 7")),
+            qPrintable(tip));
+        QVERIFY2(tip.contains(QStringLiteral("reduced with ranks 4, 12")), qPrintable(tip));
+        MapLegend legend;
+        legend.setLayout(l, 2);
+        QVERIFY(legend.texts().contains(
+            QStringLiteral("expert group member e0 … e1 (label and mark): which experts a device holds")));
+        TopologyView view(&scene);
+        view.resize(900, 520);
+        view.show();
+        view.fitAll();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        save(view, "map-ep.png");
+    }
 };
 
 QTEST_MAIN(TestContextViews)
