@@ -241,11 +241,6 @@ void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const floa
     }
     for (std::size_t i = 0; i < nl * h; ++i)
         out[i] += c.x2[i];
-    if (m_recompute) { // keep only the input; backward runs this again
-        std::vector<float> keep = std::move(c.x);
-        c = BlockCache {};
-        c.x = std::move(keep);
-    }
 }
 
 void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const float* dOut, float* dIn)
@@ -257,11 +252,8 @@ void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const flo
     if (m_recompute) {
         std::vector<float> scratch(nl * h);
         const std::vector<float> input = c.x;
-        const bool saved = m_recompute;
         const double aux = m_aux; // the recomputed forward's load-balancing loss was counted the first time
-        m_recompute = false;
         blockForward(layer, c, B, input.data(), scratch.data());
-        m_recompute = saved;
         m_aux = aux;
     }
     if (!m_gpt2)
@@ -345,7 +337,13 @@ double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, c
     for (auto l = ch.blocks.first; l <= ch.blocks.last; ++l) {
         if (m_hooks.before)
             m_hooks.before(l, false);
-        blockForward(l, cache.blocks[static_cast<std::size_t>(l - ch.blocks.first)], B, x.data(), next.data());
+        BlockCache& block = cache.blocks[static_cast<std::size_t>(l - ch.blocks.first)];
+        blockForward(l, block, B, x.data(), next.data());
+        if (m_recompute) { // keep only the input; blockBackward runs the forward again
+            std::vector<float> keep = std::move(block.x);
+            block = BlockCache {};
+            block.x = std::move(keep);
+        }
         if (m_hooks.after)
             m_hooks.after(l, false);
         x.swap(next);

@@ -202,11 +202,6 @@ void GptStage::llamaBlockForward(std::int64_t layer, BlockCache& c, int B, const
         m_k.addBias(out, m_params.value(p.bdown), Tl, h);
     for (std::size_t i = 0; i < nl * h; ++i)
         out[i] += c.x2[i];
-    if (m_recompute) { // keep only the input; backward runs this again
-        std::vector<float> keep = std::move(c.x);
-        c = BlockCache {};
-        c.x = std::move(keep);
-    }
 }
 
 void GptStage::llamaBlockBackward(std::int64_t layer, BlockCache& c, int B, const float* dOut, float* dIn)

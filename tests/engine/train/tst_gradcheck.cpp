@@ -7,6 +7,8 @@
 #include <QRegularExpression>
 #include <QTest>
 
+#include "GradCheckModel.h"
+
 #include <cmath>
 #include <random>
 
@@ -17,16 +19,7 @@ namespace {
 
 plan::ModelSpec smallModel()
 {
-    plan::ModelSpec m;
-    m.name = "check";
-    m.layers = 2;
-    m.hidden = 16;
-    m.heads = 2;
-    m.ffnHidden = 32;
-    m.vocab = 20;
-    m.vocabPadMultiple = 8; // padded to 24: the padding must not change the loss
-    m.seqLen = 6;
-    return m;
+    return test::smallGradCheckModel();
 }
 
 // llama-tiny's form at gradient-check size: 4 query heads of 4 share 2 KV heads.

@@ -6,6 +6,8 @@
 
 #include <QTest>
 
+#include "GradCheckModel.h"
+
 #include <cmath>
 #include <random>
 
@@ -16,15 +18,8 @@ namespace {
 
 plan::ModelSpec moeModel()
 {
-    plan::ModelSpec m;
+    plan::ModelSpec m = test::smallGradCheckModel();
     m.name = "moe-check";
-    m.layers = 2;
-    m.hidden = 16;
-    m.heads = 2;
-    m.ffnHidden = 32;
-    m.vocab = 20;
-    m.vocabPadMultiple = 8;
-    m.seqLen = 6;
     m.experts = 4;
     m.topK = 2;
     m.moeFfnHidden = 24;
