@@ -41,6 +41,34 @@ CollectiveAlgorithm chooseAllreduce(const AllreduceQuery& query, const std::vect
     return chosen;
 }
 
+CollectiveAlgorithm chooseShardCollective(const AllreduceQuery& query, const std::vector<TuningRule>& table)
+{
+    const CollectiveAlgorithm chosen = chooseAllreduce(query, table);
+    return chosen == CollectiveAlgorithm::Hierarchical ? CollectiveAlgorithm::Ring : chosen;
+}
+
+CollectiveOptions CollectiveTuning::shardOptions(std::size_t bytes, int ranks) const
+{
+    CollectiveOptions options;
+    options.chunkBytes = chunkBytes;
+    if (automatic) {
+        options.algorithm = chooseShardCollective({ backend, bytes, ranks, nodes });
+        return options;
+    }
+    switch (fixed) {
+    case CollectiveAlgorithm::Ring:
+    case CollectiveAlgorithm::ChunkedRing:
+        options.algorithm = fixed;
+        break;
+    case CollectiveAlgorithm::Hierarchical: // all-reduce only: its rings
+        options.algorithm = CollectiveAlgorithm::Ring;
+        break;
+    default:
+        options.algorithm = CollectiveAlgorithm::Library;
+    }
+    return options;
+}
+
 int nodesSpanned(const std::vector<std::int32_t>& members, std::int64_t ranksPerNode)
 {
     std::set<std::int64_t> nodes;

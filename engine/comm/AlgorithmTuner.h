@@ -40,6 +40,26 @@ const std::vector<TuningRule>& allreduceTuningTable();
 CollectiveAlgorithm chooseAllreduce(
     const AllreduceQuery& query, const std::vector<TuningRule>& table = allreduceTuningTable());
 
+// The same table for a reduce-scatter or an all-gather (ZeRO's gradient and parameter collectives): the
+// ring's crossing lies where the all-reduce's does (each is half of a ring all-reduce); the two-level
+// algorithm exists for all-reduce only, so a Hierarchical row gives the ring.
+CollectiveAlgorithm chooseShardCollective(
+    const AllreduceQuery& query, const std::vector<TuningRule>& table = allreduceTuningTable());
+
+// The data-parallel group's choice as the layout makes it (`comm.allreduce` and `comm.chunk_kb`), resolved
+// per call: `automatic` consults the table with each call's bytes, else `fixed` is used (Hierarchical
+// becoming the ring for a reduce-scatter or an all-gather).
+struct CollectiveTuning {
+    std::string_view backend = "mpi";
+    int nodes = 1;
+    bool automatic = true;
+    CollectiveAlgorithm fixed = CollectiveAlgorithm::Library;
+    std::size_t chunkBytes = 1 << 20;
+
+    // Options for a reduce-scatter or an all-gather of `bytes` in all (every member's blocks) over `ranks`.
+    CollectiveOptions shardOptions(std::size_t bytes, int ranks) const;
+};
+
 // The nodes that the global ranks `members` span when node n holds ranks [n·ranksPerNode, (n+1)·ranksPerNode).
 int nodesSpanned(const std::vector<std::int32_t>& members, std::int64_t ranksPerNode);
 

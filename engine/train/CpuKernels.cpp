@@ -1,6 +1,7 @@
 #include "engine/train/CpuKernels.h"
 
 #include "engine/train/Gelu.h"
+#include "engine/train/Threads.h"
 
 #include <cblas.h>
 
@@ -72,14 +73,17 @@ void CpuKernels::layerNormBackward(float* dIn, float* dGamma, float* dBeta, cons
     }
 }
 
+// Element-wise, so split over the compute threads (the GEMMs' threads idle meanwhile).
 void CpuKernels::geluForward(float* out, const float* in, std::size_t n)
 {
-    gelu::forward(out, in, n);
+    parallelFor(
+        n, computeThreads(), [&](std::size_t, std::size_t b, std::size_t e) { gelu::forward(out + b, in + b, e - b); });
 }
 
 void CpuKernels::geluBackward(float* dIn, const float* dOut, const float* in, std::size_t n)
 {
-    gelu::backward(dIn, dOut, in, n);
+    parallelFor(n, computeThreads(),
+        [&](std::size_t, std::size_t b, std::size_t e) { gelu::backward(dIn + b, dOut + b, in + b, e - b); });
 }
 
 // Attention per (sequence, head) with BLAS: S = Q·Kᵀ/√d, causal softmax, Y = P·V. Q, K and V are read in

@@ -1,5 +1,8 @@
 #include "engine/train/GptStage.h"
 
+#include "engine/train/Threads.h"
+#include "engine/train/VocabSoftmax.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -365,39 +368,18 @@ double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, c
     cache.probs.resize(n * Vl);
     m_k.gemm(false, true, T, Vl, h, gatherTokens(cache.lnf.data(), full, B), m_params.value(headW), cache.probs.data(),
         false);
+    const int threads = computeThreads();
     std::vector<float> rowMax(n, -INFINITY);
-    for (int t = 0; t < T; ++t) {
-        float* z = cache.probs.data() + static_cast<std::size_t>(t) * Vl;
-        for (int v = 0; v < Vl; ++v) {
-            if (first + v >= m_vocab)
-                z[v] = -INFINITY; // padding rows are not words
-            rowMax[static_cast<std::size_t>(t)] = std::max(rowMax[static_cast<std::size_t>(t)], z[v]);
-        }
-    }
+    vocab::rowMax(cache.probs.data(), T, Vl, first, m_vocab, rowMax.data(), threads);
     allReduce(rowMax.data(), n, comm::ReduceOp::Max);
     std::vector<float> sums(2 * n, 0.0f); // [Σ exp(z - max) ; target logit - max]
-    for (int t = 0; t < T; ++t) {
-        float* z = cache.probs.data() + static_cast<std::size_t>(t) * Vl;
-        const float m = rowMax[static_cast<std::size_t>(t)];
-        const std::int64_t target = targets[t] - first;
-        if (target >= 0 && target < Vl)
-            sums[n + static_cast<std::size_t>(t)] = z[target] - m;
-        float s = 0;
-        for (int v = 0; v < Vl; ++v) {
-            z[v] = std::exp(z[v] - m);
-            s += z[v];
-        }
-        sums[static_cast<std::size_t>(t)] = s;
-    }
+    vocab::expSums(cache.probs.data(), T, Vl, rowMax.data(), targets, first, sums.data(), sums.data() + n, threads);
     allReduce(sums.data(), 2 * n);
     double loss = 0;
-    for (int t = 0; t < T; ++t) {
-        const float s = sums[static_cast<std::size_t>(t)];
-        float* z = cache.probs.data() + static_cast<std::size_t>(t) * Vl;
-        for (int v = 0; v < Vl; ++v)
-            z[v] /= s;
-        loss += std::log(static_cast<double>(s)) - sums[n + static_cast<std::size_t>(t)];
-    }
+    for (int t = 0; t < T; ++t)
+        loss
+            += std::log(static_cast<double>(sums[static_cast<std::size_t>(t)])) - sums[n + static_cast<std::size_t>(t)];
+    cache.sums.assign(sums.begin(), sums.begin() + static_cast<std::ptrdiff_t>(n)); // the backward normalises
     return loss / T;
 }
 
@@ -418,15 +400,8 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
         const int Vl = static_cast<int>(m_paddedVocab / m_tpSize);
         const std::int64_t first = static_cast<std::int64_t>(m_tpRank) * Vl;
         std::vector<float>& dLogits = cache.probs; // reuse: (softmax - onehot) · scale / T
-        const float scale = lossScale / static_cast<float>(T);
-        for (int t = 0; t < T; ++t) {
-            float* g = dLogits.data() + static_cast<std::size_t>(t) * Vl;
-            const std::int64_t target = cache.targets[static_cast<std::size_t>(t)] - first;
-            if (target >= 0 && target < Vl)
-                g[target] -= 1.0f;
-            for (int v = 0; v < Vl; ++v)
-                g[v] *= scale;
-        }
+        vocab::gradient(dLogits.data(), T, Vl, cache.sums.data(), cache.targets.data(), first,
+            lossScale / static_cast<float>(T), computeThreads());
         const int headW = m_lmHead >= 0 ? m_lmHead : m_wte;
         std::vector<float> dLnf(n * h), dLnfLocal(m_sp ? nl * h : 0);
         m_k.gemm(false, false, T, h, Vl, dLogits.data(), m_params.value(headW), dLnf.data(), false);

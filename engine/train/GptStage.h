@@ -119,7 +119,8 @@ private:
         int B = 0;
         std::vector<std::int32_t> tokens, targets;
         std::vector<BlockCache> blocks;
-        std::vector<float> headIn, lnf, lnfMean, lnfRstd, probs; // probs: softmax over the local vocab slice
+        // probs: exp(logit − row max) over the local vocab slice; sums: each row's Σ over the whole vocab
+        std::vector<float> headIn, lnf, lnfMean, lnfRstd, probs, sums;
     };
 
     void blockForward(std::int64_t layer, BlockCache& c, int B, const float* in, float* out);

@@ -1,6 +1,7 @@
 #include "engine/train/Parameters.h"
 
 #include "engine/train/Mix.h"
+#include "engine/train/Threads.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -125,7 +126,9 @@ int ParamSet::find(const std::string& name) const
 
 void ParamSet::zeroGrads()
 {
-    std::fill(grads.begin(), grads.end(), 0.0f);
+    // Half a gigabyte for GPT-2 124M: memory bound, but one core does not reach the memory's bandwidth.
+    parallelFor(grads.size(), computeThreads(),
+        [this](std::size_t, std::size_t b, std::size_t e) { std::fill(grads.data() + b, grads.data() + e, 0.0f); });
 }
 
 } // namespace loom::train

@@ -6,12 +6,14 @@
 
 namespace loom::train {
 
-ShardedParams::ShardedParams(GptStage& stage, comm::Communicator& dp, int zero, bool overlap)
+ShardedParams::ShardedParams(
+    GptStage& stage, comm::Communicator& dp, int zero, bool overlap, comm::CollectiveTuning tuning)
     : m_stage(stage)
     , m_params(stage.params())
     , m_dp(dp)
     , m_stage3(zero >= 3)
     , m_overlap(overlap)
+    , m_tuning(tuning)
 {
     const auto dpSize = static_cast<std::size_t>(dp.size());
     std::set<int> inBlocks;
@@ -118,6 +120,11 @@ ShardedParams::Bytes ShardedParams::bytes() const
     return b;
 }
 
+comm::CollectiveOptions ShardedParams::options(const Unit& u) const
+{
+    return m_tuning.shardOptions(u.piece * static_cast<std::size_t>(m_dp.size()) * sizeof(float), m_dp.size());
+}
+
 void ShardedParams::startGather(Unit& u)
 {
     if (u.held || u.gathering)
@@ -125,7 +132,7 @@ void ShardedParams::startGather(Unit& u)
     const auto dpSize = static_cast<std::size_t>(m_dp.size());
     u.full.assign(u.piece * dpSize, 0.0f);
     count(static_cast<std::ptrdiff_t>(u.full.size() * sizeof(float)), 0);
-    u.gathering = m_dp.allGather(m_values.data() + u.shardOffset, u.full.data(), u.piece, comm::DType::F32);
+    u.gathering = m_dp.allGather(m_values.data() + u.shardOffset, u.full.data(), u.piece, comm::DType::F32, options(u));
 }
 
 void ShardedParams::acquire(Unit& u)
@@ -171,7 +178,8 @@ void ShardedParams::reduceScatter(Unit& u)
     f.recv.assign(u.piece, 0.0f);
     f.shardOffset = u.shardOffset;
     count(0, static_cast<std::ptrdiff_t>(f.recv.size() * sizeof(float)));
-    f.work = m_dp.reduceScatter(f.send.data(), f.recv.data(), u.piece, comm::DType::F32, comm::ReduceOp::Sum);
+    f.work
+        = m_dp.reduceScatter(f.send.data(), f.recv.data(), u.piece, comm::DType::F32, comm::ReduceOp::Sum, options(u));
     m_inFlight.push_back(std::move(f));
     // Overlap keeps at most kInFlight reduce-scatters (and their full gradients) in flight; without it
     // each one ends before backward goes on.
@@ -277,7 +285,7 @@ void ShardedParams::gatherFlat()
             into = g.all.data();
         }
         count(static_cast<std::ptrdiff_t>(g.all.size() * sizeof(float)), 0);
-        g.work = m_dp.allGather(m_values.data() + u.shardOffset, into, u.piece, comm::DType::F32);
+        g.work = m_dp.allGather(m_values.data() + u.shardOffset, into, u.piece, comm::DType::F32, options(u));
         pending.push_back(std::move(g));
         if (pending.size() >= kWindow)
             land();

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "engine/comm/AlgorithmTuner.h"
 #include "engine/comm/Communicator.h"
 #include "engine/train/Checkpoint.h"
 #include "engine/train/GptStage.h"
@@ -31,7 +32,8 @@ namespace loom::train {
 // tensors are gathered by beginStep() and freed by finish().
 class ShardedParams {
 public:
-    ShardedParams(GptStage& stage, comm::Communicator& dp, int zero, bool overlap);
+    // `tuning` picks each reduce-scatter's and all-gather's algorithm by its size (comm.allreduce's choice).
+    ShardedParams(GptStage& stage, comm::Communicator& dp, int zero, bool overlap, comm::CollectiveTuning tuning = {});
     ~ShardedParams();
     ShardedParams(const ShardedParams&) = delete;
     ShardedParams& operator=(const ShardedParams&) = delete;
@@ -80,6 +82,7 @@ private:
 
     void before(std::int64_t layer, bool backward);
     void after(std::int64_t layer, bool backward);
+    comm::CollectiveOptions options(const Unit& u) const;
     void startGather(Unit& u);
     void acquire(Unit& u);
     void release(Unit& u);
@@ -96,6 +99,7 @@ private:
     comm::Communicator& m_dp;
     bool m_stage3;
     bool m_overlap;
+    comm::CollectiveTuning m_tuning;
     std::vector<Unit> m_units;
     std::map<std::int64_t, int> m_unitOfLayer;
     std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> m_chunkOfLayer; // its chunk's first, last

@@ -49,13 +49,18 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     params.initialise(options.seed);
     m_tiedAcrossStages = p.pp > 1 && layout.model.tieEmbeddings && m_stage->tokenEmbedding() >= 0;
 
+    m_tuning.backend = plan::toString(layout.commBackend());
+    m_tuning.nodes = comm::nodesSpanned(comms.data->group().ranks, m_grid.devicesPerNode());
+    m_tuning.automatic = layout.comm.allreduce == trace::Algorithm::Auto;
+    m_tuning.fixed = layout.comm.allreduce;
+    m_tuning.chunkBytes = static_cast<std::size_t>(layout.comm.chunkKb * 1024);
     comm::CollectiveOptions sync;
     sync.algorithm = layout.comm.allreduce; // one algorithm enum from the layout to the trace
     if (sync.algorithm == trace::Algorithm::Auto) // the measured table (AlgorithmTuner.h), per bucket size
-        sync.algorithm = comm::chooseAllreduce({ plan::toString(layout.commBackend()),
+        sync.algorithm = comm::chooseAllreduce({ m_tuning.backend,
             std::min(params.values.size() * 4, static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20))),
-            static_cast<int>(replicas), comm::nodesSpanned(comms.data->group().ranks, m_grid.devicesPerNode()) });
-    sync.chunkBytes = static_cast<std::size_t>(layout.comm.chunkKb * 1024);
+            static_cast<int>(replicas), m_tuning.nodes });
+    sync.chunkBytes = m_tuning.chunkBytes;
     sync.codec = layout.comm.dpCodec;
     // A lossy codec's output depends on the whole bucket: TP-replicated tensors and the tied embedding
     // (held by the first and the last stage) get buckets of their own so that their copies stay identical.
@@ -98,7 +103,8 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
             + " with parallel.ep > 1 is not implemented in loom-train (experts' gradients are reduced over the "
               "expert-data-parallel group, not sharded over dp); use memory.zero 0 or 1");
     if (layout.memory.zero >= 2 && p.dp * p.cp > 1) { // ShardedParams.h: the optimizer works on this rank's shard
-        m_sharded = std::make_unique<ShardedParams>(*m_stage, *comms.data, layout.memory.zero, layout.comm.overlap);
+        m_sharded
+            = std::make_unique<ShardedParams>(*m_stage, *comms.data, layout.memory.zero, layout.comm.overlap, m_tuning);
         begin = 0;
         end = m_sharded->shardSize();
     }
@@ -386,7 +392,10 @@ StepResult Trainer::step(std::int64_t step)
         std::vector<float> mine(shard, 0.0f), all(shard * replicas);
         std::copy(params.values.begin() + static_cast<std::ptrdiff_t>(m_adam->begin()),
             params.values.begin() + static_cast<std::ptrdiff_t>(m_adam->end()), mine.begin());
-        m_comms.data->allGather(mine.data(), all.data(), shard, comm::DType::F32)->wait();
+        m_comms.data
+            ->allGather(mine.data(), all.data(), shard, comm::DType::F32,
+                m_tuning.shardOptions(all.size() * sizeof(float), static_cast<int>(replicas)))
+            ->wait();
         std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(params.values.size()), params.values.begin());
     }
     m_sync->startDelayed(); // after ZeRO-1's all-gather, so that it does not queue behind the delayed all-reduce

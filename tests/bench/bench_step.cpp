@@ -1,7 +1,7 @@
 // Loom's training step against a plain GPT-2 step written for this benchmark (ReferenceGpt2: straightforward
 // loops, -O3 -ffast-math), both measured in this run on the same shape: GPT-2 124M, batch 4 × 64, fp32.
 // Prints each median step time, the share of the optimizer in it, and the ratio reference / Loom.
-//   bench_step [--threads T] [--steps N] [--ref-steps N] [--no-reference] [--json]
+//   bench_step [--threads T] [--steps N] [--ref-steps N] [--zero Z] [--no-reference] [--json]
 //   mpirun -np 2 bench_step --threads 1      Loom at dp 2 (one thread per rank); rank 0 then runs the reference
 // Goals (issue 20): at one thread Loom ≥ 3× llm.c (the reference stands in for it here; llm.c's own figures are
 // in docs/training.md) and the optimizer under 8 % of the step.
@@ -53,7 +53,7 @@ void politeBarrier()
 
 int main(int argc, char** argv)
 {
-    int threads = 1, steps = 5, refSteps = 3;
+    int threads = 1, steps = 5, refSteps = 3, zero = 0;
     bool json = false, reference = true;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -63,6 +63,8 @@ int main(int argc, char** argv)
             steps = std::max(3, std::atoi(argv[++i]));
         else if (a == "--ref-steps" && i + 1 < argc)
             refSteps = std::max(2, std::atoi(argv[++i]));
+        else if (a == "--zero" && i + 1 < argc)
+            zero = std::clamp(std::atoi(argv[++i]), 0, 3);
         else if (a == "--no-reference")
             reference = false;
         else if (a == "--json")
@@ -78,7 +80,7 @@ int main(int argc, char** argv)
     const std::string text = R"({"loom_layout": 1, "name": "bench-step", "model": "gpt2-124m", "cluster": "local",
         "parallel": {"tp": 1, "pp": 1, "dp": )"
         + std::to_string(dp) + R"(, "micro_batch": )" + std::to_string(4 / std::min(dp, 4))
-        + R"(, "global_batch": 4}})";
+        + R"(, "global_batch": 4}, "memory": {"zero": )" + std::to_string(zero) + "}}";
     auto read = plan::readLayout(text, profiles::BuiltinProfiles::instance());
     if (!read.ok()) {
         std::fprintf(stderr, "bench_step: %s", read.diagnostics.format().c_str());
@@ -96,17 +98,20 @@ int main(int argc, char** argv)
     options.recorder = &recorder;
     train::Trainer trainer(layout, comms, corpus, options, kernels);
     std::vector<double> stepTimes, optimizerTimes;
+    std::vector<std::vector<double>> kindTimes(16); // seconds per event kind and step, rank 0
     double firstLoss = 0, lastLoss = 0;
     for (int s = 0; s < steps; ++s) {
         const auto r = trainer.step(s);
-        double optimizer = 0;
+        std::vector<double> kinds(kindTimes.size(), 0.0);
         for (const auto& e : recorder.take())
-            if (e.kind == trace::EventKind::Optimizer)
-                optimizer += double(e.endNs - e.startNs) * 1e-9;
+            if (std::size_t(e.kind) < kinds.size())
+                kinds[std::size_t(e.kind)] += double(e.endNs - e.startNs) * 1e-9;
         (s == 0 ? firstLoss : lastLoss) = r.loss;
         if (s >= 1) { // the first step pays page faults
             stepTimes.push_back(r.seconds);
-            optimizerTimes.push_back(optimizer);
+            optimizerTimes.push_back(kinds[std::size_t(trace::EventKind::Optimizer)]);
+            for (std::size_t k = 0; k < kinds.size(); ++k)
+                kindTimes[k].push_back(kinds[k]);
         }
     }
     const double loomStep = median(stepTimes), loomOptimizer = median(optimizerTimes);
@@ -164,6 +169,13 @@ int main(int argc, char** argv)
         firstLoss, lastLoss);
     std::printf("  Loom optimizer     %9.1f ms  = %.1f %% of the step (goal < 8 %%)\n", loomOptimizer * 1e3,
         100 * loomOptimizer / loomStep);
+    std::printf("  parts (rank 0, medians):");
+    for (auto kind : { trace::EventKind::Forward, trace::EventKind::Backward, trace::EventKind::Optimizer,
+             trace::EventKind::AllReduce, trace::EventKind::ReduceScatter, trace::EventKind::AllGather,
+             trace::EventKind::Wait })
+        if (const double t = median(kindTimes[std::size_t(kind)]); t > 0)
+            std::printf(" %s %.1f ms", std::string(trace::toString(kind)).c_str(), t * 1e3);
+    std::printf("\n");
     if (reference) {
         std::printf("  reference step     %9.1f ms  (plain loops, %d thread(s); median of %d; loss %.4f -> %.4f)\n",
             refStep * 1e3, refThreads, refSteps - 1, refFirst, refLast);

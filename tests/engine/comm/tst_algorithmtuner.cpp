@@ -69,6 +69,31 @@ private slots:
         QCOMPARE(toString(chooseAllreduce({ "mpi", 2 << 20, 4, 2 }, table)), toString(CollectiveAlgorithm::Library));
     }
 
+    // ZeRO's reduce-scatters and all-gathers follow the all-reduce's crossing; the two-level algorithm is
+    // all-reduce only, so its rows (and a layout's "hierarchical") give the ring.
+    void shardCollectives()
+    {
+        CollectiveTuning tuning;
+        QCOMPARE(toString(tuning.shardOptions(1 << 20, 2).algorithm), toString(CollectiveAlgorithm::Library));
+        QCOMPARE(toString(tuning.shardOptions(64 << 20, 2).algorithm), toString(CollectiveAlgorithm::Ring));
+        tuning.nodes = 2;
+        QCOMPARE(toString(tuning.shardOptions(64 << 20, 4).algorithm), toString(CollectiveAlgorithm::Ring));
+        QCOMPARE(toString(chooseAllreduce({ "mpi", 64 << 20, 4, 2 })), toString(CollectiveAlgorithm::Hierarchical));
+        tuning.backend = "nccl";
+        QCOMPARE(toString(tuning.shardOptions(64 << 20, 4).algorithm), toString(CollectiveAlgorithm::Library));
+        tuning.automatic = false;
+        tuning.chunkBytes = 4096;
+        for (auto [fixed, expected] : { std::pair { CollectiveAlgorithm::Library, CollectiveAlgorithm::Library },
+                 std::pair { CollectiveAlgorithm::Ring, CollectiveAlgorithm::Ring },
+                 std::pair { CollectiveAlgorithm::ChunkedRing, CollectiveAlgorithm::ChunkedRing },
+                 std::pair { CollectiveAlgorithm::Hierarchical, CollectiveAlgorithm::Ring } }) {
+            tuning.fixed = fixed;
+            const CollectiveOptions o = tuning.shardOptions(100, 4);
+            QCOMPARE(toString(o.algorithm), toString(expected));
+            QCOMPARE(o.chunkBytes, std::size_t(4096));
+        }
+    }
+
     void nodesOfAGroup()
     {
         QCOMPARE(nodesSpanned({ 0, 1, 2, 3 }, 8), 1);

@@ -1,9 +1,10 @@
 // ZeRO-2 and ZeRO-3 (memory.zero 2 and 3) give the one-process loss: gpt-tiny trained for 20 steps under
 // each layout equals the single-process run within 1e-4 relative at every step. Stage 2 reduce-scatters
 // the gradients; stage 3 also gathers each block's parameters before its forward and backward. The rows mix
-// them with tp, pp, interleaved and uneven stages, dp 2 and 3 (pieces padded), overlap, full recompute and
-// the Gloo backend. One row writes checkpoints from its shards; a run under another layout resumes from
-// the middle one and continues with the same losses. Kept to a few mpirun launches (CI time).
+// them with tp, pp, interleaved and uneven stages, dp 2 and 3 (pieces padded), overlap, full recompute,
+// Loom's ring for the reduce-scatters and all-gathers, and the Gloo backend. One row writes
+// checkpoints from its shards; a run under another layout resumes from the middle one and continues with the same
+// losses. Kept to a few mpirun launches (CI time).
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -71,14 +72,16 @@ private slots:
         // Checkpoints every 10 steps from dp 3 pieces: resumed below under another layout.
         QTest::newRow("zero3-dp3-pp2") << layout("zero3-dp3-pp2", 1, 2, 3,
             3) << QStringList { "--checkpoint-dir", m_dir.filePath("ckpt"), "--checkpoint-every", "10" };
-        QTest::newRow("zero3-tp2-dp2-overlap")
-            << with(layout("zero3-tp2-dp2-overlap", 2, 1, 2, 3), "comm", "overlap", true) << QStringList {};
+        // comm.allreduce applies to the reduce-scatters and all-gathers too: "hierarchical" runs them on the ring.
+        QJsonObject overlap = with(layout("zero3-tp2-dp2-overlap", 2, 1, 2, 3), "comm", "overlap", true);
+        QTest::newRow("zero3-tp2-dp2-overlap") << with(overlap, "comm", "allreduce", "hierarchical") << QStringList {};
         QJsonObject interleaved = with(layout("zero3-interleaved-dp2", 1, 2, 2, 3, 1), "parallel", "vpp", 2);
         QTest::newRow("zero3-interleaved-dp2")
             << with(interleaved, "parallel", "schedule", "interleaved") << QStringList {};
-        QTest::newRow("zero2-uneven-dp3") << with(layout("zero2-uneven-dp3", 1, 2, 3, 2), "parallel", "stages",
-            QJsonArray { QJsonArray { 0, 0 }, QJsonArray { 1, 3 } })
-                                          << QStringList {};
+        QTest::newRow("zero2-uneven-dp3-ring") << with(
+            with(layout("zero2-uneven-dp3-ring", 1, 2, 3, 2), "parallel", "stages",
+                QJsonArray { QJsonArray { 0, 0 }, QJsonArray { 1, 3 } }),
+            "comm", "allreduce", "ring") << QStringList {};
         QJsonObject recompute = with(layout("zero3-recompute-pp2-dp2-gloo", 1, 2, 2, 3), "memory", "recompute", "full");
         QTest::newRow("zero3-recompute-pp2-dp2-gloo")
             << with(with(recompute, "comm", "backend", "gloo"), "comm", "overlap", false) << QStringList {};
