@@ -358,7 +358,7 @@ int main(int argc, char** argv)
     std::string bindingNote; // the node's cores are shared by its ranks (train/Threads.h)
     const int threads = train::configureComputeThreads(ranksOnThisNode(size), bindingNote);
     if (rank == 0) {
-        std::printf("loom-train: %d thread(s) per rank\n", threads);
+        std::printf("loom-train: %d thread(s) per rank, OpenBLAS kernels %s\n", threads, train::blasCoreName().c_str());
         if (!bindingNote.empty())
             std::cerr << "loom-train: " << bindingNote << "\n";
     }

@@ -17,6 +17,12 @@ void setComputeThreads(int threads)
     openblas_set_num_threads(std::max(1, threads));
 }
 
+std::string blasCoreName()
+{
+    const char* name = openblas_get_corename();
+    return name ? name : "";
+}
+
 int availableCores()
 {
     cpu_set_t set;

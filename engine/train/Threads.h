@@ -13,6 +13,10 @@ namespace loom::train {
 int computeThreads();
 void setComputeThreads(int threads);
 
+// The kernels OpenBLAS runs the matrix products with ("Haswell", "Zen", "SkylakeX", ...): chosen when the
+// library loads, from the CPU or from OPENBLAS_CORETYPE.
+std::string blasCoreName();
+
 // The cores this process may run on (its CPU affinity mask; mpirun's binding narrows it).
 int availableCores();
 
