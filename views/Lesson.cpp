@@ -43,7 +43,7 @@ const std::vector<Settable>& settables()
         { "overlap", FactType::Bool, {} },
         { "bucket", FactType::Number, {} },
         { "chunk", FactType::Number, {} },
-        { "allreduce", FactType::Text, { "library", "ring", "hierarchical" } },
+        { "allreduce", FactType::Text, { "auto", "library", "ring", "hierarchical", "shm" } },
     };
     return s;
 }

@@ -35,7 +35,7 @@ const std::vector<FactInfo> kFacts = {
     { "layout.overlap", T::Bool, "DP all-reduce overlapped with backward" },
     { "layout.bucketMb", T::Number, "gradient bucket size (MB)" },
     { "layout.chunkKb", T::Number, "chunk size of the chunked ring (KB)" },
-    { "layout.allreduce", T::Text, "library, ring or hierarchical" },
+    { "layout.allreduce", T::Text, "auto, library, ring, hierarchical or shm" },
     { "layout.stage0Blocks", T::Number, "transformer blocks on the first pipeline stage" },
     { "layout.tpNodes", T::Number, "nodes the widest TP group spans" },
     { "layout.dpNodes", T::Number, "nodes the widest DP group spans" },

@@ -214,8 +214,9 @@ void StrategyPanel::build()
     m_chunk->setToolTip(tr("Chunk size of the chunked ring all-reduce."));
     m_allreduce = enumCombo(plan::allAllreduceAlgorithms());
     m_allreduce->setToolTip(tr("library: MPI's or NCCL's own; ring: Loom's ring; hierarchical: reduce-scatter in the "
-                               "node, all-reduce across nodes, all-gather in the node; auto: chosen per message size "
-                               "and group from a measured table (docs/communication.md)."));
+                               "node, all-reduce across nodes, all-gather in the node; shm: through a shared-memory "
+                               "segment of one machine (CPU ranks; the ring elsewhere); auto: chosen per message "
+                               "size and group from a measured table (docs/communication.md)."));
     commForm->addRow(tr("DP codec"), m_codec);
     commForm->addRow(tr("Top-k fraction"), m_topk);
     commForm->addRow(QString(), m_errorFeedback);

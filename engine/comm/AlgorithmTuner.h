@@ -42,7 +42,7 @@ CollectiveAlgorithm chooseAllreduce(
 
 // The same table for a reduce-scatter or an all-gather (ZeRO's gradient and parameter collectives): the
 // ring's crossing lies where the all-reduce's does (each is half of a ring all-reduce); the two-level
-// algorithm exists for all-reduce only, so a Hierarchical row gives the ring.
+// and shared-memory algorithms exist for all-reduce only, so their rows give the ring.
 CollectiveAlgorithm chooseShardCollective(
     const AllreduceQuery& query, const std::vector<TuningRule>& table = allreduceTuningTable());
 

@@ -5,6 +5,7 @@
 #include "engine/comm/CompressedAllReduce.h"
 #include "engine/comm/GradientCodec.h"
 #include "engine/comm/RingAlgorithms.h"
+#include "engine/comm/SharedMemory.h"
 
 #include <algorithm>
 #include <cstring>
@@ -29,7 +30,8 @@ void CollectiveBackend::fromHost(void* data, const void* host, std::size_t bytes
 
 std::optional<CollectiveAlgorithm> collectiveAlgorithmFromString(std::string_view text)
 {
-    for (auto a : { Algorithm::Library, Algorithm::Ring, Algorithm::ChunkedRing, Algorithm::Hierarchical })
+    for (auto a : { Algorithm::Library, Algorithm::Ring, Algorithm::ChunkedRing, Algorithm::Hierarchical,
+             Algorithm::SharedMemory })
         if (trace::toString(a) == text)
             return a;
     return std::nullopt;
@@ -201,6 +203,12 @@ CollectiveOutcome runCollective(CollectiveBackend& backend, const CollectiveCall
         pairwiseAllToAll(t, call, rank, size);
         return { Algorithm::Ring, t.bytesSent() - before };
     }
+    if (algorithm == Algorithm::SharedMemory && call.kind == EventKind::AllReduce && size > 1) {
+        if (SharedArena* arena = backend.sharedArena()) { // else the members are not on one machine: the ring
+            sharedMemoryAllReduce(*arena, t, call.data, call.count, call.type, call.op);
+            return { Algorithm::SharedMemory, call.count * sizeOf(call.type) };
+        }
+    }
     if (call.kind == EventKind::AllToAll && algorithm == Algorithm::Hierarchical)
         throw CommError(context + ": the hierarchical algorithm is for all-reduce; use ring or library");
     if (!collective || algorithm == Algorithm::Library || algorithm == Algorithm::None) {
@@ -227,6 +235,7 @@ CollectiveOutcome runCollective(CollectiveBackend& backend, const CollectiveCall
     }
     // The ring, chunked ring, and the hierarchical all-reduce's fallback when nodes hold unequal numbers
     // of members (chunked by chunk_kb, as the hierarchical algorithm's own rings would be).
+    // "shm" for a reduce-scatter or an all-gather, or without a segment, is the ring.
     const bool chunked = algorithm == Algorithm::ChunkedRing || algorithm == Algorithm::Hierarchical;
     const std::size_t chunk = chunked ? std::max<std::size_t>(call.options.chunkBytes, sizeOf(call.type)) : 0;
     runRing(t, call, rank, size, chunk);

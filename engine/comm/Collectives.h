@@ -12,6 +12,8 @@
 
 namespace loom::comm {
 
+class SharedArena;
+
 // One collective call as every backend sees it.
 struct CollectiveCall {
     trace::EventKind kind = trace::EventKind::AllReduce;
@@ -48,6 +50,9 @@ public:
     // on every node (hierarchical all-reduce); created on first use, collectively. Only called when every
     // node holds the same number of members.
     virtual std::pair<Transport*, Transport*> hierarchy() = 0;
+    // The members' shared-memory segment (the "shm" all-reduce), created collectively on first use; null
+    // where the backend has none (NCCL) or the members are not on one machine (they then run the ring).
+    virtual SharedArena* sharedArena() { return nullptr; }
     // Host backends: plain copies. NCCL: copies between device and host (codecs run on the host).
     virtual void toHost(void* host, const void* data, std::size_t bytes);
     virtual void fromHost(void* data, const void* host, std::size_t bytes);

@@ -179,4 +179,17 @@ trace::TraceEvent HostCommunicator::pointToPointEvent(bool isSend, std::size_t b
     return e;
 }
 
+SharedArena* HostCommunicator::sharedArena()
+{
+    if (!m_arenaTried && size() > 1) {
+        m_arenaTried = true;
+        // Two banks of one slot per member: 8 MiB slots for up to 4 members, 64 MiB of /dev/shm at most.
+        const std::size_t slot
+            = std::clamp<std::size_t>((32u << 20) / static_cast<std::size_t>(size()), 1u << 20, 8u << 20);
+        std::string why;
+        m_arena = SharedArena::create(transport(), slot, why);
+    }
+    return m_arena.get();
+}
+
 } // namespace loom::comm

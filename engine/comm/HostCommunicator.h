@@ -3,6 +3,7 @@
 #include "engine/comm/Collectives.h"
 #include "engine/comm/CommConfig.h"
 #include "engine/comm/Communicator.h"
+#include "engine/comm/SharedMemory.h"
 #include "engine/trace/TraceRecorder.h"
 
 #include <condition_variable>
@@ -62,6 +63,9 @@ protected:
     const CommConfig& config() const { return m_config; }
     trace::TraceRecorder* recorder() const { return m_recordEvents ? m_recorder : nullptr; }
     Transport& hostTransport() override { return transport(); }
+    // The members' shared-memory segment, made on the first "shm" all-reduce (null, once and for all, when
+    // they are not on one machine or /dev/shm has no room: the ring runs instead).
+    SharedArena* sharedArena() override;
     // Checks a point-to-point call's peer and tag; returns its description for messages ("send of 64 bytes
     // to rank 3 on PP group ... [1, 3]"). Throws CommError for a peer outside the group or a bad tag.
     std::string describePointToPoint(bool isSend, std::size_t bytes, int peer, int tag) const;
@@ -83,6 +87,8 @@ private:
     bool m_recordEvents = true;
     CommConfig m_config;
     std::vector<int> m_nodeOf;
+    std::unique_ptr<SharedArena> m_arena;
+    bool m_arenaTried = false;
 
     std::mutex m_mutex;
     std::condition_variable m_cv;

@@ -22,10 +22,10 @@ constexpr std::array<Recompute, 3> allRecomputes()
     return { Recompute::None, Recompute::Selective, Recompute::Full };
 }
 
-constexpr std::array<AllreduceAlgorithm, 4> allAllreduceAlgorithms()
+constexpr std::array<AllreduceAlgorithm, 5> allAllreduceAlgorithms()
 {
     return { AllreduceAlgorithm::Auto, AllreduceAlgorithm::Library, AllreduceAlgorithm::Ring,
-        AllreduceAlgorithm::Hierarchical };
+        AllreduceAlgorithm::Hierarchical, AllreduceAlgorithm::SharedMemory };
 }
 
 constexpr std::array<RankOrder, 2> allRankOrders()

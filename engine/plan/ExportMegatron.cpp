@@ -178,6 +178,9 @@ void commonComm(const Layout& l, const std::string& target, ExportResult& result
     if (l.comm.allreduce == AllreduceAlgorithm::Hierarchical)
         result.refusals.push_back("comm.allreduce \"hierarchical\": " + target
             + " uses NCCL's own all-reduce, which has no two-level mode like Loom's; choose \"library\" or \"ring\"");
+    if (l.comm.allreduce == AllreduceAlgorithm::SharedMemory)
+        result.notes.push_back("comm.allreduce \"shm\": Loom's all-reduce through host shared memory; " + target
+            + " all-reduces on the GPUs with NCCL's own algorithm, left to choose");
     if (l.comm.allreduce == AllreduceAlgorithm::Ring)
         result.notes.push_back("comm.allreduce \"ring\": set as NCCL_ALGO=Ring; NCCL chooses its own chunking "
                                "(chunk_kb is Loom's)");

@@ -19,11 +19,12 @@ enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
 enum class Recompute { None, Selective, Full };
 // The all-reduce a layout asks for: one enum with the communication layer (comm::CollectiveAlgorithm) and
 // the trace (what ran), trace::Algorithm; comm.allreduce names one of kLayoutAllreduceAlgorithms, written
-// with trace::toString ("auto", "library", "ring", "hierarchical"). Auto is chosen per backend, message size
+// with trace::toString ("auto", "library", "ring", "hierarchical", "shm"). Auto is chosen per backend, message size
 // and group by comm::chooseAllreduce (engine/comm/AlgorithmTuner.h) before a communicator sees it.
 using AllreduceAlgorithm = trace::Algorithm;
-inline constexpr std::array<AllreduceAlgorithm, 4> kLayoutAllreduceAlgorithms { AllreduceAlgorithm::Auto,
-    AllreduceAlgorithm::Library, AllreduceAlgorithm::Ring, AllreduceAlgorithm::Hierarchical };
+inline constexpr std::array<AllreduceAlgorithm, 5> kLayoutAllreduceAlgorithms { AllreduceAlgorithm::Auto,
+    AllreduceAlgorithm::Library, AllreduceAlgorithm::Ring, AllreduceAlgorithm::Hierarchical,
+    AllreduceAlgorithm::SharedMemory };
 // Which parallel dimension varies fastest across consecutive ranks (see RankGrid.h). Context parallelism
 // (cp) always comes right after tp, so both orders read with cp inserted: tp-cp-pp-dp and tp-cp-dp-pp (the
 // latter is Megatron-LM's tp-cp-ep-dp-pp; expert groups add no ranks, they are carved out of dp·cp).

@@ -164,7 +164,7 @@ void readComm(const json& j, Layout& layout, Diagnostics& d)
         c.bucketMb = *v;
     if (auto v = r.number("chunk_kb", Presence::Optional, 0, 1e7, true))
         c.chunkKb = *v;
-    if (auto v = r.choice("allreduce", Presence::Optional, { "auto", "library", "ring", "hierarchical" }))
+    if (auto v = r.choice("allreduce", Presence::Optional, { "auto", "library", "ring", "hierarchical", "shm" }))
         for (const AllreduceAlgorithm a : kLayoutAllreduceAlgorithms)
             if (trace::toString(a) == *v)
                 c.allreduce = a;

@@ -352,6 +352,14 @@ private:
             d.warning("comm.allreduce",
                 "comm.allreduce=\"hierarchical\" splits the all-reduce into in-node and "
                 "across-node steps, but the layout has one node, so it acts as a ring");
+        if (fine({ "comm.allreduce", "nodes", "comm.backend" }) && l.comm.allreduce == AllreduceAlgorithm::SharedMemory
+            && (l.nodes > 1 || l.comm.backend == CommBackend::Nccl))
+            d.warning("comm.allreduce",
+                std::string("comm.allreduce=\"shm\" reduces through a shared-memory segment of one machine's host "
+                            "memory, but ")
+                    + (l.comm.backend == CommBackend::Nccl ? "NCCL's buffers are on the GPU"
+                                                           : "the layout spans " + std::to_string(l.nodes) + " nodes")
+                    + ": a group that cannot share one runs the ring");
         if (fine({ "comm.backend", "cluster" }) && l.comm.backend == CommBackend::Nccl && !l.onGpuCluster())
             d.error("comm.backend",
                 "comm.backend=\"nccl\" needs a GPU cluster, but cluster " + l.cluster.name

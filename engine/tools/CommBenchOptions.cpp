@@ -9,7 +9,7 @@ std::string commBenchUsage()
 {
     return "usage: mpirun -np N loom-commbench [options]\n"
            "  --op allreduce|allgather|reducescatter|broadcast|sendrecv|alltoall   (default allreduce)\n"
-           "  --algo library|ring|chunked|hierarchical|auto               (default library)\n"
+           "  --algo library|ring|chunked|hierarchical|shm|auto           (default library)\n"
            "  --codec none|fp16|bf16|int8|int4|topk:F|lz4                  all-reduce of fp32 only (default none)\n"
            "  --dtype fp32|fp16|bf16                                      (default fp32)\n"
            "  -b, --min SIZE   -e, --max SIZE   -f, --factor F            sizes in bytes, e.g. 8, 1K, 64M (8 .. 64M, "
@@ -109,7 +109,7 @@ std::optional<CommBenchOptions> parseCommBenchOptions(
             o.autoAlgorithm = *v == "auto";
             auto algo = o.autoAlgorithm ? comm::CollectiveAlgorithm::Library : comm::collectiveAlgorithmFromString(*v);
             if (!algo)
-                return bad(*v, "library, ring, chunked, hierarchical or auto");
+                return bad(*v, "library, ring, chunked, hierarchical, shm or auto");
             o.algorithm = *algo;
         } else if (a == "--codec") {
             auto v = value("a codec");
@@ -220,8 +220,11 @@ std::optional<CommBenchOptions> parseCommBenchOptions(
         error = "--op alltoall runs with --algo library or ring (Loom's pairwise exchange)";
         return std::nullopt;
     }
-    if (o.algorithm == comm::CollectiveAlgorithm::Hierarchical && o.op != "allreduce") {
-        error = "--algo hierarchical is an all-reduce algorithm; use ring or chunked for " + o.op;
+    if ((o.algorithm == comm::CollectiveAlgorithm::Hierarchical
+            || o.algorithm == comm::CollectiveAlgorithm::SharedMemory)
+        && o.op != "allreduce") {
+        error = "--algo " + std::string(trace::toString(o.algorithm))
+            + " is an all-reduce algorithm; use ring or chunked for " + o.op;
         return std::nullopt;
     }
     return o;

@@ -189,7 +189,7 @@ struct EventReader {
         e.codec = text(a, "codec", "");
         e.source = text(a, "source", "measured") == "simulated" ? EventSource::Simulated : EventSource::Measured;
         const std::string algorithm = text(a, "algorithm", "none");
-        for (int k = 0; k <= static_cast<int>(Algorithm::SparseAllGather); ++k)
+        for (int k = 0; k <= static_cast<int>(Algorithm::SharedMemory); ++k)
             if (algorithm == toString(static_cast<Algorithm>(k)))
                 e.algorithm = static_cast<Algorithm>(k);
     }

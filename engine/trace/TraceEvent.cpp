@@ -114,6 +114,8 @@ std::string_view toString(Algorithm algorithm)
         return "sparse-allgather";
     case Algorithm::Auto:
         return "auto";
+    case Algorithm::SharedMemory:
+        return "shm";
     }
     return "none";
 }

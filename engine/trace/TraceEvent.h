@@ -54,6 +54,7 @@ enum class Algorithm : std::uint8_t {
     TwoPhaseCompressed, // compressed reduce-scatter (all-to-all) + compressed all-gather
     SparseAllGather, // top-k: all-gather of (index, value) pairs
     Auto, // a layout's "auto": resolved to one of the above before anything runs
+    SharedMemory, // Loom's all-reduce through a shared-memory segment (host backends, one machine)
 };
 
 // One thing one rank did, measured or simulated. Times are nanoseconds on the rank's clock (aligned to

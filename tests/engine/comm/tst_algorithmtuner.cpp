@@ -18,13 +18,13 @@ private slots:
         QTest::addColumn<int>("nodes");
         QTest::addColumn<CollectiveAlgorithm>("expected");
         const auto lib = CollectiveAlgorithm::Library, ring = CollectiveAlgorithm::Ring,
-                   hier = CollectiveAlgorithm::Hierarchical;
+                   hier = CollectiveAlgorithm::Hierarchical, shm = CollectiveAlgorithm::SharedMemory;
         QTest::newRow("mpi one node, 8 B: latency, the library") << "mpi" << 8ull << 4 << 1 << lib;
         QTest::newRow("mpi one node, 64 KiB") << "mpi" << 65536ull << 4 << 1 << lib;
         QTest::newRow("mpi one node, 4 MiB") << "mpi" << qulonglong(4 << 20) << 4 << 1 << lib;
-        QTest::newRow("mpi one node, at the crossing") << "mpi" << qulonglong(16 << 20) << 4 << 1 << ring;
-        QTest::newRow("mpi one node, 64 MiB, 4 ranks") << "mpi" << qulonglong(64 << 20) << 4 << 1 << ring;
-        QTest::newRow("mpi one node, 25 MiB bucket, 2 ranks") << "mpi" << qulonglong(25 << 20) << 2 << 1 << ring;
+        QTest::newRow("mpi one node, at the crossing") << "mpi" << qulonglong(16 << 20) << 4 << 1 << shm;
+        QTest::newRow("mpi one node, 64 MiB, 4 ranks") << "mpi" << qulonglong(64 << 20) << 4 << 1 << shm;
+        QTest::newRow("mpi one node, 25 MiB bucket, 2 ranks") << "mpi" << qulonglong(25 << 20) << 2 << 1 << shm;
         QTest::newRow("mpi two nodes, 64 MiB: two levels") << "mpi" << qulonglong(64 << 20) << 16 << 2 << hier;
         QTest::newRow("mpi two nodes, one rank each: flat ring") << "mpi" << qulonglong(64 << 20) << 2 << 2 << ring;
         QTest::newRow("mpi two nodes, 1 KiB") << "mpi" << 1024ull << 16 << 2 << lib;
@@ -69,8 +69,8 @@ private slots:
         QCOMPARE(toString(chooseAllreduce({ "mpi", 2 << 20, 4, 2 }, table)), toString(CollectiveAlgorithm::Library));
     }
 
-    // ZeRO's reduce-scatters and all-gathers follow the all-reduce's crossing; the two-level algorithm is
-    // all-reduce only, so its rows (and a layout's "hierarchical") give the ring.
+    // ZeRO's reduce-scatters and all-gathers follow the all-reduce's crossing; the two-level and the
+    // shared-memory algorithms are all-reduce only, so their rows (and a layout's choice of them) give the ring.
     void shardCollectives()
     {
         CollectiveTuning tuning;
@@ -86,7 +86,8 @@ private slots:
         for (auto [fixed, expected] : { std::pair { CollectiveAlgorithm::Library, CollectiveAlgorithm::Library },
                  std::pair { CollectiveAlgorithm::Ring, CollectiveAlgorithm::Ring },
                  std::pair { CollectiveAlgorithm::ChunkedRing, CollectiveAlgorithm::ChunkedRing },
-                 std::pair { CollectiveAlgorithm::Hierarchical, CollectiveAlgorithm::Ring } }) {
+                 std::pair { CollectiveAlgorithm::Hierarchical, CollectiveAlgorithm::Ring },
+                 std::pair { CollectiveAlgorithm::SharedMemory, CollectiveAlgorithm::Ring } }) {
             tuning.fixed = fixed;
             const CollectiveOptions o = tuning.shardOptions(100, 4);
             QCOMPARE(toString(o.algorithm), toString(expected));

@@ -83,7 +83,7 @@ private slots:
         QTest::addColumn<bool>("pairs");
         const int n = worldSize();
         for (auto a : { CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring, CollectiveAlgorithm::ChunkedRing,
-                 CollectiveAlgorithm::Hierarchical })
+                 CollectiveAlgorithm::Hierarchical, CollectiveAlgorithm::SharedMemory })
             for (auto t : { DType::F32, DType::F16, DType::BF16 })
                 for (int count : { 0, 1, n - 1, n + 1, 1000, 4099 })
                     for (auto op : { ReduceOp::Sum, ReduceOp::Max })
@@ -93,6 +93,9 @@ private slots:
                                 .arg(count)
                                 .arg(QString::fromLatin1(toString(op).data()))))
                             << int(a) << int(t) << count << int(op) << (a == CollectiveAlgorithm::Hierarchical);
+        // Several pieces of the shared-memory segment's slots (1 to 8 MiB), the last one short.
+        QTest::newRow("shm f32 x5000003 sum")
+            << int(CollectiveAlgorithm::SharedMemory) << int(DType::F32) << 5000003 << int(ReduceOp::Sum) << false;
     }
     void allReduce()
     {
@@ -115,7 +118,10 @@ private slots:
         QVERIFY(work->isCompleted());
         QVERIFY(!work->error());
         QVERIFY(data == expected);
-        if (options.algorithm != CollectiveAlgorithm::Library && count > 0 && worldSize() > 1 && !pairs) {
+        if (options.algorithm == CollectiveAlgorithm::SharedMemory && worldSize() > 1 && !pairs) {
+            // Every rank of this test runs on one machine: the segment is made and used, not the ring.
+            QCOMPARE(toString(work->stats().algorithm), toString(CollectiveAlgorithm::SharedMemory));
+        } else if (options.algorithm != CollectiveAlgorithm::Library && count > 0 && worldSize() > 1 && !pairs) {
             // Loom's ring sends exactly 2(n-1)/n of the buffer (up to uneven segments).
             const double n = worldSize(), bytes = double(data.size());
             const double wire = double(work->stats().wireBytes);

@@ -110,6 +110,11 @@ private slots:
         QJsonObject ring = layout("ring-allreduce-dp2", 2, 1, 2, "1f1b");
         ring.insert("comm", QJsonObject { { "allreduce", "ring" }, { "bucket_mb", 0.01 } });
         QTest::newRow("ring all-reduce") << ring;
+
+        // Loom's all-reduce through a shared-memory segment (every rank of the test is on this machine).
+        QJsonObject shm = layout("shm-allreduce-dp3", 1, 2, 3, "1f1b");
+        shm.insert("comm", QJsonObject { { "allreduce", "shm" }, { "bucket_mb", 0.01 } });
+        QTest::newRow("shm all-reduce") << shm;
     }
     void sameLossAsOneProcess()
     {

@@ -1,0 +1,209 @@
+#include "engine/comm/SharedMemory.h"
+
+#include "engine/comm/CommError.h"
+#include "engine/comm/RingAlgorithms.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace loom::comm {
+
+namespace {
+
+constexpr std::size_t kHeader = 64; // the token, then the slots (cache-line aligned)
+
+// What member 0 tells the others: the segment's name and token, or ok = 0 when it could not make one.
+struct Offer {
+    char name[48] = {};
+    std::uint64_t token = 0;
+    std::uint64_t ok = 0;
+};
+
+// Every member sends one byte to every other and waits for one from each.
+void barrier(Transport& t)
+{
+    const int n = t.size(), me = t.rank();
+    std::vector<char> in(static_cast<std::size_t>(n)), out(static_cast<std::size_t>(n), 1);
+    for (int peer = 0; peer < n; ++peer)
+        if (peer != me) {
+            t.irecv(&in[static_cast<std::size_t>(peer)], 1, peer);
+            t.isend(&out[static_cast<std::size_t>(peer)], 1, peer);
+        }
+    t.waitAll();
+}
+
+std::size_t segmentBytes(std::size_t slotBytes, int members)
+{
+    return kHeader + 2 * static_cast<std::size_t>(members) * slotBytes;
+}
+
+// Member 0: a new segment of `bytes` with its pages reserved, or null (and `why`).
+char* createSegment(const std::string& name, std::size_t bytes, std::uint64_t token, std::string& why)
+{
+    const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) {
+        why = "shm_open " + name + ": " + std::strerror(errno);
+        return nullptr;
+    }
+    void* base = MAP_FAILED;
+    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0)
+        why = "ftruncate: " + std::string(std::strerror(errno));
+    else if (int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); rc != 0)
+        why = "reserving " + std::to_string(bytes >> 20) + " MiB in /dev/shm: " + std::strerror(rc);
+    else
+        base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) {
+        if (why.empty())
+            why = "mmap: " + std::string(std::strerror(errno));
+        shm_unlink(name.c_str());
+        return nullptr;
+    }
+    std::memcpy(base, &token, sizeof token);
+    return static_cast<char*>(base);
+}
+
+// Other members: the segment member 0 made, if this machine has it and it carries the token.
+char* openSegment(const Offer& offer, std::size_t bytes, std::string& why)
+{
+    const int fd = shm_open(offer.name, O_RDWR, 0);
+    if (fd < 0) {
+        why = "shm_open " + std::string(offer.name) + ": " + std::strerror(errno)
+            + " (is this rank on member 0's machine?)";
+        return nullptr;
+    }
+    struct stat st { };
+    void* base = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) == bytes)
+        base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) {
+        why = "the segment " + std::string(offer.name) + " has another size";
+        return nullptr;
+    }
+    std::uint64_t token = 0;
+    std::memcpy(&token, base, sizeof token);
+    if (token != offer.token) {
+        munmap(base, bytes);
+        why = "the segment " + std::string(offer.name) + " is another machine's";
+        return nullptr;
+    }
+    return static_cast<char*>(base);
+}
+
+} // namespace
+
+SharedArena::SharedArena(char* base, std::size_t bytes, std::size_t slotBytes, int members)
+    : m_base(base)
+    , m_bytes(bytes)
+    , m_slotBytes(slotBytes)
+    , m_members(members)
+{
+}
+
+SharedArena::~SharedArena()
+{
+    if (m_base)
+        munmap(m_base, m_bytes);
+}
+
+char* SharedArena::slot(int bank, int member) const
+{
+    return m_base + kHeader + (static_cast<std::size_t>(bank) * m_members + member) * m_slotBytes;
+}
+
+std::unique_ptr<SharedArena> SharedArena::create(Transport& t, std::size_t slotBytes, std::string& why)
+{
+    const int n = t.size(), me = t.rank();
+    slotBytes = std::max<std::size_t>(64, slotBytes / 64 * 64);
+    const std::size_t bytes = segmentBytes(slotBytes, n);
+    Offer offer;
+    char* base = nullptr;
+    if (me == 0) {
+        std::random_device device;
+        offer.token = (std::uint64_t(device()) << 32) ^ device() ^ 1;
+        const std::string name = "/loom-" + std::to_string(getpid()) + "-" + std::to_string(offer.token % 1000000007);
+        std::snprintf(offer.name, sizeof offer.name, "%s", name.c_str());
+        base = createSegment(name, bytes, offer.token, why);
+        offer.ok = base ? 1 : 0;
+        for (int peer = 1; peer < n; ++peer)
+            t.isend(&offer, sizeof offer, peer);
+        t.waitAll();
+    } else {
+        t.irecv(&offer, sizeof offer, 0);
+        t.waitAll();
+        if (offer.ok)
+            base = openSegment(offer, bytes, why);
+        else
+            why = "member 0 could not make the segment";
+    }
+    // Member 0 learns whether everyone mapped it, removes the name, and tells everyone the outcome.
+    char mapped = base ? 1 : 0, all = mapped;
+    if (me == 0) {
+        std::vector<char> replies(static_cast<std::size_t>(n), 1);
+        for (int peer = 1; peer < n; ++peer)
+            t.irecv(&replies[static_cast<std::size_t>(peer)], 1, peer);
+        t.waitAll();
+        if (offer.ok)
+            shm_unlink(offer.name);
+        for (char r : replies)
+            all = static_cast<char>(all && r);
+        for (int peer = 1; peer < n; ++peer)
+            t.isend(&all, 1, peer);
+        t.waitAll();
+    } else {
+        t.isend(&mapped, 1, 0);
+        t.irecv(&all, 1, 0);
+        t.waitAll();
+    }
+    if (!all) {
+        if (base)
+            munmap(base, bytes);
+        if (why.empty())
+            why = "another member could not map the segment";
+        return nullptr;
+    }
+    return std::unique_ptr<SharedArena>(new SharedArena(base, bytes, slotBytes, n));
+}
+
+void sharedMemoryAllReduce(SharedArena& arena, Transport& t, void* data, std::size_t count, DType type, ReduceOp op)
+{
+    const int n = t.size(), me = t.rank();
+    const std::size_t es = sizeOf(type), perPiece = arena.slotBytes() / es;
+    char* buffer = static_cast<char*>(data);
+    for (std::size_t off = 0; off < count; off += perPiece) {
+        const std::size_t len = std::min(perPiece, count - off);
+        const int bank = arena.nextBank();
+        const Segments seg = Segments::even(len, n);
+        auto at = [&](int j) { return seg.offset[static_cast<std::size_t>(j)] * es; };
+        auto bytes = [&](int j) { return seg.length[static_cast<std::size_t>(j)] * es; };
+        char* piece = buffer + off * es;
+        // The others' sub-ranges of this piece go where their owners read them; this rank's own stays in
+        // its buffer, which its reduction reads directly.
+        for (int j = 0; j < n; ++j)
+            if (j != me)
+                std::memcpy(arena.slot(bank, me) + at(j), piece + at(j), bytes(j));
+        barrier(t);
+        // Sub-range `me`: this rank's values plus every other member's, in rank order after its own; the
+        // sum goes into this rank's buffer and its slot, where the others copy it from.
+        const std::size_t mine = at(me), own = seg.length[static_cast<std::size_t>(me)];
+        for (int j = 0; j < n; ++j)
+            if (j != me)
+                t.reduce(piece + mine, arena.slot(bank, j) + mine, own, type, op);
+        std::memcpy(arena.slot(bank, me) + mine, piece + mine, bytes(me));
+        barrier(t);
+        for (int j = 0; j < n; ++j)
+            if (j != me)
+                std::memcpy(piece + at(j), arena.slot(bank, j) + at(j), bytes(j));
+    }
+}
+
+} // namespace loom::comm
