@@ -82,6 +82,31 @@ private slots:
         }
     }
 
+    void groupedStepsAreExtrapolatedAndAgree()
+    {
+        // Interleaved, pp 4, vpp 2, micro-batch groups of 6 and m = 62,506 (a last group of 4): over a million
+        // ops, so extrapolated from whole groups plus the last partial one (16 and 28 micro-batches).
+        const auto cost = unevenCosts(8);
+        const std::int64_t m = 62506;
+        QVERIFY(pipelineSimulatable(ScheduleKind::Interleaved, 4, 2, m, 6));
+        const PipelineTimes step
+            = simulatePipeline(ScheduleKind::Interleaved, 4, 2, m, cost, 0.05, nullptr, nullptr, 6);
+        QVERIFY(step.extrapolated);
+        QCOMPARE(step.sampled, std::int64_t(16));
+        QCOMPARE(step.sampledLonger, std::int64_t(28));
+        const Schedule full(ScheduleKind::Interleaved, 4, 2, m, 6);
+        const auto replayed = replaySchedule(full, cost, 0.05);
+        for (int r = 0; r < 4; ++r) {
+            const double end = step.withTransfers[std::size_t(r)].end;
+            QVERIFY2(std::fabs(end - replayed[std::size_t(r)].end) <= 1e-9 * end,
+                qPrintable(QStringLiteral("rank %1: extrapolated %2, replayed %3")
+                               .arg(r)
+                               .arg(end)
+                               .arg(replayed[std::size_t(r)].end)));
+            QCOMPARE(step.peakInFlight[std::size_t(r)], full.peakInFlight(r));
+        }
+    }
+
     void longStepsAreExtrapolatedAndAgree()
     {
         // 1F1B, pp 16, 30,000 micro-batches: 0.96 million ops, replayed in full; the same costs extrapolated
