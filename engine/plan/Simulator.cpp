@@ -184,14 +184,15 @@ double pipelineOps(std::int64_t pp, std::int64_t chunks, std::int64_t microBatch
 
 namespace {
 
-// The two step lengths an extrapolation replays: 2p and 4p micro-batches (2N and 4N rounded up to whole
-// groups for the interleaved schedule, plus m mod N so that both end in the step's last partial group).
+// The two step lengths an extrapolation replays: 2p and 4p micro-batches (for the interleaved schedule with
+// a group N other than p: at least 2p and at least two whole groups, and twice that, each plus m mod N so that
+// both end in the step's last partial group).
 std::pair<std::int64_t, std::int64_t> sampleLengths(
     ScheduleKind kind, std::int64_t pp, std::int64_t m, std::int64_t group)
 {
     if (kind != ScheduleKind::Interleaved || group <= 0 || group == pp)
         return { 2 * pp, 4 * pp };
-    const std::int64_t whole = group * ((2 * pp + group - 1) / group), rest = m % group;
+    const std::int64_t whole = group * std::max<std::int64_t>(2, (2 * pp + group - 1) / group), rest = m % group;
     return { whole + rest, 2 * whole + rest };
 }
 
@@ -211,8 +212,8 @@ bool pipelineSimulatable(
         chunks = 1;
     if (pipelineOps(pp, chunks, microBatches) <= kMaxReplayOps)
         return true;
-    const auto [a, b] = sampleLengths(kind, pp, microBatches, group);
-    return pipelineOps(pp, chunks, b) <= kMaxReplayOps && microBatches > b;
+    const std::int64_t longer = sampleLengths(kind, pp, microBatches, group).second;
+    return pipelineOps(pp, chunks, longer) <= kMaxReplayOps && microBatches > longer;
 }
 
 PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t m,

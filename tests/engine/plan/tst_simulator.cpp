@@ -82,19 +82,30 @@ private slots:
         }
     }
 
+    void groupedStepsAreExtrapolatedAndAgree_data()
+    {
+        QTest::addColumn<int>("group");
+        QTest::addColumn<int>("sampled");
+        QTest::addColumn<int>("sampledLonger");
+        // Interleaved, pp 4, vpp 2, m = 62,506: over a million ops, so extrapolated from whole groups (at least
+        // two, and at least 2p micro-batches) plus the last partial group, and twice that.
+        QTest::newRow("N 6, last group 4") << 6 << 12 + 4 << 24 + 4;
+        QTest::newRow("N 10, last group 6") << 10 << 20 + 6 << 40 + 6;
+    }
     void groupedStepsAreExtrapolatedAndAgree()
     {
-        // Interleaved, pp 4, vpp 2, micro-batch groups of 6 and m = 62,506 (a last group of 4): over a million
-        // ops, so extrapolated from whole groups plus the last partial one (16 and 28 micro-batches).
+        QFETCH(int, group);
+        QFETCH(int, sampled);
+        QFETCH(int, sampledLonger);
         const auto cost = unevenCosts(8);
         const std::int64_t m = 62506;
-        QVERIFY(pipelineSimulatable(ScheduleKind::Interleaved, 4, 2, m, 6));
+        QVERIFY(pipelineSimulatable(ScheduleKind::Interleaved, 4, 2, m, group));
         const PipelineTimes step
-            = simulatePipeline(ScheduleKind::Interleaved, 4, 2, m, cost, 0.05, nullptr, nullptr, 6);
+            = simulatePipeline(ScheduleKind::Interleaved, 4, 2, m, cost, 0.05, nullptr, nullptr, group);
         QVERIFY(step.extrapolated);
-        QCOMPARE(step.sampled, std::int64_t(16));
-        QCOMPARE(step.sampledLonger, std::int64_t(28));
-        const Schedule full(ScheduleKind::Interleaved, 4, 2, m, 6);
+        QCOMPARE(step.sampled, std::int64_t(sampled));
+        QCOMPARE(step.sampledLonger, std::int64_t(sampledLonger));
+        const Schedule full(ScheduleKind::Interleaved, 4, 2, m, group);
         const auto replayed = replaySchedule(full, cost, 0.05);
         for (int r = 0; r < 4; ++r) {
             const double end = step.withTransfers[std::size_t(r)].end;
