@@ -8,6 +8,15 @@ namespace loom::views {
 
 namespace {
 
+// The schedule's name, with the interleaved micro-batch group when the layout sets one.
+QString scheduleText(const plan::Layout& l)
+{
+    const QString name = QString::fromStdString(std::string(plan::toString(l.parallel.schedule)));
+    return l.parallel.microbatchGroup > 0 && l.parallel.schedule == plan::ScheduleKind::Interleaved
+        ? QObject::tr("%1 (micro-batch groups of %2)").arg(name).arg(l.parallel.microbatchGroup)
+        : name;
+}
+
 QString num(double x, int precision = 3)
 {
     return QLocale().toString(x, 'g', precision);
@@ -223,8 +232,8 @@ QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& 
                 l.parallel.sp ? QObject::tr("sequence parallel: norms and dropout split over t")
                               : QObject::tr("no sequence parallelism"),
                 flash ? QObject::tr("; flash attention keeps no s×s scores, the backward recomputes Q·Kᵀ") : QString(),
-                formula, big(x.s), big(x.b), big(x.h), big(x.t), num(perLayer / 1e6 * (mixed ? 1 : 2)),
-                QString::fromStdString(std::string(plan::toString(l.parallel.schedule))), num(m.activations));
+                formula, big(x.s), big(x.b), big(x.h), big(x.t), num(perLayer / 1e6 * (mixed ? 1 : 2)), scheduleText(l),
+                num(m.activations));
     }
     if (kind == QLatin1String("params"))
         return QObject::tr("<b>Parameters</b>: the stage's parameters / t × %1 bytes (%2) = <b>%3 GB</b>")
@@ -262,8 +271,7 @@ QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& 
             "b = %4, h = %5, a = %6, t = %7 → %8 MB; times the layers of the stage and the micro-batches "
             "in flight under %9 (1F1B holds at most p, GPipe m) = <b>%10 GB</b>")
             .arg(mixed ? QString() : QObject::tr(", doubled for fp32"), formula, big(x.s), big(x.b), big(x.h), big(x.a),
-                big(x.t), num(perLayer / 1e6 * (mixed ? 1 : 2)),
-                QString::fromStdString(std::string(plan::toString(l.parallel.schedule))), num(m.activations));
+                big(x.t), num(perLayer / 1e6 * (mixed ? 1 : 2)), scheduleText(l), num(m.activations));
     }
     if (kind == QLatin1String("reserve"))
         return QObject::tr("<b>Reserve</b>: 5 % of the device's %1 GB for the framework, allocator fragmentation and "

@@ -21,7 +21,17 @@ namespace loom::views {
 
 namespace {
 
-enum MergeId { MergeVpp = 1, MergeMicro, MergeGlobal, MergeTopk, MergeBucket, MergeChunk, MergeNodes, MergeCp };
+enum MergeId {
+    MergeVpp = 1,
+    MergeMicro,
+    MergeGlobal,
+    MergeTopk,
+    MergeBucket,
+    MergeChunk,
+    MergeNodes,
+    MergeCp,
+    MergeGroup
+};
 
 QString name(Degree d)
 {
@@ -145,8 +155,17 @@ void StrategyPanel::build()
     m_schedule = enumCombo(plan::allScheduleKinds());
     m_schedule->setToolTip(
         tr("GPipe: all forwards then all backwards (holds m micro-batches); 1F1B: one forward, one "
-           "backward (holds at most p); interleaved 1F1B: v chunks per rank, needs m divisible by p."));
+           "backward (holds at most p); interleaved 1F1B: v chunks per rank, needs m divisible by p (or a micro-batch "
+           "group that fits m)."));
     parForm->addRow(tr("Virtual stages (vpp)"), m_vpp);
+    m_group = spin(0, 1 << 24);
+    m_group->setSpecialValueText(tr("pp (default)"));
+    m_group->setToolTip(
+        tr("Micro-batch group N of the interleaved schedule (Megatron-LM's --microbatch-group-size-per-virtual-"
+           "pipeline-stage): N micro-batches run through one chunk before the next chunk. Rank r warms up with "
+           "(p−r−1)·2 + (v−1)·N forwards, so a larger N holds more activations; the bubble stays (p−1)/(v·m). Needs "
+           "p ≤ N ≤ m, and m mod N zero or at least p."));
+    parForm->addRow(tr("Micro-batch group"), m_group);
     parForm->addRow(tr("Micro-batch"), m_microBatch);
     parForm->addRow(tr("Global batch"), m_globalBatch);
     parForm->addRow(tr("Schedule"), m_schedule);
@@ -240,7 +259,7 @@ void StrategyPanel::build()
         { m_zero, "zero" }, { m_recompute, "recompute" }, { m_precision, "precision" }, { m_codec, "codec" },
         { m_topk, "topk" }, { m_errorFeedback, "errorFeedback" }, { m_overlap, "overlap" }, { m_bucket, "bucket" },
         { m_chunk, "chunk" }, { m_allreduce, "allreduce" }, { m_order, "order" }, { m_sp, "sp" },
-        { m_attention, "attention" } };
+        { m_attention, "attention" }, { m_group, "microbatchGroup" } };
     for (auto [w, n] : names)
         w->setObjectName(QString::fromLatin1(n));
 
@@ -317,6 +336,12 @@ void StrategyPanel::build()
     });
     connect(m_vpp, &QSpinBox::valueChanged, this,
         [this](int v) { requestEdit(withVpp(m_layout, v), tr("Set vpp to %1").arg(v), MergeVpp); });
+    connect(m_group, &QSpinBox::valueChanged, this, [this](int v) {
+        Layout next = m_layout;
+        next.parallel.microbatchGroup = v;
+        requestEdit(next,
+            v > 0 ? tr("Set the micro-batch group to %1").arg(v) : tr("Use the default micro-batch group"), MergeGroup);
+    });
     connect(m_microBatch, &QSpinBox::valueChanged, this, [this](int v) {
         Layout next = m_layout;
         next.parallel.microBatch = v;
@@ -334,6 +359,8 @@ void StrategyPanel::build()
             next = withVpp(next, 1);
         if (next.parallel.schedule == plan::ScheduleKind::Interleaved && next.parallel.vpp == 1)
             next = withVpp(next, 2);
+        if (next.parallel.schedule != plan::ScheduleKind::Interleaved)
+            next.parallel.microbatchGroup = 0; // only the interleaved schedule has groups
         requestEdit(next, tr("Use the %1 schedule").arg(m_schedule->currentText()));
     });
     connect(m_order, &QComboBox::activated, this, [this](int i) {
@@ -437,6 +464,9 @@ void StrategyPanel::setLayout(const plan::Layout& layout)
     m_cp->setValue(int(p.cp));
     m_vpp->setValue(int(p.vpp));
     m_vpp->setEnabled(p.schedule == plan::ScheduleKind::Interleaved);
+    m_group->setValue(int(p.microbatchGroup));
+    if (auto* form = qobject_cast<QFormLayout*>(m_group->parentWidget()->layout()))
+        form->setRowVisible(m_group, p.schedule == plan::ScheduleKind::Interleaved);
     m_microBatch->setValue(int(p.microBatch));
     m_globalBatch->setValue(int(p.globalBatch));
     select(m_schedule, p.schedule);

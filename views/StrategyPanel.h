@@ -57,6 +57,7 @@ private:
     QCheckBox* m_sp = nullptr; // parallel.sp
     QComboBox* m_attention = nullptr; // memory.attention
     QSpinBox* m_cp = nullptr; // parallel.cp (context parallelism)
+    QSpinBox* m_group = nullptr; // parallel.microbatch_group (interleaved only; 0 shows "pp")
 };
 
 } // namespace loom::views

@@ -62,7 +62,10 @@ int predictCommand(CliContext& context, const QString& file, bool json)
     o << "layout " << l.name << ": " << l.parallel.worldSize() << " × " << l.cluster.device.name
       << " (tp=" << l.parallel.tp << (l.parallel.cp > 1 ? " cp=" + std::to_string(l.parallel.cp) : std::string())
       << " pp=" << l.parallel.pp << " dp=" << l.parallel.dp << ", " << plan::toString(l.parallel.schedule) << ", "
-      << l.parallel.microBatches() << " micro-batches of " << l.parallel.microBatch << ")\n";
+      << l.parallel.microBatches() << " micro-batches of " << l.parallel.microBatch
+      << (l.parallel.microbatchGroup > 0 ? " in groups of " + std::to_string(l.parallel.microbatchGroup) + " per chunk"
+                                         : std::string())
+      << ")\n";
     o << "  step time      " << fixed(p.stepTime, 3) << " s   (" << fixed(p.tokensPerSecond, 0) << " tokens/s)\n";
     o << "  per GPU        " << fixed(p.tflopsPerGpu, 1) << " TFLOP/s of model FLOPs, MFU " << fixed(100 * p.mfu, 1)
       << " %\n";

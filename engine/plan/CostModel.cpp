@@ -132,7 +132,7 @@ double dpAllReduceSeconds(
 bool simulatable(const Layout& l)
 {
     const auto& p = l.parallel;
-    return p.microBatches() >= 1 && pipelineSimulatable(p.schedule, p.pp, p.vpp, p.microBatches());
+    return p.microBatches() >= 1 && pipelineSimulatable(p.schedule, p.pp, p.vpp, p.microBatches(), p.microbatchGroup);
 }
 
 namespace {
@@ -468,15 +468,15 @@ Prediction predict(const Layout& l, bool withEvents)
     naming.sequenceParallel = par.sp;
     naming.cpSize = static_cast<std::int32_t>(c.cp);
     naming.epSize = static_cast<std::int32_t>(std::min<std::int64_t>(par.ep, std::numeric_limits<std::int32_t>::max()));
-    const PipelineTimes pipe
-        = simulatePipeline(par.schedule, p, chunks, mb, cost, p2p, &naming, withEvents ? &out.events : nullptr);
+    const PipelineTimes pipe = simulatePipeline(
+        par.schedule, p, chunks, mb, cost, p2p, &naming, withEvents ? &out.events : nullptr, par.microbatchGroup);
     const auto& withTransfers = pipe.withTransfers;
     const auto& noTransfers = pipe.noTransfers;
     out.extrapolated = pipe.extrapolated;
     out.eventMicroBatches = pipe.eventMicroBatches;
     if (pipe.extrapolated)
         out.notes.push_back("the step of " + std::to_string(mb) + " micro-batches is extrapolated from replays of "
-            + std::to_string(pipe.sampled) + " and " + std::to_string(2 * pipe.sampled)
+            + std::to_string(pipe.sampled) + " and " + std::to_string(pipe.sampledLonger)
             + " (the steady state adds the same time per micro-batch)");
     if (withEvents && pipe.eventMicroBatches < mb)
         out.notes.push_back("the timeline shows the first " + std::to_string(pipe.eventMicroBatches) + " of "
@@ -642,10 +642,12 @@ Estimate estimate(const Layout& l)
         first = double(std::min(p, m));
         last = 1;
         break;
-    case ScheduleKind::Interleaved:
-        first = m == p ? double(m * v) : double(std::min(m * v, (p - 1) * 2 + (v - 1) * p + 1));
-        last = m == p ? double(m * v) : double(std::min(m * v, (v - 1) * p + 1));
+    case ScheduleKind::Interleaved: {
+        const std::int64_t n = std::min(par.group(), m); // micro-batches per group (N)
+        first = m == p ? double(m * v) : double(std::min(m * v, (p - 1) * 2 + (v - 1) * n + 1));
+        last = m == p ? double(m * v) : double(std::min(m * v, (v - 1) * n + 1));
         break;
+    }
     }
     const MemoryEstimate a = memoryOfRank(l, c, 0, first), b = memoryOfRank(l, c, p - 1, last);
     e.memoryGB = std::max(a.total(), b.total());

@@ -86,6 +86,15 @@ void parallelArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bo
         else
             a.push_back(
                 { "--num-layers-per-virtual-pipeline-stage", std::to_string(l.model.layers / l.virtualStages()) });
+        if (p.microbatchGroup > 0 && p.schedule == ScheduleKind::Interleaved) {
+            if (forDeepSpeed)
+                result.refusals.push_back("parallel.microbatch_group " + std::to_string(p.microbatchGroup)
+                    + ": DeepSpeed's pipeline engine has no interleaved schedule whose micro-batch groups it could "
+                      "set; remove microbatch_group");
+            else
+                a.push_back(
+                    { "--microbatch-group-size-per-virtual-pipeline-stage", std::to_string(p.microbatchGroup) });
+        }
     } else if (!expressible) {
         result.refusals.push_back(std::string("parallel.stages: ")
             + (forDeepSpeed ? "Megatron-DeepSpeed balances transformer layers evenly over the stages"

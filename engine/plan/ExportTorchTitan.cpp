@@ -2,6 +2,8 @@
 // script that runs torchtitan's train module with it.
 #include "engine/plan/ExportDetail.h"
 
+#include <algorithm>
+
 namespace loom::plan::exporting {
 
 namespace {
@@ -81,6 +83,15 @@ std::string parallelism(const Layout& l, ExportResult& result)
             : p.schedule == ScheduleKind::Interleaved            ? "Interleaved1F1B"
                                                                  : "1F1B";
         s += "pipeline_parallel_schedule = " + quoted(schedule) + "\n";
+        // torch.distributed.pipelining's Interleaved1F1B runs m / ⌊m/pp⌋ micro-batches per chunk (pp when pp
+        // divides m) and has no setting for it.
+        const std::int64_t m = p.microBatches(), fixed = m / std::max<std::int64_t>(1, m / p.pp);
+        if (p.schedule == ScheduleKind::Interleaved && p.microbatchGroup > 0 && p.microbatchGroup != fixed)
+            result.refusals.push_back("parallel.microbatch_group " + std::to_string(p.microbatchGroup)
+                + ": torchtitan's Interleaved1F1B (torch.distributed.pipelining) runs " + std::to_string(fixed)
+                + " micro-batches per chunk (m / floor(m / pp)) and has no setting for it; remove microbatch_group or "
+                  "set it to "
+                + std::to_string(fixed));
         s += "pipeline_parallel_microbatch_size = " + std::to_string(p.microBatch) + "\n";
         std::int64_t first = 0, last = 0;
         if (!megatronStages(l, first, last) || first != 0)

@@ -78,11 +78,16 @@ struct ParallelSpec {
     // 2·cp-1-i, so causal attention work is even); K/V travel around the CP group (ring attention).
     std::int64_t cp = 1;
     std::int64_t ep = 1; // expert parallelism: ep consecutive DP ranks share out the experts (adds no ranks)
+    // Interleaved schedule: micro-batches run back to back through each chunk (Megatron-LM's
+    // --microbatch-group-size-per-virtual-pipeline-stage, the Llama 3 paper's N); 0 (field absent): pp.
+    std::int64_t microbatchGroup = 0;
 
     bool operator==(const ParallelSpec&) const = default;
     std::int64_t worldSize() const { return tp * cp * pp * dp; }
     // Micro-batches per pipeline per step: global_batch / (micro_batch * dp).
     std::int64_t microBatches() const { return globalBatch / (microBatch * dp); }
+    // The interleaved schedule's micro-batch group N: microbatch_group, or pp when it is not set.
+    std::int64_t group() const { return microbatchGroup > 0 ? microbatchGroup : pp; }
 };
 
 struct MemorySpec {

@@ -98,6 +98,8 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
         p.cp = *v;
     if (auto v = r.integer("ep", Presence::Optional, 1, kMaxDegree))
         p.ep = *v;
+    if (auto v = r.integer("microbatch_group", Presence::Optional, 1, kMaxBatch))
+        p.microbatchGroup = *v;
 
     if (const json* s = r.find("stages")) {
         const std::string path = "parallel.stages";
@@ -127,8 +129,8 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
             }
         }
     }
-    r.warnUnknown(
-        { "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order", "sp", "cp", "ep" });
+    r.warnUnknown({ "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order", "sp", "cp",
+        "ep", "microbatch_group" });
 }
 
 void readMemory(const json& j, Layout& layout, Diagnostics& d)
@@ -409,6 +411,8 @@ std::string writeLayout(const Layout& layout)
         par["cp"] = p.cp;
     if (p.ep != 1)
         par["ep"] = p.ep;
+    if (p.microbatchGroup > 0)
+        par["microbatch_group"] = p.microbatchGroup;
     j["parallel"] = par;
     j["memory"] = { { "zero", layout.memory.zero }, { "recompute", toString(layout.memory.recompute) } };
     if (layout.memory.attention != Attention::Flash)

@@ -84,6 +84,8 @@ std::string describeLayout(const Layout& l, std::int64_t maxRanks)
         + ", micro-batch " + std::to_string(p.microBatch) + ", global batch " + std::to_string(p.globalBatch);
     if (p.microBatch * p.dp > 0 && p.globalBatch % (p.microBatch * p.dp) == 0)
         degrees += " → " + std::to_string(p.microBatches()) + " micro-batches per pipeline per step";
+    if (p.microbatchGroup > 0)
+        degrees += ", in groups of " + std::to_string(p.microbatchGroup) + " per chunk";
     line(degrees);
 
     const auto stages = l.stageRanges();

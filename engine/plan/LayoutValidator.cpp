@@ -2,6 +2,7 @@
 
 #include "engine/plan/CostModel.h"
 #include "engine/plan/ExpertGroups.h"
+#include "engine/plan/MicrobatchGroup.h"
 #include "engine/plan/RankGrid.h"
 #include "engine/plan/TextUtil.h"
 
@@ -43,6 +44,7 @@ public:
         pipelineStages();
         batch();
         schedule();
+        validateMicrobatchGroup(l, known, d);
         memoryAndComm();
         placement();
         replayable();
@@ -302,7 +304,8 @@ private:
                     + ", or list uneven parallel.stages (pp·vpp entries, at least one layer each)");
         }
         if (fine({ "parallel.dp", "parallel.micro_batch", "parallel.global_batch" })
-            && p.globalBatch % (p.microBatch * p.dp) == 0 && p.microBatches() % p.pp != 0)
+            && p.globalBatch % (p.microBatch * p.dp) == 0 && p.microBatches() % p.pp != 0
+            && p.microbatchGroup == 0) // with microbatch_group, validateMicrobatchGroup's rule instead
             d.error("parallel.global_batch",
                 "schedule \"interleaved\" needs the micro-batches per step (global_batch / (micro_batch·dp) = "
                     + to_string(p.microBatches()) + ") divisible by pp=" + to_string(p.pp)

@@ -34,21 +34,28 @@ std::vector<PipelineOp> oneFOneB(std::int64_t p, std::int64_t r, std::int64_t m)
     return ops;
 }
 
-// Megatron-LM's interleaved schedule: the k-th forward of a rank is micro-batch (k / (p·v))·p + k mod p of
-// chunk (k / p) mod v; the k-th backward walks the chunks in reverse.
-std::vector<PipelineOp> interleaved(std::int64_t p, std::int64_t v, std::int64_t r, std::int64_t m)
+// Megatron-LM's interleaved schedule with micro-batch groups of N: the k-th forward of a rank is
+// micro-batch (k / (N·v))·N + k mod N of chunk (k / N) mod v, except in the last group when N does not
+// divide m, which runs its m mod N micro-batches through every chunk in turn; the k-th backward walks the
+// chunks in reverse. N = p is the original schedule.
+std::vector<PipelineOp> interleaved(std::int64_t p, std::int64_t v, std::int64_t r, std::int64_t m, std::int64_t n)
 {
-    const std::int64_t total = m * v;
-    auto microBatchOf = [&](std::int64_t k) { return (k / (p * v)) * p + k % p; };
+    const std::int64_t total = m * v, fullGroups = m / n;
+    auto place = [&](std::int64_t k) { // (micro-batch, position of the chunk in the group's walk)
+        if (k < fullGroups * n * v)
+            return std::pair { (k / (n * v)) * n + k % n, (k / n) % v };
+        const std::int64_t rest = m - fullGroups * n, j = k - fullGroups * n * v;
+        return std::pair { fullGroups * n + j % rest, j / rest };
+    };
     auto forward = [&](std::int64_t k) {
-        return PipelineOp { Kind::Forward, static_cast<std::int32_t>(microBatchOf(k)),
-            static_cast<std::int32_t>((k / p) % v) };
+        const auto [mb, c] = place(k);
+        return PipelineOp { Kind::Forward, static_cast<std::int32_t>(mb), static_cast<std::int32_t>(c) };
     };
     auto backward = [&](std::int64_t k) {
-        return PipelineOp { Kind::Backward, static_cast<std::int32_t>(microBatchOf(k)),
-            static_cast<std::int32_t>(v - 1 - (k / p) % v) };
+        const auto [mb, c] = place(k);
+        return PipelineOp { Kind::Backward, static_cast<std::int32_t>(mb), static_cast<std::int32_t>(v - 1 - c) };
     };
-    std::int64_t warmup = m == p ? total : std::min(total, (p - r - 1) * 2 + (v - 1) * p);
+    std::int64_t warmup = m == p ? total : std::min(total, (p - r - 1) * 2 + (v - 1) * n);
     std::vector<PipelineOp> ops;
     std::int64_t nextF = 0, nextB = 0;
     for (; nextF < warmup; ++nextF)
@@ -64,11 +71,12 @@ std::vector<PipelineOp> interleaved(std::int64_t p, std::int64_t v, std::int64_t
 
 } // namespace
 
-Schedule::Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::int64_t microBatches)
+Schedule::Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::int64_t microBatches, std::int64_t group)
     : m_kind(kind)
     , m_pp(std::max<std::int64_t>(pp, 1))
     , m_vpp(std::max<std::int64_t>(vpp, 1))
     , m_m(std::max<std::int64_t>(microBatches, 1))
+    , m_group(std::clamp<std::int64_t>(group > 0 ? group : m_pp, 1, m_m))
 {
     if (m_kind != ScheduleKind::Interleaved)
         m_vpp = 1;
@@ -81,7 +89,7 @@ Schedule::Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::in
             m_ops.push_back(oneFOneB(m_pp, r, m_m));
             break;
         case ScheduleKind::Interleaved:
-            m_ops.push_back(interleaved(m_pp, m_vpp, r, m_m));
+            m_ops.push_back(interleaved(m_pp, m_vpp, r, m_m, m_group));
             break;
         }
     }
@@ -90,7 +98,7 @@ Schedule::Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::in
 Schedule Schedule::forLayout(const Layout& layout)
 {
     const auto& p = layout.parallel;
-    return Schedule(p.schedule, p.pp, p.vpp, p.microBatches());
+    return Schedule(p.schedule, p.pp, p.vpp, p.microBatches(), p.microbatchGroup);
 }
 
 const std::vector<PipelineOp>& Schedule::opsOf(std::int64_t pipelineRank) const

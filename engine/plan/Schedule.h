@@ -26,19 +26,26 @@ struct PipelineOp {
 // - 1F1B (PipeDream-Flush, Narayanan et al. 2021): rank r runs min(p-r-1, m) warm-up forwards, then
 //   alternates one forward and one backward, then drains the remaining backwards. Holds at most p-r.
 // - Interleaved 1F1B (Narayanan et al. SC21): each rank holds v chunks; forwards go through the chunks in
-//   groups of p micro-batches, with (p-r-1)·2 + (v-1)·p warm-up forwards (all of them when m = p).
-//   Needs m divisible by p.
+//   groups of N micro-batches (the micro-batch group, N = p by default), with (p-r-1)·2 + (v-1)·N warm-up
+//   forwards (all of them when m = p). The k-th forward is micro-batch (k/(N·v))·N + k mod N of chunk
+//   (k/N) mod v; when N does not divide m the last group holds the remaining m mod N micro-batches. Megatron-LM's
+//   --microbatch-group-size-per-virtual-pipeline-stage; the Llama 3 paper's tunable N. Needs p ≤ N ≤ m and
+//   m mod N either 0 or at least p: with N < p (or a last group smaller than p) a micro-batch's next chunk
+//   is due on rank 0 before it has come round the ring, and with this warm-up the ranks wait on each other.
 class Schedule {
 public:
     // Preconditions (the validator checks them for layouts): pp, vpp, microBatches >= 1; interleaved needs
-    // microBatches % pp == 0.
-    Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::int64_t microBatches);
+    // pp ≤ group ≤ microBatches and microBatches % group either 0 or ≥ pp. group 0 means pp (Megatron's
+    // default, which needs microBatches % pp == 0).
+    Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::int64_t microBatches, std::int64_t group = 0);
     static Schedule forLayout(const Layout& layout);
 
     ScheduleKind kind() const { return m_kind; }
     std::int64_t stages() const { return m_pp; }
     std::int64_t chunks() const { return m_vpp; }
     std::int64_t microBatches() const { return m_m; }
+    // Consecutive micro-batches run per chunk in the interleaved schedule (N); pp unless set.
+    std::int64_t group() const { return m_group; }
     const std::vector<PipelineOp>& opsOf(std::int64_t pipelineRank) const;
 
     // The virtual stage a rank's chunk is: chunk·pp + rank. Virtual stages run in order 0, 1, ..., pp·vpp-1.
@@ -54,6 +61,7 @@ public:
 private:
     ScheduleKind m_kind;
     std::int64_t m_pp, m_vpp, m_m;
+    std::int64_t m_group;
     std::vector<std::vector<PipelineOp>> m_ops;
 };
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 namespace loom::plan {
 
@@ -180,16 +182,19 @@ double pipelineOps(std::int64_t pp, std::int64_t chunks, std::int64_t microBatch
     return 2.0 * double(microBatches) * double(chunks) * double(pp);
 }
 
-bool pipelineSimulatable(ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t microBatches)
-{
-    if (kind != ScheduleKind::Interleaved)
-        chunks = 1;
-    if (pipelineOps(pp, chunks, microBatches) <= kMaxReplayOps)
-        return true;
-    return pipelineOps(pp, chunks, 4 * pp) <= kMaxReplayOps && microBatches > 4 * pp;
-}
-
 namespace {
+
+// The two step lengths an extrapolation replays: 2p and 4p micro-batches (for the interleaved schedule with
+// a group N other than p: at least 2p and at least two whole groups, and twice that, each plus m mod N so that
+// both end in the step's last partial group).
+std::pair<std::int64_t, std::int64_t> sampleLengths(
+    ScheduleKind kind, std::int64_t pp, std::int64_t m, std::int64_t group)
+{
+    if (kind != ScheduleKind::Interleaved || group <= 0 || group == pp)
+        return { 2 * pp, 4 * pp };
+    const std::int64_t whole = group * std::max<std::int64_t>(2, (2 * pp + group - 1) / group), rest = m % group;
+    return { whole + rest, 2 * whole + rest };
+}
 
 RankTimes extrapolate(const RankTimes& a, const RankTimes& b, double steps)
 {
@@ -200,40 +205,53 @@ RankTimes extrapolate(const RankTimes& a, const RankTimes& b, double steps)
 
 } // namespace
 
+bool pipelineSimulatable(
+    ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t microBatches, std::int64_t group)
+{
+    if (kind != ScheduleKind::Interleaved)
+        chunks = 1;
+    if (pipelineOps(pp, chunks, microBatches) <= kMaxReplayOps)
+        return true;
+    const std::int64_t longer = sampleLengths(kind, pp, microBatches, group).second;
+    return pipelineOps(pp, chunks, longer) <= kMaxReplayOps && microBatches > longer;
+}
+
 PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t m,
     const std::vector<StageCost>& cost, double transfer, const EventNaming* naming,
-    std::vector<trace::TraceEvent>* events)
+    std::vector<trace::TraceEvent>* events, std::int64_t group)
 {
     const std::int64_t v = kind == ScheduleKind::Interleaved ? chunks : 1;
+    const std::int64_t n = group > 0 ? group : pp; // the interleaved schedule's micro-batch group
     PipelineTimes out;
     out.microBatches = m;
     const bool full = pipelineOps(pp, v, m) <= kMaxReplayOps;
     // The events: from the full replay when it is small enough, else from a replay of the first micro-batches
-    // (a multiple of p, as interleaving needs).
+    // (whole micro-batch groups, as interleaving needs).
     std::int64_t eventM = m;
     if (pipelineOps(pp, v, m) > kMaxEventOps) {
         const std::int64_t fit = static_cast<std::int64_t>(kMaxEventOps / pipelineOps(pp, v, 1));
-        eventM = kind == ScheduleKind::Interleaved ? std::max(pp, fit / pp * pp) : std::max<std::int64_t>(1, fit);
+        eventM = kind == ScheduleKind::Interleaved ? std::max(n, fit / n * n) : std::max<std::int64_t>(1, fit);
         eventM = std::min(eventM, m);
     }
     if (full) {
-        const Schedule schedule(kind, pp, v, m);
+        const Schedule schedule(kind, pp, v, m, group);
         out.withTransfers = replaySchedule(schedule, cost, transfer, naming, eventM == m ? events : nullptr);
         out.noTransfers = replaySchedule(schedule, cost, 0.0);
         for (std::int64_t r = 0; r < pp; ++r)
             out.peakInFlight.push_back(schedule.peakInFlight(r));
     } else {
         out.extrapolated = true;
-        out.sampled = 2 * pp;
-        const Schedule a(kind, pp, v, out.sampled), b(kind, pp, v, 2 * out.sampled);
-        const double steps = double(m - out.sampled) / double(out.sampled);
+        std::tie(out.sampled, out.sampledLonger) = sampleLengths(kind, pp, m, group);
+        const Schedule a(kind, pp, v, out.sampled, group), b(kind, pp, v, out.sampledLonger, group);
+        const double steps = double(m - out.sampled) / double(out.sampledLonger - out.sampled);
         const auto a1 = replaySchedule(a, cost, transfer), b1 = replaySchedule(b, cost, transfer);
         const auto a0 = replaySchedule(a, cost, 0.0), b0 = replaySchedule(b, cost, 0.0);
         for (std::int64_t r = 0; r < pp; ++r) {
             const auto i = static_cast<std::size_t>(r);
             out.withTransfers.push_back(extrapolate(a1[i], b1[i], steps));
             out.noTransfers.push_back(extrapolate(a0[i], b0[i], steps));
-            // GPipe holds every micro-batch; the others reach their peak in the warm-up, before 2p.
+            // GPipe holds every micro-batch; the others reach their peak in the warm-up, within the first
+            // two groups.
             out.peakInFlight.push_back(kind == ScheduleKind::GPipe ? m : b.peakInFlight(r));
         }
     }
@@ -241,7 +259,7 @@ PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t 
     if ((eventM == m && full) || !events) {
         out.eventTimes = out.withTransfers;
     } else {
-        const Schedule shortened(kind, pp, v, eventM);
+        const Schedule shortened(kind, pp, v, eventM, group);
         out.eventTimes = replaySchedule(shortened, cost, transfer, naming, events);
     }
     return out;

@@ -59,11 +59,12 @@ struct PipelineTimes {
     std::vector<RankTimes> withTransfers, noTransfers; // replayed with and without point-to-point time
     std::vector<std::int64_t> peakInFlight; // chunk-micro-batches of activations held at most
     std::int64_t microBatches = 0; // m of the step
-    // Long schedules are not replayed op by op: two replays of `sampled` and 2·`sampled` micro-batches
-    // (both past the warm-up, so the steady state adds the same time per micro-batch) are extrapolated
-    // linearly to m, which is exact once every rank runs in its steady state.
+    // Long schedules are not replayed op by op: two replays of `sampled` and `sampledLonger` micro-batches
+    // (both past the warm-up, so the steady state adds the same time per micro-batch; 2p and 4p, or whole
+    // micro-batch groups of the interleaved schedule plus its last partial group) are extrapolated linearly
+    // to m, which is exact once every rank runs in its steady state.
     bool extrapolated = false;
-    std::int64_t sampled = 0;
+    std::int64_t sampled = 0, sampledLonger = 0;
     // The replay the events come from: all m micro-batches, or the first `eventMicroBatches` of them when the
     // step would make too many events for a timeline (a trace of millions of events helps nobody).
     std::int64_t eventMicroBatches = 0;
@@ -79,11 +80,13 @@ constexpr double kMaxEventOps = 2.5e4;
 double pipelineOps(std::int64_t pp, std::int64_t chunks, std::int64_t microBatches);
 // Whether the pipeline can be timed within the limits: a full replay of at most kMaxReplayOps ops, or an
 // extrapolation from replays of 2p and 4p micro-batches (8·v·p² ops at most kMaxReplayOps: p·√v ≤ 353).
-bool pipelineSimulatable(ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t microBatches);
+// `group` is the interleaved schedule's micro-batch group (0: pp).
+bool pipelineSimulatable(
+    ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t microBatches, std::int64_t group = 0);
 
 // Times the pipeline of one step (preconditions as Schedule's, and pipelineSimulatable).
 PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t microBatches,
     const std::vector<StageCost>& cost, double transfer, const EventNaming* naming = nullptr,
-    std::vector<trace::TraceEvent>* events = nullptr);
+    std::vector<trace::TraceEvent>* events = nullptr, std::int64_t group = 0);
 
 } // namespace loom::plan

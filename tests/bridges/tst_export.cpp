@@ -122,7 +122,8 @@ private slots:
             Vpp,
             Partition,
             ErrorFeedback,
-            Warmup
+            Warmup,
+            Group
         };
         const auto row = [](const char* name, ExportTarget t, Change c, const char* message) {
             QTest::newRow(name) << int(t) << int(c) << QString::fromUtf8(message);
@@ -176,6 +177,13 @@ private slots:
             "model \"gpt-mini\": torchtitan trains Llama-style models (RMSNorm, SwiGLU, rotary positions, no biases, "
             "untied head); this model has LayerNorm, a GELU MLP, learned positions, biases and a tied LM head, so "
             "torchtitan would train a different network; export it to megatron or deepspeed");
+        row("deepspeed microbatch group", ExportTarget::DeepSpeed, Group,
+            "parallel.microbatch_group 4: DeepSpeed's pipeline engine has no interleaved schedule whose micro-batch "
+            "groups it could set; remove microbatch_group");
+        row("torchtitan microbatch group", ExportTarget::TorchTitan, Group,
+            "parallel.microbatch_group 4: torchtitan's Interleaved1F1B (torch.distributed.pipelining) runs 2 "
+            "micro-batches per chunk (m / floor(m / pp)) and has no setting for it; remove microbatch_group or set it "
+            "to 2");
         row("slurm partition", ExportTarget::Megatron, Partition,
             "the launch: the cluster profile's slurm --partition \"gpu; rm -rf ~\" has characters an #SBATCH line "
             "cannot hold");
@@ -241,11 +249,37 @@ private slots:
             l.comm.dpCodec = *plan::Codec::parse("bf16"), l.comm.errorFeedback = true;
         if (change == 13) // Warmup
             l.comm.dpCodec = *plan::Codec::parse("fp16"), l.comm.errorFeedback = false, l.comm.codecWarmup = 100;
+        if (change == 14) { // Group: interleaved with 4 micro-batches per chunk (m = 4 on gpt-mini, 16 on Llama)
+            if (!llama)
+                l.model.layers = 8;
+            l.parallel.vpp = 2, l.parallel.schedule = plan::ScheduleKind::Interleaved, l.parallel.microbatchGroup = 4;
+        }
         const auto result = plan::exportLayout(l, t);
         QVERIFY(!result.ok());
         QVERIFY(result.files.empty());
         QVERIFY2(std::count(result.refusals.begin(), result.refusals.end(), message.toStdString()) == 1,
             render(result).c_str());
+    }
+
+    // Megatron-LM takes the interleaved schedule's micro-batch group as it is; torchtitan only the group
+    // torch.distributed.pipelining uses anyway (pp when pp divides m).
+    void microbatchGroup()
+    {
+        plan::Layout l = layoutFile(QStringLiteral("gpt-mini-local.json"));
+        l.model.layers = 8, l.parallel.vpp = 2, l.parallel.schedule = plan::ScheduleKind::Interleaved;
+        l.parallel.microbatchGroup = 4;
+        const auto megatron = plan::exportLayout(l, ExportTarget::Megatron);
+        QVERIFY2(megatron.ok(), render(megatron).c_str());
+        QVERIFY(megatron.files.at(0).text.find("--microbatch-group-size-per-virtual-pipeline-stage 4")
+            != std::string::npos);
+        l.parallel.microbatchGroup = 0;
+        QVERIFY(plan::exportLayout(l, ExportTarget::Megatron).files.at(0).text.find("--microbatch-group")
+            == std::string::npos);
+        plan::Layout llama = layoutFile(QStringLiteral("llama2-7b-slurm.json"));
+        llama.memory.zero = 3, llama.parallel.vpp = 2, llama.parallel.schedule = plan::ScheduleKind::Interleaved;
+        llama.parallel.microbatchGroup = 2;
+        const auto titan = plan::exportLayout(llama, ExportTarget::TorchTitan);
+        QVERIFY2(titan.ok(), render(titan).c_str());
     }
 
     // What the launch script takes from the cluster profile is quoted: a host name cannot become a command.

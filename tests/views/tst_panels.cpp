@@ -82,6 +82,21 @@ private slots:
         next = edits.takeFirst().at(0).value<plan::Layout>();
         QVERIFY(next.parallel.schedule == plan::ScheduleKind::Interleaved);
         QCOMPARE(next.parallel.vpp, 2);
+        // The micro-batch group shows for the interleaved schedule only, and edits parallel.microbatch_group.
+        auto* group = panel.findChild<QSpinBox*>(QStringLiteral("microbatchGroup"));
+        QVERIFY(group && group->isHidden());
+        panel.setLayout(next);
+        QVERIFY(!group->isHidden());
+        QCOMPARE(group->text(), QStringLiteral("pp (default)"));
+        group->setValue(32);
+        QCOMPARE(edits.count(), 1);
+        next = edits.takeFirst().at(0).value<plan::Layout>();
+        QCOMPARE(next.parallel.microbatchGroup, std::int64_t(32));
+        panel.setLayout(next);
+        schedule->setCurrentIndex(1);
+        emit schedule->activated(1); // back to 1f1b: the group goes with the virtual stages
+        next = edits.takeFirst().at(0).value<plan::Layout>();
+        QCOMPARE(next.parallel.microbatchGroup, std::int64_t(0));
     }
 
     void predictionPanelExplainsEveryFigure()

@@ -76,6 +76,39 @@ private slots:
             QStringLiteral(
                 "rank 0: F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0\n"
                 "rank 1: F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 F3.1 B3.1 B2.0 B3.0\n"));
+        // Micro-batch groups of N = 3 on p = 2: three micro-batches per chunk, warm-up (p-r-1)·2 + (v-1)·N;
+        // m = 5 leaves a last group of 2 (= p), which runs through both chunks in turn.
+        QCOMPARE(QString::fromStdString(Schedule(ScheduleKind::Interleaved, 2, 2, 5, 3).toString()),
+            QStringLiteral("rank 0: F0.0 F1.0 F2.0 F0.1 F1.1 F2.1 B0.1 F3.0 B1.1 F4.0 B2.1 F3.1 B0.0 F4.1 B1.0 B2.0 "
+                           "B3.1 B4.1 B3.0 B4.0\n"
+                           "rank 1: F0.0 F1.0 F2.0 F0.1 B0.1 F1.1 B1.1 F2.1 B2.1 F3.0 B0.0 F4.0 B1.0 F3.1 B2.0 F4.1 "
+                           "B3.1 B4.1 B3.0 B4.0\n"));
+    }
+
+    void groupOfPipelineDepthIsTheDefault()
+    {
+        // N = p (Megatron-LM's default) gives exactly the orders of the schedule without a group.
+        for (int p : { 2, 3, 4, 8 })
+            for (int v : { 2, 3, 4 })
+                for (int m : { 4, 8, 12, 16, 24 }) {
+                    if (m % p != 0)
+                        continue;
+                    const Schedule plain(ScheduleKind::Interleaved, p, v, m),
+                        grouped(ScheduleKind::Interleaved, p, v, m, p);
+                    QCOMPARE(grouped.group(), std::int64_t(p));
+                    for (int r = 0; r < p; ++r)
+                        QVERIFY(plain.opsOf(r) == grouped.opsOf(r));
+                }
+    }
+
+    void groupsSmallerThanThePipelineDeadlock()
+    {
+        // Why the validator refuses N < p: with Megatron-LM's warm-up the ranks wait on each other for ever
+        // (rank 0 wants a forward the last rank runs only after a backward that waits on rank 0).
+        QCOMPARE(replay(Schedule(ScheduleKind::Interleaved, 4, 2, 8, 2), 1, 2), -1.0);
+        QCOMPARE(replay(Schedule(ScheduleKind::Interleaved, 8, 4, 24, 6), 1, 2), -1.0);
+        // ... and so does a last group smaller than p (m mod N = 3 < p = 8).
+        QCOMPARE(replay(Schedule(ScheduleKind::Interleaved, 8, 4, 24, 11), 1, 2) < 0, true);
     }
 
     void everyShapeRunsAndMatchesTheBubble_data()
@@ -84,17 +117,28 @@ private slots:
         QTest::addColumn<int>("p");
         QTest::addColumn<int>("v");
         QTest::addColumn<int>("m");
+        QTest::addColumn<int>("group");
         for (int p : { 1, 2, 3, 4, 8 })
             for (int m : { 1, 2, 4, 8, 12, 16 }) {
                 QTest::newRow(qPrintable(QStringLiteral("gpipe p%1 m%2").arg(p).arg(m)))
-                    << int(ScheduleKind::GPipe) << p << 1 << m;
+                    << int(ScheduleKind::GPipe) << p << 1 << m << 0;
                 QTest::newRow(qPrintable(QStringLiteral("1f1b p%1 m%2").arg(p).arg(m)))
-                    << int(ScheduleKind::OneFOneB) << p << 1 << m;
+                    << int(ScheduleKind::OneFOneB) << p << 1 << m << 0;
                 if (p >= 2 && m % p == 0)
                     for (int v : { 2, 3, 4 })
                         QTest::newRow(qPrintable(QStringLiteral("interleaved p%1 v%2 m%3").arg(p).arg(v).arg(m)))
-                            << int(ScheduleKind::Interleaved) << p << v << m;
+                            << int(ScheduleKind::Interleaved) << p << v << m << 0;
             }
+        // Every micro-batch group Megatron-LM accepts (p ≤ N ≤ m, m mod N zero or at least p), m a multiple of p
+        // or not: the bubble stays (p-1)/(v·m).
+        for (int p : { 2, 3, 4, 8 })
+            for (int m : { 4, 6, 8, 12, 16 })
+                for (int n = p + 1; n <= m; ++n)
+                    if (m % n == 0 || m % n >= p)
+                        for (int v : { 2, 4 })
+                            QTest::newRow(
+                                qPrintable(QStringLiteral("interleaved p%1 v%2 m%3 N%4").arg(p).arg(v).arg(m).arg(n)))
+                                << int(ScheduleKind::Interleaved) << p << v << m << n;
     }
     void everyShapeRunsAndMatchesTheBubble()
     {
@@ -102,7 +146,8 @@ private slots:
         QFETCH(int, p);
         QFETCH(int, v);
         QFETCH(int, m);
-        const Schedule s(ScheduleKind(kind), p, v, m);
+        QFETCH(int, group);
+        const Schedule s(ScheduleKind(kind), p, v, m, group);
         for (int r = 0; r < p; ++r) {
             std::set<std::tuple<int, int, int>> seen;
             for (const auto& op : s.opsOf(r))
@@ -127,6 +172,12 @@ private slots:
         QCOMPARE(Schedule(ScheduleKind::GPipe, 4, 1, 16).peakInFlight(0), 16);
         QCOMPARE(Schedule(ScheduleKind::OneFOneB, 4, 1, 16).peakInFlight(0), 4);
         QCOMPARE(Schedule(ScheduleKind::OneFOneB, 4, 1, 16).peakInFlight(3), 1);
+        // Interleaved: (p-r-1)·2 + (v-1)·N + 1 chunk-micro-batches on rank r; a larger group holds more.
+        QCOMPARE(Schedule(ScheduleKind::Interleaved, 4, 2, 16).peakInFlight(0), 6 + 4 + 1);
+        QCOMPARE(Schedule(ScheduleKind::Interleaved, 4, 2, 16, 8).peakInFlight(0), 6 + 8 + 1);
+        QCOMPARE(Schedule(ScheduleKind::Interleaved, 4, 2, 16, 8).peakInFlight(3), 8 + 1);
+        QCOMPARE(Schedule(ScheduleKind::Interleaved, 16, 4, 32, 16).peakInFlight(0), 79); // Llama 3 405B, dp 64
+        QCOMPARE(Schedule(ScheduleKind::Interleaved, 16, 4, 32, 32).peakInFlight(0), 127);
     }
 };
 

@@ -82,6 +82,42 @@ private slots:
         }
     }
 
+    void groupedStepsAreExtrapolatedAndAgree_data()
+    {
+        QTest::addColumn<int>("group");
+        QTest::addColumn<int>("sampled");
+        QTest::addColumn<int>("sampledLonger");
+        // Interleaved, pp 4, vpp 2, m = 62,506: over a million ops, so extrapolated from whole groups (at least
+        // two, and at least 2p micro-batches) plus the last partial group, and twice that.
+        QTest::newRow("N 6, last group 4") << 6 << 12 + 4 << 24 + 4;
+        QTest::newRow("N 10, last group 6") << 10 << 20 + 6 << 40 + 6;
+    }
+    void groupedStepsAreExtrapolatedAndAgree()
+    {
+        QFETCH(int, group);
+        QFETCH(int, sampled);
+        QFETCH(int, sampledLonger);
+        const auto cost = unevenCosts(8);
+        const std::int64_t m = 62506;
+        QVERIFY(pipelineSimulatable(ScheduleKind::Interleaved, 4, 2, m, group));
+        const PipelineTimes step
+            = simulatePipeline(ScheduleKind::Interleaved, 4, 2, m, cost, 0.05, nullptr, nullptr, group);
+        QVERIFY(step.extrapolated);
+        QCOMPARE(step.sampled, std::int64_t(sampled));
+        QCOMPARE(step.sampledLonger, std::int64_t(sampledLonger));
+        const Schedule full(ScheduleKind::Interleaved, 4, 2, m, group);
+        const auto replayed = replaySchedule(full, cost, 0.05);
+        for (int r = 0; r < 4; ++r) {
+            const double end = step.withTransfers[std::size_t(r)].end;
+            QVERIFY2(std::fabs(end - replayed[std::size_t(r)].end) <= 1e-9 * end,
+                qPrintable(QStringLiteral("rank %1: extrapolated %2, replayed %3")
+                               .arg(r)
+                               .arg(end)
+                               .arg(replayed[std::size_t(r)].end)));
+            QCOMPARE(step.peakInFlight[std::size_t(r)], full.peakInFlight(r));
+        }
+    }
+
     void longStepsAreExtrapolatedAndAgree()
     {
         // 1F1B, pp 16, 30,000 micro-batches: 0.96 million ops, replayed in full; the same costs extrapolated

@@ -93,6 +93,24 @@ private slots:
             w.c_str());
     }
 
+    void microbatchGroupRoundTrip()
+    {
+        // With a group, m need not be a multiple of pp (m = 7 on pp 2, N = 7: Megatron-LM's rule); the group is
+        // written back only when set.
+        auto r = readPatched(
+            R"({"parallel": {"schedule": "interleaved", "vpp": 2, "global_batch": 7, "microbatch_group": 7}})");
+        QVERIFY2(r.ok() && r.diagnostics.empty(), r.diagnostics.format().c_str());
+        QCOMPARE(r.layout->parallel.microbatchGroup, std::int64_t(7));
+        QVERIFY2(!validateLayout(*r.layout).hasErrors(), validateLayout(*r.layout).format().c_str());
+        const std::string text = writeLayout(*r.layout);
+        QVERIFY(text.find("\"microbatch_group\": 7") != std::string::npos);
+        auto again = readLayout(text, BuiltinProfiles::instance());
+        QVERIFY(again.ok() && *again.layout == *r.layout);
+        r = readPatched(R"({"parallel": {"schedule": "interleaved", "vpp": 2}})");
+        QVERIFY(r.ok());
+        QVERIFY(writeLayout(*r.layout).find("microbatch_group") == std::string::npos);
+    }
+
     void rule_data()
     {
         QTest::addColumn<QString>("patch");
@@ -187,6 +205,24 @@ private slots:
             << "parallel.global_batch"
             << "needs the micro-batches per step (global_batch / (micro_batch·dp) = 7) divisible by pp=2; use "
                "global_batch a multiple of 2";
+        QTest::newRow("microbatch_group below pp")
+            << R"({"parallel": {"schedule": "interleaved", "vpp": 2, "microbatch_group": 1}})" << true
+            << "parallel.microbatch_group"
+            << "parallel.microbatch_group=1 is smaller than pp=2: a micro-batch reaches rank 0's next chunk only after "
+               "all pp stages";
+        QTest::newRow("microbatch_group above the micro-batches")
+            << R"({"parallel": {"schedule": "interleaved", "vpp": 2, "microbatch_group": 9}})" << true
+            << "parallel.microbatch_group"
+            << "parallel.microbatch_group=9 is more than the 8 micro-batches per step (global_batch / "
+               "(micro_batch·dp)); "
+               "use a value from pp=2 to 8 that divides the micro-batches or leaves at least pp, e.g. one of {2, 4, 8}";
+        QTest::newRow("microbatch_group leaves a short last group")
+            << R"({"parallel": {"schedule": "interleaved", "vpp": 2, "microbatch_group": 7}})" << true
+            << "parallel.microbatch_group"
+            << "leaves a last group of 1 micro-batches (8 mod 7), fewer than pp=2";
+        QTest::newRow("microbatch_group without interleaving (warning)")
+            << R"({"parallel": {"microbatch_group": 4}})" << false << "parallel.microbatch_group"
+            << "parallel.microbatch_group=4 only shapes schedule \"interleaved\"; with \"1f1b\" it changes nothing";
         QTest::newRow("interleaved: vpp 1") << R"({"parallel": {"schedule": "interleaved"}})" << true << "parallel.vpp"
                                             << "needs vpp ≥ 2 model chunks per pipeline rank (here vpp=1)";
         QTest::newRow("interleaved: pp 1")

@@ -86,6 +86,14 @@ private slots:
         interleaved.insert("parallel", par);
         QTest::newRow("interleaved pp2 vpp2") << interleaved;
 
+        // Micro-batch groups of 4 on pp 2 (m = 6: a group of 4, then the last 2 through both chunks in turn).
+        QJsonObject grouped = layout("interleaved-pp2-vpp2-group4", 1, 2, 1, "interleaved");
+        par = grouped.value("parallel").toObject();
+        par.insert("vpp", 2);
+        par.insert("microbatch_group", 4);
+        grouped.insert("parallel", par);
+        QTest::newRow("interleaved pp2 vpp2 microbatch_group 4") << grouped;
+
         QJsonObject zero = layout("zero1-tp2-pp2-dp2", 2, 2, 2, "1f1b");
         zero.insert("memory", QJsonObject { { "zero", 1 }, { "recompute", "none" } });
         QTest::newRow("ZeRO-1") << zero;
