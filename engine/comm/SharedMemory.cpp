@@ -59,7 +59,7 @@ char* createSegment(const std::string& name, std::size_t bytes, std::uint64_t to
     else if (int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); rc != 0)
         why = "reserving " + std::to_string(bytes >> 20) + " MiB in /dev/shm: " + std::strerror(rc);
     else
-        base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     close(fd);
     if (base == MAP_FAILED) {
         if (why.empty())
@@ -83,7 +83,7 @@ char* openSegment(const Offer& offer, std::size_t bytes, std::string& why)
     struct stat st { };
     void* base = MAP_FAILED;
     if (fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) == bytes)
-        base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     close(fd);
     if (base == MAP_FAILED) {
         why = "the segment " + std::string(offer.name) + " has another size";
