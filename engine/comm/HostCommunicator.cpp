@@ -3,6 +3,8 @@
 #include "engine/comm/Agreement.h"
 #include "engine/comm/CollectiveCalls.h"
 
+#include <cstdio>
+
 namespace loom::comm {
 
 using trace::EventKind;
@@ -188,6 +190,10 @@ SharedArena* HostCommunicator::sharedArena()
             = std::clamp<std::size_t>((32u << 20) / static_cast<std::size_t>(size()), 1u << 20, 8u << 20);
         std::string why;
         m_arena = SharedArena::create(transport(), slot, why);
+        if (!m_arena) // a warning, not an error: the ring gives the same sums (the trace says "ring")
+            std::fprintf(stderr,
+                "loom: rank %d: the shared-memory all-reduce of %s cannot be used (%s); it runs the ring\n",
+                m_group.ranks[static_cast<std::size_t>(m_rank)], m_group.name.c_str(), why.c_str());
     }
     return m_arena.get();
 }
