@@ -1,6 +1,6 @@
 #!/bin/sh
 # comm.allreduce "shm" between ranks that cannot share a segment: rank 1 runs with a /dev/shm of its own
-# (a mount namespace, as on another machine) and Open MPI talks over TCP. Both ranks must say that the
+# (a mount namespace, as on another machine) and Open MPI talks over TCP on the loopback interface. Both ranks must say that the
 # shared-memory all-reduce cannot be used, and the ring must give the right sums (loom-commbench -c).
 # Usage: shm-fallback.sh MPIEXEC LOOM_COMMBENCH
 set -u
@@ -9,7 +9,7 @@ if ! unshare -m sh -c 'mount -t tmpfs tmpfs /dev/shm' 2>/dev/null; then
   echo "SKIPPED: no mount namespaces here (unshare -m needs root)"
   exit 0
 fi
-out=$("$mpiexec" --allow-run-as-root --oversubscribe --mca btl tcp,self \
+out=$("$mpiexec" --allow-run-as-root --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include lo \
   -np 1 "$bench" --algo shm -b 1M -e 4M -f 4 -n 2 -w 1 -c -J : \
   -np 1 unshare -m sh -c 'mount -t tmpfs tmpfs /dev/shm && exec "$@"' sh \
   "$bench" --algo shm -b 1M -e 4M -f 4 -n 2 -w 1 -c -J 2>&1)
