@@ -185,9 +185,9 @@ SharedArena* HostCommunicator::sharedArena()
 {
     if (!m_arenaTried && size() > 1) {
         m_arenaTried = true;
-        // Two banks of one slot per member: 8 MiB slots for up to 4 members, 64 MiB of /dev/shm at most.
+        // Two banks of one slot per member, 32 MiB of /dev/shm in all: 8 MiB slots for 2 members, 4 MiB for 4.
         const std::size_t slot
-            = std::clamp<std::size_t>((32u << 20) / static_cast<std::size_t>(size()), 1u << 20, 8u << 20);
+            = std::clamp<std::size_t>((16u << 20) / static_cast<std::size_t>(size()), 1u << 20, 8u << 20);
         std::string why;
         m_arena = SharedArena::create(transport(), slot, why);
         if (!m_arena) // a warning, not an error: the ring gives the same sums (the trace says "ring")
