@@ -41,26 +41,19 @@ CollectiveAlgorithm chooseAllreduce(const AllreduceQuery& query, const std::vect
     return chosen;
 }
 
-CollectiveAlgorithm chooseShardCollective(const AllreduceQuery& query, const std::vector<TuningRule>& table)
+CollectiveAlgorithm CollectiveTuning::allReduceAlgorithm(std::size_t bytes, int ranks) const
 {
-    const CollectiveAlgorithm chosen = chooseAllreduce(query, table);
-    const bool allReduceOnly
-        = chosen == CollectiveAlgorithm::Hierarchical || chosen == CollectiveAlgorithm::SharedMemory;
-    return allReduceOnly ? CollectiveAlgorithm::Ring : chosen;
+    return algorithm == CollectiveAlgorithm::Auto ? chooseAllreduce({ backend, bytes, ranks, nodes }) : algorithm;
 }
 
 CollectiveOptions CollectiveTuning::shardOptions(std::size_t bytes, int ranks) const
 {
     CollectiveOptions options;
     options.chunkBytes = chunkBytes;
-    if (automatic) {
-        options.algorithm = chooseShardCollective({ backend, bytes, ranks, nodes });
-        return options;
-    }
-    switch (fixed) {
+    switch (const CollectiveAlgorithm chosen = allReduceAlgorithm(bytes, ranks)) {
     case CollectiveAlgorithm::Ring:
     case CollectiveAlgorithm::ChunkedRing:
-        options.algorithm = fixed;
+        options.algorithm = chosen;
         break;
     case CollectiveAlgorithm::Hierarchical: // all-reduce only: their rings
     case CollectiveAlgorithm::SharedMemory:

@@ -40,23 +40,19 @@ const std::vector<TuningRule>& allreduceTuningTable();
 CollectiveAlgorithm chooseAllreduce(
     const AllreduceQuery& query, const std::vector<TuningRule>& table = allreduceTuningTable());
 
-// The same table for a reduce-scatter or an all-gather (ZeRO's gradient and parameter collectives): the
-// ring's crossing lies where the all-reduce's does (each is half of a ring all-reduce); the two-level
-// and shared-memory algorithms exist for all-reduce only, so their rows give the ring.
-CollectiveAlgorithm chooseShardCollective(
-    const AllreduceQuery& query, const std::vector<TuningRule>& table = allreduceTuningTable());
-
 // The data-parallel group's choice as the layout makes it (`comm.allreduce` and `comm.chunk_kb`), resolved
-// per call: `automatic` consults the table with each call's bytes, else `fixed` is used (Hierarchical
-// becoming the ring for a reduce-scatter or an all-gather).
+// per call: Auto consults the table with each call's bytes.
 struct CollectiveTuning {
     std::string_view backend = "mpi";
     int nodes = 1;
-    bool automatic = true;
-    CollectiveAlgorithm fixed = CollectiveAlgorithm::Library;
+    CollectiveAlgorithm algorithm = CollectiveAlgorithm::Auto; // the layout's comm.allreduce
     std::size_t chunkBytes = 1 << 20;
 
-    // Options for a reduce-scatter or an all-gather of `bytes` in all (every member's blocks) over `ranks`.
+    // The all-reduce of `bytes` over `ranks`: the table's choice for Auto, else `algorithm`.
+    CollectiveAlgorithm allReduceAlgorithm(std::size_t bytes, int ranks) const;
+    // Options for a reduce-scatter or an all-gather of `bytes` in all (every member's blocks) over `ranks`:
+    // the all-reduce's algorithm, since each is half of a ring all-reduce and so crosses over at the same
+    // size; the two-level and the shared-memory algorithms are all-reduce only, so they give the ring.
     CollectiveOptions shardOptions(std::size_t bytes, int ranks) const;
 };
 

@@ -51,15 +51,12 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
 
     m_tuning.backend = plan::toString(layout.commBackend());
     m_tuning.nodes = comm::nodesSpanned(comms.data->group().ranks, m_grid.devicesPerNode());
-    m_tuning.automatic = layout.comm.allreduce == trace::Algorithm::Auto;
-    m_tuning.fixed = layout.comm.allreduce;
+    m_tuning.algorithm = layout.comm.allreduce;
     m_tuning.chunkBytes = static_cast<std::size_t>(layout.comm.chunkKb * 1024);
-    comm::CollectiveOptions sync;
-    sync.algorithm = layout.comm.allreduce; // one algorithm enum from the layout to the trace
-    if (sync.algorithm == trace::Algorithm::Auto) // the measured table (AlgorithmTuner.h), per bucket size
-        sync.algorithm = comm::chooseAllreduce({ m_tuning.backend,
-            std::min(params.values.size() * 4, static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20))),
-            static_cast<int>(replicas), m_tuning.nodes });
+    comm::CollectiveOptions sync; // the layout's algorithm, or the measured table's for the bucket size
+    sync.algorithm = m_tuning.allReduceAlgorithm(
+        std::min(params.values.size() * 4, static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20))),
+        static_cast<int>(replicas));
     sync.chunkBytes = m_tuning.chunkBytes;
     sync.codec = layout.comm.dpCodec;
     // A lossy codec's output depends on the whole bucket: TP-replicated tensors and the tied embedding

@@ -81,14 +81,13 @@ private slots:
         QCOMPARE(toString(chooseAllreduce({ "mpi", 64 << 20, 4, 2 })), toString(CollectiveAlgorithm::Hierarchical));
         tuning.backend = "nccl";
         QCOMPARE(toString(tuning.shardOptions(64 << 20, 4).algorithm), toString(CollectiveAlgorithm::Library));
-        tuning.automatic = false;
         tuning.chunkBytes = 4096;
         for (auto [fixed, expected] : { std::pair { CollectiveAlgorithm::Library, CollectiveAlgorithm::Library },
                  std::pair { CollectiveAlgorithm::Ring, CollectiveAlgorithm::Ring },
                  std::pair { CollectiveAlgorithm::ChunkedRing, CollectiveAlgorithm::ChunkedRing },
                  std::pair { CollectiveAlgorithm::Hierarchical, CollectiveAlgorithm::Ring },
                  std::pair { CollectiveAlgorithm::SharedMemory, CollectiveAlgorithm::Ring } }) {
-            tuning.fixed = fixed;
+            tuning.algorithm = fixed;
             const CollectiveOptions o = tuning.shardOptions(100, 4);
             QCOMPARE(toString(o.algorithm), toString(expected));
             QCOMPARE(o.chunkBytes, std::size_t(4096));
