@@ -192,15 +192,21 @@ void GptStage::allReduce(float* data, std::size_t n, comm::ReduceOp op)
         m_tp->allReduce(data, n, comm::DType::F32, op)->wait();
 }
 
+GptStage::BlockDims GptStage::blockDims(int B) const
+{
+    const int s = static_cast<int>(m_seq), h = static_cast<int>(m_h), d = h / static_cast<int>(m_heads);
+    const int Hl = static_cast<int>(m_heads) / m_tpSize, KVl = static_cast<int>(m_kvHeads) / m_tpSize;
+    const int T = B * s, Tl = localTokens(B);
+    return { s, T, h, Tl, d, Hl, KVl, Hl * d, KVl * d, static_cast<int>(m_ffn) / m_tpSize, static_cast<std::size_t>(T),
+        static_cast<std::size_t>(Tl) };
+}
+
 void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const float* in, float* out)
 {
     if (!m_gpt2)
         return llamaBlockForward(layer, c, B, in, out);
     const BlockParams& p = m_block.at(layer);
-    const int T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h), Tl = localTokens(B);
-    const int hl = h / m_tpSize, fl = static_cast<int>(m_ffn) / m_tpSize, Hl = static_cast<int>(m_heads) / m_tpSize;
-    const int d = h / static_cast<int>(m_heads);
-    const auto n = static_cast<std::size_t>(T), nl = static_cast<std::size_t>(Tl); // nl: the norm regions' rows
+    const auto [s, T, h, Tl, d, Hl, KVl, hl, kvl, fl, n, nl] = blockDims(B); // nl: the norm regions' rows
     std::vector<float> full; // sequence parallelism: a gathered input or the partial sums to reduce-scatter
     c.x.assign(in, in + nl * h);
     c.ln1.resize(nl * h);
@@ -248,10 +254,7 @@ void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const floa
 
 void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const float* dOut, float* dIn)
 {
-    const int T = B * static_cast<int>(m_seq), h = static_cast<int>(m_h), Tl = localTokens(B);
-    const int hl = h / m_tpSize, fl = static_cast<int>(m_ffn) / m_tpSize, Hl = static_cast<int>(m_heads) / m_tpSize;
-    const int d = h / static_cast<int>(m_heads);
-    const auto n = static_cast<std::size_t>(T), nl = static_cast<std::size_t>(Tl);
+    const auto [s, T, h, Tl, d, Hl, KVl, hl, kvl, fl, n, nl] = blockDims(B);
     if (m_recompute) {
         std::vector<float> scratch(nl * h);
         const std::vector<float> input = c.x;

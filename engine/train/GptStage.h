@@ -123,6 +123,14 @@ private:
         std::vector<float> headIn, lnf, lnfMean, lnfRstd, probs, sums;
     };
 
+    // A block's sizes for a micro-batch of B sequences on this rank: sequence s, tokens T (Tl after
+    // sequence parallelism's split), hidden h, head size d, local query and KV heads Hl and KVl (hl, kvl:
+    // their widths), local FFN width fl; n and nl are T and Tl as sizes.
+    struct BlockDims {
+        int s, T, h, Tl, d, Hl, KVl, hl, kvl, fl;
+        std::size_t n, nl;
+    };
+    BlockDims blockDims(int B) const;
     void blockForward(std::int64_t layer, BlockCache& c, int B, const float* in, float* out);
     void blockBackward(std::int64_t layer, BlockCache& c, int B, const float* dOut, float* dIn);
     void allReduce(float* data, std::size_t n, comm::ReduceOp op = comm::ReduceOp::Sum);

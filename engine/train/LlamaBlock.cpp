@@ -145,11 +145,7 @@ void projectBackward(Kernels& k, ParamSet& params, const float* in, const float*
 void GptStage::llamaBlockForward(std::int64_t layer, BlockCache& c, int B, const float* in, float* out)
 {
     const LlamaParams& p = m_llamaBlock.at(layer);
-    const int s = static_cast<int>(m_seq), T = B * s, h = static_cast<int>(m_h), Tl = localTokens(B);
-    const int d = h / static_cast<int>(m_heads), Hl = static_cast<int>(m_heads) / m_tpSize;
-    const int KVl = static_cast<int>(m_kvHeads) / m_tpSize, hl = Hl * d, kvl = KVl * d;
-    const int fl = static_cast<int>(m_ffn) / m_tpSize;
-    const auto n = static_cast<std::size_t>(T), nl = static_cast<std::size_t>(Tl);
+    const auto [s, T, h, Tl, d, Hl, KVl, hl, kvl, fl, n, nl] = blockDims(B);
     std::vector<float> full;
     c.x.assign(in, in + nl * h);
     c.ln1.resize(nl * h);
@@ -207,11 +203,7 @@ void GptStage::llamaBlockForward(std::int64_t layer, BlockCache& c, int B, const
 void GptStage::llamaBlockBackward(std::int64_t layer, BlockCache& c, int B, const float* dOut, float* dIn)
 {
     const LlamaParams& p = m_llamaBlock.at(layer);
-    const int s = static_cast<int>(m_seq), T = B * s, h = static_cast<int>(m_h), Tl = localTokens(B);
-    const int d = h / static_cast<int>(m_heads), Hl = static_cast<int>(m_heads) / m_tpSize;
-    const int KVl = static_cast<int>(m_kvHeads) / m_tpSize, hl = Hl * d, kvl = KVl * d;
-    const int fl = static_cast<int>(m_ffn) / m_tpSize;
-    const auto n = static_cast<std::size_t>(T), nl = static_cast<std::size_t>(Tl);
+    const auto [s, T, h, Tl, d, Hl, KVl, hl, kvl, fl, n, nl] = blockDims(B);
     std::vector<float> full, dLocal(m_sp ? nl * h : 0);
     // MLP: out = x2 + down(act(ln2(x2)))
     std::vector<float> dAct(n * fl), dLn2(n * h), dX2(dOut, dOut + nl * h);
