@@ -19,8 +19,10 @@ void LayerModel::setLayout(const plan::Layout& layout)
     if (shapeChanged)
         beginResetModel();
     m_layout = layout;
-    m_ranges = layout.parallel.pp * layout.parallel.vpp <= layout.model.layers ? layout.stageRanges()
-                                                                               : std::vector<plan::StageRange> {};
+    // Listed stages may hold no layers at the ends (the embedding or the LM head alone).
+    m_ranges = layout.stageRanges();
+    if (std::int64_t(m_ranges.size()) != layout.parallel.pp * layout.parallel.vpp)
+        m_ranges.clear();
     if (shapeChanged)
         endResetModel();
     else if (rowCount() > 0)

@@ -199,12 +199,14 @@ QString TopologyScene::deviceToolTip(std::int64_t node, std::int64_t local) cons
         if (vs >= std::int64_t(ranges.size()))
             continue;
         const auto& r = ranges[std::size_t(vs)];
-        QString what = r.first == r.last ? tr("block %1").arg(r.first) : tr("blocks %1–%2").arg(r.first).arg(r.last);
+        QStringList what;
         if (vs == 0)
-            what = tr("embedding, ") + what;
+            what << tr("embedding");
+        if (!r.empty())
+            what << (r.first == r.last ? tr("block %1").arg(r.first) : tr("blocks %1–%2").arg(r.first).arg(r.last));
         if (vs == std::int64_t(ranges.size()) - 1)
-            what += tr(", final norm, LM head");
-        stages << tr("stage %1: %2").arg(vs).arg(what);
+            what << tr("final norm, LM head");
+        stages << tr("stage %1: %2").arg(vs).arg(what.join(QStringLiteral(", ")));
     }
     if (!stages.isEmpty())
         s += QStringLiteral("<br>") + stages.join(QStringLiteral("<br>"));

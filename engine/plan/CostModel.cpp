@@ -246,6 +246,7 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
         const double layers = double(c.ranges[static_cast<std::size_t>(vs)].size());
         const StageWork& w = work[static_cast<std::size_t>(vs)];
         StageCost& sc = c.stage[static_cast<std::size_t>(vs)];
+        sc.layers = layers;
         // Two all-reduces of T·h per layer each way (two more for full recomputation's forward); sequence
         // parallelism turns each into an all-gather and a reduce-scatter of the same bytes and time.
         sc.forwardTp = layers * 2.0 * tpAllReduce;
@@ -345,8 +346,18 @@ double cpuEngineBytes(const Layout& l, const Costs& c, double params)
     return bytes;
 }
 
-// Memory of pipeline rank r holding `inFlight` chunk-micro-batches of activations at its peak.
-MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, double inFlight)
+// The blocks pipeline rank r holds over its chunks.
+double layersOfRank(const Costs& c, std::int64_t r)
+{
+    double layers = 0;
+    for (std::int64_t ch = 0; ch < c.v; ++ch)
+        layers += double(c.ranges[static_cast<std::size_t>(ch * c.p + r)].size());
+    return layers;
+}
+
+// Memory of pipeline rank r holding `heldLayers` layer-micro-batches of activations at its peak (its in-flight
+// chunk-micro-batches, each weighing its chunk's layers).
+MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, double heldLayers)
 {
     const ModelSpec& m = l.model;
     const bool mixed = l.precision != Precision::Fp32, full = l.memory.recompute == Recompute::Full;
@@ -358,9 +369,6 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
     const double perLayerAct = layerActivationBytes(m, c.b, c.t, sp, attention, l.memory.recompute) * width / cp;
     const double fullLayerAct = layerActivationBytes(m, c.b, c.t, sp, attention, Recompute::None) * width / cp;
     const double params = paramsOfRank(l, c, r);
-    double layers = 0;
-    for (std::int64_t ch = 0; ch < c.v; ++ch)
-        layers += double(c.ranges[static_cast<std::size_t>(ch * c.p + r)].size());
     const ModelStateBytes state = modelStateBytesPerParameter(l.precision, l.memory.zero, c.d);
     // Experts are replicated over the expert-data-parallel group only (dp/ep ranks): ZeRO shards them there.
     const double experts = m.isMoe() ? expertParamsOfRank(l, c, r) : 0.0;
@@ -373,7 +381,7 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
     if (l.memory.zero >= 3 && c.d > 1) // two layers' parameters gathered (one in use, one prefetched) and
                                        // one layer's full gradients before their reduce-scatter
         mem.gathered = 3.0 * double(m.blockParameters()) / double(c.t) * c.actBytes / 1e9;
-    mem.activations = (inFlight * layers / double(c.v) * perLayerAct + (full ? fullLayerAct : 0.0)) / 1e9;
+    mem.activations = (heldLayers * perLayerAct + (full ? fullLayerAct : 0.0)) / 1e9;
     if (r == c.p - 1)
         mem.activations += c.T * c.V / double(c.t) * 4.0 / 1e9; // fp32 logits of one micro-batch
     mem.reserve = 0.05 * l.cluster.device.memoryGB;
@@ -559,7 +567,7 @@ Prediction predict(const Layout& l, bool withEvents)
     // Memory of the most loaded pipeline rank.
     out.memoryCapacityGB = dev.memoryGB;
     for (std::int64_t r = 0; r < p; ++r) {
-        const MemoryEstimate mem = memoryOfRank(l, c, r, double(pipe.peakInFlight[static_cast<std::size_t>(r)]));
+        const MemoryEstimate mem = memoryOfRank(l, c, r, pipe.peakLayersInFlight[static_cast<std::size_t>(r)]);
         out.memoryPerStage.push_back(mem);
         if (mem.total() > out.memory.total())
             out.memory = mem;
@@ -649,7 +657,9 @@ Estimate estimate(const Layout& l)
         break;
     }
     }
-    const MemoryEstimate a = memoryOfRank(l, c, 0, first), b = memoryOfRank(l, c, p - 1, last);
+    // (chunks of the average size: the estimate does not replay the schedule)
+    const MemoryEstimate a = memoryOfRank(l, c, 0, first * layersOfRank(c, 0) / double(c.v));
+    const MemoryEstimate b = memoryOfRank(l, c, p - 1, last * layersOfRank(c, p - 1) / double(c.v));
     e.memoryGB = std::max(a.total(), b.total());
     e.fits = e.memoryGB <= dev.memoryGB;
     return e;

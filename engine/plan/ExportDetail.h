@@ -29,6 +29,11 @@ std::vector<Arg> megatronArgs(const Layout& layout, ExportResult& result, bool f
 // The layout's stages as Megatron can say them: true when every stage holds the same number of layers, or
 // all but the first and last do (set `first` and `last` then; 0 when even).
 bool megatronStages(const Layout& layout, std::int64_t& first, std::int64_t& last);
+// True when the stages are even once the embedding counts as a layer of the first stage (`embedding`) and
+// the LM head with the loss as a layer of the last (`loss`), at least one of them: Megatron-LM's
+// --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split (Llama 3's pipeline,
+// whose first chunk may hold the embedding alone).
+bool megatronAccountedStages(const Layout& layout, bool& embedding, bool& loss);
 
 // The launch script for the layout's cluster profile: torchrun on each host, or an sbatch script that
 // starts torchrun on every node with srun. `program` is the training program's path expression (shell text

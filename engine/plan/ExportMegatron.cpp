@@ -75,14 +75,28 @@ void parallelArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bo
             + (forDeepSpeed ? "" : " or interleaved 1F1B") + " pipelines; choose \"1f1b\"");
     std::int64_t first = 0, last = 0;
     const bool expressible = megatronStages(l, first, last);
+    bool embeddingUnit = false, lossUnit = false;
+    const auto ranges = l.stageRanges();
+    const bool emptyEnd = !ranges.empty() && (ranges.front().empty() || ranges.back().empty());
+    const bool accounted = !forDeepSpeed && megatronAccountedStages(l, embeddingUnit, lossUnit)
+        && (p.vpp > 1 || !expressible || emptyEnd);
+    if (accounted) {
+        if (embeddingUnit)
+            a.push_back({ "--account-for-embedding-in-pipeline-split", "" });
+        if (lossUnit)
+            a.push_back({ "--account-for-loss-in-pipeline-split", "" });
+    }
     if (p.vpp > 1) {
         if (forDeepSpeed)
             result.refusals.push_back("parallel.vpp " + std::to_string(p.vpp)
                 + ": DeepSpeed's pipeline engine has no interleaved (virtual-stage) schedule; use vpp 1 and \"1f1b\"");
+        else if (accounted)
+            a.push_back({ "--num-virtual-stages-per-pipeline-rank", std::to_string(p.vpp) });
         else if (!expressible || first != 0)
             result.refusals.push_back("parallel.stages: with vpp " + std::to_string(p.vpp)
                 + " Megatron-LM needs the same number of layers in every virtual stage "
-                  "(--num-layers-per-virtual-pipeline-stage); use an even split");
+                  "(--num-layers-per-virtual-pipeline-stage), counting the embedding and the loss as one layer "
+                  "each at most (--account-for-embedding-in-pipeline-split); use such a split");
         else
             a.push_back(
                 { "--num-layers-per-virtual-pipeline-stage", std::to_string(l.model.layers / l.virtualStages()) });
@@ -95,13 +109,17 @@ void parallelArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bo
                 a.push_back(
                     { "--microbatch-group-size-per-virtual-pipeline-stage", std::to_string(p.microbatchGroup) });
         }
-    } else if (!expressible) {
+    } else if (!expressible && !accounted) {
         result.refusals.push_back(std::string("parallel.stages: ")
             + (forDeepSpeed ? "Megatron-DeepSpeed balances transformer layers evenly over the stages"
                             : "Megatron-LM can give the first and last stage their own layer counts, but all "
                               "other stages must hold the same number")
             + "; this layout's stages cannot be expressed");
-    } else if (first != 0) {
+    } else if (emptyEnd && !accounted) {
+        result.refusals.push_back(
+            "parallel.stages: a pipeline stage without layers needs Megatron-LM's "
+            "--account-for-embedding-in-pipeline-split; this layout's stages cannot be expressed");
+    } else if (first != 0 && !accounted) {
         if (forDeepSpeed)
             result.refusals.push_back("parallel.stages: Megatron-DeepSpeed balances transformer layers evenly over "
                                       "the stages; this layout's first and last stages differ");
@@ -223,6 +241,22 @@ bool megatronStages(const Layout& layout, std::int64_t& first, std::int64_t& las
     first = stages.front().size();
     last = stages.back().size();
     return true;
+}
+
+bool megatronAccountedStages(const Layout& layout, bool& embedding, bool& loss)
+{
+    const auto stages = layout.stageRanges();
+    embedding = loss = false;
+    if (stages.size() < 3)
+        return false;
+    const std::int64_t unit = stages[1].size();
+    for (std::size_t i = 1; i + 1 < stages.size(); ++i)
+        if (stages[i].size() != unit)
+            return false;
+    embedding = stages.front().size() == unit - 1;
+    loss = stages.back().size() == unit - 1;
+    return (embedding || stages.front().size() == unit) && (loss || stages.back().size() == unit)
+        && (embedding || loss);
 }
 
 std::vector<Arg> megatronArgs(const Layout& layout, ExportResult& result, bool forDeepSpeed)

@@ -93,8 +93,10 @@ std::string parallelism(const Layout& l, ExportResult& result)
                   "set it to "
                 + std::to_string(fixed));
         s += "pipeline_parallel_microbatch_size = " + std::to_string(p.microBatch) + "\n";
-        std::int64_t first = 0, last = 0;
-        if (!megatronStages(l, first, last) || first != 0)
+        const auto ranges = l.stageRanges();
+        const bool even = std::all_of(
+            ranges.begin(), ranges.end(), [&](const StageRange& r) { return r.size() == ranges.front().size(); });
+        if (!even)
             result.refusals.push_back("parallel.stages: torchtitan splits the layers evenly "
                                       "(pipeline_parallel_layers_per_stage); this layout's stages are uneven");
         else

@@ -54,13 +54,16 @@ struct Codec {
     bool lossy() const { return kind != Kind::None && kind != Kind::Lz4; }
 };
 
-// Transformer blocks [first, last], both inclusive, counted from 0.
+// Transformer blocks [first, last], both inclusive, counted from 0. A range with last = first - 1 holds no
+// blocks: the first virtual stage with only the embedding, or the last with only the LM head and the loss
+// (Llama 3's pipeline; Megatron-LM's --account-for-embedding/loss-in-pipeline-split).
 struct StageRange {
     std::int64_t first = 0;
     std::int64_t last = 0;
 
     bool operator==(const StageRange&) const = default;
     std::int64_t size() const { return last - first + 1; }
+    bool empty() const { return last < first; }
 };
 
 struct ParallelSpec {

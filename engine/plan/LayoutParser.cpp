@@ -103,7 +103,8 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
 
     if (const json* s = r.find("stages")) {
         const std::string path = "parallel.stages";
-        const std::string shape = "a list of [first_layer, last_layer] pairs, e.g. [[0, 5], [6, 11]]";
+        const std::string shape
+            = "a list of [first_layer, last_layer] pairs (or [] for a chunk with no layers), e.g. [[0, 5], [6, 11]]";
         if (!s->is_array()) {
             r.reportWrongType("stages", *s, shape);
         } else if (s->size() > (1u << 20)) {
@@ -112,6 +113,11 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
             for (std::size_t i = 0; i < s->size(); ++i) {
                 const json& e = (*s)[i];
                 const std::string ep = path + "[" + std::to_string(i) + "]";
+                if (e.is_array() && e.empty()) { // no blocks: the embedding's or the LM head's chunk alone
+                    const std::int64_t next = p.stages.empty() ? 0 : p.stages.back().last + 1;
+                    p.stages.push_back({ next, next - 1 });
+                    continue;
+                }
                 bool good = e.is_array() && e.size() == 2;
                 for (std::size_t k = 0; good && k < 2; ++k) {
                     const json& n = e[k];
@@ -122,10 +128,19 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
                     d.error(ep,
                         ep + "=" + jsonSnippet(e)
                             + " is not a [first_layer, last_layer] pair of whole numbers "
-                              "from 0; write e.g. [0, 5]");
+                              "from 0 (or [] for a first or last chunk with no layers); write e.g. [0, 5]");
                     continue;
                 }
-                p.stages.push_back({ e[0].get<std::int64_t>(), e[1].get<std::int64_t>() });
+                const StageRange range { e[0].get<std::int64_t>(), e[1].get<std::int64_t>() };
+                if (range.first > range.last) { // [] is the one way to write a stage without layers
+                    d.error(ep,
+                        ep + "=[" + std::to_string(range.first) + ", " + std::to_string(range.last) + "]"
+                            + " starts after it ends; write [first_layer, last_layer] with first ≤ last, or [] "
+                              "for a first chunk holding only the embedding or a last chunk holding only the LM "
+                              "head");
+                    continue;
+                }
+                p.stages.push_back(range);
             }
         }
     }
@@ -402,7 +417,7 @@ std::string writeLayout(const Layout& layout)
     if (!p.stages.empty()) {
         ojson stages = ojson::array();
         for (const auto& s : p.stages)
-            stages.push_back({ s.first, s.last });
+            stages.push_back(s.empty() ? ojson::array() : ojson::array({ s.first, s.last }));
         par["stages"] = stages;
     }
     if (p.sp)

@@ -91,8 +91,9 @@ std::string describeLayout(const Layout& l, std::int64_t maxRanks)
     const auto stages = l.stageRanges();
     std::string stageText = "stages  ";
     for (std::size_t i = 0; i < stages.size() && i < 16; ++i) {
-        stageText += " " + std::to_string(i) + ": layers " + std::to_string(stages[i].first) + "-"
-            + std::to_string(stages[i].last);
+        stageText += " " + std::to_string(i) + ": "
+            + (stages[i].empty() ? "no layers"
+                                 : "layers " + std::to_string(stages[i].first) + "-" + std::to_string(stages[i].last));
         if (i == 0)
             stageText += " +embedding";
         if (i + 1 == stages.size())

@@ -182,13 +182,17 @@ private:
         if (!fine({ "parallel.pp", "parallel.vpp", "model" }))
             return;
         const std::int64_t stages = l.virtualStages();
-        if (stages > m.layers) {
+        // Listed stages may leave the first and the last chunk without layers (embedding or LM head alone).
+        const std::int64_t spare = p.stages.empty() ? 0 : std::min<std::int64_t>(2, stages);
+        if (stages > m.layers + spare) {
             const std::string what = p.vpp > 1
                 ? "parallel.pp·vpp = " + to_string(p.pp) + "·" + to_string(p.vpp) + " = " + to_string(stages)
                 : "parallel.pp=" + to_string(p.pp);
             d.error("parallel.pp",
-                what + " is more than model.layers=" + to_string(m.layers)
-                    + "; every pipeline stage needs at least one layer, so use pp·vpp ≤ " + to_string(m.layers));
+                what + " is more than model.layers=" + to_string(m.layers) + (spare > 0 ? " + 2" : "")
+                    + "; every pipeline stage needs at least one layer"
+                    + (spare > 0 ? " (only the first and the last may hold none)" : "") + ", so use pp·vpp ≤ "
+                    + to_string(m.layers + spare));
             return;
         }
         if (p.stages.empty() || !fine({ "parallel.stages" }))
@@ -206,13 +210,22 @@ private:
         for (std::size_t i = 0; i < p.stages.size(); ++i) {
             const auto& s = p.stages[i];
             const std::string ep = field + "[" + to_string(i) + "]";
+            if (s.empty() && s.last == s.first - 1) {
+                if (i != 0 && i + 1 != p.stages.size()) {
+                    d.error(ep,
+                        ep
+                            + "=[] holds no layers; only the first virtual stage (the embedding alone) and the "
+                              "last (the LM head and the loss alone) may be empty, as in Llama 3's pipeline; give "
+                              "it at least one layer");
+                    inRange = false;
+                }
+                continue;
+            }
             if (s.first > s.last) {
                 d.error(ep,
                     ep + "=[" + to_string(s.first) + ", " + to_string(s.last)
-                        + "] starts after it ends; write [first_layer, last_layer] with first ≤ last (every "
-                          "virtual stage runs at least one layer: a chunk holding only the embedding or the LM head, "
-                          "as in Llama 3's pipeline, cannot be expressed; give it one layer and take one off its "
-                          "neighbours)");
+                        + "] starts after it ends; write [first_layer, last_layer] with first ≤ last, or [] for "
+                          "a first chunk holding only the embedding or a last chunk holding only the LM head");
                 inRange = false;
                 continue;
             }
@@ -301,7 +314,7 @@ private:
                     + to_string(p.pp) + "·" + to_string(p.vpp) + " = " + to_string(l.virtualStages())
                     + (good.empty() ? "; no vpp works with this pp, so change pp"
                                     : "; with pp=" + to_string(p.pp) + " use vpp in {" + joinInts(good) + "}")
-                    + ", or list uneven parallel.stages (pp·vpp entries, at least one layer each)");
+                    + ", or list uneven parallel.stages (pp·vpp entries; only the first and the last may be [])");
         }
         if (fine({ "parallel.dp", "parallel.micro_batch", "parallel.global_batch" })
             && p.globalBatch % (p.microBatch * p.dp) == 0 && p.microBatches() % p.pp != 0

@@ -116,6 +116,17 @@ std::int64_t Schedule::peakInFlight(std::int64_t pipelineRank) const
     return peak;
 }
 
+double Schedule::peakInFlight(std::int64_t pipelineRank, const std::vector<double>& chunkWeight) const
+{
+    double live = 0, peak = 0;
+    for (const auto& op : opsOf(pipelineRank)) {
+        const double w = chunkWeight.at(static_cast<std::size_t>(op.chunk));
+        live += op.kind == Kind::Forward ? w : -w;
+        peak = std::max(peak, live);
+    }
+    return peak;
+}
+
 std::string Schedule::toString() const
 {
     std::string out;

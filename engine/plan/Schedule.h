@@ -55,6 +55,9 @@ public:
     }
     // Micro-batches whose activations rank r holds at once at most (for memory estimates).
     std::int64_t peakInFlight(std::int64_t pipelineRank) const;
+    // The same peak with each chunk-micro-batch weighing chunkWeight[chunk] (its layers): chunks of
+    // different sizes, such as a first chunk holding only the embedding, hold different activations.
+    double peakInFlight(std::int64_t pipelineRank, const std::vector<double>& chunkWeight) const;
     // A compact text form, one rank a line: "F0 F1 B0 F2 B1 ..." (chunk as ".c" when vpp > 1).
     std::string toString() const;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 #include <tuple>
 #include <utility>
 
@@ -203,6 +204,15 @@ RankTimes extrapolate(const RankTimes& a, const RankTimes& b, double steps)
         at(a.lastBackwardEnd, b.lastBackwardEnd), at(a.dp, b.dp), at(a.cp, b.cp), at(a.ep, b.ep) };
 }
 
+// The layers of rank r's chunks, in chunk order.
+std::vector<double> chunkLayers(const std::vector<StageCost>& cost, std::int64_t pp, std::int64_t v, std::int64_t r)
+{
+    std::vector<double> out;
+    for (std::int64_t ch = 0; ch < v; ++ch)
+        out.push_back(cost.at(static_cast<std::size_t>(ch * pp + r)).layers);
+    return out;
+}
+
 } // namespace
 
 bool pipelineSimulatable(
@@ -237,8 +247,10 @@ PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t 
         const Schedule schedule(kind, pp, v, m, group);
         out.withTransfers = replaySchedule(schedule, cost, transfer, naming, eventM == m ? events : nullptr);
         out.noTransfers = replaySchedule(schedule, cost, 0.0);
-        for (std::int64_t r = 0; r < pp; ++r)
+        for (std::int64_t r = 0; r < pp; ++r) {
             out.peakInFlight.push_back(schedule.peakInFlight(r));
+            out.peakLayersInFlight.push_back(schedule.peakInFlight(r, chunkLayers(cost, pp, v, r)));
+        }
     } else {
         out.extrapolated = true;
         std::tie(out.sampled, out.sampledLonger) = sampleLengths(kind, pp, m, group);
@@ -253,6 +265,10 @@ PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t 
             // GPipe holds every micro-batch; the others reach their peak in the warm-up, within the first
             // two groups.
             out.peakInFlight.push_back(kind == ScheduleKind::GPipe ? m : b.peakInFlight(r));
+            const auto layers = chunkLayers(cost, pp, v, r);
+            out.peakLayersInFlight.push_back(kind == ScheduleKind::GPipe
+                    ? double(m) * std::accumulate(layers.begin(), layers.end(), 0.0)
+                    : b.peakInFlight(r, layers));
         }
     }
     out.eventMicroBatches = eventM;

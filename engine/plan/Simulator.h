@@ -26,6 +26,8 @@ struct StageCost {
     // Mixture of experts: the all-to-alls (dispatch and combine) of the op's MoE blocks, which block the
     // compute like the TP collectives (part of forward and backward), and their bytes.
     double forwardEp = 0, backwardEp = 0, forwardEpBytes = 0, backwardEpBytes = 0;
+    // The stage's blocks: what one held micro-batch of its activations weighs (0 for an embedding-only chunk).
+    double layers = 0;
 };
 
 // What the replay measured on one pipeline rank.
@@ -58,6 +60,7 @@ std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vecto
 struct PipelineTimes {
     std::vector<RankTimes> withTransfers, noTransfers; // replayed with and without point-to-point time
     std::vector<std::int64_t> peakInFlight; // chunk-micro-batches of activations held at most
+    std::vector<double> peakLayersInFlight; // the same peak counted in layers (StageCost::layers)
     std::int64_t microBatches = 0; // m of the step
     // Long schedules are not replayed op by op: two replays of `sampled` and `sampledLonger` micro-batches
     // (both past the warm-up, so the steady state adds the same time per micro-batch; 2p and 4p, or whole

@@ -2,10 +2,13 @@
 // with its message. Set LOOM_UPDATE_GOLDEN=1 to rewrite the golden files (then read the diff).
 #include "engine/plan/Export.h"
 #include "engine/plan/LayoutParser.h"
+#include "engine/plan/LayoutValidator.h"
 #include "profiles/BuiltinProfiles.h"
 
 #include <QFile>
 #include <QTest>
+
+#include <nlohmann/json.hpp>
 
 using namespace loom;
 using plan::ExportTarget;
@@ -157,7 +160,8 @@ private slots:
             "stages must hold the same number; this layout's stages cannot be expressed");
         row("megatron uneven virtual stages", ExportTarget::Megatron, UnevenVirtual,
             "parallel.stages: with vpp 2 Megatron-LM needs the same number of layers in every virtual stage "
-            "(--num-layers-per-virtual-pipeline-stage); use an even split");
+            "(--num-layers-per-virtual-pipeline-stage), counting the embedding and the loss as one layer each at most "
+            "(--account-for-embedding-in-pipeline-split); use such a split");
         row("deepspeed uneven stages", ExportTarget::DeepSpeed, UnevenInner,
             "parallel.stages: Megatron-DeepSpeed balances transformer layers evenly over the stages; this layout's "
             "stages cannot be expressed");
@@ -280,6 +284,45 @@ private slots:
         llama.parallel.microbatchGroup = 2;
         const auto titan = plan::exportLayout(llama, ExportTarget::TorchTitan);
         QVERIFY2(titan.ok(), render(titan).c_str());
+    }
+
+    // Llama 3's pipeline: one layer fewer on the first and the last virtual stage, or none at all ([]), is
+    // Megatron-LM's split with the embedding and the loss counted as a layer each; DeepSpeed and torchtitan
+    // refuse it.
+    void accountedStages_data()
+    {
+        QTest::addColumn<int>("layers");
+        QTest::addColumn<QString>("stages");
+        QTest::addColumn<bool>("embedding");
+        QTest::addColumn<bool>("loss");
+        QTest::newRow("one layer fewer at both ends") << 6 << "[[0,0],[1,2],[3,4],[5,5]]" << true << true;
+        QTest::newRow("embedding and head chunks alone") << 2 << "[[],[0,0],[1,1],[]]" << true << true;
+        QTest::newRow("embedding chunk alone") << 3 << "[[],[0,0],[1,1],[2,2]]" << true << false;
+    }
+    void accountedStages()
+    {
+        QFETCH(int, layers);
+        QFETCH(QString, stages);
+        QFETCH(bool, embedding);
+        QFETCH(bool, loss);
+        plan::Layout l = layoutFile(QStringLiteral("gpt-mini-local.json"));
+        l.model.layers = layers, l.parallel.vpp = 2, l.parallel.schedule = plan::ScheduleKind::Interleaved;
+        l.parallel.stages.clear();
+        for (const auto& s : nlohmann::json::parse(stages.toStdString())) {
+            const std::int64_t next = l.parallel.stages.empty() ? 0 : l.parallel.stages.back().last + 1;
+            l.parallel.stages.push_back(s.empty() ? plan::StageRange { next, next - 1 }
+                                                  : plan::StageRange { s[0].get<int>(), s[1].get<int>() });
+        }
+        QVERIFY2(!plan::validateLayout(l).hasErrors(), plan::validateLayout(l).format().c_str());
+        const auto megatron = plan::exportLayout(l, ExportTarget::Megatron);
+        QVERIFY2(megatron.ok(), render(megatron).c_str());
+        const std::string& text = megatron.files.at(0).text;
+        QCOMPARE(text.find("--account-for-embedding-in-pipeline-split") != std::string::npos, embedding);
+        QCOMPARE(text.find("--account-for-loss-in-pipeline-split") != std::string::npos, loss);
+        QVERIFY2(text.find("--num-virtual-stages-per-pipeline-rank 2") != std::string::npos, text.c_str());
+        QVERIFY(text.find("--num-layers-per-virtual-pipeline-stage") == std::string::npos);
+        QVERIFY(!plan::exportLayout(l, ExportTarget::DeepSpeed).ok());
+        QVERIFY(!plan::exportLayout(l, ExportTarget::TorchTitan).ok());
     }
 
     // What the launch script takes from the cluster profile is quoted: a host name cannot become a command.

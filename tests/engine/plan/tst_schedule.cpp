@@ -178,6 +178,17 @@ private slots:
         QCOMPARE(Schedule(ScheduleKind::Interleaved, 4, 2, 16, 8).peakInFlight(3), 8 + 1);
         QCOMPARE(Schedule(ScheduleKind::Interleaved, 16, 4, 32, 16).peakInFlight(0), 79); // Llama 3 405B, dp 64
         QCOMPARE(Schedule(ScheduleKind::Interleaved, 16, 4, 32, 32).peakInFlight(0), 127);
+        // Weighted by the chunks' layers: Llama 3's pipeline (vpp 8, one layer a chunk, the first chunk of rank 0
+        // the embedding alone) holds 7 layers of 16 micro-batches on rank 0, and on rank 1 a whole group of 8
+        // chunks plus the 13 forwards of the next group's first chunk that its warm-up runs.
+        const Schedule llama(ScheduleKind::Interleaved, 16, 8, 32, 16);
+        std::vector<double> rank0(8, 1.0), rank1(8, 1.0);
+        rank0[0] = 0;
+        QCOMPARE(llama.peakInFlight(0, rank0), 7.0 * 16);
+        QCOMPARE(llama.peakInFlight(1, rank1), 8.0 * 16 + 13);
+        QCOMPARE(llama.peakInFlight(1), std::int64_t(8 * 16 + 13));
+        // Equal weights give the count times the weight.
+        QCOMPARE(Schedule(ScheduleKind::OneFOneB, 4, 1, 16).peakInFlight(0, { 3.0 }), 12.0);
     }
 };
 

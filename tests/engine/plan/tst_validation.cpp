@@ -56,20 +56,50 @@ private slots:
     void unevenInterleavedStages()
     {
         // Interleaved with uneven stages: 12 layers on pp·vpp = 2·4 = 8 virtual stages, valid when the stages are
-        // listed (Llama 3's way: fewer layers on the first and the last); a stage without a layer is not.
-        auto r
-            = readPatched(R"({"model": "gpt2-124m", "parallel": {"tp": 4, "pp": 2, "dp": 1, "vpp": 4, "micro_batch": 1,
-            "global_batch": 8, "schedule": "interleaved",
-            "stages": [[0, 0], [1, 2], [3, 4], [5, 6], [7, 8], [9, 10], [11, 11], [12, 11]]}})");
-        // [12, 11] is an empty stage: refused, saying why.
-        QVERIFY(!r.ok());
-        QVERIFY2(
-            r.diagnostics.format().find("cannot be expressed") != std::string::npos, r.diagnostics.format().c_str());
-        r = readPatched(R"({"parallel": {"tp": 4, "pp": 2, "dp": 1, "vpp": 4, "micro_batch": 1, "global_batch": 8,
+        // listed (Llama 3's way: fewer layers on the first and the last).
+        auto r = readPatched(R"({"parallel": {"tp": 4, "pp": 2, "dp": 1, "vpp": 4, "micro_batch": 1, "global_batch": 8,
             "schedule": "interleaved", "stages": [[0, 0], [1, 2], [3, 4], [5, 6], [7, 8], [9, 9], [10, 10], [11, 11]]}})");
         QVERIFY2(r.ok(), r.diagnostics.format().c_str());
         const Diagnostics d = validateLayout(*r.layout);
         QVERIFY2(!d.hasErrors(), d.format().c_str());
+        // A pair that starts after it ends is refused, naming [] as the way to write a chunk without layers.
+        r = readPatched(R"({"parallel": {"tp": 4, "pp": 2, "dp": 1, "vpp": 4, "micro_batch": 1,
+            "global_batch": 8, "schedule": "interleaved",
+            "stages": [[0, 0], [1, 2], [3, 4], [5, 6], [7, 8], [9, 10], [11, 11], [12, 11]]}})");
+        QVERIFY(!r.ok());
+        QVERIFY2(r.diagnostics.format().find("parallel.stages[7]=[12, 11] starts after it ends") != std::string::npos,
+            r.diagnostics.format().c_str());
+        QVERIFY2(r.diagnostics.format().find("or []") != std::string::npos, r.diagnostics.format().c_str());
+    }
+
+    void emptyEndChunks()
+    {
+        // Llama 3's pipeline: the first chunk holds only the embedding and the last only the LM head ([]), which
+        // lets pp·vpp reach model.layers + 2 (here 2·7 = 14 virtual stages for 12 layers).
+        const std::string stages = R"([[], [0, 0], [1, 1], [2, 2], [3, 3], [4, 4], [5, 5], [6, 6], [7, 7], [8, 8],
+            [9, 9], [10, 10], [11, 11], []])";
+        auto r = readPatched(R"({"parallel": {"tp": 4, "pp": 2, "dp": 1, "vpp": 7, "micro_batch": 1,
+            "global_batch": 8, "schedule": "interleaved", "stages": )"
+            + stages + "}}");
+        QVERIFY2(r.ok(), r.diagnostics.format().c_str());
+        QVERIFY2(!validateLayout(*r.layout).hasErrors(), validateLayout(*r.layout).format().c_str());
+        const auto ranges = r.layout->stageRanges();
+        QVERIFY(ranges.front().empty() && ranges.back().empty() && !ranges[1].empty());
+        QCOMPARE(ranges.front().first, std::int64_t(0));
+        QCOMPARE(ranges.back().first, std::int64_t(12));
+        // Written back as [] and read again to the same layout.
+        const std::string text = writeLayout(*r.layout);
+        QVERIFY2(text.find("[]") != std::string::npos, text.c_str());
+        const auto again = readLayout(text, BuiltinProfiles::instance());
+        QVERIFY2(again.ok(), again.diagnostics.format().c_str());
+        QVERIFY(again.layout->parallel.stages == r.layout->parallel.stages);
+        // An empty chunk anywhere else is refused, saying which and why.
+        r = readPatched(R"({"parallel": {"tp": 4, "pp": 2, "dp": 1, "vpp": 4, "micro_batch": 1, "global_batch": 8,
+            "schedule": "interleaved", "stages": [[0, 1], [2, 3], [], [4, 5], [6, 7], [8, 9], [10, 10], [11, 11]]}})");
+        QVERIFY(!r.ok() || validateLayout(*r.layout).hasErrors());
+        const std::string why = r.ok() ? validateLayout(*r.layout).format() : r.diagnostics.format();
+        QVERIFY2(why.find("parallel.stages[2]=[] holds no layers") != std::string::npos, why.c_str());
+        QVERIFY2(why.find("only the first virtual stage") != std::string::npos, why.c_str());
     }
 
     void newChoicesRoundTrip()

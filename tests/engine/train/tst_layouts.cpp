@@ -113,6 +113,17 @@ private slots:
         uneven.insert("parallel", par);
         QTest::newRow("uneven stages") << uneven;
 
+        // Llama 3's pipeline on 4 layers: pp 2, vpp 3, the first chunk only the embedding and the last only the
+        // LM head ([]); the tied embedding then lives on both pipeline ranks.
+        QJsonObject endChunks = layout("interleaved-pp2-vpp3-empty-ends", 1, 2, 1, "interleaved");
+        par = endChunks.value("parallel").toObject();
+        par.insert("vpp", 3);
+        par.insert("stages",
+            QJsonArray { QJsonArray {}, QJsonArray { 0, 0 }, QJsonArray { 1, 1 }, QJsonArray { 2, 2 },
+                QJsonArray { 3, 3 }, QJsonArray {} });
+        endChunks.insert("parallel", par);
+        QTest::newRow("interleaved, embedding and head chunks alone") << endChunks;
+
         QTest::newRow("dp3") << layout("dp3-pp2", 1, 2, 3, "1f1b");
 
         QJsonObject ring = layout("ring-allreduce-dp2", 2, 1, 2, "1f1b");
