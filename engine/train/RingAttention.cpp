@@ -74,43 +74,35 @@ void RingAttention::attendBlock(
     const int kvd = m_s.kvHeads * d, kvWidth = 2 * kvd, group = H / m_s.kvHeads;
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     float* S = m_scores.data();
-    for (int b = 0; b < m_s.sequences; ++b)
-        for (int h = 0; h < H; ++h)
-            for (int a = 0; a < 2; ++a)
-                for (int e = 0; e < 2; ++e) {
-                    const int gq = chunkOf(m_rank, a), gk = chunkOf(src, e);
-                    if (gk > gq)
-                        continue; // every key of that chunk comes after every query of this one
-                    const float* Q = q + static_cast<std::size_t>(b * L + a * c) * qStride + h * d;
-                    const float* K = kv + static_cast<std::size_t>(b * L + e * c) * kvWidth + (h / group) * d;
-                    const float* V = K + kvd;
-                    cblas_sgemm(
-                        CblasRowMajor, CblasNoTrans, CblasTrans, c, c, d, scale, Q, qStride, K, kvWidth, 0.0f, S, c);
-                    for (int i = 0; i < c; ++i) {
-                        float* row = S + static_cast<std::size_t>(i) * c;
-                        const int limit = gk == gq ? i + 1 : c; // the diagonal chunk is causal inside
-                        float blockMax = -INFINITY;
-                        for (int j = 0; j < limit; ++j)
-                            blockMax = std::max(blockMax, row[j]);
-                        const std::size_t idx = static_cast<std::size_t>((b * H + h) * L + a * c + i);
-                        const float next = std::max(rowMax[idx], blockMax);
-                        const float alpha = std::exp(rowMax[idx] - next); // 0 while the row is empty
-                        float sum = 0;
-                        for (int j = 0; j < limit; ++j) {
-                            row[j] = std::exp(row[j] - next);
-                            sum += row[j];
-                        }
-                        std::fill(row + limit, row + c, 0.0f);
-                        rowSum[idx] = rowSum[idx] * alpha + sum;
-                        rowMax[idx] = next;
-                        float* o = acc + static_cast<std::size_t>(b * L + a * c + i) * hd + h * d;
-                        for (int x = 0; x < d; ++x)
-                            o[x] *= alpha;
-                    }
-                    float* O = acc + static_cast<std::size_t>(b * L + a * c) * hd + h * d;
-                    cblas_sgemm(
-                        CblasRowMajor, CblasNoTrans, CblasNoTrans, c, d, c, 1.0f, S, c, V, kvWidth, 1.0f, O, hd);
-                }
+    forEachBlockPair(src, [&](int b, int h, int a, int e, bool diagonal) {
+        const float* Q = q + static_cast<std::size_t>(b * L + a * c) * qStride + h * d;
+        const float* K = kv + static_cast<std::size_t>(b * L + e * c) * kvWidth + (h / group) * d;
+        const float* V = K + kvd;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c, c, d, scale, Q, qStride, K, kvWidth, 0.0f, S, c);
+        for (int i = 0; i < c; ++i) {
+            float* row = S + static_cast<std::size_t>(i) * c;
+            const int limit = diagonal ? i + 1 : c; // the diagonal chunk is causal inside
+            float blockMax = -INFINITY;
+            for (int j = 0; j < limit; ++j)
+                blockMax = std::max(blockMax, row[j]);
+            const std::size_t idx = static_cast<std::size_t>((b * H + h) * L + a * c + i);
+            const float next = std::max(rowMax[idx], blockMax);
+            const float alpha = std::exp(rowMax[idx] - next); // 0 while the row is empty
+            float sum = 0;
+            for (int j = 0; j < limit; ++j) {
+                row[j] = std::exp(row[j] - next);
+                sum += row[j];
+            }
+            std::fill(row + limit, row + c, 0.0f);
+            rowSum[idx] = rowSum[idx] * alpha + sum;
+            rowMax[idx] = next;
+            float* o = acc + static_cast<std::size_t>(b * L + a * c + i) * hd + h * d;
+            for (int x = 0; x < d; ++x)
+                o[x] *= alpha;
+        }
+        float* O = acc + static_cast<std::size_t>(b * L + a * c) * hd + h * d;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c, d, c, 1.0f, S, c, V, kvWidth, 1.0f, O, hd);
+    });
 }
 
 void RingAttention::forward(
@@ -154,47 +146,37 @@ void RingAttention::backwardBlock(const float* q, int qStride, const float* kv, 
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     float* P = m_scores.data();
     float* dS = m_dScores.data();
-    for (int b = 0; b < m_s.sequences; ++b)
-        for (int h = 0; h < H; ++h)
-            for (int a = 0; a < 2; ++a)
-                for (int e = 0; e < 2; ++e) {
-                    const int gq = chunkOf(m_rank, a), gk = chunkOf(src, e);
-                    if (gk > gq)
-                        continue;
-                    const std::size_t qRow = static_cast<std::size_t>(b * L + a * c);
-                    const std::size_t kRow = static_cast<std::size_t>(b * L + e * c);
-                    const int col = (h / group) * d;
-                    const float* Q = q + qRow * qStride + h * d;
-                    const float* K = kv + kRow * kvWidth + col;
-                    const float* V = K + kvd;
-                    const float* dO = dOut + qRow * outStride + h * d;
-                    float* dK = dkv + kRow * kvWidth + col;
-                    float* dV = dK + kvd;
-                    // P = exp(S - lse) recomputed from the kept log-sum-exp; dP = dO·Vᵀ.
-                    cblas_sgemm(
-                        CblasRowMajor, CblasNoTrans, CblasTrans, c, c, d, scale, Q, qStride, K, kvWidth, 0.0f, P, c);
-                    cblas_sgemm(
-                        CblasRowMajor, CblasNoTrans, CblasTrans, c, c, d, 1.0f, dO, outStride, V, kvWidth, 0.0f, dS, c);
-                    for (int i = 0; i < c; ++i) {
-                        const std::size_t idx = static_cast<std::size_t>((b * H + h) * L + a * c + i);
-                        const int limit = gk == gq ? i + 1 : c;
-                        float* p = P + static_cast<std::size_t>(i) * c;
-                        float* g = dS + static_cast<std::size_t>(i) * c;
-                        for (int j = 0; j < limit; ++j) {
-                            p[j] = std::exp(p[j] - lse[idx]);
-                            g[j] = p[j] * (g[j] - delta[idx]) * scale; // softmax backward
-                        }
-                        std::fill(p + limit, p + c, 0.0f);
-                        std::fill(g + limit, g + c, 0.0f);
-                    }
-                    // dV += Pᵀ·dO ; dQ += dS·K ; dK += dSᵀ·Q
-                    cblas_sgemm(
-                        CblasRowMajor, CblasTrans, CblasNoTrans, c, d, c, 1.0f, P, c, dO, outStride, 1.0f, dV, kvWidth);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c, d, c, 1.0f, dS, c, K, kvWidth, 1.0f,
-                        dq + qRow * dqStride + h * d, dqStride);
-                    cblas_sgemm(
-                        CblasRowMajor, CblasTrans, CblasNoTrans, c, d, c, 1.0f, dS, c, Q, qStride, 1.0f, dK, kvWidth);
-                }
+    forEachBlockPair(src, [&](int b, int h, int a, int e, bool diagonal) {
+        const std::size_t qRow = static_cast<std::size_t>(b * L + a * c);
+        const std::size_t kRow = static_cast<std::size_t>(b * L + e * c);
+        const int col = (h / group) * d;
+        const float* Q = q + qRow * qStride + h * d;
+        const float* K = kv + kRow * kvWidth + col;
+        const float* V = K + kvd;
+        const float* dO = dOut + qRow * outStride + h * d;
+        float* dK = dkv + kRow * kvWidth + col;
+        float* dV = dK + kvd;
+        // P = exp(S - lse) recomputed from the kept log-sum-exp; dP = dO·Vᵀ.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c, c, d, scale, Q, qStride, K, kvWidth, 0.0f, P, c);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c, c, d, 1.0f, dO, outStride, V, kvWidth, 0.0f, dS, c);
+        for (int i = 0; i < c; ++i) {
+            const std::size_t idx = static_cast<std::size_t>((b * H + h) * L + a * c + i);
+            const int limit = diagonal ? i + 1 : c;
+            float* p = P + static_cast<std::size_t>(i) * c;
+            float* g = dS + static_cast<std::size_t>(i) * c;
+            for (int j = 0; j < limit; ++j) {
+                p[j] = std::exp(p[j] - lse[idx]);
+                g[j] = p[j] * (g[j] - delta[idx]) * scale; // softmax backward
+            }
+            std::fill(p + limit, p + c, 0.0f);
+            std::fill(g + limit, g + c, 0.0f);
+        }
+        // dV += Pᵀ·dO ; dQ += dS·K ; dK += dSᵀ·Q
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, d, c, 1.0f, P, c, dO, outStride, 1.0f, dV, kvWidth);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c, d, c, 1.0f, dS, c, K, kvWidth, 1.0f,
+            dq + qRow * dqStride + h * d, dqStride);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, d, c, 1.0f, dS, c, Q, qStride, 1.0f, dK, kvWidth);
+    });
 }
 
 void RingAttention::backward(const float* q, int qStride, const float* k, const float* v, int kvStride,

@@ -54,6 +54,19 @@ public:
 private:
     // Global chunk index of local chunk `which` (0 or 1) of CP rank `rank`.
     int chunkOf(int rank, int which) const { return which == 0 ? rank : 2 * m_size - 1 - rank; }
+    // Calls visit(b, h, a, e, diagonal) for every (sequence, head, query chunk a, key chunk e of rank src's
+    // block) pair that attends: key chunk not after query chunk (causal), `diagonal` when they are the same.
+    template <typename Visit> void forEachBlockPair(int src, Visit&& visit) const
+    {
+        for (int b = 0; b < m_s.sequences; ++b)
+            for (int h = 0; h < m_s.heads; ++h)
+                for (int a = 0; a < 2; ++a)
+                    for (int e = 0; e < 2; ++e) {
+                        const int gq = chunkOf(m_rank, a), gk = chunkOf(src, e);
+                        if (gk <= gq) // else every key of that chunk comes after every query of this one
+                            visit(b, h, a, e, gk == gq);
+                    }
+    }
     std::size_t blockFloats() const; // one K/V block: B·2c rows of K and V
     void pack(const float* k, const float* v, int kvStride, std::vector<float>& kv) const;
     void attendBlock(const float* q, int qStride, const float* kv, int src, float* acc, float* rowMax, float* rowSum);
