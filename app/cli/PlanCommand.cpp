@@ -244,14 +244,7 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
     for (const auto& cand : result.ranked) {
         const auto& l = cand.layout;
         const auto& p = cand.prediction;
-        context.out << "  " << ++rank << ". tp=" << l.parallel.tp
-                    << (l.parallel.cp > 1 ? " cp=" + std::to_string(l.parallel.cp) : std::string())
-                    << " pp=" << l.parallel.pp << " dp=" << l.parallel.dp << " " << plan::toString(l.parallel.schedule)
-                    << (l.parallel.schedule == plan::ScheduleKind::Interleaved
-                               ? " vpp=" + std::to_string(l.parallel.vpp)
-                               : "")
-                    << " mb=" << l.parallel.microBatch << " zero=" << l.memory.zero
-                    << " recompute=" << plan::toString(l.memory.recompute) << ": " << fixed(p.stepTime, 3)
+        context.out << "  " << ++rank << ". " << plan::describeCandidate(l) << ": " << fixed(p.stepTime, 3)
                     << " s/step, " << fixed(p.tokensPerSecond, 0) << " tokens/s, " << fixed(p.tflopsPerGpu, 1)
                     << " TFLOP/s per GPU, " << fixed(p.memory.total(), 1) << " GB\n";
     }

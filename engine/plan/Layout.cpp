@@ -140,6 +140,21 @@ std::vector<StageRange> evenStageSplit(std::int64_t layers, std::int64_t count)
     return out;
 }
 
+std::vector<StageRange> accountedStageSplit(std::int64_t layers, std::int64_t count)
+{
+    std::vector<StageRange> out;
+    if (count < 2 || layers < 0 || (layers + 2) % count != 0)
+        return out;
+    const std::int64_t unit = (layers + 2) / count;
+    std::int64_t next = 0;
+    for (std::int64_t i = 0; i < count; ++i) {
+        const std::int64_t size = unit - (i == 0 || i == count - 1 ? 1 : 0);
+        out.push_back({ next, next + size - 1 });
+        next += size;
+    }
+    return out;
+}
+
 std::vector<StageRange> Layout::stageRanges() const
 {
     if (!parallel.stages.empty())

@@ -150,5 +150,9 @@ struct Layout {
 
 // An even split of `layers` blocks over `count` virtual stages (count <= layers).
 std::vector<StageRange> evenStageSplit(std::int64_t layers, std::int64_t count);
+// The even split with the embedding and the LM head counted as one layer each (Megatron-LM's
+// --account-for-embedding/loss-in-pipeline-split, Llama 3's pipeline): the first and the last stage hold
+// one block fewer than the others, none when the others hold one. Empty unless count divides layers + 2.
+std::vector<StageRange> accountedStageSplit(std::int64_t layers, std::int64_t count);
 
 } // namespace loom::plan

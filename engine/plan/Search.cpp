@@ -7,18 +7,19 @@
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
+#include <tuple>
 
 namespace loom::plan {
 
-namespace {
-
-std::string describe(const Layout& l)
+std::string describeCandidate(const Layout& l)
 {
     const auto& p = l.parallel;
     std::string s = "tp=" + std::to_string(p.tp) + (p.cp > 1 ? " cp=" + std::to_string(p.cp) : std::string())
         + " pp=" + std::to_string(p.pp) + " dp=" + std::to_string(p.dp) + " " + std::string(toString(p.schedule));
     if (p.schedule == ScheduleKind::Interleaved)
         s += " vpp=" + std::to_string(p.vpp);
+    if (!p.stages.empty())
+        s += " stages=embedding+head-as-layers"; // accountedStageSplit
     s += " mb=" + std::to_string(p.microBatch) + " zero=" + std::to_string(l.memory.zero)
         + " recompute=" + std::string(toString(l.memory.recompute));
     if (p.sp)
@@ -29,6 +30,8 @@ std::string describe(const Layout& l)
         s += " attention=" + std::string(toString(l.memory.attention));
     return s;
 }
+
+namespace {
 
 std::string seconds(double s)
 {
@@ -57,8 +60,9 @@ std::string explain(const SearchCandidate& a, const SearchCandidate& b)
             best = &p;
     char gain[32];
     std::snprintf(gain, sizeof gain, "%.1f %%", 100.0 * (x.tokensPerSecond / y.tokensPerSecond - 1.0));
-    return describe(a.layout) + " is " + gain + " faster than " + describe(b.layout) + " mainly because its "
-        + best->what + " takes " + seconds(best->a) + " against " + seconds(best->b) + " per step";
+    return describeCandidate(a.layout) + " is " + gain + " faster than " + describeCandidate(b.layout)
+        + " mainly because its " + best->what + " takes " + seconds(best->a) + " against " + seconds(best->b)
+        + " per step";
 }
 
 } // namespace
@@ -128,13 +132,14 @@ SearchResult search(const SearchRequest& r)
                     if (r.globalBatch % (mb * dp))
                         continue;
                     const std::int64_t micro = r.globalBatch / (mb * dp);
-                    std::vector<std::pair<ScheduleKind, std::int64_t>> schedules
-                        = { { ScheduleKind::GPipe, 1 }, { ScheduleKind::OneFOneB, 1 } };
+                    // (schedule, vpp, stages counting the embedding and the head as a layer each)
+                    std::vector<std::tuple<ScheduleKind, std::int64_t, bool>> schedules
+                        = { { ScheduleKind::GPipe, 1, false }, { ScheduleKind::OneFOneB, 1, false } };
                     if (pp > 1 && micro % pp == 0)
                         for (std::int64_t v : { 2, 3, 4, 6, 8 })
-                            if (m.layers % (pp * v) == 0)
-                                schedules.emplace_back(ScheduleKind::Interleaved, v);
-                    for (auto [schedule, vpp] : schedules)
+                            if (m.layers % (pp * v) == 0 || (m.layers + 2) % (pp * v) == 0)
+                                schedules.emplace_back(ScheduleKind::Interleaved, v, m.layers % (pp * v) != 0);
+                    for (auto [schedule, vpp, accounted] : schedules)
                         for (int zero = 0; zero <= 3; ++zero) {
                             if (zero >= 1 && dp * cp == 1)
                                 continue;
@@ -155,6 +160,10 @@ SearchResult search(const SearchRequest& r)
                                         l.parallel.pp = pp;
                                         l.parallel.dp = dp;
                                         l.parallel.vpp = vpp;
+                                        if (accounted) // Llama 3's chunks: one layer fewer, or none, at the ends
+                                            l.parallel.stages = accountedStageSplit(m.layers, pp * vpp);
+                                        else
+                                            l.parallel.stages.clear();
                                         l.parallel.microBatch = mb;
                                         l.parallel.schedule = schedule;
                                         l.parallel.sp = sp;

@@ -51,4 +51,7 @@ std::vector<std::int64_t> contextParallelDegrees(const ModelSpec& model);
 // no layout can split).
 SearchResult search(const SearchRequest& request);
 
+// A candidate's choices on one line: "tp=8 pp=16 dp=24 interleaved vpp=8 mb=1 zero=1 recompute=none sp".
+std::string describeCandidate(const Layout& layout);
+
 } // namespace loom::plan

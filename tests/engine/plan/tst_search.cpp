@@ -40,6 +40,38 @@ private slots:
         QVERIFY(s.ranked.front().prediction.tflopsPerGpu >= 150);
     }
 
+    void llama3StagesCountingEmbeddingAndHead()
+    {
+        // 126 layers divide by no pp·vpp of 16·v, but 126 + 2 do: the search tries Llama 3's own split (the
+        // embedding and the LM head counted as a layer each, Megatron-LM's --account-for-*-in-pipeline-split).
+        SearchRequest r;
+        r.model = *BuiltinProfiles::instance().findModel("llama3-405b");
+        r.cluster = *BuiltinProfiles::instance().findCluster("dgx-h100");
+        r.nodes = 1024;
+        r.globalBatch = 2048;
+        r.precision = Precision::Bf16;
+        r.top = 3;
+        const SearchResult s = search(r);
+        QVERIFY(!s.ranked.empty());
+        bool accounted = false;
+        for (const auto& c : s.ranked) {
+            const Diagnostics d = validateLayout(c.layout);
+            QVERIFY2(!d.hasErrors(), d.format().c_str());
+            const auto ranges = c.layout.stageRanges();
+            if (c.layout.parallel.stages.empty())
+                continue;
+            accounted = true;
+            QCOMPARE(ranges.front().size(), ranges[1].size() - 1);
+            QCOMPARE(ranges.back().size(), ranges[1].size() - 1);
+            QVERIFY(describeCandidate(c.layout).find("stages=embedding+head-as-layers") != std::string::npos);
+        }
+        QVERIFY(accounted);
+        QCOMPARE(accountedStageSplit(126, 128).front().size(), std::int64_t(0));
+        QCOMPARE(accountedStageSplit(126, 128)[1], (StageRange { 0, 0 }));
+        QCOMPARE(accountedStageSplit(126, 64)[0], (StageRange { 0, 0 }));
+        QVERIFY(accountedStageSplit(126, 48).empty());
+    }
+
     void impossibleRequests()
     {
         SearchRequest r;
