@@ -156,6 +156,22 @@ EditResult dropBlocksOnRank(const plan::Layout& layout, std::int64_t rank, std::
     return out;
 }
 
+plan::Layout withEndsCountedAsLayers(const plan::Layout& layout, bool on)
+{
+    plan::Layout next = layout;
+    if (!on)
+        next.parallel.stages.clear();
+    else if (auto split = plan::accountedStageSplit(layout.model.layers, layout.virtualStages()); !split.empty())
+        next.parallel.stages = std::move(split);
+    return next;
+}
+
+bool endsCountedAsLayers(const plan::Layout& layout)
+{
+    return !layout.parallel.stages.empty()
+        && layout.parallel.stages == plan::accountedStageSplit(layout.model.layers, layout.virtualStages());
+}
+
 plan::Layout withVpp(const plan::Layout& layout, std::int64_t vpp)
 {
     plan::Layout next = layout;

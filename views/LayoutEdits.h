@@ -37,5 +37,11 @@ EditResult dropBlocksOnRank(const plan::Layout& layout, std::int64_t rank, std::
 
 // Sets vpp (virtual stages per pipeline rank); explicit stages return to an even split.
 plan::Layout withVpp(const plan::Layout& layout, std::int64_t vpp);
+// The stages with the embedding and the LM head counted as a layer each (Llama 3's pipeline; Megatron-LM's
+// --account-for-embedding/loss-in-pipeline-split), or the even split again (`on` false). Unchanged when
+// pp·vpp does not divide the layers + 2.
+plan::Layout withEndsCountedAsLayers(const plan::Layout& layout, bool on);
+// Whether the layout's stages are that split.
+bool endsCountedAsLayers(const plan::Layout& layout);
 
 } // namespace loom::views

@@ -166,6 +166,13 @@ void StrategyPanel::build()
            "(p−r−1)·2 + (v−1)·N forwards, so a larger N holds more activations; the bubble stays (p−1)/(v·m). Needs "
            "p ≤ N ≤ m, and m mod N zero or at least p."));
     parForm->addRow(tr("Micro-batch group"), m_group);
+    m_endsAsLayers = new QCheckBox(tr("Embedding and LM head count as a layer"));
+    m_endsAsLayers->setToolTip(
+        tr("Llama 3's pipeline (Megatron-LM's --account-for-embedding-in-pipeline-split and "
+           "--account-for-loss-in-pipeline-split): the first and the last virtual stage hold one layer fewer than "
+           "the others, or only the embedding and only the LM head when the others hold one. Needs pp·vpp to divide "
+           "the layers + 2."));
+    parForm->addRow(QString(), m_endsAsLayers);
     parForm->addRow(tr("Micro-batch"), m_microBatch);
     parForm->addRow(tr("Global batch"), m_globalBatch);
     parForm->addRow(tr("Schedule"), m_schedule);
@@ -259,7 +266,7 @@ void StrategyPanel::build()
         { m_zero, "zero" }, { m_recompute, "recompute" }, { m_precision, "precision" }, { m_codec, "codec" },
         { m_topk, "topk" }, { m_errorFeedback, "errorFeedback" }, { m_overlap, "overlap" }, { m_bucket, "bucket" },
         { m_chunk, "chunk" }, { m_allreduce, "allreduce" }, { m_order, "order" }, { m_sp, "sp" },
-        { m_attention, "attention" }, { m_group, "microbatchGroup" } };
+        { m_attention, "attention" }, { m_group, "microbatchGroup" }, { m_endsAsLayers, "endsAsLayers" } };
     for (auto [w, n] : names)
         w->setObjectName(QString::fromLatin1(n));
 
@@ -341,6 +348,10 @@ void StrategyPanel::build()
         next.parallel.microbatchGroup = v;
         requestEdit(next,
             v > 0 ? tr("Set the micro-batch group to %1").arg(v) : tr("Use the default micro-batch group"), MergeGroup);
+    });
+    connect(m_endsAsLayers, &QCheckBox::toggled, this, [this](bool on) {
+        requestEdit(withEndsCountedAsLayers(m_layout, on),
+            on ? tr("Count the embedding and the LM head as layers") : tr("Split the layers evenly"));
     });
     connect(m_microBatch, &QSpinBox::valueChanged, this, [this](int v) {
         Layout next = m_layout;
@@ -467,6 +478,10 @@ void StrategyPanel::setLayout(const plan::Layout& layout)
     m_group->setValue(int(p.microbatchGroup));
     if (auto* form = qobject_cast<QFormLayout*>(m_group->parentWidget()->layout()))
         form->setRowVisible(m_group, p.schedule == plan::ScheduleKind::Interleaved);
+    m_endsAsLayers->setChecked(endsCountedAsLayers(layout));
+    m_endsAsLayers->setEnabled(p.pp > 1
+        && (m_endsAsLayers->isChecked()
+            || !plan::accountedStageSplit(layout.model.layers, layout.virtualStages()).empty()));
     m_microBatch->setValue(int(p.microBatch));
     m_globalBatch->setValue(int(p.globalBatch));
     select(m_schedule, p.schedule);

@@ -3,12 +3,14 @@
 
 #include "ViewsTest.h"
 #include "engine/plan/CostModel.h"
+#include "engine/plan/LayoutValidator.h"
 #include "views/LayoutAnalysis.h"
 #include "views/PredictionPanel.h"
 #include "views/StackedBar.h"
 #include "views/StrategyPanel.h"
 #include "views/TimelineView.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
@@ -97,6 +99,36 @@ private slots:
         emit schedule->activated(1); // back to 1f1b: the group goes with the virtual stages
         next = edits.takeFirst().at(0).value<plan::Layout>();
         QCOMPARE(next.parallel.microbatchGroup, std::int64_t(0));
+    }
+
+    void endsCountedAsLayers()
+    {
+        // Llama 3's pipeline from the panel: 126 layers on pp 16 with vpp 8 need the embedding and the LM head
+        // counted as a layer each (chunks of one layer, the first and the last with none).
+        StrategyPanel panel(&profiles::BuiltinProfiles::instance());
+        plan::Layout l = test::megatron1t();
+        l.model.layers = 126;
+        l.parallel.tp = 8, l.parallel.pp = 16, l.parallel.dp = 24, l.parallel.vpp = 8;
+        l.parallel.schedule = plan::ScheduleKind::Interleaved;
+        panel.setLayout(l);
+        QSignalSpy edits(&panel, &StrategyPanel::editRequested);
+        auto* ends = panel.findChild<QCheckBox*>(QStringLiteral("endsAsLayers"));
+        QVERIFY(ends && ends->isEnabled() && !ends->isChecked());
+        ends->setChecked(true);
+        QCOMPARE(edits.count(), 1);
+        plan::Layout next = edits.takeFirst().at(0).value<plan::Layout>();
+        QCOMPARE(next.parallel.stages.size(), std::size_t(128));
+        QVERIFY(next.parallel.stages.front().empty() && next.parallel.stages.back().empty());
+        QVERIFY2(!plan::validateLayout(next).hasErrors(), plan::validateLayout(next).format().c_str());
+        panel.setLayout(next);
+        QVERIFY(ends->isChecked());
+        ends->setChecked(false); // back to the even split
+        QVERIFY(edits.takeFirst().at(0).value<plan::Layout>().parallel.stages.empty());
+        // Where pp·vpp does not divide the layers + 2 the box is off, and says why in its tooltip.
+        l.parallel.vpp = 3; // 48 virtual stages; 128 = 126 + 2 does not divide by 48
+        panel.setLayout(l);
+        QVERIFY(!ends->isEnabled());
+        QVERIFY(ends->toolTip().contains(QStringLiteral("layers + 2")));
     }
 
     void predictionPanelExplainsEveryFigure()
