@@ -4,11 +4,15 @@
 #include "engine/comm/RingAlgorithms.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -19,7 +23,12 @@ namespace loom::comm {
 
 namespace {
 
-constexpr std::size_t kHeader = 64; // the token, then the slots (cache-line aligned)
+constexpr std::size_t kLine = 64; // the token, then one barrier counter per member, then the slots
+
+std::size_t headerBytes(int members)
+{
+    return kLine * (1 + static_cast<std::size_t>(members));
+}
 
 // What member 0 tells the others: the segment's name and token, or ok = 0 when it could not make one.
 struct Offer {
@@ -28,22 +37,47 @@ struct Offer {
     std::uint64_t ok = 0;
 };
 
-// Every member sends one byte to every other and waits for one from each.
-void barrier(Transport& t)
-{
-    const int n = t.size(), me = t.rank();
-    std::vector<char> in(static_cast<std::size_t>(n)), out(static_cast<std::size_t>(n), 1);
-    for (int peer = 0; peer < n; ++peer)
-        if (peer != me) {
-            t.irecv(&in[static_cast<std::size_t>(peer)], 1, peer);
-            t.isend(&out[static_cast<std::size_t>(peer)], 1, peer);
-        }
-    t.waitAll();
-}
-
 std::size_t segmentBytes(std::size_t slotBytes, int members)
 {
-    return kHeader + 2 * static_cast<std::size_t>(members) * slotBytes;
+    return headerBytes(members) + 2 * static_cast<std::size_t>(members) * slotBytes;
+}
+
+// The futex calls on a word of the shared segment (not FUTEX_PRIVATE: the waiters are other processes).
+void futexWait(std::uint32_t* word, std::uint32_t seen, long nanoseconds)
+{
+    timespec timeout { nanoseconds / 1000000000L, nanoseconds % 1000000000L };
+    syscall(SYS_futex, word, FUTEX_WAIT, seen, &timeout, nullptr, 0);
+}
+
+void futexWakeAll(std::uint32_t* word)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// dst = a op b, element-wise; fp32 sums in one pass (the others through the transport's reduction).
+void combine(Transport& t, void* dst, const void* a, const void* b, std::size_t count, DType type, ReduceOp op)
+{
+    if (type == DType::F32 && op == ReduceOp::Sum) {
+        auto* __restrict d = static_cast<float*>(dst);
+        const auto* x = static_cast<const float*>(a);
+        const auto* y = static_cast<const float*>(b);
+        for (std::size_t i = 0; i < count; ++i)
+            d[i] = x[i] + y[i];
+        return;
+    }
+    if (dst != a)
+        std::memmove(dst, a, count * sizeOf(type));
+    t.reduce(dst, b, count, type, op);
+}
+
+// fp32 sums: dst = dst + src, written to dst and to `copy` in the same pass.
+void addAndCopy(float* dst, const float* src, float* __restrict copy, std::size_t count)
+{
+    for (std::size_t i = 0; i < count; ++i) {
+        const float v = dst[i] + src[i];
+        dst[i] = v;
+        copy[i] = v;
+    }
 }
 
 // Member 0: a new segment of `bytes` with its pages reserved, or null (and `why`).
@@ -102,11 +136,14 @@ char* openSegment(const Offer& offer, std::size_t bytes, std::string& why)
 
 } // namespace
 
-SharedArena::SharedArena(char* base, std::size_t bytes, std::size_t slotBytes, int members)
+SharedArena::SharedArena(
+    char* base, std::size_t bytes, std::size_t slotBytes, int members, int me, double timeoutSeconds)
     : m_base(base)
     , m_bytes(bytes)
     , m_slotBytes(slotBytes)
     , m_members(members)
+    , m_me(me)
+    , m_timeout(timeoutSeconds)
 {
 }
 
@@ -118,10 +155,43 @@ SharedArena::~SharedArena()
 
 char* SharedArena::slot(int bank, int member) const
 {
-    return m_base + kHeader + (static_cast<std::size_t>(bank) * m_members + member) * m_slotBytes;
+    return m_base + headerBytes(m_members) + (static_cast<std::size_t>(bank) * m_members + member) * m_slotBytes;
 }
 
-std::unique_ptr<SharedArena> SharedArena::create(Transport& t, std::size_t slotBytes, std::string& why)
+std::uint32_t* SharedArena::counter(int member) const
+{
+    return reinterpret_cast<std::uint32_t*>(m_base + kLine * (1 + static_cast<std::size_t>(member)));
+}
+
+void SharedArena::barrier(const Transport& t)
+{
+    const std::uint32_t epoch = ++m_epoch;
+    __atomic_store_n(counter(m_me), epoch, __ATOMIC_RELEASE);
+    futexWakeAll(counter(m_me));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(m_timeout);
+    for (int j = 0; j < m_members; ++j) {
+        if (j == m_me)
+            continue;
+        for (unsigned spins = 0;; ++spins) {
+            const std::uint32_t seen = __atomic_load_n(counter(j), __ATOMIC_ACQUIRE);
+            if (static_cast<std::int32_t>(seen - epoch) >= 0)
+                break; // member j has arrived (counters only grow; the difference survives wrapping)
+            if (spins < 2000) {
+                __builtin_ia32_pause();
+                continue;
+            }
+            futexWait(counter(j), seen, 20'000'000); // woken by member j's arrival, or 20 ms later
+            if ((spins & 15) == 0 && std::chrono::steady_clock::now() > deadline)
+                throw CommError(t.context() + " timed out after " + std::to_string(static_cast<int>(m_timeout))
+                    + " s in the shared-memory segment waiting for member " + std::to_string(j)
+                    + " of the group; check that it is alive and reached the same operation "
+                      "(LOOM_COMM_TIMEOUT_S sets the limit)");
+        }
+    }
+}
+
+std::unique_ptr<SharedArena> SharedArena::create(
+    Transport& t, std::size_t slotBytes, double timeoutSeconds, std::string& why)
 {
     const int n = t.size(), me = t.rank();
     slotBytes = std::max<std::size_t>(64, slotBytes / 64 * 64);
@@ -172,7 +242,7 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& t, std::size_t slotB
             why = "another member could not map the segment";
         return nullptr;
     }
-    return std::unique_ptr<SharedArena>(new SharedArena(base, bytes, slotBytes, n));
+    return std::unique_ptr<SharedArena>(new SharedArena(base, bytes, slotBytes, n, me, timeoutSeconds));
 }
 
 void sharedMemoryAllReduce(SharedArena& arena, Transport& t, void* data, std::size_t count, DType type, ReduceOp op)
@@ -180,6 +250,7 @@ void sharedMemoryAllReduce(SharedArena& arena, Transport& t, void* data, std::si
     const int n = t.size(), me = t.rank();
     const std::size_t es = sizeOf(type), perPiece = arena.slotBytes() / es;
     char* buffer = static_cast<char*>(data);
+    const bool fused = type == DType::F32 && op == ReduceOp::Sum;
     for (std::size_t off = 0; off < count; off += perPiece) {
         const std::size_t len = std::min(perPiece, count - off);
         const int bank = arena.nextBank();
@@ -192,18 +263,73 @@ void sharedMemoryAllReduce(SharedArena& arena, Transport& t, void* data, std::si
         for (int j = 0; j < n; ++j)
             if (j != me)
                 std::memcpy(arena.slot(bank, me) + at(j), piece + at(j), bytes(j));
-        barrier(t);
+        arena.barrier(t);
         // Sub-range `me`: this rank's values plus every other member's, in rank order after its own; the
         // sum goes into this rank's buffer and its slot, where the others copy it from.
         const std::size_t mine = at(me), own = seg.length[static_cast<std::size_t>(me)];
-        for (int j = 0; j < n; ++j)
-            if (j != me)
+        for (int k = 1; k < n; ++k) {
+            const int j = (me + k) % n;
+            if (fused && k == n - 1)
+                addAndCopy(reinterpret_cast<float*>(piece + mine),
+                    reinterpret_cast<const float*>(arena.slot(bank, j) + mine),
+                    reinterpret_cast<float*>(arena.slot(bank, me) + mine), own);
+            else
                 t.reduce(piece + mine, arena.slot(bank, j) + mine, own, type, op);
-        std::memcpy(arena.slot(bank, me) + mine, piece + mine, bytes(me));
-        barrier(t);
+        }
+        if (!fused)
+            std::memcpy(arena.slot(bank, me) + mine, piece + mine, bytes(me));
+        arena.barrier(t);
         for (int j = 0; j < n; ++j)
             if (j != me)
                 std::memcpy(piece + at(j), arena.slot(bank, j) + at(j), bytes(j));
+    }
+}
+
+// One barrier per piece is enough here: a member writes a bank again only two pieces (of this call or the
+// next, whatever its kind) later, after a barrier that every member reaches only once it has read that
+// bank's copies.
+void sharedMemoryReduceScatter(
+    SharedArena& arena, Transport& t, const void* send, void* recv, std::size_t count, DType type, ReduceOp op)
+{
+    const int n = t.size(), me = t.rank();
+    const std::size_t es = sizeOf(type), perPiece = std::max<std::size_t>(1, arena.slotBytes() / es / n);
+    const char* in = static_cast<const char*>(send);
+    char* out = static_cast<char*>(recv);
+    auto block = [&](int j, std::size_t off) { return in + (static_cast<std::size_t>(j) * count + off) * es; };
+    for (std::size_t off = 0; off < count; off += perPiece) {
+        const std::size_t len = std::min(perPiece, count - off), bytes = len * es;
+        const int bank = arena.nextBank();
+        // Part j of this rank's slot: its piece of block j, for member j to add.
+        auto part = [&](int member, int j) { return arena.slot(bank, member) + static_cast<std::size_t>(j) * bytes; };
+        for (int j = 0; j < n; ++j)
+            if (j != me)
+                std::memcpy(part(me, j), block(j, off), bytes);
+        arena.barrier(t);
+        // Its own block first, then the others in rank order after itself (the all-reduce's order).
+        char* sum = out + off * es;
+        combine(t, sum, block(me, off), part((me + 1) % n, me), len, type, op);
+        for (int k = 2; k < n; ++k)
+            t.reduce(sum, part((me + k) % n, me), len, type, op);
+    }
+}
+
+void sharedMemoryAllGather(
+    SharedArena& arena, Transport& t, const void* send, void* recv, std::size_t count, DType type)
+{
+    const int n = t.size(), me = t.rank();
+    const std::size_t es = sizeOf(type), perPiece = std::max<std::size_t>(1, arena.slotBytes() / es);
+    const char* in = static_cast<const char*>(send);
+    char* out = static_cast<char*>(recv);
+    if (count > 0 && in != out + static_cast<std::size_t>(me) * count * es)
+        std::memmove(out + static_cast<std::size_t>(me) * count * es, in, count * es);
+    for (std::size_t off = 0; off < count; off += perPiece) {
+        const std::size_t len = std::min(perPiece, count - off), bytes = len * es;
+        const int bank = arena.nextBank();
+        std::memcpy(arena.slot(bank, me), in + off * es, bytes);
+        arena.barrier(t);
+        for (int j = 0; j < n; ++j)
+            if (j != me)
+                std::memcpy(out + (static_cast<std::size_t>(j) * count + off) * es, arena.slot(bank, j), bytes);
     }
 }
 

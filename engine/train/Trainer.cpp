@@ -354,9 +354,11 @@ StepResult Trainer::step(std::int64_t step)
             m_sync->markReady(i); // embedding and head tensors: reduced after backward
     // Staleness 1: the gradient applied now is the previous step's (averaged while this step computed),
     // with that step's learning rate; the first step has none and leaves the weights as they are.
+    const auto waitStart = trace::nowNs(); // the gradient reduction's exposed part (the trace's "wait")
     const bool apply = m_sync->finish();
     if (m_sharded)
         m_sharded->finish();
+    record(trace::EventKind::Wait, waitStart, step);
 
     StepResult r;
     r.step = step;
