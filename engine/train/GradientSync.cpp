@@ -64,9 +64,45 @@ comm::WorkPtr GradientSync::launch(Bucket& b, float* base)
     comm::Communicator* c = b.comm ? b.comm : m_dp;
     if (!m_enabled || !c || c->size() == 1)
         return nullptr;
+    if (scatters(b)) { // in place: this member's piece of the bucket receives its sum
+        const std::size_t piece = (b.end - b.begin) / static_cast<std::size_t>(c->size());
+        float* bucket = base + b.begin;
+        return c->reduceScatter(bucket, bucket + piece * static_cast<std::size_t>(c->rank()), piece, comm::DType::F32,
+            comm::ReduceOp::Sum, m_scatterOptions);
+    }
     comm::CollectiveOptions o = m_options;
     o.feedback = m_errorFeedback ? &b.feedback : nullptr;
     return c->allReduce(base + b.begin, b.end - b.begin, comm::DType::F32, comm::ReduceOp::Sum, o);
+}
+
+bool GradientSync::scatters(const Bucket& b) const
+{
+    using A = comm::CollectiveAlgorithm;
+    const A a = m_scatterOptions.algorithm;
+    // The ring copies its input first and the segment reads each element before it writes the sum there;
+    // the library's reduce-scatter may not take its output inside its input.
+    const bool inPlace = a == A::Ring || a == A::ChunkedRing || a == A::SharedMemory;
+    return m_sharded && inPlace && !b.comm && m_dp && (b.end - b.begin) % static_cast<std::size_t>(m_dp->size()) == 0;
+}
+
+void GradientSync::setShardedReduction(comm::CollectiveOptions options)
+{
+    m_sharded = true;
+    m_scatterOptions = options;
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> GradientSync::ownedPieces() const
+{
+    std::vector<std::pair<std::size_t, std::size_t>> out;
+    const auto n = static_cast<std::size_t>(m_dp ? m_dp->size() : 1),
+               r = static_cast<std::size_t>(m_dp ? m_dp->rank() : 0);
+    for (const auto& b : m_buckets) {
+        const std::size_t piece = (b.end - b.begin + n - 1) / n;
+        const std::size_t from = std::min(b.end, b.begin + piece * r), to = std::min(b.end, from + piece);
+        if (from < to)
+            out.emplace_back(from, to);
+    }
+    return out;
 }
 
 void GradientSync::setGroupCommunicator(int group, comm::Communicator* c)

@@ -50,6 +50,14 @@ public:
     // Buckets of parameters in `group` (the constructor's `groups`) are reduced over `c` instead of the DP
     // group: experts' gradients over the expert-data-parallel group.
     void setGroupCommunicator(int group, comm::Communicator* c);
+    // ZeRO-1 as Megatron's distributed optimizer does it: member r of the DP group owns piece r of every
+    // bucket (pieces of ceil(size / members) elements) and needs the sum of that piece only, so a bucket is
+    // reduce-scattered in place with `options` (half the all-reduce's traffic) instead of all-reduced;
+    // buckets that do not split evenly, and algorithms that cannot run in place (the library's), stay
+    // all-reduced. Staleness 0 and no codec only. Set before the first step.
+    void setShardedReduction(comm::CollectiveOptions options);
+    // This member's pieces as flat ranges [begin, end), in flat order (empty ones left out).
+    std::vector<std::pair<std::size_t, std::size_t>> ownedPieces() const;
 
 private:
     struct Bucket {
@@ -63,6 +71,7 @@ private:
         comm::Communicator* comm = nullptr; // null: the DP group
     };
     comm::WorkPtr launch(Bucket& b, float* base);
+    bool scatters(const Bucket& b) const;
 
     ParamSet& m_params;
     comm::Communicator* m_dp;
@@ -76,6 +85,8 @@ private:
     int m_staleness = 0;
     std::vector<float> m_delayed; // staleness 1: the gradients being reduced while the next step computes
     bool m_hasDelayed = false; // m_delayed holds a step's gradients
+    bool m_sharded = false; // setShardedReduction
+    comm::CollectiveOptions m_scatterOptions;
 };
 
 } // namespace loom::train

@@ -64,6 +64,8 @@ private:
         std::int64_t step, int microBatch, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const;
     int tag(int kind, int microBatch, std::int64_t virtualStage) const;
     double gradientNormSquared();
+    // ZeRO-1 with the reduce-scatter (m_zero1Pieces): every rank's updated pieces into every rank's parameters.
+    void gatherZero1Pieces();
     void syncTiedEmbedding();
     // Records a compute-lane event of this rank (no-op without a recorder).
     void record(trace::EventKind kind, std::int64_t start, std::int64_t step, int microBatch = -1,
@@ -80,6 +82,7 @@ private:
     std::unique_ptr<GradientSync> m_sync;
     std::unique_ptr<AdamW> m_adam; // over the shard with ZeRO-2/3
     std::unique_ptr<ShardedParams> m_sharded; // ZeRO-2/3 with dp > 1
+    bool m_zero1Pieces = false; // ZeRO-1 over this rank's piece of every bucket (GradientSync::setShardedReduction)
     comm::CollectiveTuning m_tuning; // the DP group's algorithm choice for ZeRO's reduce-scatters and all-gathers
     bool countsInNorm(int tensor) const;
     std::unique_ptr<SparseAdam> m_sparse; // top-k with error feedback after the codec warm-up
