@@ -189,7 +189,7 @@ SharedArena* HostCommunicator::sharedArena()
         const std::size_t slot
             = std::clamp<std::size_t>((16u << 20) / static_cast<std::size_t>(size()), 1u << 20, 8u << 20);
         std::string why;
-        m_arena = SharedArena::create(transport(), slot, config().timeoutSeconds, why);
+        m_arena = SharedArena::create(transport(), slot, why);
         if (!m_arena) // a warning, not an error: the ring gives the same sums (the trace says "ring")
             std::fprintf(stderr,
                 "loom: rank %d: the shared-memory all-reduce of %s cannot be used (%s); it runs the ring\n",

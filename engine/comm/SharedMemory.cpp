@@ -4,15 +4,11 @@
 #include "engine/comm/RingAlgorithms.h"
 
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -23,12 +19,7 @@ namespace loom::comm {
 
 namespace {
 
-constexpr std::size_t kLine = 64; // the token, then one barrier counter per member, then the slots
-
-std::size_t headerBytes(int members)
-{
-    return kLine * (1 + static_cast<std::size_t>(members));
-}
+constexpr std::size_t kHeader = 64; // the token, then the slots (cache-line aligned)
 
 // What member 0 tells the others: the segment's name and token, or ok = 0 when it could not make one.
 struct Offer {
@@ -39,19 +30,7 @@ struct Offer {
 
 std::size_t segmentBytes(std::size_t slotBytes, int members)
 {
-    return headerBytes(members) + 2 * static_cast<std::size_t>(members) * slotBytes;
-}
-
-// The futex calls on a word of the shared segment (not FUTEX_PRIVATE: the waiters are other processes).
-void futexWait(std::uint32_t* word, std::uint32_t seen, long nanoseconds)
-{
-    timespec timeout { nanoseconds / 1000000000L, nanoseconds % 1000000000L };
-    syscall(SYS_futex, word, FUTEX_WAIT, seen, &timeout, nullptr, 0);
-}
-
-void futexWakeAll(std::uint32_t* word)
-{
-    syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+    return kHeader + 2 * static_cast<std::size_t>(members) * slotBytes;
 }
 
 // dst = a op b, element-wise; fp32 sums in one pass (the others through the transport's reduction).
@@ -136,14 +115,11 @@ char* openSegment(const Offer& offer, std::size_t bytes, std::string& why)
 
 } // namespace
 
-SharedArena::SharedArena(
-    char* base, std::size_t bytes, std::size_t slotBytes, int members, int me, double timeoutSeconds)
+SharedArena::SharedArena(char* base, std::size_t bytes, std::size_t slotBytes, int members)
     : m_base(base)
     , m_bytes(bytes)
     , m_slotBytes(slotBytes)
     , m_members(members)
-    , m_me(me)
-    , m_timeout(timeoutSeconds)
 {
 }
 
@@ -155,43 +131,24 @@ SharedArena::~SharedArena()
 
 char* SharedArena::slot(int bank, int member) const
 {
-    return m_base + headerBytes(m_members) + (static_cast<std::size_t>(bank) * m_members + member) * m_slotBytes;
+    return m_base + kHeader + (static_cast<std::size_t>(bank) * m_members + member) * m_slotBytes;
 }
 
-std::uint32_t* SharedArena::counter(int member) const
+void SharedArena::barrier(Transport& t)
 {
-    return reinterpret_cast<std::uint32_t*>(m_base + kLine * (1 + static_cast<std::size_t>(member)));
-}
-
-void SharedArena::barrier(const Transport& t)
-{
-    const std::uint32_t epoch = ++m_epoch;
-    __atomic_store_n(counter(m_me), epoch, __ATOMIC_RELEASE);
-    futexWakeAll(counter(m_me));
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(m_timeout);
-    for (int j = 0; j < m_members; ++j) {
-        if (j == m_me)
-            continue;
-        for (unsigned spins = 0;; ++spins) {
-            const std::uint32_t seen = __atomic_load_n(counter(j), __ATOMIC_ACQUIRE);
-            if (static_cast<std::int32_t>(seen - epoch) >= 0)
-                break; // member j has arrived (counters only grow; the difference survives wrapping)
-            if (spins < 2000) {
-                __builtin_ia32_pause();
-                continue;
-            }
-            futexWait(counter(j), seen, 20'000'000); // woken by member j's arrival, or 20 ms later
-            if ((spins & 15) == 0 && std::chrono::steady_clock::now() > deadline)
-                throw CommError(t.context() + " timed out after " + std::to_string(static_cast<int>(m_timeout))
-                    + " s in the shared-memory segment waiting for member " + std::to_string(j)
-                    + " of the group; check that it is alive and reached the same operation "
-                      "(LOOM_COMM_TIMEOUT_S sets the limit)");
+    // Every member sends one byte to every other and waits for one from each. (Counters in the segment
+    // with a futex wait were tried on 2026-11-30 and made no measurable difference to a dp 2 step here.)
+    const int n = t.size(), me = t.rank();
+    std::vector<char> in(static_cast<std::size_t>(n)), out(static_cast<std::size_t>(n), 1);
+    for (int peer = 0; peer < n; ++peer)
+        if (peer != me) {
+            t.irecv(&in[static_cast<std::size_t>(peer)], 1, peer);
+            t.isend(&out[static_cast<std::size_t>(peer)], 1, peer);
         }
-    }
+    t.waitAll();
 }
 
-std::unique_ptr<SharedArena> SharedArena::create(
-    Transport& t, std::size_t slotBytes, double timeoutSeconds, std::string& why)
+std::unique_ptr<SharedArena> SharedArena::create(Transport& t, std::size_t slotBytes, std::string& why)
 {
     const int n = t.size(), me = t.rank();
     slotBytes = std::max<std::size_t>(64, slotBytes / 64 * 64);
@@ -242,7 +199,7 @@ std::unique_ptr<SharedArena> SharedArena::create(
             why = "another member could not map the segment";
         return nullptr;
     }
-    return std::unique_ptr<SharedArena>(new SharedArena(base, bytes, slotBytes, n, me, timeoutSeconds));
+    return std::unique_ptr<SharedArena>(new SharedArena(base, bytes, slotBytes, n));
 }
 
 void sharedMemoryAllReduce(SharedArena& arena, Transport& t, void* data, std::size_t count, DType type, ReduceOp op)
@@ -264,12 +221,14 @@ void sharedMemoryAllReduce(SharedArena& arena, Transport& t, void* data, std::si
             if (j != me)
                 std::memcpy(arena.slot(bank, me) + at(j), piece + at(j), bytes(j));
         arena.barrier(t);
-        // Sub-range `me`: this rank's values plus every other member's, in rank order after its own; the
-        // sum goes into this rank's buffer and its slot, where the others copy it from.
+        // Sub-range `me`: this rank's values plus every other member's, in rank order; the sum goes into
+        // this rank's buffer and its slot, where the others copy it from.
         const std::size_t mine = at(me), own = seg.length[static_cast<std::size_t>(me)];
-        for (int k = 1; k < n; ++k) {
-            const int j = (me + k) % n;
-            if (fused && k == n - 1)
+        const int last = me == n - 1 ? n - 2 : n - 1; // the last member added
+        for (int j = 0; j < n; ++j) {
+            if (j == me)
+                continue;
+            if (fused && j == last)
                 addAndCopy(reinterpret_cast<float*>(piece + mine),
                     reinterpret_cast<const float*>(arena.slot(bank, j) + mine),
                     reinterpret_cast<float*>(arena.slot(bank, me) + mine), own);
@@ -305,11 +264,13 @@ void sharedMemoryReduceScatter(
             if (j != me)
                 std::memcpy(part(me, j), block(j, off), bytes);
         arena.barrier(t);
-        // Its own block first, then the others in rank order after itself (the all-reduce's order).
+        // Its own block first, then the others in rank order (the all-reduce's order).
         char* sum = out + off * es;
-        combine(t, sum, block(me, off), part((me + 1) % n, me), len, type, op);
-        for (int k = 2; k < n; ++k)
-            t.reduce(sum, part((me + k) % n, me), len, type, op);
+        const int first = me == 0 ? 1 : 0;
+        combine(t, sum, block(me, off), part(first, me), len, type, op);
+        for (int j = first + 1; j < n; ++j)
+            if (j != me)
+                t.reduce(sum, part(j, me), len, type, op);
     }
 }
 

@@ -4,7 +4,6 @@
 #include "engine/comm/Transport.h"
 
 #include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -14,13 +13,12 @@ namespace loom::comm {
 // reduce-scatter and all-gather of the host backends' "shm" algorithm run through it at memory-copy speed
 // instead of through the library's point-to-point protocol.
 //
-// The segment holds a header (a random token, then one barrier counter per member, each on its own cache
-// line) and two banks (used in turn) of one slot per member. Member 0 creates it under a random name,
-// reserves its pages (so a full /dev/shm is an error here, not a SIGBUS later) and writes the token; the
-// others map it by that name and check the token; then member 0 removes the name, so nothing is left in
-// /dev/shm even when a rank dies. Members that are not on member 0's machine do not find the name (or find
-// another segment without the token): create() then returns null on every member and the caller uses
-// another algorithm. Every step is agreed over `t`, so all members reach the same answer.
+// The segment holds two banks (used in turn) of one slot per member. Member 0 creates it under a random
+// name, reserves its pages (so a full /dev/shm is an error here, not a SIGBUS later) and writes a random
+// token; the others map it by that name and check the token; then member 0 removes the name, so nothing is
+// left in /dev/shm even when a rank dies. Members that are not on member 0's machine do not find the
+// name (or find another segment without the token): create() then returns null on every member and the
+// caller uses another algorithm. Every step is agreed over `t`, so all members reach the same answer.
 class SharedArena {
 public:
     ~SharedArena();
@@ -28,44 +26,37 @@ public:
     SharedArena& operator=(const SharedArena&) = delete;
 
     // Collective over `t` (host memory): the arena with slots of `slotBytes`, or null (and, in `why`, the
-    // reason) when some member could not map it. A barrier that waits longer than `timeoutSeconds` for a
-    // member throws CommError.
-    static std::unique_ptr<SharedArena> create(
-        Transport& t, std::size_t slotBytes, double timeoutSeconds, std::string& why);
+    // reason) when some member could not map it.
+    static std::unique_ptr<SharedArena> create(Transport& t, std::size_t slotBytes, std::string& why);
 
     std::size_t slotBytes() const { return m_slotBytes; }
     char* slot(int bank, int member) const;
     // The bank the next piece uses: they alternate over every piece of every call, the same on all members.
     int nextBank() { return m_bank ^= 1; }
-    // Every member of `t` arrives before any leaves; the slots written before it are visible after it. Each
-    // member raises its counter in the segment and waits until every other counter has reached it: a short
-    // spin, then asleep on the counter (a futex shared between the processes), so that a member that arrives
-    // early gives its core to the ranks still computing instead of polling. `t` names the operation in the
-    // timeout's message.
-    void barrier(const Transport& t);
+    // Every member of `t` arrives before any leaves (one byte to and from each member over `t`); the
+    // slots written before it are visible after it.
+    static void barrier(Transport& t);
 
 private:
-    SharedArena(char* base, std::size_t bytes, std::size_t slotBytes, int members, int me, double timeoutSeconds);
-    std::uint32_t* counter(int member) const;
+    SharedArena(char* base, std::size_t bytes, std::size_t slotBytes, int members);
     char* m_base = nullptr;
     std::size_t m_bytes = 0, m_slotBytes = 0;
-    int m_members = 0, m_me = 0;
-    double m_timeout = 300;
-    std::uint32_t m_epoch = 0; // barriers passed
+    int m_members = 0;
     int m_bank = 1;
 };
 
 // In place over the arena's members (the ranks of `t`, all on one machine). The buffer goes through in
 // pieces of one slot, each cut into one sub-range per member. Every member copies the sub-ranges it does
 // not own into its slot of the current bank; after a barrier, member r adds the others' copies of
-// sub-range r to its own buffer (members in rank order after itself) and puts the sum in its slot (in the
+// sub-range r to its own buffer (the others in rank order) and puts the sum in its slot (in the
 // same pass as the last addition for fp32 sums); after a second barrier every member copies the others'
 // sums into its buffer. The banks alternate, so a piece's copies never race the next piece's. Each member
-// moves about two buffers' worth of bytes through memory per buffer reduced, with no message at all.
+// moves about two buffers' worth of bytes through memory per buffer reduced, with no message larger than
+// the barriers' single bytes.
 void sharedMemoryAllReduce(SharedArena& arena, Transport& t, void* data, std::size_t count, DType type, ReduceOp op);
 
 // Member r receives the sum of block r of every member's `send` (n blocks of `count`), added in the same
-// order as the all-reduce adds (its own block, then the members in rank order after itself). Per piece:
+// order as the all-reduce adds (its own block, then the others in rank order). Per piece:
 // every member copies the blocks it does not own into its slot, a barrier, then member r adds the others'
 // copies of block r to its own and writes the sum to `recv`. `recv` may be the member's own block of
 // `send`. Half of the all-reduce's traffic, with one barrier per piece.
