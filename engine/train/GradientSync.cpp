@@ -1,6 +1,7 @@
 #include "engine/train/GradientSync.h"
 
 #include <algorithm>
+#include <deque>
 
 namespace loom::train {
 
@@ -160,6 +161,38 @@ void GradientSync::startDelayed()
         return;
     for (auto& b : m_buckets)
         b.delayed = launch(b, m_delayed.data());
+}
+
+void GradientSync::allGatherPieces(float* values, const comm::CollectiveTuning& tuning)
+{
+    // In place where the bucket splits evenly (member r's piece is block r of the bucket); otherwise
+    // through a padded buffer. All are queued at once; the communicator runs them in order.
+    comm::Communicator& dp = *m_dp;
+    const auto n = static_cast<std::size_t>(dp.size()), r = static_cast<std::size_t>(dp.rank());
+    struct Padded {
+        std::size_t begin, end;
+        std::vector<float> mine, all;
+    };
+    std::deque<Padded> padded;
+    std::vector<comm::WorkPtr> works;
+    for (const auto& b : m_buckets) {
+        const std::size_t size = b.end - b.begin, piece = (size + n - 1) / n;
+        const auto options = tuning.shardOptions(piece * n * sizeof(float), static_cast<int>(n));
+        if (options.algorithm != comm::CollectiveAlgorithm::Library && size % n == 0) {
+            works.push_back(
+                dp.allGather(values + b.begin + piece * r, values + b.begin, piece, comm::DType::F32, options));
+            continue;
+        }
+        Padded& g = padded.emplace_back(Padded { b.begin, b.end, std::vector<float>(piece, 0.0f), {} });
+        g.all.assign(piece * n, 0.0f);
+        const std::size_t from = std::min(b.end, b.begin + piece * r), to = std::min(b.end, from + piece);
+        std::copy(values + from, values + to, g.mine.begin());
+        works.push_back(dp.allGather(g.mine.data(), g.all.data(), piece, comm::DType::F32, options));
+    }
+    for (auto& w : works)
+        w->wait();
+    for (const auto& g : padded)
+        std::copy(g.all.begin(), g.all.begin() + static_cast<std::ptrdiff_t>(g.end - g.begin), values + g.begin);
 }
 
 } // namespace loom::train

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "engine/comm/AlgorithmTuner.h"
 #include "engine/comm/Communicator.h"
 #include "engine/train/Parameters.h"
 
@@ -58,6 +59,10 @@ public:
     void setShardedReduction(comm::CollectiveOptions options);
     // This member's pieces as flat ranges [begin, end), in flat order (empty ones left out).
     std::vector<std::pair<std::size_t, std::size_t>> ownedPieces() const;
+    // After the optimizer updated this member's pieces of `values` (the flat parameters): every member's
+    // pieces into every member's `values`, bucket by bucket over the DP group, each all-gather's algorithm
+    // chosen by `tuning` for its size; in place where the bucket splits evenly and the algorithm allows it.
+    void allGatherPieces(float* values, const comm::CollectiveTuning& tuning);
 
 private:
     struct Bucket {

@@ -348,39 +348,6 @@ Trainer::ModelStateBytes Trainer::modelStateBytes() const
     return b;
 }
 
-void Trainer::gatherZero1Pieces()
-{
-    // Bucket by bucket, in place where the bucket splits evenly (member r's piece is block r of the bucket);
-    // otherwise through a padded buffer. All are queued at once; the communicator runs them in order.
-    comm::Communicator& dp = *m_comms.data;
-    const auto n = static_cast<std::size_t>(dp.size()), r = static_cast<std::size_t>(dp.rank());
-    float* values = m_stage->params().values.data();
-    struct Padded {
-        std::size_t begin, end;
-        std::vector<float> mine, all;
-    };
-    std::deque<Padded> padded;
-    std::vector<comm::WorkPtr> works;
-    for (const auto& [begin, end] : m_sync->bucketRanges()) {
-        const std::size_t size = end - begin, piece = (size + n - 1) / n;
-        const auto options = m_tuning.shardOptions(piece * n * sizeof(float), static_cast<int>(n));
-        const bool inPlace = options.algorithm != comm::CollectiveAlgorithm::Library && size % n == 0;
-        if (inPlace) {
-            works.push_back(dp.allGather(values + begin + piece * r, values + begin, piece, comm::DType::F32, options));
-            continue;
-        }
-        Padded& g = padded.emplace_back(Padded { begin, end, std::vector<float>(piece, 0.0f), {} });
-        g.all.assign(piece * n, 0.0f);
-        const std::size_t from = std::min(end, begin + piece * r), to = std::min(end, from + piece);
-        std::copy(values + from, values + to, g.mine.begin());
-        works.push_back(dp.allGather(g.mine.data(), g.all.data(), piece, comm::DType::F32, options));
-    }
-    for (auto& w : works)
-        w->wait();
-    for (const auto& g : padded)
-        std::copy(g.all.begin(), g.all.begin() + static_cast<std::ptrdiff_t>(g.end - g.begin), values + g.begin);
-}
-
 StepResult Trainer::step(std::int64_t step)
 {
     const auto t0 = std::chrono::steady_clock::now();
@@ -437,7 +404,7 @@ StepResult Trainer::step(std::int64_t step)
     if (apply && m_sharded && m_layout.memory.zero == 2)
         m_sharded->gatherFlat(); // ZeRO-2: every rank's updated pieces into the full parameters
     if (apply && m_zero1Pieces) {
-        gatherZero1Pieces();
+        m_sync->allGatherPieces(params.values.data(), m_tuning);
     } else if (apply && !sparse && m_layout.memory.zero == 1 && p.dp * p.cp > 1) {
         // ZeRO-1: each DP (dp·cp) rank updated its shard; gather the others' shards.
         const std::size_t replicas = static_cast<std::size_t>(p.dp * p.cp);

@@ -64,8 +64,6 @@ private:
         std::int64_t step, int microBatch, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const;
     int tag(int kind, int microBatch, std::int64_t virtualStage) const;
     double gradientNormSquared();
-    // ZeRO-1 with the reduce-scatter (m_zero1Pieces): every rank's updated pieces into every rank's parameters.
-    void gatherZero1Pieces();
     void syncTiedEmbedding();
     // Records a compute-lane event of this rank (no-op without a recorder).
     void record(trace::EventKind kind, std::int64_t start, std::int64_t step, int microBatch = -1,
