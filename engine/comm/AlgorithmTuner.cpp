@@ -53,10 +53,10 @@ CollectiveOptions CollectiveTuning::shardOptions(std::size_t bytes, int ranks) c
     switch (const CollectiveAlgorithm chosen = allReduceAlgorithm(bytes, ranks)) {
     case CollectiveAlgorithm::Ring:
     case CollectiveAlgorithm::ChunkedRing:
+    case CollectiveAlgorithm::SharedMemory: // the segment's own reduce-scatter and all-gather (the ring without one)
         options.algorithm = chosen;
         break;
-    case CollectiveAlgorithm::Hierarchical: // all-reduce only: their rings
-    case CollectiveAlgorithm::SharedMemory:
+    case CollectiveAlgorithm::Hierarchical: // all-reduce only: its ring
         options.algorithm = CollectiveAlgorithm::Ring;
         break;
     default:

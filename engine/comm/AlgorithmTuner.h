@@ -51,8 +51,9 @@ struct CollectiveTuning {
     // The all-reduce of `bytes` over `ranks`: the table's choice for Auto, else `algorithm`.
     CollectiveAlgorithm allReduceAlgorithm(std::size_t bytes, int ranks) const;
     // Options for a reduce-scatter or an all-gather of `bytes` in all (every member's blocks) over `ranks`:
-    // the all-reduce's algorithm, since each is half of a ring all-reduce and so crosses over at the same
-    // size; the two-level and the shared-memory algorithms are all-reduce only, so they give the ring.
+    // the all-reduce's algorithm, since each is half of an all-reduce (of the ring's or of the shared-memory
+    // segment's) and so crosses over at the same size; the two-level algorithm is all-reduce only, so it
+    // gives the ring.
     CollectiveOptions shardOptions(std::size_t bytes, int ranks) const;
 };
 

@@ -203,10 +203,18 @@ CollectiveOutcome runCollective(CollectiveBackend& backend, const CollectiveCall
         pairwiseAllToAll(t, call, rank, size);
         return { Algorithm::Ring, t.bytesSent() - before };
     }
-    if (algorithm == Algorithm::SharedMemory && call.kind == EventKind::AllReduce && size > 1) {
+    if (algorithm == Algorithm::SharedMemory && collective && size > 1 && &t == &host) {
         if (SharedArena* arena = backend.sharedArena()) { // else the members are not on one machine: the ring
-            sharedMemoryAllReduce(*arena, t, call.data, call.count, call.type, call.op);
-            return { Algorithm::SharedMemory, call.count * sizeOf(call.type) };
+            const std::size_t bytes = call.count * sizeOf(call.type);
+            if (call.kind == EventKind::AllReduce)
+                sharedMemoryAllReduce(*arena, t, call.data, call.count, call.type, call.op);
+            else if (call.kind == EventKind::ReduceScatter)
+                sharedMemoryReduceScatter(*arena, t, call.send, call.recv, call.count, call.type, call.op);
+            else
+                sharedMemoryAllGather(*arena, t, call.send, call.recv, call.count, call.type);
+            // What crossed the segment from this rank: the all-reduce's buffer, or the others' blocks.
+            return { Algorithm::SharedMemory,
+                call.kind == EventKind::AllReduce ? bytes : bytes * static_cast<std::size_t>(size - 1) };
         }
     }
     if (call.kind == EventKind::AllToAll && algorithm == Algorithm::Hierarchical)
@@ -235,7 +243,7 @@ CollectiveOutcome runCollective(CollectiveBackend& backend, const CollectiveCall
     }
     // The ring, chunked ring, and the hierarchical all-reduce's fallback when nodes hold unequal numbers
     // of members (chunked by chunk_kb, as the hierarchical algorithm's own rings would be).
-    // "shm" for a reduce-scatter or an all-gather, or without a segment, is the ring.
+    // "shm" without a segment (or on device buffers) is the ring.
     const bool chunked = algorithm == Algorithm::ChunkedRing || algorithm == Algorithm::Hierarchical;
     const std::size_t chunk = chunked ? std::max<std::size_t>(call.options.chunkBytes, sizeOf(call.type)) : 0;
     runRing(t, call, rank, size, chunk);

@@ -220,11 +220,13 @@ std::optional<CommBenchOptions> parseCommBenchOptions(
         error = "--op alltoall runs with --algo library or ring (Loom's pairwise exchange)";
         return std::nullopt;
     }
-    if ((o.algorithm == comm::CollectiveAlgorithm::Hierarchical
-            || o.algorithm == comm::CollectiveAlgorithm::SharedMemory)
-        && o.op != "allreduce") {
+    if (o.algorithm == comm::CollectiveAlgorithm::Hierarchical && o.op != "allreduce") {
         error = "--algo " + std::string(trace::toString(o.algorithm))
             + " is an all-reduce algorithm; use ring or chunked for " + o.op;
+        return std::nullopt;
+    }
+    if (o.algorithm == comm::CollectiveAlgorithm::SharedMemory && o.op == "alltoall") {
+        error = "--algo shm runs all-reduce, reduce-scatter and all-gather; use library or ring for alltoall";
         return std::nullopt;
     }
     return o;

@@ -17,6 +17,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The moments of each of the optimizer's ranges (one, or this rank's bucket pieces under ZeRO-1).
+std::vector<CheckpointSlice> momentSlices(AdamW& adam)
+{
+    std::vector<CheckpointSlice> out;
+    std::size_t at = 0;
+    for (const auto& [begin, end] : adam.ranges()) {
+        out.push_back({ begin, end, nullptr, adam.firstMoment().data() + at, adam.secondMoment().data() + at });
+        at += end - begin;
+    }
+    return out;
+}
+
 constexpr int kVersion = 1;
 
 // Calls `run(localIndex, globalIndex, length)` for each run of consecutive global positions of the local
@@ -110,8 +122,8 @@ void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet
     if (role.writesParams)
         slices.push_back({ 0, params.flatSize(), params.values.data(), nullptr, nullptr });
     if (role.writesMoments)
-        slices.push_back({ adam.begin(), adam.end(), nullptr, const_cast<float*>(adam.firstMoment().data()),
-            const_cast<float*>(adam.secondMoment().data()) });
+        for (CheckpointSlice s : momentSlices(const_cast<AdamW&>(adam)))
+            slices.push_back(s);
     saveCheckpoint(dir, info, params, slices, role.ownsTensor, world);
 }
 
@@ -208,9 +220,10 @@ CheckpointInfo readCheckpointInfo(const std::string& folder)
 
 void loadCheckpoint(const std::string& folder, ParamSet& params, AdamW& adam)
 {
-    loadCheckpoint(folder, params,
-        { { 0, params.flatSize(), params.values.data(), nullptr, nullptr },
-            { adam.begin(), adam.end(), nullptr, adam.firstMoment().data(), adam.secondMoment().data() } });
+    std::vector<CheckpointSlice> slices { { 0, params.flatSize(), params.values.data(), nullptr, nullptr } };
+    for (CheckpointSlice s : momentSlices(adam))
+        slices.push_back(s);
+    loadCheckpoint(folder, params, slices);
 }
 
 void loadCheckpoint(const std::string& folder, const ParamSet& params, const std::vector<CheckpointSlice>& slices)

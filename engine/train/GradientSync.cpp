@@ -1,6 +1,7 @@
 #include "engine/train/GradientSync.h"
 
 #include <algorithm>
+#include <deque>
 
 namespace loom::train {
 
@@ -64,9 +65,45 @@ comm::WorkPtr GradientSync::launch(Bucket& b, float* base)
     comm::Communicator* c = b.comm ? b.comm : m_dp;
     if (!m_enabled || !c || c->size() == 1)
         return nullptr;
+    if (scatters(b)) { // in place: this member's piece of the bucket receives its sum
+        const std::size_t piece = (b.end - b.begin) / static_cast<std::size_t>(c->size());
+        float* bucket = base + b.begin;
+        return c->reduceScatter(bucket, bucket + piece * static_cast<std::size_t>(c->rank()), piece, comm::DType::F32,
+            comm::ReduceOp::Sum, m_scatterOptions);
+    }
     comm::CollectiveOptions o = m_options;
     o.feedback = m_errorFeedback ? &b.feedback : nullptr;
     return c->allReduce(base + b.begin, b.end - b.begin, comm::DType::F32, comm::ReduceOp::Sum, o);
+}
+
+bool GradientSync::scatters(const Bucket& b) const
+{
+    using A = comm::CollectiveAlgorithm;
+    const A a = m_scatterOptions.algorithm;
+    // The ring copies its input first and the segment reads each element before it writes the sum there;
+    // the library's reduce-scatter may not take its output inside its input.
+    const bool inPlace = a == A::Ring || a == A::ChunkedRing || a == A::SharedMemory;
+    return m_sharded && inPlace && !b.comm && m_dp && (b.end - b.begin) % static_cast<std::size_t>(m_dp->size()) == 0;
+}
+
+void GradientSync::setShardedReduction(comm::CollectiveOptions options)
+{
+    m_sharded = true;
+    m_scatterOptions = options;
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> GradientSync::ownedPieces() const
+{
+    std::vector<std::pair<std::size_t, std::size_t>> out;
+    const auto n = static_cast<std::size_t>(m_dp ? m_dp->size() : 1),
+               r = static_cast<std::size_t>(m_dp ? m_dp->rank() : 0);
+    for (const auto& b : m_buckets) {
+        const std::size_t piece = (b.end - b.begin + n - 1) / n;
+        const std::size_t from = std::min(b.end, b.begin + piece * r), to = std::min(b.end, from + piece);
+        if (from < to)
+            out.emplace_back(from, to);
+    }
+    return out;
 }
 
 void GradientSync::setGroupCommunicator(int group, comm::Communicator* c)
@@ -124,6 +161,38 @@ void GradientSync::startDelayed()
         return;
     for (auto& b : m_buckets)
         b.delayed = launch(b, m_delayed.data());
+}
+
+void GradientSync::allGatherPieces(float* values, const comm::CollectiveTuning& tuning)
+{
+    // In place where the bucket splits evenly (member r's piece is block r of the bucket); otherwise
+    // through a padded buffer. All are queued at once; the communicator runs them in order.
+    comm::Communicator& dp = *m_dp;
+    const auto n = static_cast<std::size_t>(dp.size()), r = static_cast<std::size_t>(dp.rank());
+    struct Padded {
+        std::size_t begin, end;
+        std::vector<float> mine, all;
+    };
+    std::deque<Padded> padded;
+    std::vector<comm::WorkPtr> works;
+    for (const auto& b : m_buckets) {
+        const std::size_t size = b.end - b.begin, piece = (size + n - 1) / n;
+        const auto options = tuning.shardOptions(piece * n * sizeof(float), static_cast<int>(n));
+        if (options.algorithm != comm::CollectiveAlgorithm::Library && size % n == 0) {
+            works.push_back(
+                dp.allGather(values + b.begin + piece * r, values + b.begin, piece, comm::DType::F32, options));
+            continue;
+        }
+        Padded& g = padded.emplace_back(Padded { b.begin, b.end, std::vector<float>(piece, 0.0f), {} });
+        g.all.assign(piece * n, 0.0f);
+        const std::size_t from = std::min(b.end, b.begin + piece * r), to = std::min(b.end, from + piece);
+        std::copy(values + from, values + to, g.mine.begin());
+        works.push_back(dp.allGather(g.mine.data(), g.all.data(), piece, comm::DType::F32, options));
+    }
+    for (auto& w : works)
+        w->wait();
+    for (const auto& g : padded)
+        std::copy(g.all.begin(), g.all.begin() + static_cast<std::ptrdiff_t>(g.end - g.begin), values + g.begin);
 }
 
 } // namespace loom::train

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "engine/comm/AlgorithmTuner.h"
 #include "engine/comm/Communicator.h"
 #include "engine/train/Parameters.h"
 
@@ -50,6 +51,18 @@ public:
     // Buckets of parameters in `group` (the constructor's `groups`) are reduced over `c` instead of the DP
     // group: experts' gradients over the expert-data-parallel group.
     void setGroupCommunicator(int group, comm::Communicator* c);
+    // ZeRO-1 as Megatron's distributed optimizer does it: member r of the DP group owns piece r of every
+    // bucket (pieces of ceil(size / members) elements) and needs the sum of that piece only, so a bucket is
+    // reduce-scattered in place with `options` (half the all-reduce's traffic) instead of all-reduced;
+    // buckets that do not split evenly, and algorithms that cannot run in place (the library's), stay
+    // all-reduced. Staleness 0 and no codec only. Set before the first step.
+    void setShardedReduction(comm::CollectiveOptions options);
+    // This member's pieces as flat ranges [begin, end), in flat order (empty ones left out).
+    std::vector<std::pair<std::size_t, std::size_t>> ownedPieces() const;
+    // After the optimizer updated this member's pieces of `values` (the flat parameters): every member's
+    // pieces into every member's `values`, bucket by bucket over the DP group, each all-gather's algorithm
+    // chosen by `tuning` for its size; in place where the bucket splits evenly and the algorithm allows it.
+    void allGatherPieces(float* values, const comm::CollectiveTuning& tuning);
 
 private:
     struct Bucket {
@@ -63,6 +76,7 @@ private:
         comm::Communicator* comm = nullptr; // null: the DP group
     };
     comm::WorkPtr launch(Bucket& b, float* base);
+    bool scatters(const Bucket& b) const;
 
     ParamSet& m_params;
     comm::Communicator* m_dp;
@@ -76,6 +90,8 @@ private:
     int m_staleness = 0;
     std::vector<float> m_delayed; // staleness 1: the gradients being reduced while the next step computes
     bool m_hasDelayed = false; // m_delayed holds a step's gradients
+    bool m_sharded = false; // setShardedReduction
+    comm::CollectiveOptions m_scatterOptions;
 };
 
 } // namespace loom::train

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace loom::train {
 
@@ -71,15 +72,24 @@ double sumOfSquares(const float* x, std::size_t n, int threads)
 }
 
 AdamW::AdamW(std::size_t begin, std::size_t end, double beta1, double beta2, double eps, double weightDecay)
-    : m_begin(begin)
-    , m_end(end)
+    : AdamW(Ranges { { begin, end } }, beta1, beta2, eps, weightDecay)
+{
+}
+
+AdamW::AdamW(Ranges ranges, double beta1, double beta2, double eps, double weightDecay)
+    : m_begin(ranges.empty() ? 0 : ranges.front().first)
+    , m_end(ranges.empty() ? 0 : ranges.back().second)
+    , m_ranges(std::move(ranges))
     , m_beta1(beta1)
     , m_beta2(beta2)
     , m_eps(eps)
     , m_weightDecay(weightDecay)
-    , m_m(end - begin, 0.0f)
-    , m_v(end - begin, 0.0f)
 {
+    std::size_t n = 0;
+    for (const auto& [b, e] : m_ranges)
+        n += e - b;
+    m_m.assign(n, 0.0f);
+    m_v.assign(n, 0.0f);
 }
 
 void AdamW::step(
@@ -94,13 +104,15 @@ void AdamW::step(
     // The mask is constant per tensor: read it once into runs, so the update streams no mask bytes.
     if (m_runsOf != decayMask.data() || m_runsSize != decayMask.size()) {
         m_runs.clear();
-        for (std::size_t i = m_begin; i < m_end; ++i)
-            if (m_runs.empty() || (decayMask[i] != 0) != m_runs.back().decay)
-                m_runs.push_back({ i - m_begin, decayMask[i] != 0 });
+        std::size_t at = 0; // in the moments
+        for (const auto& [begin, end] : m_ranges)
+            for (std::size_t i = begin; i < end; ++i, ++at)
+                if (i == begin || m_runs.empty() || (decayMask[i] != 0) != m_runs.back().decay)
+                    m_runs.push_back({ at, i, decayMask[i] != 0 });
         m_runsOf = decayMask.data();
         m_runsSize = decayMask.size();
     }
-    const std::size_t b0 = m_begin, n = m_end - m_begin;
+    const std::size_t n = m_m.size();
     if (n == 0)
         return;
     parallelFor(n, computeThreads(), [&](std::size_t, std::size_t b, std::size_t e) {
@@ -108,8 +120,9 @@ void AdamW::step(
             m_runs.begin(), m_runs.end(), b, [](std::size_t x, const Run& r) { return x < r.start; });
         for (--run; b < e; ++run) { // the run holding b, then the following ones up to e
             const std::size_t stop = std::min(e, run + 1 == m_runs.end() ? n : (run + 1)->start);
-            update(k, run->decay ? k.decay : 0.0f, params + b0 + b, grads + b0 + b, m_m.data() + b, m_v.data() + b,
-                stop - b);
+            const std::size_t flat = run->flat + (b - run->start);
+            update(
+                k, run->decay ? k.decay : 0.0f, params + flat, grads + flat, m_m.data() + b, m_v.data() + b, stop - b);
             b = stop;
         }
     });

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace loom::train {
@@ -18,8 +19,10 @@ struct LearningRate {
 // split over `threads` (computeThreads() when 0) in a fixed way, so the result does not vary between runs.
 double sumOfSquares(const float* x, std::size_t n, int threads = 0);
 
-// AdamW (Loshchilov & Hutter) over a range of the flat parameter buffer. Weight decay applies where
-// `decayMask` is 1. With ZeRO-1 each data-parallel rank owns one range and keeps moments only for it.
+// AdamW (Loshchilov & Hutter) over a range of the flat parameter buffer, or over several (ZeRO-1 as
+// Megatron's distributed optimizer shards it: this rank's piece of every gradient bucket; the moments of
+// the ranges one after another). Weight decay applies where `decayMask` is 1. With ZeRO-1 each
+// data-parallel rank owns its ranges and keeps moments only for them.
 // step() runs in float with its constants computed once per step, vectorised and split over
 // computeThreads(); `gradScale` (the clipping factor) is applied inside the same pass. `decayMask` is read
 // into runs of equal values on the first step and must stay the same (contents and buffer) afterwards.
@@ -27,10 +30,15 @@ class AdamW {
 public:
     AdamW(std::size_t begin, std::size_t end, double beta1 = 0.9, double beta2 = 0.95, double eps = 1e-8,
         double weightDecay = 0.1);
+    using Ranges = std::vector<std::pair<std::size_t, std::size_t>>;
+    explicit AdamW(Ranges ranges, double beta1 = 0.9, double beta2 = 0.95, double eps = 1e-8, double weightDecay = 0.1);
     void step(
         float* params, const float* grads, const std::vector<std::uint8_t>& decayMask, double lr, float gradScale);
+    // The first range's begin and the last range's end (one range: the range).
     std::size_t begin() const { return m_begin; }
     std::size_t end() const { return m_end; }
+    // The flat ranges [begin, end), in the order their moments are kept.
+    const Ranges& ranges() const { return m_ranges; }
     std::int64_t steps() const { return m_t; }
     double beta1() const { return m_beta1; }
     double beta2() const { return m_beta2; }
@@ -45,14 +53,16 @@ public:
 
 private:
     std::size_t m_begin, m_end;
+    Ranges m_ranges;
     double m_beta1, m_beta2, m_eps, m_weightDecay;
     std::int64_t m_t = 0;
     std::vector<float> m_m, m_v;
     struct Run {
-        std::size_t start; // from begin()
+        std::size_t start; // in the moments
+        std::size_t flat; // where start lies in the flat buffer
         bool decay;
     };
-    std::vector<Run> m_runs; // decayMask over [begin, end) as runs of equal values
+    std::vector<Run> m_runs; // decayMask over the ranges as runs of equal values within one range
     const std::uint8_t* m_runsOf = nullptr;
     std::size_t m_runsSize = 0;
 };

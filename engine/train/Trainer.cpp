@@ -89,7 +89,17 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
             std::fill(m_decay.begin() + static_cast<std::ptrdiff_t>(s.offset),
                 m_decay.begin() + static_cast<std::ptrdiff_t>(s.offset + s.size()), 1);
     std::size_t begin = 0, end = params.values.size();
-    if (layout.memory.zero == 1 && replicas > 1) {
+    AdamW::Ranges pieces;
+    const bool plainSync = layout.comm.staleness == 0 && layout.comm.dpCodec.kind == plan::Codec::Kind::None;
+    if (layout.memory.zero == 1 && replicas > 1 && plainSync && p.ep == 1) {
+        // Megatron's distributed optimizer: the buckets are reduce-scattered, each rank updates its piece of
+        // every bucket, and the pieces are all-gathered after the optimizer (gatherZero1Pieces).
+        m_sync->setShardedReduction(m_tuning.shardOptions(
+            std::min(params.values.size() * 4, static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20))),
+            static_cast<int>(replicas)));
+        pieces = m_sync->ownedPieces();
+        m_zero1Pieces = true;
+    } else if (layout.memory.zero == 1 && replicas > 1) { // one contiguous range per rank, all-reduced
         const std::size_t shard
             = (params.values.size() + static_cast<std::size_t>(replicas) - 1) / static_cast<std::size_t>(replicas);
         begin = std::min(params.values.size(), shard * static_cast<std::size_t>(replicaIndex));
@@ -105,7 +115,7 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         begin = 0;
         end = m_sharded->shardSize();
     }
-    m_adam = std::make_unique<AdamW>(begin, end);
+    m_adam = m_zero1Pieces ? std::make_unique<AdamW>(pieces) : std::make_unique<AdamW>(begin, end);
     m_codecWarmup = std::max<std::int64_t>(layout.comm.codecWarmup, 0);
     if (layout.comm.dpCodec.kind == plan::Codec::Kind::TopK && layout.comm.errorFeedback && replicas > 1) {
         // Sparse updates under AdamW (SparseAdam): a warm-up of uncompressed steps, then frozen variance.
@@ -288,6 +298,14 @@ double Trainer::gradientNormSquared()
     double sum = 0, experts = 0;
     if (m_sharded) { // each DP rank holds the reduced gradient of its pieces only: the DP group adds too
         sum = m_sharded->normSquared([this](int t) { return countsInNorm(t); });
+    } else if (m_zero1Pieces) { // likewise: this rank's piece of every bucket, tensor by tensor
+        for (const auto& [from, to] : m_adam->ranges())
+            for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) {
+                const auto& s = params.spec(i);
+                const std::size_t a = std::max(from, s.offset), b = std::min(to, s.offset + s.size());
+                if (a < b && countsInNorm(i))
+                    sum += sumOfSquares(params.grads.data() + a, b - a);
+            }
     } else {
         for (int i = 0; i < static_cast<int>(params.specs().size()); ++i)
             if (countsInNorm(i)) // vectorised and threaded (Optimizer.h)
@@ -299,12 +317,13 @@ double Trainer::gradientNormSquared()
         sum += experts;
     }
     double total = sum;
-    if (m_comms.tensor->size() > 1 || m_comms.pipeline->size() > 1 || m_sharded) {
+    const bool sharded = m_sharded || m_zero1Pieces;
+    if (m_comms.tensor->size() > 1 || m_comms.pipeline->size() > 1 || sharded) {
         std::vector<float> v { static_cast<float>(sum) };
         // fp32 is enough for a norm used to clip; the all-reduce stays on the library path.
         m_comms.tensor->allReduce(v.data(), 1, comm::DType::F32, comm::ReduceOp::Sum)->wait();
         m_comms.pipeline->allReduce(v.data(), 1, comm::DType::F32, comm::ReduceOp::Sum)->wait();
-        if (m_sharded)
+        if (sharded)
             m_comms.data->allReduce(v.data(), 1, comm::DType::F32, comm::ReduceOp::Sum)->wait();
         total = v[0];
     }
@@ -354,9 +373,11 @@ StepResult Trainer::step(std::int64_t step)
             m_sync->markReady(i); // embedding and head tensors: reduced after backward
     // Staleness 1: the gradient applied now is the previous step's (averaged while this step computed),
     // with that step's learning rate; the first step has none and leaves the weights as they are.
+    const auto waitStart = trace::nowNs(); // the gradient reduction's exposed part (the trace's "wait")
     const bool apply = m_sync->finish();
     if (m_sharded)
         m_sharded->finish();
+    record(trace::EventKind::Wait, waitStart, step);
 
     StepResult r;
     r.step = step;
@@ -382,7 +403,9 @@ StepResult Trainer::step(std::int64_t step)
     record(trace::EventKind::Optimizer, optimizerStart, step);
     if (apply && m_sharded && m_layout.memory.zero == 2)
         m_sharded->gatherFlat(); // ZeRO-2: every rank's updated pieces into the full parameters
-    if (apply && !sparse && m_layout.memory.zero == 1 && p.dp * p.cp > 1) {
+    if (apply && m_zero1Pieces) {
+        m_sync->allGatherPieces(params.values.data(), m_tuning);
+    } else if (apply && !sparse && m_layout.memory.zero == 1 && p.dp * p.cp > 1) {
         // ZeRO-1: each DP (dp·cp) rank updated its shard; gather the others' shards.
         const std::size_t replicas = static_cast<std::size_t>(p.dp * p.cp);
         const std::size_t shard = (params.values.size() + replicas - 1) / replicas;

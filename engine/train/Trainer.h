@@ -80,6 +80,7 @@ private:
     std::unique_ptr<GradientSync> m_sync;
     std::unique_ptr<AdamW> m_adam; // over the shard with ZeRO-2/3
     std::unique_ptr<ShardedParams> m_sharded; // ZeRO-2/3 with dp > 1
+    bool m_zero1Pieces = false; // ZeRO-1 over this rank's piece of every bucket (GradientSync::setShardedReduction)
     comm::CollectiveTuning m_tuning; // the DP group's algorithm choice for ZeRO's reduce-scatters and all-gathers
     bool countsInNorm(int tensor) const;
     std::unique_ptr<SparseAdam> m_sparse; // top-k with error feedback after the codec warm-up

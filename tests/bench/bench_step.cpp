@@ -14,6 +14,7 @@
 #include "tests/bench/ReferenceGpt2.h"
 
 #include <malloc.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,6 +48,14 @@ void politeBarrier()
         if (!done)
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+}
+
+// CPU seconds (user and system, all threads) this process has used so far.
+double cpuSeconds()
+{
+    rusage u {};
+    getrusage(RUSAGE_SELF, &u);
+    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 } // namespace
@@ -97,11 +106,14 @@ int main(int argc, char** argv)
     options.steps = steps;
     options.recorder = &recorder;
     train::Trainer trainer(layout, comms, corpus, options, kernels);
-    std::vector<double> stepTimes, optimizerTimes;
+    std::vector<double> stepTimes, optimizerTimes, cpuTimes;
     std::vector<std::vector<double>> kindTimes(16); // seconds per event kind and step, rank 0
     double firstLoss = 0, lastLoss = 0;
     for (int s = 0; s < steps; ++s) {
+        const double cpu0 = cpuSeconds();
         const auto r = trainer.step(s);
+        double cpu = cpuSeconds() - cpu0; // this rank's; the ranks' sum below
+        MPI_Allreduce(MPI_IN_PLACE, &cpu, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         std::vector<double> kinds(kindTimes.size(), 0.0);
         for (const auto& e : recorder.take())
             if (std::size_t(e.kind) < kinds.size())
@@ -109,12 +121,13 @@ int main(int argc, char** argv)
         (s == 0 ? firstLoss : lastLoss) = r.loss;
         if (s >= 1) { // the first step pays page faults
             stepTimes.push_back(r.seconds);
+            cpuTimes.push_back(cpu);
             optimizerTimes.push_back(kinds[std::size_t(trace::EventKind::Optimizer)]);
             for (std::size_t k = 0; k < kinds.size(); ++k)
                 kindTimes[k].push_back(kinds[k]);
         }
     }
-    const double loomStep = median(stepTimes), loomOptimizer = median(optimizerTimes);
+    const double loomStep = median(stepTimes), loomOptimizer = median(optimizerTimes), loomCpu = median(cpuTimes);
 
     double refStep = 0, refOptimizer = 0, refFirst = 0, refLast = 0;
     const int refThreads = threads * dp; // the reference gets the cores the Loom ranks had together
@@ -156,11 +169,11 @@ int main(int argc, char** argv)
     if (json) {
         std::printf(
             "{\"bench\":\"step\",\"model\":\"gpt2-124m\",\"batch\":4,\"seq\":64,\"dp\":%d,\"threads_per_rank\":%d,"
-            "\"loom_step_ms\":%.1f,\"loom_optimizer_ms\":%.1f,\"loom_optimizer_fraction\":%.4f,"
+            "\"loom_step_ms\":%.1f,\"loom_cpu_ms\":%.1f,\"loom_optimizer_ms\":%.1f,\"loom_optimizer_fraction\":%.4f,"
             "\"reference_threads\":%d,\"reference_step_ms\":%.1f,\"reference_optimizer_ms\":%.1f,"
             "\"reference_vs_loom\":%.3f,\"blas_core\":\"%s\",\"loadavg\":\"%s\"}\n",
-            dp, threads, loomStep * 1e3, loomOptimizer * 1e3, loomOptimizer / loomStep, refThreads, refStep * 1e3,
-            refOptimizer * 1e3, ratio, train::blasCoreName().c_str(), load);
+            dp, threads, loomStep * 1e3, loomCpu * 1e3, loomOptimizer * 1e3, loomOptimizer / loomStep, refThreads,
+            refStep * 1e3, refOptimizer * 1e3, ratio, train::blasCoreName().c_str(), load);
         return 0;
     }
     std::printf("GPT-2 124M shape, batch 4 x 64, fp32; Loom dp %d with %d thread(s) per rank, OpenBLAS kernels %s "
@@ -170,6 +183,7 @@ int main(int argc, char** argv)
         firstLoss, lastLoss);
     std::printf("  Loom optimizer     %9.1f ms  = %.1f %% of the step (goal < 8 %%)\n", loomOptimizer * 1e3,
         100 * loomOptimizer / loomStep);
+    std::printf("  Loom CPU time      %9.1f ms  per step, all ranks' threads together (median)\n", loomCpu * 1e3);
     std::printf("  parts (rank 0, medians):");
     for (auto kind : { trace::EventKind::Forward, trace::EventKind::Backward, trace::EventKind::Optimizer,
              trace::EventKind::AllReduce, trace::EventKind::ReduceScatter, trace::EventKind::AllGather,

@@ -69,13 +69,16 @@ private slots:
         QCOMPARE(toString(chooseAllreduce({ "mpi", 2 << 20, 4, 2 }, table)), toString(CollectiveAlgorithm::Library));
     }
 
-    // ZeRO's reduce-scatters and all-gathers follow the all-reduce's crossing; the two-level and the
-    // shared-memory algorithms are all-reduce only, so their rows (and a layout's choice of them) give the ring.
+    // ZeRO's reduce-scatters and all-gathers follow the all-reduce's crossing: on one node through the
+    // shared-memory segment from 16 MiB; the two-level algorithm is all-reduce only, so its row (and a
+    // layout's choice of it) gives the ring.
     void shardCollectives()
     {
         CollectiveTuning tuning;
         QCOMPARE(toString(tuning.shardOptions(1 << 20, 2).algorithm), toString(CollectiveAlgorithm::Library));
-        QCOMPARE(toString(tuning.shardOptions(64 << 20, 2).algorithm), toString(CollectiveAlgorithm::Ring));
+        QCOMPARE(toString(tuning.shardOptions(64 << 20, 2).algorithm), toString(CollectiveAlgorithm::SharedMemory));
+        QCOMPARE(toString(tuning.shardOptions(16 << 20, 2).algorithm), toString(CollectiveAlgorithm::SharedMemory));
+        QCOMPARE(toString(tuning.shardOptions((16 << 20) - 4, 2).algorithm), toString(CollectiveAlgorithm::Library));
         tuning.nodes = 2;
         QCOMPARE(toString(tuning.shardOptions(64 << 20, 4).algorithm), toString(CollectiveAlgorithm::Ring));
         QCOMPARE(toString(chooseAllreduce({ "mpi", 64 << 20, 4, 2 })), toString(CollectiveAlgorithm::Hierarchical));
@@ -86,7 +89,7 @@ private slots:
                  std::pair { CollectiveAlgorithm::Ring, CollectiveAlgorithm::Ring },
                  std::pair { CollectiveAlgorithm::ChunkedRing, CollectiveAlgorithm::ChunkedRing },
                  std::pair { CollectiveAlgorithm::Hierarchical, CollectiveAlgorithm::Ring },
-                 std::pair { CollectiveAlgorithm::SharedMemory, CollectiveAlgorithm::Ring } }) {
+                 std::pair { CollectiveAlgorithm::SharedMemory, CollectiveAlgorithm::SharedMemory } }) {
             tuning.algorithm = fixed;
             const CollectiveOptions o = tuning.shardOptions(100, 4);
             QCOMPARE(toString(o.algorithm), toString(expected));

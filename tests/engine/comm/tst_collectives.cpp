@@ -146,16 +146,26 @@ private slots:
     {
         QTest::addColumn<int>("algorithm");
         QTest::addColumn<int>("count");
-        for (auto a : { CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring, CollectiveAlgorithm::ChunkedRing })
+        QTest::addColumn<bool>("inPlace");
+        for (auto a : { CollectiveAlgorithm::Library, CollectiveAlgorithm::Ring, CollectiveAlgorithm::ChunkedRing,
+                 CollectiveAlgorithm::SharedMemory })
             for (int count : { 0, 1, 7, 1001 })
                 QTest::newRow(
                     qPrintable(QStringLiteral("%1 x%2").arg(QString::fromLatin1(toString(a).data())).arg(count)))
-                    << int(a) << count;
+                    << int(a) << count << false;
+        // The segment's: several pieces of a slot (1 to 8 MiB), the last one short; and in place (the
+        // reduce-scatter's result in this rank's own block of its input, the all-gather's input there).
+        QTest::newRow("shm x2500003") << int(CollectiveAlgorithm::SharedMemory) << 2500003 << false;
+        QTest::newRow("shm x2500003 in place") << int(CollectiveAlgorithm::SharedMemory) << 2500003 << true;
+        QTest::newRow("shm x1001 in place") << int(CollectiveAlgorithm::SharedMemory) << 1001 << true;
     }
+    // Against MPI_Reduce_scatter and MPI_Allgather, bit for bit (integer-valued data: every order of the
+    // additions gives the same sums).
     void reduceScatterAndAllGather()
     {
         QFETCH(int, algorithm);
         QFETCH(int, count);
+        QFETCH(bool, inPlace);
         const int n = worldSize(), r = worldRank();
         const auto c = static_cast<std::size_t>(count);
         CollectiveOptions o;
@@ -166,15 +176,28 @@ private slots:
             send[i] = value(r, i);
         std::vector<int> counts(static_cast<std::size_t>(n), count);
         MPI_Reduce_scatter(send.data(), expected.data(), counts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        m_world->reduceScatter(send.data(), got.data(), c, DType::F32, ReduceOp::Sum, o)->wait();
-        QCOMPARE(got, expected);
+        const bool shm = o.algorithm == CollectiveAlgorithm::SharedMemory && n > 1;
+        float* ownBlock = send.data() + c * static_cast<std::size_t>(r);
+        auto rs = m_world->reduceScatter(send.data(), inPlace ? ownBlock : got.data(), c, DType::F32, ReduceOp::Sum, o);
+        rs->wait();
+        if (inPlace)
+            got.assign(ownBlock, ownBlock + c);
+        QVERIFY(got == expected);
+        if (shm) // every rank of this test runs on one machine: the segment is used, not the ring
+            QCOMPARE(toString(rs->stats().algorithm), toString(CollectiveAlgorithm::SharedMemory));
 
         std::vector<float> mine(c), all(c * static_cast<std::size_t>(n)), allExpected(all.size());
         for (std::size_t i = 0; i < c; ++i)
             mine[i] = value(r, i);
         MPI_Allgather(mine.data(), count, MPI_FLOAT, allExpected.data(), count, MPI_FLOAT, MPI_COMM_WORLD);
-        m_world->allGather(mine.data(), all.data(), c, DType::F32, o)->wait();
-        QCOMPARE(all, allExpected);
+        if (inPlace)
+            std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(c) * r);
+        auto ag = m_world->allGather(
+            inPlace ? all.data() + c * static_cast<std::size_t>(r) : mine.data(), all.data(), c, DType::F32, o);
+        ag->wait();
+        QVERIFY(all == allExpected);
+        if (shm)
+            QCOMPARE(toString(ag->stats().algorithm), toString(CollectiveAlgorithm::SharedMemory));
     }
 
     void allToAll_data()

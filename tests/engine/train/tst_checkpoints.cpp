@@ -101,6 +101,33 @@ private slots:
                 qPrintable(QStringLiteral("step %1: %2 vs %3").arg(step).arg(loss).arg(a.at(step))));
     }
 
+    // ZeRO-1 at dp 2 keeps the moments of each rank's piece of every gradient bucket; its checkpoint holds
+    // them all at their global positions, so one process resumes it with the same losses.
+    void zeroOnePiecesResumeInOneProcess()
+    {
+        const QString dir = m_dir.filePath("zero1"), baseline = m_dir.filePath("zero1.m");
+        QString log;
+        QCOMPARE(
+            run(layout("zero1-dp2", 1, 1, 2, 1),
+                { "--steps", "12", "--checkpoint-dir", dir, "--checkpoint-every", "6", "--metrics", baseline }, &log),
+            0);
+        QVERIFY(QDir(dir + "/step-12").removeRecursively());
+        QFile latest(dir + "/latest");
+        QVERIFY(latest.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        latest.write("step-6\n");
+        latest.close();
+        const QString resumed = m_dir.filePath("zero1-resumed.m");
+        QCOMPARE(run(layout("zero1-one", 1, 1, 1),
+                     { "--steps", "12", "--checkpoint-dir", dir, "--resume", "--metrics", resumed }, &log),
+            0);
+        QVERIFY2(log.contains("after step 6"), qPrintable(log));
+        const auto a = losses(baseline), b = losses(resumed);
+        QCOMPARE(int(b.size()), 6);
+        for (const auto& [step, loss] : b)
+            QVERIFY2(std::fabs(loss - a.at(step)) <= 1e-5 * a.at(step),
+                qPrintable(QStringLiteral("step %1: %2 vs %3").arg(step).arg(loss).arg(a.at(step))));
+    }
+
     void llmcModelFileRoundTrip()
     {
         // Export after 3 steps, import on 8 ranks (tp 2, pp 2, dp 2) and export again: the same bytes.

@@ -1,5 +1,6 @@
 // AdamW and the gradient norm: the vectorised, threaded float pass against a plain double loop; the same
-// bits for any thread count; ZeRO-1 shards that add up to the whole update; threads per rank.
+// bits for any thread count; ZeRO-1 shards (one range, or pieces of every bucket) that add up to the whole
+// update; threads per rank.
 #include "engine/train/Optimizer.h"
 #include "engine/train/Threads.h"
 
@@ -111,6 +112,38 @@ private slots:
             AdamW mine(std::min(n, r * shard), std::min(n, (r + 1) * shard));
             mine.step(sharded.params.data(), sharded.grads.data(), sharded.mask, 1e-3, 1.0f);
             QCOMPARE(mine.firstMoment().size(), mine.end() - mine.begin());
+        }
+        QVERIFY(sharded.params == whole.params);
+    }
+
+    // ZeRO-1 over bucket pieces: member r of 3 owns piece r of each of four uneven "buckets"; the members'
+    // ranges together give the whole update bit for bit, with the moments of each member's pieces in order.
+    void bucketPiecesMakeTheWhole()
+    {
+        setComputeThreads(2);
+        const Problem start = problem(200003, 11);
+        Problem whole = start, sharded = start;
+        AdamW all(0, whole.params.size());
+        for (int step = 0; step < 2; ++step)
+            all.step(whole.params.data(), whole.grads.data(), whole.mask, 1e-3, 0.5f);
+        const std::size_t n = start.params.size();
+        const std::vector<std::size_t> bounds { 0, 7, 50001, 150000, n };
+        for (std::size_t r = 0; r < 3; ++r) {
+            AdamW::Ranges pieces;
+            for (std::size_t b = 0; b + 1 < bounds.size(); ++b) {
+                const std::size_t piece = (bounds[b + 1] - bounds[b] + 2) / 3;
+                const std::size_t from = std::min(bounds[b + 1], bounds[b] + r * piece);
+                const std::size_t to = std::min(bounds[b + 1], from + piece);
+                if (from < to)
+                    pieces.emplace_back(from, to);
+            }
+            AdamW mine(pieces);
+            for (int step = 0; step < 2; ++step)
+                mine.step(sharded.params.data(), sharded.grads.data(), sharded.mask, 1e-3, 0.5f);
+            std::size_t held = 0;
+            for (const auto& [from, to] : mine.ranges())
+                held += to - from;
+            QCOMPARE(mine.firstMoment().size(), held);
         }
         QVERIFY(sharded.params == whole.params);
     }
