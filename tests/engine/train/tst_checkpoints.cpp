@@ -74,25 +74,23 @@ class TestCheckpoints : public QObject {
         return p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
     }
 
-private slots:
-    void resumesUnderAnotherLayout()
+    // Trains `first` for 12 steps with a checkpoint every 6, keeps only step 6 and resumes it under `second`:
+    // the 6 resumed steps give the first run's losses (within 1e-5 relative).
+    void resumeStep6Under(const QString& tag, const QJsonObject& first, const QJsonObject& second)
     {
-        const QString dir = m_dir.filePath("reshard"), baseline = m_dir.filePath("baseline.m");
+        const QString dir = m_dir.filePath(tag), baseline = m_dir.filePath(tag + ".m");
         QString log;
         QCOMPARE(
-            run(layout("one", 1, 1, 1),
-                { "--steps", "12", "--checkpoint-dir", dir, "--checkpoint-every", "6", "--metrics", baseline }, &log),
+            run(first, { "--steps", "12", "--checkpoint-dir", dir, "--checkpoint-every", "6", "--metrics", baseline },
+                &log),
             0);
-        // Keep only step 6, then resume it on 8 ranks with ZeRO-1.
         QVERIFY(QDir(dir + "/step-12").removeRecursively());
         QFile latest(dir + "/latest");
         QVERIFY(latest.open(QIODevice::WriteOnly | QIODevice::Truncate));
         latest.write("step-6\n");
         latest.close();
-        const QString resumed = m_dir.filePath("resumed.m");
-        QCOMPARE(run(layout("eight", 2, 2, 2, 1),
-                     { "--steps", "12", "--checkpoint-dir", dir, "--resume", "--metrics", resumed }, &log),
-            0);
+        const QString resumed = m_dir.filePath(tag + "-resumed.m");
+        QCOMPARE(run(second, { "--steps", "12", "--checkpoint-dir", dir, "--resume", "--metrics", resumed }, &log), 0);
         QVERIFY2(log.contains("resumed from") && log.contains("after step 6"), qPrintable(log));
         const auto a = losses(baseline), b = losses(resumed);
         QCOMPARE(int(b.size()), 6);
@@ -101,31 +99,18 @@ private slots:
                 qPrintable(QStringLiteral("step %1: %2 vs %3").arg(step).arg(loss).arg(a.at(step))));
     }
 
+private slots:
+    // A checkpoint of one process resumes on 8 ranks with ZeRO-1.
+    void resumesUnderAnotherLayout()
+    {
+        resumeStep6Under("reshard", layout("one", 1, 1, 1), layout("eight", 2, 2, 2, 1));
+    }
+
     // ZeRO-1 at dp 2 keeps the moments of each rank's piece of every gradient bucket; its checkpoint holds
     // them all at their global positions, so one process resumes it with the same losses.
     void zeroOnePiecesResumeInOneProcess()
     {
-        const QString dir = m_dir.filePath("zero1"), baseline = m_dir.filePath("zero1.m");
-        QString log;
-        QCOMPARE(
-            run(layout("zero1-dp2", 1, 1, 2, 1),
-                { "--steps", "12", "--checkpoint-dir", dir, "--checkpoint-every", "6", "--metrics", baseline }, &log),
-            0);
-        QVERIFY(QDir(dir + "/step-12").removeRecursively());
-        QFile latest(dir + "/latest");
-        QVERIFY(latest.open(QIODevice::WriteOnly | QIODevice::Truncate));
-        latest.write("step-6\n");
-        latest.close();
-        const QString resumed = m_dir.filePath("zero1-resumed.m");
-        QCOMPARE(run(layout("zero1-one", 1, 1, 1),
-                     { "--steps", "12", "--checkpoint-dir", dir, "--resume", "--metrics", resumed }, &log),
-            0);
-        QVERIFY2(log.contains("after step 6"), qPrintable(log));
-        const auto a = losses(baseline), b = losses(resumed);
-        QCOMPARE(int(b.size()), 6);
-        for (const auto& [step, loss] : b)
-            QVERIFY2(std::fabs(loss - a.at(step)) <= 1e-5 * a.at(step),
-                qPrintable(QStringLiteral("step %1: %2 vs %3").arg(step).arg(loss).arg(a.at(step))));
+        resumeStep6Under("zero1", layout("zero1-dp2", 1, 1, 2, 1), layout("zero1-one", 1, 1, 1));
     }
 
     void llmcModelFileRoundTrip()
