@@ -9,19 +9,30 @@
 using namespace loom::plan;
 using loom::profiles::BuiltinProfiles;
 
+namespace {
+
+// A search for a built-in model on `nodes` nodes of a built-in cluster.
+SearchRequest request(
+    const char* model, const char* cluster, std::int64_t nodes, std::int64_t globalBatch, Precision precision, int top)
+{
+    SearchRequest r;
+    r.model = *BuiltinProfiles::instance().findModel(model);
+    r.cluster = *BuiltinProfiles::instance().findCluster(cluster);
+    r.nodes = nodes;
+    r.globalBatch = globalBatch;
+    r.precision = precision;
+    r.top = top;
+    return r;
+}
+
+} // namespace
+
 class TestSearch : public QObject {
     Q_OBJECT
 private slots:
     void megatron1tOn384Nodes()
     {
-        SearchRequest r;
-        r.model = *BuiltinProfiles::instance().findModel("megatron-1t");
-        r.cluster = *BuiltinProfiles::instance().findCluster("dgx-a100");
-        r.nodes = 384;
-        r.globalBatch = 3072;
-        r.precision = Precision::Fp16;
-        r.top = 5;
-        const SearchResult s = search(r);
+        const SearchResult s = search(request("megatron-1t", "dgx-a100", 384, 3072, Precision::Fp16, 5));
         QVERIFY(s.evaluated > 1000);
         QVERIFY(s.fitting > 0);
         QCOMPARE(int(s.ranked.size()), 5);
@@ -44,14 +55,7 @@ private slots:
     {
         // 126 layers divide by no pp·vpp of 16·v, but 126 + 2 do: the search tries Llama 3's own split (the
         // embedding and the LM head counted as a layer each, Megatron-LM's --account-for-*-in-pipeline-split).
-        SearchRequest r;
-        r.model = *BuiltinProfiles::instance().findModel("llama3-405b");
-        r.cluster = *BuiltinProfiles::instance().findCluster("dgx-h100");
-        r.nodes = 1024;
-        r.globalBatch = 2048;
-        r.precision = Precision::Bf16;
-        r.top = 3;
-        const SearchResult s = search(r);
+        const SearchResult s = search(request("llama3-405b", "dgx-h100", 1024, 2048, Precision::Bf16, 3));
         QVERIFY(!s.ranked.empty());
         bool accounted = false;
         for (const auto& c : s.ranked) {
@@ -74,11 +78,7 @@ private slots:
 
     void impossibleRequests()
     {
-        SearchRequest r;
-        r.model = *BuiltinProfiles::instance().findModel("gpt3-175b");
-        r.cluster = *BuiltinProfiles::instance().findCluster("dgx-a100");
-        r.nodes = 1;
-        r.globalBatch = 8;
+        SearchRequest r = request("gpt3-175b", "dgx-a100", 1, 8, Precision::Bf16, 5); // the defaults
         const SearchResult s = search(r);
         QVERIFY(s.ranked.empty()); // 175B cannot fit on 8 GPUs
         QVERIFY(s.evaluated > 0);
