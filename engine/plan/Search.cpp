@@ -132,14 +132,20 @@ SearchResult search(const SearchRequest& r)
                     if (r.globalBatch % (mb * dp))
                         continue;
                     const std::int64_t micro = r.globalBatch / (mb * dp);
-                    // (schedule, vpp, stages counting the embedding and the head as a layer each)
-                    std::vector<std::tuple<ScheduleKind, std::int64_t, bool>> schedules
-                        = { { ScheduleKind::GPipe, 1, false }, { ScheduleKind::OneFOneB, 1, false } };
+                    // (schedule, vpp, stages: empty for the even split, else Llama 3's split that counts the
+                    // embedding and the LM head as a layer each, so the first and last chunk hold one fewer)
+                    std::vector<std::tuple<ScheduleKind, std::int64_t, std::vector<StageRange>>> schedules;
+                    schedules.emplace_back(ScheduleKind::GPipe, 1, std::vector<StageRange> {});
+                    schedules.emplace_back(ScheduleKind::OneFOneB, 1, std::vector<StageRange> {});
                     if (pp > 1 && micro % pp == 0)
-                        for (std::int64_t v : { 2, 3, 4, 6, 8 })
-                            if (m.layers % (pp * v) == 0 || (m.layers + 2) % (pp * v) == 0)
-                                schedules.emplace_back(ScheduleKind::Interleaved, v, m.layers % (pp * v) != 0);
-                    for (auto [schedule, vpp, accounted] : schedules)
+                        for (std::int64_t v : { 2, 3, 4, 6, 8 }) {
+                            if (m.layers % (pp * v) == 0)
+                                schedules.emplace_back(ScheduleKind::Interleaved, v, std::vector<StageRange> {});
+                            else if (auto split = accountedStageSplit(m.layers, pp * v); !split.empty())
+                                schedules.emplace_back(ScheduleKind::Interleaved, v, std::move(split));
+                        }
+                    for (const auto& [schedule, vpp, stages] : schedules) {
+                        work.parallel.stages = stages; // the same for every candidate below
                         for (int zero = 0; zero <= 3; ++zero) {
                             if (zero >= 1 && dp * cp == 1)
                                 continue;
@@ -160,10 +166,6 @@ SearchResult search(const SearchRequest& r)
                                         l.parallel.pp = pp;
                                         l.parallel.dp = dp;
                                         l.parallel.vpp = vpp;
-                                        if (accounted) // Llama 3's chunks: one layer fewer, or none, at the ends
-                                            l.parallel.stages = accountedStageSplit(m.layers, pp * vpp);
-                                        else
-                                            l.parallel.stages.clear();
                                         l.parallel.microBatch = mb;
                                         l.parallel.schedule = schedule;
                                         l.parallel.sp = sp;
@@ -180,6 +182,7 @@ SearchResult search(const SearchRequest& r)
                                     }
                             }
                         }
+                    }
                 }
             }
         }
