@@ -65,11 +65,10 @@ comm::WorkPtr GradientSync::launch(Bucket& b, float* base)
     comm::Communicator* c = b.comm ? b.comm : m_dp;
     if (!m_enabled || !c || c->size() == 1)
         return nullptr;
-    if (scatters(b)) { // in place: this member's piece of the bucket receives its sum
-        const std::size_t piece = (b.end - b.begin) / static_cast<std::size_t>(c->size());
-        float* bucket = base + b.begin;
-        return c->reduceScatter(bucket, bucket + piece * static_cast<std::size_t>(c->rank()), piece, comm::DType::F32,
-            comm::ReduceOp::Sum, m_scatterOptions);
+    if (scatters(b)) { // in place: this member's piece of the bucket receives its sum (the bucket splits evenly)
+        const Piece p = pieceOf(b, static_cast<std::size_t>(c->size()), static_cast<std::size_t>(c->rank()));
+        return c->reduceScatter(
+            base + b.begin, base + p.from, p.length, comm::DType::F32, comm::ReduceOp::Sum, m_scatterOptions);
     }
     comm::CollectiveOptions o = m_options;
     o.feedback = m_errorFeedback ? &b.feedback : nullptr;
@@ -92,17 +91,21 @@ void GradientSync::setShardedReduction(comm::CollectiveOptions options)
     m_scatterOptions = options;
 }
 
+GradientSync::Piece GradientSync::pieceOf(const Bucket& b, std::size_t members, std::size_t member)
+{
+    const std::size_t length = (b.end - b.begin + members - 1) / members;
+    const std::size_t from = std::min(b.end, b.begin + length * member);
+    return { from, std::min(b.end, from + length), length };
+}
+
 std::vector<std::pair<std::size_t, std::size_t>> GradientSync::ownedPieces() const
 {
     std::vector<std::pair<std::size_t, std::size_t>> out;
     const auto n = static_cast<std::size_t>(m_dp ? m_dp->size() : 1),
                r = static_cast<std::size_t>(m_dp ? m_dp->rank() : 0);
-    for (const auto& b : m_buckets) {
-        const std::size_t piece = (b.end - b.begin + n - 1) / n;
-        const std::size_t from = std::min(b.end, b.begin + piece * r), to = std::min(b.end, from + piece);
-        if (from < to)
-            out.emplace_back(from, to);
-    }
+    for (const auto& b : m_buckets)
+        if (const Piece p = pieceOf(b, n, r); p.from < p.to)
+            out.emplace_back(p.from, p.to);
     return out;
 }
 
@@ -176,17 +179,16 @@ void GradientSync::allGatherPieces(float* values, const comm::CollectiveTuning& 
     std::deque<Padded> padded;
     std::vector<comm::WorkPtr> works;
     for (const auto& b : m_buckets) {
-        const std::size_t size = b.end - b.begin, piece = (size + n - 1) / n;
+        const Piece mine = pieceOf(b, n, r);
+        const std::size_t piece = mine.length;
         const auto options = tuning.shardOptions(piece * n * sizeof(float), static_cast<int>(n));
-        if (options.algorithm != comm::CollectiveAlgorithm::Library && size % n == 0) {
-            works.push_back(
-                dp.allGather(values + b.begin + piece * r, values + b.begin, piece, comm::DType::F32, options));
+        if (options.algorithm != comm::CollectiveAlgorithm::Library && (b.end - b.begin) % n == 0) {
+            works.push_back(dp.allGather(values + mine.from, values + b.begin, piece, comm::DType::F32, options));
             continue;
         }
         Padded& g = padded.emplace_back(Padded { b.begin, b.end, std::vector<float>(piece, 0.0f), {} });
         g.all.assign(piece * n, 0.0f);
-        const std::size_t from = std::min(b.end, b.begin + piece * r), to = std::min(b.end, from + piece);
-        std::copy(values + from, values + to, g.mine.begin());
+        std::copy(values + mine.from, values + mine.to, g.mine.begin());
         works.push_back(dp.allGather(g.mine.data(), g.all.data(), piece, comm::DType::F32, options));
     }
     for (auto& w : works)

@@ -77,6 +77,12 @@ private:
     };
     comm::WorkPtr launch(Bucket& b, float* base);
     bool scatters(const Bucket& b) const;
+    // Member `member` of `members`' piece of a bucket: [from, to) in the flat buffer (clipped to the bucket)
+    // and the piece length ceil(size / members) that every member's piece is padded to.
+    struct Piece {
+        std::size_t from, to, length;
+    };
+    static Piece pieceOf(const Bucket& b, std::size_t members, std::size_t member);
 
     ParamSet& m_params;
     comm::Communicator* m_dp;

@@ -53,10 +53,10 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     m_tuning.nodes = comm::nodesSpanned(comms.data->group().ranks, m_grid.devicesPerNode());
     m_tuning.algorithm = layout.comm.allreduce;
     m_tuning.chunkBytes = static_cast<std::size_t>(layout.comm.chunkKb * 1024);
+    const auto bucketBytes = static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20));
+    const std::size_t largestBucket = std::min(params.values.size() * 4, bucketBytes); // what the table is read at
     comm::CollectiveOptions sync; // the layout's algorithm, or the measured table's for the bucket size
-    sync.algorithm = m_tuning.allReduceAlgorithm(
-        std::min(params.values.size() * 4, static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20))),
-        static_cast<int>(replicas));
+    sync.algorithm = m_tuning.allReduceAlgorithm(largestBucket, static_cast<int>(replicas));
     sync.chunkBytes = m_tuning.chunkBytes;
     sync.codec = layout.comm.dpCodec;
     // A lossy codec's output depends on the whole bucket: TP-replicated tensors and the tied embedding
@@ -76,9 +76,8 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
             if (m_stage->isExpertParam(i))
                 groups[static_cast<std::size_t>(i)] = expertGroup;
     }
-    m_sync = std::make_unique<GradientSync>(params, comms.data.get(),
-        static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20)), layout.comm.overlap, sync,
-        layout.comm.errorFeedback, groups);
+    m_sync = std::make_unique<GradientSync>(
+        params, comms.data.get(), bucketBytes, layout.comm.overlap, sync, layout.comm.errorFeedback, groups);
     if (p.ep > 1)
         m_sync->setGroupCommunicator(expertGroup, comms.expertData.get());
     m_sync->setStaleness(layout.comm.staleness);
@@ -94,9 +93,7 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     if (layout.memory.zero == 1 && replicas > 1 && plainSync && p.ep == 1) {
         // Megatron's distributed optimizer: the buckets are reduce-scattered, each rank updates its piece of
         // every bucket, and the pieces are all-gathered after the optimizer (gatherZero1Pieces).
-        m_sync->setShardedReduction(m_tuning.shardOptions(
-            std::min(params.values.size() * 4, static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20))),
-            static_cast<int>(replicas)));
+        m_sync->setShardedReduction(m_tuning.shardOptions(largestBucket, static_cast<int>(replicas)));
         pieces = m_sync->ownedPieces();
         m_zero1Pieces = true;
     } else if (layout.memory.zero == 1 && replicas > 1) { // one contiguous range per rank, all-reduced
