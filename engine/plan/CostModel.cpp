@@ -366,8 +366,11 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
     const double width = mixed ? 1.0 : 2.0;
     // Context parallelism keeps s/cp of each sequence's activations (and s/cp rows of any scores) per rank.
     const double cp = double(c.cp);
-    const double perLayerAct = layerActivationBytes(m, c.b, c.t, sp, attention, l.memory.recompute) * width / cp;
-    const double fullLayerAct = layerActivationBytes(m, c.b, c.t, sp, attention, Recompute::None) * width / cp;
+    const bool efficientNorm = l.memory.efficientNorm;
+    const double perLayerAct
+        = layerActivationBytes(m, c.b, c.t, sp, attention, l.memory.recompute, efficientNorm) * width / cp;
+    const double fullLayerAct
+        = layerActivationBytes(m, c.b, c.t, sp, attention, Recompute::None, efficientNorm) * width / cp;
     const double params = paramsOfRank(l, c, r);
     const ModelStateBytes state = modelStateBytesPerParameter(l.precision, l.memory.zero, c.d);
     // Experts are replicated over the expert-data-parallel group only (dp/ep ranks): ZeRO shards them there.

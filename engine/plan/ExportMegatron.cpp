@@ -140,6 +140,20 @@ void parallelArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bo
     a.push_back({ "--global-batch-size", std::to_string(p.globalBatch) });
 }
 
+// memory.efficient_norm: Megatron-LM's flag asks apex's fused LayerNorm of the local transformer layers to
+// keep its output; its RMSNorm and Transformer Engine's norms keep their inputs whatever the flag says.
+void efficientNormArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result)
+{
+    a.push_back({ "--memory-efficient-layer-norm", "" });
+    if (l.model.norm == ModelSpec::Norm::LayerNorm) {
+        a.push_back({ "--transformer-impl", "local" });
+        return;
+    }
+    result.notes.push_back("memory.efficient_norm: Megatron-LM honours --memory-efficient-layer-norm only for "
+                           "apex's LayerNorm; its RMSNorm keeps each norm's input, 4·s·b·h bytes a layer (/t with "
+                           "sp) more than Loom's estimate");
+}
+
 void memoryArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bool forDeepSpeed)
 {
     if (l.precision == Precision::Fp16)
@@ -160,6 +174,11 @@ void memoryArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bool
             a.push_back({ "--deepspeed-activation-checkpointing", "" });
         break;
     }
+    if (l.memory.efficientNorm && forDeepSpeed)
+        result.notes.push_back("memory.efficient_norm: Megatron-DeepSpeed's norms keep their inputs, 4·s·b·h bytes "
+                               "a layer (/t with sp) more than Loom's estimate");
+    else if (l.memory.efficientNorm)
+        efficientNormArgs(l, a, result);
     if (forDeepSpeed) {
         a.push_back({ "--zero-stage", std::to_string(l.memory.zero) });
         return;

@@ -162,6 +162,9 @@ ExportResult exportTorchTitan(const Layout& l, const std::string& primaryName)
         t += "mode = \"full\"\n";
         break;
     }
+    if (l.memory.efficientNorm)
+        result.notes.push_back("memory.efficient_norm: torchtitan's RMSNorm keeps its input, 4·s·b·h bytes a layer "
+                               "(/t with sp) more than Loom's estimate");
     commonComm(l, "torchtitan", result);
     result.notes.push_back("comm.bucket_mb and comm.overlap: torchtitan reduces gradients per layer (FSDP) or per "
                            "DDP bucket of its own and always overlaps them with the backward pass");

@@ -64,14 +64,15 @@ double activationBytesPerLayer(const ModelSpec& m, std::int64_t b, std::int64_t 
     return 0;
 }
 
-ActivationTerms activationTerms(const ModelSpec& m)
+ActivationTerms activationTerms(const ModelSpec& m, bool efficientNorm)
 {
     const double h = double(m.hidden), f = double(m.ffnHidden);
     const double kvShare = double(m.effectiveKvHeads()) / double(m.heads > 0 ? m.heads : 1);
     const bool llama = m.mlp == ModelSpec::Mlp::SwiGlu; // the Llama form trains without dropout
     ActivationTerms a;
-    // two norm inputs (4), the attention and MLP inputs (4), and the two dropout masks (2) in the GPT form
-    a.replicated = 8.0 + (llama ? 0.0 : 2.0);
+    // two norm inputs (4, none when the norms keep their outputs instead), the attention and MLP inputs (4),
+    // and the two dropout masks (2) in the GPT form
+    a.replicated = 8.0 + (llama ? 0.0 : 2.0) - (efficientNorm ? 4.0 : 0.0);
     // Q and K for the scores, V, the attention output (the projection's input): 2 + 2·kv/a + 2·kv/a + 2
     const double attention = 4.0 + 4.0 * kvShare;
     // GELU: its input and output (2·f each); SwiGLU: gate, up and their product (2·f each)
@@ -81,14 +82,14 @@ ActivationTerms activationTerms(const ModelSpec& m)
     return a;
 }
 
-double layerActivationBytes(
-    const ModelSpec& m, std::int64_t b, std::int64_t t, bool sp, Attention attention, Recompute recompute)
+double layerActivationBytes(const ModelSpec& m, std::int64_t b, std::int64_t t, bool sp, Attention attention,
+    Recompute recompute, bool efficientNorm)
 {
     const double sbh = double(m.seqLen) * double(b) * double(m.hidden), T = double(t);
     const double spDivisor = sp ? T : 1.0;
     if (recompute == Recompute::Full)
         return 2.0 * sbh / spDivisor; // only the layer's input is kept
-    const ActivationTerms a = activationTerms(m);
+    const ActivationTerms a = activationTerms(m, efficientNorm);
     double bytes = sbh * (a.replicated / spDivisor + a.split / T);
     if (attention == Attention::Materialized && recompute != Recompute::Selective)
         bytes += sbh * a.scores * double(m.heads) * double(m.seqLen) / (double(m.hidden) * T);

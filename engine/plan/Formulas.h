@@ -39,15 +39,16 @@ double activationBytesPerLayer(const ModelSpec& model, std::int64_t microBatch, 
 // is what every tensor-parallel rank keeps whole without sequence parallelism (norm inputs, the inputs of
 // the attention and MLP blocks, dropout masks), `split` what tensor parallelism divides by t, `scores` the
 // coefficient of a·s/h (the s×s attention scores: 5 with dropout, 2 without). GPT form (GELU MLP, dropout):
-// 10, 24·(f/4h), 5 with kv = a; Llama form (SwiGLU, no dropout): 8, 4 + 4·kv/a + 6f/h, 2.
+// 10, 24·(f/4h), 5 with kv = a; Llama form (SwiGLU, no dropout): 8, 4 + 4·kv/a + 6f/h, 2. Memory-efficient
+// norms (`efficientNorm`) keep their outputs, which the products keep anyway, and not their inputs: 4 less.
 struct ActivationTerms {
     double replicated = 0, split = 0, scores = 0;
 };
-ActivationTerms activationTerms(const ModelSpec& model);
+ActivationTerms activationTerms(const ModelSpec& model, bool efficientNorm = false);
 // Bytes one layer keeps for one micro-batch: s·b·h·(replicated/(t if sp) + split/t) + s·b·h·scores·a·s/(h·t)
 // when the scores are materialised and not recomputed; 2·s·b·h (/t with sp) with full recomputation.
 double layerActivationBytes(const ModelSpec& model, std::int64_t microBatch, std::int64_t tp, bool sp,
-    Attention attention, Recompute recompute);
+    Attention attention, Recompute recompute, bool efficientNorm = false);
 
 // Model-state bytes per parameter on one device under ZeRO stage `zero` over `dp` ranks (Rajbhandari et al.
 // 2020): 16-bit weights and gradients (2 + 2) and K = 12 bytes of fp32 Adam state; fp32 training 4 + 4 + 8.

@@ -97,6 +97,10 @@ struct MemorySpec {
     int zero = 0; // ZeRO stage 0-3: shards optimizer state (1), gradients too (2), parameters too (3) over dp
     Recompute recompute = Recompute::None;
     Attention attention = Attention::Flash;
+    // Memory-efficient norms (Megatron-LM's --memory-efficient-layer-norm, apex's memory_efficient): each
+    // norm keeps its output, which the next product keeps anyway, instead of its input, and the backward
+    // recovers the normalised values from the output and the gain (which must have no zero entry).
+    bool efficientNorm = false;
 
     bool operator==(const MemorySpec&) const = default;
 };

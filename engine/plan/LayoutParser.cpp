@@ -159,7 +159,9 @@ void readMemory(const json& j, Layout& layout, Diagnostics& d)
                                                : Recompute::Full;
     if (auto v = r.choice("attention", Presence::Optional, { "flash", "materialized" }))
         layout.memory.attention = *v == "flash" ? Attention::Flash : Attention::Materialized;
-    r.warnUnknown({ "zero", "recompute", "attention" });
+    if (auto v = r.boolean("efficient_norm", Presence::Optional))
+        layout.memory.efficientNorm = *v;
+    r.warnUnknown({ "zero", "recompute", "attention", "efficient_norm" });
 }
 
 void readComm(const json& j, Layout& layout, Diagnostics& d)
@@ -432,6 +434,8 @@ std::string writeLayout(const Layout& layout)
     j["memory"] = { { "zero", layout.memory.zero }, { "recompute", toString(layout.memory.recompute) } };
     if (layout.memory.attention != Attention::Flash)
         j["memory"]["attention"] = toString(layout.memory.attention);
+    if (layout.memory.efficientNorm)
+        j["memory"]["efficient_norm"] = true;
     j["precision"] = toString(layout.precision);
     const auto& c = layout.comm;
     j["comm"] = { { "dp_codec", c.dpCodec.toString() }, { "error_feedback", c.errorFeedback }, { "overlap", c.overlap },

@@ -104,7 +104,8 @@ std::string describeLayout(const Layout& l, std::int64_t maxRanks)
         stageText += " ... " + std::to_string(stages.size() - 16) + " more";
     line(stageText);
     line("memory   zero " + std::to_string(l.memory.zero) + ", recompute " + std::string(toString(l.memory.recompute))
-        + "; precision " + std::string(toString(l.precision)));
+        + (l.memory.efficientNorm ? ", norms keep their outputs" : "") + "; precision "
+        + std::string(toString(l.precision)));
     line("comm     dp_codec " + l.comm.dpCodec.toString()
         + (l.comm.dpCodec.lossy() && l.comm.errorFeedback ? " with error feedback" : "") + ", overlap "
         + (l.comm.overlap ? "on" : "off") + ", bucket " + text::number(l.comm.bucketMb) + " MB, chunk "

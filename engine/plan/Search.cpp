@@ -28,6 +28,8 @@ std::string describeCandidate(const Layout& l)
         s += " ep=" + std::to_string(p.ep);
     if (l.memory.attention != Attention::Flash)
         s += " attention=" + std::string(toString(l.memory.attention));
+    if (l.memory.efficientNorm)
+        s += " efficient-norm";
     return s;
 }
 
@@ -174,8 +176,16 @@ SearchResult search(const SearchRequest& r)
                                         l.memory.attention = attention;
                                         for (std::int64_t ep : eps) { // expert parallelism: 1 for dense models
                                             l.parallel.ep = ep;
+                                            l.memory.efficientNorm = false;
                                             ++out.evaluated;
-                                            const Estimate e = estimate(l);
+                                            Estimate e = estimate(l);
+                                            // Memory-efficient norms cost no time in the model, so they are
+                                            // tried only where the layout does not fit without them.
+                                            if (!e.fits && rc != Recompute::Full) {
+                                                l.memory.efficientNorm = true;
+                                                ++out.evaluated;
+                                                e = estimate(l);
+                                            }
                                             if (e.fits)
                                                 choices.push_back({ l.parallel, l.memory, e });
                                         }

@@ -22,6 +22,8 @@ public:
     void rmsNormForward(float* out, float* rstd, const float* in, const float* gamma, int rows, int cols) override;
     void rmsNormBackward(float* dIn, float* dGamma, const float* dOut, const float* in, const float* rstd,
         const float* gamma, int rows, int cols) override;
+    void normInputFromOutput(float* in, const float* out, const float* mean, const float* rstd, const float* gamma,
+        const float* beta, int rows, int cols) override;
     void swigluForward(float* out, const float* gate, const float* up, std::size_t n) override;
     void swigluBackward(
         float* dGate, float* dUp, const float* dOut, const float* gate, const float* up, std::size_t n) override;

@@ -284,8 +284,8 @@ void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const flo
         m_k.gemm(false, true, T, h, fl, dFc.data(), m_params.value(p.wfc), dLn2.data(), false);
         reduceTokens(dLn2.data(), dLn2Local, B); // column-parallel: each rank saw part of the columns
     }
-    m_k.layerNormBackward(dX2.data(), m_params.grad(p.ln2g), m_params.grad(p.ln2b), dLn2Local, c.x2.data(),
-        c.ln2Mean.data(), c.ln2Rstd.data(), m_params.value(p.ln2g), Tl, h);
+    normBackward(
+        p.ln2g, p.ln2b, dX2.data(), dLn2Local, c.x2.data(), c.ln2.data(), c.ln2Mean.data(), c.ln2Rstd.data(), Tl);
     // Attention: x2 = x + attn(ln1(x))·Wo + bo
     std::vector<float> dAtt(n * hl), dQkv(n * 3 * hl), dLn1(n * h);
     m_k.biasBackward(m_params.grad(p.bo), dX2.data(), Tl, h);
@@ -299,8 +299,7 @@ void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const flo
     float* dLn1Local = m_sp ? dLocal.data() : dLn1.data();
     reduceTokens(dLn1.data(), dLn1Local, B);
     std::copy(dX2.begin(), dX2.end(), dIn);
-    m_k.layerNormBackward(dIn, m_params.grad(p.ln1g), m_params.grad(p.ln1b), dLn1Local, c.x.data(), c.ln1Mean.data(),
-        c.ln1Rstd.data(), m_params.value(p.ln1g), Tl, h);
+    normBackward(p.ln1g, p.ln1b, dIn, dLn1Local, c.x.data(), c.ln1.data(), c.ln1Mean.data(), c.ln1Rstd.data(), Tl);
 }
 
 double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, const std::int32_t* targets,
@@ -349,6 +348,9 @@ double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, c
             std::vector<float> keep = std::move(block.x);
             block = BlockCache {};
             block.x = std::move(keep);
+        } else if (m_efficientNorm) { // the norms' inputs: the backward recovers them from the outputs
+            block.x = {};
+            block.x2 = {};
         }
         if (m_hooks.after)
             m_hooks.after(l, false);
@@ -365,6 +367,8 @@ double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, c
     cache.lnfMean.resize(nl);
     cache.lnfRstd.resize(nl);
     normForward(m_lnfg, m_lnfb, cache.lnf.data(), cache.lnfMean.data(), cache.lnfRstd.data(), x.data(), Tl);
+    if (m_efficientNorm)
+        cache.headIn = {};
     const int Vl = static_cast<int>(m_paddedVocab / m_tpSize);
     const std::int64_t first = static_cast<std::int64_t>(m_tpRank) * Vl;
     const int headW = m_lmHead >= 0 ? m_lmHead : m_wte;
@@ -384,6 +388,20 @@ double GptStage::forward(int mb, int chunk, int B, const std::int32_t* tokens, c
             += std::log(static_cast<double>(sums[static_cast<std::size_t>(t)])) - sums[n + static_cast<std::size_t>(t)];
     cache.sums.assign(sums.begin(), sums.begin() + static_cast<std::ptrdiff_t>(n)); // the backward normalises
     return loss / T;
+}
+
+std::size_t GptStage::cachedFloats() const
+{
+    std::size_t n = 0;
+    for (const auto& [key, cache] : m_cache) {
+        for (const BlockCache& b : cache.blocks)
+            for (const auto* v : { &b.x, &b.ln1, &b.ln1Mean, &b.ln1Rstd, &b.qkv, &b.probs, &b.att, &b.x2, &b.ln2,
+                     &b.ln2Mean, &b.ln2Rstd, &b.fc, &b.act, &b.up, &b.lse })
+                n += v->size();
+        for (const auto* v : { &cache.headIn, &cache.lnf, &cache.lnfMean, &cache.lnfRstd, &cache.probs, &cache.sums })
+            n += v->size();
+    }
+    return n;
 }
 
 void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, float lossScale,
@@ -412,8 +430,8 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
         reduceTokens(dLnf.data(), dLnfMine, B);
         m_k.gemm(
             true, false, Vl, h, T, dLogits.data(), gatherTokens(cache.lnf.data(), full, B), m_params.grad(headW), true);
-        normBackward(
-            m_lnfg, m_lnfb, dx.data(), dLnfMine, cache.headIn.data(), cache.lnfMean.data(), cache.lnfRstd.data(), Tl);
+        normBackward(m_lnfg, m_lnfb, dx.data(), dLnfMine, cache.headIn.data(), cache.lnf.data(), cache.lnfMean.data(),
+            cache.lnfRstd.data(), Tl);
     } else {
         std::copy(dOutput, dOutput + nl * h, dx.begin());
     }

@@ -53,6 +53,14 @@ public:
     // 2·cp-1-cpRank of every sequence (RingAttention.h); attention runs as ring attention over `cp`, the
     // position embedding reads the tokens' global positions, and micro-batches carry s/cp tokens a sequence.
     void setContextParallel(comm::Communicator* cp, int cpRank, int cpSize);
+    // Memory-efficient norms (memory.efficient_norm; call before the first forward): each norm keeps only its
+    // output, which the next product keeps anyway; its input (a block's input and its attention residual, the
+    // head's input) is freed after the forward and recovered from the output and the gain in the backward.
+    // A gain with a zero entry cannot be inverted: the backward then throws std::runtime_error naming it.
+    void setEfficientNorm(bool on) { m_efficientNorm = on; }
+    // Floats of activations kept for the backward of the forwards in flight (the blocks' dense tensors and
+    // the head's; MoE caches not counted).
+    std::size_t cachedFloats() const;
     // Global positions (0 .. s-1) of the tokens of one local sequence, in local order: what position
     // embeddings (learned or rotary) must use.
     std::int64_t positionOf(int localToken) const;
@@ -140,8 +148,9 @@ private:
     void llamaBlockBackward(std::int64_t layer, BlockCache& c, int B, const float* dOut, float* dIn);
     // The model's norm (LayerNorm or RMSNorm) over `rows` rows of h; `beta` may be -1 (no bias).
     void normForward(int gamma, int beta, float* out, float* mean, float* rstd, const float* in, int rows);
-    void normBackward(int gamma, int beta, float* dIn, const float* dOut, const float* in, const float* mean,
-        const float* rstd, int rows);
+    // `out` is the forward's output; with memory-efficient norms `in` is recovered from it (`in` may be freed).
+    void normBackward(int gamma, int beta, float* dIn, const float* dOut, const float* in, const float* out,
+        const float* mean, const float* rstd, int rows);
     // Global positions (0 .. s-1) of the B·s gathered token rows, for rotary positions.
     std::vector<std::int32_t> tokenPositions(int B) const;
     // SequenceParallel.cpp. gatherTokens: the [B·s, h] input of a column-parallel product from this rank's
@@ -162,6 +171,7 @@ private:
     comm::Communicator* m_tp;
     Kernels& m_k;
     bool m_recompute;
+    bool m_efficientNorm = false;
     plan::ModelSpec m_model;
     bool m_gpt2; // GPT-2's block (the original path); else the general block of LlamaBlock.cpp
     bool m_sp; // sequence parallelism (and tp > 1)

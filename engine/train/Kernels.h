@@ -42,6 +42,11 @@ public:
     virtual void rmsNormBackward(float* dIn, float* dGamma, const float* dOut, const float* in, const float* rstd,
         const float* gamma, int rows, int cols)
         = 0;
+    // A norm's input from its output (memory-efficient norms keep only the output): in = ((out − beta)/gamma)
+    // / rstd + mean per row; `mean` (RMSNorm) and `beta` (no bias) may be null. gamma must have no zero.
+    virtual void normInputFromOutput(float* in, const float* out, const float* mean, const float* rstd,
+        const float* gamma, const float* beta, int rows, int cols)
+        = 0;
     // SwiGLU (Shazeer 2020): out = silu(gate) · up, silu(x) = x·σ(x).
     virtual void swigluForward(float* out, const float* gate, const float* up, std::size_t n) = 0;
     // dGate and dUp from dOut (both overwrite).

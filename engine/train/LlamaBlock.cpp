@@ -8,6 +8,7 @@
 #include "engine/train/GptStage.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace loom::train {
 
@@ -101,10 +102,23 @@ void GptStage::normForward(int gamma, int beta, float* out, float* mean, float* 
             out, mean, rstd, in, m_params.value(gamma), beta >= 0 ? m_params.value(beta) : m_zeros.data(), rows, h);
 }
 
-void GptStage::normBackward(
-    int gamma, int beta, float* dIn, const float* dOut, const float* in, const float* mean, const float* rstd, int rows)
+void GptStage::normBackward(int gamma, int beta, float* dIn, const float* dOut, const float* in, const float* out,
+    const float* mean, const float* rstd, int rows)
 {
     const int h = static_cast<int>(m_h);
+    std::vector<float> recovered;
+    if (m_efficientNorm) {
+        const float* g = m_params.value(gamma);
+        if (const auto zero = std::find(g, g + h, 0.0f); zero != g + h)
+            throw std::runtime_error("memory.efficient_norm: norm gain " + m_params.spec(gamma).name + " has a zero at "
+                + std::to_string(zero - g) + ", so the norm's input cannot be recovered from its output; "
+                + "train without memory.efficient_norm");
+        const bool layerNorm = m_model.norm != plan::ModelSpec::Norm::RmsNorm;
+        recovered.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(h));
+        m_k.normInputFromOutput(recovered.data(), out, layerNorm ? mean : nullptr, rstd, g,
+            beta >= 0 ? m_params.value(beta) : nullptr, rows, h);
+        in = recovered.data();
+    }
     if (m_model.norm == plan::ModelSpec::Norm::RmsNorm)
         m_k.rmsNormBackward(dIn, m_params.grad(gamma), dOut, in, rstd, m_params.value(gamma), rows, h);
     else
@@ -225,7 +239,8 @@ void GptStage::llamaBlockBackward(std::int64_t layer, BlockCache& c, int B, cons
     }
     float* dLn2Local = m_sp ? dLocal.data() : dLn2.data();
     reduceTokens(dLn2.data(), dLn2Local, B);
-    normBackward(p.ln2g, p.ln2b, dX2.data(), dLn2Local, c.x2.data(), c.ln2Mean.data(), c.ln2Rstd.data(), Tl);
+    normBackward(
+        p.ln2g, p.ln2b, dX2.data(), dLn2Local, c.x2.data(), c.ln2.data(), c.ln2Mean.data(), c.ln2Rstd.data(), Tl);
     // Attention: x2 = x + attn(ln1(x))·Wo
     if (p.bo >= 0)
         m_k.biasBackward(m_params.grad(p.bo), dX2.data(), Tl, h);
@@ -248,7 +263,7 @@ void GptStage::llamaBlockBackward(std::int64_t layer, BlockCache& c, int B, cons
     float* dLn1Local = m_sp ? dLocal.data() : dLn1.data();
     reduceTokens(dLn1.data(), dLn1Local, B);
     std::copy(dX2.begin(), dX2.end(), dIn);
-    normBackward(p.ln1g, p.ln1b, dIn, dLn1Local, c.x.data(), c.ln1Mean.data(), c.ln1Rstd.data(), Tl);
+    normBackward(p.ln1g, p.ln1b, dIn, dLn1Local, c.x.data(), c.ln1.data(), c.ln1Mean.data(), c.ln1Rstd.data(), Tl);
 }
 
 } // namespace loom::train

@@ -77,6 +77,18 @@ void CpuKernels::rmsNormBackward(float* dIn, float* dGamma, const float* dOut, c
     }
 }
 
+void CpuKernels::normInputFromOutput(float* in, const float* out, const float* mean, const float* rstd,
+    const float* gamma, const float* beta, int rows, int cols)
+{
+    for (int r = 0; r < rows; ++r) {
+        const float* y = out + static_cast<std::size_t>(r) * cols;
+        float* x = in + static_cast<std::size_t>(r) * cols;
+        const float shift = mean ? mean[r] : 0.0f, scale = 1.0f / rstd[r];
+        for (int c = 0; c < cols; ++c)
+            x[c] = (y[c] - (beta ? beta[c] : 0.0f)) / gamma[c] * scale + shift;
+    }
+}
+
 void CpuKernels::swigluForward(float* out, const float* gate, const float* up, std::size_t n)
 {
     for (std::size_t i = 0; i < n; ++i)

@@ -43,6 +43,7 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         comms.tensor.get(), kernels, layout.memory.recompute == plan::Recompute::Full, p.sp,
         static_cast<int>(m_coord.dp % p.ep), static_cast<int>(p.ep), comms.expert.get());
     m_stage->setContextParallel(comms.context.get(), static_cast<int>(m_coord.cp), static_cast<int>(p.cp));
+    m_stage->setEfficientNorm(layout.memory.efficientNorm);
     ParamSet& params = m_stage->params();
     // Gradients are summed over the dp·cp ranks of comms.data (a CP group's ranks are reduced like replicas).
     const std::int64_t replicas = p.dp * p.cp, replicaIndex = m_coord.dp * p.cp + m_coord.cp;

@@ -61,7 +61,7 @@ Layout megatron530b(bool spSelective)
 
 // Llama 3 405B as Meta ran it: tp 8, pp 16, sequence 8,192, 2,048 sequences (16 M tokens) per step, sequence
 // parallelism and flash attention, one layer fewer on the first and the last pipeline stage.
-Layout llama3(int dp, const std::string& schedule, int vpp, int zero = 1)
+Layout llama3(int dp, const std::string& schedule, int vpp, int zero = 1, bool efficientNorm = false)
 {
     nlohmann::json stages = nlohmann::json::array();
     const int virtualStages = 16 * vpp, per = 128 / virtualStages; // 128 = 126 layers + the two taken off
@@ -76,7 +76,9 @@ Layout llama3(int dp, const std::string& schedule, int vpp, int zero = 1)
         { "parallel",
             { { "tp", 8 }, { "pp", 16 }, { "dp", dp }, { "vpp", vpp }, { "micro_batch", 1 }, { "global_batch", 2048 },
                 { "schedule", schedule }, { "stages", stages }, { "sp", true } } },
-        { "memory", { { "zero", zero }, { "recompute", "none" }, { "attention", "flash" } } },
+        { "memory",
+            { { "zero", zero }, { "recompute", "none" }, { "attention", "flash" },
+                { "efficient_norm", efficientNorm } } },
         { "precision", "bf16" } });
 }
 
@@ -149,25 +151,32 @@ private slots:
         QTest::addColumn<int>("dp");
         QTest::addColumn<QString>("schedule");
         QTest::addColumn<int>("vpp");
+        QTest::addColumn<bool>("efficientNorm"); // memory.efficient_norm
         QTest::addColumn<double>("published"); // TFLOP/s per GPU
         QTest::addColumn<double>("tolerance");
-        QTest::newRow("8,192 H100") << 64 << "1f1b" << 1 << 430.0 << 0.20;
-        QTest::newRow("16,384 H100") << 128 << "interleaved" << 4 << 400.0 << 0.15;
+        QTest::newRow("8,192 H100, 1F1B") << 64 << "1f1b" << 1 << false << 430.0 << 0.20;
+        QTest::newRow("8,192 H100, Meta's pipeline, memory-efficient norms")
+            << 64 << "interleaved" << 8 << true << 430.0 << 0.15;
+        QTest::newRow("16,384 H100, interleaved vpp 4") << 128 << "interleaved" << 4 << false << 400.0 << 0.15;
+        QTest::newRow("16,384 H100, Meta's pipeline, memory-efficient norms")
+            << 128 << "interleaved" << 8 << true << 400.0 << 0.15;
     }
     void llama3_405b()
     {
         QFETCH(int, dp);
         QFETCH(QString, schedule);
         QFETCH(int, vpp);
+        QFETCH(bool, efficientNorm);
         QFETCH(double, published);
         QFETCH(double, tolerance);
-        const Layout l = llama3(dp, schedule.toStdString(), vpp, 2);
+        const Layout l = llama3(dp, schedule.toStdString(), vpp, 2, efficientNorm);
+        QVERIFY2(!validateRules(l).hasErrors(), validateRules(l).format().c_str());
         const Prediction p = predict(l);
-        qInfo(
-            "Llama 3 405B, dp %d, %s vpp %d, ZeRO-2: %.1f TFLOP/s per GPU, published %.0f (%+.1f %%); %.1f GB of %.0f "
-            "(model states %.1f, activations %.1f); bubble %.1f %% of the step",
-            dp, qPrintable(schedule), vpp, p.tflopsPerGpu, published, 100 * (p.tflopsPerGpu / published - 1),
-            p.memory.total(), p.memoryCapacityGB, p.memory.modelStates(), p.memory.activations, 100 * p.bubbleFraction);
+        qInfo("Llama 3 405B, dp %d, %s vpp %d, ZeRO-2%s: %.1f TFLOP/s per GPU, published %.0f (%+.1f %%); %.1f GB of "
+              "%.0f (model states %.1f, activations %.1f); bubble %.1f %% of the step",
+            dp, qPrintable(schedule), vpp, efficientNorm ? ", memory-efficient norms" : "", p.tflopsPerGpu, published,
+            100 * (p.tflopsPerGpu / published - 1), p.memory.total(), p.memoryCapacityGB, p.memory.modelStates(),
+            p.memory.activations, 100 * p.bubbleFraction);
         QVERIFY(p.fits);
         QVERIFY(std::fabs(p.tflopsPerGpu / published - 1) <= tolerance);
     }
@@ -229,6 +238,15 @@ private slots:
             dp, p.tflopsPerGpu, published, 100 * (p.tflopsPerGpu / published - 1), p.memory.total(), p.memoryCapacityGB,
             worst, p.memory.activations, p.memoryPerStage.front().total(), 100 * p.bubbleFraction);
         QVERIFY(std::fabs(p.tflopsPerGpu / published - 1) <= 0.15);
+        // Memory-efficient norms drop the two norm inputs, 4 of a Llama block's 31.75·s·b·h/t bytes, and cost
+        // no time: that is what makes the 8,192-GPU layout fit (llama3_405b).
+        Layout efficient = l;
+        efficient.memory.efficientNorm = true;
+        const Prediction e = predict(efficient);
+        QVERIFY(std::fabs(e.memory.activations / p.memory.activations - 27.75 / 31.75) < 1e-3);
+        QCOMPARE(e.stepTime, p.stepTime);
+        QCOMPARE(p.fits, dp == 128);
+        QVERIFY(e.fits);
     }
 
     void llama3_405b_materializedDoesNotFit()

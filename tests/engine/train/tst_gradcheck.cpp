@@ -63,25 +63,63 @@ private slots:
     {
         QTest::addColumn<QString>("model");
         QTest::addColumn<bool>("recompute");
+        QTest::addColumn<bool>("efficientNorm"); // memory.efficient_norm: norms recovered from their outputs
         QTest::addColumn<QStringList>("tensors"); // kinds that must be among the checked tensors
         const QStringList gpt2 { "ln1.g", "ln1.b", "qkv.w", "qkv.b", "proj.w", "proj.b", "fc.w", "fcproj.w", "lnf.b",
             "wte", "wpe" };
         const QStringList llama { "ln1.g", "ln2.g", "q.w", "k.w", "v.w", "proj.w", "gate.w", "up.w", "down.w", "lnf.g",
             "lm_head", "wte" };
-        QTest::newRow("gpt-2, stored activations") << "gpt2" << false << gpt2;
-        QTest::newRow("gpt-2, full recompute") << "gpt2" << true << gpt2;
-        QTest::newRow("llama, stored activations") << "llama" << false << llama;
-        QTest::newRow("llama, full recompute") << "llama" << true << llama;
+        QTest::newRow("gpt-2, stored activations") << "gpt2" << false << false << gpt2;
+        QTest::newRow("gpt-2, full recompute") << "gpt2" << true << false << gpt2;
+        QTest::newRow("gpt-2, memory-efficient norms") << "gpt2" << false << true << gpt2;
+        QTest::newRow("llama, stored activations") << "llama" << false << false << llama;
+        QTest::newRow("llama, full recompute") << "llama" << true << false << llama;
+        QTest::newRow("llama, memory-efficient norms") << "llama" << false << true << llama;
+        QTest::newRow("llama, memory-efficient norms, full recompute") << "llama" << true << true << llama;
         QTest::newRow("layernorm, gelu, rope, 1 kv head, biases")
-            << "mixed" << false << QStringList { "ln1.b", "q.b", "k.w", "k.b", "v.b", "proj.b", "fc.b", "fcproj.b" };
+            << "mixed" << false << false
+            << QStringList { "ln1.b", "q.b", "k.w", "k.b", "v.b", "proj.b", "fc.b", "fcproj.b" };
     }
     void everyTensor()
     {
         QFETCH(QString, model);
         QFETCH(bool, recompute);
+        QFETCH(bool, efficientNorm);
         QFETCH(QStringList, tensors);
         const plan::ModelSpec spec = modelNamed(model);
-        runCheck(spec, recompute, tensors);
+        runCheck(spec, recompute, efficientNorm, tensors);
+    }
+
+    // Memory-efficient norms give the gradients of the stored inputs (to float rounding), and a gain with a
+    // zero entry, which cannot be inverted, is named instead of turning the gradients into NaN.
+    void efficientNormMatchesStoredInputs_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::newRow("gpt-2 (LayerNorm)") << "gpt2";
+        QTest::newRow("llama (RMSNorm)") << "llama";
+    }
+    void efficientNormMatchesStoredInputs()
+    {
+        QFETCH(QString, model);
+        const plan::ModelSpec spec = modelNamed(model);
+        const std::vector<float> stored = gradients(spec, false), efficient = gradients(spec, true);
+        double largest = 0, worst = 0;
+        for (std::size_t i = 0; i < stored.size(); ++i) {
+            largest = std::max(largest, double(std::fabs(stored[i])));
+            worst = std::max(worst, double(std::fabs(stored[i] - efficient[i])));
+        }
+        QVERIFY(largest > 0.1);
+        // What the forward keeps: two norm inputs of B·s rows of h per block, and the head's input, fewer.
+        const std::size_t rows = 2 * static_cast<std::size_t>(spec.seqLen), h = static_cast<std::size_t>(spec.hidden);
+        QCOMPARE(held(spec, false) - held(spec, true), (2 * static_cast<std::size_t>(spec.layers) + 1) * rows * h);
+        QVERIFY2(worst <= 1e-5 * largest, qPrintable(QString("largest difference %1 of %2").arg(worst).arg(largest)));
+        try {
+            gradients(spec, true, "h1.ln2.g");
+            QFAIL("a zero norm gain was inverted");
+        } catch (const std::runtime_error& e) {
+            QVERIFY2(
+                QString(e.what()).contains("memory.efficient_norm") && QString(e.what()).contains("ln2.g"), e.what());
+        }
     }
 
     // Rotary positions make a query-key product depend only on the distance between the two positions, and
@@ -117,26 +155,71 @@ private slots:
     }
 
 private:
-    void runCheck(const plan::ModelSpec& model, bool recompute, const QStringList& tensors)
+    // The whole model on one stage, weights from seed 7 made larger than GPT-2's 0.02 so every path carries a
+    // visible gradient, norm gains near 1.
+    static void initialise(ParamSet& params)
     {
-        CpuKernels kernels;
-        GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, recompute);
-        ParamSet& params = stage.params();
         params.initialise(7);
-        // Larger weights than GPT-2's 0.02 so every path carries a visible gradient.
         for (auto& v : params.values)
             v *= 10.0f;
         for (const auto& s : params.specs())
             if (s.name.size() > 2 && s.name.compare(s.name.size() - 2, 2, ".g") == 0) // norm gains back near 1
                 for (std::size_t k = 0; k < s.size(); ++k)
                     params.values[s.offset + k] = 1.0f + 0.1f * params.values[s.offset + k];
-        const int B = 2, T = B * static_cast<int>(model.seqLen);
+    }
+    static std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> batch(
+        const plan::ModelSpec& model, int B, std::mt19937& rng)
+    {
+        const int T = B * static_cast<int>(model.seqLen);
         std::vector<std::int32_t> tokens(static_cast<std::size_t>(T)), targets(tokens.size());
-        std::mt19937 rng(3);
         for (int t = 0; t < T; ++t) {
             tokens[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(rng() % model.vocab);
             targets[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(rng() % model.vocab);
         }
+        return { tokens, targets };
+    }
+    // One forward and backward's gradients; `zeroGain` names a norm gain whose entry 3 is set to 0.
+    static std::vector<float> gradients(
+        const plan::ModelSpec& model, bool efficientNorm, const std::string& zeroGain = {})
+    {
+        CpuKernels kernels;
+        GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false);
+        stage.setEfficientNorm(efficientNorm);
+        ParamSet& params = stage.params();
+        initialise(params);
+        if (!zeroGain.empty())
+            params.value(params.find(zeroGain))[3] = 0.0f;
+        std::mt19937 rng(3);
+        const auto [tokens, targets] = batch(model, 2, rng);
+        params.zeroGrads();
+        stage.forward(0, 0, 2, tokens.data(), targets.data(), nullptr, nullptr);
+        stage.backward(0, 0, nullptr, nullptr, 1.0f);
+        return params.grads;
+    }
+
+    // Floats the forward of one micro-batch of 2 sequences keeps for its backward.
+    static std::size_t held(const plan::ModelSpec& model, bool efficientNorm)
+    {
+        CpuKernels kernels;
+        GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false);
+        stage.setEfficientNorm(efficientNorm);
+        initialise(stage.params());
+        std::mt19937 rng(3);
+        const auto [tokens, targets] = batch(model, 2, rng);
+        stage.forward(0, 0, 2, tokens.data(), targets.data(), nullptr, nullptr);
+        return stage.cachedFloats();
+    }
+
+    void runCheck(const plan::ModelSpec& model, bool recompute, bool efficientNorm, const QStringList& tensors)
+    {
+        CpuKernels kernels;
+        GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, recompute);
+        stage.setEfficientNorm(efficientNorm);
+        ParamSet& params = stage.params();
+        initialise(params);
+        const int B = 2;
+        std::mt19937 rng(3);
+        const auto [tokens, targets] = batch(model, B, rng);
         auto loss = [&] { return stage.forward(0, 0, B, tokens.data(), targets.data(), nullptr, nullptr); };
 
         params.zeroGrads();

@@ -1,6 +1,7 @@
 // Layout equivalence for the Llama block and for sequence parallelism: llama-tiny (RMSNorm, SwiGLU, rotary
 // positions, 2 KV heads for 4 query heads, untied head, no biases) trained for 20 steps under each layout
-// gives the one-process loss at every step (within 1e-4 relative), and so does gpt-tiny with parallel.sp.
+// gives the one-process loss at every step (within 1e-4 relative), and so does gpt-tiny with parallel.sp; one
+// layout also keeps only the norms' outputs (memory.efficient_norm).
 // A Loom checkpoint of llama-tiny resumes under another layout; llm.c's GPT-2 format refuses it. Runs
 // loom-train under mpirun as a user would; few launches, since each costs seconds in CI.
 #include <QDir>
@@ -85,8 +86,11 @@ private slots:
         QTest::addColumn<QJsonObject>("layout");
         QTest::addColumn<bool>("llama");
         QTest::newRow("llama tp2-pp2") << layout("llama-tp2-pp2", "llama-tiny", 2, 2, 1) << true;
-        QTest::newRow("llama pp2 interleaved vpp2, tp2")
-            << with(layout("llama-interleaved", "llama-tiny", 2, 2, 1, "interleaved"), "parallel", "vpp", 2) << true;
+        // Llama 3's memory choices at small scale: sequence parallelism and norms that keep only their outputs.
+        QTest::newRow("llama pp2 interleaved vpp2, tp2, sp, memory-efficient norms") << with(
+            with(with(layout("llama-interleaved", "llama-tiny", 2, 2, 1, "interleaved"), "parallel", "vpp", 2),
+                "parallel", "sp", true),
+            "memory", "efficient_norm", true) << true;
         QTest::newRow("llama uneven stages, dp2") << with(layout("llama-uneven-dp2", "llama-tiny", 1, 2, 2), "parallel",
             "stages", QJsonArray { QJsonArray { 0, 0 }, QJsonArray { 1, 3 } })
                                                   << true;
