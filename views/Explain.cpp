@@ -213,9 +213,9 @@ QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& 
             .arg(l.memory.zero);
     }
     if (kind == QLatin1String("activations")
-        && (l.parallel.sp || l.memory.attention == plan::Attention::Flash
-            || l.model.mlp == plan::ModelSpec::Mlp::SwiGlu)) {
-        const plan::ActivationTerms a = plan::activationTerms(l.model);
+        && (l.parallel.sp || l.memory.attention == plan::Attention::Flash || l.model.mlp == plan::ModelSpec::Mlp::SwiGlu
+            || l.memory.efficientNorm)) {
+        const plan::ActivationTerms a = plan::activationTerms(l.model, l.memory.efficientNorm);
         const bool flash = l.memory.attention == plan::Attention::Flash;
         const bool scores = !flash && l.memory.recompute == plan::Recompute::None;
         QString formula = l.memory.recompute == plan::Recompute::Full
@@ -223,15 +223,17 @@ QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& 
             : QStringLiteral("s·b·h·(%1%2 + %3/t%4)")
                   .arg(num(a.replicated), l.parallel.sp ? QStringLiteral("/t") : QString(), num(a.split),
                       scores ? QStringLiteral(" + %1·a·s/(h·t)").arg(num(a.scores)) : QString());
-        const double perLayer = plan::layerActivationBytes(
-            l.model, l.parallel.microBatch, l.parallel.tp, l.parallel.sp, l.memory.attention, l.memory.recompute);
+        const double perLayer = plan::layerActivationBytes(l.model, l.parallel.microBatch, l.parallel.tp, l.parallel.sp,
+            l.memory.attention, l.memory.recompute, l.memory.efficientNorm);
         return QObject::tr("<b>Activations</b> per layer and micro-batch (Korthikanti et al. 2022, 16-bit%1; %2%3): %4 "
                            "with s = %5, b = %6, h = %7, t = %8 → %9 MB; times the layers of the stage and the "
                            "micro-batches in flight under %10 = <b>%11 GB</b> (docs/formulas.md)")
             .arg(mixed ? QString() : QObject::tr(", doubled for fp32"),
                 l.parallel.sp ? QObject::tr("sequence parallel: norms and dropout split over t")
                               : QObject::tr("no sequence parallelism"),
-                flash ? QObject::tr("; flash attention keeps no s×s scores, the backward recomputes Q·Kᵀ") : QString(),
+                (flash ? QObject::tr("; flash attention keeps no s×s scores, the backward recomputes Q·Kᵀ") : QString())
+                    + (l.memory.efficientNorm ? QObject::tr("; the norms keep their outputs, not their inputs")
+                                              : QString()),
                 formula, big(x.s), big(x.b), big(x.h), big(x.t), num(perLayer / 1e6 * (mixed ? 1 : 2)), scheduleText(l),
                 num(m.activations));
     }

@@ -206,10 +206,16 @@ void StrategyPanel::build()
     m_recompute = enumCombo(plan::allRecomputes());
     m_recompute->setToolTip(tr("Activation recomputation (Korthikanti et al. 2022): selective keeps s·b·h·(10 + 24/t) "
                                "bytes a layer; full keeps only the 2·s·b·h input and re-runs the forward."));
+    m_efficientNorm = new QCheckBox(tr("Norms keep their output"));
+    m_efficientNorm->setToolTip(tr("Memory-efficient norms (Megatron-LM's --memory-efficient-layer-norm): each norm "
+                                   "keeps its output, which the next product keeps anyway, instead of its input "
+                                   "(4·s·b·h bytes a layer less, /t with sp); the backward recovers the input "
+                                   "from the output and the gain."));
     m_precision = enumCombo(plan::allPrecisions());
     memForm->addRow(tr("ZeRO"), m_zero);
     memForm->addRow(tr("Recompute"), m_recompute);
     memForm->addRow(tr("Attention"), m_attention);
+    memForm->addRow(QString(), m_efficientNorm);
     memForm->addRow(tr("Precision"), m_precision);
     outer->addWidget(mem);
 
@@ -266,7 +272,8 @@ void StrategyPanel::build()
         { m_zero, "zero" }, { m_recompute, "recompute" }, { m_precision, "precision" }, { m_codec, "codec" },
         { m_topk, "topk" }, { m_errorFeedback, "errorFeedback" }, { m_overlap, "overlap" }, { m_bucket, "bucket" },
         { m_chunk, "chunk" }, { m_allreduce, "allreduce" }, { m_order, "order" }, { m_sp, "sp" },
-        { m_attention, "attention" }, { m_group, "microbatchGroup" }, { m_endsAsLayers, "endsAsLayers" } };
+        { m_attention, "attention" }, { m_group, "microbatchGroup" }, { m_endsAsLayers, "endsAsLayers" },
+        { m_efficientNorm, "efficientNorm" } };
     for (auto [w, n] : names)
         w->setObjectName(QString::fromLatin1(n));
 
@@ -399,6 +406,11 @@ void StrategyPanel::build()
         next.memory.attention = static_cast<plan::Attention>(i);
         requestEdit(next, tr("Use %1 attention").arg(m_attention->currentText()));
     });
+    connect(m_efficientNorm, &QCheckBox::toggled, this, [this](bool on) {
+        Layout next = m_layout;
+        next.memory.efficientNorm = on;
+        requestEdit(next, on ? tr("Let the norms keep their outputs") : tr("Let the norms keep their inputs"));
+    });
     connect(m_precision, &QComboBox::activated, this, [this](int i) {
         Layout next = m_layout;
         next.precision = chosen<plan::Precision>(m_precision, i);
@@ -490,6 +502,7 @@ void StrategyPanel::setLayout(const plan::Layout& layout)
     select(m_recompute, layout.memory.recompute);
     select(m_precision, layout.precision);
     m_attention->setCurrentIndex(int(layout.memory.attention));
+    m_efficientNorm->setChecked(layout.memory.efficientNorm);
     m_sp->setChecked(p.sp);
     m_sp->setEnabled(p.tp > 1 || p.sp);
     const auto& c = layout.comm;

@@ -218,10 +218,11 @@ QString TopologyScene::deviceToolTip(std::int64_t node, std::int64_t local) cons
                      gb(m.grads), gb(m.optimizer), gb(m.activations), gb(m.reserve));
         if (m.gathered > 0)
             s += tr(", gathered parameters %1").arg(gb(m.gathered));
-        s += tr("<br>ZeRO-%1, %2 attention%3")
+        s += tr("<br>ZeRO-%1, %2 attention%3%4")
                  .arg(m_layout.memory.zero)
                  .arg(QString::fromStdString(std::string(plan::toString(m_layout.memory.attention))),
-                     m_layout.parallel.sp ? tr(", sequence parallel over tp %1").arg(m_layout.parallel.tp) : QString());
+                     m_layout.parallel.sp ? tr(", sequence parallel over tp %1").arg(m_layout.parallel.tp) : QString(),
+                     m_layout.memory.efficientNorm ? tr(", norms keep their outputs") : QString());
     } else {
         s += tr("<br>memory: no prediction (the layout is not valid yet)");
     }

@@ -325,6 +325,27 @@ private slots:
         QVERIFY(!plan::exportLayout(l, ExportTarget::TorchTitan).ok());
     }
 
+    // memory.efficient_norm: Megatron-LM's flag, with its local layers for LayerNorm; where a framework's norms
+    // keep their inputs anyway (Megatron-LM's RMSNorm, torchtitan), a note says how much more they hold.
+    void efficientNorm()
+    {
+        plan::Layout l = layoutFile(QStringLiteral("gpt-mini-local.json"));
+        l.memory.efficientNorm = true;
+        auto megatron = plan::exportLayout(l, ExportTarget::Megatron);
+        QVERIFY2(megatron.ok(), render(megatron).c_str());
+        QVERIFY(megatron.files.at(0).text.find("--memory-efficient-layer-norm") != std::string::npos);
+        QVERIFY(megatron.files.at(0).text.find("--transformer-impl local") != std::string::npos);
+        l.model.norm = plan::ModelSpec::Norm::RmsNorm;
+        megatron = plan::exportLayout(l, ExportTarget::Megatron);
+        QVERIFY2(render(megatron).find("memory.efficient_norm: Megatron-LM honours") != std::string::npos,
+            render(megatron).c_str());
+        QVERIFY(
+            render(plan::exportLayout(l, ExportTarget::DeepSpeed)).find("memory.efficient_norm") != std::string::npos);
+        l.memory.efficientNorm = false;
+        QVERIFY(plan::exportLayout(l, ExportTarget::Megatron).files.at(0).text.find("--memory-efficient-layer-norm")
+            == std::string::npos);
+    }
+
     // What the launch script takes from the cluster profile is quoted: a host name cannot become a command.
     void launchQuotesProfileText()
     {

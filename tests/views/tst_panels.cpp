@@ -131,6 +131,28 @@ private slots:
         QVERIFY(ends->toolTip().contains(QStringLiteral("layers + 2")));
     }
 
+    void efficientNormFromThePanel()
+    {
+        // The box edits memory.efficient_norm, and the activations' tooltip then counts 4 fewer s·b·h.
+        StrategyPanel panel(&profiles::BuiltinProfiles::instance());
+        const plan::Layout l = test::megatron1t();
+        panel.setLayout(l);
+        QSignalSpy edits(&panel, &StrategyPanel::editRequested);
+        auto* box = panel.findChild<QCheckBox*>(QStringLiteral("efficientNorm"));
+        QVERIFY(box && !box->isChecked());
+        box->setChecked(true);
+        QCOMPARE(edits.count(), 1);
+        const plan::Layout next = edits.takeFirst().at(0).value<plan::Layout>();
+        QVERIFY(next.memory.efficientNorm);
+        panel.setLayout(next);
+        QVERIFY(box->isChecked());
+        QCOMPARE(edits.count(), 0); // showing a layout is no edit
+        PredictionPanel prediction;
+        prediction.setAnalysis(analyzeLayout(next));
+        const QString tip = prediction.label(QStringLiteral("memory.activations"))->toolTip();
+        QVERIFY2(tip.contains(QStringLiteral("the norms keep their outputs")), qPrintable(tip));
+    }
+
     void predictionPanelExplainsEveryFigure()
     {
         PredictionPanel panel;

@@ -76,6 +76,24 @@ private slots:
         QVERIFY(accountedStageSplit(126, 48).empty());
     }
 
+    void efficientNormWhereNothingElseFits()
+    {
+        // Memory-efficient norms cost no time in the model, so the search keeps them only for layouts that do
+        // not fit without them; on 64 nodes with 512 sequences some of the best layouts are such.
+        const SearchResult s = search(request("llama3-405b", "dgx-h100", 64, 512, Precision::Bf16, 10));
+        int efficient = 0;
+        for (const auto& c : s.ranked) {
+            if (!c.layout.memory.efficientNorm)
+                continue;
+            ++efficient;
+            QVERIFY(describeCandidate(c.layout).find(" efficient-norm") != std::string::npos);
+            Layout plain = c.layout;
+            plain.memory.efficientNorm = false;
+            QVERIFY(c.estimate.fits && !estimate(plain).fits);
+        }
+        QVERIFY(efficient > 0);
+    }
+
     void impossibleRequests()
     {
         SearchRequest r = request("gpt3-175b", "dgx-a100", 1, 8, Precision::Bf16, 5); // the defaults

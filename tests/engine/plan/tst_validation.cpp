@@ -106,11 +106,13 @@ private slots:
     {
         auto r
             = readPatched(R"({"parallel": {"tp": 4, "pp": 2, "dp": 1, "micro_batch": 1, "global_batch": 8, "sp": true},
-            "memory": {"zero": 3, "recompute": "selective", "attention": "materialized"}})");
+            "memory": {"zero": 3, "recompute": "selective", "attention": "materialized", "efficient_norm": true}})");
         QVERIFY2(r.ok(), r.diagnostics.format().c_str());
         QVERIFY(r.layout->parallel.sp);
         QCOMPARE(r.layout->memory.zero, 3);
         QVERIFY(r.layout->memory.attention == Attention::Materialized);
+        QVERIFY(r.layout->memory.efficientNorm);
+        QVERIFY(writeLayout(*r.layout).find("\"efficient_norm\": true") != std::string::npos);
         auto again = readLayout(writeLayout(*r.layout), BuiltinProfiles::instance());
         QVERIFY(again.ok());
         QVERIFY(*again.layout == *r.layout);
@@ -320,6 +322,9 @@ private slots:
                                               << "memory.zero=4 is too large; it must be at most 3";
         QTest::newRow("bad attention") << R"({"memory": {"attention": "sparse"}})" << true << "memory.attention"
                                        << "memory.attention";
+        QTest::newRow("efficient_norm is a bool")
+            << R"({"memory": {"efficient_norm": "yes"}})" << true << "memory.efficient_norm"
+            << "memory.efficient_norm";
         QTest::newRow("sp is a bool")
             << R"({"parallel": {"tp": 4, "pp": 1, "dp": 2, "micro_batch": 1, "global_batch": 8, "sp": 1}})" << true
             << "parallel.sp"
