@@ -142,12 +142,13 @@ private slots:
     {
         // ZeRO-2 (Meta's FSDP shards optimizer state and gradients); at dp 128 m = p = 16 and interleaving
         // with vpp 4 holds the same activations as 1F1B (every forward first) for a quarter of the bubble. At dp 64
-        // (m = 32) interleaving needs 93 GB (vpp 4) or 107 GB (vpp 2) by Korthikanti's count, so only 1F1B fits,
-        // and its (p-1)/(m+p-1) bubble puts the prediction 20 % low: that row misses the ±15 % goal, and the test
-        // holds it at ±20 % so that it fails if it drifts further (docs/planner.md). parallel.microbatch_group
-        // does not help: its valid values here are N = 16 (the default) and 32, and a larger N holds more
-        // (llama3_405b_microbatchGroups); groups below p deadlock (tst_schedule). Meta's own pipeline (vpp 8 with
-        // embedding-only and head-only chunks, llama3_405b_metaPipeline) is within 2 % on speed but needs 86 GB.
+        // (m = 32) interleaving with norms that keep their inputs needs 86 to 107 GB by Korthikanti's count, so
+        // only 1F1B fits, 20 % low (held at ±20 % so that it fails if it drifts further). Meta's own pipeline
+        // (vpp 8, embedding-only and head-only chunks) with memory-efficient norms, Megatron-LM's
+        // --memory-efficient-layer-norm (the paper frees "tensors that will not be used for future
+        // computation"), fits and is within 2 % (docs/planner.md). parallel.microbatch_group does not help: its
+        // valid values here are N = 16 (the default) and 32, and a larger N holds more
+        // (llama3_405b_microbatchGroups); groups below p deadlock (tst_schedule).
         QTest::addColumn<int>("dp");
         QTest::addColumn<QString>("schedule");
         QTest::addColumn<int>("vpp");
