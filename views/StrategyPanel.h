@@ -9,6 +9,7 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QGroupBox;
 class QLabel;
 class QSpinBox;
 
@@ -38,6 +39,17 @@ signals:
 
 private:
     void build();
+    // StrategyPanelBuild.cpp: the group boxes and their controls, and the controls' object names.
+    QGroupBox* buildWhere();
+    QGroupBox* buildParallelism();
+    QGroupBox* buildMemory();
+    QGroupBox* buildComm();
+    void nameControls();
+    // StrategyPanelEdits.cpp: each control's edit.
+    void connectPlacement(); // model, cluster, nodes, cp
+    void connectParallelism();
+    void connectMemory();
+    void connectComm();
     void refreshChoices();
     void requestEdit(const plan::Layout& next, const QString& text, int mergeId = -1);
     void refuse(const QString& why);
