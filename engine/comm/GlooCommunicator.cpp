@@ -185,7 +185,7 @@ namespace {
 
 // A point-to-point call: completes in wait() (Gloo's unbound buffers have no non-blocking test, so
 // isCompleted() says true only once a wait has seen the transfer finish).
-class GlooWork final : public Work {
+class GlooWork final : public GuardedWork {
 public:
     GlooWork(std::unique_ptr<gloo::transport::UnboundBuffer> buffer, bool isSend, std::string context,
         std::chrono::milliseconds timeout, trace::TraceRecorder* recorder, trace::TraceEvent event)
@@ -223,16 +223,6 @@ public:
         if (m_error)
             throw CommError(*m_error);
     }
-    std::optional<std::string> error() override
-    {
-        std::lock_guard lock(m_mutex);
-        return m_error;
-    }
-    WorkStats stats() override
-    {
-        std::lock_guard lock(m_mutex);
-        return m_stats;
-    }
 
 private:
     void finish()
@@ -245,7 +235,6 @@ private:
         }
     }
 
-    std::mutex m_mutex;
     std::unique_ptr<gloo::transport::UnboundBuffer> m_buffer;
     bool m_isSend;
     std::string m_context;
@@ -253,8 +242,6 @@ private:
     trace::TraceRecorder* m_recorder;
     trace::TraceEvent m_event;
     bool m_done = false;
-    std::optional<std::string> m_error;
-    WorkStats m_stats;
 };
 
 } // namespace

@@ -291,7 +291,7 @@ std::pair<Transport*, Transport*> MpiCommunicator::hierarchy()
 
 namespace {
 
-class RequestWork final : public Work {
+class RequestWork final : public GuardedWork {
 public:
     RequestWork(MPI_Request request, std::string context, double timeoutSeconds, bool isSend,
         trace::TraceRecorder* recorder, trace::TraceEvent event)
@@ -340,16 +340,6 @@ public:
         if (m_error)
             throw CommError(*m_error);
     }
-    std::optional<std::string> error() override
-    {
-        std::lock_guard lock(m_mutex);
-        return m_error;
-    }
-    WorkStats stats() override
-    {
-        std::lock_guard lock(m_mutex);
-        return m_stats;
-    }
 
 private:
     bool test()
@@ -380,7 +370,6 @@ private:
         return true;
     }
 
-    std::mutex m_mutex;
     MPI_Request m_request;
     std::string m_context;
     double m_timeout;
@@ -388,8 +377,6 @@ private:
     trace::TraceRecorder* m_recorder;
     trace::TraceEvent m_event;
     bool m_done = false;
-    std::optional<std::string> m_error;
-    WorkStats m_stats;
 };
 
 } // namespace

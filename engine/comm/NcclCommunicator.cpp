@@ -85,7 +85,7 @@ struct NcclCommunicator::Shared {
 namespace {
 
 // Completes when the stream passes the event recorded after the operation.
-class EventWork final : public Work {
+class EventWork final : public GuardedWork {
 public:
     EventWork(cudaStream_t stream, std::shared_ptr<NcclCommunicator::Shared> shared, std::string context,
         double timeoutSeconds, trace::TraceRecorder* recorder, trace::TraceEvent event, WorkStats stats)
@@ -94,8 +94,8 @@ public:
         , m_timeout(timeoutSeconds)
         , m_recorder(recorder)
         , m_event(std::move(event))
-        , m_stats(stats)
     {
+        m_stats = stats;
         cudaEventCreateWithFlags(&m_done, cudaEventDisableTiming);
         cudaEventRecord(m_done, stream);
     }
@@ -117,16 +117,6 @@ public:
         }
         if (m_error)
             throw CommError(*m_error);
-    }
-    std::optional<std::string> error() override
-    {
-        std::lock_guard lock(m_mutex);
-        return m_error;
-    }
-    WorkStats stats() override
-    {
-        std::lock_guard lock(m_mutex);
-        return m_stats;
     }
 
 private:
@@ -152,16 +142,13 @@ private:
         return true;
     }
 
-    std::mutex m_mutex;
     cudaEvent_t m_done = nullptr;
     std::shared_ptr<NcclCommunicator::Shared> m_shared;
     std::string m_context;
     double m_timeout;
     trace::TraceRecorder* m_recorder;
     trace::TraceEvent m_event;
-    WorkStats m_stats;
     bool m_finished = false;
-    std::optional<std::string> m_error;
 };
 
 } // namespace

@@ -12,18 +12,6 @@ void PendingWork::wait()
         throw CommError(*m_error);
 }
 
-std::optional<std::string> PendingWork::error()
-{
-    std::lock_guard lock(m_mutex);
-    return m_error;
-}
-
-WorkStats PendingWork::stats()
-{
-    std::lock_guard lock(m_mutex);
-    return m_stats;
-}
-
 void PendingWork::complete(const WorkStats& stats)
 {
     {

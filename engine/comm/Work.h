@@ -41,23 +41,39 @@ public:
 };
 using WorkPtr = std::shared_ptr<Work>;
 
+// A Work whose outcome a mutex guards: error() and stats() read m_error and m_stats under m_mutex, which the
+// implementation sets when the operation ends.
+class GuardedWork : public Work {
+public:
+    std::optional<std::string> error() override
+    {
+        std::lock_guard lock(m_mutex);
+        return m_error;
+    }
+    WorkStats stats() override
+    {
+        std::lock_guard lock(m_mutex);
+        return m_stats;
+    }
+
+protected:
+    std::mutex m_mutex;
+    std::optional<std::string> m_error;
+    WorkStats m_stats;
+};
+
 // A Work completed by someone else (a worker thread): complete() or fail() exactly once.
-class PendingWork final : public Work {
+class PendingWork final : public GuardedWork {
 public:
     bool isCompleted() override { return m_done.load(std::memory_order_acquire); }
     void wait() override;
-    std::optional<std::string> error() override;
-    WorkStats stats() override;
 
     void complete(const WorkStats& stats);
     void fail(std::string message, const WorkStats& stats = {});
 
 private:
-    std::mutex m_mutex;
     std::condition_variable m_cv;
     std::atomic<bool> m_done { false };
-    std::optional<std::string> m_error;
-    WorkStats m_stats;
 };
 
 // A Work that completes when all of its parts have (stats are those of the first part, bytes summed).
