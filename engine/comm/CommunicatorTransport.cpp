@@ -2,7 +2,6 @@
 
 #include "engine/comm/CommError.h"
 
-#include <cstring>
 
 namespace loom::comm {
 
@@ -33,27 +32,6 @@ void CommunicatorTransport::waitAll()
     for (std::size_t i = 0; i < m_pending.size(); ++i)
         wait(i);
     m_pending.clear();
-}
-
-void CommunicatorTransport::reduce(void* dst, const void* src, std::size_t count, DType type, ReduceOp op)
-{
-    reduceHost(dst, src, count, type, op);
-}
-
-void CommunicatorTransport::copy(void* dst, const void* src, std::size_t bytes)
-{
-    if (bytes)
-        std::memmove(dst, src, bytes);
-}
-
-void* CommunicatorTransport::scratch(std::size_t bytes, int slot)
-{
-    const auto s = static_cast<std::size_t>(slot);
-    if (m_scratch.size() <= s)
-        m_scratch.resize(s + 1);
-    if (m_scratch[s].size() < bytes)
-        m_scratch[s].resize(bytes);
-    return m_scratch[s].data();
 }
 
 } // namespace loom::comm

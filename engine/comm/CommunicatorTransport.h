@@ -1,7 +1,7 @@
 #pragma once
 
 #include "engine/comm/Communicator.h"
-#include "engine/comm/Transport.h"
+#include "engine/comm/HostMemoryTransport.h"
 
 #include <vector>
 
@@ -10,7 +10,7 @@ namespace loom::comm {
 // A host-memory Transport over a host Communicator's point-to-point calls: what a device backend (NCCL)
 // uses for the agreement check and the codecs, whichever host backend (MPI, Gloo) bootstrapped it.
 // Messages use one tag, so they match in posting order between a pair, as Transport promises.
-class CommunicatorTransport final : public Transport {
+class CommunicatorTransport final : public HostMemoryTransport {
 public:
     explicit CommunicatorTransport(Communicator& host, int tag = 32766)
         : m_host(host)
@@ -24,16 +24,12 @@ public:
     Request irecv(void* data, std::size_t bytes, int peer) override;
     void wait(Request request) override;
     void waitAll() override;
-    void reduce(void* dst, const void* src, std::size_t count, DType type, ReduceOp op) override;
-    void copy(void* dst, const void* src, std::size_t bytes) override;
-    void* scratch(std::size_t bytes, int slot) override;
     void abandon() override { m_pending.clear(); }
 
 private:
     Communicator& m_host;
     int m_tag;
     std::vector<WorkPtr> m_pending;
-    std::vector<std::vector<std::byte>> m_scratch;
 };
 
 } // namespace loom::comm

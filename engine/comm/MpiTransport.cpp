@@ -117,27 +117,6 @@ void MpiTransport::failed(const Pending& p, int code)
         + std::to_string(m_globalRanks.at(static_cast<std::size_t>(p.peer))) + ": " + mpiErrorText(code));
 }
 
-void MpiTransport::reduce(void* dst, const void* src, std::size_t count, DType type, ReduceOp op)
-{
-    reduceHost(dst, src, count, type, op);
-}
-
-void MpiTransport::copy(void* dst, const void* src, std::size_t bytes)
-{
-    if (bytes)
-        std::memmove(dst, src, bytes);
-}
-
-void* MpiTransport::scratch(std::size_t bytes, int slot)
-{
-    const auto s = static_cast<std::size_t>(slot);
-    if (m_scratch.size() <= s)
-        m_scratch.resize(s + 1);
-    if (m_scratch[s].size() < bytes)
-        m_scratch[s].resize(bytes);
-    return m_scratch[s].data();
-}
-
 std::vector<int> nodesBySharedMemory(MPI_Comm comm)
 {
     int rank = 0, size = 1;

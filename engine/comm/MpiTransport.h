@@ -1,7 +1,7 @@
 #pragma once
 
+#include "engine/comm/HostMemoryTransport.h"
 #include "engine/comm/PollUntil.h"
-#include "engine/comm/Transport.h"
 
 #include <mpi.h>
 #include <sched.h>
@@ -14,7 +14,7 @@ namespace loom::comm {
 
 // Transport over an MPI communicator and host memory. Requests are MPI_Isend/MPI_Irecv; waiting polls
 // MPI_Test (yielding the core between polls, so oversubscribed ranks make progress) until a deadline.
-class MpiTransport final : public Transport {
+class MpiTransport final : public HostMemoryTransport {
 public:
     // `globalRanks` names the members in messages; `timeoutSeconds` bounds every wait.
     MpiTransport(MPI_Comm comm, std::vector<int> globalRanks, double timeoutSeconds);
@@ -25,9 +25,6 @@ public:
     Request irecv(void* data, std::size_t bytes, int peer) override;
     void wait(Request request) override;
     void waitAll() override;
-    void reduce(void* dst, const void* src, std::size_t count, DType type, ReduceOp op) override;
-    void copy(void* dst, const void* src, std::size_t bytes) override;
-    void* scratch(std::size_t bytes, int slot) override;
 
     // Cancels what is still outstanding (after a failure), so MPI holds no pointer into freed buffers.
     void abandon() override;
@@ -48,7 +45,6 @@ private:
     int m_rank = 0;
     int m_size = 1;
     std::vector<Pending> m_pending;
-    std::vector<std::vector<std::byte>> m_scratch;
 };
 
 // The node of each member of `comm`, numbered from 0: members that share memory (MPI_COMM_TYPE_SHARED) are
