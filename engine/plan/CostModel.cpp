@@ -355,6 +355,29 @@ double layersOfRank(const Costs& c, std::int64_t r)
     return layers;
 }
 
+// Layer-micro-batches pipeline rank r holds at its schedule's first peak, in closed form (what
+// Schedule::peakInFlight finds by replaying, without the replay): GPipe all m forwards, 1F1B min(p − r, m),
+// interleaved its warm-up of (p − r − 1)·2 + (v − 1)·N forwards and one more, run through the chunks in
+// groups of N micro-batches, each weighing its chunk's layers.
+double heldLayersAtFirstPeak(const Layout& l, const Costs& c, std::int64_t r, std::int64_t m)
+{
+    const auto& par = l.parallel;
+    const std::int64_t p = c.p, v = c.v;
+    if (par.schedule != ScheduleKind::Interleaved) {
+        const std::int64_t held = par.schedule == ScheduleKind::GPipe ? m : std::min(p - r, m);
+        return double(held) * layersOfRank(c, r);
+    }
+    const std::int64_t n = std::min(par.group(), m);
+    const std::int64_t inFlight = m == p ? m * v : std::min(m * v, (p - r - 1) * 2 + (v - 1) * n + 1);
+    const std::int64_t groups = inFlight / n, rest = inFlight % n;
+    double layers = 0;
+    for (std::int64_t j = 0; j < v; ++j) {
+        const std::int64_t count = (groups / v + (j < groups % v ? 1 : 0)) * n + (j == groups % v ? rest : 0);
+        layers += double(std::min(count, m)) * double(c.ranges[static_cast<std::size_t>(j * p + r)].size());
+    }
+    return layers;
+}
+
 // Memory of pipeline rank r holding `heldLayers` layer-micro-batches of activations at its peak (its in-flight
 // chunk-micro-batches, each weighing its chunk's layers).
 MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, double heldLayers)
@@ -643,27 +666,17 @@ Estimate estimate(const Layout& l)
     e.tokensPerSecond = double(par.globalBatch * l.model.seqLen) / e.stepTime;
     e.tflopsPerGpu = modelFlops(l.model, par.globalBatch, l.memory.recompute == Recompute::Full) / e.stepTime
         / double(par.worldSize()) / 1e12;
-    // Activations in flight on the first and last stage, in closed form (as Schedule::peakInFlight counts).
-    double first = 0, last = 0;
-    switch (par.schedule) {
-    case ScheduleKind::GPipe:
-        first = last = double(m);
-        break;
-    case ScheduleKind::OneFOneB:
-        first = double(std::min(p, m));
-        last = 1;
-        break;
-    case ScheduleKind::Interleaved: {
-        const std::int64_t n = std::min(par.group(), m); // micro-batches per group (N)
-        first = m == p ? double(m * v) : double(std::min(m * v, (p - 1) * 2 + (v - 1) * n + 1));
-        last = m == p ? double(m * v) : double(std::min(m * v, (v - 1) * n + 1));
-        break;
-    }
-    }
-    // (chunks of the average size: the estimate does not replay the schedule)
-    const MemoryEstimate a = memoryOfRank(l, c, 0, first * layersOfRank(c, 0) / double(c.v));
-    const MemoryEstimate b = memoryOfRank(l, c, p - 1, last * layersOfRank(c, p - 1) / double(c.v));
-    e.memoryGB = std::max(a.total(), b.total());
+    // Activations in flight at the first peak, in closed form, on the rank that holds the most layer-micro-
+    // batches (with Llama 3's split not rank 0, whose first chunk is empty) and on the first and last rank,
+    // which also hold the embedding and the head.
+    std::int64_t most = 0;
+    double mostHeld = -1;
+    for (std::int64_t r = 0; r < p; ++r)
+        if (const double held = heldLayersAtFirstPeak(l, c, r, m); held > mostHeld)
+            most = r, mostHeld = held;
+    e.memoryGB = 0;
+    for (std::int64_t r : { std::int64_t(0), most, p - 1 })
+        e.memoryGB = std::max(e.memoryGB, memoryOfRank(l, c, r, heldLayersAtFirstPeak(l, c, r, m)).total());
     e.fits = e.memoryGB <= dev.memoryGB;
     return e;
 }

@@ -248,6 +248,13 @@ private slots:
         QCOMPARE(e.stepTime, p.stepTime);
         QCOMPARE(p.fits, dp == 128);
         QVERIFY(e.fits);
+        // The search's closed-form estimate finds the same most loaded rank (rank 1, not rank 0 with its
+        // empty first chunk) without replaying the schedule.
+        for (const Layout& each : { l, efficient }) {
+            const double closedForm = estimate(each).memoryGB, replayed = predict(each).memory.total();
+            QVERIFY2(std::fabs(closedForm / replayed - 1) < 0.005,
+                qPrintable(QStringLiteral("estimate %1 GB, replay %2 GB").arg(closedForm).arg(replayed)));
+        }
     }
 
     void llama3_405b_materializedDoesNotFit()
