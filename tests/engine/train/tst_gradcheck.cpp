@@ -155,29 +155,6 @@ private slots:
     }
 
 private:
-    // The whole model on one stage, weights from seed 7 made larger than GPT-2's 0.02 so every path carries a
-    // visible gradient, norm gains near 1.
-    static void initialise(ParamSet& params)
-    {
-        params.initialise(7);
-        for (auto& v : params.values)
-            v *= 10.0f;
-        for (const auto& s : params.specs())
-            if (s.name.size() > 2 && s.name.compare(s.name.size() - 2, 2, ".g") == 0) // norm gains back near 1
-                for (std::size_t k = 0; k < s.size(); ++k)
-                    params.values[s.offset + k] = 1.0f + 0.1f * params.values[s.offset + k];
-    }
-    static std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> batch(
-        const plan::ModelSpec& model, int B, std::mt19937& rng)
-    {
-        const int T = B * static_cast<int>(model.seqLen);
-        std::vector<std::int32_t> tokens(static_cast<std::size_t>(T)), targets(tokens.size());
-        for (int t = 0; t < T; ++t) {
-            tokens[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(rng() % model.vocab);
-            targets[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(rng() % model.vocab);
-        }
-        return { tokens, targets };
-    }
     // One forward and backward's gradients; `zeroGain` names a norm gain whose entry 3 is set to 0.
     static std::vector<float> gradients(
         const plan::ModelSpec& model, bool efficientNorm, const std::string& zeroGain = {})
@@ -186,11 +163,10 @@ private:
         GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false);
         stage.setEfficientNorm(efficientNorm);
         ParamSet& params = stage.params();
-        initialise(params);
+        test::initialiseForGradCheck(params, 7);
         if (!zeroGain.empty())
             params.value(params.find(zeroGain))[3] = 0.0f;
-        std::mt19937 rng(3);
-        const auto [tokens, targets] = batch(model, 2, rng);
+        const auto [tokens, targets] = test::randomBatch(model, 2 * static_cast<int>(model.seqLen), 3);
         params.zeroGrads();
         stage.forward(0, 0, 2, tokens.data(), targets.data(), nullptr, nullptr);
         stage.backward(0, 0, nullptr, nullptr, 1.0f);
@@ -203,9 +179,8 @@ private:
         CpuKernels kernels;
         GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false);
         stage.setEfficientNorm(efficientNorm);
-        initialise(stage.params());
-        std::mt19937 rng(3);
-        const auto [tokens, targets] = batch(model, 2, rng);
+        test::initialiseForGradCheck(stage.params(), 7);
+        const auto [tokens, targets] = test::randomBatch(model, 2 * static_cast<int>(model.seqLen), 3);
         stage.forward(0, 0, 2, tokens.data(), targets.data(), nullptr, nullptr);
         return stage.cachedFloats();
     }
@@ -216,10 +191,10 @@ private:
         GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, recompute);
         stage.setEfficientNorm(efficientNorm);
         ParamSet& params = stage.params();
-        initialise(params);
+        test::initialiseForGradCheck(params, 7);
         const int B = 2;
-        std::mt19937 rng(3);
-        const auto [tokens, targets] = batch(model, B, rng);
+        const auto [tokens, targets] = test::randomBatch(model, B * static_cast<int>(model.seqLen), 3);
+        std::mt19937 rng(4); // the elements checked
         auto loss = [&] { return stage.forward(0, 0, B, tokens.data(), targets.data(), nullptr, nullptr); };
 
         params.zeroGrads();

@@ -28,21 +28,6 @@ plan::ModelSpec moeModel()
     return m;
 }
 
-struct Batch {
-    std::vector<std::int32_t> tokens, targets;
-};
-
-Batch randomBatch(const plan::ModelSpec& m, int T, unsigned seed)
-{
-    std::mt19937 rng(seed);
-    Batch b;
-    for (int t = 0; t < T; ++t) {
-        b.tokens.push_back(static_cast<std::int32_t>(rng() % m.vocab));
-        b.targets.push_back(static_cast<std::int32_t>(rng() % m.vocab));
-    }
-    return b;
-}
-
 } // namespace
 
 class TestMoeGradCheck : public QObject {
@@ -54,15 +39,9 @@ private slots:
         CpuKernels kernels;
         GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false);
         ParamSet& params = stage.params();
-        params.initialise(11);
-        for (auto& v : params.values)
-            v *= 10.0f;
-        for (const auto& s : params.specs())
-            if (s.name.find(".g") != std::string::npos)
-                for (std::size_t k = 0; k < s.size(); ++k)
-                    params.values[s.offset + k] = 1.0f + 0.1f * params.values[s.offset + k];
+        test::initialiseForGradCheck(params, 11);
         const int B = 2, T = B * static_cast<int>(model.seqLen);
-        const Batch batch = randomBatch(model, T, 5);
+        const test::GradCheckBatch batch = test::randomBatch(model, T, 5);
         auto loss = [&] {
             const double ce = stage.forward(0, 0, B, batch.tokens.data(), batch.targets.data(), nullptr, nullptr);
             return ce + stage.takeAuxLoss();
@@ -128,7 +107,7 @@ private slots:
         std::fill(params.values.begin() + static_cast<std::ptrdiff_t>(router.offset),
             params.values.begin() + static_cast<std::ptrdiff_t>(router.offset + router.size()), 0.0f);
         const int B = 2, T = B * static_cast<int>(model.seqLen);
-        const Batch batch = randomBatch(model, T, 8);
+        const test::GradCheckBatch batch = test::randomBatch(model, T, 8);
         params.zeroGrads();
         stage.forward(0, 0, B, batch.tokens.data(), batch.targets.data(), nullptr, nullptr);
         QCOMPARE(stage.takeAuxLoss(), 1.0);
