@@ -2,7 +2,6 @@
 
 #include "engine/comm/CommError.h"
 
-
 namespace loom::comm {
 
 Transport::Request CommunicatorTransport::isend(const void* data, std::size_t bytes, int peer)
