@@ -148,34 +148,38 @@ void SharedArena::barrier(Transport& t)
     t.waitAll();
 }
 
-std::unique_ptr<SharedArena> SharedArena::create(Transport& t, std::size_t slotBytes, std::string& why)
+namespace {
+
+// Member 0 makes the segment and tells the others its name and token; the others map it.
+char* makeOrOpen(Transport& t, Offer& offer, std::size_t bytes, std::string& why)
 {
-    const int n = t.size(), me = t.rank();
-    slotBytes = std::max<std::size_t>(64, slotBytes / 64 * 64);
-    const std::size_t bytes = segmentBytes(slotBytes, n);
-    Offer offer;
-    char* base = nullptr;
-    if (me == 0) {
-        std::random_device device;
-        offer.token = (std::uint64_t(device()) << 32) ^ device() ^ 1;
-        const std::string name = "/loom-" + std::to_string(getpid()) + "-" + std::to_string(offer.token % 1000000007);
-        std::snprintf(offer.name, sizeof offer.name, "%s", name.c_str());
-        base = createSegment(name, bytes, offer.token, why);
-        offer.ok = base ? 1 : 0;
-        for (int peer = 1; peer < n; ++peer)
-            t.isend(&offer, sizeof offer, peer);
-        t.waitAll();
-    } else {
+    const int n = t.size();
+    if (t.rank() != 0) {
         t.irecv(&offer, sizeof offer, 0);
         t.waitAll();
         if (offer.ok)
-            base = openSegment(offer, bytes, why);
-        else
-            why = "member 0 could not make the segment";
+            return openSegment(offer, bytes, why);
+        why = "member 0 could not make the segment";
+        return nullptr;
     }
-    // Member 0 learns whether everyone mapped it, removes the name, and tells everyone the outcome.
-    char mapped = base ? 1 : 0, all = mapped;
-    if (me == 0) {
+    std::random_device device;
+    offer.token = (std::uint64_t(device()) << 32) ^ device() ^ 1;
+    const std::string name = "/loom-" + std::to_string(getpid()) + "-" + std::to_string(offer.token % 1000000007);
+    std::snprintf(offer.name, sizeof offer.name, "%s", name.c_str());
+    char* base = createSegment(name, bytes, offer.token, why);
+    offer.ok = base ? 1 : 0;
+    for (int peer = 1; peer < n; ++peer)
+        t.isend(&offer, sizeof offer, peer);
+    t.waitAll();
+    return base;
+}
+
+// Member 0 learns whether everyone mapped the segment, removes the name, and tells everyone the outcome.
+bool everyoneMapped(Transport& t, const Offer& offer, bool mapped)
+{
+    const int n = t.size();
+    char all = mapped ? 1 : 0;
+    if (t.rank() == 0) {
         std::vector<char> replies(static_cast<std::size_t>(n), 1);
         for (int peer = 1; peer < n; ++peer)
             t.irecv(&replies[static_cast<std::size_t>(peer)], 1, peer);
@@ -188,9 +192,34 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& t, std::size_t slotB
             t.isend(&all, 1, peer);
         t.waitAll();
     } else {
-        t.isend(&mapped, 1, 0);
+        const char mine = all;
+        t.isend(&mine, 1, 0);
         t.irecv(&all, 1, 0);
         t.waitAll();
+    }
+    return all != 0;
+}
+
+} // namespace
+
+std::unique_ptr<SharedArena> SharedArena::create(Transport& t, std::size_t slotBytes, std::string& why)
+{
+    slotBytes = std::max<std::size_t>(64, slotBytes / 64 * 64);
+    const std::size_t bytes = segmentBytes(slotBytes, t.size());
+    Offer offer;
+    char* base = nullptr;
+    bool all = false;
+    try {
+        base = makeOrOpen(t, offer, bytes, why);
+        all = everyoneMapped(t, offer, base != nullptr);
+    } catch (...) {
+        // A member that died or went silent before the name was removed: neither the name nor the mapping
+        // may outlive this call (the transport's error names the member).
+        if (t.rank() == 0 && offer.ok)
+            shm_unlink(offer.name);
+        if (base)
+            munmap(base, bytes);
+        throw;
     }
     if (!all) {
         if (base)
@@ -199,7 +228,7 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& t, std::size_t slotB
             why = "another member could not map the segment";
         return nullptr;
     }
-    return std::unique_ptr<SharedArena>(new SharedArena(base, bytes, slotBytes, n));
+    return std::unique_ptr<SharedArena>(new SharedArena(base, bytes, slotBytes, t.size()));
 }
 
 void sharedMemoryAllReduce(SharedArena& arena, Transport& t, void* data, std::size_t count, DType type, ReduceOp op)

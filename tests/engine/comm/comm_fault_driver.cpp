@@ -6,10 +6,14 @@
 //   peer-dies      rank 1 is killed (SIGKILL) between two all-reduces
 //   late-message   rank 0's receive times out; rank 1's later messages must reach rank 0's next receives
 //   block-mismatch ranks all-reduce with int8 codecs of different block sizes
+//   shm-silent-peer rank 1 never joins the first shm all-reduce, which makes the shared-memory segment (no
+//                  agreement check): rank 0 times out there and prints how many of its segments /dev/shm holds
 #include "engine/comm/MpiCommunicator.h"
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -18,8 +22,10 @@ using namespace loom::comm;
 
 int main(int argc, char** argv)
 {
-    MpiSession session(&argc, &argv);
     const std::string scenario = argc > 1 ? argv[1] : "";
+    if (scenario == "shm-silent-peer")
+        setenv("LOOM_COMM_CHECK", "0", 1); // straight into the segment's creation, not the agreement check
+    MpiSession session(&argc, &argv);
     const int rank = session.worldRank();
     bool failed = false;
     {
@@ -68,6 +74,12 @@ int main(int argc, char** argv)
                 o.codec = *loom::plan::Codec::parse("int8");
                 o.codecBlock = rank == 0 ? 250 : 256;
                 world.allReduce(data.data(), 1000, DType::F32, ReduceOp::Sum, o)->wait();
+            } else if (scenario == "shm-silent-peer") {
+                if (rank == 1)
+                    std::this_thread::sleep_for(std::chrono::seconds(60));
+                CollectiveOptions shm;
+                shm.algorithm = CollectiveAlgorithm::SharedMemory;
+                world.allReduce(data.data(), data.size(), DType::F32, ReduceOp::Sum, shm)->wait();
             } else {
                 std::fprintf(stderr, "unknown scenario '%s'\n", scenario.c_str());
                 return 64;
@@ -77,7 +89,15 @@ int main(int argc, char** argv)
             std::fflush(stdout);
             failed = true;
         }
-        if (failed && (scenario == "silent-peer" || scenario == "silent-sender"))
+        if (failed && scenario == "shm-silent-peer") {
+            const std::string mine = "loom-" + std::to_string(getpid()) + "-";
+            int left = 0;
+            for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+                left += entry.path().filename().string().rfind(mine, 0) == 0;
+            std::printf("rank %d: segments left in /dev/shm: %d\n", rank, left);
+            std::fflush(stdout);
+        }
+        if (failed && (scenario == "silent-peer" || scenario == "silent-sender" || scenario == "shm-silent-peer"))
             MPI_Abort(MPI_COMM_WORLD, 3); // the peer is stuck: end the job, as the engine does
     }
     return failed ? 2 : 0;

@@ -67,6 +67,19 @@ private slots:
         QVERIFY2(r.ms < 20000, qPrintable(QString::number(r.ms)));
     }
 
+    // A member that never arrives while the shared-memory segment is being made: the others time out, and
+    // the segment's name does not stay behind in /dev/shm.
+    void silentPeerLeavesNoSegment()
+    {
+        const Run r = mpirun(QStringLiteral("shm-silent-peer"), 2);
+        QVERIFY2(r.exitCode != 0, qPrintable(r.output));
+        QVERIFY2(r.output.contains(QStringLiteral("rank 0: CommError: all-reduce #1 (1024 fp32, shm) on world [0, 1]"))
+                && r.output.contains(QStringLiteral("timed out after 2 s")),
+            qPrintable(r.output));
+        QVERIFY2(r.output.contains(QStringLiteral("rank 0: segments left in /dev/shm: 0")), qPrintable(r.output));
+        QVERIFY2(r.ms < 20000, qPrintable(QString::number(r.ms)));
+    }
+
     void silentSenderTimesOut()
     {
         const Run r = mpirun(QStringLiteral("silent-sender"), 2);
