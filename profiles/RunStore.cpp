@@ -121,6 +121,33 @@ void RunStore::addStep(qint64 run, const StepRecord& s)
         fail(m_store, QStringLiteral("cannot update run %1").arg(run), u.lastError());
 }
 
+const char* const kInsertEventSql
+    = "INSERT INTO events (run_id, rank, lane, kind, source, step, micro_batch, stage, chunk, start_ns, "
+      "end_ns, bytes, wire_bytes, grp, group_size, peer, algorithm, codec) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+void bindEventRow(sqlite3_stmt* st, qint64 run, const trace::TraceEvent& e)
+{
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int(st, 2, e.rank);
+    sqlite3_bind_int(st, 3, static_cast<int>(e.lane));
+    sqlite3_bind_int(st, 4, static_cast<int>(e.kind));
+    sqlite3_bind_int(st, 5, static_cast<int>(e.source));
+    sqlite3_bind_int(st, 6, e.step);
+    sqlite3_bind_int(st, 7, e.microBatch);
+    sqlite3_bind_int(st, 8, e.stage);
+    sqlite3_bind_int(st, 9, e.chunk);
+    sqlite3_bind_int64(st, 10, static_cast<sqlite3_int64>(e.startNs));
+    sqlite3_bind_int64(st, 11, static_cast<sqlite3_int64>(e.endNs));
+    sqlite3_bind_int64(st, 12, static_cast<sqlite3_int64>(e.bytes));
+    sqlite3_bind_int64(st, 13, static_cast<sqlite3_int64>(e.wireBytes));
+    sqlite3_bind_int(st, 14, e.group);
+    sqlite3_bind_int(st, 15, e.groupSize);
+    sqlite3_bind_int(st, 16, e.peer);
+    sqlite3_bind_int(st, 17, static_cast<int>(e.algorithm));
+    sqlite3_bind_text(st, 18, e.codec.c_str(), static_cast<int>(e.codec.size()), SQLITE_TRANSIENT);
+}
+
 void RunStore::addEvents(qint64 run, const std::vector<trace::TraceEvent>& events)
 {
     if (events.empty())
@@ -143,34 +170,12 @@ void RunStore::addEvents(qint64 run, const std::vector<trace::TraceEvent>& event
     if (!d.transaction())
         fail(m_store, QStringLiteral("cannot start storing events"), d.lastError());
     sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(h,
-            "INSERT INTO events (run_id, rank, lane, kind, source, step, micro_batch, stage, chunk, start_ns, "
-            "end_ns, bytes, wire_bytes, grp, group_size, peer, algorithm, codec) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            -1, &st, nullptr)
-        != SQLITE_OK) {
+    if (sqlite3_prepare_v2(h, kInsertEventSql, -1, &st, nullptr) != SQLITE_OK) {
         d.rollback();
         sqliteFail(QStringLiteral("cannot store events of run %1").arg(run));
     }
     for (const auto& e : events) {
-        sqlite3_bind_int64(st, 1, run);
-        sqlite3_bind_int(st, 2, e.rank);
-        sqlite3_bind_int(st, 3, static_cast<int>(e.lane));
-        sqlite3_bind_int(st, 4, static_cast<int>(e.kind));
-        sqlite3_bind_int(st, 5, static_cast<int>(e.source));
-        sqlite3_bind_int(st, 6, e.step);
-        sqlite3_bind_int(st, 7, e.microBatch);
-        sqlite3_bind_int(st, 8, e.stage);
-        sqlite3_bind_int(st, 9, e.chunk);
-        sqlite3_bind_int64(st, 10, static_cast<sqlite3_int64>(e.startNs));
-        sqlite3_bind_int64(st, 11, static_cast<sqlite3_int64>(e.endNs));
-        sqlite3_bind_int64(st, 12, static_cast<sqlite3_int64>(e.bytes));
-        sqlite3_bind_int64(st, 13, static_cast<sqlite3_int64>(e.wireBytes));
-        sqlite3_bind_int(st, 14, e.group);
-        sqlite3_bind_int(st, 15, e.groupSize);
-        sqlite3_bind_int(st, 16, e.peer);
-        sqlite3_bind_int(st, 17, static_cast<int>(e.algorithm));
-        sqlite3_bind_text(st, 18, e.codec.c_str(), static_cast<int>(e.codec.size()), SQLITE_TRANSIENT);
+        bindEventRow(st, run, e);
         if (sqlite3_step(st) != SQLITE_DONE) {
             const QString message = QString::fromUtf8(sqlite3_errmsg(h));
             sqlite3_finalize(st);

@@ -9,7 +9,14 @@
 #include <optional>
 #include <vector>
 
+struct sqlite3_stmt;
+
 namespace loom::profiles {
+
+// The bulk insert of trace events (RunStore::addEvents, and the plain C-API reference in
+// bench_runstore): the statement, and the binding of one event as one of its rows.
+extern const char* const kInsertEventSql;
+void bindEventRow(sqlite3_stmt* statement, qint64 run, const trace::TraceEvent& e);
 
 struct RunRecord {
     qint64 id = 0;

@@ -69,35 +69,13 @@ double rawInsert(const std::string& path, const std::vector<trace::TraceEvent>& 
              "CREATE INDEX events_by_run ON events (run_id, rank, start_ns)" })
         check(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), db, sql);
     sqlite3_stmt* st = nullptr;
-    check(sqlite3_prepare_v2(db,
-              "INSERT INTO events (run_id, rank, lane, kind, source, step, micro_batch, stage, chunk, start_ns, "
-              "end_ns, bytes, wire_bytes, grp, group_size, peer, algorithm, codec) "
-              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-              -1, &st, nullptr),
-        db, "prepare");
+    check(sqlite3_prepare_v2(db, profiles::kInsertEventSql, -1, &st, nullptr), db, "prepare");
     const auto start = std::chrono::steady_clock::now();
     for (std::size_t i = 0; i < events.size(); ++i) {
         if (i % batch == 0)
             check(sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr), db, "begin");
         const auto& e = events[i];
-        sqlite3_bind_int64(st, 1, 1);
-        sqlite3_bind_int(st, 2, e.rank);
-        sqlite3_bind_int(st, 3, static_cast<int>(e.lane));
-        sqlite3_bind_int(st, 4, static_cast<int>(e.kind));
-        sqlite3_bind_int(st, 5, static_cast<int>(e.source));
-        sqlite3_bind_int(st, 6, e.step);
-        sqlite3_bind_int(st, 7, e.microBatch);
-        sqlite3_bind_int(st, 8, e.stage);
-        sqlite3_bind_int(st, 9, e.chunk);
-        sqlite3_bind_int64(st, 10, static_cast<sqlite3_int64>(e.startNs));
-        sqlite3_bind_int64(st, 11, static_cast<sqlite3_int64>(e.endNs));
-        sqlite3_bind_int64(st, 12, static_cast<sqlite3_int64>(e.bytes));
-        sqlite3_bind_int64(st, 13, static_cast<sqlite3_int64>(e.wireBytes));
-        sqlite3_bind_int(st, 14, e.group);
-        sqlite3_bind_int(st, 15, e.groupSize);
-        sqlite3_bind_int(st, 16, e.peer);
-        sqlite3_bind_int(st, 17, static_cast<int>(e.algorithm));
-        sqlite3_bind_text(st, 18, e.codec.c_str(), static_cast<int>(e.codec.size()), SQLITE_TRANSIENT);
+        profiles::bindEventRow(st, 1, e);
         check(sqlite3_step(st), db, "step");
         sqlite3_reset(st);
         if ((i + 1) % batch == 0 || i + 1 == events.size())
