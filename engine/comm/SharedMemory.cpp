@@ -150,28 +150,29 @@ void SharedArena::barrier(Transport& t)
 
 namespace {
 
-// Member 0 makes the segment and tells the others its name and token; the others map it.
-char* makeOrOpen(Transport& t, Offer& offer, std::size_t bytes, std::string& why)
+// Member 0 makes the segment and tells the others its name and token; the others map it. `base` is set as
+// soon as the mapping exists, so that a caller whose transport then fails can still unmap it.
+void makeOrOpen(Transport& t, Offer& offer, std::size_t bytes, char*& base, std::string& why)
 {
     const int n = t.size();
     if (t.rank() != 0) {
         t.irecv(&offer, sizeof offer, 0);
         t.waitAll();
         if (offer.ok)
-            return openSegment(offer, bytes, why);
-        why = "member 0 could not make the segment";
-        return nullptr;
+            base = openSegment(offer, bytes, why);
+        else
+            why = "member 0 could not make the segment";
+        return;
     }
     std::random_device device;
     offer.token = (std::uint64_t(device()) << 32) ^ device() ^ 1;
     const std::string name = "/loom-" + std::to_string(getpid()) + "-" + std::to_string(offer.token % 1000000007);
     std::snprintf(offer.name, sizeof offer.name, "%s", name.c_str());
-    char* base = createSegment(name, bytes, offer.token, why);
+    base = createSegment(name, bytes, offer.token, why);
     offer.ok = base ? 1 : 0;
     for (int peer = 1; peer < n; ++peer)
         t.isend(&offer, sizeof offer, peer);
     t.waitAll();
-    return base;
 }
 
 // Member 0 learns whether everyone mapped the segment, removes the name, and tells everyone the outcome.
@@ -210,7 +211,7 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& t, std::size_t slotB
     char* base = nullptr;
     bool all = false;
     try {
-        base = makeOrOpen(t, offer, bytes, why);
+        makeOrOpen(t, offer, bytes, base, why);
         all = everyoneMapped(t, offer, base != nullptr);
     } catch (...) {
         // A member that died or went silent before the name was removed: neither the name nor the mapping
