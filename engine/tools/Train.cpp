@@ -225,6 +225,9 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
             static_cast<long long>(layout.parallel.dp), std::string(plan::toString(layout.parallel.schedule)).c_str(),
             std::string(plan::toString(runtime.backend())).c_str(), static_cast<long long>(args.steps),
             corpus.description().c_str());
+    if (rank == 0 && trainer.sharesEmbeddingRows())
+        std::printf("loom-train: ZeRO-1: each data-parallel rank completes its own rows of the token embedding's "
+                    "gradient from every rank's tokens; that gradient is not reduced\n");
     std::int64_t first = 0;
     if (args.resume) {
         if (auto folder = train::latestCheckpointChecked(args.checkpointDir)) {

@@ -428,8 +428,11 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
         m_k.gemm(false, false, T, h, Vl, dLogits.data(), m_params.value(headW), dLnf.data(), false);
         float* dLnfMine = m_sp ? dLnfLocal.data() : dLnf.data();
         reduceTokens(dLnf.data(), dLnfMine, B);
-        m_k.gemm(
-            true, false, Vl, h, T, dLogits.data(), gatherTokens(cache.lnf.data(), full, B), m_params.grad(headW), true);
+        if (m_rowGroup)
+            sharedHeadGradient(dLogits.data(), cache.lnf.data(), T);
+        else
+            m_k.gemm(true, false, Vl, h, T, dLogits.data(), gatherTokens(cache.lnf.data(), full, B),
+                m_params.grad(headW), true);
         normBackward(m_lnfg, m_lnfb, dx.data(), dLnfMine, cache.headIn.data(), cache.lnf.data(), cache.lnfMean.data(),
             cache.lnfRstd.data(), Tl);
     } else {
@@ -449,15 +452,19 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
         dx.swap(dPrev);
     }
     if (ch.embedding) {
-        const std::int64_t rowsLocal = m_paddedVocab / m_tpSize, first = m_tpRank * rowsLocal;
-        float* dwte = m_params.grad(m_wte);
-        const float* dAll = gatherTokens(dx.data(), full, B);
-        for (int t = 0; t < T; ++t) {
-            const float* g = dAll + static_cast<std::size_t>(t) * h;
-            const std::int64_t tok = cache.tokens[static_cast<std::size_t>(t)] - first;
-            if (tok >= 0 && tok < rowsLocal)
-                for (int c = 0; c < h; ++c)
-                    dwte[tok * h + c] += g[c];
+        if (m_rowGroup) {
+            sharedLookupGradient(dx.data(), cache.tokens.data(), T);
+        } else {
+            const std::int64_t rowsLocal = m_paddedVocab / m_tpSize, first = m_tpRank * rowsLocal;
+            float* dwte = m_params.grad(m_wte);
+            const float* dAll = gatherTokens(dx.data(), full, B);
+            for (int t = 0; t < T; ++t) {
+                const float* g = dAll + static_cast<std::size_t>(t) * h;
+                const std::int64_t tok = cache.tokens[static_cast<std::size_t>(t)] - first;
+                if (tok >= 0 && tok < rowsLocal)
+                    for (int c = 0; c < h; ++c)
+                        dwte[tok * h + c] += g[c];
+            }
         }
         if (m_wpe >= 0) {
             float* dwpe = m_params.grad(m_wpe);

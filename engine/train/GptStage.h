@@ -107,6 +107,17 @@ public:
     };
     void setBlockHooks(BlockHooks hooks) { m_hooks = std::move(hooks); }
 
+    // Data parallelism under ZeRO-1 (the trainer; tp = pp = cp = 1 and tied embeddings): member j of `group`
+    // owns rows rows[j] = [first, end) of the token embedding's gradient and completes them itself from every
+    // member's tokens, so that the embedding's bucket needs no reduction. The head's weight gradient
+    // (dLogitsᵀ · lnf) of a micro-batch then trades each member the columns of dLogits of the rows it owns
+    // and gathers the final norm's output (T·(V/n + h) floats each instead of reducing V·h), and the
+    // embedding's backward gathers every member's tokens and input gradients and adds those that fall in the
+    // rows it owns. Rows owned by others are left as they were. Call once, before the first backward.
+    using RowRange = std::pair<std::int64_t, std::int64_t>;
+    void shareEmbeddingGradient(comm::Communicator* group, std::vector<RowRange> rows);
+    bool tiedHead() const { return m_lmHead < 0; }
+
 private:
     struct BlockParams {
         int ln1g, ln1b, wqkv, bqkv, wo, bo, ln2g, ln2b, wfc, bfc, wpr, bpr;
@@ -164,6 +175,10 @@ private:
     // Causal attention of a block's cached qkv into c.att: the one-rank kernel, or ring attention with cp > 1.
     void attentionForward(BlockCache& c, int B, int heads, int headDim);
     void attentionBackward(BlockCache& c, float* dQkv, const float* dAtt, int B, int heads, int headDim);
+    // SharedEmbeddingGrad.cpp (shareEmbeddingGradient): this member's rows of the head's weight gradient
+    // from every member's dLogits columns and final-norm outputs; its rows of the lookup's gradient.
+    void sharedHeadGradient(const float* dLogits, const float* lnf, int T);
+    void sharedLookupGradient(const float* dx, const std::int32_t* tokens, int T);
 
     std::int64_t m_h, m_heads, m_ffn, m_vocab, m_paddedVocab, m_seq;
     std::vector<Chunk> m_chunks;
@@ -191,6 +206,8 @@ private:
     double m_aux = 0; // aux_loss_coeff·aux of the forwards since takeAuxLoss()
     double m_auxCoeff = 0;
     float m_lossScale = 1; // the current backward's
+    comm::Communicator* m_rowGroup = nullptr; // shareEmbeddingGradient
+    std::vector<RowRange> m_rowsOf;
 };
 
 } // namespace loom::train

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <stdexcept>
 
 namespace loom::train {
 
@@ -63,7 +64,7 @@ void GradientSync::setStaleness(int staleness)
 comm::WorkPtr GradientSync::launch(Bucket& b, float* base)
 {
     comm::Communicator* c = b.comm ? b.comm : m_dp;
-    if (!m_enabled || !c || c->size() == 1)
+    if (!m_enabled || !c || c->size() == 1 || b.skipped)
         return nullptr;
     if (scatters(b)) { // in place: this member's piece of the bucket receives its sum (the bucket splits evenly)
         const Piece p = pieceOf(b, static_cast<std::size_t>(c->size()), static_cast<std::size_t>(c->rank()));
@@ -107,6 +108,29 @@ std::vector<std::pair<std::size_t, std::size_t>> GradientSync::ownedPieces() con
         if (const Piece p = pieceOf(b, n, r); p.from < p.to)
             out.emplace_back(p.from, p.to);
     return out;
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> GradientSync::piecesOfTensor(int index) const
+{
+    const auto& s = m_params.spec(index);
+    const Bucket& b = m_buckets[static_cast<std::size_t>(m_bucketOf[static_cast<std::size_t>(index)])];
+    std::vector<std::pair<std::size_t, std::size_t>> out;
+    if (b.size != 1 || !scatters(b))
+        return out;
+    const auto n = static_cast<std::size_t>(m_dp->size());
+    for (std::size_t r = 0; r < n; ++r) {
+        const Piece p = pieceOf(b, n, r);
+        out.emplace_back(p.from - s.offset, p.to - s.offset);
+    }
+    return out;
+}
+
+void GradientSync::skipReduction(int index)
+{
+    if (piecesOfTensor(index).empty())
+        throw std::logic_error("GradientSync::skipReduction: tensor " + m_params.spec(index).name
+            + " does not fill a reduce-scattered bucket of its own");
+    m_buckets[static_cast<std::size_t>(m_bucketOf[static_cast<std::size_t>(index)])].skipped = true;
 }
 
 void GradientSync::setGroupCommunicator(int group, comm::Communicator* c)

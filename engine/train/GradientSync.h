@@ -63,6 +63,12 @@ public:
     // pieces into every member's `values`, bucket by bucket over the DP group, each all-gather's algorithm
     // chosen by `tuning` for its size; in place where the bucket splits evenly and the algorithm allows it.
     void allGatherPieces(float* values, const comm::CollectiveTuning& tuning);
+    // ZeRO-1: where tensor `index` alone fills a bucket that is reduce-scattered, every member's piece of it as
+    // element ranges [from, to) of the tensor, in member order; otherwise empty.
+    std::vector<std::pair<std::size_t, std::size_t>> piecesOfTensor(int index) const;
+    // The backward completes this member's piece of tensor `index` itself (every member's tokens): its
+    // bucket (piecesOfTensor not empty) is left out of the reduction.
+    void skipReduction(int index);
 
 private:
     struct Bucket {
@@ -74,6 +80,7 @@ private:
         comm::ErrorFeedback feedback;
         int group = 0;
         comm::Communicator* comm = nullptr; // null: the DP group
+        bool skipped = false; // skipReduction
     };
     comm::WorkPtr launch(Bucket& b, float* base);
     bool scatters(const Bucket& b) const;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace loom::train {
@@ -61,6 +62,9 @@ public:
     const std::vector<ParamSpec>& specs() const { return m_specs; }
     int find(const std::string& name) const;
     void zeroGrads();
+    // Ranges [from, to) of the flat gradient buffer that nothing writes during a step (they stay zero), which
+    // zeroGrads() then skips: the rows of the token embedding another data-parallel rank completes.
+    void setUnwrittenGrads(std::vector<std::pair<std::size_t, std::size_t>> ranges) { m_unwritten = std::move(ranges); }
 
     // The global (row, column) of local element (r, c) of tensor `index`.
     std::pair<std::int64_t, std::int64_t> globalPosition(int index, std::int64_t r, std::int64_t c) const;
@@ -81,6 +85,7 @@ private:
     std::vector<ParamSpec> m_specs;
     std::size_t m_flatSize = 0;
     std::vector<float*> m_valueAt, m_gradAt; // empty: the flat buffers
+    std::vector<std::pair<std::size_t, std::size_t>> m_unwritten; // setUnwrittenGrads, in flat order
 };
 
 // A standard normal value from (seed, tensor name, element index): the same on every rank and layout.

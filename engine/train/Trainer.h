@@ -49,6 +49,9 @@ public:
     void save(const std::string& dir, std::int64_t stepsDone);
     // Loads `folder` (from any layout of the same model); returns the steps it had completed (collective).
     std::int64_t resume(const std::string& folder);
+    // ZeRO-1 without TP, PP or CP: whether each DP rank completes its own rows of the tied token embedding's
+    // gradient (GptStage::shareEmbeddingGradient) instead of reducing the whole of it.
+    bool sharesEmbeddingRows() const { return m_sharesEmbeddingRows; }
     GptStage& stage() { return *m_stage; }
     // Bytes of model state this rank holds now (between steps) and the most it held during a step:
     // parameters (with ZeRO-2 the full buffer and the master shard), gradients, AdamW's moments.
@@ -62,6 +65,8 @@ private:
     void runSchedule(std::int64_t step, double& lossSum);
     void batchOf(
         std::int64_t step, int microBatch, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const;
+    bool embeddingRowsPay(const comm::Communicator& data) const;
+    void shareEmbeddingRows(comm::Communicator& data);
     int tag(int kind, int microBatch, std::int64_t virtualStage) const;
     double gradientNormSquared();
     void syncTiedEmbedding();
@@ -80,6 +85,7 @@ private:
     std::unique_ptr<GradientSync> m_sync;
     std::unique_ptr<AdamW> m_adam; // over the shard with ZeRO-2/3
     std::unique_ptr<ShardedParams> m_sharded; // ZeRO-2/3 with dp > 1
+    bool m_sharesEmbeddingRows = false;
     bool m_zero1Pieces = false; // ZeRO-1 over this rank's piece of every bucket (GradientSync::setShardedReduction)
     comm::CollectiveTuning m_tuning; // the DP group's algorithm choice for ZeRO's reduce-scatters and all-gathers
     bool countsInNorm(int tensor) const;

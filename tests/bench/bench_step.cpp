@@ -166,19 +166,21 @@ int main(int argc, char** argv)
         load[std::strcspn(load, "\n")] = '\0';
     }
     const double ratio = reference && loomStep > 0 ? refStep / loomStep : 0;
+    const bool rows = trainer.sharesEmbeddingRows();
     if (json) {
         std::printf(
             "{\"bench\":\"step\",\"model\":\"gpt2-124m\",\"batch\":4,\"seq\":64,\"dp\":%d,\"threads_per_rank\":%d,"
             "\"loom_step_ms\":%.1f,\"loom_cpu_ms\":%.1f,\"loom_optimizer_ms\":%.1f,\"loom_optimizer_fraction\":%.4f,"
             "\"reference_threads\":%d,\"reference_step_ms\":%.1f,\"reference_optimizer_ms\":%.1f,"
-            "\"reference_vs_loom\":%.3f,\"blas_core\":\"%s\",\"loadavg\":\"%s\"}\n",
+            "\"reference_vs_loom\":%.3f,\"embedding_rows\":%s,\"blas_core\":\"%s\",\"loadavg\":\"%s\"}\n",
             dp, threads, loomStep * 1e3, loomCpu * 1e3, loomOptimizer * 1e3, loomOptimizer / loomStep, refThreads,
-            refStep * 1e3, refOptimizer * 1e3, ratio, train::blasCoreName().c_str(), load);
+            refStep * 1e3, refOptimizer * 1e3, ratio, rows ? "true" : "false", train::blasCoreName().c_str(), load);
         return 0;
     }
     std::printf("GPT-2 124M shape, batch 4 x 64, fp32; Loom dp %d with %d thread(s) per rank, OpenBLAS kernels %s "
-                "(load average %s)\n",
-        dp, threads, train::blasCoreName().c_str(), load);
+                "(load average %s)%s\n",
+        dp, threads, train::blasCoreName().c_str(), load,
+        rows ? "; each rank completes its own rows of the embedding's gradient" : "");
     std::printf("  Loom step          %9.1f ms  (median of %zu; loss %.4f -> %.4f)\n", loomStep * 1e3, stepTimes.size(),
         firstLoss, lastLoss);
     std::printf("  Loom optimizer     %9.1f ms  = %.1f %% of the step (goal < 8 %%)\n", loomOptimizer * 1e3,

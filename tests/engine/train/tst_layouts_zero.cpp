@@ -1,10 +1,11 @@
-// ZeRO-2 and ZeRO-3 (memory.zero 2 and 3) give the one-process loss: gpt-tiny trained for 20 steps under
-// each layout equals the single-process run within 1e-4 relative at every step. Stage 2 reduce-scatters
-// the gradients; stage 3 also gathers each block's parameters before its forward and backward. The rows mix
-// them with tp, pp, interleaved and uneven stages, dp 2 and 3 (pieces padded), overlap, full recompute,
-// Loom's ring for the reduce-scatters and all-gathers, and the Gloo backend. One row writes
-// checkpoints from its shards; a run under another layout resumes from the middle one and continues with the same
-// losses. Kept to a few mpirun launches (CI time).
+// ZeRO-1 with each rank completing its rows of the embedding's gradient, ZeRO-2 and ZeRO-3 (memory.zero 1, 2
+// and 3) give the one-process loss: gpt-tiny trained for 20 steps under each layout equals the
+// single-process run within 1e-4 relative at every step. Stage 2 reduce-scatters the gradients; stage 3 also
+// gathers each block's parameters before its forward and backward. The rows mix them with tp, pp,
+// interleaved and uneven stages, dp 2, 3 and 4 (pieces padded), overlap, full recompute, Loom's ring and the
+// shared-memory segment for the reduce-scatters and all-gathers, and the Gloo backend. One row writes
+// checkpoints from its shards; a run under another layout resumes from the middle one and continues with the
+// same losses. Kept to a few mpirun launches (CI time).
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -94,6 +95,37 @@ private slots:
         const auto losses = loom::test::trainLosses(layout, m_dir.path(), kSteps, log, args);
         QVERIFY2(losses.size() == kSteps, qPrintable(log));
         compare(losses, m_baseline, 0);
+    }
+
+    // ZeRO-1 without tp or pp, where trading each rank's rows of the embedding's gradient moves fewer bytes
+    // than reduce-scattering it (a vocabulary of 4,096 and 16 tokens a micro-batch): each rank completes its
+    // rows from every rank's tokens, and the losses are the one process's. At dp 2 through the shared-memory
+    // segment with two micro-batches accumulating; at dp 4 (one micro-batch) on Loom's ring.
+    void embeddingRowsSameLossAsOneProcess()
+    {
+        const QJsonObject model { { "name", "gpt-wide-vocab" }, { "layers", 2 }, { "hidden", 64 }, { "heads", 4 },
+            { "ffn_hidden", 256 }, { "vocab", 4096 }, { "seq_len", 16 } };
+        auto rowsLayout = [&](const QString& name, int dp, int microBatch, int globalBatch, const QString& algorithm) {
+            QJsonObject l = with(layout(name, 1, 1, dp, dp > 1 ? 1 : 0, microBatch), "comm", "bucket_mb", 0.01);
+            l.insert("model", model);
+            return with(with(l, "parallel", "global_batch", globalBatch), "comm", "allreduce", algorithm);
+        };
+        QString log;
+        const auto one = loom::test::trainLosses(rowsLayout("rows-one", 1, 1, 4, "auto"), m_dir.path(), kSteps, log);
+        QVERIFY2(one.size() == kSteps, qPrintable(log));
+        QVERIFY2(!log.contains("completes its own rows"), qPrintable(log));
+        const struct {
+            const char* name;
+            int dp;
+            const char* algorithm;
+        } runs[] = { { "rows-dp2-shm", 2, "shm" }, { "rows-dp4-ring", 4, "ring" } };
+        for (const auto& r : runs) {
+            const auto losses
+                = loom::test::trainLosses(rowsLayout(r.name, r.dp, 1, 4, r.algorithm), m_dir.path(), kSteps, log);
+            QVERIFY2(losses.size() == kSteps, qPrintable(log));
+            QVERIFY2(log.contains("completes its own rows of the token embedding's gradient"), qPrintable(log));
+            compare(losses, one, 0);
+        }
     }
 
     // The zero3-dp3-pp2 row's checkpoint after step 10 (each DP rank wrote its pieces) resumes under
