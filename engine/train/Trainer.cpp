@@ -77,7 +77,8 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
             if (m_stage->isExpertParam(i))
                 groups[static_cast<std::size_t>(i)] = expertGroup;
     }
-    if (embeddingRowsPay(*comms.data)) { // the token embedding in a bucket of its own (shareEmbeddingRows)
+    const bool embeddingRows = embeddingRowsPay(*comms.data);
+    if (embeddingRows) { // the token embedding in a bucket of its own (shareEmbeddingRows)
         groups.resize(params.specs().size(), 0);
         groups[static_cast<std::size_t>(m_stage->tokenEmbedding())] = expertGroup + 1;
     }
@@ -101,7 +102,8 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         m_sync->setShardedReduction(m_tuning.shardOptions(largestBucket, static_cast<int>(replicas)));
         pieces = m_sync->ownedPieces();
         m_zero1Pieces = true;
-        shareEmbeddingRows(*comms.data);
+        if (embeddingRows)
+            shareEmbeddingRows(*comms.data);
     } else if (layout.memory.zero == 1 && replicas > 1) { // one contiguous range per rank, all-reduced
         const std::size_t shard
             = (params.values.size() + static_cast<std::size_t>(replicas) - 1) / static_cast<std::size_t>(replicas);
@@ -154,10 +156,9 @@ bool Trainer::embeddingRowsPay(const comm::Communicator& data) const
 void Trainer::shareEmbeddingRows(comm::Communicator& data)
 {
     // Each DP member completes the rows of the tied embedding's gradient that hold its piece, from every
-    // member's tokens, and the embedding's bucket (one of its own) is not reduced.
+    // member's tokens, and the embedding's bucket (one of its own) is not reduced. Only where
+    // embeddingRowsPay().
     const int wte = m_stage->tokenEmbedding();
-    if (!embeddingRowsPay(data))
-        return;
     const auto pieces = m_sync->piecesOfTensor(wte);
     if (pieces.empty()) // the bucket does not split evenly, or its reduce-scatter is the library's
         return;

@@ -66,7 +66,7 @@ private:
     void batchOf(
         std::int64_t step, int microBatch, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const;
     bool embeddingRowsPay(const comm::Communicator& data) const;
-    void shareEmbeddingRows(comm::Communicator& data);
+    void shareEmbeddingRows(comm::Communicator& data); // where embeddingRowsPay
     int tag(int kind, int microBatch, std::int64_t virtualStage) const;
     double gradientNormSquared();
     void syncTiedEmbedding();
