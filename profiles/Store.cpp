@@ -1,11 +1,13 @@
 #include "profiles/Store.h"
 
+#include <QDeadlineTimer>
 #include <QDir>
 #include <QFileInfo>
 #include <QSqlDatabase>
 #include <QSqlError>
 #include <QSqlQuery>
 #include <QStandardPaths>
+#include <QThread>
 #include <QUuid>
 
 #include <algorithm>
@@ -90,6 +92,30 @@ QSqlQuery exec(const QString& connection, const QString& path, const QString& sq
     if (!q.exec(sql))
         fail(path, QStringLiteral("\"%1\" failed").arg(sql.left(60)), q.lastError());
     return q;
+}
+
+// SQLITE_BUSY ("database is locked").
+bool busyError(const QSqlError& error)
+{
+    return error.nativeErrorCode() == QLatin1String("5") || error.text().contains(QLatin1String("database is locked"));
+}
+
+// Switching a store to WAL needs SQLite's exclusive lock. When two processes open the same new store at once,
+// both hold the shared lock while asking for it, and SQLite answers one of them SQLITE_BUSY at once instead
+// of calling the busy handler (waiting there could deadlock). That one lets its lock go and asks again, until
+// the busy timeout has passed; the other has switched the file by then.
+QSqlQuery execWhenUnlocked(const QString& connection, const QString& path, const QString& sql, int timeoutMs)
+{
+    const QDeadlineTimer deadline(timeoutMs);
+    for (;;) {
+        QSqlQuery q(database(connection));
+        if (q.exec(sql))
+            return q;
+        if (!busyError(q.lastError()) || deadline.hasExpired())
+            fail(path, QStringLiteral("\"%1\" failed").arg(sql.left(60)), q.lastError());
+        q.finish();
+        QThread::msleep(5);
+    }
 }
 
 bool readOnlyError(const QSqlError& error)
@@ -195,7 +221,7 @@ void Store::open(int targetVersion)
                              .toStdString());
 
     try {
-        exec(m_connection, m_path, QStringLiteral("PRAGMA journal_mode = WAL"));
+        execWhenUnlocked(m_connection, m_path, QStringLiteral("PRAGMA journal_mode = WAL"), kBusyTimeoutMs);
     } catch (const StoreError&) {
         QSqlQuery probe(db); // a read-only file or folder fails here first: say so
         if (!probe.exec(QStringLiteral("PRAGMA user_version = %1").arg(version)) && readOnlyError(probe.lastError()))
