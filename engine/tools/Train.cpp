@@ -228,6 +228,10 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
     if (rank == 0 && trainer.sharesEmbeddingRows())
         std::printf("loom-train: ZeRO-1: each data-parallel rank completes its own rows of the token embedding's "
                     "gradient from every rank's tokens; that gradient is not reduced\n");
+    if (rank == 0 && trainer.sharedWeightRows() > 0)
+        std::printf("loom-train: ZeRO-1: each data-parallel rank completes its own rows of %d of the blocks' weight "
+                    "gradients from every rank's activations; those gradients are not reduced\n",
+            trainer.sharedWeightRows());
     std::int64_t first = 0;
     if (args.resume) {
         if (auto folder = train::latestCheckpointChecked(args.checkpointDir)) {
@@ -317,6 +321,7 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
 
 int main(int argc, char** argv)
 {
+    train::restartWithBetterBlasKernels(argv); // before MPI starts (train/Threads.h)
     // Activations are allocated and freed every micro-batch: keep freed memory in the heap instead of
     // returning it to the system, so the next micro-batch does not pay page faults for fresh pages.
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
@@ -361,7 +366,11 @@ int main(int argc, char** argv)
     std::string bindingNote; // the node's cores are shared by its ranks (train/Threads.h)
     const int threads = train::configureComputeThreads(ranksOnThisNode(size), bindingNote);
     if (rank == 0) {
-        std::printf("loom-train: %d thread(s) per rank, OpenBLAS kernels %s\n", threads, train::blasCoreName().c_str());
+        std::printf("loom-train: %d thread(s) per rank, OpenBLAS kernels %s%s\n", threads,
+            train::blasCoreName().c_str(),
+            train::blasCoreChosenByLoom()
+                ? " (chosen by loom-train: this OpenBLAS does not know the processor and took its generic kernels)"
+                : "");
         if (!bindingNote.empty())
             std::cerr << "loom-train: " << bindingNote << "\n";
     }

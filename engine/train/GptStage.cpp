@@ -276,11 +276,11 @@ void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const flo
     } else {
         m_k.biasBackward(m_params.grad(p.bpr), dOut, Tl, h);
         const float* dOutAll = gatherTokens(dOut, full, B);
-        m_k.gemm(true, false, fl, h, T, c.act.data(), dOutAll, m_params.grad(p.wpr), true);
+        weightGradient(p.wpr, fl, h, T, c.act.data(), dOutAll);
         m_k.gemm(false, true, T, fl, h, dOutAll, m_params.value(p.wpr), dAct.data(), false);
         m_k.geluBackward(dFc.data(), dAct.data(), c.fc.data(), n * fl);
         m_k.biasBackward(m_params.grad(p.bfc), dFc.data(), T, fl);
-        m_k.gemm(true, false, h, fl, T, gatherTokens(c.ln2.data(), full, B), dFc.data(), m_params.grad(p.wfc), true);
+        weightGradient(p.wfc, h, fl, T, gatherTokens(c.ln2.data(), full, B), dFc.data());
         m_k.gemm(false, true, T, h, fl, dFc.data(), m_params.value(p.wfc), dLn2.data(), false);
         reduceTokens(dLn2.data(), dLn2Local, B); // column-parallel: each rank saw part of the columns
     }
@@ -290,11 +290,11 @@ void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const flo
     std::vector<float> dAtt(n * hl), dQkv(n * 3 * hl), dLn1(n * h);
     m_k.biasBackward(m_params.grad(p.bo), dX2.data(), Tl, h);
     const float* dX2All = gatherTokens(dX2.data(), full, B);
-    m_k.gemm(true, false, hl, h, T, c.att.data(), dX2All, m_params.grad(p.wo), true);
+    weightGradient(p.wo, hl, h, T, c.att.data(), dX2All);
     m_k.gemm(false, true, T, hl, h, dX2All, m_params.value(p.wo), dAtt.data(), false);
     attentionBackward(c, dQkv.data(), dAtt.data(), B, Hl, d);
     m_k.biasBackward(m_params.grad(p.bqkv), dQkv.data(), T, 3 * hl);
-    m_k.gemm(true, false, h, 3 * hl, T, gatherTokens(c.ln1.data(), full, B), dQkv.data(), m_params.grad(p.wqkv), true);
+    weightGradient(p.wqkv, h, 3 * hl, T, gatherTokens(c.ln1.data(), full, B), dQkv.data());
     m_k.gemm(false, true, T, h, 3 * hl, dQkv.data(), m_params.value(p.wqkv), dLn1.data(), false);
     float* dLn1Local = m_sp ? dLocal.data() : dLn1.data();
     reduceTokens(dLn1.data(), dLn1Local, B);
@@ -428,7 +428,7 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
         m_k.gemm(false, false, T, h, Vl, dLogits.data(), m_params.value(headW), dLnf.data(), false);
         float* dLnfMine = m_sp ? dLnfLocal.data() : dLnf.data();
         reduceTokens(dLnf.data(), dLnfMine, B);
-        if (m_rowGroup)
+        if (!m_rowsOf.empty())
             sharedHeadGradient(dLogits.data(), cache.lnf.data(), T);
         else
             m_k.gemm(true, false, Vl, h, T, dLogits.data(), gatherTokens(cache.lnf.data(), full, B),
@@ -443,6 +443,8 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
         if (m_hooks.before)
             m_hooks.before(l, true);
         blockBackward(l, cache.blocks[static_cast<std::size_t>(l - ch.blocks.first)], B, dx.data(), dPrev.data());
+        finishRowProducts(m_exchanging); // the previous block's shared rows, exchanged during this block
+        m_exchanging.swap(m_started);
         // The trainer's per-block work (sequence parallelism's TP sum of replicated gradients) comes before the
         // hook that may reduce-scatter and release the block's gradients (ZeRO-2/3).
         if (onBlockDone)
@@ -451,8 +453,9 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
             m_hooks.after(l, true);
         dx.swap(dPrev);
     }
+    finishRowProducts(m_exchanging);
     if (ch.embedding) {
-        if (m_rowGroup) {
+        if (!m_rowsOf.empty()) {
             sharedLookupGradient(dx.data(), cache.tokens.data(), T);
         } else {
             const std::int64_t rowsLocal = m_paddedVocab / m_tpSize, first = m_tpRank * rowsLocal;

@@ -117,6 +117,13 @@ public:
     using RowRange = std::pair<std::int64_t, std::int64_t>;
     void shareEmbeddingGradient(comm::Communicator* group, std::vector<RowRange> rows);
     bool tiedHead() const { return m_lmHead < 0; }
+    // The same for the GPT-2 blocks' weight matrices (K × N, gradient Xᵀ·dY over a micro-batch's T tokens):
+    // member j of `group` completes rows rows[j] of weight `index`'s gradient from every member's X columns
+    // of those rows and dY (T·(K + n·N) floats traded per member instead of reducing K·N). The exchange of
+    // a block's matrices runs while the next block's backward computes; their rows are added after it.
+    // sharedRowWeights(): the matrices that may be shared (GPT-2 blocks without MoE, tp = cp = 1).
+    std::vector<int> sharedRowWeights() const;
+    void shareWeightGradient(int index, comm::Communicator* group, std::vector<RowRange> rows);
 
 private:
     struct BlockParams {
@@ -179,6 +186,18 @@ private:
     // from every member's dLogits columns and final-norm outputs; its rows of the lookup's gradient.
     void sharedHeadGradient(const float* dLogits, const float* lnf, int T);
     void sharedLookupGradient(const float* dx, const std::int32_t* tokens, int T);
+    // dW[first, end) += Σ over members of X[:, first:end]ᵀ · dY: the exchange in flight, then its product.
+    struct RowProduct {
+        std::vector<float> send, columns, dY, dYAll;
+        comm::WorkPtr traded, gathered;
+        float* grad = nullptr; // row `first` of the gradient
+        int width = 0, N = 0, tokens = 0; // rows of the gradient, its columns, every member's tokens
+    };
+    RowProduct startRowProduct(
+        const std::vector<RowRange>& rowsOf, const float* X, int K, const float* dY, int N, int T, float* grad);
+    void finishRowProducts(std::vector<RowProduct>& products);
+    // A block's weight gradient: shared rows (shareWeightGradient) started into m_started, else one product.
+    void weightGradient(int index, int K, int N, int T, const float* X, const float* dY);
 
     std::int64_t m_h, m_heads, m_ffn, m_vocab, m_paddedVocab, m_seq;
     std::vector<Chunk> m_chunks;
@@ -206,8 +225,10 @@ private:
     double m_aux = 0; // aux_loss_coeff·aux of the forwards since takeAuxLoss()
     double m_auxCoeff = 0;
     float m_lossScale = 1; // the current backward's
-    comm::Communicator* m_rowGroup = nullptr; // shareEmbeddingGradient
-    std::vector<RowRange> m_rowsOf;
+    comm::Communicator* m_rowGroup = nullptr; // shareEmbeddingGradient, shareWeightGradient
+    std::vector<RowRange> m_rowsOf; // the embedding's (empty: not shared)
+    std::map<int, std::vector<RowRange>> m_weightRows; // shareWeightGradient
+    std::vector<RowProduct> m_started, m_exchanging; // this block's shared weight gradients, the previous block's
 };
 
 } // namespace loom::train

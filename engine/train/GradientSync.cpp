@@ -205,7 +205,10 @@ void GradientSync::allGatherPieces(float* values, const comm::CollectiveTuning& 
     for (const auto& b : m_buckets) {
         const Piece mine = pieceOf(b, n, r);
         const std::size_t piece = mine.length;
-        const auto options = tuning.shardOptions(piece * n * sizeof(float), static_cast<int>(n));
+        // A bucket that was reduce-scattered (or whose rows its members completed) is gathered the same way,
+        // in place; the rest by their size.
+        const auto options
+            = scatters(b) ? m_scatterOptions : tuning.shardOptions(piece * n * sizeof(float), static_cast<int>(n));
         if (options.algorithm != comm::CollectiveAlgorithm::Library && (b.end - b.begin) % n == 0) {
             works.push_back(dp.allGather(values + mine.from, values + b.begin, piece, comm::DType::F32, options));
             continue;

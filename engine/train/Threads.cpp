@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -21,6 +22,43 @@ std::string blasCoreName()
 {
     const char* name = openblas_get_corename();
     return name ? name : "";
+}
+
+std::string betterBlasCore()
+{
+    if (std::getenv("OPENBLAS_CORETYPE") || blasCoreName() != "Prescott")
+        return {};
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq")
+        && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return "Haswell";
+    return {};
+}
+
+void restartWithBetterBlasKernels(char** argv)
+{
+    const std::string core = betterBlasCore();
+    if (core.empty() || !argv || !argv[0])
+        return;
+    if (setenv("OPENBLAS_CORETYPE", core.c_str(), 1) != 0 || setenv("LOOM_BLAS_CORE_CHOSEN", "1", 1) != 0)
+        return;
+    // The program's own path, not /proc/self/exe: the process's name (ps, pgrep, the launcher) comes from it.
+    char self[4096];
+    const ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (length > 0) {
+        self[length] = '\0';
+        execv(self, argv);
+    }
+    unsetenv("OPENBLAS_CORETYPE"); // the exec failed: carry on with the kernels this process has
+    unsetenv("LOOM_BLAS_CORE_CHOSEN");
+}
+
+bool blasCoreChosenByLoom()
+{
+    const char* v = std::getenv("LOOM_BLAS_CORE_CHOSEN");
+    return v && std::string(v) == "1";
 }
 
 int availableCores()

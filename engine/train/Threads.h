@@ -17,6 +17,18 @@ void setComputeThreads(int threads);
 // library loads, from the CPU or from OPENBLAS_CORETYPE.
 std::string blasCoreName();
 
+// OpenBLAS runs its generic kernels ("Prescott", SSE3) on a processor newer than its build knows (Debian 12's
+// 0.3.21 on Intel Sapphire Rapids: a third of the matrix-product rate of its AVX-512 kernels). The kernels
+// to ask for instead: "SkylakeX" on a CPU with AVX-512 (F, BW, DQ, VL, CD), "Haswell" with AVX2 and FMA;
+// empty when OpenBLAS chose other kernels itself or OPENBLAS_CORETYPE is set (a choice made by hand stands).
+std::string betterBlasCore();
+// Before anything else in main (before MPI starts): where betterBlasCore() names kernels, runs this program
+// again (execv of its own file, the same arguments and process) with OPENBLAS_CORETYPE set to them and
+// LOOM_BLAS_CORE_CHOSEN=1; returns only when there is nothing to change or the exec failed.
+void restartWithBetterBlasKernels(char** argv);
+// Whether this process runs the kernels restartWithBetterBlasKernels chose (for the banner).
+bool blasCoreChosenByLoom();
+
 // The cores this process may run on (its CPU affinity mask; mpirun's binding narrows it).
 int availableCores();
 

@@ -77,10 +77,15 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
             if (m_stage->isExpertParam(i))
                 groups[static_cast<std::size_t>(i)] = expertGroup;
     }
+    // Tensors whose rows each DP member completes itself (shareRows), each in a bucket of its own.
     const bool embeddingRows = embeddingRowsPay(*comms.data);
-    if (embeddingRows) { // the token embedding in a bucket of its own (shareEmbeddingRows)
+    const std::vector<int> weightRows = weightRowsThatPay(*comms.data);
+    if (embeddingRows || !weightRows.empty()) {
         groups.resize(params.specs().size(), 0);
-        groups[static_cast<std::size_t>(m_stage->tokenEmbedding())] = expertGroup + 1;
+        for (int i : weightRows) // never next to one another: each is a bucket
+            groups[static_cast<std::size_t>(i)] = expertGroup + 2;
+        if (embeddingRows)
+            groups[static_cast<std::size_t>(m_stage->tokenEmbedding())] = expertGroup + 1;
     }
     m_sync = std::make_unique<GradientSync>(
         params, comms.data.get(), bucketBytes, layout.comm.overlap, sync, layout.comm.errorFeedback, groups);
@@ -102,8 +107,7 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         m_sync->setShardedReduction(m_tuning.shardOptions(largestBucket, static_cast<int>(replicas)));
         pieces = m_sync->ownedPieces();
         m_zero1Pieces = true;
-        if (embeddingRows)
-            shareEmbeddingRows(*comms.data);
+        shareRows(*comms.data, embeddingRows, weightRows);
     } else if (layout.memory.zero == 1 && replicas > 1) { // one contiguous range per rank, all-reduced
         const std::size_t shard
             = (params.values.size() + static_cast<std::size_t>(replicas) - 1) / static_cast<std::size_t>(replicas);
@@ -135,45 +139,6 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     for (int i = 0; i < static_cast<int>(ops.size()); ++i)
         if (ops[static_cast<std::size_t>(i)].kind == PipelineOp::Kind::Backward)
             m_lastBackward[static_cast<std::size_t>(ops[static_cast<std::size_t>(i)].chunk)] = i;
-}
-
-bool Trainer::embeddingRowsPay(const comm::Communicator& data) const
-{
-    // ZeRO-1 as the distributed optimizer on one stage without TP or CP, tied embeddings (GptStage.h), and
-    // only where it moves fewer bytes: a step trades m·T·(V/n + 2h + 1) floats with each other member (the
-    // dLogits columns, the final norm's output, the lookup's tokens and gradients) against the V·h/n that
-    // the reduce-scatter sends each (m micro-batches of T tokens, n members): small batches per rank.
-    const auto& p = m_layout.parallel;
-    const bool plainSync = m_layout.comm.staleness == 0 && m_layout.comm.dpCodec.kind == plan::Codec::Kind::None;
-    if (m_layout.memory.zero != 1 || data.size() < 2 || !plainSync || p.ep != 1 || p.tp != 1 || p.pp != 1 || p.cp != 1
-        || m_stage->tokenEmbedding() < 0 || !m_stage->tiedHead())
-        return false;
-    const double tokens = double(p.microBatches() * p.microBatch * m_layout.model.seqLen);
-    const double V = double(m_layout.model.paddedVocab()), n = double(data.size()), h = double(m_stage->hidden());
-    return tokens * (V + n * (2.0 * h + 1.0)) < V * h;
-}
-
-void Trainer::shareEmbeddingRows(comm::Communicator& data)
-{
-    // Each DP member completes the rows of the tied embedding's gradient that hold its piece, from every
-    // member's tokens, and the embedding's bucket (one of its own) is not reduced. Only where
-    // embeddingRowsPay().
-    const int wte = m_stage->tokenEmbedding();
-    const auto pieces = m_sync->piecesOfTensor(wte);
-    if (pieces.empty()) // the bucket does not split evenly, or its reduce-scatter is the library's
-        return;
-    const auto h = static_cast<std::size_t>(m_stage->hidden());
-    std::vector<GptStage::RowRange> rows;
-    for (const auto& [from, to] : pieces) // the rows holding [from, to): a row cut by two pieces goes to both
-        rows.emplace_back(from / h, from < to ? (to + h - 1) / h : from / h);
-    m_stage->shareEmbeddingGradient(&data, rows);
-    m_sync->skipReduction(wte);
-    // The other ranks' rows are never written here: they stay zero, and the step need not zero them.
-    const auto& spec = m_stage->params().spec(wte);
-    const auto [first, end] = rows[static_cast<std::size_t>(data.rank())];
-    m_stage->params().setUnwrittenGrads({ { spec.offset, spec.offset + static_cast<std::size_t>(first) * h },
-        { spec.offset + static_cast<std::size_t>(end) * h, spec.offset + spec.size() } });
-    m_sharesEmbeddingRows = true;
 }
 
 int Trainer::tag(int kind, int microBatch, std::int64_t virtualStage) const

@@ -24,6 +24,9 @@ struct TrainOptions {
     std::int64_t warmup = 10;
     double clip = 1.0; // global gradient-norm clipping
     trace::TraceRecorder* recorder = nullptr; // compute, wait and optimizer events when set
+    // ZeRO-1 without tp, pp or cp: which gradients DP members may complete row by row where it pays
+    // (Trainer::sharesEmbeddingRows, sharedWeightRows); less only to compare (bench_step --rows).
+    enum class SharedRows { None, Embedding, All } sharedRows = SharedRows::All;
 };
 
 struct StepResult {
@@ -52,6 +55,8 @@ public:
     // ZeRO-1 without TP, PP or CP: whether each DP rank completes its own rows of the tied token embedding's
     // gradient (GptStage::shareEmbeddingGradient) instead of reducing the whole of it.
     bool sharesEmbeddingRows() const { return m_sharesEmbeddingRows; }
+    // The same for the blocks' weight matrices (GptStage::shareWeightGradient): how many are shared.
+    int sharedWeightRows() const { return m_sharedWeightRows; }
     GptStage& stage() { return *m_stage; }
     // Bytes of model state this rank holds now (between steps) and the most it held during a step:
     // parameters (with ZeRO-2 the full buffer and the master shard), gradients, AdamW's moments.
@@ -65,8 +70,12 @@ private:
     void runSchedule(std::int64_t step, double& lossSum);
     void batchOf(
         std::int64_t step, int microBatch, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const;
+    // TrainerRows.cpp: whether DP members complete their own rows of the tied embedding's gradient, and of
+    // which block weights, and the sharing itself (after GradientSync::setShardedReduction).
+    bool rowsMayBeShared(const comm::Communicator& data) const;
     bool embeddingRowsPay(const comm::Communicator& data) const;
-    void shareEmbeddingRows(comm::Communicator& data); // where embeddingRowsPay
+    std::vector<int> weightRowsThatPay(const comm::Communicator& data) const;
+    void shareRows(comm::Communicator& data, bool embedding, const std::vector<int>& weights);
     int tag(int kind, int microBatch, std::int64_t virtualStage) const;
     double gradientNormSquared();
     void syncTiedEmbedding();
@@ -86,6 +95,7 @@ private:
     std::unique_ptr<AdamW> m_adam; // over the shard with ZeRO-2/3
     std::unique_ptr<ShardedParams> m_sharded; // ZeRO-2/3 with dp > 1
     bool m_sharesEmbeddingRows = false;
+    int m_sharedWeightRows = 0;
     bool m_zero1Pieces = false; // ZeRO-1 over this rank's piece of every bucket (GradientSync::setShardedReduction)
     comm::CollectiveTuning m_tuning; // the DP group's algorithm choice for ZeRO's reduce-scatters and all-gathers
     bool countsInNorm(int tensor) const;

@@ -1,7 +1,8 @@
 // Loom's training step against a plain GPT-2 step written for this benchmark (ReferenceGpt2: straightforward
 // loops, -O3 -ffast-math), both measured in this run on the same shape: GPT-2 124M, batch 4 × 64, fp32.
 // Prints each median step time, the share of the optimizer in it, and the ratio reference / Loom.
-//   bench_step [--threads T] [--steps N] [--ref-steps N] [--zero Z] [--no-reference] [--json]
+//   bench_step [--threads T] [--steps N] [--ref-steps N] [--zero Z] [--rows all|embedding|none] [--no-reference]
+//              [--json]
 //   mpirun -np 2 bench_step --threads 1      Loom at dp 2 (one thread per rank); rank 0 then runs the reference
 // Goals (issue 20): at one thread Loom ≥ 3× llm.c (the reference stands in for it here; llm.c's own figures are
 // in docs/training.md) and the optimizer under 8 % of the step.
@@ -62,8 +63,10 @@ double cpuSeconds()
 
 int main(int argc, char** argv)
 {
+    train::restartWithBetterBlasKernels(argv); // the kernels loom-train runs on (train/Threads.h)
     int threads = 1, steps = 5, refSteps = 3, zero = 0;
     bool json = false, reference = true;
+    std::string rows = "all";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--threads" && i + 1 < argc)
@@ -74,6 +77,8 @@ int main(int argc, char** argv)
             refSteps = std::max(2, std::atoi(argv[++i]));
         else if (a == "--zero" && i + 1 < argc)
             zero = std::clamp(std::atoi(argv[++i]), 0, 3);
+        else if (a == "--rows" && i + 1 < argc) // ZeRO-1: gradients completed row by row (Trainer.h, SharedRows)
+            rows = argv[++i];
         else if (a == "--no-reference")
             reference = false;
         else if (a == "--json")
@@ -105,6 +110,9 @@ int main(int argc, char** argv)
     train::TrainOptions options;
     options.steps = steps;
     options.recorder = &recorder;
+    options.sharedRows = rows == "none" ? train::TrainOptions::SharedRows::None
+        : rows == "embedding"           ? train::TrainOptions::SharedRows::Embedding
+                                        : train::TrainOptions::SharedRows::All;
     train::Trainer trainer(layout, comms, corpus, options, kernels);
     std::vector<double> stepTimes, optimizerTimes, cpuTimes;
     std::vector<std::vector<double>> kindTimes(16); // seconds per event kind and step, rank 0
@@ -166,21 +174,26 @@ int main(int argc, char** argv)
         load[std::strcspn(load, "\n")] = '\0';
     }
     const double ratio = reference && loomStep > 0 ? refStep / loomStep : 0;
-    const bool rows = trainer.sharesEmbeddingRows();
+    const bool embeddingRows = trainer.sharesEmbeddingRows();
+    const int weightRows = trainer.sharedWeightRows();
     if (json) {
         std::printf(
             "{\"bench\":\"step\",\"model\":\"gpt2-124m\",\"batch\":4,\"seq\":64,\"dp\":%d,\"threads_per_rank\":%d,"
             "\"loom_step_ms\":%.1f,\"loom_cpu_ms\":%.1f,\"loom_optimizer_ms\":%.1f,\"loom_optimizer_fraction\":%.4f,"
             "\"reference_threads\":%d,\"reference_step_ms\":%.1f,\"reference_optimizer_ms\":%.1f,"
-            "\"reference_vs_loom\":%.3f,\"embedding_rows\":%s,\"blas_core\":\"%s\",\"loadavg\":\"%s\"}\n",
+            "\"reference_vs_loom\":%.3f,\"embedding_rows\":%s,\"weight_rows\":%d,\"blas_core\":\"%s\",\"loadavg\":\"%"
+            "s\"}\n",
             dp, threads, loomStep * 1e3, loomCpu * 1e3, loomOptimizer * 1e3, loomOptimizer / loomStep, refThreads,
-            refStep * 1e3, refOptimizer * 1e3, ratio, rows ? "true" : "false", train::blasCoreName().c_str(), load);
+            refStep * 1e3, refOptimizer * 1e3, ratio, embeddingRows ? "true" : "false", weightRows,
+            train::blasCoreName().c_str(), load);
         return 0;
     }
     std::printf("GPT-2 124M shape, batch 4 x 64, fp32; Loom dp %d with %d thread(s) per rank, OpenBLAS kernels %s "
                 "(load average %s)%s\n",
         dp, threads, train::blasCoreName().c_str(), load,
-        rows ? "; each rank completes its own rows of the embedding's gradient" : "");
+        embeddingRows ? "; each rank completes its own rows of the embedding's gradient" : "");
+    if (weightRows > 0)
+        std::printf("  each rank completes its own rows of %d of the blocks' weight gradients\n", weightRows);
     std::printf("  Loom step          %9.1f ms  (median of %zu; loss %.4f -> %.4f)\n", loomStep * 1e3, stepTimes.size(),
         firstLoss, lastLoss);
     std::printf("  Loom optimizer     %9.1f ms  = %.1f %% of the step (goal < 8 %%)\n", loomOptimizer * 1e3,
