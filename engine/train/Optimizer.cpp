@@ -20,8 +20,13 @@ double LearningRate::at(std::int64_t step) const
 
 namespace {
 
+// Both loops are built for AVX-512, AVX2 and the baseline, the one the CPU runs chosen when the program
+// loads (GCC's function multiversioning). Without contraction into fused multiply-adds (-ffp-contract=off,
+// CMakeLists.txt) every version does the same correctly rounded operations in the same order: the same bits.
+#define LOOM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
 // Eight independent double lanes: the compiler vectorises the inner loop without reassociating anything.
-double squares(const float* x, std::size_t n)
+LOOM_VECTOR_CLONES double squares(const float* x, std::size_t n)
 {
     constexpr std::size_t kLanes = 8;
     double lane[kLanes] = {};
@@ -44,8 +49,8 @@ struct AdamConstants {
 };
 
 // One run of elements that share their weight decay (`decay` is lr·weight_decay or 0).
-void update(const AdamConstants& k, float decay, float* __restrict params, const float* __restrict grads,
-    float* __restrict m, float* __restrict v, std::size_t n)
+LOOM_VECTOR_CLONES void update(const AdamConstants& k, float decay, float* __restrict params,
+    const float* __restrict grads, float* __restrict m, float* __restrict v, std::size_t n)
 {
     for (std::size_t i = 0; i < n; ++i) {
         const float g = grads[i] * k.gradScale;
