@@ -96,7 +96,8 @@ public:
     // Backward of the same: a head chunk starts from its loss scaled by `lossScale` (d loss_total / d mean
     // loss of this micro-batch); others from `dOutput`. Writes `dInput` unless this is the embedding chunk.
     // Gradients accumulate into params().grads. `onBlockDone(layer)` runs after each block's gradients are
-    // final for this micro-batch.
+    // final for this micro-batch, except the rows of shared weights (shareWeightGradient), which are added
+    // after the next block's backward (or at the end of this one) and are not reduced.
     void backward(int mb, int chunk, const float* dOutput, float* dInput, float lossScale,
         const std::function<void(std::int64_t layer)>& onBlockDone = {});
     // Run around each block's forward and backward (ZeRO-3 gathers a block's parameters before it and frees

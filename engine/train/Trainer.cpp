@@ -100,8 +100,7 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
                 m_decay.begin() + static_cast<std::ptrdiff_t>(s.offset + s.size()), 1);
     std::size_t begin = 0, end = params.values.size();
     AdamW::Ranges pieces;
-    const bool plainSync = layout.comm.staleness == 0 && layout.comm.dpCodec.kind == plan::Codec::Kind::None;
-    if (layout.memory.zero == 1 && replicas > 1 && plainSync && p.ep == 1) {
+    if (distributedOptimizer(replicas)) {
         // Megatron's distributed optimizer: the buckets are reduce-scattered, each rank updates its piece of
         // every bucket, and the pieces are all-gathered after the optimizer (gatherZero1Pieces).
         m_sync->setShardedReduction(m_tuning.shardOptions(largestBucket, static_cast<int>(replicas)));

@@ -72,6 +72,8 @@ private:
         std::int64_t step, int microBatch, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const;
     // TrainerRows.cpp: whether DP members complete their own rows of the tied embedding's gradient, and of
     // which block weights, and the sharing itself (after GradientSync::setShardedReduction).
+    // ZeRO-1 over `replicas` DP members as Megatron's distributed optimizer (GradientSync::setShardedReduction).
+    bool distributedOptimizer(std::int64_t replicas) const;
     bool rowsMayBeShared(const comm::Communicator& data) const;
     bool embeddingRowsPay(const comm::Communicator& data) const;
     std::vector<int> weightRowsThatPay(const comm::Communicator& data) const;

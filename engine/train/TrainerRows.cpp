@@ -7,14 +7,19 @@
 
 namespace loom::train {
 
+bool Trainer::distributedOptimizer(std::int64_t replicas) const
+{
+    // ZeRO-1 as Megatron's distributed optimizer: staleness 0, no codec, no experts.
+    const bool plainSync = m_layout.comm.staleness == 0 && m_layout.comm.dpCodec.kind == plan::Codec::Kind::None;
+    return m_layout.memory.zero == 1 && replicas > 1 && plainSync && m_layout.parallel.ep == 1;
+}
+
 bool Trainer::rowsMayBeShared(const comm::Communicator& data) const
 {
-    // ZeRO-1 as the distributed optimizer on one stage without TP or CP (GptStage.h), in host memory (the
-    // products pack X's columns on the CPU).
+    // The distributed optimizer on one stage without TP or CP (GptStage.h), in host memory (the products pack
+    // X's columns on the CPU).
     const auto& p = m_layout.parallel;
-    const bool plainSync = m_layout.comm.staleness == 0 && m_layout.comm.dpCodec.kind == plan::Codec::Kind::None;
-    return m_layout.memory.zero == 1 && data.size() >= 2 && !data.onDevice() && plainSync && p.ep == 1 && p.tp == 1
-        && p.pp == 1 && p.cp == 1;
+    return distributedOptimizer(data.size()) && !data.onDevice() && p.tp == 1 && p.pp == 1 && p.cp == 1;
 }
 
 bool Trainer::embeddingRowsPay(const comm::Communicator& data) const

@@ -77,9 +77,13 @@ int main(int argc, char** argv)
             refSteps = std::max(2, std::atoi(argv[++i]));
         else if (a == "--zero" && i + 1 < argc)
             zero = std::clamp(std::atoi(argv[++i]), 0, 3);
-        else if (a == "--rows" && i + 1 < argc) // ZeRO-1: gradients completed row by row (Trainer.h, SharedRows)
+        else if (a == "--rows" && i + 1 < argc) { // ZeRO-1: gradients completed row by row (Trainer.h, SharedRows)
             rows = argv[++i];
-        else if (a == "--no-reference")
+            if (rows != "all" && rows != "embedding" && rows != "none") {
+                std::fprintf(stderr, "bench_step: --rows takes all, embedding or none, not '%s'\n", rows.c_str());
+                return 2;
+            }
+        } else if (a == "--no-reference")
             reference = false;
         else if (a == "--json")
             json = true;
@@ -181,8 +185,8 @@ int main(int argc, char** argv)
             "{\"bench\":\"step\",\"model\":\"gpt2-124m\",\"batch\":4,\"seq\":64,\"dp\":%d,\"threads_per_rank\":%d,"
             "\"loom_step_ms\":%.1f,\"loom_cpu_ms\":%.1f,\"loom_optimizer_ms\":%.1f,\"loom_optimizer_fraction\":%.4f,"
             "\"reference_threads\":%d,\"reference_step_ms\":%.1f,\"reference_optimizer_ms\":%.1f,"
-            "\"reference_vs_loom\":%.3f,\"embedding_rows\":%s,\"weight_rows\":%d,\"blas_core\":\"%s\",\"loadavg\":\"%"
-            "s\"}\n",
+            "\"reference_vs_loom\":%.3f,\"embedding_rows\":%s,\"weight_rows\":%d,"
+            "\"blas_core\":\"%s\",\"loadavg\":\"%s\"}\n",
             dp, threads, loomStep * 1e3, loomCpu * 1e3, loomOptimizer * 1e3, loomOptimizer / loomStep, refThreads,
             refStep * 1e3, refOptimizer * 1e3, ratio, embeddingRows ? "true" : "false", weightRows,
             train::blasCoreName().c_str(), load);

@@ -115,8 +115,8 @@ private slots:
     // ZeRO-1 without tp or pp, where trading each rank's rows of the embedding's and the blocks' weight
     // gradients moves fewer bytes than reduce-scattering them (a vocabulary of 4,096, hidden 128 and 16 tokens
     // a micro-batch): each rank completes its rows from every rank's tokens, and the losses are the one
-    // process's. At dp 2 through the shared-memory
-    // segment with two micro-batches accumulating; at dp 4 (one micro-batch) on Loom's ring.
+    // process's. At dp 2 through the shared-memory segment with two micro-batches accumulating; at dp 4 (one
+    // micro-batch) on Loom's ring.
     void embeddingRowsSameLossAsOneProcess()
     {
         const QJsonObject model { { "name", "gpt-wide-vocab" }, { "layers", 2 }, { "hidden", 128 }, { "heads", 4 },
