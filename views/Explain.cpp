@@ -181,7 +181,8 @@ QString stepPart(const plan::Layout& l, const plan::Prediction& p, const QString
     else if (part == QLatin1String("bubble"))
         what = QObject::tr("pipeline idle time while the stage waits for micro-batches (see the bubble figure)");
     else
-        what = QObject::tr("AdamW reads and writes about 28 bytes per parameter at the device's memory bandwidth");
+        what = QObject::tr("the clipping norm and AdamW read and write about 32 bytes per parameter at the device's "
+                           "memory bandwidth");
     return QObject::tr("<b>%1</b> (%2 of the step): %3").arg(formatSeconds(share * p.stepTime), percent(share), what);
 }
 

@@ -3,7 +3,9 @@
 #include "engine/comm/Agreement.h"
 #include "engine/comm/CollectiveCalls.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 
 namespace loom::comm {
 
@@ -196,6 +198,18 @@ SharedArena* HostCommunicator::sharedArena()
                 m_group.ranks[static_cast<std::size_t>(m_rank)], m_group.name.c_str(), why.c_str());
     }
     return m_arena.get();
+}
+
+std::shared_ptr<void> HostCommunicator::sharedMemory(std::size_t bytes, std::string& why)
+{
+    if (size() < 2 || std::adjacent_find(m_nodeOf.begin(), m_nodeOf.end(), std::not_equal_to<>()) != m_nodeOf.end()) {
+        why = size() < 2 ? "the group has one member" : "the members are on more than one node";
+        return nullptr;
+    }
+    // Every collective queued before this one has run once the barrier completes, and the caller queues no
+    // other: until this returns, the transport is this thread's.
+    barrier()->wait();
+    return mapSharedMemory(transport(), bytes, why);
 }
 
 } // namespace loom::comm

@@ -46,6 +46,9 @@ public:
     WorkPtr sendRecv(const void* sendData, int sendPeer, void* recvData, int recvPeer, std::size_t count, DType type,
         int tag = 0) override;
 
+    // Members on one node (nodeOfMember): mapSharedMemory over the transport, after a barrier that leaves the
+    // worker idle. Members on several nodes: null.
+    std::shared_ptr<void> sharedMemory(std::size_t bytes, std::string& why) override;
     // The node of each member (hierarchical all-reduce).
     const std::vector<int>& nodeOfMember() const { return m_nodeOf; }
     // Stops recording this communicator's events (the world's control traffic stays out of the trace); its

@@ -203,10 +203,11 @@ bool everyoneMapped(Transport& t, const Offer& offer, bool mapped)
 
 } // namespace
 
-std::unique_ptr<SharedArena> SharedArena::create(Transport& t, std::size_t slotBytes, std::string& why)
+namespace {
+
+// Collective over `t`: a segment of `bytes` (header included) that every member maps, or null (and `why`).
+char* mapSegment(Transport& t, std::size_t bytes, std::string& why)
 {
-    slotBytes = std::max<std::size_t>(64, slotBytes / 64 * 64);
-    const std::size_t bytes = segmentBytes(slotBytes, t.size());
     Offer offer;
     char* base = nullptr;
     bool all = false;
@@ -229,7 +230,27 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& t, std::size_t slotB
             why = "another member could not map the segment";
         return nullptr;
     }
-    return std::unique_ptr<SharedArena>(new SharedArena(base, bytes, slotBytes, t.size()));
+    return base;
+}
+
+} // namespace
+
+std::unique_ptr<SharedArena> SharedArena::create(Transport& t, std::size_t slotBytes, std::string& why)
+{
+    slotBytes = std::max<std::size_t>(64, slotBytes / 64 * 64);
+    const std::size_t bytes = segmentBytes(slotBytes, t.size());
+    char* base = mapSegment(t, bytes, why);
+    return base ? std::unique_ptr<SharedArena>(new SharedArena(base, bytes, slotBytes, t.size())) : nullptr;
+}
+
+std::shared_ptr<void> mapSharedMemory(Transport& t, std::size_t bytes, std::string& why)
+{
+    const std::size_t total = kHeader + std::max<std::size_t>(bytes, 1);
+    char* base = mapSegment(t, total, why);
+    if (!base)
+        return nullptr;
+    std::shared_ptr<char> mapping(base, [total](char* p) { munmap(p, total); });
+    return std::shared_ptr<void>(mapping, base + kHeader); // past the token, 64-byte aligned
 }
 
 void sharedMemoryAllReduce(SharedArena& arena, Transport& t, void* data, std::size_t count, DType type, ReduceOp op)

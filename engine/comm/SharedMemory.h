@@ -45,6 +45,12 @@ private:
     int m_bank = 1;
 };
 
+// Collective over `t` (host memory, members on one machine): `bytes` of memory that every member maps,
+// made the way the arena is (member 0 makes and names the segment, the others map it and check its token,
+// then the name is removed). Zero-filled, 64-byte aligned; it stays mapped while any copy of the pointer
+// lives. Null on every member, with the reason in `why`, when some member could not map it.
+std::shared_ptr<void> mapSharedMemory(Transport& t, std::size_t bytes, std::string& why);
+
 // In place over the arena's members (the ranks of `t`, all on one machine). The buffer goes through in
 // pieces of one slot, each cut into one sub-range per member. Every member copies the sub-ranges it does
 // not own into its slot of the current bank; after a barrier, member r adds the others' copies of

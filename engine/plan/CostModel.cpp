@@ -322,10 +322,11 @@ std::int64_t expertGroupNodes(const Layout& l, const RankGrid& grid)
     return std::unique(nodes.begin(), nodes.end()) - nodes.begin();
 }
 
-// AdamW reads weights, gradients and both moments and writes three of them: ~28 bytes a parameter.
+// The clipping norm reads the gradients; AdamW reads weights, gradients and both moments and writes three of
+// them: ~32 bytes a parameter.
 double optimizerBytesOf(const Layout& l, const Costs& c, std::int64_t r)
 {
-    return paramsOfRank(l, c, r) * 28.0 / (l.memory.zero >= 1 ? double(c.d) : 1.0);
+    return paramsOfRank(l, c, r) * 32.0 / (l.memory.zero >= 1 ? double(c.d) : 1.0);
 }
 
 // What loom-train holds on CPU ranks (processes sharing a node's memory) beyond the textbook terms,

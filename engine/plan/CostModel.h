@@ -68,7 +68,8 @@ struct StageWork {
 };
 // Per virtual stage (chunk · pp + pipeline rank), `chunks` virtual stages per pipeline rank.
 std::vector<StageWork> stageWork(const Layout& layout, std::int64_t chunks);
-// Bytes the optimizer step moves on pipeline rank r (AdamW: ~28 bytes a parameter, divided by dp with ZeRO-1).
+// Bytes the optimizer step moves on pipeline rank r (clipping norm and AdamW: ~32 bytes a parameter, divided by dp with
+// ZeRO-1).
 double optimizerBytes(const Layout& layout, std::int64_t pipelineRank);
 
 // Predicts a valid layout: compute from FLOPs and the efficiency curve, communication from the α-β model

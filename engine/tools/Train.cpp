@@ -232,6 +232,9 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
         std::printf("loom-train: ZeRO-1: each data-parallel rank completes its own rows of %d of the blocks' weight "
                     "gradients from every rank's activations; those gradients are not reduced\n",
             trainer.sharedWeightRows());
+    if (rank == 0 && trainer.sharesParameters())
+        std::printf("loom-train: ZeRO-1: the data-parallel ranks of this machine keep one copy of the parameters in "
+                    "shared memory; each updates its pieces in place, so nothing is all-gathered after the update\n");
     std::int64_t first = 0;
     if (args.resume) {
         if (auto folder = train::latestCheckpointChecked(args.checkpointDir)) {

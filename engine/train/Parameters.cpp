@@ -56,6 +56,26 @@ int ParamSet::add(
     return static_cast<int>(m_specs.size()) - 1;
 }
 
+void FlatValues::assign(std::size_t n, float v)
+{
+    m_shared.reset();
+    m_own.assign(n, v);
+    if (n == 0)
+        std::vector<float>().swap(m_own);
+    m_data = m_own.data();
+    m_size = n;
+}
+
+void FlatValues::share(std::shared_ptr<void> memory, bool copy)
+{
+    auto* into = static_cast<float*>(memory.get());
+    if (copy)
+        std::copy(begin(), end(), into);
+    m_shared = std::move(memory);
+    std::vector<float>().swap(m_own);
+    m_data = into;
+}
+
 void ParamSet::allocate()
 {
     std::size_t offset = 0;
@@ -71,7 +91,7 @@ void ParamSet::allocate()
 void ParamSet::releaseFlat(bool releaseValues, bool releaseGrads)
 {
     if (releaseValues) {
-        std::vector<float>().swap(values);
+        values.release();
         m_valueAt.assign(m_specs.size(), nullptr);
     }
     if (releaseGrads) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,38 @@ struct ParamSpec {
     std::int64_t localRows = 0, localCols = 0;
     std::size_t offset = 0; // in ParamSet::values / grads
     std::size_t size() const { return static_cast<std::size_t>(localRows * localCols); }
+};
+
+// The flat parameter values: a vector of this rank's own, or (share) memory that other processes map too.
+// Reads like a std::vector<float>; only assign() and release() change its length.
+class FlatValues {
+public:
+    FlatValues() = default;
+    FlatValues(const FlatValues&) = delete; // m_data would point into the other's vector
+    FlatValues& operator=(const FlatValues&) = delete;
+    float* data() { return m_data; }
+    const float* data() const { return m_data; }
+    std::size_t size() const { return m_size; }
+    bool empty() const { return m_size == 0; }
+    float& operator[](std::size_t i) { return m_data[i]; }
+    const float& operator[](std::size_t i) const { return m_data[i]; }
+    float* begin() { return m_data; }
+    float* end() { return m_data + m_size; }
+    const float* begin() const { return m_data; }
+    const float* end() const { return m_data + m_size; }
+    // `n` copies of `v` in a vector of its own (the memory shared before, if any, is let go).
+    void assign(std::size_t n, float v);
+    void release() { assign(0, 0.0f); }
+    // From now on the values live in `memory` (at least size() floats, kept alive here), which
+    // receives the current values when `copy` is set; this rank's own vector is freed.
+    void share(std::shared_ptr<void> memory, bool copy);
+    bool shared() const { return m_shared != nullptr; }
+
+private:
+    std::vector<float> m_own;
+    std::shared_ptr<void> m_shared;
+    float* m_data = nullptr;
+    std::size_t m_size = 0;
 };
 
 // Every parameter of one rank in one flat buffer (and a gradient buffer of the same layout), so data
@@ -69,7 +102,7 @@ public:
     // The global (row, column) of local element (r, c) of tensor `index`.
     std::pair<std::int64_t, std::int64_t> globalPosition(int index, std::int64_t r, std::int64_t c) const;
 
-    std::vector<float> values;
+    FlatValues values; // shared by the data-parallel ranks of one machine under ZeRO-1 (Trainer)
     std::vector<float> grads;
 
     // ZeRO-2/3 (ShardedParams) keep tensors outside the flat buffers. releaseFlat() frees the flat value

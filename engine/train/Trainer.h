@@ -27,6 +27,9 @@ struct TrainOptions {
     // ZeRO-1 without tp, pp or cp: which gradients DP members may complete row by row where it pays
     // (Trainer::sharesEmbeddingRows, sharedWeightRows); less only to compare (bench_step --rows).
     enum class SharedRows { None, Embedding, All } sharedRows = SharedRows::All;
+    // ZeRO-1's distributed optimizer with the DP group on one machine: its ranks keep one copy of the
+    // parameters in shared memory (Trainer::sharesParameters); false only to compare (bench_step --share).
+    bool shareParameters = true;
 };
 
 struct StepResult {
@@ -57,6 +60,10 @@ public:
     bool sharesEmbeddingRows() const { return m_sharesEmbeddingRows; }
     // The same for the blocks' weight matrices (GptStage::shareWeightGradient): how many are shared.
     int sharedWeightRows() const { return m_sharedWeightRows; }
+    // ZeRO-1's distributed optimizer with the DP group on one machine: the group's ranks keep one copy of
+    // the parameters in shared memory (Communicator::sharedMemory), each updates its pieces there, and a
+    // barrier takes the place of the all-gather of the pieces.
+    bool sharesParameters() const { return m_stage->params().values.shared(); }
     GptStage& stage() { return *m_stage; }
     // Bytes of model state this rank holds now (between steps) and the most it held during a step:
     // parameters (with ZeRO-2 the full buffer and the master shard), gradients, AdamW's moments.
@@ -78,6 +85,7 @@ private:
     bool embeddingRowsPay(const comm::Communicator& data) const;
     std::vector<int> weightRowsThatPay(const comm::Communicator& data) const;
     void shareRows(comm::Communicator& data, bool embedding, const std::vector<int>& weights);
+    void shareParameters(comm::Communicator& data);
     int tag(int kind, int microBatch, std::int64_t virtualStage) const;
     double gradientNormSquared();
     void syncTiedEmbedding();

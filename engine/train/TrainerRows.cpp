@@ -1,9 +1,12 @@
 // ZeRO-1 without TP, PP or CP: each data-parallel member completes its own rows of some gradients from
 // every member's tokens (GptStage::shareEmbeddingGradient, GptStage::shareWeightGradient) instead of writing
 // the whole gradient from its own tokens and reduce-scattering it; only where that moves fewer bytes.
+// And with the DP group on one machine, its members keep one copy of the parameters (shareParameters).
 #include "engine/train/Trainer.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 namespace loom::train {
 
@@ -85,6 +88,25 @@ void Trainer::shareRows(comm::Communicator& data, bool embedding, const std::vec
         m_sharedWeightRows += share(w) ? 1 : 0;
     std::sort(unwritten.begin(), unwritten.end());
     params.setUnwrittenGrads(std::move(unwritten));
+}
+
+void Trainer::shareParameters(comm::Communicator& data)
+{
+    // Every member holds the same initial values: member 0's go into the shared memory, and the barrier
+    // keeps the others from reading it before they are there.
+    ParamSet& params = m_stage->params();
+    if (!m_options.shareParameters || !distributedOptimizer(data.size()) || data.onDevice())
+        return;
+    std::string why;
+    std::shared_ptr<void> memory = data.sharedMemory(params.values.size() * sizeof(float), why);
+    if (!memory) {
+        if (data.rank() == 0 && why != "the members are on more than one node")
+            std::fprintf(stderr, "loom: the parameters of %s are not shared (%s); each rank keeps its own copy\n",
+                data.group().name.c_str(), why.c_str());
+        return;
+    }
+    params.values.share(std::move(memory), data.rank() == 0);
+    data.barrier()->wait();
 }
 
 } // namespace loom::train

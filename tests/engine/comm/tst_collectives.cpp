@@ -9,6 +9,7 @@
 #include <QTest>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 
@@ -281,6 +282,31 @@ private slots:
             if (e.kind == trace::EventKind::Send && e.bytes == 4000 && e.peer == (r + 1) % n)
                 sawSend = e.group == m_world->group().id && e.endNs >= e.startNs;
         QVERIFY(sawSend);
+    }
+
+    // Memory every member maps (the ranks here are on one machine): each member's writes are read by the
+    // others after a barrier; the members of "pairs" (two per node) are on several nodes and get none.
+    void sharedMemoryIsOneCopy()
+    {
+        const int n = worldSize(), r = worldRank();
+        std::string why;
+        auto memory = m_world->sharedMemory(std::size_t(n) * 1000 * sizeof(float), why);
+        QVERIFY2(memory != nullptr, why.c_str());
+        QCOMPARE(reinterpret_cast<std::uintptr_t>(memory.get()) % 64, std::uintptr_t(0));
+        auto* f = static_cast<float*>(memory.get());
+        QCOMPARE(f[std::size_t(r) * 1000 + 999], 0.0f); // zero-filled
+        m_world->barrier()->wait(); // nobody writes before everyone has read its zeros
+        for (int i = 0; i < 1000; ++i)
+            f[std::size_t(r) * 1000 + std::size_t(i)] = float(r * 1000 + i);
+        m_world->barrier()->wait();
+        for (int j = 0; j < n; ++j)
+            QCOMPARE(f[std::size_t(j) * 1000 + 999], float(j * 1000 + 999));
+        m_world->barrier()->wait(); // the memory is unmapped only after every member read it
+        memory.reset();
+        std::string pairsWhy;
+        QCOMPARE(m_pairs->sharedMemory(64, pairsWhy) == nullptr, n > 2);
+        if (n > 2)
+            QCOMPARE(pairsWhy, std::string("the members are on more than one node"));
     }
 
     void overlapsWithCompute()

@@ -5,7 +5,8 @@
 // interleaved and uneven stages, dp 2, 3 and 4 (pieces padded), overlap, full recompute, Loom's ring and the
 // shared-memory segment for the reduce-scatters and all-gathers, and the Gloo backend. One row writes
 // checkpoints from its shards; a run under another layout resumes from the middle one and continues with the
-// same losses. Kept to a few mpirun launches (CI time).
+// same losses, and so does a ZeRO-1 run whose ranks share one copy of the parameters. Kept to a few mpirun
+// launches (CI time).
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -141,14 +142,23 @@ private slots:
             QVERIFY2(losses.size() == kSteps, qPrintable(log));
             QVERIFY2(log.contains("completes its own rows of the token embedding's gradient"), qPrintable(log));
             QVERIFY2(log.contains("completes its own rows of 8 of the blocks' weight gradients"), qPrintable(log));
+            QVERIFY2(log.contains("keep one copy of the parameters in shared memory"), qPrintable(log));
             compare(losses, one, 0);
         }
     }
 
     // The zero3-dp3-pp2 row's checkpoint after step 10 (each DP rank wrote its pieces) resumes under
-    // ZeRO-2 with tp 2 and dp 2, and steps 11-20 give the one-process losses.
+    // ZeRO-2 with tp 2 and dp 2, and under ZeRO-1 at dp 2 (whose ranks keep one copy of the parameters in
+    // shared memory and both load it), and steps 11-20 give the one-process losses.
+    void resumeZero3CheckpointUnderAnotherLayout_data()
+    {
+        QTest::addColumn<QJsonObject>("layout");
+        QTest::newRow("zero2-tp2-dp2") << layout("zero2-tp2-dp2-resumed", 2, 1, 2, 2);
+        QTest::newRow("zero1-dp2-shared") << layout("zero1-dp2-resumed", 1, 1, 2, 1);
+    }
     void resumeZero3CheckpointUnderAnotherLayout()
     {
+        QFETCH(QJsonObject, layout);
         const QString dir = m_dir.filePath("ckpt");
         QVERIFY2(QFile::exists(dir + "/step-10/checkpoint.json"), "the zero3-dp3-pp2 row wrote no checkpoint");
         QDir(dir + "/step-20").removeRecursively();
@@ -157,9 +167,11 @@ private slots:
         latest.write("step-10\n");
         latest.close();
         QString log;
-        const auto losses = loom::test::trainLosses(layout("zero2-tp2-dp2-resumed", 2, 1, 2, 2), m_dir.path(), kSteps,
-            log, { "--checkpoint-dir", dir, "--resume" });
+        const auto losses
+            = loom::test::trainLosses(layout, m_dir.path(), kSteps, log, { "--checkpoint-dir", dir, "--resume" });
         QVERIFY2(log.contains("after step 10"), qPrintable(log));
+        if (layout.value("memory").toObject().value("zero").toInt() == 1)
+            QVERIFY2(log.contains("keep one copy of the parameters in shared memory"), qPrintable(log));
         QVERIFY2(losses.size() == kSteps - 10, qPrintable(log));
         compare(losses, m_baseline, 10);
     }

@@ -65,7 +65,7 @@ private slots:
         for (std::int64_t s = 0; s < kSteps; ++s)
             trainer.step(s);
         m_unsharded = trainer.modelStateBytes();
-        m_unshardedValues = trainer.stage().params().values;
+        m_unshardedValues.assign(trainer.stage().params().values.begin(), trainer.stage().params().values.end());
         QCOMPARE(m_unsharded.params, m_unshardedValues.size() * sizeof(float));
     }
 
