@@ -25,6 +25,12 @@ namespace {
 // CMakeLists.txt) every version does the same correctly rounded operations in the same order: the same bits.
 #define LOOM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
+// How far ahead of the loops below each stream is prefetched, in floats (1 KiB). One core streaming from
+// memory keeps too few requests in flight on its own: with these hints the update took 132 to 141 ms
+// instead of 156 to 161 for 124 M floats, and the squares 33 instead of 40 (2026-12-01, one core of the
+// development machine). Near an array's end the hints repeat its last element (std::min), never past it.
+constexpr std::size_t kAhead = 256;
+
 // Four streams (the quarters of the range) of eight independent double lanes each: the compiler vectorises
 // the inner loops without reassociating anything, and reading four places at once keeps more of the
 // memory's requests in flight than one stream does (one core here: 39 against 64 ms for 124 M floats).
@@ -34,11 +40,13 @@ LOOM_VECTOR_CLONES double squares(const float* x, std::size_t n)
     const std::size_t quarter = n / kStreams / kLanes * kLanes;
     double lane[kStreams][kLanes] = {};
     for (std::size_t i = 0; i < quarter; i += kLanes)
-        for (std::size_t s = 0; s < kStreams; ++s)
+        for (std::size_t s = 0; s < kStreams; ++s) {
+            __builtin_prefetch(x + std::min(s * quarter + i + kAhead, n - 1));
             for (std::size_t j = 0; j < kLanes; ++j) {
                 const double v = x[s * quarter + i + j];
                 lane[s][j] += v * v;
             }
+        }
     double sum = 0;
     for (std::size_t i = kStreams * quarter; i < n; ++i)
         sum += double(x[i]) * double(x[i]);
@@ -54,11 +62,11 @@ struct AdamConstants {
     float lr, decay, eps, gradScale;
 };
 
-// One run of elements that share their weight decay (`decay` is lr·weight_decay or 0).
-LOOM_VECTOR_CLONES void update(const AdamConstants& k, float decay, float* __restrict params,
-    const float* __restrict grads, float* __restrict m, float* __restrict v, std::size_t n)
+// Elements [from, to) of one run of elements that share their weight decay (`decay` is lr·weight_decay or 0).
+inline void updateRange(const AdamConstants& k, float decay, float* __restrict params, const float* __restrict grads,
+    float* __restrict m, float* __restrict v, std::size_t from, std::size_t to)
 {
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = from; i < to; ++i) {
         const float g = grads[i] * k.gradScale;
         const float mi = k.beta1 * m[i] + k.oneMinusBeta1 * g;
         const float vi = k.beta2 * v[i] + k.oneMinusBeta2 * g * g;
@@ -67,6 +75,23 @@ LOOM_VECTOR_CLONES void update(const AdamConstants& k, float decay, float* __res
         const float p = params[i];
         params[i] = (p - decay * p) - k.lr * (mi * k.invC1) / (std::sqrt(vi * k.invC2) + k.eps);
     }
+}
+
+// The run in blocks of one cache line per array, each block's lines prefetched kAhead floats earlier.
+LOOM_VECTOR_CLONES void update(const AdamConstants& k, float decay, float* __restrict params,
+    const float* __restrict grads, float* __restrict m, float* __restrict v, std::size_t n)
+{
+    constexpr std::size_t kBlock = 16; // floats in a 64-byte line
+    std::size_t i = 0;
+    for (; i + kBlock <= n; i += kBlock) {
+        const std::size_t ahead = std::min(i + kAhead, n - 1);
+        __builtin_prefetch(grads + ahead);
+        __builtin_prefetch(m + ahead, 1);
+        __builtin_prefetch(v + ahead, 1);
+        __builtin_prefetch(params + ahead, 1);
+        updateRange(k, decay, params, grads, m, v, i, i + kBlock);
+    }
+    updateRange(k, decay, params, grads, m, v, i, n);
 }
 
 } // namespace
