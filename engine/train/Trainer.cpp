@@ -133,6 +133,8 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         m_sparse = std::make_unique<SparseAdam>(m_sync->bucketRanges(), *comms.data, sync);
     }
     m_lr = { options.lr, options.lr * 0.1, options.warmup, options.steps };
+    m_normWhileHot = replicas == 1 && p.tp == 1 && p.pp == 1 && layout.comm.staleness == 0;
+    m_squares.assign(m_normWhileHot ? params.specs().size() : 0, -1.0);
 
     m_lastBackward.assign(static_cast<std::size_t>(m_schedule.chunks()), -1);
     const auto& ops = m_schedule.opsOf(m_coord.pp);
@@ -247,6 +249,8 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
                 m_stage->sumSequenceParallelGrads(m_stage->blockParams(layer)); // before the DP reduction
                 for (int index : m_stage->blockParams(layer))
                     m_sync->markReady(index);
+                if (m_normWhileHot)
+                    takeSquares(m_stage->blockParams(layer));
             };
             const auto t0 = trace::nowNs();
             m_stage->backward(op.microBatch, op.chunk, out.data(), in.data(), lossScale, ready);
@@ -301,6 +305,15 @@ bool Trainer::countsInNorm(int tensor) const
     return !(tensor == m_stage->tokenEmbedding() && m_tiedAcrossStages && m_coord.pp != 0);
 }
 
+void Trainer::takeSquares(const std::vector<int>& tensors)
+{
+    const auto t0 = trace::nowNs();
+    ParamSet& params = m_stage->params();
+    for (int i : tensors)
+        m_squares[static_cast<std::size_t>(i)] = sumOfSquares(params.grad(i), params.spec(i).size());
+    m_squaresNs += trace::nowNs() - t0;
+}
+
 double Trainer::gradientNormSquared()
 {
     ParamSet& params = m_stage->params();
@@ -316,10 +329,13 @@ double Trainer::gradientNormSquared()
                     sum += sumOfSquares(params.grads.data() + a, b - a);
             }
     } else {
-        for (int i = 0; i < static_cast<int>(params.specs().size()); ++i)
-            if (countsInNorm(i)) // vectorised and threaded (Optimizer.h)
-                (m_comms.expert && m_stage->isExpertParam(i) ? experts : sum)
-                    += sumOfSquares(params.grad(i), params.spec(i).size());
+        for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) {
+            if (!countsInNorm(i))
+                continue;
+            const double taken = m_normWhileHot ? m_squares[static_cast<std::size_t>(i)] : -1.0;
+            (m_comms.expert && m_stage->isExpertParam(i) ? experts : sum) // vectorised and threaded (Optimizer.h)
+                += taken >= 0 ? taken : sumOfSquares(params.grad(i), params.spec(i).size());
+        }
     }
     if (m_comms.expert) { // each member of the expert group holds a share of the experts
         m_comms.expert->allReduce(&experts, 1, comm::DType::F64, comm::ReduceOp::Sum)->wait();
@@ -364,6 +380,8 @@ StepResult Trainer::step(std::int64_t step)
         m_options.recorder->setStep(static_cast<std::int32_t>(step));
     ParamSet& params = m_stage->params();
     params.zeroGrads();
+    std::fill(m_squares.begin(), m_squares.end(), -1.0);
+    m_squaresNs = 0;
     if (m_sharded)
         m_sharded->beginStep();
     const bool compressed = step >= m_codecWarmup;
@@ -443,6 +461,7 @@ StepResult Trainer::step(std::int64_t step)
     m_comms.world->allReduce(&share, 1, comm::DType::F64, comm::ReduceOp::Sum)->wait();
     r.loss = share;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.normInBackward = double(m_squaresNs) * 1e-9;
     const double tokens = double(p.globalBatch * m_layout.model.seqLen);
     r.tokensPerSecond = tokens / r.seconds;
     r.flopsPerSecond = plan::megatronModelFlops(m_layout.model, p.globalBatch, false) / r.seconds;

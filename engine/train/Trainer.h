@@ -40,6 +40,9 @@ struct StepResult {
     double seconds = 0;
     double tokensPerSecond = 0;
     double flopsPerSecond = 0; // plan::megatronModelFlops (no recomputation) over the step time, all ranks together
+    // One replica without tp or pp: seconds the backward spent on the clipping norm's squares of each block's
+    // finished gradients, taken while they are still in the cache (the optimizer's work, outside its event).
+    double normInBackward = 0;
 };
 
 // One rank's training: the GPT stage it holds, the pipeline schedule it runs, data-parallel gradient sync,
@@ -88,6 +91,8 @@ private:
     void shareParameters(comm::Communicator& data);
     int tag(int kind, int microBatch, std::int64_t virtualStage) const;
     double gradientNormSquared();
+    // Trainer::m_normWhileHot: the squares of `tensors`' gradients, now final (in the backward).
+    void takeSquares(const std::vector<int>& tensors);
     void syncTiedEmbedding();
     // Records a compute-lane event of this rank (no-op without a recorder).
     void record(trace::EventKind kind, std::int64_t start, std::int64_t step, int microBatch = -1,
@@ -116,6 +121,11 @@ private:
     bool m_tiedAcrossStages = false; // the token embedding lives on the first and the last pipeline rank
     std::vector<int> m_lastBackward; // per chunk: index in the schedule of its last backward
     double m_auxSum = 0; // MoE: this step's load-balancing losses on this rank
+    // One replica, tp = pp = 1: each block's gradients are final when its last backward ends, and nothing
+    // reduces them after; their squares are taken there, while still in the cache (-1: not taken this step).
+    bool m_normWhileHot = false;
+    std::vector<double> m_squares;
+    std::int64_t m_squaresNs = 0; // this step's time on them
 };
 
 } // namespace loom::train

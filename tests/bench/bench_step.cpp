@@ -141,7 +141,8 @@ int main(int argc, char** argv)
         if (s >= 1) { // the first step pays page faults
             stepTimes.push_back(r.seconds);
             cpuTimes.push_back(cpu);
-            optimizerTimes.push_back(kinds[std::size_t(trace::EventKind::Optimizer)]);
+            // The norm's squares taken in the backward (one replica) are the optimizer's work too.
+            optimizerTimes.push_back(kinds[std::size_t(trace::EventKind::Optimizer)] + r.normInBackward);
             for (std::size_t k = 0; k < kinds.size(); ++k)
                 kindTimes[k].push_back(kinds[k]);
         }
