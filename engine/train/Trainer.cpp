@@ -410,7 +410,7 @@ StepResult Trainer::step(std::int64_t step)
     r.step = step;
     const auto& p = m_layout.parallel;
     // The optimizer's event holds the clipping norm too (with its small all-reduces), as Megatron's
-    // "optimizer" timer does: the norm reads every gradient once more, a sixth of the update's traffic.
+    // "optimizer" timer does: the norm reads every gradient once more, a seventh of the update's traffic.
     const auto optimizerStart = trace::nowNs();
     const double norm = apply ? std::sqrt(gradientNormSquared()) : 0.0;
     r.gradNorm = norm;
