@@ -38,6 +38,9 @@ struct CollectiveOptions {
     ErrorFeedback* feedback = nullptr; // lossy codecs: residual carried across calls (null = no feedback)
 };
 
+// Communicator::sharedMemory's reason when the group spans nodes (no memory to share, and nothing wrong).
+inline constexpr const char* kMembersOnSeveralNodes = "the members are on more than one node";
+
 // A group of ranks that talk to each other: each TP, CP, PP and DP group of the rank grid is one.
 //
 // Every call returns at once with a Work; operations of one communicator run in the order they were called
@@ -93,20 +96,20 @@ public:
     // in rank order in `send`; recvCounts[i] elements come from rank i, packed in rank order in `recv`.
     // Both vectors hold size() entries, and each rank's sendCounts[j] must equal rank j's recvCounts[i].
     // They are copied at the call.
+    virtual WorkPtr allToAllV(const void* send, const std::vector<std::size_t>& sendCounts, void* recv,
+        const std::vector<std::size_t>& recvCounts, DType type, const CollectiveOptions& options = {})
+        = 0;
     // Host memory of `bytes` that every member maps, where the members are processes of one machine (what
     // MPI_Win_allocate_shared gives): what one member writes there the others read after a barrier().
     // Collective; call it with none of this communicator's operations in flight. Null on every member, with
-    // the reason in `why`, where the members cannot share memory (several machines, device memory, no room
-    // in /dev/shm); the memory stays mapped while any copy of the pointer lives.
+    // the reason in `why`, where the members cannot share memory (several machines: kMembersOnSeveralNodes;
+    // device memory; no room in /dev/shm); the memory stays mapped while any copy of the pointer lives.
     virtual std::shared_ptr<void> sharedMemory(std::size_t bytes, std::string& why)
     {
         (void)bytes;
         why = "this backend has no shared host memory";
         return nullptr;
     }
-    virtual WorkPtr allToAllV(const void* send, const std::vector<std::size_t>& sendCounts, void* recv,
-        const std::vector<std::size_t>& recvCounts, DType type, const CollectiveOptions& options = {})
-        = 0;
 };
 
 // The TP, PP and DP communicators of this rank, and the world. The world is the control plane (clock

@@ -203,7 +203,7 @@ SharedArena* HostCommunicator::sharedArena()
 std::shared_ptr<void> HostCommunicator::sharedMemory(std::size_t bytes, std::string& why)
 {
     if (size() < 2 || std::adjacent_find(m_nodeOf.begin(), m_nodeOf.end(), std::not_equal_to<>()) != m_nodeOf.end()) {
-        why = size() < 2 ? "the group has one member" : "the members are on more than one node";
+        why = size() < 2 ? "the group has one member" : kMembersOnSeveralNodes;
         return nullptr;
     }
     // Every collective queued before this one has run once the barrier completes, and the caller queues no

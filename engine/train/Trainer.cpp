@@ -133,8 +133,8 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         m_sparse = std::make_unique<SparseAdam>(m_sync->bucketRanges(), *comms.data, sync);
     }
     m_lr = { options.lr, options.lr * 0.1, options.warmup, options.steps };
-    m_normWhileHot = replicas == 1 && p.tp == 1 && p.pp == 1 && layout.comm.staleness == 0;
-    m_squares.assign(m_normWhileHot ? params.specs().size() : 0, -1.0);
+    const bool normWhileHot = replicas == 1 && p.tp == 1 && p.pp == 1 && layout.comm.staleness == 0;
+    m_squares.assign(normWhileHot ? params.specs().size() : 0, -1.0);
 
     m_lastBackward.assign(static_cast<std::size_t>(m_schedule.chunks()), -1);
     const auto& ops = m_schedule.opsOf(m_coord.pp);
@@ -249,7 +249,7 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
                 m_stage->sumSequenceParallelGrads(m_stage->blockParams(layer)); // before the DP reduction
                 for (int index : m_stage->blockParams(layer))
                     m_sync->markReady(index);
-                if (m_normWhileHot)
+                if (!m_squares.empty())
                     takeSquares(m_stage->blockParams(layer));
             };
             const auto t0 = trace::nowNs();
@@ -332,7 +332,7 @@ double Trainer::gradientNormSquared()
         for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) {
             if (!countsInNorm(i))
                 continue;
-            const double taken = m_normWhileHot ? m_squares[static_cast<std::size_t>(i)] : -1.0;
+            const double taken = m_squares.empty() ? -1.0 : m_squares[static_cast<std::size_t>(i)];
             (m_comms.expert && m_stage->isExpertParam(i) ? experts : sum) // vectorised and threaded (Optimizer.h)
                 += taken >= 0 ? taken : sumOfSquares(params.grad(i), params.spec(i).size());
         }

@@ -81,7 +81,8 @@ private:
     void batchOf(
         std::int64_t step, int microBatch, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const;
     // TrainerRows.cpp: whether DP members complete their own rows of the tied embedding's gradient, and of
-    // which block weights, and the sharing itself (after GradientSync::setShardedReduction).
+    // which block weights, and the sharing itself (after GradientSync::setShardedReduction); and whether the
+    // DP group keeps one copy of the parameters (shareParameters, before anything points into them).
     // ZeRO-1 over `replicas` DP members as Megatron's distributed optimizer (GradientSync::setShardedReduction).
     bool distributedOptimizer(std::int64_t replicas) const;
     bool rowsMayBeShared(const comm::Communicator& data) const;
@@ -91,7 +92,7 @@ private:
     void shareParameters(comm::Communicator& data);
     int tag(int kind, int microBatch, std::int64_t virtualStage) const;
     double gradientNormSquared();
-    // Trainer::m_normWhileHot: the squares of `tensors`' gradients, now final (in the backward).
+    // The squares of `tensors`' gradients, now final, into m_squares (in the backward).
     void takeSquares(const std::vector<int>& tensors);
     void syncTiedEmbedding();
     // Records a compute-lane event of this rank (no-op without a recorder).
@@ -122,8 +123,8 @@ private:
     std::vector<int> m_lastBackward; // per chunk: index in the schedule of its last backward
     double m_auxSum = 0; // MoE: this step's load-balancing losses on this rank
     // One replica, tp = pp = 1: each block's gradients are final when its last backward ends, and nothing
-    // reduces them after; their squares are taken there, while still in the cache (-1: not taken this step).
-    bool m_normWhileHot = false;
+    // reduces them after; their squares are taken there, while still in the cache, one entry per tensor
+    // (-1: not taken this step). Empty in every other layout.
     std::vector<double> m_squares;
     std::int64_t m_squaresNs = 0; // this step's time on them
 };

@@ -100,7 +100,7 @@ void Trainer::shareParameters(comm::Communicator& data)
     std::string why;
     std::shared_ptr<void> memory = data.sharedMemory(params.values.size() * sizeof(float), why);
     if (!memory) {
-        if (data.rank() == 0 && why != "the members are on more than one node")
+        if (data.rank() == 0 && why != comm::kMembersOnSeveralNodes)
             std::fprintf(stderr, "loom: the parameters of %s are not shared (%s); each rank keeps its own copy\n",
                 data.group().name.c_str(), why.c_str());
         return;

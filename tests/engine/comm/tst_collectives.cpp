@@ -306,7 +306,7 @@ private slots:
         std::string pairsWhy;
         QCOMPARE(m_pairs->sharedMemory(64, pairsWhy) == nullptr, n > 2);
         if (n > 2)
-            QCOMPARE(pairsWhy, std::string("the members are on more than one node"));
+            QCOMPARE(pairsWhy, std::string(kMembersOnSeveralNodes));
     }
 
     void overlapsWithCompute()
