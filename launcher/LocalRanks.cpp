@@ -3,6 +3,8 @@
 #include <QDeadlineTimer>
 #include <QSysInfo>
 
+#include <algorithm>
+
 #include <csignal>
 #include <sys/types.h>
 #include <unistd.h>
@@ -100,22 +102,41 @@ void LocalRanks::rankExited(int rank, int exitCode, QProcess::ExitStatus status)
     } else if (const QByteArray rest = p->readAllStandardOutput(); !rest.isEmpty()) {
         emit messages(QString::fromUtf8(rest));
     }
-    const bool failed = status == QProcess::CrashExit || exitCode != 0;
-    if (failed && m_failedRank < 0) {
-        m_failedRank = rank;
-        // On a crash QProcess's exit code is the signal's number.
-        m_cause = status == QProcess::CrashExit ? QStringLiteral("rank %1 died (signal %2 on node %3)")
-                                                      .arg(rank)
-                                                      .arg(exitCode)
-                                                      .arg(QSysInfo::machineHostName())
-                                                : QStringLiteral("rank %1 exited with code %2").arg(rank).arg(exitCode);
+    const bool crashed = status == QProcess::CrashExit;
+    if ((crashed || exitCode != 0) && m_failedRank < 0) {
+        // A rank that exits with a code may only have seen another die (a reset connection): let a rank
+        // already killed by a signal, whose exit the event loop has not yet delivered, be named first.
+        if (!crashed && !m_reaping)
+            reapTheDead();
+        if (m_failedRank < 0 && (crashed || !m_reaping))
+            blame(rank, exitCode, crashed);
         // The others would wait for it in their next collective: stop them, as mpirun does.
-        signalAll(SIGKILL);
+        if (!m_reaping)
+            signalAll(SIGKILL);
     }
-    if (!m_done && !isRunning()) {
+    if (!m_reaping && !m_done && !isRunning()) {
         m_done = true;
         emit finished(m_failedRank, m_cause);
     }
+}
+
+void LocalRanks::blame(int rank, int exitCode, bool crashed)
+{
+    m_failedRank = rank;
+    // On a crash QProcess's exit code is the signal's number.
+    m_cause = crashed
+        ? QStringLiteral("rank %1 died (signal %2 on node %3)").arg(rank).arg(exitCode).arg(QSysInfo::machineHostName())
+        : QStringLiteral("rank %1 exited with code %2").arg(rank).arg(exitCode);
+}
+
+void LocalRanks::reapTheDead()
+{
+    m_reaping = true;
+    const QDeadlineTimer deadline(kReapMs);
+    for (const auto& p : m_ranks)
+        if (p->state() != QProcess::NotRunning)
+            p->waitForFinished(static_cast<int>(std::max<qint64>(1, deadline.remainingTime())));
+    m_reaping = false;
 }
 
 } // namespace loom::launcher

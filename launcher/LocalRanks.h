@@ -43,12 +43,19 @@ signals:
 
 private:
     void rankExited(int rank, int exitCode, QProcess::ExitStatus status);
+    void blame(int rank, int exitCode, bool crashed);
+    // Collects, for up to kReapMs, the exits of ranks that have already ended (rankExited then names a
+    // rank killed by a signal, and nothing else).
+    void reapTheDead();
+
+    static constexpr int kReapMs = 300;
 
     std::vector<std::unique_ptr<QProcess>> m_ranks;
     qint64 m_pgid = 0;
     int m_failedRank = -1;
     QString m_cause;
     bool m_done = false;
+    bool m_reaping = false;
 };
 
 } // namespace loom::launcher
