@@ -107,6 +107,10 @@ public:
         std::function<void(std::int64_t layer, bool backward)> after;
     };
     void setBlockHooks(BlockHooks hooks) { m_hooks = std::move(hooks); }
+    // Runs right after the product that adds a micro-batch's share to a block weight matrix's gradient,
+    // while that gradient is still in the cache (the trainer takes the clipping norm's squares there when
+    // the share is the last one). Unset: nothing runs.
+    void setWeightGradientDone(std::function<void(int tensor)> done) { m_weightGradientDone = std::move(done); }
 
     // Data parallelism under ZeRO-1 (the trainer; tp = pp = cp = 1 and tied embeddings): member j of `group`
     // owns rows rows[j] = [first, end) of the token embedding's gradient and completes them itself from every
@@ -219,6 +223,7 @@ private:
     std::vector<float> m_zeros, m_scratch; // a norm without beta: its zero beta and discarded gradient
     std::map<std::pair<int, int>, ChunkCache> m_cache;
     BlockHooks m_hooks;
+    std::function<void(int tensor)> m_weightGradientDone;
     comm::Communicator* m_cp = nullptr; // context parallelism: m_seq is then s/cp, the local tokens
     int m_cpSize = 1;
     std::vector<std::int64_t> m_positions; // empty: position t of a sequence is t

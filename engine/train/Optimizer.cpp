@@ -34,18 +34,22 @@ constexpr std::size_t kAhead = 256;
 // Four streams (the quarters of the range) of eight independent double lanes each: the compiler vectorises
 // the inner loops without reassociating anything, and reading four places at once keeps more of the
 // memory's requests in flight than one stream does (one core here: 39 against 64 ms for 124 M floats).
+// Each stream is prefetched once per cache line: a hint for every eight floats, two per line, took 51 ms
+// instead of 33 for 124 M floats (2026-12-01 evening, one core of the development machine).
 LOOM_VECTOR_CLONES double squares(const float* x, std::size_t n)
 {
-    constexpr std::size_t kLanes = 8, kStreams = 4;
-    const std::size_t quarter = n / kStreams / kLanes * kLanes;
+    constexpr std::size_t kLanes = 8, kStreams = 4, kLine = 16;
+    const std::size_t quarter = n / kStreams / kLine * kLine;
     double lane[kStreams][kLanes] = {};
-    for (std::size_t i = 0; i < quarter; i += kLanes)
+    for (std::size_t i = 0; i < quarter; i += kLine)
         for (std::size_t s = 0; s < kStreams; ++s) {
+            const float* line = x + s * quarter + i;
             __builtin_prefetch(x + std::min(s * quarter + i + kAhead, n - 1));
-            for (std::size_t j = 0; j < kLanes; ++j) {
-                const double v = x[s * quarter + i + j];
-                lane[s][j] += v * v;
-            }
+            for (std::size_t half = 0; half < kLine; half += kLanes)
+                for (std::size_t j = 0; j < kLanes; ++j) {
+                    const double v = line[half + j];
+                    lane[s][j] += v * v;
+                }
         }
     double sum = 0;
     for (std::size_t i = kStreams * quarter; i < n; ++i)

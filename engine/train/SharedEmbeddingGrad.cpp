@@ -120,8 +120,12 @@ void GptStage::finishRowProducts(std::vector<RowProduct>& products)
 void GptStage::weightGradient(int index, int K, int N, int T, const float* X, const float* dY)
 {
     auto shared = m_weightRows.find(index);
-    if (shared == m_weightRows.end())
-        return m_k.gemm(true, false, K, N, T, X, dY, m_params.grad(index), true);
+    if (shared == m_weightRows.end()) {
+        m_k.gemm(true, false, K, N, T, X, dY, m_params.grad(index), true);
+        if (m_weightGradientDone)
+            m_weightGradientDone(index);
+        return;
+    }
     m_started.push_back(startRowProduct(shared->second, X, K, dY, N, T, m_params.grad(index)));
 }
 

@@ -252,8 +252,12 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
                 if (!m_squares.empty())
                     takeSquares(m_stage->blockParams(layer));
             };
+            // The last share of a weight matrix's gradient: its squares while the product's output is in cache.
+            if (lastForChunk && !m_squares.empty())
+                m_stage->setWeightGradientDone([this](int tensor) { takeSquares({ tensor }); });
             const auto t0 = trace::nowNs();
             m_stage->backward(op.microBatch, op.chunk, out.data(), in.data(), lossScale, ready);
+            m_stage->setWeightGradientDone({});
             record(trace::EventKind::Backward, t0, step, op.microBatch, vs, op.chunk);
             if (!chunk.embedding) {
                 InFlight f { nullptr, in };
@@ -310,7 +314,8 @@ void Trainer::takeSquares(const std::vector<int>& tensors)
     const auto t0 = trace::nowNs();
     ParamSet& params = m_stage->params();
     for (int i : tensors)
-        m_squares[static_cast<std::size_t>(i)] = sumOfSquares(params.grad(i), params.spec(i).size());
+        if (double& taken = m_squares[static_cast<std::size_t>(i)]; taken < 0) // not yet (setWeightGradientDone)
+            taken = sumOfSquares(params.grad(i), params.spec(i).size());
     m_squaresNs += trace::nowNs() - t0;
 }
 

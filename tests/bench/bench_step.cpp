@@ -125,7 +125,7 @@ int main(int argc, char** argv)
                                         : train::TrainOptions::SharedRows::All;
     options.shareParameters = share == "yes";
     train::Trainer trainer(layout, comms, corpus, options, kernels);
-    std::vector<double> stepTimes, optimizerTimes, cpuTimes;
+    std::vector<double> stepTimes, optimizerTimes, cpuTimes, normTimes;
     std::vector<std::vector<double>> kindTimes(16); // seconds per event kind and step, rank 0
     double firstLoss = 0, lastLoss = 0;
     for (int s = 0; s < steps; ++s) {
@@ -143,6 +143,7 @@ int main(int argc, char** argv)
             cpuTimes.push_back(cpu);
             // The norm's squares taken in the backward (one replica) are the optimizer's work too.
             optimizerTimes.push_back(kinds[std::size_t(trace::EventKind::Optimizer)] + r.normInBackward);
+            normTimes.push_back(r.normInBackward);
             for (std::size_t k = 0; k < kinds.size(); ++k)
                 kindTimes[k].push_back(kinds[k]);
         }
@@ -219,6 +220,8 @@ int main(int argc, char** argv)
              trace::EventKind::Wait })
         if (const double t = median(kindTimes[std::size_t(kind)]); t > 0)
             std::printf(" %s %.1f ms", std::string(trace::toString(kind)).c_str(), t * 1e3);
+    if (const double t = median(normTimes); t > 0)
+        std::printf(" (norm's squares in the backward %.1f ms)", t * 1e3);
     std::printf("\n");
     if (reference) {
         std::printf("  reference step     %9.1f ms  (plain loops, %d thread(s); median of %d; loss %.4f -> %.4f)\n",
