@@ -420,6 +420,7 @@ StepResult Trainer::step(std::int64_t step)
     const double norm = apply ? std::sqrt(gradientNormSquared()) : 0.0;
     r.gradNorm = norm;
     r.lr = apply ? m_lr.at(step - m_sync->staleness()) : 0.0;
+    const auto updateStart = trace::nowNs();
     if (!apply) {
     } else if (sparse) {
         // Local gradients (this rank's share of the mean): DGC's local clipping at clip/sqrt(dp).
@@ -434,6 +435,7 @@ StepResult Trainer::step(std::int64_t step)
         else
             m_adam->step(params.values.data(), params.grads.data(), m_decay, r.lr, clip);
     }
+    r.update = double(trace::nowNs() - updateStart) * 1e-9;
     record(trace::EventKind::Optimizer, optimizerStart, step);
     if (apply && m_sharded && m_layout.memory.zero == 2)
         m_sharded->gatherFlat(); // ZeRO-2: every rank's updated pieces into the full parameters

@@ -41,8 +41,11 @@ struct StepResult {
     double tokensPerSecond = 0;
     double flopsPerSecond = 0; // plan::megatronModelFlops (no recomputation) over the step time, all ranks together
     // One replica without tp or pp: seconds the backward spent on the clipping norm's squares of each block's
-    // finished gradients, taken while they are still in the cache (the optimizer's work, outside its event).
+    // finished gradients, taken right after they are complete (the optimizer's work, outside its event).
     double normInBackward = 0;
+    // Seconds of the optimizer's event spent in the update itself (AdamW over this rank's parameters), the
+    // rest being the norm and its all-reduces.
+    double update = 0;
 };
 
 // One rank's training: the GPT stage it holds, the pipeline schedule it runs, data-parallel gradient sync,

@@ -12,6 +12,7 @@
 #include "engine/train/Threads.h"
 #include "engine/train/Trainer.h"
 #include "profiles/BuiltinProfiles.h"
+#include "tests/bench/MemoryFloor.h"
 #include "tests/bench/ReferenceGpt2.h"
 
 #include <malloc.h>
@@ -125,7 +126,7 @@ int main(int argc, char** argv)
                                         : train::TrainOptions::SharedRows::All;
     options.shareParameters = share == "yes";
     train::Trainer trainer(layout, comms, corpus, options, kernels);
-    std::vector<double> stepTimes, optimizerTimes, cpuTimes, normTimes;
+    std::vector<double> stepTimes, optimizerTimes, cpuTimes, normTimes, updateTimes;
     std::vector<std::vector<double>> kindTimes(16); // seconds per event kind and step, rank 0
     double firstLoss = 0, lastLoss = 0;
     for (int s = 0; s < steps; ++s) {
@@ -144,11 +145,19 @@ int main(int argc, char** argv)
             // The norm's squares taken in the backward (one replica) are the optimizer's work too.
             optimizerTimes.push_back(kinds[std::size_t(trace::EventKind::Optimizer)] + r.normInBackward);
             normTimes.push_back(r.normInBackward);
+            updateTimes.push_back(r.update);
             for (std::size_t k = 0; k < kinds.size(); ++k)
                 kindTimes[k].push_back(kinds[k]);
         }
     }
     const double loomStep = median(stepTimes), loomOptimizer = median(optimizerTimes), loomCpu = median(cpuTimes);
+
+    // The update against the least time one core takes to move its bytes (one rank, one thread only: other
+    // threads or ranks would share the memory's bandwidth with it).
+    const double loomUpdate = median(updateTimes);
+    const double floor = dp == 1 && threads == 1
+        ? bench::adamTrafficSeconds(trainer.modelStateBytes().optimizer / (2 * sizeof(float)), 3)
+        : 0.0;
 
     double refStep = 0, refOptimizer = 0, refFirst = 0, refLast = 0;
     const int refThreads = threads * dp; // the reference gets the cores the Loom ranks had together
@@ -195,10 +204,11 @@ int main(int argc, char** argv)
             "\"loom_step_ms\":%.1f,\"loom_cpu_ms\":%.1f,\"loom_optimizer_ms\":%.1f,\"loom_optimizer_fraction\":%.4f,"
             "\"reference_threads\":%d,\"reference_step_ms\":%.1f,\"reference_optimizer_ms\":%.1f,"
             "\"reference_vs_loom\":%.3f,\"embedding_rows\":%s,\"weight_rows\":%d,\"shared_params\":%s,"
-            "\"blas_core\":\"%s\",\"loadavg\":\"%s\"}\n",
+            "\"update_ms\":%.1f,\"memory_floor_ms\":%.1f,\"blas_core\":\"%s\",\"loadavg\":\"%s\"}\n",
             dp, threads, loomStep * 1e3, loomCpu * 1e3, loomOptimizer * 1e3, loomOptimizer / loomStep, refThreads,
             refStep * 1e3, refOptimizer * 1e3, ratio, embeddingRows ? "true" : "false", weightRows,
-            trainer.sharesParameters() ? "true" : "false", train::blasCoreName().c_str(), load);
+            trainer.sharesParameters() ? "true" : "false", loomUpdate * 1e3, floor * 1e3, train::blasCoreName().c_str(),
+            load);
         return 0;
     }
     std::printf("GPT-2 124M shape, batch 4 x 64, fp32; Loom dp %d with %d thread(s) per rank, OpenBLAS kernels %s "
@@ -213,6 +223,11 @@ int main(int argc, char** argv)
         firstLoss, lastLoss);
     std::printf("  Loom optimizer     %9.1f ms  = %.1f %% of the step (norm, clipping, AdamW; goal < 8 %%)\n",
         loomOptimizer * 1e3, 100 * loomOptimizer / loomStep);
+    if (floor > 0)
+        std::printf(
+            "  of which AdamW     %9.1f ms  against %.1f ms for a plain loop moving the same 28 bytes per parameter "
+            "(one thread): update_vs_floor=%.3f\n",
+            loomUpdate * 1e3, floor * 1e3, loomUpdate / floor);
     std::printf("  Loom CPU time      %9.1f ms  per step, all ranks' threads together (median)\n", loomCpu * 1e3);
     std::printf("  parts (rank 0, medians):");
     for (auto kind : { trace::EventKind::Forward, trace::EventKind::Backward, trace::EventKind::Optimizer,
