@@ -95,7 +95,7 @@ private:
     void shareParameters(comm::Communicator& data);
     int tag(int kind, int microBatch, std::int64_t virtualStage) const;
     double gradientNormSquared();
-    // The squares of `tensors`' gradients, now final, into m_squares (in the backward), but for those taken.
+    // The squares of `tensors`' gradients, now final, into m_squares (in the backward), skipping those taken.
     void takeSquares(const std::vector<int>& tensors);
     void syncTiedEmbedding();
     // Records a compute-lane event of this rank (no-op without a recorder).
