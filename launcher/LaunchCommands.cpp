@@ -96,7 +96,10 @@ Command localCommand(const LaunchRequest& request, const QString& layoutFile)
     QStringList args = rootFlag();
     args << QStringLiteral("--oversubscribe") << QStringLiteral("-np")
          << QString::number(request.layout.parallel.worldSize()) << QStringLiteral("--bind-to")
-         << QStringLiteral("none") << engineArgs(request, request.engine, layoutFile);
+         << QStringLiteral("none");
+    if (!request.shmDir.isEmpty())
+        args << QStringLiteral("--mca") << QStringLiteral("btl_vader_backing_directory") << request.shmDir;
+    args << engineArgs(request, request.engine, layoutFile);
     return { request.mpirun, args };
 }
 

@@ -19,6 +19,8 @@ struct LaunchRequest {
     double progressTimeoutSeconds = 300; // no frame for this long: the run is stuck
     double cancelGraceSeconds = 10; // SIGTERM, then SIGKILL after this
     std::int64_t maxLocalRanks = 0; // local runs start at most this many ranks; 0: defaultMaxLocalRanks()
+    // Local mpirun runs: the folder for Open MPI's shared-memory files (RunShm.h); empty: its default.
+    QString shmDir;
 };
 
 // The launch policy (docs/launcher.md, "What a layout file may launch"). A layout is a document people

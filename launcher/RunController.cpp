@@ -1,4 +1,5 @@
 #include "launcher/RunController.h"
+#include "launcher/RunShm.h"
 
 #include "engine/plan/LayoutParser.h"
 #include "engine/trace/TelemetryFrames.h"
@@ -19,6 +20,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <utility>
 
 namespace loom::launcher {
 
@@ -96,7 +98,8 @@ qint64 RunController::start(const LaunchRequest& request)
                       .command;
     } else {
         m_mode = Mode::Local;
-        command = localCommand(request, layoutFile);
+        m_request.shmDir = makeRunShmDir(); // removed in end()
+        command = localCommand(m_request, layoutFile);
     }
     m_command = command.all();
     if (m_mode == Mode::Ranks) // what each rank runs, with the variables that tell it who it is
@@ -586,6 +589,8 @@ void RunController::end(profiles::RunState state, const QString& cause)
     }
     signalJob(SIGKILL); // anything of the group still alive
     reapGroup();
+    if (!m_request.shmDir.isEmpty()) // what killed ranks left of Open MPI's shared memory
+        removeRunShmDir(std::exchange(m_request.shmDir, QString()));
     if (m_store && m_run) {
         try {
             m_store->finishRun(m_run, state, cause);

@@ -2,6 +2,7 @@
 // one whose Loom is killed, bad layouts and a missing engine; every outcome stored, no process left behind.
 #include <QDir>
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -75,6 +76,17 @@ class TestLauncher : public QObject {
         return p;
     }
 
+    // The folders Open MPI's shared memory of a `loom run` (process `pid`) lives in (launcher/RunShm.h).
+    static QStringList shmDirsOf(qint64 pid)
+    {
+        const QDir shm(QStringLiteral("/dev/shm"));
+        QStringList dirs;
+        for (const QString& name :
+            shm.entryList({ QStringLiteral("loom-mpi-%1-*").arg(pid) }, QDir::Dirs | QDir::NoDotAndDotDot))
+            dirs << shm.filePath(name);
+        return dirs;
+    }
+
 private slots:
     void finishedRun()
     {
@@ -137,6 +149,11 @@ private slots:
         pgrep.waitForFinished();
         const QStringList pids = QString::fromUtf8(pgrep.readAll()).split('\n', Qt::SkipEmptyParts);
         QVERIFY(pids.size() >= 2);
+        // The ranks' shared-memory files are in the run's own folder, not loose in /dev/shm.
+        const QStringList shm = shmDirsOf(p->processId());
+        QCOMPARE(int(shm.size()), 1);
+        QVERIFY2(!QDir(shm.front()).entryList({ QStringLiteral("vader_segment.*") }, QDir::Files).isEmpty(),
+            qPrintable(shm.front()));
         QElapsedTimer t;
         t.start();
         ::kill(pids.last().toInt(), SIGKILL);
@@ -155,17 +172,25 @@ private slots:
                 left << pid;
         QVERIFY2(left.isEmpty(), qPrintable(QStringLiteral("engine processes still there: ") + left.join(' ')));
         QCOMPARE(enginesLeft(), 0);
+        // What the killed ranks left of their shared memory went with the folder.
+        QVERIFY2(!QFileInfo::exists(shm.front()), qPrintable(shm.front()));
     }
 
     void killedLoomMarksTheRunInterrupted()
     {
         auto p = startLongRun();
+        const QStringList shm = shmDirsOf(p->processId());
+        QCOMPARE(int(shm.size()), 1);
         ::kill(static_cast<pid_t>(p->processId()), SIGKILL);
         p->waitForFinished(10000);
         QTRY_COMPARE_WITH_TIMEOUT(enginesLeft(), 0, 30000); // rank 0's stdout is gone: the job ends by itself
         const QJsonObject run = lastRun();
         QCOMPARE(run.value("state").toString(), QStringLiteral("interrupted"));
         QVERIFY(run.value("steps").toInt() >= 3); // what was stored before Loom died is still there
+        // The dead Loom could not remove its shared-memory folder: the next run does.
+        QVERIFY(QFileInfo::exists(shm.front()));
+        QCOMPARE(loom({ QStringLiteral("run"), example(), QStringLiteral("--steps"), QStringLiteral("1") }), 0);
+        QVERIFY2(!QFileInfo::exists(shm.front()), qPrintable(shm.front()));
     }
 
     void namesAreNeverRunByAShell()
