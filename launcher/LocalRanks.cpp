@@ -132,10 +132,7 @@ void LocalRanks::blame(int rank, int exitCode, bool crashed)
 void LocalRanks::reapTheDead()
 {
     m_reaping = true;
-    const QDeadlineTimer deadline(kReapMs);
-    for (const auto& p : m_ranks)
-        if (p->state() != QProcess::NotRunning)
-            p->waitForFinished(static_cast<int>(std::max<qint64>(1, deadline.remainingTime())));
+    waitForAll(kReapMs);
     m_reaping = false;
 }
 

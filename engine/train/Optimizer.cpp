@@ -25,11 +25,7 @@ namespace {
 // CMakeLists.txt) every version does the same correctly rounded operations in the same order: the same bits.
 #define LOOM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
-// How far ahead of the loops below each stream is prefetched, in floats (1 KiB). One core streaming from
-// memory keeps too few requests in flight on its own: with these hints the update took 132 to 141 ms
-// instead of 156 to 161 for 124 M floats, and the squares 33 instead of 40 (2026-12-01, one core of the
-// development machine). Near an array's end the hints repeat its last element (std::min), never past it.
-constexpr std::size_t kAhead = 256;
+// Near an array's end the prefetch hints (Optimizer.h) repeat its last element (std::min), never past it.
 
 // Four streams (the quarters of the range) of eight independent double lanes each: the compiler vectorises
 // the inner loops without reassociating anything, and reading four places at once keeps more of the
@@ -38,14 +34,14 @@ constexpr std::size_t kAhead = 256;
 // instead of 33 for 124 M floats (2026-12-01 evening, one core of the development machine).
 LOOM_VECTOR_CLONES double squares(const float* x, std::size_t n)
 {
-    constexpr std::size_t kLanes = 8, kStreams = 4, kLine = 16;
-    const std::size_t quarter = n / kStreams / kLine * kLine;
+    constexpr std::size_t kLanes = 8, kStreams = 4;
+    const std::size_t quarter = n / kStreams / kLineFloats * kLineFloats;
     double lane[kStreams][kLanes] = {};
-    for (std::size_t i = 0; i < quarter; i += kLine)
+    for (std::size_t i = 0; i < quarter; i += kLineFloats)
         for (std::size_t s = 0; s < kStreams; ++s) {
             const float* line = x + s * quarter + i;
-            __builtin_prefetch(x + std::min(s * quarter + i + kAhead, n - 1));
-            for (std::size_t half = 0; half < kLine; half += kLanes)
+            __builtin_prefetch(x + std::min(s * quarter + i + kPrefetchAhead, n - 1));
+            for (std::size_t half = 0; half < kLineFloats; half += kLanes)
                 for (std::size_t j = 0; j < kLanes; ++j) {
                     const double v = line[half + j];
                     lane[s][j] += v * v;
@@ -81,19 +77,18 @@ inline void updateRange(const AdamConstants& k, float decay, float* __restrict p
     }
 }
 
-// The run in blocks of one cache line per array, each block's lines prefetched kAhead floats earlier.
+// The run in blocks of one cache line per array, each block's lines prefetched kPrefetchAhead floats earlier.
 LOOM_VECTOR_CLONES void update(const AdamConstants& k, float decay, float* __restrict params,
     const float* __restrict grads, float* __restrict m, float* __restrict v, std::size_t n)
 {
-    constexpr std::size_t kBlock = 16; // floats in a 64-byte line
     std::size_t i = 0;
-    for (; i + kBlock <= n; i += kBlock) {
-        const std::size_t ahead = std::min(i + kAhead, n - 1);
+    for (; i + kLineFloats <= n; i += kLineFloats) {
+        const std::size_t ahead = std::min(i + kPrefetchAhead, n - 1);
         __builtin_prefetch(grads + ahead);
         __builtin_prefetch(m + ahead, 1);
         __builtin_prefetch(v + ahead, 1);
         __builtin_prefetch(params + ahead, 1);
-        updateRange(k, decay, params, grads, m, v, i, i + kBlock);
+        updateRange(k, decay, params, grads, m, v, i, i + kLineFloats);
     }
     updateRange(k, decay, params, grads, m, v, i, n);
 }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -14,6 +15,12 @@ struct LearningRate {
     std::int64_t total = 100;
     double at(std::int64_t step) const;
 };
+
+// The optimizer's loops stream their arrays a cache line (kLineFloats) at a time and prefetch each array
+// kPrefetchAhead floats (1 KiB) ahead, once per line. One core streaming from memory keeps too few requests
+// in flight on its own: with these hints the update took 132 to 141 ms instead of 156 to 161 for 124 M
+// floats, and the squares 33 instead of 40 (2026-12-01, one core of the development machine).
+inline constexpr std::size_t kLineFloats = 16, kPrefetchAhead = 256;
 
 // The sum of squares of x[0, n) (the gradient norm's share of one tensor): vectorised, in double lanes, and
 // split over `threads` (computeThreads() when 0) in a fixed way, so the result does not vary between runs.

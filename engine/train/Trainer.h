@@ -125,9 +125,9 @@ private:
     bool m_tiedAcrossStages = false; // the token embedding lives on the first and the last pipeline rank
     std::vector<int> m_lastBackward; // per chunk: index in the schedule of its last backward
     double m_auxSum = 0; // MoE: this step's load-balancing losses on this rank
-    // One replica, tp = pp = 1: each block's gradients are final when its last backward ends, and nothing
-    // reduces them after; their squares are taken there, while still in the cache, one entry per tensor
-    // (-1: not taken this step). Empty in every other layout.
+    // One replica, tp = pp = 1: a block's gradients are final in its last backward and nothing reduces them
+    // after; their squares are taken there (a weight matrix's right after its product, the others when the
+    // block ends), one entry per tensor (-1: not taken this step). Empty in every other layout.
     std::vector<double> m_squares;
     std::int64_t m_squaresNs = 0; // this step's time on them
 };

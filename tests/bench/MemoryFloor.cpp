@@ -1,5 +1,7 @@
 #include "tests/bench/MemoryFloor.h"
 
+#include "engine/train/Optimizer.h"
+
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -11,15 +13,14 @@ namespace {
 __attribute__((target_clones("avx512f", "avx2", "default"))) void pass(
     float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, std::size_t n)
 {
-    constexpr std::size_t kLine = 16, kAhead = 256; // as the optimizer (engine/train/Optimizer.cpp)
     std::size_t i = 0;
-    for (; i + kLine <= n; i += kLine) {
-        const std::size_t ahead = std::min(i + kAhead, n - 1);
+    for (; i + train::kLineFloats <= n; i += train::kLineFloats) { // the optimizer's blocks and prefetching
+        const std::size_t ahead = std::min(i + train::kPrefetchAhead, n - 1);
         __builtin_prefetch(g + ahead);
         __builtin_prefetch(m + ahead, 1);
         __builtin_prefetch(v + ahead, 1);
         __builtin_prefetch(p + ahead, 1);
-        for (std::size_t j = i; j < i + kLine; ++j) {
+        for (std::size_t j = i; j < i + train::kLineFloats; ++j) {
             const float x = g[j];
             m[j] = 0.5f * m[j] + x;
             v[j] = 0.5f * v[j] + x;
