@@ -8,15 +8,37 @@
 
 #include <QFile>
 
+#include <cstdio>
 #include <fstream>
 
 namespace loom::app {
 
 namespace {
 
-const char* kUsage = "usage: loom export LAYOUT.json --to megatron|deepspeed|torchtitan [--out FILE]\n"
-                     "  without --out the files are printed; with it the first goes to FILE and a separate launch\n"
-                     "  script beside it (FILE's name with .<target>.sh)\n";
+const char* kUsage
+    = "usage: loom export LAYOUT.json --to megatron|deepspeed|torchtitan [--out FILE] [--framework-version V]\n"
+      "  without --out the files are printed; with it the first goes to FILE and a separate launch\n"
+      "  script beside it (FILE's name with .<target>.sh)\n"
+      "  --framework-version: megatron core_v0.12 .. core_v0.19 (default) or main; torchtitan v0.2;\n"
+      "  deepspeed main\n";
+
+// A file name in a "==> NAME <==" header: control characters as \xNN, so that a name cannot end the line
+// and forge the next file's header.
+std::string headerName(const std::string& name)
+{
+    std::string out;
+    for (char c : name) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7f || c == '\\') {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", unsigned(u));
+            out += buf;
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
 
 bool writeFile(const plan::ExportFile& f, std::ostream& err)
 {
@@ -37,12 +59,14 @@ bool writeFile(const plan::ExportFile& f, std::ostream& err)
 
 int exportCommand(CliContext& context, const QStringList& args)
 {
-    QString layoutFile, target, outFile;
+    QString layoutFile, target, outFile, version;
     for (int i = 0; i < args.size(); ++i) {
         if (args[i] == QLatin1String("--to") && i + 1 < args.size())
             target = args[++i];
         else if (args[i] == QLatin1String("--out") && i + 1 < args.size())
             outFile = args[++i];
+        else if (args[i] == QLatin1String("--framework-version") && i + 1 < args.size())
+            version = args[++i];
         else if (layoutFile.isEmpty() && !args[i].startsWith(QLatin1String("--")))
             layoutFile = args[i];
         else {
@@ -62,7 +86,9 @@ int exportCommand(CliContext& context, const QStringList& args)
         context.err << read.diagnostics.format();
         return ExitInvalid;
     }
-    const auto result = plan::exportLayout(*read.layout, *kind, outFile.toStdString());
+    plan::ExportOptions options;
+    options.frameworkVersion = version.toStdString();
+    const auto result = plan::exportLayout(*read.layout, *kind, outFile.toStdString(), options);
     if (!result.ok()) {
         context.err << "error: " << layoutFile.toStdString() << " cannot be exported to " << plan::toString(*kind)
                     << ":\n";
@@ -74,7 +100,7 @@ int exportCommand(CliContext& context, const QStringList& args)
         context.err << "note: " << n << "\n";
     if (outFile.isEmpty()) {
         for (const auto& f : result.files)
-            context.out << (result.files.size() > 1 ? "==> " + f.name + " <==\n" : std::string()) << f.text;
+            context.out << (result.files.size() > 1 ? "==> " + headerName(f.name) + " <==\n" : std::string()) << f.text;
         return ExitOk;
     }
     for (const auto& f : result.files) {

@@ -27,18 +27,54 @@ std::optional<ExportTarget> exportTargetFromString(std::string_view text)
     return std::nullopt;
 }
 
-ExportResult exportLayout(const Layout& layout, ExportTarget target, const std::string& primaryName)
+std::vector<std::string> frameworkVersions(ExportTarget target)
 {
-    ExportResult result;
     switch (target) {
     case ExportTarget::Megatron:
-        result = exporting::exportMegatron(layout, primaryName);
+        return { "core_v0.12", "core_v0.13", "core_v0.14", "core_v0.15", "core_v0.16", "core_v0.17", "core_v0.18",
+            "core_v0.19", "main" };
+    case ExportTarget::DeepSpeed:
+        return { "main" };
+    case ExportTarget::TorchTitan:
+        return { "v0.2" };
+    }
+    return {};
+}
+
+std::string defaultFrameworkVersion(ExportTarget target)
+{
+    return target == ExportTarget::Megatron ? "core_v0.19" : frameworkVersions(target).back();
+}
+
+ExportResult exportLayout(
+    const Layout& layout, ExportTarget target, const std::string& primaryName, const ExportOptions& options)
+{
+    ExportResult result;
+    const auto versions = frameworkVersions(target);
+    const std::string version
+        = options.frameworkVersion.empty() ? defaultFrameworkVersion(target) : options.frameworkVersion;
+    if (std::find(versions.begin(), versions.end(), version) == versions.end()) {
+        std::string list;
+        for (const auto& v : versions)
+            list += (list.empty() ? "" : ", ") + v;
+        if (target == ExportTarget::TorchTitan && version == "main")
+            result.refusals.push_back("framework version \"main\": torchtitan's main branch no longer reads TOML job "
+                                      "configs (its configs are Python modules); Loom writes the TOML of v0.2.0 to "
+                                      "v0.2.2 (\"v0.2\")");
+        else
+            result.refusals.push_back("framework version \"" + exporting::commentText(version)
+                + "\": " + std::string(toString(target)) + " exports are for " + list);
+        return result;
+    }
+    switch (target) {
+    case ExportTarget::Megatron:
+        result = exporting::exportMegatron(layout, primaryName, version);
         break;
     case ExportTarget::DeepSpeed:
-        result = exporting::exportDeepSpeed(layout, primaryName);
+        result = exporting::exportDeepSpeed(layout, primaryName, version);
         break;
     case ExportTarget::TorchTitan:
-        result = exporting::exportTorchTitan(layout, primaryName);
+        result = exporting::exportTorchTitan(layout, primaryName, version);
         break;
     }
     if (!result.ok())
@@ -70,7 +106,7 @@ std::string commentText(const std::string& text)
 {
     std::string out;
     for (char c : text)
-        out += static_cast<unsigned char>(c) < 0x20 ? ' ' : c;
+        out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? ' ' : c;
     return out;
 }
 
@@ -151,6 +187,13 @@ ExportFile launchScript(const Layout& layout, ExportTarget target, const std::st
                     + commentText(value) + "\" has characters an #SBATCH line cannot hold");
             s += std::string("#SBATCH ") + flag + "=" + value + "\n";
         }
+        // The policy of loom run: a layout file may not pass options to sbatch (they can run commands);
+        // only a cluster profile of the user's own store may.
+        if (!launch.sbatchOptions.empty() && layout.clusterProfile.empty())
+            result.refusals.push_back("cluster.launch.sbatch_options: a layout file may not pass options to sbatch "
+                                      "(they can run commands, e.g. --wrap), as loom run refuses them too; put them in "
+                                      "a cluster profile in your store (loom profiles import FILE) and name it in the "
+                                      "layout (\"cluster\": \"NAME\")");
         for (const auto& option : launch.sbatchOptions)
             if (!headerSafe(option))
                 result.refusals.push_back("the launch: the cluster profile's sbatch option \"" + commentText(option)

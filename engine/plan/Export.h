@@ -33,9 +33,23 @@ struct ExportResult {
     bool ok() const { return refusals.empty(); }
 };
 
+// Which release of the target framework the export is for. Empty: the default (the newest release Loom
+// checked: Megatron-LM core_v0.19, torchtitan v0.2, Megatron-DeepSpeed and DeepSpeed as of the commits
+// named in docs/bridges.md). Megatron-LM takes "core_v0.12" .. "core_v0.19" and "main"; torchtitan "v0.2"
+// (its TOML-config releases v0.2.0 .. v0.2.2); DeepSpeed "main".
+struct ExportOptions {
+    std::string frameworkVersion;
+};
+
+// The versions `target` takes in ExportOptions::frameworkVersion, oldest first, and the default one.
+std::vector<std::string> frameworkVersions(ExportTarget target);
+std::string defaultFrameworkVersion(ExportTarget target);
+
 // Pure: the same layout gives the same text. Expects a layout that passed validation. `primaryName` is the
 // first file's name (default: the layout's name and the target's suffix); a launch script that is a file of
-// its own is named after it ("x.json" -> "x.<target>.sh") and refers to it by that name.
-ExportResult exportLayout(const Layout& layout, ExportTarget target, const std::string& primaryName = {});
+// its own is named after it ("x.json" -> "x.<target>.sh") and refers to it by that name. An unknown
+// framework version is a refusal naming the versions there are.
+ExportResult exportLayout(
+    const Layout& layout, ExportTarget target, const std::string& primaryName = {}, const ExportOptions& options = {});
 
 } // namespace loom::plan

@@ -63,20 +63,23 @@ nlohmann::ordered_json deepSpeedConfig(const Layout& l, ExportResult& result)
 
 } // namespace
 
-ExportResult exportDeepSpeed(const Layout& layout, const std::string& primaryName)
+ExportResult exportDeepSpeed(const Layout& layout, const std::string& primaryName, const std::string& version)
 {
     ExportResult result;
     auto args = megatronArgs(layout, result, true);
     commonComm(layout, "DeepSpeed", result);
+    commonNotes(layout, "DeepSpeed", result);
     ExportFile config;
     config.name = primaryName.empty() ? layout.name + ".ds_config.json" : primaryName;
     config.text = deepSpeedConfig(layout, result).dump(2) + "\n";
     const auto slash = config.name.find_last_of('/');
     const std::string configFile = slash == std::string::npos ? config.name : config.name.substr(slash + 1);
-    const std::string preamble = "# Data and tokenizer: arguments given to this script are appended and win,\n"
-                                 "# e.g. --data-path DATA --vocab-file V --merge-file M --train-iters N --lr LR\n"
-                                 "MEGATRON_DEEPSPEED=${MEGATRON_DEEPSPEED:-.}  # a Megatron-DeepSpeed checkout\n"
-                                 "DS_CONFIG=${DS_CONFIG:-\"${SLURM_SUBMIT_DIR:-$(dirname \"$0\")}\"/"
+    const std::string preamble = "# For Megatron-DeepSpeed and DeepSpeed " + version
+        + " (the commits named in Loom's docs/bridges.md).\n"
+          "# Data and tokenizer: arguments given to this script are appended and win,\n"
+          "# e.g. --data-path DATA --vocab-file V --merge-file M --train-iters N --lr LR\n"
+          "MEGATRON_DEEPSPEED=${MEGATRON_DEEPSPEED:-.}  # a Megatron-DeepSpeed checkout\n"
+          "DS_CONFIG=${DS_CONFIG:-\"${SLURM_SUBMIT_DIR:-$(dirname \"$0\")}\"/"
         + shellWord(configFile) + "}\n";
     const std::string after = "ARGS+=(--deepspeed --deepspeed_config \"$DS_CONFIG\")\n";
     auto script = launchScript(layout, ExportTarget::DeepSpeed, "\"$MEGATRON_DEEPSPEED/pretrain_gpt.py\"", args,

@@ -21,10 +21,20 @@ std::string argLines(const std::vector<Arg>& args);
 // A decimal number without trailing zeros ("25", "0.01").
 std::string number(double value);
 
+// The Megatron-LM release an export is for, as its minor version (core_v0.12 -> 12); main counts as the
+// release after the newest one Loom knows.
+constexpr int kMegatronMain = 20;
+int megatronMinor(const std::string& version);
+
 // Megatron-LM's model, parallelism, batch, precision, recompute and gradient-sync arguments for the
-// layout (shared by the Megatron target and DeepSpeed's Megatron-DeepSpeed launch). Refusals and notes
-// go into `result`.
-std::vector<Arg> megatronArgs(const Layout& layout, ExportResult& result, bool forDeepSpeed);
+// layout (shared by the Megatron target and DeepSpeed's Megatron-DeepSpeed launch, whose arguments.py
+// names several of them differently). Refusals and notes go into `result`. `minor`: megatronMinor.
+std::vector<Arg> megatronArgs(const Layout& layout, ExportResult& result, bool forDeepSpeed, int minor = 19);
+// The stages as Megatron-LM's --pipeline-model-parallel-layout ("Et|tt|tL": E the embedding, t a
+// transformer layer, L the loss, | between virtual stages in model order).
+std::string megatronLayoutString(const Layout& layout);
+// Notes for the layout settings no framework's export expresses (comm.staleness).
+void commonNotes(const Layout& layout, const std::string& target, ExportResult& result);
 
 // The layout's stages as Megatron can say them: true when every stage holds the same number of layers, or
 // all but the first and last do (set `first` and `last` then; 0 when even).
@@ -52,8 +62,8 @@ std::string codecRefusal(const Layout& layout, const std::string& target, const 
 void commonComm(const Layout& layout, const std::string& target, ExportResult& result);
 
 // The targets.
-ExportResult exportMegatron(const Layout& layout, const std::string& primaryName);
-ExportResult exportDeepSpeed(const Layout& layout, const std::string& primaryName);
-ExportResult exportTorchTitan(const Layout& layout, const std::string& primaryName);
+ExportResult exportMegatron(const Layout& layout, const std::string& primaryName, const std::string& version);
+ExportResult exportDeepSpeed(const Layout& layout, const std::string& primaryName, const std::string& version);
+ExportResult exportTorchTitan(const Layout& layout, const std::string& primaryName, const std::string& version);
 
 } // namespace loom::plan::exporting

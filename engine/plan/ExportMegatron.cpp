@@ -2,18 +2,68 @@
 #include "engine/plan/ExportDetail.h"
 
 #include <cmath>
+#include <cstdlib>
 
 namespace loom::plan::exporting {
 
 namespace {
 
-void modelArgs(const ModelSpec& m, std::int64_t tp, std::vector<Arg>& a, ExportResult& result)
+// Megatron-DeepSpeed's arguments.py predates Megatron-LM's renames: its own names for the norm, rotary
+// positions, grouped-query attention and the MoE settings.
+void deepSpeedModelArgs(const ModelSpec& m, std::int64_t ep, std::vector<Arg>& a, ExportResult& result)
+{
+    if (m.effectiveKvHeads() != m.heads)
+        a.push_back({ "--num-key-value-heads", std::to_string(m.effectiveKvHeads()) });
+    if (m.norm == ModelSpec::Norm::RmsNorm)
+        a.push_back({ "--normalization", "rmsnorm" });
+    if (m.position == ModelSpec::Position::Rope)
+        a.push_back({ "--use-rotary-position-embeddings", "" });
+    if (!m.isMoe())
+        return;
+    a.push_back({ "--num-experts", std::to_string(m.experts) });
+    a.push_back({ "--topk", std::to_string(m.effectiveTopK()) });
+    a.push_back({ "--moe-loss-coeff", number(m.auxLossCoeff) });
+    a.push_back({ "--expert-interval", std::to_string(m.moeLayerFreq) }); // its default is 2
+    if (m.moeLayerFreq > 1)
+        result.notes.push_back("model.moe_layer_freq " + std::to_string(m.moeLayerFreq)
+            + ": Megatron-DeepSpeed puts the experts in layers " + std::to_string(m.moeLayerFreq) + ", "
+            + std::to_string(2 * m.moeLayerFreq) + ", ... (counting from 1), Loom in layers 1, "
+            + std::to_string(m.moeLayerFreq + 1) + ", ...; as many MoE layers when the layer count is a multiple");
+    if (m.capacityFactor > 0)
+        a.push_back({ "--moe-train-capacity-factor", number(m.capacityFactor) });
+    else
+        a.push_back({ "--disable-moe-token-dropping", "" });
+    if (ep > 1)
+        a.push_back({ "--moe-expert-parallel-size", std::to_string(ep) });
+    if (m.expertFfn() != m.ffnHidden)
+        result.refusals.push_back("model.moe_ffn_hidden " + std::to_string(m.expertFfn())
+            + ": Megatron-DeepSpeed's experts have the dense FFN's width (--ffn-hidden-size "
+            + std::to_string(m.ffnHidden) + "); use Megatron-LM (--moe-ffn-hidden-size)");
+}
+
+void megatronMoeArgs(const ModelSpec& m, std::vector<Arg>& a)
+{
+    a.push_back({ "--num-experts", std::to_string(m.experts) });
+    a.push_back({ "--moe-router-topk", std::to_string(m.effectiveTopK()) });
+    // TransformerConfig: a softmax over one chosen expert has no gradient, so top-1 routing needs the
+    // softmax before the top-k.
+    if (m.effectiveTopK() == 1)
+        a.push_back({ "--moe-router-pre-softmax", "" });
+    a.push_back({ "--moe-ffn-hidden-size", std::to_string(m.expertFfn()) });
+    a.push_back({ "--moe-aux-loss-coeff", number(m.auxLossCoeff) });
+    if (m.moeLayerFreq != 1)
+        a.push_back({ "--moe-layer-freq", std::to_string(m.moeLayerFreq) });
+    if (m.capacityFactor > 0)
+        a.push_back({ "--moe-expert-capacity-factor", number(m.capacityFactor) });
+}
+
+void modelArgs(const ModelSpec& m, const ParallelSpec& p, std::vector<Arg>& a, ExportResult& result, bool forDeepSpeed)
 {
     a.push_back({ "--num-layers", std::to_string(m.layers) });
     a.push_back({ "--hidden-size", std::to_string(m.hidden) });
     a.push_back({ "--ffn-hidden-size", std::to_string(m.ffnHidden) });
     a.push_back({ "--num-attention-heads", std::to_string(m.heads) });
-    if (m.effectiveKvHeads() != m.heads) {
+    if (!forDeepSpeed && m.effectiveKvHeads() != m.heads) {
         a.push_back({ "--group-query-attention", "" });
         a.push_back({ "--num-query-groups", std::to_string(m.effectiveKvHeads()) });
     }
@@ -21,58 +71,35 @@ void modelArgs(const ModelSpec& m, std::int64_t tp, std::vector<Arg>& a, ExportR
     a.push_back({ "--max-position-embeddings", std::to_string(m.seqLen) });
     if (m.mlp == ModelSpec::Mlp::SwiGlu)
         a.push_back({ "--swiglu", "" });
-    if (m.norm == ModelSpec::Norm::RmsNorm)
-        a.push_back({ "--normalization", "RMSNorm" });
-    if (m.position == ModelSpec::Position::Rope)
-        a.push_back({ "--position-embedding-type", "rope" });
+    if (forDeepSpeed) {
+        deepSpeedModelArgs(m, p.ep, a, result);
+    } else {
+        if (m.norm == ModelSpec::Norm::RmsNorm)
+            a.push_back({ "--normalization", "RMSNorm" });
+        if (m.position == ModelSpec::Position::Rope)
+            a.push_back({ "--position-embedding-type", "rope" });
+    }
     if (!m.bias)
         a.push_back({ "--disable-bias-linear", "" });
     if (!m.tieEmbeddings)
         a.push_back({ "--untie-embeddings-and-output-weights", "" });
-    if (m.isMoe()) { // Megatron-Core's MoE arguments
-        a.push_back({ "--num-experts", std::to_string(m.experts) });
-        a.push_back({ "--moe-router-topk", std::to_string(m.effectiveTopK()) });
-        a.push_back({ "--moe-ffn-hidden-size", std::to_string(m.expertFfn()) });
-        a.push_back({ "--moe-aux-loss-coeff", std::to_string(m.auxLossCoeff) });
-        if (m.moeLayerFreq != 1)
-            a.push_back({ "--moe-layer-freq", std::to_string(m.moeLayerFreq) });
-        if (m.capacityFactor > 0)
-            a.push_back({ "--moe-expert-capacity-factor", std::to_string(m.capacityFactor) });
-    }
+    if (m.isMoe() && !forDeepSpeed)
+        megatronMoeArgs(m, a);
     a.push_back({ "--vocab-size", std::to_string(m.vocab) });
     a.push_back({ "--make-vocab-size-divisible-by", std::to_string(m.vocabPadMultiple) });
-    const std::int64_t multiple = m.vocabPadMultiple * tp;
+    const std::int64_t multiple = m.vocabPadMultiple * p.tp;
     const std::int64_t padded = (m.vocab + multiple - 1) / multiple * multiple;
     if (padded != m.paddedVocab())
-        result.notes.push_back("vocabulary: Megatron-LM pads " + std::to_string(m.vocab) + " to "
-            + std::to_string(padded) + " (a multiple of " + std::to_string(m.vocabPadMultiple) + " x tp), Loom to "
-            + std::to_string(m.paddedVocab()));
+        result.notes.push_back(std::string("vocabulary: ") + (forDeepSpeed ? "Megatron-DeepSpeed" : "Megatron-LM")
+            + " pads " + std::to_string(m.vocab) + " to " + std::to_string(padded) + " (a multiple of "
+            + std::to_string(m.vocabPadMultiple) + " x tp), Loom to " + std::to_string(m.paddedVocab()));
 }
 
-void parallelArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bool forDeepSpeed)
+// The stages with the arguments every supported Megatron-LM release has: even stages, the first and the
+// last stage's own counts, or the embedding and the loss counted as layers. Refusals go into `result`.
+void classicStageArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bool forDeepSpeed)
 {
     const auto& p = l.parallel;
-    a.push_back({ "--tensor-model-parallel-size", std::to_string(p.tp) });
-    a.push_back({ "--pipeline-model-parallel-size", std::to_string(p.pp) });
-    if (p.ep > 1) { // expert groups inside the DP group, experts whole on each TP rank, as Loom plans them
-        a.push_back({ "--expert-model-parallel-size", std::to_string(p.ep) });
-        a.push_back({ "--expert-tensor-parallel-size", "1" });
-    }
-    if (p.cp > 1 && forDeepSpeed)
-        result.refusals.push_back("parallel.cp " + std::to_string(p.cp)
-            + ": Megatron-DeepSpeed has no ring-attention context parallelism (its sequence parallelism splits "
-              "heads, not the sequence); use Megatron-LM");
-    else if (p.cp > 1)
-        a.push_back({ "--context-parallel-size", std::to_string(p.cp) }); // ring attention, load-balanced split
-    if (p.cp > 1)
-        result.notes.push_back(
-            "data parallelism is implied: dp = processes / (tp x cp x pp) = " + std::to_string(p.dp));
-    else
-        result.notes.push_back("data parallelism is implied: dp = processes / (tp x pp) = " + std::to_string(p.dp));
-    if (p.pp > 1 && p.schedule == ScheduleKind::GPipe)
-        result.refusals.push_back(std::string("parallel.schedule \"gpipe\": ")
-            + (forDeepSpeed ? "DeepSpeed's pipeline engine" : "Megatron-LM") + " runs only 1F1B"
-            + (forDeepSpeed ? "" : " or interleaved 1F1B") + " pipelines; choose \"1f1b\"");
     std::int64_t first = 0, last = 0;
     const bool expressible = megatronStages(l, first, last);
     bool embeddingUnit = false, lossUnit = false;
@@ -126,6 +153,53 @@ void parallelArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bo
         a.push_back({ "--decoder-first-pipeline-num-layers", std::to_string(first) });
         a.push_back({ "--decoder-last-pipeline-num-layers", std::to_string(last) });
     }
+}
+
+void parallelArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bool forDeepSpeed, int minor)
+{
+    const auto& p = l.parallel;
+    a.push_back({ "--tensor-model-parallel-size", std::to_string(p.tp) });
+    a.push_back({ "--pipeline-model-parallel-size", std::to_string(p.pp) });
+    if (l.model.isMoe() && !forDeepSpeed) {
+        // Expert groups inside the DP group, experts whole on each TP rank, as Loom plans them; Megatron's
+        // expert TP defaults to tp, and its MoE biases need expert TP 1 even without expert parallelism.
+        if (p.ep > 1)
+            a.push_back({ "--expert-model-parallel-size", std::to_string(p.ep) });
+        a.push_back({ "--expert-tensor-parallel-size", "1" });
+    }
+    if (p.sp && p.tp > 1)
+        a.push_back({ "--sequence-parallel", "" });
+    if (p.cp > 1 && forDeepSpeed)
+        result.refusals.push_back("parallel.cp " + std::to_string(p.cp)
+            + ": Megatron-DeepSpeed has no ring-attention context parallelism (its sequence parallelism splits "
+              "heads, not the sequence); use Megatron-LM");
+    else if (p.cp > 1)
+        a.push_back({ "--context-parallel-size", std::to_string(p.cp) }); // ring attention, load-balanced split
+    if (p.cp > 1)
+        result.notes.push_back(
+            "data parallelism is implied: dp = processes / (tp x cp x pp) = " + std::to_string(p.dp));
+    else
+        result.notes.push_back("data parallelism is implied: dp = processes / (tp x pp) = " + std::to_string(p.dp));
+    if (p.pp > 1 && p.schedule == ScheduleKind::GPipe)
+        result.refusals.push_back(std::string("parallel.schedule \"gpipe\": ")
+            + (forDeepSpeed ? "DeepSpeed's pipeline engine" : "Megatron-LM") + " runs only 1F1B"
+            + (forDeepSpeed ? "" : " or interleaved 1F1B") + " pipelines; choose \"1f1b\"");
+    ExportResult stages;
+    std::vector<Arg> stageArgs;
+    classicStageArgs(l, stageArgs, stages, forDeepSpeed);
+    if (!forDeepSpeed && !stages.refusals.empty() && minor >= 13) {
+        // Any split, interleaved or not, in Megatron-LM's own words (core_v0.13 and later).
+        a.push_back({ "--pipeline-model-parallel-layout", megatronLayoutString(l) });
+        if (p.vpp > 1 && p.microbatchGroup > 0 && p.schedule == ScheduleKind::Interleaved)
+            a.push_back({ "--microbatch-group-size-per-virtual-pipeline-stage", std::to_string(p.microbatchGroup) });
+    } else {
+        a.insert(a.end(), stageArgs.begin(), stageArgs.end());
+        for (auto& r : stages.refusals)
+            result.refusals.push_back(forDeepSpeed || p.pp == 1 ? r
+                                                                : r
+                        + " before core_v0.13; --framework-version core_v0.13 "
+                          "or later writes it as --pipeline-model-parallel-layout");
+    }
     if (p.pp > 1 && p.dp > 1 && p.order == RankOrder::TpPpDp) {
         if (forDeepSpeed)
             result.notes.push_back(
@@ -140,21 +214,31 @@ void parallelArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bo
     a.push_back({ "--global-batch-size", std::to_string(p.globalBatch) });
 }
 
-// memory.efficient_norm: Megatron-LM's flag asks apex's fused LayerNorm of the local transformer layers to
-// keep its output; its RMSNorm and Transformer Engine's norms keep their inputs whatever the flag says.
-void efficientNormArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result)
+// memory.efficient_norm: Megatron-LM's TransformerConfig has memory_efficient_layer_norm (apex's fused
+// LayerNorm keeping its output), but its command line never sets it; no Megatron norm is told to drop its input.
+void efficientNormNote(const std::string& target, ExportResult& result)
 {
-    a.push_back({ "--memory-efficient-layer-norm", "" });
-    if (l.model.norm == ModelSpec::Norm::LayerNorm) {
-        a.push_back({ "--transformer-impl", "local" });
-        return;
-    }
-    result.notes.push_back("memory.efficient_norm: Megatron-LM honours --memory-efficient-layer-norm only for "
-                           "apex's LayerNorm; its RMSNorm keeps each norm's input, 4·s·b·h bytes a layer (/t with "
-                           "sp) more than Loom's estimate");
+    result.notes.push_back("memory.efficient_norm: " + target
+        + " has no command-line setting for it; its norms keep their inputs, 4·s·b·h bytes a layer (/t with sp) "
+          "more than Loom's estimate");
 }
 
-void memoryArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bool forDeepSpeed)
+// ZeRO-2/3 as Megatron's own FSDP: --use-custom-fsdp (core_v0.12-0.13, with the distributed optimizer and
+// without gradient-accumulation fusion), --use-megatron-fsdp with its fsdp_dtensor checkpoints from 0.14.
+void fsdpArgs(int zero, int minor, std::vector<Arg>& a)
+{
+    if (minor <= 13) {
+        a.push_back({ "--use-custom-fsdp", "" });
+        a.push_back({ "--use-distributed-optimizer", "" });
+        a.push_back({ "--no-gradient-accumulation-fusion", "" });
+    } else {
+        a.push_back({ "--use-megatron-fsdp", "" });
+        a.push_back({ "--ckpt-format", "fsdp_dtensor" });
+    }
+    a.push_back({ "--data-parallel-sharding-strategy", zero == 2 ? "optim_grads" : "optim_grads_params" });
+}
+
+void memoryArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bool forDeepSpeed, int minor)
 {
     if (l.precision == Precision::Fp16)
         a.push_back({ "--fp16", "" });
@@ -174,11 +258,8 @@ void memoryArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bool
             a.push_back({ "--deepspeed-activation-checkpointing", "" });
         break;
     }
-    if (l.memory.efficientNorm && forDeepSpeed)
-        result.notes.push_back("memory.efficient_norm: Megatron-DeepSpeed's norms keep their inputs, 4·s·b·h bytes "
-                               "a layer (/t with sp) more than Loom's estimate");
-    else if (l.memory.efficientNorm)
-        efficientNormArgs(l, a, result);
+    if (l.memory.efficientNorm)
+        efficientNormNote(forDeepSpeed ? "Megatron-DeepSpeed" : "Megatron-LM", result);
     if (forDeepSpeed) {
         a.push_back({ "--zero-stage", std::to_string(l.memory.zero) });
         return;
@@ -190,12 +271,8 @@ void memoryArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bool
         a.push_back({ "--use-distributed-optimizer", "" });
         break;
     case 2:
-        a.push_back({ "--use-custom-fsdp", "" });
-        a.push_back({ "--data-parallel-sharding-strategy", "optim_grads" });
-        break;
     case 3:
-        a.push_back({ "--use-custom-fsdp", "" });
-        a.push_back({ "--data-parallel-sharding-strategy", "optim_grads_params" });
+        fsdpArgs(l.memory.zero, minor, a);
         break;
     default:
         result.refusals.push_back("memory.zero " + std::to_string(l.memory.zero) + ": Megatron-LM has no such stage");
@@ -243,6 +320,29 @@ void commonComm(const Layout& l, const std::string& target, ExportResult& result
             + " reduces in " + codec + " from the first step; remove codec_warmup");
 }
 
+std::string megatronLayoutString(const Layout& layout)
+{
+    const auto ranges = layout.stageRanges();
+    std::string s;
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+        s += i == 0 ? "E" : "|";
+        const std::int64_t n = ranges[i].size();
+        if (n == 1)
+            s += "t";
+        else if (n > 1)
+            s += "t*" + std::to_string(n);
+    }
+    return s + "L";
+}
+
+void commonNotes(const Layout& l, const std::string& target, ExportResult& result)
+{
+    if (l.comm.staleness > 0)
+        result.notes.push_back("comm.staleness " + std::to_string(l.comm.staleness) + ": Loom applies each step's "
+            + "averaged gradient " + std::to_string(l.comm.staleness) + " step(s) late; " + target
+            + " has no delayed-gradient mode and applies it in the step it is computed (its losses will differ)");
+}
+
 bool megatronStages(const Layout& layout, std::int64_t& first, std::int64_t& last)
 {
     const auto stages = layout.stageRanges();
@@ -278,12 +378,19 @@ bool megatronAccountedStages(const Layout& layout, bool& embedding, bool& loss)
         && (embedding || loss);
 }
 
-std::vector<Arg> megatronArgs(const Layout& layout, ExportResult& result, bool forDeepSpeed)
+int megatronMinor(const std::string& version)
+{
+    if (version == "main")
+        return kMegatronMain;
+    return version.starts_with("core_v0.") ? std::atoi(version.c_str() + 8) : 19;
+}
+
+std::vector<Arg> megatronArgs(const Layout& layout, ExportResult& result, bool forDeepSpeed, int minor)
 {
     std::vector<Arg> a;
-    modelArgs(layout.model, layout.parallel.tp, a, result);
-    parallelArgs(layout, a, result, forDeepSpeed);
-    memoryArgs(layout, a, result, forDeepSpeed);
+    modelArgs(layout.model, layout.parallel, a, result, forDeepSpeed);
+    parallelArgs(layout, a, result, forDeepSpeed, minor);
+    memoryArgs(layout, a, result, forDeepSpeed, minor);
     if (!forDeepSpeed) {
         commArgs(layout, a);
         if (layout.comm.dpCodec.kind == Codec::Kind::Bf16)
@@ -296,21 +403,36 @@ std::vector<Arg> megatronArgs(const Layout& layout, ExportResult& result, bool f
     return a;
 }
 
-ExportResult exportMegatron(const Layout& layout, const std::string& primaryName)
+ExportResult exportMegatron(const Layout& layout, const std::string& primaryName, const std::string& version)
 {
     ExportResult result;
-    auto args = megatronArgs(layout, result, false);
+    const int minor = megatronMinor(version);
+    auto args = megatronArgs(layout, result, false, minor);
+    commonNotes(layout, "Megatron-LM", result);
     // A runnable default that the caller's own arguments override (argparse keeps the last value).
     args.push_back({ "--tokenizer-type", "NullTokenizer" });
-    args.push_back({ "--mock-data", "" });
     args.push_back({ "--train-iters", "100" });
     args.push_back({ "--lr", "1.0e-4" });
-    const std::string preamble
-        = "# Data, tokenizer and optimizer: arguments given to this script are appended and win,\n"
+    const auto& p = layout.parallel;
+    std::string preamble = "# For Megatron-LM " + version
+        + " (written with the flags of its arguments.py; --framework-version picks another release).\n"
+          "# Data, tokenizer and optimizer: arguments given to this script are appended and win,\n"
           "# e.g. --data-path DATA --tokenizer-type GPT2BPETokenizer --vocab-file V --merge-file M\n"
           "MEGATRON_LM=${MEGATRON_LM:-.}  # a Megatron-LM checkout\n";
+    if (layout.memory.zero >= 2)
+        preamble += "unset CUDA_DEVICE_MAX_CONNECTIONS  # Megatron's FSDP refuses 1\n";
+    else if (p.tp > 1 || p.cp > 1)
+        preamble
+            += "export CUDA_DEVICE_MAX_CONNECTIONS=1  # Megatron-LM requires it with tp or cp > 1 (before Blackwell)\n";
+    // Megatron-LM refuses two data sources: mock data only when the arguments name none.
+    const std::string afterArgs = "for arg in \"$@\"; do\n"
+                                  "    case $arg in --data-path | --train-data-path | --valid-data-path | "
+                                  "--test-data-path | --data-args-path | --per-split-data-args-path | --mock-data) "
+                                  "DATA_GIVEN=1 ;; esac\n"
+                                  "done\n"
+                                  "[[ -n ${DATA_GIVEN:-} ]] || ARGS+=(--mock-data)\n";
     result.files.push_back(launchScript(layout, ExportTarget::Megatron, "\"$MEGATRON_LM/pretrain_gpt.py\"", args,
-        preamble, result, primaryName.empty() ? layout.name + ".megatron.sh" : primaryName));
+        preamble, result, primaryName.empty() ? layout.name + ".megatron.sh" : primaryName, afterArgs));
     return result;
 }
 

@@ -3,21 +3,48 @@
 #include "engine/plan/ExportDetail.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace loom::plan::exporting {
 
 namespace {
 
+// A TOML basic string: quotes and backslashes escaped, control characters (DEL too, which TOML refuses
+// raw) as \uXXXX.
 std::string quoted(const std::string& s)
 {
     std::string out = "\"";
     for (char c : s) {
-        if (c == '"' || c == '\\')
+        const auto u = static_cast<unsigned char>(c);
+        if (c == '"' || c == '\\') {
             out += '\\';
-        if (static_cast<unsigned char>(c) >= 0x20)
             out += c;
+        } else if (u < 0x20 || u == 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", unsigned(u));
+            out += buf;
+        } else {
+            out += c;
+        }
     }
     return out + "\"";
+}
+
+// The flavor of torchtitan v0.2's llama3 registry (torchtitan/models/llama3/__init__.py) with the model's
+// shape, or "" when none has it.
+std::string registeredFlavor(const ModelSpec& m)
+{
+    struct Flavor {
+        const char* name;
+        std::int64_t dim, layers, heads, kvHeads, vocab;
+    };
+    static constexpr Flavor kFlavors[] = { { "8B", 4096, 32, 32, 8, 128256 }, { "70B", 8192, 80, 64, 8, 128256 },
+        { "405B", 16384, 126, 128, 8, 128256 } };
+    for (const auto& f : kFlavors)
+        if (m.hidden == f.dim && m.layers == f.layers && m.heads == f.heads && m.effectiveKvHeads() == f.kvHeads
+            && m.vocab == f.vocab)
+            return f.name;
+    return "";
 }
 
 // torchtitan's models are Llama-style: RMSNorm, SwiGLU, rotary positions, no biases, untied head.
@@ -93,14 +120,21 @@ std::string parallelism(const Layout& l, ExportResult& result)
                   "set it to "
                 + std::to_string(fixed));
         s += "pipeline_parallel_microbatch_size = " + std::to_string(p.microBatch) + "\n";
+        // Each stage's modules by name: any split, even or not; torchtitan checks one model part per rank
+        // for single-stage schedules and at least two for interleaved ones, as Loom's layouts have them.
         const auto ranges = l.stageRanges();
-        const bool even = std::all_of(
-            ranges.begin(), ranges.end(), [&](const StageRange& r) { return r.size() == ranges.front().size(); });
-        if (!even)
-            result.refusals.push_back("parallel.stages: torchtitan splits the layers evenly "
-                                      "(pipeline_parallel_layers_per_stage); this layout's stages are uneven");
-        else
-            s += "pipeline_parallel_layers_per_stage = " + std::to_string(l.model.layers / l.virtualStages()) + "\n";
+        s += "module_fqns_per_model_part = [\n";
+        for (std::size_t i = 0; i < ranges.size(); ++i) {
+            std::string part;
+            if (i == 0)
+                part += "\"tok_embeddings\"";
+            for (std::int64_t layer = ranges[i].first; layer <= ranges[i].last; ++layer)
+                part += (part.empty() ? "\"layers." : ", \"layers.") + std::to_string(layer) + "\"";
+            if (i + 1 == ranges.size())
+                part += std::string(part.empty() ? "" : ", ") + "\"norm\", \"output\"";
+            s += "    [" + part + "],\n";
+        }
+        s += "]\n";
     }
     // torchtitan's context parallelism: ring attention over the sequence with the same load-balanced split
     s += "context_parallel_degree = " + std::to_string(p.cp) + "\n";
@@ -112,41 +146,49 @@ std::string parallelism(const Layout& l, ExportResult& result)
 
 } // namespace
 
-ExportResult exportTorchTitan(const Layout& l, const std::string& primaryName)
+ExportResult exportTorchTitan(const Layout& l, const std::string& primaryName, const std::string& version)
 {
     ExportResult result;
     checkModel(l.model, result);
+    if (l.model.isMoe())
+        result.refusals.push_back("model \"" + commentText(l.model.name)
+            + "\": a mixture of experts; torchtitan's llama3 "
+            + "model is dense, and its MoE models (deepseek_v3, qwen3, llama4) have other attention or shared experts, "
+              "so torchtitan would train a different network; export it to megatron");
     const auto& m = l.model;
     const auto& p = l.parallel;
     std::string t
         = "# torchtitan job config for the Loom layout " + quoted(commentText(l.name)) + ", written by loom export.\n";
+    t += "# For torchtitan " + version + ".0 to " + version
+        + ".2 (TOML job configs; its main branch reads Python configs).\n";
     t += "# torchtitan reads the model's shape from its model registry: register the flavor below with\n";
     t += "#   dim=" + std::to_string(m.hidden) + ", n_layers=" + std::to_string(m.layers)
         + ", n_heads=" + std::to_string(m.heads) + ", n_kv_heads=" + std::to_string(m.effectiveKvHeads())
         + ", vocab_size=" + std::to_string(m.vocab) + ", FFN hidden " + std::to_string(m.ffnHidden) + "\n";
-    t += "[job]\ndescription = " + quoted(commentText(l.description.empty() ? l.name : l.description)) + "\n\n";
-    t += "[model]\nname = \"llama3\"\nflavor = " + quoted(m.name) + "\n\n";
+    t += "[job]\ndescription = " + quoted(l.description.empty() ? l.name : l.description) + "\n\n";
+    const std::string flavor = registeredFlavor(m);
+    if (flavor.empty())
+        result.notes.push_back("model \"" + commentText(m.name) + "\": torchtitan's llama3 registry has no flavor of "
+            + "this shape; add one named \"" + commentText(m.name)
+            + "\" (the config's comment gives its shape) to "
+              "torchtitan/models/llama3/__init__.py before training");
+    t += "[model]\nname = \"llama3\"\nflavor = " + quoted(flavor.empty() ? m.name : flavor) + "\n\n";
     t += "[training]\n";
     // Without a pipeline torchtitan accumulates gradients over local batches (global / (local x dp) of them);
     // with one, each step's local batch is split into micro-batches of pipeline_parallel_microbatch_size.
     t += "local_batch_size = " + std::to_string(p.pp > 1 ? p.globalBatch / p.dp : p.microBatch) + "\n";
     t += "global_batch_size = " + std::to_string(p.globalBatch) + "\n";
     t += "seq_len = " + std::to_string(m.seqLen) + "\n";
-    const char* dtype = l.precision == Precision::Bf16 ? "bfloat16"
-        : l.precision == Precision::Fp16               ? "float16"
-                                                       : "float32";
-    t += "mixed_precision_param = " + quoted(dtype) + "\n";
-    std::string reduce = "float32";
-    const bool sharded = l.memory.zero >= 2;
-    if (l.comm.dpCodec.kind == Codec::Kind::Bf16 && sharded)
-        reduce = "bfloat16";
-    else if (l.comm.dpCodec.kind == Codec::Kind::Fp16 && sharded)
-        reduce = "float16";
-    else if (l.comm.dpCodec.kind != Codec::Kind::None)
-        result.refusals.push_back(codecRefusal(l, "torchtitan",
-            " (mixed_precision_reduce gives \"fp16\" and \"bf16\" to its sharded data parallelism, zero 2 or 3, "
-            "only); use one of those with zero 2 or 3, or \"none\""));
-    t += "mixed_precision_reduce = " + quoted(reduce) + "\n\n";
+    // torchtitan's mixed_precision_param takes bfloat16 or float32; it has no fp16 loss scaling.
+    if (l.precision == Precision::Fp16)
+        result.refusals.push_back("precision \"fp16\": torchtitan trains in bfloat16 or float32 "
+                                  "(mixed_precision_param) and has no fp16 loss scaling; choose \"bf16\"");
+    t += "mixed_precision_param = " + quoted(l.precision == Precision::Bf16 ? "bfloat16" : "float32") + "\n";
+    // mixed_precision_reduce takes float32 only.
+    if (l.comm.dpCodec.kind != Codec::Kind::None)
+        result.refusals.push_back(
+            codecRefusal(l, "torchtitan", " (its mixed_precision_reduce takes only \"float32\"); use \"none\""));
+    t += "mixed_precision_reduce = \"float32\"\n\n";
     t += parallelism(l, result) + "\n";
     t += "[activation_checkpoint]\n";
     switch (l.memory.recompute) {
@@ -166,6 +208,7 @@ ExportResult exportTorchTitan(const Layout& l, const std::string& primaryName)
         result.notes.push_back("memory.efficient_norm: torchtitan's RMSNorm keeps its input, 4·s·b·h bytes a layer "
                                "(/t with sp) more than Loom's estimate");
     commonComm(l, "torchtitan", result);
+    commonNotes(l, "torchtitan", result);
     result.notes.push_back("comm.bucket_mb and comm.overlap: torchtitan reduces gradients per layer (FSDP) or per "
                            "DDP bucket of its own and always overlaps them with the backward pass");
     ExportFile config;

@@ -144,9 +144,7 @@ private slots:
             "\"none\"");
         row("torchtitan lz4", ExportTarget::TorchTitan, Lz4,
             "comm.dp_codec \"lz4\": torchtitan all-reduces gradients uncompressed; Loom's gradient codecs have no "
-            "counterpart there (mixed_precision_reduce gives \"fp16\" and \"bf16\" to its sharded data parallelism, "
-            "zero 2 "
-            "or 3, only); use one of those with zero 2 or 3, or \"none\"");
+            "counterpart there (its mixed_precision_reduce takes only \"float32\"); use \"none\"");
         row("megatron bf16 with error feedback", ExportTarget::Megatron, ErrorFeedback,
             "comm.error_feedback true: Loom carries each step's bf16 rounding error into the next step; Megatron-LM "
             "reduces in bf16 without error feedback; set error_feedback to false");
@@ -157,11 +155,13 @@ private slots:
             "Loom's; choose \"library\" or \"ring\"");
         row("megatron uneven inner stages", ExportTarget::Megatron, UnevenInner,
             "parallel.stages: Megatron-LM can give the first and last stage their own layer counts, but all other "
-            "stages must hold the same number; this layout's stages cannot be expressed");
+            "stages must hold the same number; this layout's stages cannot be expressed before core_v0.13; "
+            "--framework-version core_v0.13 or later writes it as --pipeline-model-parallel-layout");
         row("megatron uneven virtual stages", ExportTarget::Megatron, UnevenVirtual,
             "parallel.stages: with vpp 2 Megatron-LM needs the same number of layers in every virtual stage "
             "(--num-layers-per-virtual-pipeline-stage), counting the embedding and the loss as one layer each at most "
-            "(--account-for-embedding-in-pipeline-split); use such a split");
+            "(--account-for-embedding-in-pipeline-split); use such a split before core_v0.13; --framework-version "
+            "core_v0.13 or later writes it as --pipeline-model-parallel-layout");
         row("deepspeed uneven stages", ExportTarget::DeepSpeed, UnevenInner,
             "parallel.stages: Megatron-DeepSpeed balances transformer layers evenly over the stages; this layout's "
             "stages cannot be expressed");
@@ -258,7 +258,10 @@ private slots:
                 l.model.layers = 8;
             l.parallel.vpp = 2, l.parallel.schedule = plan::ScheduleKind::Interleaved, l.parallel.microbatchGroup = 4;
         }
-        const auto result = plan::exportLayout(l, t);
+        plan::ExportOptions options; // uneven stages: refused only by releases before --pipeline-model-parallel-layout
+        if (tag.startsWith("megatron uneven"))
+            options.frameworkVersion = "core_v0.12";
+        const auto result = plan::exportLayout(l, t, {}, options);
         QVERIFY(!result.ok());
         QVERIFY(result.files.empty());
         QVERIFY2(std::count(result.refusals.begin(), result.refusals.end(), message.toStdString()) == 1,
@@ -325,25 +328,39 @@ private slots:
         QVERIFY(!plan::exportLayout(l, ExportTarget::TorchTitan).ok());
     }
 
-    // memory.efficient_norm: Megatron-LM's flag, with its local layers for LayerNorm; where a framework's norms
-    // keep their inputs anyway (Megatron-LM's RMSNorm, torchtitan), a note says how much more they hold.
+    // memory.efficient_norm: no framework's command line sets it (Megatron-LM's memory_efficient_layer_norm is
+    // kept off it), so every export notes how much more its norms keep, and none writes a flag that does not exist.
     void efficientNorm()
     {
         plan::Layout l = layoutFile(QStringLiteral("gpt-mini-local.json"));
         l.memory.efficientNorm = true;
-        auto megatron = plan::exportLayout(l, ExportTarget::Megatron);
-        QVERIFY2(megatron.ok(), render(megatron).c_str());
-        QVERIFY(megatron.files.at(0).text.find("--memory-efficient-layer-norm") != std::string::npos);
-        QVERIFY(megatron.files.at(0).text.find("--transformer-impl local") != std::string::npos);
-        l.model.norm = plan::ModelSpec::Norm::RmsNorm;
-        megatron = plan::exportLayout(l, ExportTarget::Megatron);
-        QVERIFY2(render(megatron).find("memory.efficient_norm: Megatron-LM honours") != std::string::npos,
-            render(megatron).c_str());
-        QVERIFY(
-            render(plan::exportLayout(l, ExportTarget::DeepSpeed)).find("memory.efficient_norm") != std::string::npos);
-        l.memory.efficientNorm = false;
-        QVERIFY(plan::exportLayout(l, ExportTarget::Megatron).files.at(0).text.find("--memory-efficient-layer-norm")
-            == std::string::npos);
+        for (auto t : { ExportTarget::Megatron, ExportTarget::DeepSpeed }) {
+            const auto r = plan::exportLayout(l, t);
+            QVERIFY2(r.ok(), render(r).c_str());
+            QVERIFY(render(r).find("note: memory.efficient_norm:") != std::string::npos);
+            QVERIFY(render(r).find("--memory-efficient-layer-norm") == std::string::npos);
+        }
+    }
+
+    // Uneven stages of any shape, interleaved or not: Megatron-LM's --pipeline-model-parallel-layout from
+    // core_v0.13 (E the embedding, t a layer, L the loss), torchtitan's module_fqns_per_model_part.
+    void unevenStages()
+    {
+        plan::Layout l = layoutFile(QStringLiteral("gpt-mini-local.json"));
+        l.parallel.pp = 4, l.parallel.dp = 1, l.parallel.globalBatch = 16;
+        l.parallel.stages = { { 0, 0 }, { 1, 2 }, { 3, 3 }, { 4, 5 } };
+        const auto r = plan::exportLayout(l, ExportTarget::Megatron);
+        QVERIFY2(r.ok(), render(r).c_str());
+        QVERIFY2(r.files.at(0).text.find("--pipeline-model-parallel-layout 'Et|t*2|t|t*2L'") != std::string::npos,
+            r.files.at(0).text.c_str());
+        plan::Layout llama = layoutFile(QStringLiteral("llama2-7b-slurm.json"));
+        llama.memory.zero = 3;
+        llama.parallel.stages = { { 0, 14 }, { 15, 31 } };
+        const auto titan = plan::exportLayout(llama, ExportTarget::TorchTitan);
+        QVERIFY2(titan.ok(), render(titan).c_str());
+        QVERIFY(titan.files.at(0).text.find("[\"tok_embeddings\", \"layers.0\", ") != std::string::npos);
+        QVERIFY(titan.files.at(0).text.find("\"layers.14\"],\n    [\"layers.15\"") != std::string::npos);
+        QVERIFY(titan.files.at(0).text.find("\"layers.31\", \"norm\", \"output\"]") != std::string::npos);
     }
 
     // What the launch script takes from the cluster profile is quoted: a host name cannot become a command.
@@ -360,22 +377,54 @@ private slots:
         QVERIFY(s.find("--nnodes 2 --nproc-per-node 4") != std::string::npos);
     }
 
-    // Gradients reduced in bf16: Megatron-LM's --grad-reduce-in-bf16, DeepSpeed's communication_data_type,
-    // torchtitan's mixed_precision_reduce under FSDP.
+    // Gradients reduced in bf16: Megatron-LM's --grad-reduce-in-bf16, DeepSpeed's communication_data_type;
+    // torchtitan refuses it.
     void bf16Reduction()
     {
         plan::Layout l = layoutFile(QStringLiteral("llama2-7b-slurm.json"));
+        l.memory.zero = 1;
         l.comm.dpCodec = *plan::Codec::parse("bf16");
         l.comm.errorFeedback = false;
         auto r = plan::exportLayout(l, ExportTarget::Megatron);
         QVERIFY(r.ok() && r.files.at(0).text.find("    --grad-reduce-in-bf16\n") != std::string::npos);
         r = plan::exportLayout(l, ExportTarget::DeepSpeed);
         QVERIFY(r.ok() && r.files.at(0).text.find("\"communication_data_type\": \"bf16\"") != std::string::npos);
-        l.memory.zero = 3;
+        l.memory.zero = 3; // torchtitan's mixed_precision_reduce takes float32 only
         r = plan::exportLayout(l, ExportTarget::TorchTitan);
+        QVERIFY(!r.ok());
+        QVERIFY2(render(r).find("mixed_precision_reduce takes only") != std::string::npos, render(r).c_str());
+    }
+
+    // loom export applies loom run's policy: a layout file's own sbatch_options never reach the #SBATCH header;
+    // a cluster profile from the user's store may carry them.
+    void sbatchOptionsPolicy()
+    {
+        plan::Layout l = layoutFile(QStringLiteral("llama2-7b-slurm.json"));
+        l.cluster.launch.sbatchOptions = { "--wrap=scontrol" };
+        auto r = plan::exportLayout(l, ExportTarget::Megatron);
+        QVERIFY(!r.ok());
+        QVERIFY2(render(r).find("cluster.launch.sbatch_options: a layout file may not pass options to sbatch")
+                != std::string::npos,
+            render(r).c_str());
+        l.clusterProfile = "mine";
+        l.cluster.launch.sbatchOptions = { "--account=proj42" };
+        r = plan::exportLayout(l, ExportTarget::Megatron);
         QVERIFY2(r.ok(), render(r).c_str());
-        QVERIFY(r.files.at(0).text.find("mixed_precision_reduce = \"bfloat16\"") != std::string::npos);
-        QVERIFY(r.files.at(0).text.find("data_parallel_shard_degree = 4") != std::string::npos);
+        QVERIFY(r.files.at(0).text.find("#SBATCH --account=proj42\n") != std::string::npos);
+    }
+
+    // Names with control characters: TOML escapes them (DEL too), comments drop them.
+    void controlCharactersInNames()
+    {
+        plan::Layout l = layoutFile(QStringLiteral("llama2-7b-ddp.json"));
+        l.name = "a\x7f\nb";
+        l.description = "d\x7f\ne";
+        const auto r = plan::exportLayout(l, ExportTarget::TorchTitan);
+        QVERIFY2(r.ok(), render(r).c_str());
+        const std::string& toml = r.files.at(0).text;
+        QVERIFY2(toml.find("description = \"d\\u007f\\u000ae\"") != std::string::npos, toml.c_str());
+        QVERIFY(toml.find('\x7f') == std::string::npos);
+        QVERIFY(r.files.at(1).text.find('\x7f') == std::string::npos);
     }
 
     void names()
