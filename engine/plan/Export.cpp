@@ -238,10 +238,11 @@ ExportFile launchScript(const Layout& layout, ExportTarget target, const std::st
             s += "\n";
             s += "MASTER_ADDR=${MASTER_ADDR:-" + shellWord(hosts.front()) + "}\n";
         } else {
-            s += ": \"${MASTER_ADDR:?set MASTER_ADDR to node 0's address}\"\n";
+            // No apostrophes inside ${...:?...}: bash 5.2 pairs them up as quotes there.
+            s += ": \"${MASTER_ADDR:?set MASTER_ADDR to the address of node 0}\"\n";
         }
         s += "exec torchrun --nnodes " + std::to_string(nodes) + " --nproc-per-node " + std::to_string(perNode)
-            + " --node-rank \"${NODE_RANK:?set NODE_RANK to this node's index}\" --master-addr \"$MASTER_ADDR\""
+            + " --node-rank \"${NODE_RANK:?set NODE_RANK to the index of this node}\" --master-addr \"$MASTER_ADDR\""
             + " --master-port \"${MASTER_PORT:-29500}\" \\\n    " + program + " \"${ARGS[@]}\" \"$@\"\n";
     }
     ExportFile file;

@@ -424,7 +424,11 @@ private slots:
         const std::string& toml = r.files.at(0).text;
         QVERIFY2(toml.find("description = \"d\\u007f\\u000ae\"") != std::string::npos, toml.c_str());
         QVERIFY(toml.find('\x7f') == std::string::npos);
-        QVERIFY(r.files.at(1).text.find('\x7f') == std::string::npos);
+        const std::string& script = r.files.at(1).text; // the name only in a quoted word, never in a comment
+        const auto comment = script.find("launch of the Loom layout");
+        QVERIFY(comment != std::string::npos);
+        QCOMPARE(script.substr(comment, script.find('\n', comment) - comment),
+            std::string("launch of the Loom layout \"a  b\", written by loom export."));
     }
 
     void names()
