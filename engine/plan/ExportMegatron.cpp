@@ -57,7 +57,19 @@ void megatronMoeArgs(const ModelSpec& m, std::vector<Arg>& a)
         a.push_back({ "--moe-expert-capacity-factor", number(m.capacityFactor) });
 }
 
-void modelArgs(const ModelSpec& m, const ParallelSpec& p, std::vector<Arg>& a, ExportResult& result, bool forDeepSpeed)
+// memory.attention: Megatron-LM's "unfused" backend keeps the softmax output as Loom's "materialized" does;
+// its default (auto) picks a flash or fused kernel that does not. Megatron-DeepSpeed's default attention keeps
+// it, its --use-flash-attn-v2 does not.
+void attentionArgs(Attention attention, std::vector<Arg>& a, bool forDeepSpeed)
+{
+    if (attention == Attention::Materialized && !forDeepSpeed)
+        a.push_back({ "--attention-backend", "unfused" });
+    else if (attention == Attention::Flash && forDeepSpeed)
+        a.push_back({ "--use-flash-attn-v2", "" });
+}
+
+void modelArgs(const ModelSpec& m, const ParallelSpec& p, Attention attention, std::vector<Arg>& a,
+    ExportResult& result, bool forDeepSpeed)
 {
     a.push_back({ "--num-layers", std::to_string(m.layers) });
     a.push_back({ "--hidden-size", std::to_string(m.hidden) });
@@ -81,6 +93,7 @@ void modelArgs(const ModelSpec& m, const ParallelSpec& p, std::vector<Arg>& a, E
     }
     if (!m.bias)
         a.push_back({ "--disable-bias-linear", "" });
+    attentionArgs(attention, a, forDeepSpeed);
     if (!m.tieEmbeddings)
         a.push_back({ "--untie-embeddings-and-output-weights", "" });
     if (m.isMoe() && !forDeepSpeed)
@@ -341,6 +354,9 @@ void commonNotes(const Layout& l, const std::string& target, ExportResult& resul
         result.notes.push_back("comm.staleness " + std::to_string(l.comm.staleness) + ": Loom applies each step's "
             + "averaged gradient " + std::to_string(l.comm.staleness) + " step(s) late; " + target
             + " has no delayed-gradient mode and applies it in the step it is computed (its losses will differ)");
+    if (l.comm.backend && *l.comm.backend != CommBackend::Nccl)
+        result.notes.push_back("comm.backend \"" + std::string(l.comm.backend == CommBackend::Mpi ? "mpi" : "gloo")
+            + "\": Loom's engine's; " + target + " communicates through NCCL on the GPUs");
 }
 
 bool megatronStages(const Layout& layout, std::int64_t& first, std::int64_t& last)
@@ -388,7 +404,7 @@ int megatronMinor(const std::string& version)
 std::vector<Arg> megatronArgs(const Layout& layout, ExportResult& result, bool forDeepSpeed, int minor)
 {
     std::vector<Arg> a;
-    modelArgs(layout.model, layout.parallel, a, result, forDeepSpeed);
+    modelArgs(layout.model, layout.parallel, layout.memory.attention, a, result, forDeepSpeed);
     parallelArgs(layout, a, result, forDeepSpeed, minor);
     memoryArgs(layout, a, result, forDeepSpeed, minor);
     if (!forDeepSpeed) {

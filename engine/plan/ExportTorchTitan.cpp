@@ -204,6 +204,12 @@ ExportResult exportTorchTitan(const Layout& l, const std::string& primaryName, c
         t += "mode = \"full\"\n";
         break;
     }
+    if (l.memory.attention == Attention::Materialized)
+        result.notes.push_back("memory.attention \"materialized\": torchtitan's attention (SDPA or flex) never "
+                               "keeps the s x s scores; it holds less than Loom's estimate");
+    if (p.tp > 1 && !p.sp)
+        result.notes.push_back("parallel.sp false: torchtitan's tensor parallelism always splits the norms along "
+                               "the sequence (sequence parallelism); it holds less than Loom's estimate");
     if (l.memory.efficientNorm)
         result.notes.push_back("memory.efficient_norm: torchtitan's RMSNorm keeps its input, 4·s·b·h bytes a layer "
                                "(/t with sp) more than Loom's estimate");

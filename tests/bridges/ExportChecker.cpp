@@ -114,8 +114,8 @@ ExportChecker::ExportChecker(const std::string& dir)
         if (value.is_array())
             m_deepSpeed[key] = value.get<std::vector<std::string>>();
     for (const auto& flag : m_deepSpeed.at("launcher_flags")) // deepspeed.add_config_arguments
-        m_megatronDeepSpeed[flag] = Flag { flag.ends_with("config"), "", flag.ends_with("config") ? "str" : "", {},
-            flag.substr(2) };
+        m_megatronDeepSpeed[flag]
+            = Flag { flag.ends_with("config"), "", flag.ends_with("config") ? "str" : "", {}, flag.substr(2) };
     m_torchTitan = readJson(dir + "/torchtitan/v0.2.2.json").dump();
 }
 
@@ -153,8 +153,8 @@ Launch ExportChecker::launch(const std::vector<plan::ExportFile>& files, const s
     env.insert("PATH", bin + ":" + env.value("PATH"));
     env.insert("LOOM_FAKE_ARGV", dir.path() + "/argv");
     env.insert("LOOM_FAKE_ENV", dir.path() + "/env");
-    for (const char* v : { "SLURM_JOB_NODELIST=node0", "SLURM_JOB_ID=1", "NODE_RANK=0",
-             "MASTER_ADDR=127.0.0.1", "MEGATRON_LM=/m", "MEGATRON_DEEPSPEED=/m" })
+    for (const char* v : { "SLURM_JOB_NODELIST=node0", "SLURM_JOB_ID=1", "NODE_RANK=0", "MASTER_ADDR=127.0.0.1",
+             "MEGATRON_LM=/m", "MEGATRON_DEEPSPEED=/m" })
         env.insert(QString::fromLatin1(v).section('=', 0, 0), QString::fromLatin1(v).section('=', 1));
     env.insert("TORCHTITAN", work);
     env.insert("SLURM_NNODES", nodes);
@@ -217,7 +217,10 @@ ExportChecker::Parsed ExportChecker::parseArgs(const Flags& flags, const std::ve
         for (const auto& v : values) {
             if ((f.type == "int" && !isInt(v)) || (f.type == "float" && !isFloat(v)))
                 problems.push_back(framework + ": " + it->first + " takes " + f.type + ", not \"" + v + "\"");
-            if (!f.choices.empty() && std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
+            // an enum's choices read "AttnBackend.flash"; its type converts "flash" to it
+            const bool choice = std::any_of(f.choices.begin(), f.choices.end(),
+                [&](const std::string& c) { return c == v || c.ends_with("." + v); });
+            if (!f.choices.empty() && !choice)
                 problems.push_back(framework + ": " + it->first + " \"" + v + "\" is not one of its choices");
         }
         parsed[f.dest] = values.empty() ? "" : values.front();

@@ -49,8 +49,8 @@ private:
     Parsed parseArgs(const Flags& flags, const std::vector<std::string>& args, std::vector<std::string>& problems,
         const std::string& framework) const;
     void megatronRules(const Parsed& a, const Launch& launch, int minor, std::vector<std::string>& problems) const;
-    void deepSpeedConfig(const std::string& text, const Parsed& a, const Launch& launch,
-        std::vector<std::string>& problems) const;
+    void deepSpeedConfig(
+        const std::string& text, const Parsed& a, const Launch& launch, std::vector<std::string>& problems) const;
     void torchTitanConfig(const std::string& text, const Launch& launch, const std::vector<std::string>& notes,
         std::vector<std::string>& problems) const;
 

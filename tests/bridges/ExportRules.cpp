@@ -21,7 +21,10 @@ long long num(const std::map<std::string, std::string>& a, const std::string& de
     return std::strtoll(it->second.c_str(), nullptr, 10);
 }
 
-bool has(const std::map<std::string, std::string>& a, const std::string& dest) { return a.count(dest) > 0; }
+bool has(const std::map<std::string, std::string>& a, const std::string& dest)
+{
+    return a.count(dest) > 0;
+}
 
 // --pipeline-model-parallel-layout unrolled ("t*3" -> "ttt", "(t|)*2" -> "t|t|"), as parse_str_to_list does.
 std::string unrollLayout(std::string s)
@@ -54,8 +57,7 @@ void layoutRules(const std::string& layout, long long layers, long long pp, std:
         problems.push_back("Megatron-LM: --pipeline-model-parallel-layout must start with E and end with L, once each");
     if (std::count(s.begin(), s.end(), 't') != layers)
         problems.push_back("Megatron-LM: --pipeline-model-parallel-layout holds "
-            + std::to_string(std::count(s.begin(), s.end(), 't')) + " layers, --num-layers "
-            + std::to_string(layers));
+            + std::to_string(std::count(s.begin(), s.end(), 't')) + " layers, --num-layers " + std::to_string(layers));
 }
 
 void pipelineRules(const std::map<std::string, std::string>& a, long long pp, std::vector<std::string>& problems)
@@ -66,8 +68,8 @@ void pipelineRules(const std::map<std::string, std::string>& a, long long pp, st
     if (ways > 1)
         problems.push_back("Megatron-LM: more than one of --num-layers-per-virtual-pipeline-stage, "
                            "--num-virtual-stages-per-pipeline-rank, --pipeline-model-parallel-layout");
-    const long long counted
-        = layers + int(has(a, "account_for_embedding_in_pipeline_split")) + int(has(a, "account_for_loss_in_pipeline_split"));
+    const long long counted = layers + int(has(a, "account_for_embedding_in_pipeline_split"))
+        + int(has(a, "account_for_loss_in_pipeline_split"));
     const bool firstLast = has(a, "decoder_first_pipeline_num_layers") || has(a, "decoder_last_pipeline_num_layers");
     if (has(a, "pipeline_model_parallel_layout")) {
         layoutRules(a.at("pipeline_model_parallel_layout"), layers, pp, problems);
@@ -83,8 +85,8 @@ void pipelineRules(const std::map<std::string, std::string>& a, long long pp, st
             + " layers (with the embedding and loss counted) do not divide by pp " + std::to_string(pp));
     }
     if (firstLast && pp > 2) {
-        const long long inner = layers - num(a, "decoder_first_pipeline_num_layers", 0)
-            - num(a, "decoder_last_pipeline_num_layers", 0);
+        const long long inner
+            = layers - num(a, "decoder_first_pipeline_num_layers", 0) - num(a, "decoder_last_pipeline_num_layers", 0);
         if (inner % (pp - 2) != 0)
             problems.push_back("Megatron-LM: the inner stages' layers do not divide by pp - 2");
     }
@@ -100,8 +102,8 @@ void ExportChecker::megatronRules(
     const bool fsdp = has(a, "use_megatron_fsdp") || has(a, "use_custom_fsdp");
     // validate_args: tp or cp > 1 before Blackwell needs CUDA_DEVICE_MAX_CONNECTIONS=1 (FSDP: a warning).
     if ((tp > 1 || cp > 1) && !fsdp && launch.maxConnections != "1")
-        problems.push_back("Megatron-LM: tp or cp > 1 needs CUDA_DEVICE_MAX_CONNECTIONS=1, the launch has "
-            + launch.maxConnections);
+        problems.push_back(
+            "Megatron-LM: tp or cp > 1 needs CUDA_DEVICE_MAX_CONNECTIONS=1, the launch has " + launch.maxConnections);
     if (fsdp && launch.maxConnections == "1")
         problems.push_back("Megatron-LM: its FSDP refuses CUDA_DEVICE_MAX_CONNECTIONS=1");
     if (has(a, "use_megatron_fsdp") && minor >= 14 && a.count("ckpt_format") && a.at("ckpt_format") != "fsdp_dtensor")

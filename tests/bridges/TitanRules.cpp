@@ -134,13 +134,14 @@ void ExportChecker::torchTitanConfig(const std::string& text, const Launch& laun
             if (s[key]["choices"].is_array() && !s[key]["choices"].empty()) {
                 const auto& c = s[key]["choices"];
                 if (std::find(c.begin(), c.end(), value) == c.end())
-                    problems.push_back("torchtitan: " + section + "." + key + " = " + value.dump()
-                        + " is not one of " + c.dump());
+                    problems.push_back(
+                        "torchtitan: " + section + "." + key + " = " + value.dump() + " is not one of " + c.dump());
             }
         }
     }
     // The flavor must be in the model's registry, unless a note tells the user to register it.
-    const std::string model = doc["model"].value("name", std::string()), flavor = doc["model"].value("flavor", std::string());
+    const std::string model = doc["model"].value("name", std::string()),
+                      flavor = doc["model"].value("flavor", std::string());
     const auto& flavors = facts["flavors"];
     const bool registered = flavors.contains(model)
         && std::find(flavors[model].begin(), flavors[model].end(), flavor) != flavors[model].end();
@@ -155,8 +156,8 @@ void ExportChecker::torchTitanConfig(const std::string& text, const Launch& laun
     const long long world = launchWorld(launch);
     const long long rest = world / std::max(1LL, tp * pp * cp * rep);
     if ((shard == -1 ? rest : shard) * tp * pp * cp * rep != world)
-        problems.push_back("torchtitan: the parallel degrees do not multiply to the " + std::to_string(world)
-            + " processes");
+        problems.push_back(
+            "torchtitan: the parallel degrees do not multiply to the " + std::to_string(world) + " processes");
     const auto& t = doc["training"];
     const long long dp = rep * (shard == -1 ? rest : shard);
     const long long local = t.value("local_batch_size", 8LL), global = t.value("global_batch_size", -1LL);

@@ -69,6 +69,25 @@ std::vector<std::pair<std::string, plan::Layout>> variants()
     interleaved.memory.zero = 3, interleaved.parallel.vpp = 2;
     interleaved.parallel.schedule = plan::ScheduleKind::Interleaved;
     out.emplace_back("interleaved", interleaved);
+    auto materialized = mini;
+    materialized.memory.attention = plan::Attention::Materialized, materialized.precision = plan::Precision::Fp16;
+    materialized.comm.backend = plan::CommBackend::Gloo;
+    out.emplace_back("materialized attention, fp16, gloo", materialized);
+    auto gqa = llama;
+    gqa.model.kvHeads = 8, gqa.memory.zero = 1, gqa.parallel.sp = true;
+    out.emplace_back("grouped-query attention, zero 1, sp", gqa);
+    auto expertsLlama = llama;
+    expertsLlama.model.experts = 8, expertsLlama.model.topK = 2, expertsLlama.model.capacityFactor = 1.25;
+    expertsLlama.parallel.ep = 2, expertsLlama.memory.zero = 1;
+    out.emplace_back("llama moe ep 2, capacity 1.25", expertsLlama);
+    auto context = llama;
+    context.parallel.cp = 2, context.parallel.dp = 2, context.memory.zero = 3;
+    out.emplace_back("context parallel 2", context);
+    auto accounted = mini;
+    accounted.model.layers = 6, accounted.parallel.vpp = 2, accounted.parallel.pp = 2, accounted.parallel.dp = 1;
+    accounted.parallel.schedule = plan::ScheduleKind::Interleaved, accounted.parallel.globalBatch = 16;
+    accounted.parallel.stages = { { 0, 0 }, { 1, 2 }, { 3, 4 }, { 5, 5 } };
+    out.emplace_back("interleaved, one layer fewer at both ends", accounted);
     for (auto& [name, l] : out)
         if (plan::validateLayout(l).hasErrors())
             qFatal("variant %s: %s", name.c_str(), plan::validateLayout(l).format().c_str());
@@ -174,10 +193,10 @@ private slots:
             true };
         auto problems = checker().check(ExportTarget::Megatron, { script }, {}, "core_v0.19");
         const std::string all = joined(problems);
-        for (const char* expected : { "has no argument --memory-efficient-layer-norm",
-                 "needs CUDA_DEVICE_MAX_CONNECTIONS=1", "needs --moe-router-pre-softmax",
-                 "--normalization \"rmsnorm\" is not one of its choices", "still passes --mock-data",
-                 "MoE with biases needs --expert-tensor-parallel-size 1" })
+        for (const char* expected :
+            { "has no argument --memory-efficient-layer-norm", "needs CUDA_DEVICE_MAX_CONNECTIONS=1",
+                "needs --moe-router-pre-softmax", "--normalization \"rmsnorm\" is not one of its choices",
+                "still passes --mock-data", "MoE with biases needs --expert-tensor-parallel-size 1" })
             QVERIFY2(all.find(expected) != std::string::npos, (expected + std::string(" in\n") + all).c_str());
         plan::ExportFile toml { "x.torchtitan.toml",
             "# n_layers=4\n[model]\nname = \"llama3\"\nflavor = \"7b\"\n[training]\nmixed_precision_param = "
