@@ -116,7 +116,8 @@ ExportChecker::ExportChecker(const std::string& dir)
     for (const auto& flag : m_deepSpeed.at("launcher_flags")) // deepspeed.add_config_arguments
         m_megatronDeepSpeed[flag]
             = Flag { flag.ends_with("config"), "", flag.ends_with("config") ? "str" : "", {}, flag.substr(2) };
-    m_torchTitan = readJson(dir + "/torchtitan/v0.2.2.json").dump();
+    for (const char* v : { "v0.2.0", "v0.2.2" })
+        m_torchTitan.push_back(readJson(dir + "/torchtitan/" + v + ".json").dump());
 }
 
 Launch ExportChecker::launch(const std::vector<plan::ExportFile>& files, const std::vector<std::string>& extraArgs)

@@ -57,7 +57,7 @@ private:
     std::map<std::string, Flags> m_megatron; // by version: core_v0.12 .. core_v0.19, main
     Flags m_megatronDeepSpeed;
     std::map<std::string, std::vector<std::string>> m_deepSpeed; // fact lists by name
-    std::string m_torchTitan; // the JSON text of torchtitan's config facts
+    std::vector<std::string> m_torchTitan; // the JSON texts of torchtitan's config facts: v0.2.0, v0.2.2
 };
 
 // The processes the launch starts: torchrun's --nproc-per-node x --nnodes (1 when absent).

@@ -111,34 +111,42 @@ void pipelineSplit(const nlohmann::json& p, long long layers, long long pp, std:
         problems.push_back("torchtitan: module_fqns_per_model_part does not name every module once, in order");
 }
 
-} // namespace
-
-void ExportChecker::torchTitanConfig(const std::string& text, const Launch& launch,
-    const std::vector<std::string>& notes, std::vector<std::string>& problems) const
+// Each section and key of the config in one release's JobConfig, with its type and choices.
+void titanKeys(const nlohmann::json& facts, const nlohmann::json& doc, std::vector<std::string>& problems)
 {
-    const auto facts = nlohmann::json::parse(m_torchTitan);
-    const auto doc = parseToml(text, problems);
+    const std::string release = facts.value("source", std::string("torchtitan"));
     for (const auto& [section, keys] : doc.items()) {
         if (!facts["sections"].contains(section)) {
-            problems.push_back("torchtitan: no config section [" + section + "]");
+            problems.push_back(release + ": no config section [" + section + "]");
             continue;
         }
         for (const auto& [key, value] : keys.items()) {
             const auto& s = facts["sections"][section];
             if (!s.contains(key)) {
-                problems.push_back("torchtitan: no key " + section + "." + key);
+                problems.push_back(release + ": no key " + section + "." + key);
                 continue;
             }
             if (!typeMatches(s[key].value("type", std::string()), value))
-                problems.push_back("torchtitan: " + section + "." + key + " takes " + s[key]["type"].dump());
+                problems.push_back(release + ": " + section + "." + key + " takes " + s[key]["type"].dump());
             if (s[key]["choices"].is_array() && !s[key]["choices"].empty()) {
                 const auto& c = s[key]["choices"];
                 if (std::find(c.begin(), c.end(), value) == c.end())
                     problems.push_back(
-                        "torchtitan: " + section + "." + key + " = " + value.dump() + " is not one of " + c.dump());
+                        release + ": " + section + "." + key + " = " + value.dump() + " is not one of " + c.dump());
             }
         }
     }
+}
+
+} // namespace
+
+void ExportChecker::torchTitanConfig(const std::string& text, const Launch& launch,
+    const std::vector<std::string>& notes, std::vector<std::string>& problems) const
+{
+    const auto doc = parseToml(text, problems);
+    for (const auto& release : m_torchTitan)
+        titanKeys(nlohmann::json::parse(release), doc, problems);
+    const auto facts = nlohmann::json::parse(m_torchTitan.back());
     // The flavor must be in the model's registry, unless a note tells the user to register it.
     const std::string model = doc["model"].value("name", std::string()),
                       flavor = doc["model"].value("flavor", std::string());
