@@ -92,6 +92,22 @@ std::string shellWord(const std::string& word)
     });
     if (plain)
         return word;
+    // Control characters (newline, DEL) as bash's $'\xNN', so that no line of the script holds part of a word.
+    if (std::any_of(
+            word.begin(), word.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+        std::string out = "$'";
+        for (char c : word) {
+            const auto u = static_cast<unsigned char>(c);
+            if (u < 0x20 || u == 0x7f || c == '\'' || c == '\\') {
+                char buf[8];
+                std::snprintf(buf, sizeof buf, "\\x%02x", unsigned(u));
+                out += buf;
+            } else {
+                out += c;
+            }
+        }
+        return out + "'";
+    }
     std::string out = "'";
     for (char c : word) {
         if (c == '\'')

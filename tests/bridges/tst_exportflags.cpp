@@ -88,6 +88,9 @@ std::vector<std::pair<std::string, plan::Layout>> variants()
     accounted.parallel.schedule = plan::ScheduleKind::Interleaved, accounted.parallel.globalBatch = 16;
     accounted.parallel.stages = { { 0, 0 }, { 1, 2 }, { 3, 4 }, { 5, 5 } };
     out.emplace_back("interleaved, one layer fewer at both ends", accounted);
+    auto named = readLayout(kRoot + "/tests/bridges/layouts/llama2-7b-ddp.json");
+    named.name = "ev\x7fil\n==> x <== 'q'", named.description = "d\x7f\n";
+    out.emplace_back("control characters in the name", named);
     for (auto& [name, l] : out)
         if (plan::validateLayout(l).hasErrors())
             qFatal("variant %s: %s", name.c_str(), plan::validateLayout(l).format().c_str());
