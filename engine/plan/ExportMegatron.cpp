@@ -180,7 +180,13 @@ void parallelArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bo
             a.push_back({ "--expert-model-parallel-size", std::to_string(p.ep) });
         a.push_back({ "--expert-tensor-parallel-size", "1" });
     }
-    if (p.sp && p.tp > 1)
+    // Megatron's MoE layer refuses to train with tp > 1 without sequence parallelism (moe_layer.py).
+    const bool moeNeedsSp = !forDeepSpeed && l.model.isMoe() && p.tp > 1 && !p.sp;
+    if (moeNeedsSp)
+        result.notes.push_back("parallel.sp false: Megatron-LM's MoE layers train with tp > 1 only with sequence "
+                               "parallelism, so the export turns it on (--sequence-parallel); its norms then hold "
+                               "1/tp of the activations Loom's estimate counts");
+    if ((p.sp || moeNeedsSp) && p.tp > 1)
         a.push_back({ "--sequence-parallel", "" });
     if (p.cp > 1 && forDeepSpeed)
         result.refusals.push_back("parallel.cp " + std::to_string(p.cp)

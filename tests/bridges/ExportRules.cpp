@@ -129,6 +129,8 @@ void ExportChecker::megatronRules(
             problems.push_back("Megatron-LM: --moe-router-topk 1 needs --moe-router-pre-softmax");
         if (!has(a, "add_bias_linear") && num(a, "expert_tensor_parallel_size", tp) != 1)
             problems.push_back("Megatron-LM: MoE with biases needs --expert-tensor-parallel-size 1");
+        if (tp > 1 && !has(a, "sequence_parallel")) // moe_layer.py, in training
+            problems.push_back("Megatron-LM: MoE with tp > 1 needs --sequence-parallel");
         const long long ep = num(a, "expert_model_parallel_size", 1);
         if (num(a, "num_experts", 0) % ep != 0)
             problems.push_back("Megatron-LM: num_experts is not a multiple of ep");
