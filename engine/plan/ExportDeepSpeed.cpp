@@ -81,7 +81,10 @@ ExportResult exportDeepSpeed(const Layout& layout, const std::string& primaryNam
           "MEGATRON_DEEPSPEED=${MEGATRON_DEEPSPEED:-.}  # a Megatron-DeepSpeed checkout\n"
           "DS_CONFIG=${DS_CONFIG:-\"${SLURM_SUBMIT_DIR:-$(dirname \"$0\")}\"/"
         + shellWord(configFile) + "}\n";
-    const std::string after = "ARGS+=(--deepspeed --deepspeed_config \"$DS_CONFIG\")\n";
+    std::string after = "ARGS+=(--deepspeed --deepspeed_config \"$DS_CONFIG\")\n";
+    if (layout.parallel.sp && layout.parallel.tp > 1) // Megatron-DeepSpeed's validate_args asks for it
+        after = "export CUDA_DEVICE_MAX_CONNECTIONS=1  # Megatron-DeepSpeed requires it with sequence parallelism\n"
+            + after;
     auto script = launchScript(layout, ExportTarget::DeepSpeed, "\"$MEGATRON_DEEPSPEED/pretrain_gpt.py\"", args,
         preamble, result, companionName(config.name, ".ds_config.json", ".deepspeed.sh"), after);
     result.files.push_back(std::move(config));

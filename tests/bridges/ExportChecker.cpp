@@ -247,6 +247,19 @@ std::vector<std::string> ExportChecker::check(plan::ExportTarget target, const s
                                "(validate_args: a single data source)");
     } else if (target == plan::ExportTarget::DeepSpeed) {
         const auto a = parseArgs(m_megatronDeepSpeed, run.args, problems, "Megatron-DeepSpeed");
+        // Megatron-DeepSpeed's validate_args: sequence parallelism (kept only with tp > 1) on CUDA needs
+        // CUDA_DEVICE_MAX_CONNECTIONS=1; grouped-query attention needs heads a multiple of the KV heads.
+        if (a.count("sequence_parallel")
+            && std::strtoll(a.count("tensor_model_parallel_size") ? a.at("tensor_model_parallel_size").c_str() : "1",
+                   nullptr, 10)
+                > 1
+            && run.maxConnections != "1")
+            problems.push_back("Megatron-DeepSpeed: sequence parallelism needs CUDA_DEVICE_MAX_CONNECTIONS=1");
+        if (a.count("num_key_value_heads")
+            && std::strtoll(a.at("num_attention_heads").c_str(), nullptr, 10)
+                    % std::strtoll(a.at("num_key_value_heads").c_str(), nullptr, 10)
+                != 0)
+            problems.push_back("Megatron-DeepSpeed: heads are not a multiple of --num-key-value-heads");
         if (!a.count("deepspeed") || !a.count("deepspeed_config"))
             problems.push_back("Megatron-DeepSpeed: the launch does not pass --deepspeed --deepspeed_config");
         deepSpeedConfig(files.at(0).text, a, run, problems);

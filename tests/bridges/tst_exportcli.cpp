@@ -73,7 +73,8 @@ private slots:
         for (const char* target : { "megatron", "deepspeed", "torchtitan" }) {
             const auto r = loom({ "export", layout, "--to", target });
             QCOMPARE(r.exitCode, 2);
-            QVERIFY2(r.err.contains("cluster.launch.sbatch_options: a layout file may not pass options to sbatch"), r.err);
+            QVERIFY2(
+                r.err.contains("cluster.launch.sbatch_options: a layout file may not pass options to sbatch"), r.err);
             QVERIFY(!r.out.contains("#SBATCH --wrap"));
         }
     }
@@ -82,12 +83,13 @@ private slots:
     void controlCharactersInNames()
     {
         QTemporaryDir dir;
-        const QString layout = layoutWith(
-            dir, "llama2-7b-ddp.json", [](nlohmann::json& j) { j["name"] = "ev\x7fil\n==> forged <=="; });
+        const QString layout
+            = layoutWith(dir, "llama2-7b-ddp.json", [](nlohmann::json& j) { j["name"] = "ev\x7fil\n==> forged <=="; });
         const auto r = loom({ "export", layout, "--to", "torchtitan" });
         QCOMPARE(r.exitCode, 0);
         const auto lines = r.out.split('\n');
-        const auto headers = std::count_if(lines.begin(), lines.end(), [](const QByteArray& l) { return l.startsWith("==> "); });
+        const auto headers
+            = std::count_if(lines.begin(), lines.end(), [](const QByteArray& l) { return l.startsWith("==> "); });
         QCOMPARE(headers, 2);
         QVERIFY2(r.out.contains("==> ev\\x7fil\\x0a==> forged <==.torchtitan.toml <==\n"), r.out);
         QVERIFY(!r.out.contains('\x7f'));
