@@ -60,9 +60,13 @@ void megatronMoeArgs(const ModelSpec& m, std::vector<Arg>& a)
 // memory.attention: Megatron-LM's "unfused" backend keeps the softmax output as Loom's "materialized" does;
 // its default (auto) picks a flash or fused kernel that does not. Megatron-DeepSpeed's default attention keeps
 // it, its --use-flash-attn-v2 does not.
-void attentionArgs(Attention attention, std::vector<Arg>& a, bool forDeepSpeed)
+void attentionArgs(Attention attention, std::int64_t cp, std::vector<Arg>& a, ExportResult& result, bool forDeepSpeed)
 {
-    if (attention == Attention::Materialized && !forDeepSpeed)
+    if (attention == Attention::Materialized && !forDeepSpeed && cp > 1)
+        result.notes.push_back("memory.attention \"materialized\": Megatron-LM's context parallelism runs only in "
+                               "Transformer Engine's flash or fused attention, which never keep the s x s scores; "
+                               "it holds less than Loom's estimate");
+    else if (attention == Attention::Materialized && !forDeepSpeed)
         a.push_back({ "--attention-backend", "unfused" });
     else if (attention == Attention::Flash && forDeepSpeed)
         a.push_back({ "--use-flash-attn-v2", "" });
@@ -93,7 +97,7 @@ void modelArgs(const ModelSpec& m, const ParallelSpec& p, Attention attention, s
     }
     if (!m.bias)
         a.push_back({ "--disable-bias-linear", "" });
-    attentionArgs(attention, a, forDeepSpeed);
+    attentionArgs(attention, p.cp, a, result, forDeepSpeed);
     if (!m.tieEmbeddings)
         a.push_back({ "--untie-embeddings-and-output-weights", "" });
     if (m.isMoe() && !forDeepSpeed)
@@ -304,7 +308,7 @@ void commArgs(const Layout& l, std::vector<Arg>& a)
         a.push_back({ "--overlap-grad-reduce", "" });
     // Megatron counts its bucket in gradient elements; its gradient buffer holds the training precision.
     const double elements = std::round(l.comm.bucketMb * double(1 << 20) / bytesPerElement(l.precision));
-    a.push_back({ "--ddp-bucket-size", number(elements) });
+    a.push_back({ "--ddp-bucket-size", std::to_string(std::llround(elements)) }); // an int, never 1e+10
 }
 
 } // namespace

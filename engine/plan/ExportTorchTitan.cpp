@@ -79,10 +79,10 @@ std::string parallelism(const Layout& l, ExportResult& result)
     std::string reshard;
     switch (l.memory.zero) {
     case 0:
-        if (p.dp > 1 && (p.tp > 1 || p.pp > 1))
+        if (p.dp > 1 && (p.tp > 1 || p.pp > 1 || p.cp > 1))
             result.refusals.push_back(
                 "memory.zero 0: torchtitan's plain data parallelism "
-                "(data_parallel_replicate_degree) cannot be combined with tensor or pipeline parallelism; its "
+                "(data_parallel_replicate_degree) cannot be combined with tensor, pipeline or context parallelism; its "
                 "sharded data parallelism (FSDP) keeps parameters sharded too (ZeRO-3), which Loom's zero 3 describes");
         break;
     case 1:
@@ -204,6 +204,11 @@ ExportResult exportTorchTitan(const Layout& l, const std::string& primaryName, c
         t += "mode = \"full\"\n";
         break;
     }
+    // llama3's parallelize_llama: tensor parallelism with the sequence split and load-balanced context
+    // parallelism need the sequence a multiple of tp x 2 x cp.
+    if (m.seqLen % (p.tp * 2 * p.cp) != 0)
+        result.refusals.push_back("model.seq_len " + std::to_string(m.seqLen)
+            + ": torchtitan needs the sequence length a multiple of tp x 2 x cp = " + std::to_string(p.tp * 2 * p.cp));
     if (l.memory.attention == Attention::Materialized)
         result.notes.push_back("memory.attention \"materialized\": torchtitan's attention (SDPA or flex) never "
                                "keeps the s x s scores; it holds less than Loom's estimate");

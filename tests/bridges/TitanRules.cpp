@@ -167,6 +167,10 @@ void ExportChecker::torchTitanConfig(const std::string& text, const Launch& laun
         problems.push_back(
             "torchtitan: the parallel degrees do not multiply to the " + std::to_string(world) + " processes");
     const auto& t = doc["training"];
+    if (t.value("seq_len", 2048LL) % (tp * 2 * cp) != 0) // parallelize_llama
+        problems.push_back("torchtitan: seq_len is not a multiple of tp x 2 x cp");
+    if (rep > 1 && shard == 1 && rep != world) // parallelize_llama: DDP has no other dimension
+        problems.push_back("torchtitan: data_parallel_replicate_degree alone with another parallelism (DDP)");
     const long long dp = rep * (shard == -1 ? rest : shard);
     const long long local = t.value("local_batch_size", 8LL), global = t.value("global_batch_size", -1LL);
     if (global > 0 && global % (local * dp) != 0)

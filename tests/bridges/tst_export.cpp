@@ -175,7 +175,8 @@ private slots:
             "has no optimizer-state-only sharding");
         row("torchtitan ddp with tp", ExportTarget::TorchTitan, Zero0Tp,
             "memory.zero 0: torchtitan's plain data parallelism (data_parallel_replicate_degree) cannot be combined "
-            "with tensor or pipeline parallelism; its sharded data parallelism (FSDP) keeps parameters sharded too "
+            "with tensor, pipeline or context parallelism; its sharded data parallelism (FSDP) keeps parameters "
+            "sharded too "
             "(ZeRO-3), which Loom's zero 3 describes");
         row("torchtitan gpt model", ExportTarget::TorchTitan, Partition,
             "model \"gpt-mini\": torchtitan trains Llama-style models (RMSNorm, SwiGLU, rotary positions, no biases, "
