@@ -144,6 +144,47 @@ private slots:
         QVERIFY2(problems.empty(), (joined(problems) + r.files.back().text).c_str());
     }
 
+    // A sweep over the settings the frameworks' rules depend on, on a Llama and a GPT under Slurm: every
+    // valid combination is exported to every target and either refused or accepted by the checker.
+    void sweep()
+    {
+        const plan::Layout llama = readLayout(kRoot + "/tests/bridges/layouts/llama2-7b-slurm.json");
+        int checked = 0, refused = 0;
+        for (int zero = 0; zero <= 3; ++zero)
+            for (const bool sp : { false, true })
+                for (const int shape : { 0, 1, 2, 3 }) // tp 4 pp 2, tp 2 pp 4 vpp 2, tp 8 cp 2 pp 1, tp 1 pp 4
+                    for (const bool moe : { false, true }) {
+                        plan::Layout l = llama;
+                        l.memory.zero = zero, l.parallel.sp = sp;
+                        const std::int64_t tp[] = { 4, 2, 8, 1 }, pp[] = { 2, 4, 1, 4 }, cp[] = { 1, 1, 2, 1 };
+                        l.parallel.tp = tp[shape], l.parallel.pp = pp[shape], l.parallel.cp = cp[shape];
+                        l.parallel.dp = 32 / (tp[shape] * pp[shape] * cp[shape]);
+                        l.parallel.vpp = shape == 1 ? 2 : 1;
+                        l.parallel.schedule
+                            = shape == 1 ? plan::ScheduleKind::Interleaved : plan::ScheduleKind::OneFOneB;
+                        if (moe)
+                            l.model.experts = 8, l.model.topK = zero % 2 == 0 ? 1 : 2, l.parallel.ep = 2;
+                        if (plan::validateLayout(l).hasErrors())
+                            continue;
+                        for (auto t : { ExportTarget::Megatron, ExportTarget::DeepSpeed, ExportTarget::TorchTitan }) {
+                            const auto r = plan::exportLayout(l, t);
+                            if (!r.ok()) {
+                                ++refused;
+                                continue;
+                            }
+                            ++checked;
+                            const auto problems = checker().check(t, r.files, r.notes, {});
+                            QVERIFY2(problems.empty(),
+                                (joined(problems) + "zero " + std::to_string(zero) + " sp " + std::to_string(sp)
+                                    + " shape " + std::to_string(shape) + " moe " + std::to_string(moe) + " "
+                                    + std::string(plan::toString(t)))
+                                    .c_str());
+                        }
+                    }
+        qInfo("sweep: %d exports checked, %d refused", checked, refused);
+        QVERIFY(checked > 40);
+    }
+
     // The golden files hold exports as they were committed: each file of each passes the same checks.
     void goldens_data()
     {
