@@ -35,7 +35,7 @@ const char* kUsage
       "       loom runs list [--json] | show ID | export ID --chrome FILE\n"
       "       loom lessons list [--json] | validate LESSON.json...\n"
       "                                              the workbench's lessons (open one with loom --lesson ID)\n"
-      "       loom export LAYOUT.json --to megatron|deepspeed|torchtitan [--out FILE]\n"
+      "       loom export LAYOUT.json --to megatron|deepspeed|torchtitan [--out FILE] [--framework-version V]\n"
       "                                              the layout as the framework's arguments or config + launch "
       "script\n"
       "       loom trace import FILE... [--layout LAYOUT.json] [--out TRACE.json]\n"
