@@ -4,7 +4,10 @@ string with its type, choices, nargs and whether it takes a value. Run on a sour
 (git archive <tag> megatron | tar -x); torch and the other libraries the framework imports are stood in for,
 as only the parser's definitions are read, never run.
 
-usage: dump-megatron-args.py SOURCE_TREE SOURCE_NAME COMMIT > flags.json"""
+usage: dump-megatron-args.py SOURCE_TREE SOURCE_NAME COMMIT > flags.json
+(Debian's /usr/bin/python3 with python3-numpy and python3-packaging; e.g.
+ git --git-dir=MIRROR archive core_v0.19.0 megatron | tar -x -C tree &&
+ dump-megatron-args.py tree "Megatron-LM core_v0.19.0" $(git --git-dir=MIRROR rev-parse core_v0.19.0^{commit}))"""
 import argparse
 import collections
 import importlib.abc
