@@ -24,7 +24,9 @@ struct ExportFile {
 // A layout in a framework's own terms. Either `files` (the framework's arguments or config first, then
 // the launch script when it is a separate file) or `refusals`: one sentence per setting the target cannot
 // express, naming the setting, why, and what would work. Nothing is dropped silently: settings that the
-// target handles differently but equivalently enough to run are listed in `notes`.
+// target handles differently but equivalently enough to run, or cannot express without changing the network
+// or its layout (comm.staleness: the frameworks train synchronously), are listed in `notes`. The files are
+// for the framework release named in their first lines (ExportOptions::frameworkVersion).
 struct ExportResult {
     std::vector<ExportFile> files;
     std::vector<std::string> notes;
