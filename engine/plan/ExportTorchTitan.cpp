@@ -161,12 +161,14 @@ ExportResult exportTorchTitan(const Layout& l, const std::string& primaryName, c
         = "# torchtitan job config for the Loom layout " + quoted(commentText(l.name)) + ", written by loom export.\n";
     t += "# For torchtitan " + version + ".0 to " + version
         + ".2 (TOML job configs; its main branch reads Python configs).\n";
-    t += "# torchtitan reads the model's shape from its model registry: register the flavor below with\n";
+    const std::string flavor = registeredFlavor(m);
+    t += flavor.empty()
+        ? "# torchtitan reads the model's shape from its model registry: register the flavor below with\n"
+        : "# torchtitan reads the model's shape from its model registry; its flavor " + flavor + " has\n";
     t += "#   dim=" + std::to_string(m.hidden) + ", n_layers=" + std::to_string(m.layers)
         + ", n_heads=" + std::to_string(m.heads) + ", n_kv_heads=" + std::to_string(m.effectiveKvHeads())
         + ", vocab_size=" + std::to_string(m.vocab) + ", FFN hidden " + std::to_string(m.ffnHidden) + "\n";
     t += "[job]\ndescription = " + quoted(l.description.empty() ? l.name : l.description) + "\n\n";
-    const std::string flavor = registeredFlavor(m);
     if (flavor.empty())
         result.notes.push_back("model \"" + commentText(m.name) + "\": torchtitan's llama3 registry has no flavor of "
             + "this shape; add one named \"" + commentText(m.name)
