@@ -106,7 +106,7 @@ private slots:
                        "mpirun_options": ["--oversubscribe"]}})")
                 .arg(QStringLiteral(LOOM_TRAIN_EXE))
                 .toUtf8()));
-        const LoomResult r = loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), profile });
+        const LoomResult r = loomtest::loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), profile });
         QVERIFY2(r.exitCode == 0, qPrintable(r.output));
     }
 
@@ -125,14 +125,14 @@ private slots:
     void runThroughSbatch()
     {
         const LoomResult r
-            = loom(db(), { QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("3") },
+            = loomtest::loom(db(), { QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("3") },
                 withoutJob(), slurmEnv());
         QVERIFY2(r.exitCode == 0 && r.output.contains("step 3/3"), qPrintable(r.output));
         const QJsonObject run = lastRun(db());
         QCOMPARE(run.value("state").toString(), QStringLiteral("finished"));
         QCOMPARE(run.value("steps").toInt(), 3);
-        const LoomResult show
-            = loom(db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) });
+        const LoomResult show = loomtest::loom(
+            db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) });
         QVERIFY2(show.output.contains("command sbatch --parsable") && show.output.contains("(Slurm job "),
             qPrintable(show.output));
         // The job ran the generated script: Slurm kept it as the job's batch script.
@@ -230,10 +230,10 @@ private slots:
                 QJsonObject { { "tp", 1 }, { "pp", 1 }, { "dp", 2 }, { "micro_batch", 1 }, { "global_batch", 2 } } } };
         const QString file = m_dir.filePath(QStringLiteral("header.json"));
         QVERIFY(writeFile(file, QJsonDocument(l).toJson()));
-        const LoomResult v = loom(db(), { QStringLiteral("validate"), file }, {}, slurmEnv());
+        const LoomResult v = loomtest::loom(db(), { QStringLiteral("validate"), file }, {}, slurmEnv());
         QVERIFY2(v.exitCode == 2 && v.output.contains(QStringLiteral("cluster.launch.") + field), qPrintable(v.output));
-        const LoomResult r = loom(db(), { QStringLiteral("run"), file, QStringLiteral("--steps"), QStringLiteral("1") },
-            withoutJob(), slurmEnv());
+        const LoomResult r = loomtest::loom(db(),
+            { QStringLiteral("run"), file, QStringLiteral("--steps"), QStringLiteral("1") }, withoutJob(), slurmEnv());
         QVERIFY2(r.exitCode == 2 && r.output.contains(QStringLiteral("cluster.launch.") + field), qPrintable(r.output));
         QVERIFY(slurm(QStringLiteral("squeue"), { QStringLiteral("-h") }).trimmed().isEmpty());
         QFile f(victim);
@@ -244,13 +244,13 @@ private slots:
     void srunInsideAnAllocation()
     {
         const LoomResult r
-            = loom(db(), { QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("3") },
+            = loomtest::loom(db(), { QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("3") },
                 { QStringLiteral("salloc"), QStringLiteral("--nodes=1"), QStringLiteral("--ntasks=2") }, slurmEnv());
         QVERIFY2(r.exitCode == 0 && r.output.contains("step 3/3"), qPrintable(r.output));
         const QJsonObject run = lastRun(db());
         QCOMPARE(run.value("state").toString(), QStringLiteral("finished"));
-        const LoomResult show
-            = loom(db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) });
+        const LoomResult show = loomtest::loom(
+            db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) });
         QVERIFY2(show.output.contains("command srun --mpi=pmix"), qPrintable(show.output));
         QVERIFY(queueEmptyWithin(10000));
     }
