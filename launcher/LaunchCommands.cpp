@@ -196,9 +196,11 @@ QString sbatchScript(const LaunchRequest& request, const QString& layoutFile)
     s += QStringLiteral("#SBATCH --ntasks-per-node=%1\n").arg(tasksPerNode(layout));
     if (l.gpusPerNode > 0)
         s += QStringLiteral("#SBATCH --gpus-per-node=%1\n").arg(l.gpusPerNode);
-    if (!l.timeLimit.empty())
+    // launchRefusal refuses other values before a script is written; this keeps any that slipped past out
+    // of the header, where one word more would be one sbatch option more.
+    if (plan::isSlurmTimeLimit(l.timeLimit))
         s += QStringLiteral("#SBATCH --time=%1\n").arg(QString::fromStdString(l.timeLimit));
-    if (!l.partition.empty())
+    if (plan::isSlurmPartition(l.partition))
         s += QStringLiteral("#SBATCH --partition=%1\n").arg(QString::fromStdString(l.partition));
     QStringList mpirun { QString::fromStdString(l.mpirun) };
     mpirun << rootFlag() << asList(l.mpirunOptions) << QStringLiteral("-np")
@@ -356,6 +358,14 @@ QString localRanksProblem(const plan::Layout& layout, std::int64_t maxLocalRanks
 QString launchRefusal(const LaunchRequest& request)
 {
     QStringList problems = launchPolicyProblems(request.layout);
+    // Whoever wrote them (a layout or a stored profile), these reach the script's #SBATCH header as text.
+    const plan::LaunchSpec& l = request.layout.cluster.launch;
+    if (!l.partition.empty() && !plan::isSlurmPartition(l.partition))
+        problems << QStringLiteral("cluster.launch.partition=\"%1\" is not a Slurm partition name")
+                        .arg(QString::fromStdString(l.partition).left(80));
+    if (!l.timeLimit.empty() && !plan::isSlurmTimeLimit(l.timeLimit))
+        problems << QStringLiteral("cluster.launch.time_limit=\"%1\" is not a Slurm time (minutes, HH:MM:SS, D-HH…)")
+                        .arg(QString::fromStdString(l.timeLimit).left(80));
     const QString many
         = localRanksProblem(request.layout, request.maxLocalRanks > 0 ? request.maxLocalRanks : defaultMaxLocalRanks());
     if (!many.isEmpty())

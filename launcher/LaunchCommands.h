@@ -5,6 +5,8 @@
 #include <QString>
 #include <QStringList>
 
+#include <functional>
+
 namespace loom::launcher {
 
 // What to launch and where: the layout's cluster says how (cluster.launch: local, ssh or slurm).
@@ -21,6 +23,9 @@ struct LaunchRequest {
     std::int64_t maxLocalRanks = 0; // local runs start at most this many ranks; 0: defaultMaxLocalRanks()
     // Local mpirun runs: the folder for Open MPI's shared-memory files (RunShm.h); empty: its default.
     QString shmDir;
+    // Polled between the starts of local ranks (a signal handler's flag): true stops the start-up, and every
+    // rank already started is killed and reaped. Empty: never.
+    std::function<bool()> stopRequested;
 };
 
 // The launch policy (docs/launcher.md, "What a layout file may launch"). A layout is a document people

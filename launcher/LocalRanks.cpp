@@ -24,10 +24,18 @@ LocalRanks::~LocalRanks()
     }
 }
 
-bool LocalRanks::start(const std::vector<RankCommand>& ranks, const QString& workDir, QString* error)
+bool LocalRanks::start(
+    const std::vector<RankCommand>& ranks, const QString& workDir, QString* error, const std::function<bool()>& stop)
 {
     const QProcessEnvironment base = QProcessEnvironment::systemEnvironment();
     for (const RankCommand& r : ranks) {
+        if (stop && stop()) { // the started ranks would spin in the rendezvous waiting for the rest
+            *error = QStringLiteral("cancelled while starting the ranks (%1 of %2 started, all stopped)")
+                         .arg(m_ranks.size())
+                         .arg(ranks.size());
+            abandon();
+            return false;
+        }
         auto p = std::make_unique<QProcess>();
         QProcessEnvironment env = base;
         for (const QString& kv : r.environment)
@@ -56,9 +64,7 @@ bool LocalRanks::start(const std::vector<RankCommand>& ranks, const QString& wor
                          .arg(r.rank)
                          .arg(p->errorString());
             m_ranks.push_back(std::move(p));
-            m_done = true; // no finished(): the caller reports the error
-            signalAll(SIGKILL);
-            waitForAll(5000);
+            abandon();
             return false;
         }
         if (m_pgid == 0)
@@ -66,6 +72,14 @@ bool LocalRanks::start(const std::vector<RankCommand>& ranks, const QString& wor
         m_ranks.push_back(std::move(p));
     }
     return true;
+}
+
+void LocalRanks::abandon()
+{
+    m_done = true; // no finished(): the caller reports the error
+    signalAll(SIGKILL);
+    // SIGKILL cannot be ignored, so this ends; the bound only guards against a process stuck in the kernel.
+    waitForAll(30000);
 }
 
 bool LocalRanks::isRunning() const

@@ -5,6 +5,7 @@
 #include <QObject>
 #include <QProcess>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -21,9 +22,10 @@ public:
     explicit LocalRanks(QObject* parent = nullptr);
     ~LocalRanks() override;
 
-    // Starts every rank in `workDir`; false (with *error) when one could not be started, after stopping
-    // the others.
-    bool start(const std::vector<RankCommand>& ranks, const QString& workDir, QString* error);
+    // Starts every rank in `workDir`; false (with *error) when one could not be started, or `stop` said so
+    // between two starts, after killing and reaping those already started.
+    bool start(const std::vector<RankCommand>& ranks, const QString& workDir, QString* error,
+        const std::function<bool()>& stop = {});
     bool isRunning() const;
     // The process group of the ranks (0 before start()).
     qint64 processGroup() const { return m_pgid; }
@@ -47,6 +49,8 @@ private:
     // Collects, for up to kReapMs, the exits of ranks that have already ended (rankExited then names a
     // rank killed by a signal, and nothing else).
     void reapTheDead();
+    // Kills and reaps every rank started so far, without finished() (start() reports the error).
+    void abandon();
 
     static constexpr int kReapMs = 300;
 

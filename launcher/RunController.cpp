@@ -151,8 +151,10 @@ void RunController::startRanks(const QString& layoutFile)
     });
     connect(m_ranks.get(), &LocalRanks::finished, this, &RunController::ranksFinished);
     QString problem;
-    if (!m_ranks->start(localRankCommands(m_request, layoutFile, rendezvous), m_request.workDir, &problem)) {
-        end(profiles::RunState::Failed, problem);
+    if (!m_ranks->start(localRankCommands(m_request, layoutFile, rendezvous), m_request.workDir, &problem,
+            m_request.stopRequested)) {
+        const bool stopped = m_request.stopRequested && m_request.stopRequested();
+        end(stopped ? profiles::RunState::Cancelled : profiles::RunState::Failed, problem);
         return;
     }
     m_pgid = m_ranks->processGroup();
@@ -160,12 +162,7 @@ void RunController::startRanks(const QString& layoutFile)
 
 void RunController::ranksFinished(int failedRank, const QString& cause)
 {
-    if (m_progressTimedOut) {
-        end(profiles::RunState::Failed,
-            QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
-                .arg(m_request.progressTimeoutSeconds));
-    } else if (m_cancelling) {
-        end(profiles::RunState::Cancelled, QStringLiteral("cancelled after step %1").arg(m_steps));
+    if (endIfStopped()) {
     } else if (failedRank < 0 && m_sawEnd) {
         end(profiles::RunState::Finished, {});
     } else {
@@ -238,8 +235,13 @@ void RunController::startSbatch(const QString& layoutFile)
         return;
     }
     m_tail += QStringLiteral("loom: submitted Slurm job %1\n").arg(m_jobId);
-    if (m_store && m_run)
-        m_store->setCommand(m_run, m_command.join(QLatin1Char(' ')) + QStringLiteral("  (Slurm job %1)").arg(m_jobId));
+    try {
+        if (m_store && m_run)
+            m_store->setCommand(
+                m_run, m_command.join(QLatin1Char(' ')) + QStringLiteral("  (Slurm job %1)").arg(m_jobId));
+    } catch (const std::exception& e) {
+        storeFailed(QString::fromUtf8(e.what()));
+    }
     m_jobPoll.setInterval(1000);
     connect(&m_jobPoll, &QTimer::timeout, this, &RunController::pollJob, Qt::UniqueConnection);
     m_jobPoll.start();
@@ -283,12 +285,7 @@ void RunController::pollJob()
     }
     m_jobPoll.stop();
     const auto exit = exitRe.match(text);
-    if (m_progressTimedOut) {
-        end(profiles::RunState::Failed,
-            QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
-                .arg(m_request.progressTimeoutSeconds));
-    } else if (m_cancelling) {
-        end(profiles::RunState::Cancelled, QStringLiteral("cancelled after step %1").arg(m_steps));
+    if (endIfStopped()) {
     } else if ((state == QLatin1String("COMPLETED") || state.isEmpty()) && m_sawEnd) {
         end(profiles::RunState::Finished, {});
     } else {
@@ -486,11 +483,8 @@ void RunController::feed(const QByteArray& chunk)
     while (m_reader.next(frame)) {
         try {
             handleFrame(frame);
-        } catch (const std::exception& e) { // the store failed: keep following the run, say so once
-            if (!m_storeProblem) {
-                m_storeProblem = true;
-                m_tail += QStringLiteral("loom: %1\n").arg(QString::fromUtf8(e.what()));
-            }
+        } catch (const std::exception& e) {
+            storeFailed(QString::fromUtf8(e.what()));
         }
     }
 }
@@ -542,16 +536,8 @@ QString RunController::causeFromLog(const QString& log)
 void RunController::processFinished(int exitCode, QProcess::ExitStatus status)
 {
     readOutput();
-    if (m_progressTimedOut) {
-        end(profiles::RunState::Failed,
-            QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
-                .arg(m_request.progressTimeoutSeconds));
+    if (endIfStopped())
         return;
-    }
-    if (m_cancelling) {
-        end(profiles::RunState::Cancelled, QStringLiteral("cancelled after step %1").arg(m_steps));
-        return;
-    }
     if (status == QProcess::NormalExit && exitCode == 0 && m_sawEnd) {
         end(profiles::RunState::Finished, {});
         return;
@@ -573,6 +559,36 @@ void RunController::processFinished(int exitCode, QProcess::ExitStatus status)
     end(profiles::RunState::Failed, cause);
 }
 
+bool RunController::endIfStopped()
+{
+    if (!m_recordFailure.isEmpty())
+        end(profiles::RunState::Failed, m_recordFailure);
+    else if (m_progressTimedOut)
+        end(profiles::RunState::Failed,
+            QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
+                .arg(m_request.progressTimeoutSeconds));
+    else if (m_cancelling)
+        end(profiles::RunState::Cancelled, QStringLiteral("cancelled after step %1").arg(m_steps));
+    else
+        return false;
+    return true;
+}
+
+void RunController::storeFailed(const QString& why)
+{
+    // A run whose steps cannot be kept would end "finished" with most of them lost: stop it now, as a cancel
+    // does (the ranks save a checkpoint when asked), and fail it with the store's own reason.
+    if (!m_recordFailure.isEmpty())
+        return;
+    m_recordFailure = QStringLiteral("failed to record the run after step %1: %2").arg(m_steps).arg(why);
+    m_tail += QStringLiteral("loom: %1; stopping the run\n").arg(why);
+    emit recordFailed(m_recordFailure);
+    if (!m_ended && !m_cancelling) {
+        m_cancelling = true;
+        stopJob();
+    }
+}
+
 void RunController::end(profiles::RunState state, const QString& cause)
 {
     if (m_ended)
@@ -591,14 +607,19 @@ void RunController::end(profiles::RunState state, const QString& cause)
     reapGroup();
     if (!m_request.shmDir.isEmpty()) // what killed ranks left of Open MPI's shared memory
         removeRunShmDir(std::exchange(m_request.shmDir, QString()));
+    QString said = cause;
     if (m_store && m_run) {
         try {
             m_store->finishRun(m_run, state, cause);
-        } catch (const std::exception& e) {
+        } catch (const std::exception& e) { // the run's end is not on record: never say "finished" then
             m_tail += QStringLiteral("loom: %1\n").arg(QString::fromUtf8(e.what()));
+            if (m_recordFailure.isEmpty()) {
+                state = profiles::RunState::Failed;
+                said = QStringLiteral("failed to record the run's end: %1").arg(QString::fromUtf8(e.what()));
+            }
         }
     }
-    emit finished(state, cause, m_tail.right(2000));
+    emit finished(state, said, m_tail.right(2000));
 }
 
 } // namespace loom::launcher

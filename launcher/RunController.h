@@ -45,6 +45,8 @@ signals:
     // The communication groups the events refer to (sent once, before the first events).
     void groupsReceived(const std::vector<loom::trace::GroupInfo>& groups);
     void checkpointSaved(qint64 step, const QString& path);
+    // The store could not record a step, events or a checkpoint: the run is being stopped and will fail.
+    void recordFailed(const QString& cause);
     // state: Finished, Failed or Cancelled.
     void finished(loom::profiles::RunState state, const QString& cause, const QString& logTail);
 
@@ -68,6 +70,9 @@ private:
     void reapGroup();
     void stopJob();
     void end(profiles::RunState state, const QString& cause);
+    // Ends the run when Loom itself stopped it (the store failed, no progress, a cancel); false otherwise.
+    bool endIfStopped();
+    void storeFailed(const QString& why);
     void handleFrame(const trace::Frame& frame);
 
     profiles::RunStore* m_store;
@@ -88,7 +93,7 @@ private:
     bool m_ended = false;
     bool m_sawEnd = false;
     bool m_progressTimedOut = false;
-    bool m_storeProblem = false;
+    QString m_recordFailure; // the store could not record the run: why (the run is stopped and fails)
     qint64 m_badFrames = 0; // frames that could not be read (the first reason goes to the log)
     qint64 m_pgid = 0;
     QSet<qint64> m_seen; // processes seen below the job's leader

@@ -30,7 +30,7 @@ ProfileReadResult readProfile(std::string_view text)
     ProfileReadResult result;
     auto& d = result.diagnostics;
     std::string why;
-    json root = parseJsonLimited(text, &why);
+    json root = parseJsonLimited(text, &why, true);
     if (root.is_discarded()) {
         d.error(
             "", "the profile cannot be read: " + why + "; a profile starts with {\"loom_profile\": 1, \"kind\": ...}");

@@ -82,6 +82,23 @@ bool ownerGone(const QString& owner)
     return !start.isEmpty() && !parts.value(2).isEmpty() && start != parts.value(2);
 }
 
+// Room kept on the store's disk for each live run's last write: a run stopped because the disk filled up
+// must still be recorded as failed (with the cause), not left "running" to read "interrupted" later.
+constexpr qint64 kRoomBytes = 256 << 10;
+
+QString roomFile(const Store& store, qint64 run)
+{
+    return store.path() + QStringLiteral(".room-%1").arg(run);
+}
+
+void keepRoom(const Store& store, qint64 run)
+{
+    QFile f(roomFile(store, run));
+    if (f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(QByteArray(kRoomBytes, '\0')) == kRoomBytes)
+        return;
+    f.remove(); // no room even for this: the run's own writes will say so
+}
+
 const char* kRunColumns = "id, name, layout_json, cluster, command, started_at, ended_at, state, exit_cause, steps";
 
 } // namespace
@@ -99,7 +116,9 @@ qint64 RunStore::startRun(
     q.addBindValue(thisOwner());
     if (!q.exec())
         fail(m_store, QStringLiteral("cannot record the run"), q.lastError());
-    return q.lastInsertId().toLongLong();
+    const qint64 id = q.lastInsertId().toLongLong();
+    keepRoom(m_store, id);
+    return id;
 }
 
 void RunStore::addStep(qint64 run, const StepRecord& s)
@@ -229,15 +248,25 @@ std::vector<CheckpointRecord> RunStore::checkpoints(qint64 run) const
 
 void RunStore::finishRun(qint64 run, RunState state, const QString& exitCause)
 {
-    QSqlQuery q(db(m_store));
-    q.prepare(
-        QStringLiteral("UPDATE runs SET state = ?, exit_cause = ?, ended_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') "
-                       "WHERE id = ?"));
-    q.addBindValue(toString(state));
-    q.addBindValue(exitCause.isNull() ? QStringLiteral("") : exitCause);
-    q.addBindValue(run);
-    if (!q.exec())
-        fail(m_store, QStringLiteral("cannot finish run %1").arg(run), q.lastError());
+    // Tried twice: the second time with the room kept for it given back to the disk.
+    for (int attempt = 0;; ++attempt) {
+        QSqlQuery q(db(m_store));
+        q.prepare(QStringLiteral(
+            "UPDATE runs SET state = ?, exit_cause = ?, ended_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') "
+            "WHERE id = ?"));
+        q.addBindValue(toString(state));
+        q.addBindValue(exitCause.isNull() ? QStringLiteral("") : exitCause);
+        q.addBindValue(run);
+        const bool ok = q.exec();
+        if (ok || attempt == 1)
+            QFile::remove(roomFile(m_store, run));
+        if (ok)
+            return;
+        if (attempt == 1)
+            fail(m_store, QStringLiteral("cannot finish run %1").arg(run), q.lastError());
+        q.finish();
+        QFile::remove(roomFile(m_store, run));
+    }
 }
 
 int RunStore::markInterrupted()
@@ -259,6 +288,7 @@ int RunStore::markInterrupted()
         if (!u.exec())
             fail(m_store, QStringLiteral("cannot mark run %1 interrupted").arg(id), u.lastError());
         marked += u.numRowsAffected();
+        QFile::remove(roomFile(m_store, id)); // its Loom died before giving the room back
     }
     return marked;
 }

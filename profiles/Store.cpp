@@ -187,6 +187,12 @@ void Store::open(int targetVersion)
     QFileInfo info(m_path);
     if (info.exists() && info.isDir())
         throw StoreError(QStringLiteral("store %1 is a folder; set LOOM_DB to a file path").arg(m_path).toStdString());
+    // A device (/dev/null), FIFO or socket: SQLite would open it, then create NAME-journal beside it.
+    if (info.exists() && !info.isFile())
+        throw StoreError(QStringLiteral("store %1 is not a regular file (a device, pipe or socket); set LOOM_DB to a "
+                                        "file path")
+                             .arg(m_path)
+                             .toStdString());
     if (!QDir().mkpath(info.absolutePath()))
         throw StoreError(
             QStringLiteral("cannot create the folder %1 for the store; check its permissions or set LOOM_DB")

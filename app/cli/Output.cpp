@@ -1,5 +1,7 @@
 #include "app/cli/Output.h"
 
+#include "engine/trace/BoundedRead.h"
+
 #include <QFile>
 
 namespace loom::app {
@@ -42,23 +44,11 @@ profiles::ProfileCatalog& CliContext::catalog()
 
 std::optional<std::string> readTextFile(const QString& path, std::string* why)
 {
-    QFile file(path);
-    if (!file.exists()) {
-        *why = "\"" + path.toStdString() + "\" does not exist; check the path";
+    std::string text;
+    why->clear();
+    if (!readBoundedFile(QFile::encodeName(path).toStdString(), std::size_t(kMaxTextFileMiB) << 20, &text, why))
         return std::nullopt;
-    }
-    if (!file.open(QIODevice::ReadOnly)) {
-        *why = "cannot open \"" + path.toStdString() + "\": " + file.errorString().toStdString();
-        return std::nullopt;
-    }
-    constexpr qint64 kLimit = qint64(kMaxTextFileMiB) << 20;
-    if (file.size() > kLimit) {
-        *why = "\"" + path.toStdString() + "\" is " + std::to_string(file.size() >> 20)
-            + " MiB; this command reads files up to " + std::to_string(kMaxTextFileMiB) + " MiB";
-        return std::nullopt;
-    }
-    QByteArray bytes = file.read(kLimit);
-    return std::string(bytes.constData(), static_cast<std::size_t>(bytes.size()));
+    return text;
 }
 
 } // namespace loom::app

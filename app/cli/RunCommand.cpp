@@ -2,6 +2,7 @@
 #include "app/cli/Commands.h"
 
 #include "engine/plan/LayoutParser.h"
+#include "engine/plan/MachineMemory.h"
 #include "engine/trace/ChromeTrace.h"
 #include "launcher/RunController.h"
 #include "profiles/RunStore.h"
@@ -35,11 +36,15 @@ int runCommand(CliContext& context, const QStringList& args)
     QString file, cluster, checkpointDir;
     qint64 steps = 20, checkpointEvery = 0, maxLocalRanks = 0;
     double timeout = 300;
+    bool ignoreMemory = false;
     const char* usage = "usage: loom run LAYOUT.json [--steps N] [--cluster NAME] [--progress-timeout S]\n"
-                        "                [--checkpoint-dir DIR [--checkpoint-every N]] [--max-local-ranks N]\n";
+                        "                [--checkpoint-dir DIR [--checkpoint-every N]] [--max-local-ranks N]\n"
+                        "                [--ignore-memory]\n";
     for (int i = 0; i < args.size(); ++i) {
         const bool hasValue = i + 1 < args.size();
-        if (args[i] == QLatin1String("--steps") && hasValue)
+        if (args[i] == QLatin1String("--ignore-memory"))
+            ignoreMemory = true;
+        else if (args[i] == QLatin1String("--steps") && hasValue)
             steps = args[++i].toLongLong();
         else if (args[i] == QLatin1String("--progress-timeout") && hasValue)
             timeout = args[++i].toDouble();
@@ -88,6 +93,17 @@ int runCommand(CliContext& context, const QStringList& args)
         context.err << "error: " << refused.toStdString() << "; nothing was started\n";
         return ExitInvalid;
     }
+    // Every rank of a local run shares this machine's memory: refuse what cannot fit before starting any.
+    if (request.layout.cluster.launch.method == "local" && !ignoreMemory) {
+        const std::string tooBig
+            = plan::machineMemoryProblem(request.layout, request.layout.parallel.worldSize(), plan::machineMemoryGB());
+        if (!tooBig.empty()) {
+            context.err << "error: " << tooBig << "; nothing was started\n";
+            return ExitInvalid;
+        }
+    }
+    if (ignoreMemory) // the engine makes the same check before it allocates (engine/tools/Train.cpp)
+        qputenv("LOOM_IGNORE_MEMORY", "1");
     profiles::Store* store = context.requireStore();
     if (!store)
         return ExitFailure;
@@ -111,6 +127,10 @@ int runCommand(CliContext& context, const QStringList& args)
                 static_cast<long long>(s.step), static_cast<long long>(total), s.loss, s.tokensPerSecond, eta);
             std::fflush(stdout);
         });
+    QObject::connect(&controller, &launcher::RunController::recordFailed, [&](const QString& why) {
+        std::fprintf(stdout, "\n");
+        context.err << "error: " << why.toStdString() << "; stopping the run" << std::endl;
+    });
     QObject::connect(&controller, &launcher::RunController::finished,
         [&](profiles::RunState st, const QString& c, const QString& t) {
             state = st;
@@ -118,7 +138,10 @@ int runCommand(CliContext& context, const QStringList& args)
             tail = t;
             QCoreApplication::exit(0);
         });
+    // SIGTERM (a job scheduler, kill) cancels like Ctrl-C: Loom's exit alone would leave the ranks spinning.
     std::signal(SIGINT, onInterrupt);
+    std::signal(SIGTERM, onInterrupt);
+    request.stopRequested = [] { return g_interrupted != 0; };
     QTimer poll;
     QObject::connect(&poll, &QTimer::timeout, [&] {
         if (g_interrupted) {
@@ -133,6 +156,7 @@ int runCommand(CliContext& context, const QStringList& args)
     if (!state)
         QCoreApplication::exec();
     std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
     std::fprintf(stdout, "\n");
     context.out << "run " << id << " " << profiles::toString(*state).toStdString()
                 << (cause.isEmpty() ? "" : ": " + cause.toStdString()) << "\n";
@@ -149,7 +173,12 @@ int runsCommand(CliContext& context, const QStringList& argsIn)
     if (!store)
         return ExitFailure;
     profiles::RunStore runs(*store);
-    runs.markInterrupted(); // runs whose Loom died
+    // Runs whose Loom died are marked as such, when the store can be written: reading never needs a write
+    // (a full disk or a read-only store still lists and shows every run).
+    try {
+        runs.markInterrupted();
+    } catch (const std::exception&) {
+    }
     const QString verb = args.value(0);
     if (verb == QLatin1String("list") && args.size() == 1) {
         const auto all = runs.runs();

@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
+
 namespace loom::plan {
 
 using nlohmann::json;
@@ -99,9 +102,16 @@ std::optional<LaunchSpec> parseLaunch(ObjectReader& parent, Diagnostics& diagnos
     if (head && !head->empty() && head->front() == '-')
         local.error(r.pathOf("head_node"),
             r.pathOf("head_node") + "=\"" + *head + "\" cannot start with '-'; write a host name or user@host");
-    for (const auto& [key, value] : { std::pair { "time_limit", timeLimit }, std::pair { "partition", partition } })
-        if (value && value->find_first_of("\n\r") != std::string::npos)
-            local.error(r.pathOf(key), r.pathOf(key) + " holds a line break; write it on one line");
+    if (partition && !partition->empty() && !isSlurmPartition(*partition))
+        local.error(r.pathOf("partition"),
+            r.pathOf("partition") + "=" + jsonSnippet(json(*partition))
+                + " is not a Slurm partition name; write letters, digits, '_', '.' or '-' (a comma between "
+                  "several), e.g. \"gpu\"");
+    if (timeLimit && !timeLimit->empty() && !isSlurmTimeLimit(*timeLimit))
+        local.error(r.pathOf("time_limit"),
+            r.pathOf("time_limit") + "=" + jsonSnippet(json(*timeLimit))
+                + " is not a Slurm time; write minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or "
+                  "UNLIMITED, e.g. \"01:30:00\"");
     if (mpirun && mpirun->empty())
         local.error(r.pathOf("mpirun"), r.pathOf("mpirun") + " is empty; write mpirun's path, or leave the key out");
     bool ok = !local.hasErrors();
@@ -131,6 +141,59 @@ nlohmann::ordered_json linkToJson(const LinkSpec& link, bool interNode)
     return j;
 }
 } // namespace
+
+bool isSlurmPartition(std::string_view value)
+{
+    if (value.empty() || value.size() > 255)
+        return false;
+    std::size_t start = 0;
+    while (start <= value.size()) {
+        const std::size_t comma = std::min(value.find(',', start), value.size());
+        const std::string_view name = value.substr(start, comma - start);
+        if (name.empty() || name.front() == '-')
+            return false;
+        for (const char c : name)
+            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-')
+                return false;
+        start = comma + 1;
+    }
+    return true;
+}
+
+namespace {
+// Fields of 1 to 8 digits separated by `seps` (a ':' or '-' each), in the given count.
+bool digitFields(std::string_view v, std::string_view seps)
+{
+    std::size_t at = 0;
+    for (std::size_t field = 0; field <= seps.size(); ++field) {
+        std::size_t n = 0;
+        while (at < v.size() && std::isdigit(static_cast<unsigned char>(v[at])) && n < 9)
+            ++at, ++n;
+        if (n == 0 || n > 8)
+            return false;
+        if (field == seps.size())
+            return at == v.size();
+        if (at >= v.size() || v[at] != seps[field])
+            return false;
+        ++at;
+    }
+    return false;
+}
+} // namespace
+
+bool isSlurmTimeLimit(std::string_view value)
+{
+    std::string upper(value.substr(0, 16));
+    for (char& c : upper)
+        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (value.size() <= 16 && (upper == "UNLIMITED" || upper == "INFINITE"))
+        return true;
+    // sbatch's forms: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+    for (const std::string_view seps : { "", ":", "::", "-", "-:", "-::" })
+        if (digitFields(value, seps))
+            return true;
+    return false;
+}
 
 std::string_view toString(LinkKind kind)
 {

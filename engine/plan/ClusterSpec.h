@@ -68,6 +68,13 @@ struct LaunchSpec {
     bool isDefault() const { return *this == LaunchSpec {}; }
 };
 
+// Slurm's own syntax for what a profile may put after #SBATCH --partition= and --time=: a partition name
+// (letters, digits, '_', '.', '-', not starting with '-'; a comma list of them) and a time in sbatch's forms
+// (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, UNLIMITED or INFINITE). Anything else could add an
+// option to the script's header, so it is refused rather than quoted.
+bool isSlurmPartition(std::string_view value);
+bool isSlurmTimeLimit(std::string_view value);
+
 // A homogeneous cluster: `nodes` nodes of `devicesPerNode` identical devices. The "local" cluster has
 // devicesPerNode == 0, meaning "as many devices (processes) as the layout asks for", on one node.
 struct ClusterSpec {

@@ -1,4 +1,5 @@
 #include "engine/plan/LayoutParser.h"
+#include "engine/trace/BoundedRead.h"
 #include "engine/trace/JsonLimits.h"
 
 #include "engine/plan/JsonFields.h"
@@ -250,7 +251,12 @@ LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profil
     }
     json root;
     try {
-        root = json::parse(text);
+        root = parseRejectingDuplicateKeys<json>(text); // a layout is a document people edit
+    } catch (const JsonDuplicateKey& e) {
+        d.error(e.object.empty() ? e.key : e.object + "." + e.key,
+            (e.object.empty() ? e.key : e.object + "." + e.key)
+                + " is given twice; JSON keeps only the last value, so write it once");
+        return result;
     } catch (const json::parse_error& e) {
         d.error("", syntaxMessage(text, e));
         return result;
@@ -360,28 +366,10 @@ LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profil
 LayoutReadResult readLayoutFile(const std::string& path, const ProfileResolver& profiles)
 {
     LayoutReadResult result;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        result.diagnostics.error("", "cannot open \"" + path + "\": check that the file exists and is readable");
-        return result;
-    }
-    in.seekg(0, std::ios::end);
-    std::streamoff size = in.tellg();
-    if (size < 0) {
-        result.diagnostics.error("", "cannot read \"" + path + "\": it is not a regular file");
-        return result;
-    }
-    if (static_cast<std::uint64_t>(size) > kMaxLayoutBytes) {
-        result.diagnostics.error("",
-            "\"" + path + "\" is " + std::to_string(size >> 20)
-                + " MiB; a layout file is at most 16 MiB, so this is not a layout");
-        return result;
-    }
-    in.seekg(0);
-    std::string text(static_cast<std::size_t>(size), '\0');
-    in.read(text.data(), size);
-    if (!in) {
-        result.diagnostics.error("", "cannot read \"" + path + "\": the read failed part-way");
+    std::string text, why;
+    if (!readBoundedFile(path, kMaxLayoutBytes, &text, &why)) {
+        result.diagnostics.error(
+            "", why + (why.find("larger than") != std::string::npos ? "; this is not a layout" : ""));
         return result;
     }
     return readLayout(text, profiles);

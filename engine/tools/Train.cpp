@@ -5,6 +5,7 @@
 //                           [--metrics FILE] [--checkpoint-dir DIR] [--checkpoint-every N] [--resume]
 #include "engine/comm/Backends.h"
 #include "engine/plan/LayoutParser.h"
+#include "engine/plan/MachineMemory.h"
 #include "engine/tools/TrainReporter.h"
 #include "engine/train/Checkpoint.h"
 #include "engine/train/CpuKernels.h"
@@ -19,7 +20,9 @@
 #include <cblas.h>
 #include <malloc.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +30,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <new>
 #include <optional>
 #include <string>
 #include <unistd.h>
@@ -53,6 +57,7 @@ const char* kUsage
       "  --init-llmc FILE  start from the GPT-2 weights of an llm.c model file (magic 20240326, version 3)\n"
       "  --export-llmc FILE  at the end, write the weights as an llm.c model file\n"
       "  --trace-out FILE  write every rank's events as a Chrome trace (Perfetto, chrome://tracing, loom trace stats)\n"
+      "  --ignore-memory   start even when the planner's memory estimate exceeds this machine's memory\n"
       "  --stream          write the telemetry stream (framed lines: run, groups, events, step, checkpoint, end) to "
       "standard output\n";
 
@@ -61,6 +66,7 @@ struct Args {
     std::int64_t steps = 20, warmup = 10, checkpointEvery = 0;
     bool resume = false;
     bool stream = false;
+    bool ignoreMemory = false; // also LOOM_IGNORE_MEMORY=1 (set by loom run --ignore-memory)
     std::uint64_t seed = 1234;
     double lr = 1e-3;
 };
@@ -86,6 +92,10 @@ std::optional<Args> parse(int argc, char** argv, std::string& error)
         }
         if (k == "--stream") {
             a.stream = true;
+            continue;
+        }
+        if (k == "--ignore-memory") {
+            a.ignoreMemory = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -117,7 +127,7 @@ std::optional<Args> parse(int argc, char** argv, std::string& error)
         else if (k == "--seed")
             ok = parseNumber(v, a.seed);
         else if (k == "--lr")
-            ok = parseNumber(v, a.lr) && a.lr > 0;
+            ok = parseNumber(v, a.lr) && a.lr > 0 && std::isfinite(a.lr); // from_chars takes "inf" too
         else {
             error = "unknown option " + k;
             return std::nullopt;
@@ -171,6 +181,32 @@ int ranksOnThisNode(int worldSize)
             return std::min(n, worldSize);
     }
     return worldSize;
+}
+
+// One line to standard error in one write(2): the ranks share the terminal (or mpirun's pipe), and
+// pieces written one by one interleave ("loom-train: rank \n0\n: ...").
+void sayLine(std::string line)
+{
+    line += '\n';
+    for (std::size_t at = 0; at < line.size();) {
+        const ssize_t n = ::write(2, line.data() + at, line.size() - at);
+        if (n <= 0 && errno != EINTR)
+            return;
+        at += n > 0 ? static_cast<std::size_t>(n) : 0;
+    }
+}
+
+// The exception's message in Loom's words where the library's would be raw ("std::bad_alloc",
+// "filesystem error: ...").
+std::string plainWhat(const std::exception& e)
+{
+    if (dynamic_cast<const std::bad_alloc*>(&e))
+        return "out of memory: this rank could not allocate what the layout needs; lower the model's size or raise "
+               "tp, pp or memory.zero (loom validate shows the estimate per device)";
+    if (const auto* f = dynamic_cast<const std::filesystem::filesystem_error*>(&e))
+        return "cannot use " + f->path1().string() + (f->path2().empty() ? "" : " and " + f->path2().string()) + ": "
+            + f->code().message();
+    return e.what();
 }
 
 volatile std::sig_atomic_t g_terminate = 0;
@@ -366,6 +402,17 @@ int main(int argc, char** argv)
                       << " (or start that many processes)\n";
         return 2;
     }
+    // Before any tensor is allocated: a layout far beyond this machine's memory fails here in one sentence,
+    // not in every rank's allocator.
+    const char* ignore = std::getenv("LOOM_IGNORE_MEMORY");
+    if (!args->ignoreMemory && !(ignore && std::string(ignore) == "1")) {
+        const std::string tooBig = plan::machineMemoryProblem(layout, ranksOnThisNode(size), plan::machineMemoryGB());
+        if (!tooBig.empty()) {
+            if (rank == 0)
+                sayLine("loom-train: " + tooBig + " (or set LOOM_IGNORE_MEMORY=1)");
+            return 2;
+        }
+    }
     std::string bindingNote; // the node's cores are shared by its ranks (train/Threads.h)
     const int threads = train::configureComputeThreads(ranksOnThisNode(size), bindingNote);
     if (rank == 0) {
@@ -380,8 +427,7 @@ int main(int argc, char** argv)
     try {
         return runTraining(*args, layout, *runtime);
     } catch (const std::exception& e) {
-        std::cerr << "loom-train: rank " << rank << ": " << e.what() << "\n";
-        std::cerr.flush();
+        sayLine("loom-train: rank " + std::to_string(rank) + ": " + plainWhat(e));
         runtime->abortJob(1);
     }
 }

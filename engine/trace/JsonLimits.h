@@ -8,9 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace loom {
 
@@ -77,16 +79,51 @@ inline std::string jsonErrorDetail(const std::exception& e)
     return what;
 }
 
+// A key found twice in one object (the parser would silently keep the last value).
+struct JsonDuplicateKey {
+    std::string key, object; // object: the dotted path of the object ("" at the top level)
+};
+
+// Parses with a check that no object has a key twice; throws JsonDuplicateKey.
+template <typename Json> Json parseRejectingDuplicateKeys(std::string_view text)
+{
+    using Event = typename Json::parse_event_t;
+    std::vector<std::pair<std::string, std::set<std::string>>> objects; // path, keys seen
+    std::string lastKey;
+    auto check = [&](int, Event event, Json& parsed) {
+        if (event == Event::object_start) {
+            const std::string parent = objects.empty() ? std::string() : objects.back().first;
+            objects.push_back(
+                { objects.empty() ? std::string() : (parent.empty() ? lastKey : parent + "." + lastKey), {} });
+        } else if (event == Event::object_end && !objects.empty()) {
+            objects.pop_back();
+        } else if (event == Event::key && !objects.empty()) {
+            lastKey = parsed.template get<std::string>();
+            if (!objects.back().second.insert(lastKey).second)
+                throw JsonDuplicateKey { lastKey, objects.back().first };
+        }
+        return true;
+    };
+    return Json::parse(text, check);
+}
+
 // Parses `text` as JSON after checking its nesting. Never throws: on failure returns a discarded value and
 // sets *why to a sentence with the line and column ("not valid JSON at line 3, column 7: syntax error ...").
-template <typename Json = nlohmann::json> Json parseJsonLimited(std::string_view text, std::string* why)
+// With `rejectDuplicateKeys` (documents people edit: layouts, profiles) a key given twice in one object is
+// refused, naming it, instead of the last value silently winning.
+template <typename Json = nlohmann::json>
+Json parseJsonLimited(std::string_view text, std::string* why, bool rejectDuplicateKeys = false)
 {
     if (std::string deep = jsonNestingProblem(text); !deep.empty()) {
         *why = std::move(deep);
         return Json(nlohmann::json::value_t::discarded);
     }
     try {
-        return Json::parse(text);
+        return rejectDuplicateKeys ? parseRejectingDuplicateKeys<Json>(text) : Json::parse(text);
+    } catch (const JsonDuplicateKey& e) {
+        *why = "the key \"" + e.key + "\" is given twice in "
+            + (e.object.empty() ? std::string("the top-level object") : "the object " + e.object)
+            + "; JSON keeps only one of them, so write it once";
     } catch (const nlohmann::json::parse_error& e) {
         const std::size_t offset = e.byte > 0 ? e.byte - 1 : 0;
         const auto [line, column] = jsonLineColumn(text, offset);

@@ -5,7 +5,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -55,24 +58,44 @@ template <typename Run> void forEachRun(const ParamSet& params, int index, std::
     }
 }
 
+// One checkpoint file. Never follows a symbolic link (a planted link would send the write elsewhere) and
+// reads only regular files (a FIFO would block for ever); short writes are retried, so the error reported
+// is the one the system gave (ENOSPC), never "Success".
 class File {
 public:
     File(const fs::path& path, bool write)
         : m_path(path)
     {
-        m_fd = ::open(path.c_str(), write ? (O_WRONLY | O_CREAT) : O_RDONLY, 0644);
+        m_fd = ::open(
+            path.c_str(), (write ? (O_WRONLY | O_CREAT) : (O_RDONLY | O_NONBLOCK)) | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (m_fd < 0)
-            throw std::runtime_error(
-                "cannot " + std::string(write ? "write " : "read ") + path.string() + ": " + std::strerror(errno));
+            throw std::runtime_error("cannot " + std::string(write ? "write " : "read ") + path.string() + ": "
+                + (errno == ELOOP ? std::string("it is a symbolic link") : std::strerror(errno)));
+        struct stat st { };
+        if (::fstat(m_fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            ::close(m_fd);
+            throw std::runtime_error(path.string() + " is not a regular file; the checkpoint is damaged");
+        }
+        m_size = static_cast<std::int64_t>(st.st_size);
     }
     ~File() { ::close(m_fd); }
-    void put(const float* data, std::size_t count, std::int64_t at)
+    File(const File&) = delete;
+    File& operator=(const File&) = delete;
+    std::int64_t size() const { return m_size; }
+    void putBytes(const void* data, std::size_t bytes, std::int64_t offset)
     {
-        const auto bytes = static_cast<ssize_t>(count * 4);
-        if (::pwrite(m_fd, data, static_cast<std::size_t>(bytes), at * 4) != bytes)
-            throw std::runtime_error(
-                "writing " + m_path.string() + " failed: " + std::strerror(errno) + " (is the disk full?)");
+        const char* p = static_cast<const char*>(data);
+        while (bytes > 0) {
+            const ssize_t n = ::pwrite(m_fd, p, bytes, offset);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                throw std::runtime_error("writing " + m_path.string()
+                    + " failed: " + std::strerror(n == 0 ? ENOSPC : errno) + " (is the disk full?)");
+            p += n, bytes -= static_cast<std::size_t>(n), offset += n;
+        }
     }
+    void put(const float* data, std::size_t count, std::int64_t at) { putBytes(data, count * 4, at * 4); }
     void get(float* data, std::size_t count, std::int64_t at)
     {
         const auto bytes = static_cast<ssize_t>(count * 4);
@@ -80,11 +103,35 @@ public:
             throw std::runtime_error(
                 m_path.string() + " is shorter than its tensor; the checkpoint is damaged or from another model");
     }
+    void sync()
+    {
+        if (::fsync(m_fd) != 0)
+            throw std::runtime_error("writing " + m_path.string() + " failed: " + std::strerror(errno));
+    }
 
 private:
     fs::path m_path;
     int m_fd = -1;
+    std::int64_t m_size = 0;
 };
+
+// Writes `text` to `file` whole and flushed to disk (a fresh file: any link or file there is removed first).
+void writeWhole(const fs::path& file, const std::string& text)
+{
+    ::unlink(file.c_str()); // a link at this name goes, not its target
+    File f(file, true);
+    f.putBytes(text.data(), text.size(), 0);
+    f.sync();
+}
+
+// fs::rename with the checkpoint's words instead of the library's ("filesystem error: cannot rename").
+void renameChecked(const fs::path& from, const fs::path& to)
+{
+    std::error_code ec;
+    fs::rename(from, to, ec);
+    if (ec)
+        throw std::runtime_error("cannot rename " + from.string() + " to " + to.string() + ": " + ec.message());
+}
 
 // `data` holds the local elements [from, to) of tensor `index`, starting with element `from`.
 void writeSlice(
@@ -95,14 +142,29 @@ void writeSlice(
         [&](std::size_t k, std::int64_t global, std::size_t n) { f.put(data + (k - from), n, global); });
 }
 
-void readSlice(const fs::path& file, const ParamSet& params, int index, float* data, std::size_t from, std::size_t to)
+// Reads this rank's part of a tensor file, which must hold exactly the layout's global tensor (bytes
+// appended, or a file of another shape, mean a damaged or foreign checkpoint) and only finite numbers
+// (a second moment must also not be negative: its square root divides the update).
+void readSlice(const fs::path& file, const ParamSet& params, int index, float* data, std::size_t from, std::size_t to,
+    bool nonNegative)
 {
-    if (!fs::exists(file))
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(file, ec)))
         throw std::runtime_error(
             "the checkpoint has no " + file.filename().string() + "; it was saved from a different model");
     File f(file, false);
+    const auto& s = params.spec(index);
+    const std::int64_t expected = s.rows * s.cols * 4;
+    if (f.size() != expected)
+        throw std::runtime_error(file.string() + " has " + std::to_string(f.size()) + " bytes; the layout's " + s.name
+            + " (" + std::to_string(s.rows) + " x " + std::to_string(s.cols) + " fp32) needs "
+            + std::to_string(expected) + ": the checkpoint is damaged or from another model");
     forEachRun(params, index, from, to,
         [&](std::size_t k, std::int64_t global, std::size_t n) { f.get(data + (k - from), n, global); });
+    for (std::size_t k = 0; k < to - from; ++k)
+        if (!std::isfinite(data[k]) || (nonNegative && data[k] < 0))
+            throw std::runtime_error(file.string() + " holds " + std::to_string(data[k]) + " at element "
+                + std::to_string(from + k) + "; a checkpoint holds finite numbers only (damaged or edited)");
 }
 
 // The part of tensor `index` (local element range) that falls in the flat range [begin, end).
@@ -143,7 +205,7 @@ void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet
                 = { { "loom_checkpoint", kVersion }, { "step", info.step }, { "adam_steps", info.adamSteps },
                       { "seed", info.seed }, { "model", nlohmann::json::parse(info.modelJson) },
                       { "layout", nlohmann::json::parse(info.layoutJson) } };
-            std::ofstream(partial / "checkpoint.json") << meta.dump(2) << "\n";
+            writeWhole(partial / "checkpoint.json", meta.dump(2) + "\n");
         } catch (const std::exception& e) {
             ok = 0;
             error = e.what();
@@ -179,13 +241,24 @@ void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet
     world.allReduce(&all, 1, comm::DType::I64, comm::ReduceOp::Min)->wait();
     if (!all)
         throw std::runtime_error(error.empty() ? "another rank could not write its part of the checkpoint" : error);
+    // `latest` changes only once the step folder is complete and renamed, and only by a rename of a file
+    // written whole: a full disk leaves the previous `latest` and the error, never an empty one.
+    ok = 1;
     if (rank == 0) {
-        fs::remove_all(final);
-        fs::rename(partial, final);
-        std::ofstream(fs::path(dir) / "latest.tmp") << final.filename().string() << "\n";
-        fs::rename(fs::path(dir) / "latest.tmp", fs::path(dir) / "latest");
+        try {
+            std::error_code ec;
+            fs::remove_all(final, ec);
+            renameChecked(partial, final);
+            writeWhole(fs::path(dir) / "latest.tmp", final.filename().string() + "\n");
+            renameChecked(fs::path(dir) / "latest.tmp", fs::path(dir) / "latest");
+        } catch (const std::exception& e) {
+            ok = 0;
+            error = e.what();
+        }
     }
-    world.barrier()->wait();
+    world.broadcast(&ok, 1, comm::DType::I64, 0)->wait();
+    if (!ok)
+        throw std::runtime_error(error.empty() ? "rank 0 could not complete the checkpoint" : error);
 }
 
 std::optional<std::string> latestCheckpoint(const std::string& dir)
@@ -211,7 +284,14 @@ CheckpointInfo readCheckpointInfo(const std::string& folder)
             folder + " is a checkpoint of version " + meta["loom_checkpoint"].dump() + "; this Loom reads version 1");
     CheckpointInfo info;
     info.step = meta.value("step", 0);
-    info.adamSteps = meta.value("adam_steps", 0);
+    const nlohmann::json& adam = meta.contains("adam_steps") ? meta["adam_steps"] : nlohmann::json(0);
+    // AdamW takes one step per training step: more than the checkpoint's steps (INT64_MAX) would turn its
+    // bias correction into NaN a few steps later.
+    if (!adam.is_number_integer() || adam.get<std::int64_t>() < 0
+        || adam.get<std::int64_t>() > std::max<std::int64_t>(info.step, 0))
+        throw std::runtime_error(folder + "/checkpoint.json has adam_steps=" + adam.dump().substr(0, 40)
+            + "; it must be a whole number from 0 to the checkpoint's step (" + std::to_string(info.step) + ")");
+    info.adamSteps = adam.get<std::int64_t>();
     info.seed = meta.value("seed", 0ull);
     info.modelJson = meta["model"].dump();
     info.layoutJson = meta["layout"].dump();
@@ -237,11 +317,11 @@ void loadCheckpoint(const std::string& folder, const ParamSet& params, const std
                 continue;
             const std::size_t at = s.offset + from - slice.begin;
             if (slice.values)
-                readSlice(dir / (s.name + ".f32"), params, i, slice.values + at, from, to);
+                readSlice(dir / (s.name + ".f32"), params, i, slice.values + at, from, to, false);
             if (slice.m)
-                readSlice(dir / (s.name + ".adam_m.f32"), params, i, slice.m + at, from, to);
+                readSlice(dir / (s.name + ".adam_m.f32"), params, i, slice.m + at, from, to, false);
             if (slice.v)
-                readSlice(dir / (s.name + ".adam_v.f32"), params, i, slice.v + at, from, to);
+                readSlice(dir / (s.name + ".adam_v.f32"), params, i, slice.v + at, from, to, true);
         }
     }
 }

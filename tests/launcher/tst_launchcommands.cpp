@@ -9,6 +9,7 @@
 #include <QDir>
 #include <QFile>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -226,6 +227,101 @@ private slots:
                 QStringLiteral("loom-__touch_pwned____touch_pwned2___quoted___double__________new"),
                 QStringLiteral("--output"), QStringLiteral("/shared/runs/x/job.out"), QStringLiteral("--chdir"),
                 r.workDir, QStringLiteral("/shared/runs/x/job.sbatch") }));
+    }
+
+    // Only Slurm's own syntax reaches the #SBATCH header: one word more there is one sbatch option more
+    // (--export=ALL,OMPI_MCA_…=cmd ran a command; --error=FILE truncated a file).
+    void slurmHeaderValues_data()
+    {
+        QTest::addColumn<QString>("partition");
+        QTest::addColumn<QString>("timeLimit");
+        QTest::addColumn<bool>("valid");
+        QTest::newRow("minutes") << "gpu"
+                                 << "90" << true;
+        QTest::newRow("MM:SS") << "gpu"
+                               << "90:30" << true;
+        QTest::newRow("HH:MM:SS") << "gpu"
+                                  << "01:30:00" << true;
+        QTest::newRow("D-HH") << "gpu"
+                              << "2-12" << true;
+        QTest::newRow("D-HH:MM") << "gpu"
+                                 << "2-12:30" << true;
+        QTest::newRow("D-HH:MM:SS") << "gpu"
+                                    << "2-12:30:05" << true;
+        QTest::newRow("UNLIMITED") << "a100_x.2-b"
+                                   << "UNLIMITED" << true;
+        QTest::newRow("infinite") << "gpu,debug"
+                                  << "infinite" << true;
+        QTest::newRow("partition --export") << "gpu --export=ALL,OMPI_MCA_orte_fork_agent=/tmp/x"
+                                            << "10" << false;
+        QTest::newRow("partition =option") << "gpu=--error=/etc/passwd"
+                                           << "10" << false;
+        QTest::newRow("partition tab") << "gpu\t--wrap=id"
+                                       << "10" << false;
+        QTest::newRow("partition option") << "--export=ALL,PATH=/tmp/evil"
+                                          << "10" << false;
+        QTest::newRow("partition empty in list") << "gpu,,debug"
+                                                 << "10" << false;
+        QTest::newRow("partition non-ASCII") << "g\u0440u"
+                                             << "10" << false;
+        QTest::newRow("time --error") << "gpu"
+                                      << "10 --error=/tmp/clobbered" << false;
+        QTest::newRow("time newline") << "gpu"
+                                      << "10\n#SBATCH --wrap=id" << false;
+        QTest::newRow("time four fields") << "gpu"
+                                          << "1:2:3:4" << false;
+        QTest::newRow("time two dashes") << "gpu"
+                                         << "1-2-3" << false;
+        QTest::newRow("time negative") << "gpu"
+                                       << "-5" << false;
+        QTest::newRow("time words") << "gpu"
+                                    << "forever" << false;
+        QTest::newRow("time huge") << "gpu"
+                                   << "1234567890123" << false;
+        QTest::newRow("time empty field") << "gpu"
+                                          << "1::3" << false;
+    }
+    void slurmHeaderValues()
+    {
+        QFETCH(QString, partition);
+        QFETCH(QString, timeLimit);
+        QFETCH(bool, valid);
+        QCOMPARE(loom::plan::isSlurmPartition(partition.toStdString())
+                && loom::plan::isSlurmTimeLimit(timeLimit.toStdString()),
+            valid);
+        LaunchRequest r = request(QStringLiteral("slurm"));
+        r.layout.cluster.launch.partition = partition.toStdString();
+        r.layout.cluster.launch.timeLimit = timeLimit.toStdString();
+        const QString refusal = launchRefusal(r);
+        QCOMPARE(refusal.isEmpty(), valid);
+        // The header never carries more than the options Loom writes, each one word.
+        const QString script = sbatchScript(r, QStringLiteral("/shared/layout.json"));
+        for (const QString& line : script.split(QLatin1Char('\n')))
+            if (line.startsWith(QLatin1String("#SBATCH")))
+                QVERIFY2(line.count(QLatin1Char(' ')) == 1 && !line.contains(QLatin1Char('\t'))
+                        && QRegularExpression(
+                            QStringLiteral("^#SBATCH --(nodes|ntasks-per-node|time|partition)=[^ ]+$"))
+                               .match(line)
+                               .hasMatch(),
+                    qPrintable(line));
+        QCOMPARE(script.contains(QLatin1String("--partition=")), loom::plan::isSlurmPartition(partition.toStdString()));
+        // The layout parser refuses the same values (validate and run), naming the field.
+        nlohmann::json launch = { { "method", "slurm" }, { "partition", partition.toStdString() },
+            { "time_limit", timeLimit.toStdString() } };
+        nlohmann::json cluster = { { "loom_profile", 1 }, { "kind", "cluster" }, { "name", "lab" }, { "nodes", 1 },
+            { "devices_per_node", 1 },
+            { "device",
+                { { "name", "CPU" }, { "memory_gb", 2 }, { "memory_bandwidth_gbs", 10 },
+                    { "peak_tflops", { { "fp32", 1 }, { "fp16", 1 }, { "bf16", 1 } } } } },
+            { "intra_node", { { "link", "shm" }, { "bandwidth_gbs", 5 }, { "latency_us", 1 } } },
+            { "launch", launch } };
+        loom::plan::Diagnostics d;
+        const auto parsed = loom::plan::parseClusterSpec(cluster, "cluster", d);
+        QCOMPARE(parsed.has_value(), valid);
+        if (!valid)
+            QVERIFY2(d.hasErrorAt(loom::plan::isSlurmPartition(partition.toStdString()) ? "cluster.launch.time_limit"
+                                                                                        : "cluster.launch.partition"),
+                d.format().c_str());
     }
 
     void srunInsideAnAllocation()

@@ -57,6 +57,17 @@ class TestLauncherGloo : public QObject {
         return ranks;
     }
 
+    // Every process of this machine whose LOOM_RENDEZVOUS lies in this test's folder: ranks of its runs.
+    QStringList ranksOfThisTest()
+    {
+        QStringList found;
+        for (const QString& entry : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs | QDir::NoDotAndDotDot))
+            if (entry.toLongLong() > 0
+                && loomtest::environmentOf(entry.toLongLong(), "LOOM_RENDEZVOUS").startsWith(m_dir.path()))
+                found << entry + QStringLiteral(" (") + loomtest::commOf(entry.toLongLong()) + QLatin1Char(')');
+        return found;
+    }
+
 private slots:
     void initTestCase()
     {
@@ -100,6 +111,102 @@ private slots:
         QCOMPARE(loomtest::lastRun(db()).value("state").toString(), QStringLiteral("cancelled"));
         const QStringList left = loomtest::stillThere(all);
         QVERIFY2(left.isEmpty(), qPrintable(QStringLiteral("still there after loom run returned: ") + left.join(", ")));
+    }
+
+    // A signal while Loom is still starting 256 ranks stops the start-up and reaps every rank started: none
+    // is left spinning in the rendezvous (SIGTERM used to end Loom at once, SIGINT waited for every start).
+    void signalDuringStartReapsEveryRank_data()
+    {
+        QTest::addColumn<int>("signal");
+        QTest::newRow("SIGTERM") << int(SIGTERM);
+        QTest::newRow("SIGINT") << int(SIGINT);
+    }
+    void signalDuringStartReapsEveryRank()
+    {
+        QFETCH(int, signal);
+        const QString file = m_dir.filePath(QStringLiteral("gloo-dp256.json"));
+        QVERIFY(loomtest::writeFile(
+            file, R"({"loom_layout": 1, "name": "gloo-dp256", "model": "gpt-tiny", "cluster": "local",
+ "parallel": {"tp": 1, "pp": 1, "dp": 256, "micro_batch": 1, "global_batch": 256}, "comm": {"backend": "gloo"}})"));
+        QProcess p;
+        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+        e.insert(QStringLiteral("LOOM_DB"), db());
+        p.setProcessEnvironment(e);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(QStringLiteral(LOOM_EXE),
+            { QStringLiteral("run"), file, QStringLiteral("--steps"), QStringLiteral("2"),
+                QStringLiteral("--max-local-ranks"), QStringLiteral("256") });
+        QVERIFY(p.waitForStarted());
+        QElapsedTimer t;
+        t.start();
+        QList<qint64> all;
+        while (t.elapsed() < 60000 && ranksBelow(p.processId(), &all).size() < 8)
+            QTest::qWait(5);
+        QVERIFY2(ranksBelow(p.processId(), &all).size() < 256, "every rank started before the signal");
+        ::kill(static_cast<pid_t>(p.processId()), signal);
+        QVERIFY(p.waitForFinished(60000));
+        const QString out = QString::fromUtf8(p.readAll());
+        QVERIFY2(p.exitCode() == 130, qPrintable(out));
+        const QJsonObject run = loomtest::lastRun(db());
+        QCOMPARE(run.value("state").toString(), QStringLiteral("cancelled"));
+        QVERIFY2(run.value("exit_cause").toString().startsWith("cancelled while starting the ranks"), qPrintable(out));
+        const QStringList left = ranksOfThisTest();
+        QVERIFY2(left.isEmpty(), qPrintable(QStringLiteral("ranks left after loom run returned: ") + left.join(", ")));
+    }
+
+    // The store's disk fills up under a live run (a small tmpfs): the run stops at once and fails with the
+    // store's reason, exit 1, instead of "finished" with most steps lost; with the disk still full, runs list
+    // and runs show read it without needing a write. Skipped where a tmpfs cannot be mounted.
+    void storeFullFailsTheRun()
+    {
+        const QString mount = m_dir.filePath(QStringLiteral("small"));
+        QDir().mkpath(mount);
+        if (QProcess::execute(QStringLiteral("mount"),
+                { QStringLiteral("-t"), QStringLiteral("tmpfs"), QStringLiteral("-o"), QStringLiteral("size=16m"),
+                    QStringLiteral("tmpfs"), mount })
+            != 0)
+            QSKIP("cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)");
+        struct Unmount {
+            QString path;
+            ~Unmount() { QProcess::execute(QStringLiteral("umount"), { QStringLiteral("-l"), path }); }
+        } unmount { mount };
+        const QString db = mount + QStringLiteral("/loom.db");
+        QCOMPARE(loomtest::loom(db, { QStringLiteral("runs"), QStringLiteral("list") }).exitCode, 0);
+        QProcess p;
+        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+        e.insert(QStringLiteral("LOOM_DB"), db);
+        p.setProcessEnvironment(e);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(QStringLiteral(LOOM_EXE),
+            { QStringLiteral("run"), m_layout, QStringLiteral("--steps"), QStringLiteral("100000") });
+        QElapsedTimer t;
+        t.start();
+        QByteArray seen;
+        while (t.elapsed() < 90000 && !seen.contains("step 3/") && p.state() != QProcess::NotRunning) {
+            p.waitForReadyRead(100);
+            seen += p.readAll();
+        }
+        QVERIFY2(seen.contains("step 3/"), seen.constData());
+        // Fill what is left of the disk.
+        QFile filler(mount + QStringLiteral("/filler"));
+        QVERIFY(filler.open(QIODevice::WriteOnly));
+        const QByteArray block(64 << 10, 'x');
+        while (filler.write(block) == block.size() && filler.flush()) { }
+        filler.close();
+        QVERIFY2(p.waitForFinished(60000), "the run went on with a full store");
+        const QString out = QString::fromUtf8(seen + p.readAll());
+        QVERIFY2(p.exitCode() == 1 && out.contains(QLatin1String("failed to record the run"))
+                && out.contains(QLatin1String("full")),
+            qPrintable(out.right(3000)));
+        const loomtest::LoomResult list = loomtest::loom(db, { QStringLiteral("runs"), QStringLiteral("list") });
+        QVERIFY2(list.exitCode == 0 && list.output.contains(QLatin1String("failed")), qPrintable(list.output));
+        const QJsonObject run = loomtest::lastRun(db);
+        QCOMPARE(run.value("state").toString(), QStringLiteral("failed"));
+        QVERIFY2(run.value("exit_cause").toString().startsWith("failed to record the run"),
+            qPrintable(run.value("exit_cause").toString()));
+        const loomtest::LoomResult show = loomtest::loom(
+            db, { QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) });
+        QVERIFY2(show.exitCode == 0 && show.output.contains(QLatin1String("step 1:")), qPrintable(show.output));
     }
 
     void killedRankFailsTheRunNamingIt()

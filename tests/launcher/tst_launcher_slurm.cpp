@@ -3,9 +3,11 @@
 // a cancel (scancel), and srun inside an allocation (salloc). Skipped, with the reason, where the daemons
 // cannot start (not root, slurm-wlm missing).
 #include "LoomTestHelpers.h"
+#include "launcher/LaunchCommands.h"
 
 #include <QDir>
 #include <QElapsedTimer>
+#include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
@@ -104,7 +106,7 @@ private slots:
                        "mpirun_options": ["--oversubscribe"]}})")
                 .arg(QStringLiteral(LOOM_TRAIN_EXE))
                 .toUtf8()));
-        const LoomResult r = loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), profile });
+        const LoomResult r = loomtest::loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), profile });
         QVERIFY2(r.exitCode == 0, qPrintable(r.output));
     }
 
@@ -123,14 +125,14 @@ private slots:
     void runThroughSbatch()
     {
         const LoomResult r
-            = loom(db(), { QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("3") },
+            = loomtest::loom(db(), { QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("3") },
                 withoutJob(), slurmEnv());
         QVERIFY2(r.exitCode == 0 && r.output.contains("step 3/3"), qPrintable(r.output));
         const QJsonObject run = lastRun(db());
         QCOMPARE(run.value("state").toString(), QStringLiteral("finished"));
         QCOMPARE(run.value("steps").toInt(), 3);
-        const LoomResult show
-            = loom(db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) });
+        const LoomResult show = loomtest::loom(
+            db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) });
         QVERIFY2(show.output.contains("command sbatch --parsable") && show.output.contains("(Slurm job "),
             qPrintable(show.output));
         // The job ran the generated script: Slurm kept it as the job's batch script.
@@ -168,16 +170,87 @@ private slots:
         QVERIFY2(queueEmptyWithin(20000), qPrintable(slurm(QStringLiteral("squeue"), {})));
     }
 
+    // Every time form Loom lets through is one real sbatch takes (--test-only: parsed by slurmctld, nothing
+    // runs), in the script Loom generates.
+    void acceptedHeadersTakenBySbatch_data()
+    {
+        QTest::addColumn<QString>("timeLimit");
+        for (const char* t : { "90", "90:30", "01:30:00", "2-12", "2-12:30", "2-12:30:05", "UNLIMITED", "infinite" })
+            QTest::newRow(t) << QString::fromLatin1(t);
+    }
+    void acceptedHeadersTakenBySbatch()
+    {
+        QFETCH(QString, timeLimit);
+        loom::launcher::LaunchRequest r;
+        r.layout.name = "header";
+        r.layout.nodes = 1;
+        r.layout.parallel.dp = 1;
+        r.layout.cluster.launch.method = "slurm";
+        r.layout.cluster.launch.partition = "loomtest";
+        r.layout.cluster.launch.timeLimit = timeLimit.toStdString();
+        r.engine = QStringLiteral(LOOM_TRAIN_EXE);
+        QVERIFY(loom::launcher::launchRefusal(r).isEmpty());
+        const QString script = m_dir.filePath(QStringLiteral("header.sbatch"));
+        QVERIFY(writeFile(script, loom::launcher::sbatchScript(r, m_dir.filePath("layout.json")).toUtf8()));
+        const QString out = slurm(QStringLiteral("sbatch"), { QStringLiteral("--test-only"), script });
+        QVERIFY2(out.contains(QLatin1String("to start at")) && !out.contains(QLatin1String("error")), qPrintable(out));
+    }
+
+    // A partition or time limit that would add an sbatch option is refused before anything is submitted,
+    // by validate and by run; the file an --error= option would truncate is untouched.
+    void headerOptionsRefused_data()
+    {
+        QTest::addColumn<QString>("field");
+        QTest::addColumn<QString>("value");
+        QTest::newRow("partition --error") << "partition"
+                                           << "loomtest --error=VICTIM";
+        QTest::newRow("partition --export") << "partition"
+                                            << "loomtest --export=ALL,PATH=/tmp";
+        QTest::newRow("time_limit --error") << "time_limit"
+                                            << "10 --error=VICTIM";
+    }
+    void headerOptionsRefused()
+    {
+        QFETCH(QString, field);
+        QFETCH(QString, value);
+        const QString victim = m_dir.filePath(QStringLiteral("victim.txt"));
+        QVERIFY(writeFile(victim, "keep me\n"));
+        value.replace(QLatin1String("VICTIM"), victim);
+        QJsonObject launch { { "method", "slurm" }, { "partition", "loomtest" }, { "time_limit", "10" } };
+        launch[field] = value;
+        const QJsonObject cluster { { "name", "inline-slurm" }, { "nodes", 1 }, { "devices_per_node", 2 },
+            { "device",
+                QJsonObject { { "name", "CPU core" }, { "memory_gb", 2 }, { "memory_bandwidth_gbs", 10 },
+                    { "peak_tflops", QJsonObject { { "fp32", 0.09 }, { "fp16", 0.09 }, { "bf16", 0.09 } } } } },
+            { "intra_node", QJsonObject { { "link", "shm" }, { "bandwidth_gbs", 5 }, { "latency_us", 1 } } },
+            { "launch", launch } };
+        const QJsonObject l { { "loom_layout", 1 }, { "name", "header" }, { "model", "gpt-tiny" },
+            { "cluster", cluster }, { "nodes", 1 },
+            { "parallel",
+                QJsonObject { { "tp", 1 }, { "pp", 1 }, { "dp", 2 }, { "micro_batch", 1 }, { "global_batch", 2 } } } };
+        const QString file = m_dir.filePath(QStringLiteral("header.json"));
+        QVERIFY(writeFile(file, QJsonDocument(l).toJson()));
+        const LoomResult v = loomtest::loom(db(), { QStringLiteral("validate"), file }, {}, slurmEnv());
+        QVERIFY2(v.exitCode == 2 && v.output.contains(QStringLiteral("cluster.launch.") + field), qPrintable(v.output));
+        const LoomResult r = loomtest::loom(db(),
+            { QStringLiteral("run"), file, QStringLiteral("--steps"), QStringLiteral("1") }, withoutJob(), slurmEnv());
+        QVERIFY2(r.exitCode == 2 && r.output.contains(QStringLiteral("cluster.launch.") + field), qPrintable(r.output));
+        QVERIFY(slurm(QStringLiteral("squeue"), { QStringLiteral("-h") }).trimmed().isEmpty());
+        QFile f(victim);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QCOMPARE(f.readAll(), QByteArray("keep me\n"));
+    }
+
     void srunInsideAnAllocation()
     {
         const LoomResult r
-            = loom(db(), { QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("3") },
+            = loomtest::loom(db(), { QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("3") },
                 { QStringLiteral("salloc"), QStringLiteral("--nodes=1"), QStringLiteral("--ntasks=2") }, slurmEnv());
         QVERIFY2(r.exitCode == 0 && r.output.contains("step 3/3"), qPrintable(r.output));
         const QJsonObject run = lastRun(db());
         QCOMPARE(run.value("state").toString(), QStringLiteral("finished"));
-        const LoomResult show
-            = loom(db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) });
+        const LoomResult show = loomtest::loom(
+            db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) });
         QVERIFY2(show.output.contains("command srun --mpi=pmix"), qPrintable(show.output));
         QVERIFY(queueEmptyWithin(10000));
     }

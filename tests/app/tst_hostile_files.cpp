@@ -1,0 +1,191 @@
+// Hostile input to the command line, second round: Slurm header values that would add sbatch options,
+// inputs that are not regular files (a folder, a FIFO, /dev/zero on standard input), a device as the store,
+// keys given twice, a layout far beyond this machine's memory, and --lr inf. Each case failed before it was
+// fixed.
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <sys/stat.h>
+
+namespace {
+
+struct Run {
+    int exitCode = -1; // -1: still running after the timeout (killed)
+    QString out, err;
+    QString all() const { return out + err; }
+};
+
+class TestHostileFiles : public QObject {
+    Q_OBJECT
+    QTemporaryDir m_dir;
+
+    Run start(const QString& program, const QStringList& args, const QString& stdinFile = {}, const QString& db = {},
+        int timeoutMs = 60000)
+    {
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("LOOM_DB"), db.isEmpty() ? m_dir.filePath(QStringLiteral("files.db")) : db);
+        p.setProcessEnvironment(env);
+        p.setWorkingDirectory(m_dir.path());
+        if (!stdinFile.isEmpty())
+            p.setStandardInputFile(stdinFile);
+        p.start(program, args);
+        if (!p.waitForFinished(timeoutMs)) {
+            p.kill();
+            p.waitForFinished();
+            return { -1, QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError()) };
+        }
+        return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2,
+            QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError()) };
+    }
+    Run loom(const QStringList& args, const QString& stdinFile = {}, const QString& db = {})
+    {
+        return start(QStringLiteral(LOOM_EXE), args, stdinFile, db);
+    }
+
+    QString write(const QString& name, const QByteArray& text)
+    {
+        QFile f(m_dir.filePath(name));
+        if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(text) != text.size())
+            qFatal("cannot write %s", qPrintable(f.fileName()));
+        return f.fileName();
+    }
+
+    static QByteArray tinyLayout(const QByteArray& parallel = R"("tp": 1, "pp": 1, "dp": 1)")
+    {
+        return R"({"loom_layout": 1, "name": "files", "model": "gpt-tiny", "cluster": "local", "parallel": {)"
+            + parallel + R"(, "micro_batch": 1, "global_batch": 1}})";
+    }
+
+private slots:
+    void initTestCase() { QVERIFY(m_dir.isValid()); }
+
+    // An inline Slurm cluster whose partition or time limit would add an sbatch option: invalid for validate
+    // and refused by run, naming the field.
+    void slurmHeaderValuesRefused_data()
+    {
+        QTest::addColumn<QString>("field");
+        QTest::addColumn<QString>("value");
+        QTest::newRow("partition --export") << "partition"
+                                            << "gpu --export=ALL,OMPI_MCA_orte_fork_agent=/tmp/x";
+        QTest::newRow("partition --error") << "partition"
+                                           << "gpu --error=/etc/passwd";
+        QTest::newRow("time --export") << "time_limit"
+                                       << "10 --export=ALL,PATH=/tmp/evil";
+        QTest::newRow("time words") << "time_limit"
+                                    << "one hour";
+    }
+    void slurmHeaderValuesRefused()
+    {
+        QFETCH(QString, field);
+        QFETCH(QString, value);
+        QJsonObject launch { { "method", "slurm" } };
+        launch[field] = value;
+        const QJsonObject cluster { { "name", "inline-slurm" }, { "nodes", 1 }, { "devices_per_node", 1 },
+            { "device",
+                QJsonObject { { "name", "CPU core" }, { "memory_gb", 2 }, { "memory_bandwidth_gbs", 10 },
+                    { "peak_tflops", QJsonObject { { "fp32", 0.09 }, { "fp16", 0.09 }, { "bf16", 0.09 } } } } },
+            { "intra_node", QJsonObject { { "link", "shm" }, { "bandwidth_gbs", 5 }, { "latency_us", 1 } } },
+            { "launch", launch } };
+        QJsonObject l = QJsonDocument::fromJson(tinyLayout()).object();
+        l[QStringLiteral("cluster")] = cluster;
+        const QString file = write(QStringLiteral("slurm.json"), QJsonDocument(l).toJson());
+        const Run v = loom({ QStringLiteral("validate"), file });
+        QVERIFY2(v.exitCode == 2 && v.all().contains(QStringLiteral("cluster.launch.") + field), qPrintable(v.all()));
+        const Run r = loom({ QStringLiteral("run"), file, QStringLiteral("--steps"), QStringLiteral("1") });
+        QVERIFY2(r.exitCode == 2 && r.err.contains(QLatin1String("nothing was started")), qPrintable(r.all()));
+    }
+
+    // Not regular files: a folder is called one, a FIFO is refused at once (it used to block in open), and
+    // standard input is read by name with the same bound (/dev/zero used to be read until bad_alloc).
+    void notRegularFiles()
+    {
+        const Run folder = loom({ QStringLiteral("validate"), QStringLiteral("/tmp") });
+        QVERIFY2(folder.exitCode == 2 && folder.all().contains(QLatin1String("is a folder, not a file"))
+                && !folder.all().contains(QLatin1String("MiB")),
+            qPrintable(folder.all()));
+        const QString fifo = m_dir.filePath(QStringLiteral("layout.fifo"));
+        QVERIFY(::mkfifo(QFile::encodeName(fifo).constData(), 0644) == 0);
+        for (const QStringList& args : { QStringList { QStringLiteral("validate"), fifo },
+                 QStringList { QStringLiteral("plan"), QStringLiteral("predict"), fifo },
+                 QStringList { QStringLiteral("run"), fifo },
+                 QStringList { QStringLiteral("profiles"), QStringLiteral("import"), fifo } }) {
+            const Run r = loom(args);
+            QVERIFY2(r.exitCode > 0 && r.all().contains(QLatin1String("is not a regular file")),
+                qPrintable(args.join(' ') + ": " + r.all()));
+        }
+        const Run zero = loom({ QStringLiteral("validate"), QStringLiteral("-") }, QStringLiteral("/dev/zero"));
+        QVERIFY2(zero.exitCode == 2 && zero.all().contains(QLatin1String("standard input is larger than 16 MiB")),
+            qPrintable(zero.all()));
+        const Run piped = loom({ QStringLiteral("validate"), QStringLiteral("/dev/stdin") },
+            write(QStringLiteral("ok.json"), tinyLayout()));
+        QVERIFY2(piped.exitCode == 0, qPrintable(piped.all()));
+    }
+
+    // LOOM_DB naming a device is refused, and nothing is created beside it (/dev/null-journal).
+    void storeOnADeviceRefused()
+    {
+        QFile::remove(QStringLiteral("/dev/null-journal")); // left by an older Loom, if any
+        const Run r = loom({ QStringLiteral("runs"), QStringLiteral("list") }, {}, QStringLiteral("/dev/null"));
+        QVERIFY2(r.exitCode == 1 && r.err.contains(QLatin1String("not a regular file")), qPrintable(r.all()));
+        QVERIFY(!QFile::exists(QStringLiteral("/dev/null-journal")));
+        QVERIFY(!QFile::exists(QStringLiteral("/dev/null-wal")));
+    }
+
+    // A key given twice is refused in a layout and in a profile, naming it (the last value used to win).
+    void duplicateKeysRefused()
+    {
+        const Run v = loom({ QStringLiteral("validate"),
+            write(QStringLiteral("twice.json"), tinyLayout(R"("tp": 1, "pp": 1, "dp": 1, "tp": 2)")) });
+        QVERIFY2(v.exitCode == 2 && v.all().contains(QLatin1String("parallel.tp is given twice")), qPrintable(v.all()));
+        const QByteArray profile = R"({"loom_profile": 1, "kind": "model", "name": "twice", "layers": 2,
+            "hidden": 64, "heads": 2, "vocab": 256, "ffn_hidden": 256, "seq_len": 32, "layers": 200})";
+        const Run p = loom({ QStringLiteral("profiles"), QStringLiteral("import"),
+            write(QStringLiteral("twice-profile.json"), profile) });
+        QVERIFY2(p.exitCode == 2 && p.all().contains(QLatin1String("\"layers\" is given twice")), qPrintable(p.all()));
+    }
+
+    // gpt3-175b on this machine: refused before any rank starts (and by loom-train before it allocates),
+    // with the estimate, instead of every rank dying with std::bad_alloc.
+    void layoutBeyondThisMachinesMemory()
+    {
+        const QString file = write(QStringLiteral("huge.json"),
+            R"({"loom_layout": 1, "name": "huge", "model": "gpt3-175b", "cluster": "local",
+                "parallel": {"tp": 1, "pp": 1, "dp": 1, "micro_batch": 1, "global_batch": 1}})");
+        QElapsedTimer t;
+        t.start();
+        const Run r = loom({ QStringLiteral("run"), file, QStringLiteral("--steps"), QStringLiteral("1") });
+        QVERIFY2(r.exitCode == 2 && r.err.contains(QLatin1String("GB per rank"))
+                && r.err.contains(QLatin1String("--ignore-memory"))
+                && r.err.contains(QLatin1String("nothing was started")),
+            qPrintable(r.all()));
+        const Run e = start(QStringLiteral(LOOM_TRAIN_EXE), { QStringLiteral("--layout"), file });
+        QVERIFY2(e.exitCode == 2 && e.err.contains(QLatin1String("GB per rank"))
+                && !e.all().contains(QLatin1String("bad_alloc")),
+            qPrintable(e.all()));
+        QVERIFY2(t.elapsed() < 60000, "both refuse before allocating");
+    }
+
+    // --lr inf is refused like nan.
+    void infiniteLearningRateRefused()
+    {
+        const QString file = write(QStringLiteral("lr.json"), tinyLayout());
+        for (const char* lr : { "inf", "nan", "-inf", "infinity" }) {
+            const Run e = start(QStringLiteral(LOOM_TRAIN_EXE),
+                { QStringLiteral("--layout"), file, QStringLiteral("--lr"), QString::fromLatin1(lr) });
+            QVERIFY2(e.exitCode == 64 && e.err.contains(QLatin1String("--lr ") + QLatin1String(lr) + " is not valid"),
+                qPrintable(QStringLiteral("%1: %2").arg(lr, e.all())));
+        }
+    }
+};
+
+} // namespace
+
+QTEST_GUILESS_MAIN(TestHostileFiles)
+#include "tst_hostile_files.moc"
