@@ -31,10 +31,13 @@ std::optional<LinkSpec> parseLink(
     std::optional<std::int64_t> nics;
     if (interNode)
         nics = r.integer("nics_per_node", Presence::Optional, 1, 1024);
+    std::optional<bool> nvls;
+    if (!interNode)
+        nvls = r.boolean("nvls", Presence::Optional);
     if (interNode)
         r.warnUnknown({ "link", "bandwidth_gbs", "latency_us", "nics_per_node" });
     else
-        r.warnUnknown({ "link", "bandwidth_gbs", "latency_us" });
+        r.warnUnknown({ "link", "bandwidth_gbs", "latency_us", "nvls" });
     bool ok = !local.hasErrors();
     diagnostics.append(local);
     if (!ok)
@@ -43,6 +46,7 @@ std::optional<LinkSpec> parseLink(
     link.bandwidthGBs = *bandwidth;
     link.latencyUs = *latency;
     link.nicsPerNode = nics.value_or(interNode ? 1 : 0);
+    link.nvls = nvls.value_or(false);
     return link;
 }
 
@@ -128,6 +132,8 @@ nlohmann::ordered_json linkToJson(const LinkSpec& link, bool interNode)
         = { { "link", toString(link.kind) }, { "bandwidth_gbs", link.bandwidthGBs }, { "latency_us", link.latencyUs } };
     if (interNode)
         j["nics_per_node"] = link.nicsPerNode;
+    if (link.nvls)
+        j["nvls"] = true;
     return j;
 }
 } // namespace

@@ -25,6 +25,9 @@ struct LinkSpec {
     double bandwidthGBs = 0; // GB/s per device per direction
     double latencyUs = 0; // α of the α-β model, per message
     std::int64_t nicsPerNode = 0; // inter-node links only: network adapters per node
+    // Intra-node links only: the switch reduces in the network (NVLink SHARP, NVSwitch of H100 and later),
+    // which NCCL's NVLS algorithm uses for all-reduces inside a node. Profile key "nvls".
+    bool nvls = false;
 
     bool operator==(const LinkSpec&) const = default;
 };

@@ -1,6 +1,8 @@
 #include "engine/plan/CostModel.h"
 
+#include "engine/plan/CollectiveCost.h"
 #include "engine/plan/ExpertGroups.h"
+#include "engine/plan/MemoryTraffic.h"
 #include "engine/plan/RankGrid.h"
 #include "engine/plan/Schedule.h"
 #include "engine/plan/Simulator.h"
@@ -24,59 +26,6 @@ trace::StatsContext statsContext(const Layout& l)
         c.microBatches = p.microBatches();
     c.tokensPerStep = p.globalBatch * l.model.seqLen;
     return c;
-}
-
-double gemmEfficiency(const DeviceSpec& d, double width, double rows)
-{
-    return d.gemmMax * width / (width + d.gemmHalfWidth) * rows / (rows + d.gemmHalfRows);
-}
-
-double ComputeWork::seconds(const DeviceSpec& device, Precision precision) const
-{
-    return flops / (device.peakTflops(precision) * 1e12 * device.gemmMax) + bytes / (device.memoryBandwidthGBs * 1e9);
-}
-
-std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
-{
-    const ModelSpec& m = l.model;
-    const DeviceSpec& dev = l.cluster.device;
-    const std::int64_t t = l.parallel.tp;
-    const std::vector<StageRange> ranges = l.stageRanges();
-    const std::int64_t virtualStages = l.parallel.pp * chunks;
-    // T: the tokens of a micro-batch on this rank (s/cp of each sequence with context parallelism); the
-    // attention of each of them still reads all s keys, so its FLOPs are 4·T·s·h (1/cp of the sequence's).
-    const double T = double(l.parallel.microBatch * m.seqLen / l.parallel.cp), h = double(m.hidden),
-                 s = double(m.seqLen), V = double(m.paddedVocab());
-    // FLOPs run at peak · max · shape; dividing by the shape leaves what peak · max must do.
-    const double shape = dev.gemmMax > 0 ? gemmEfficiency(dev, h / double(t), T) / dev.gemmMax : 1.0;
-    const double layerFlops = (2.0 * T * blockMatmulParameters(m) + 4.0 * T * s * h) / double(t) / shape;
-    const double attentionFlops = 4.0 * T * s * h / double(t) / shape; // scores and their use, forward
-    // The backward recomputes: with flash attention the scores Q·Kᵀ (half of attentionFlops),
-    // with selective recomputation of materialised attention the whole attention core.
-    const bool flash = l.memory.attention == Attention::Flash;
-    const double attentionRecompute
-        = flash ? attentionFlops / 2.0 : (l.memory.recompute == Recompute::Selective ? attentionFlops : 0.0);
-    // Memory-bound work (norms, softmax, GELU, dropout, residuals) moves about the layer's activation bytes
-    // (Korthikanti et al.'s count) once in and once out; it weighs most where h is small.
-    const double layerBytes = 2.0
-        * layerActivationBytes(m, l.parallel.microBatch, t, l.parallel.sp, Attention::Materialized, Recompute::None)
-        / double(l.parallel.cp) * (l.precision == Precision::Fp32 ? 2.0 : 1.0);
-    const double headFlops = 2.0 * T * h * V / double(t) / shape;
-    const bool full = l.memory.recompute == Recompute::Full;
-    std::vector<StageWork> out(static_cast<std::size_t>(virtualStages));
-    for (std::int64_t vs = 0; vs < virtualStages; ++vs) {
-        const double layers = double(ranges[static_cast<std::size_t>(vs)].size());
-        StageWork& w = out[static_cast<std::size_t>(vs)];
-        const double recompute = full ? 1.0 : 0.0;
-        w.forward = { layers * layerFlops, layers * layerBytes };
-        w.backward = { layers * ((2.0 + recompute) * layerFlops + attentionRecompute),
-            layers * (2.0 + recompute) * layerBytes };
-        if (vs == virtualStages - 1) {
-            w.forward.flops += headFlops;
-            w.backward.flops += 2.0 * headFlops;
-        }
-    }
-    return out;
 }
 
 namespace {
@@ -124,6 +73,8 @@ double dpAllReduceSeconds(
         return ringAllReduceSeconds(gradBytes * ratio, static_cast<std::int64_t>(k), l.cluster.intraNode)
             + ringAllReduceSeconds(gradBytes * ratio / k, nodesSpanned, link) + codecCost;
     }
+    if (usesNcclModel(l)) // one ring (or tree) per NIC, as NCCL's tuner picks (CollectiveCost.h)
+        return collectiveSeconds(l, Collective::AllReduce, gradBytes * ratio, { dp, nodesSpanned }) + codecCost;
     return ringAllReduceSeconds(gradBytes * ratio, dp, link) + codecCost;
 }
 
@@ -201,7 +152,7 @@ void ringAttentionCosts(const Layout& l, const Costs& c, const LinkSpec& link, d
     const RingAttentionVolume vol = ringAttentionVolume(m, c.b, c.t, c.cp, c.actBytes);
     const double step = link.latencyUs * 1e-6 + vol.blockBytes / (link.bandwidthGBs * 1e9);
     const double shape = dev.gemmMax > 0 ? gemmEfficiency(dev, c.h / double(c.t), c.T) / dev.gemmMax : 1.0;
-    const double attention = 4.0 * c.T * c.s * c.h / double(c.t) / shape / (c.peak * dev.gemmMax); // forward
+    const double attention = attentionCoreFlops(l) / shape / (c.peak * dev.gemmMax); // forward, as executed
     const bool flash = l.memory.attention == Attention::Flash;
     const double attentionBackward = (flash ? 2.5 : 2.0) * attention; // flash recomputes the scores
     const double full = l.memory.recompute == Recompute::Full ? 1.0 : 0.0;
@@ -238,7 +189,9 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
     const std::int64_t t = c.t;
     const LinkSpec& tpLink = linkOf(l, tpSpan);
     const LinkSpec& dpLink = linkOf(l, dpSpan);
-    const double tpAllReduce = ringAllReduceSeconds(c.T * c.h * c.actBytes, t, tpLink);
+    const double tpAllReduce = usesNcclModel(l)
+        ? collectiveSeconds(l, Collective::AllReduce, c.T * c.h * c.actBytes, { t, tpSpan })
+        : ringAllReduceSeconds(c.T * c.h * c.actBytes, t, tpLink);
     const bool full = l.memory.recompute == Recompute::Full;
     const std::vector<StageWork> work = stageWork(l, chunks);
     c.stage.resize(static_cast<std::size_t>(c.virtualStages));
@@ -261,7 +214,10 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
             // ZeRO-2 and 3 reduce-scatter each layer's gradients after its backward (every micro-batch: only a
             // shard of the gradients is kept).
             const double bytes = paramsOfVirtualStage(l, c.ranges, vs) * c.actBytes;
-            const double perLayer = ringAllGatherSeconds(bytes / layers, c.d, dpLink) * layers;
+            const double perLayer
+                = (usesNcclModel(l) ? collectiveSeconds(l, Collective::AllGather, bytes / layers, { c.d, dpSpan })
+                                    : ringAllGatherSeconds(bytes / layers, c.d, dpLink))
+                * layers;
             sc.gatherBytes = bytes;
             sc.forwardGather = l.memory.zero >= 3 ? perLayer : 0.0;
             sc.backwardGather = perLayer + sc.forwardGather;
@@ -448,7 +404,10 @@ EndOfStep endOfStep(
         e.reduce = dpAllReduceSeconds(l, params * width, d, link, nodesSpanned)
             + (expertParams > 0 ? dpAllReduceSeconds(l, expertParams * width, edp, link, nodesSpanned) : 0.0);
     else if (l.memory.zero == 2)
-        e.after = ringAllGatherSeconds(params * width, d, link) + ringAllGatherSeconds(expertParams * width, edp, link);
+        e.after = usesNcclModel(l)
+            ? collectiveSeconds(l, Collective::AllGather, params * width, { d, nodesSpanned })
+                + collectiveSeconds(l, Collective::AllGather, expertParams * width, { edp, nodesSpanned })
+            : ringAllGatherSeconds(params * width, d, link) + ringAllGatherSeconds(expertParams * width, edp, link);
     return e;
 }
 
