@@ -24,8 +24,8 @@ constexpr double kTreeBusFactor = 0.92, kNvlsRatio = 5.0 / 6.0, kTreeRatio = 0.5
 // The ring's "plateau" latency factor of multi-node all-reduces on Ampere and later.
 constexpr double kRingPlateau = 1.4;
 // Trees fall short of the model for medium sizes: NCCL's correction for Simple, powers of two from 64 B.
-constexpr std::array<double, 23> kTreeCorrection = { .9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6,
-    .7, .8, .7, .7, .8, .9, .9 };
+constexpr std::array<double, 23> kTreeCorrection
+    = { .9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9 };
 
 double log2Floor(double x)
 {
@@ -38,7 +38,8 @@ CollectiveTime ring(const ClusterSpec& c, Collective kind, double bytes, GroupSh
     const bool allReduce = kind == Collective::AllReduce;
     const double steps = allReduce ? 2.0 * (n - 1) : n - 1;
     const double interSteps = allReduce ? (g.nodes > 1 ? 2.0 * N : 0.0) : N - 1;
-    double intraLat = c.intraNode.kind == LinkKind::NvLink ? kRingNvlinkUs : kRingPcieUs;
+    // RCCL's xGMI links are timed like NVLink (direct GPU-to-GPU links).
+    double intraLat = c.intraNode.kind == LinkKind::Pcie ? kRingPcieUs : kRingNvlinkUs;
     if (g.nodes > 1)
         intraLat = std::max(intraLat, kNetOverheadUs);
     double lat = kRingBaseUs + std::max(0.0, steps - interSteps) * intraLat + interSteps * kRingNetUs;
@@ -53,7 +54,7 @@ CollectiveTime ring(const ClusterSpec& c, Collective kind, double bytes, GroupSh
 
 CollectiveTime tree(const ClusterSpec& c, double bytes, GroupShape g, double busGBs)
 {
-    const double intraLat = c.intraNode.kind == LinkKind::NvLink ? kTreeNvlinkUs : kTreePcieUs;
+    const double intraLat = c.intraNode.kind == LinkKind::Pcie ? kTreePcieUs : kTreeNvlinkUs;
     const double lat = 2.0 * (double(g.perNode() - 1) * intraLat + log2Floor(double(g.nodes)) * kTreeNetUs);
     double algGBs = busGBs * kTreeBusFactor * kTreeRatio;
     const double logSize = log2Floor(bytes / 64.0);

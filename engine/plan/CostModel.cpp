@@ -152,7 +152,9 @@ void ringAttentionCosts(const Layout& l, const Costs& c, const LinkSpec& link, d
     const RingAttentionVolume vol = ringAttentionVolume(m, c.b, c.t, c.cp, c.actBytes);
     const double step = link.latencyUs * 1e-6 + vol.blockBytes / (link.bandwidthGBs * 1e9);
     const double shape = dev.gemmMax > 0 ? gemmEfficiency(dev, c.h / double(c.t), c.T) / dev.gemmMax : 1.0;
-    const double attention = attentionCoreFlops(l) / shape / (c.peak * dev.gemmMax); // forward, as executed
+    const bool flashKernel = usesFlashKernel(l);
+    const double attention = attentionCoreFlops(l)
+        / (flashKernel ? c.peak * dev.flashEfficiency : shape * c.peak * dev.gemmMax); // forward, as executed
     const bool flash = l.memory.attention == Attention::Flash;
     const double attentionBackward = (flash ? 2.5 : 2.0) * attention; // flash recomputes the scores
     const double full = l.memory.recompute == Recompute::Full ? 1.0 : 0.0;
@@ -209,6 +211,17 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
             sc.backwardTpBytes = layers * (2.0 + (full ? 2.0 : 0.0)) * c.T * c.h * c.actBytes;
         }
         const double computeF = w.forward.seconds(dev, l.precision), computeB = w.backward.seconds(dev, l.precision);
+        if (l.comm.tpCommOverlap && t > 1 && layers > 0) {
+            // Userbuffers pipeline each TP collective with the GEMM beside it in t chunks: the first chunk
+            // waits, the rest hides behind the GEMMs as long as the link keeps up (docs/formulas.md).
+            const double gemmF = w.forward.flops / (c.peak * dev.gemmMax),
+                         gemmB = w.backward.flops / (c.peak * dev.gemmMax);
+            const double fullF = sc.forwardTp, fullB = sc.backwardTp;
+            sc.forwardTp = std::max(0.0, fullF - gemmF) + fullF / double(t);
+            sc.backwardTp = std::max(0.0, fullB - gemmB) + fullB / double(t);
+            sc.forwardTp = std::min(sc.forwardTp, fullF);
+            sc.backwardTp = std::min(sc.backwardTp, fullB);
+        }
         if (l.memory.zero >= 2 && c.d > 1 && layers > 0) {
             // ZeRO-3 all-gathers each layer's parameters before its forward and again before its backward;
             // ZeRO-2 and 3 reduce-scatter each layer's gradients after its backward (every micro-batch: only a
@@ -348,7 +361,8 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
     const double cp = double(c.cp);
     const bool efficientNorm = l.memory.efficientNorm;
     const double perLayerAct
-        = layerActivationBytes(m, c.b, c.t, sp, attention, l.memory.recompute, efficientNorm) * width / cp;
+        = layerActivationBytes(m, c.b, c.t, sp, attention, l.memory.recompute, efficientNorm) * width / cp
+        - fp8ActivationSavingBytes(l, c.b);
     const double fullLayerAct
         = layerActivationBytes(m, c.b, c.t, sp, attention, Recompute::None, efficientNorm) * width / cp;
     const double params = paramsOfRank(l, c, r);
@@ -390,7 +404,15 @@ namespace {
 // inside the backward ops instead, and ZeRO-3 gathers parameters when a layer needs them.
 struct EndOfStep {
     double reduce = 0, after = 0;
+    bool gatherOverlappable = false; // `after` may hide behind the next step's first forward
 };
+
+// With overlap_param_gather the parameter all-gather runs bucket by bucket ahead of the next step's first
+// forward on the rank: only what outlasts that forward is exposed.
+double exposedAfter(const EndOfStep& e, double firstForward)
+{
+    return e.gatherOverlappable ? std::max(0.0, e.after - firstForward) : e.after;
+}
 EndOfStep endOfStep(
     const Layout& l, double params, const LinkSpec& link, std::int64_t nodesSpanned, double expertParams = 0)
 {
@@ -400,6 +422,18 @@ EndOfStep endOfStep(
     // MoE: the experts' gradients are averaged over the expert-data-parallel group (dp/ep ranks) instead.
     const std::int64_t edp = d / std::max<std::int64_t>(1, l.parallel.ep);
     params -= expertParams;
+    if (l.memory.zero == 1 && d > 1 && usesNcclModel(l) && l.comm.dpCodec.kind == Codec::Kind::None) {
+        // The distributed optimizer (Megatron-Core, DeepSpeed ZeRO-1): a reduce-scatter of the gradients, then,
+        // after the optimizer updated its shard, an all-gather of the 16-bit parameters; with
+        // overlap_param_gather that runs during the next step's first forward (distributedOptimizerGather).
+        const GroupShape g { d, nodesSpanned }, ge { edp, nodesSpanned };
+        e.reduce = collectiveSeconds(l, Collective::ReduceScatter, params * width, g)
+            + collectiveSeconds(l, Collective::ReduceScatter, expertParams * width, ge);
+        e.after = collectiveSeconds(l, Collective::AllGather, params * 2.0, g)
+            + collectiveSeconds(l, Collective::AllGather, expertParams * 2.0, ge);
+        e.gatherOverlappable = l.comm.overlapParamGather;
+        return e;
+    }
     if (l.memory.zero <= 1)
         e.reduce = dpAllReduceSeconds(l, params * width, d, link, nodesSpanned)
             + (expertParams > 0 ? dpAllReduceSeconds(l, expertParams * width, edp, link, nodesSpanned) : 0.0);
@@ -496,15 +530,16 @@ Prediction predict(const Layout& l, bool withEvents)
         const double first = std::min(1.0, l.comm.bucketMb * 1048576.0 / std::max(1.0, params * gradWidth));
         const double lastBackward = rt.lastBackwardEnd - rt.lastBackwardStart;
         const double dpStart = l.comm.staleness > 0 ? 0.0
-            : l.comm.overlap                        ? rt.lastBackwardStart + first * lastBackward
+            : l.comm.gradReduceOverlapped()         ? rt.lastBackwardStart + first * lastBackward
                                                     : rt.lastBackwardEnd;
         const double dpEnd = l.comm.staleness > 0 ? std::max(rt.end, dpSeconds)
-            : l.comm.overlap ? std::max(rt.lastBackwardEnd + first * dpSeconds, dpStart + dpSeconds)
-                             : rt.lastBackwardEnd + dpSeconds;
+            : l.comm.gradReduceOverlapped() ? std::max(rt.lastBackwardEnd + first * dpSeconds, dpStart + dpSeconds)
+                                            : rt.lastBackwardEnd + dpSeconds;
         const double opt = optimizerBytesOf(l, c, r) / memBw;
-        dpTime[static_cast<std::size_t>(r)] = std::max(rt.end, dpEnd) - rt.end + dpWork.after;
+        const double after = exposedAfter(dpWork, cost[static_cast<std::size_t>(r)].forward);
+        dpTime[static_cast<std::size_t>(r)] = std::max(rt.end, dpEnd) - rt.end + after;
         optTime[static_cast<std::size_t>(r)] = opt;
-        const double end = std::max(rt.end, dpEnd) + opt + dpWork.after;
+        const double end = std::max(rt.end, dpEnd) + opt + after;
         if (end > stepEnd) {
             stepEnd = end;
             critical = r;
@@ -513,7 +548,7 @@ Prediction predict(const Layout& l, bool withEvents)
         // all-reduce is drawn from the step's start.
         const auto& et = pipe.eventTimes[static_cast<std::size_t>(r)];
         const double eDpEnd = l.comm.staleness > 0 ? std::max(et.end, dpSeconds)
-            : l.comm.overlap                       ? std::max(et.lastBackwardEnd, et.lastBackwardStart + dpSeconds)
+            : l.comm.gradReduceOverlapped()        ? std::max(et.lastBackwardEnd, et.lastBackwardStart + dpSeconds)
                                                    : et.lastBackwardEnd + dpSeconds;
         const double eDpStart = l.comm.staleness > 0 ? 0.0 : eDpEnd - dpSeconds;
         const double optStart = std::max(et.end, eDpEnd);
@@ -524,9 +559,9 @@ Prediction predict(const Layout& l, bool withEvents)
             out.events.push_back(
                 stepEvent(rank, r, trace::EventKind::AllReduce, eDpStart, eDpStart + dpSeconds, params * gradWidth));
         out.events.push_back(stepEvent(rank, r, trace::EventKind::Optimizer, optStart, optStart + opt, 0));
-        if (dpWork.after > 0)
-            out.events.push_back(stepEvent(rank, r, trace::EventKind::AllGather, optStart + opt,
-                optStart + opt + dpWork.after, params * gradWidth));
+        if (after > 0)
+            out.events.push_back(stepEvent(
+                rank, r, trace::EventKind::AllGather, optStart + opt, optStart + opt + after, params * gradWidth));
     }
 
     const auto& crit = withTransfers[static_cast<std::size_t>(critical)];
@@ -618,9 +653,9 @@ Estimate estimate(const Layout& l)
     const double dpSeconds = dpWork.reduce;
     const double dpExposed = l.comm.staleness > 0
         ? std::max(0.0, dpSeconds - (e.compute + e.tp + e.cp + e.ep + e.bubble + e.pp))
-        : l.comm.overlap ? std::max(0.0, dpSeconds - lastBackward)
-                         : dpSeconds;
-    e.dp = dpExposed + dpWork.after + double(m) * tauDp;
+        : l.comm.gradReduceOverlapped() ? std::max(0.0, dpSeconds - lastBackward)
+                                        : dpSeconds;
+    e.dp = dpExposed + exposedAfter(dpWork, c.stage[0].forward) + double(m) * tauDp;
     const double opt = optimizerBytesOf(l, c, 0) / (dev.memoryBandwidthGBs * 1e9);
     e.stepTime = e.compute + e.tp + e.cp + e.ep + e.bubble + e.pp + e.dp + opt;
     e.tokensPerSecond = double(par.globalBatch * l.model.seqLen) / e.stepTime;

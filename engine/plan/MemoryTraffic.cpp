@@ -19,6 +19,50 @@ double layerTrafficBytes(const Layout& l)
         / double(l.parallel.cp) * (l.precision == Precision::Fp32 ? 2.0 : 1.0);
 }
 
+bool usesFlashKernel(const Layout& l)
+{
+    // FlashAttention's and cuDNN's fused kernels take 16-bit inputs only; fp32 attention runs as GEMMs.
+    return l.memory.attention == Attention::Flash && l.onGpuCluster() && l.precision != Precision::Fp32
+        && l.cluster.device.flashEfficiency > 0;
+}
+
+double fp8Speedup(const Layout& l)
+{
+    const DeviceSpec& d = l.cluster.device;
+    const double fp8 = d.fp8PeakTflops(l.fp8), base = d.peakTflops(l.precision);
+    return l.fp8 != Fp8Recipe::None && fp8 > 0 && base > 0 && d.gemmMax > 0 ? fp8 * d.fp8GemmMax() / (base * d.gemmMax)
+                                                                            : 1.0;
+}
+
+double fp8CastBytes(const Layout& l)
+{
+    if (l.fp8 == Fp8Recipe::None)
+        return 0;
+    const ModelSpec& m = l.model;
+    const double T = double(l.parallel.microBatch * m.seqLen / l.parallel.cp), h = double(m.hidden),
+                 f = double(m.ffnHidden), t = double(l.parallel.tp);
+    // The inputs of the column-parallel QKV and FC1 products are whole (T·h each, gathered with sp), those of
+    // the row-parallel projection and FC2 split over t (T·h/t and T·f/t).
+    const double elements = T * (2.0 * h + (h + f) / t);
+    // Cast: read 16 bits, write 8 (3 bytes); current scaling reads the tensor once more for its amax first;
+    // every recipe writes a second, transposed (or column-wise scaled) copy for the backward's GEMMs.
+    const double perElement = (l.fp8 == Fp8Recipe::Current ? 5.0 : 3.0) + 1.0;
+    return elements * perElement;
+}
+
+double fp8ActivationSavingBytes(const Layout& l, std::int64_t microBatch)
+{
+    if (l.fp8 == Fp8Recipe::None || l.memory.recompute == Recompute::Full)
+        return 0;
+    const ModelSpec& m = l.model;
+    const double sbh = double(m.seqLen) * double(microBatch) * double(m.hidden), t = double(l.parallel.tp);
+    // One byte instead of two per element of the QKV and FC1 inputs (kept whole, split with sp), the
+    // attention output and FC2's input (2·f bytes a token: f saved), both split over t.
+    const double whole = 2.0 / (l.parallel.sp ? t : 1.0);
+    const double split = (1.0 + double(m.ffnHidden) / double(m.hidden)) / t;
+    return sbh * (whole + split) / double(l.parallel.cp);
+}
+
 double attentionCoreFlops(const Layout& l)
 {
     const ModelSpec& m = l.model;
@@ -54,8 +98,14 @@ std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
     // FLOPs run at peak · max · shape; dividing by the shape leaves what peak · max must do.
     const double shape = dev.gemmMax > 0 ? gemmEfficiency(dev, h / double(t), T) / dev.gemmMax : 1.0;
     (void)s;
-    const double attentionFlops = attentionCoreFlops(l) / shape; // scores and their use, forward, as executed
-    const double layerFlops = 2.0 * T * blockMatmulParameters(m) / double(t) / shape + attentionFlops;
+    // Scores and their use, forward, as executed: at the flash kernel's own efficiency where the profile has
+    // one (counted as the FLOPs that take as long at peak · max), else on the GEMM curve.
+    const bool flashKernel = usesFlashKernel(l);
+    const double attentionFlops
+        = attentionCoreFlops(l) * (flashKernel ? dev.gemmMax / dev.flashEfficiency : 1.0 / shape);
+    // With FP8 the block's linear layers run at the FP8 peak: counted as the bf16 FLOPs that take as long.
+    const double linearSpeedup = fp8Speedup(l);
+    const double layerFlops = 2.0 * T * blockMatmulParameters(m) / double(t) / shape / linearSpeedup + attentionFlops;
     // The backward recomputes: with flash attention the scores Q·Kᵀ (half of attentionFlops),
     // with selective recomputation of materialised attention the whole attention core.
     const bool flash = l.memory.attention == Attention::Flash;
@@ -63,7 +113,7 @@ std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
         = flash ? attentionFlops / 2.0 : (l.memory.recompute == Recompute::Selective ? attentionFlops : 0.0);
     // Memory-bound work moves about the layer's activation bytes once in and once out (MemoryTraffic.h); it
     // weighs most where h is small.
-    const double layerBytes = layerTrafficBytes(l);
+    const double layerBytes = layerTrafficBytes(l) + fp8CastBytes(l);
     const double headFlops = 2.0 * T * h * V / double(t) / shape;
     const bool full = l.memory.recompute == Recompute::Full;
     std::vector<StageWork> out(static_cast<std::size_t>(virtualStages));

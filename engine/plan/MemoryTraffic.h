@@ -19,4 +19,21 @@ double layerTrafficBytes(const Layout& layout);
 // attention on a causal model, whose kernel skips the blocks above the diagonal. T = b·s/cp.
 double attentionCoreFlops(const Layout& layout);
 
+// Whether the attention core runs as a fused flash kernel at the device's own flash efficiency
+// (gemm_efficiency.flash): flash attention, 16-bit inputs, on a GPU whose profile gives that efficiency.
+bool usesFlashKernel(const Layout& layout);
+
+// FP8 (layout key "fp8"): how many times faster the linear layers' GEMMs run than at `precision`, the ratio of
+// the device's FP8 peak to its 16-bit one (1 without FP8).
+double fp8Speedup(const Layout& layout);
+// The HBM bytes FP8's casts add per layer and micro-batch in the forward (the backward casts its gradients
+// alike): each linear layer's input read in 16 bits and written in 8 (3 bytes an element; current scaling
+// reads it once more for the amax, 5), plus the transposed copy the backward's GEMMs read (1). Elements:
+// T·(2h + (h + f)/t), the inputs of QKV and FC1 whole and those of the projection and FC2 split over t.
+double fp8CastBytes(const Layout& layout);
+// What FP8 saves of one layer's activations per micro-batch of `microBatch` sequences: Transformer Engine keeps
+// the FP8 casts of the linear layers' inputs for their weight gradients, one byte an element instead of two
+// (QKV and FC1 inputs, the attention output, FC2's input); nothing with full recomputation.
+double fp8ActivationSavingBytes(const Layout& layout, std::int64_t microBatch);
+
 } // namespace loom::plan
