@@ -60,6 +60,10 @@ QPen linkPen(plan::LinkKind kind)
         pen.setWidthF(4);
         pen.setColor(QColor(0x2E, 0x7D, 0x32));
         break;
+    case plan::LinkKind::Xgmi:
+        pen.setWidthF(4);
+        pen.setColor(QColor(0xB7, 0x1C, 0x1C));
+        break;
     case plan::LinkKind::Pcie:
         pen.setWidthF(2.5);
         pen.setColor(QColor(0x55, 0x55, 0x55));
@@ -86,6 +90,8 @@ QString linkName(plan::LinkKind kind)
     switch (kind) {
     case plan::LinkKind::NvLink:
         return QStringLiteral("NVLink / NVSwitch");
+    case plan::LinkKind::Xgmi:
+        return QStringLiteral("Infinity Fabric (xGMI)");
     case plan::LinkKind::Pcie:
         return QStringLiteral("PCIe");
     case plan::LinkKind::InfiniBand:

@@ -12,7 +12,7 @@ namespace loom::plan {
 using nlohmann::json;
 
 namespace {
-const std::vector<std::string> kLinkNames = { "nvlink", "pcie", "infiniband", "ethernet", "shm" };
+const std::vector<std::string> kLinkNames = { "nvlink", "pcie", "infiniband", "ethernet", "shm", "xgmi" };
 
 std::optional<LinkSpec> parseLink(
     ObjectReader& parentReader, std::string_view key, bool interNode, Diagnostics& diagnostics)
@@ -34,10 +34,13 @@ std::optional<LinkSpec> parseLink(
     std::optional<std::int64_t> nics;
     if (interNode)
         nics = r.integer("nics_per_node", Presence::Optional, 1, 1024);
+    std::optional<bool> nvls;
+    if (!interNode)
+        nvls = r.boolean("nvls", Presence::Optional);
     if (interNode)
         r.warnUnknown({ "link", "bandwidth_gbs", "latency_us", "nics_per_node" });
     else
-        r.warnUnknown({ "link", "bandwidth_gbs", "latency_us" });
+        r.warnUnknown({ "link", "bandwidth_gbs", "latency_us", "nvls" });
     bool ok = !local.hasErrors();
     diagnostics.append(local);
     if (!ok)
@@ -46,6 +49,7 @@ std::optional<LinkSpec> parseLink(
     link.bandwidthGBs = *bandwidth;
     link.latencyUs = *latency;
     link.nicsPerNode = nics.value_or(interNode ? 1 : 0);
+    link.nvls = nvls.value_or(false);
     return link;
 }
 
@@ -138,6 +142,8 @@ nlohmann::ordered_json linkToJson(const LinkSpec& link, bool interNode)
         = { { "link", toString(link.kind) }, { "bandwidth_gbs", link.bandwidthGBs }, { "latency_us", link.latencyUs } };
     if (interNode)
         j["nics_per_node"] = link.nicsPerNode;
+    if (link.nvls)
+        j["nvls"] = true;
     return j;
 }
 } // namespace
@@ -208,13 +214,16 @@ std::string_view toString(LinkKind kind)
         return "ethernet";
     case LinkKind::Shm:
         return "shm";
+    case LinkKind::Xgmi:
+        return "xgmi";
     }
     return "shm";
 }
 
 std::optional<LinkKind> linkKindFromString(std::string_view s)
 {
-    for (LinkKind k : { LinkKind::NvLink, LinkKind::Pcie, LinkKind::InfiniBand, LinkKind::Ethernet, LinkKind::Shm })
+    for (LinkKind k :
+        { LinkKind::NvLink, LinkKind::Pcie, LinkKind::InfiniBand, LinkKind::Ethernet, LinkKind::Shm, LinkKind::Xgmi })
         if (toString(k) == s)
             return k;
     return std::nullopt;
@@ -231,6 +240,21 @@ double DeviceSpec::peakTflops(Precision p) const
         return peakTflopsBf16;
     }
     return peakTflopsFp32;
+}
+
+double DeviceSpec::fp8PeakTflops(Fp8Recipe recipe) const
+{
+    switch (recipe) {
+    case Fp8Recipe::None:
+        return 0;
+    case Fp8Recipe::Mxfp8:
+        return peakTflopsMxfp8;
+    case Fp8Recipe::Delayed:
+    case Fp8Recipe::Current:
+    case Fp8Recipe::Blockwise:
+        return peakTflopsFp8;
+    }
+    return 0;
 }
 
 std::int64_t ClusterSpec::deviceCount(std::int64_t nodeCount, std::int64_t requested) const
@@ -278,7 +302,7 @@ std::optional<ClusterSpec> parseClusterSpec(const json& object, const std::strin
         auto dname = dr.string("name", Presence::Required, 128);
         auto mem = dr.number("memory_gb", Presence::Required, 0, 1e6, true);
         auto bw = dr.number("memory_bandwidth_gbs", Presence::Required, 0, 1e7, true);
-        std::optional<double> fp32, fp16, bf16;
+        std::optional<double> fp32, fp16, bf16, fp8, mxfp8;
         if (const json* p = dr.find("peak_tflops"); !p) {
             dr.reportMissing("peak_tflops", "an object with fp32, fp16 and bf16 TFLOP/s");
         } else if (!p->is_object()) {
@@ -288,9 +312,11 @@ std::optional<ClusterSpec> parseClusterSpec(const json& object, const std::strin
             fp32 = pr.number("fp32", Presence::Required, 0, 1e6, true);
             fp16 = pr.number("fp16", Presence::Required, 0, 1e6, true);
             bf16 = pr.number("bf16", Presence::Required, 0, 1e6, true);
-            pr.warnUnknown({ "fp32", "fp16", "bf16" });
+            fp8 = pr.number("fp8", Presence::Optional, 0, 1e6, true);
+            mxfp8 = pr.number("mxfp8", Presence::Optional, 0, 1e6, true);
+            pr.warnUnknown({ "fp32", "fp16", "bf16", "fp8", "mxfp8" });
         }
-        std::optional<double> gMax, gWidth, gRows;
+        std::optional<double> gMax, gWidth, gRows, gFp8, gFlash;
         if (const json* g = dr.find("gemm_efficiency"); g && !g->is_object()) {
             dr.reportWrongType("gemm_efficiency", *g, "an object with max, half_width and half_rows");
         } else if (g) {
@@ -298,15 +324,21 @@ std::optional<ClusterSpec> parseClusterSpec(const json& object, const std::strin
             gMax = gr.number("max", Presence::Required, 0, 1, true);
             gWidth = gr.number("half_width", Presence::Required, 0, 1e6);
             gRows = gr.number("half_rows", Presence::Required, 0, 1e6);
-            gr.warnUnknown({ "max", "half_width", "half_rows" });
+            gFp8 = gr.number("fp8_max", Presence::Optional, 0, 1, true);
+            gFlash = gr.number("flash", Presence::Optional, 0, 1, true);
+            gr.warnUnknown({ "max", "half_width", "half_rows", "fp8_max", "flash" });
         }
         dr.warnUnknown({ "name", "memory_gb", "memory_bandwidth_gbs", "peak_tflops", "gemm_efficiency" });
         if (dname && mem && bw && fp32 && fp16 && bf16) {
             dev = { *dname, *mem, *bw, *fp32, *fp16, *bf16 };
+            dev.peakTflopsFp8 = fp8.value_or(0);
+            dev.peakTflopsMxfp8 = mxfp8.value_or(0);
             if (gMax && gWidth && gRows) {
                 dev.gemmMax = *gMax;
                 dev.gemmHalfWidth = *gWidth;
                 dev.gemmHalfRows = *gRows;
+                dev.gemmFp8Max = gFp8.value_or(0);
+                dev.flashEfficiency = gFlash.value_or(0);
             }
             device = dev;
         }
@@ -380,6 +412,14 @@ nlohmann::ordered_json toJson(const ClusterSpec& c)
         { "gemm_efficiency",
             { { "max", c.device.gemmMax }, { "half_width", c.device.gemmHalfWidth },
                 { "half_rows", c.device.gemmHalfRows } } } };
+    if (c.device.peakTflopsFp8 > 0)
+        j["device"]["peak_tflops"]["fp8"] = c.device.peakTflopsFp8;
+    if (c.device.flashEfficiency > 0)
+        j["device"]["gemm_efficiency"]["flash"] = c.device.flashEfficiency;
+    if (c.device.gemmFp8Max > 0)
+        j["device"]["gemm_efficiency"]["fp8_max"] = c.device.gemmFp8Max;
+    if (c.device.peakTflopsMxfp8 > 0)
+        j["device"]["peak_tflops"]["mxfp8"] = c.device.peakTflopsMxfp8;
     j["intra_node"] = linkToJson(c.intraNode, false);
     if (c.interNode)
         j["inter_node"] = linkToJson(*c.interNode, true);

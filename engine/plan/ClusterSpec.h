@@ -13,7 +13,8 @@
 
 namespace loom::plan {
 
-enum class LinkKind { NvLink, Pcie, InfiniBand, Ethernet, Shm };
+// Xgmi: AMD Infinity Fabric, a direct link between every pair of a node's GPUs (MI300X), no switch.
+enum class LinkKind { NvLink, Pcie, InfiniBand, Ethernet, Shm, Xgmi };
 
 std::string_view toString(LinkKind kind);
 std::optional<LinkKind> linkKindFromString(std::string_view s);
@@ -25,6 +26,9 @@ struct LinkSpec {
     double bandwidthGBs = 0; // GB/s per device per direction
     double latencyUs = 0; // α of the α-β model, per message
     std::int64_t nicsPerNode = 0; // inter-node links only: network adapters per node
+    // Intra-node links only: the switch reduces in the network (NVLink SHARP, NVSwitch of H100 and later),
+    // which NCCL's NVLS algorithm uses for all-reduces inside a node. Profile key "nvls".
+    bool nvls = false;
 
     bool operator==(const LinkSpec&) const = default;
 };
@@ -41,9 +45,23 @@ struct DeviceSpec {
     double gemmMax = 0.8;
     double gemmHalfWidth = 256;
     double gemmHalfRows = 128;
+    // Dense FP8 tensor-core peaks (profile keys peak_tflops.fp8 and peak_tflops.mxfp8; 0: not supported).
+    double peakTflopsFp8 = 0;
+    double peakTflopsMxfp8 = 0;
+    // The ceiling FP8 GEMMs reach of the FP8 peak (gemm_efficiency.fp8_max; absent: max): FP8 kernels fall
+    // further short of their peak than 16-bit ones (scaling, narrower tiles per byte moved).
+    double gemmFp8Max = 0;
+    // The fraction of the 16-bit peak a flash-attention kernel reaches over its forward and backward
+    // (gemm_efficiency.flash; absent: the GEMM curve). FlashAttention-2 reaches 50-73 % of an A100's peak
+    // forward and less backward; FlashAttention-3 and cuDNN's kernels about 75 % forward and 50 % backward
+    // on an H100 (docs/profiles.md).
+    double flashEfficiency = 0;
+    double fp8GemmMax() const { return gemmFp8Max > 0 ? gemmFp8Max : gemmMax; }
 
     bool operator==(const DeviceSpec&) const = default;
     double peakTflops(Precision p) const;
+    // The peak the FP8 GEMMs of `recipe` run at (MXFP8 needs microscaling tensor cores); 0 where unsupported.
+    double fp8PeakTflops(Fp8Recipe recipe) const;
 };
 
 // How Loom starts runs on a cluster (profile key "launch"; absent: on this machine with mpirun). Every

@@ -1,6 +1,8 @@
 #include "engine/plan/CostModel.h"
 
+#include "engine/plan/CollectiveCost.h"
 #include "engine/plan/ExpertGroups.h"
+#include "engine/plan/MemoryTraffic.h"
 #include "engine/plan/RankGrid.h"
 #include "engine/plan/Schedule.h"
 #include "engine/plan/Simulator.h"
@@ -24,59 +26,6 @@ trace::StatsContext statsContext(const Layout& l)
         c.microBatches = p.microBatches();
     c.tokensPerStep = p.globalBatch * l.model.seqLen;
     return c;
-}
-
-double gemmEfficiency(const DeviceSpec& d, double width, double rows)
-{
-    return d.gemmMax * width / (width + d.gemmHalfWidth) * rows / (rows + d.gemmHalfRows);
-}
-
-double ComputeWork::seconds(const DeviceSpec& device, Precision precision) const
-{
-    return flops / (device.peakTflops(precision) * 1e12 * device.gemmMax) + bytes / (device.memoryBandwidthGBs * 1e9);
-}
-
-std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
-{
-    const ModelSpec& m = l.model;
-    const DeviceSpec& dev = l.cluster.device;
-    const std::int64_t t = l.parallel.tp;
-    const std::vector<StageRange> ranges = l.stageRanges();
-    const std::int64_t virtualStages = l.parallel.pp * chunks;
-    // T: the tokens of a micro-batch on this rank (s/cp of each sequence with context parallelism); the
-    // attention of each of them still reads all s keys, so its FLOPs are 4·T·s·h (1/cp of the sequence's).
-    const double T = double(l.parallel.microBatch * m.seqLen / l.parallel.cp), h = double(m.hidden),
-                 s = double(m.seqLen), V = double(m.paddedVocab());
-    // FLOPs run at peak · max · shape; dividing by the shape leaves what peak · max must do.
-    const double shape = dev.gemmMax > 0 ? gemmEfficiency(dev, h / double(t), T) / dev.gemmMax : 1.0;
-    const double layerFlops = (2.0 * T * blockMatmulParameters(m) + 4.0 * T * s * h) / double(t) / shape;
-    const double attentionFlops = 4.0 * T * s * h / double(t) / shape; // scores and their use, forward
-    // The backward recomputes: with flash attention the scores Q·Kᵀ (half of attentionFlops),
-    // with selective recomputation of materialised attention the whole attention core.
-    const bool flash = l.memory.attention == Attention::Flash;
-    const double attentionRecompute
-        = flash ? attentionFlops / 2.0 : (l.memory.recompute == Recompute::Selective ? attentionFlops : 0.0);
-    // Memory-bound work (norms, softmax, GELU, dropout, residuals) moves about the layer's activation bytes
-    // (Korthikanti et al.'s count) once in and once out; it weighs most where h is small.
-    const double layerBytes = 2.0
-        * layerActivationBytes(m, l.parallel.microBatch, t, l.parallel.sp, Attention::Materialized, Recompute::None)
-        / double(l.parallel.cp) * (l.precision == Precision::Fp32 ? 2.0 : 1.0);
-    const double headFlops = 2.0 * T * h * V / double(t) / shape;
-    const bool full = l.memory.recompute == Recompute::Full;
-    std::vector<StageWork> out(static_cast<std::size_t>(virtualStages));
-    for (std::int64_t vs = 0; vs < virtualStages; ++vs) {
-        const double layers = double(ranges[static_cast<std::size_t>(vs)].size());
-        StageWork& w = out[static_cast<std::size_t>(vs)];
-        const double recompute = full ? 1.0 : 0.0;
-        w.forward = { layers * layerFlops, layers * layerBytes };
-        w.backward = { layers * ((2.0 + recompute) * layerFlops + attentionRecompute),
-            layers * (2.0 + recompute) * layerBytes };
-        if (vs == virtualStages - 1) {
-            w.forward.flops += headFlops;
-            w.backward.flops += 2.0 * headFlops;
-        }
-    }
-    return out;
 }
 
 namespace {
@@ -124,6 +73,8 @@ double dpAllReduceSeconds(
         return ringAllReduceSeconds(gradBytes * ratio, static_cast<std::int64_t>(k), l.cluster.intraNode)
             + ringAllReduceSeconds(gradBytes * ratio / k, nodesSpanned, link) + codecCost;
     }
+    if (usesNcclModel(l)) // one ring (or tree) per NIC, as NCCL's tuner picks (CollectiveCost.h)
+        return collectiveSeconds(l, Collective::AllReduce, gradBytes * ratio, { dp, nodesSpanned }) + codecCost;
     return ringAllReduceSeconds(gradBytes * ratio, dp, link) + codecCost;
 }
 
@@ -201,7 +152,9 @@ void ringAttentionCosts(const Layout& l, const Costs& c, const LinkSpec& link, d
     const RingAttentionVolume vol = ringAttentionVolume(m, c.b, c.t, c.cp, c.actBytes);
     const double step = link.latencyUs * 1e-6 + vol.blockBytes / (link.bandwidthGBs * 1e9);
     const double shape = dev.gemmMax > 0 ? gemmEfficiency(dev, c.h / double(c.t), c.T) / dev.gemmMax : 1.0;
-    const double attention = 4.0 * c.T * c.s * c.h / double(c.t) / shape / (c.peak * dev.gemmMax); // forward
+    const bool flashKernel = usesFlashKernel(l);
+    const double attention = attentionCoreFlops(l)
+        / (flashKernel ? c.peak * dev.flashEfficiency : shape * c.peak * dev.gemmMax); // forward, as executed
     const bool flash = l.memory.attention == Attention::Flash;
     const double attentionBackward = (flash ? 2.5 : 2.0) * attention; // flash recomputes the scores
     const double full = l.memory.recompute == Recompute::Full ? 1.0 : 0.0;
@@ -238,7 +191,9 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
     const std::int64_t t = c.t;
     const LinkSpec& tpLink = linkOf(l, tpSpan);
     const LinkSpec& dpLink = linkOf(l, dpSpan);
-    const double tpAllReduce = ringAllReduceSeconds(c.T * c.h * c.actBytes, t, tpLink);
+    const double tpAllReduce = usesNcclModel(l)
+        ? collectiveSeconds(l, Collective::AllReduce, c.T * c.h * c.actBytes, { t, tpSpan })
+        : ringAllReduceSeconds(c.T * c.h * c.actBytes, t, tpLink);
     const bool full = l.memory.recompute == Recompute::Full;
     const std::vector<StageWork> work = stageWork(l, chunks);
     c.stage.resize(static_cast<std::size_t>(c.virtualStages));
@@ -256,12 +211,26 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
             sc.backwardTpBytes = layers * (2.0 + (full ? 2.0 : 0.0)) * c.T * c.h * c.actBytes;
         }
         const double computeF = w.forward.seconds(dev, l.precision), computeB = w.backward.seconds(dev, l.precision);
+        if (l.comm.tpCommOverlap && t > 1 && layers > 0) {
+            // Userbuffers pipeline each TP collective with the GEMM beside it in t chunks: the first chunk
+            // waits, the rest hides behind the GEMMs as long as the link keeps up (docs/formulas.md).
+            const double gemmF = w.forward.flops / (c.peak * dev.gemmMax),
+                         gemmB = w.backward.flops / (c.peak * dev.gemmMax);
+            const double fullF = sc.forwardTp, fullB = sc.backwardTp;
+            sc.forwardTp = std::max(0.0, fullF - gemmF) + fullF / double(t);
+            sc.backwardTp = std::max(0.0, fullB - gemmB) + fullB / double(t);
+            sc.forwardTp = std::min(sc.forwardTp, fullF);
+            sc.backwardTp = std::min(sc.backwardTp, fullB);
+        }
         if (l.memory.zero >= 2 && c.d > 1 && layers > 0) {
             // ZeRO-3 all-gathers each layer's parameters before its forward and again before its backward;
             // ZeRO-2 and 3 reduce-scatter each layer's gradients after its backward (every micro-batch: only a
             // shard of the gradients is kept).
             const double bytes = paramsOfVirtualStage(l, c.ranges, vs) * c.actBytes;
-            const double perLayer = ringAllGatherSeconds(bytes / layers, c.d, dpLink) * layers;
+            const double perLayer
+                = (usesNcclModel(l) ? collectiveSeconds(l, Collective::AllGather, bytes / layers, { c.d, dpSpan })
+                                    : ringAllGatherSeconds(bytes / layers, c.d, dpLink))
+                * layers;
             sc.gatherBytes = bytes;
             sc.forwardGather = l.memory.zero >= 3 ? perLayer : 0.0;
             sc.backwardGather = perLayer + sc.forwardGather;
@@ -392,7 +361,8 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
     const double cp = double(c.cp);
     const bool efficientNorm = l.memory.efficientNorm;
     const double perLayerAct
-        = layerActivationBytes(m, c.b, c.t, sp, attention, l.memory.recompute, efficientNorm) * width / cp;
+        = layerActivationBytes(m, c.b, c.t, sp, attention, l.memory.recompute, efficientNorm) * width / cp
+        - fp8ActivationSavingBytes(l, c.b);
     const double fullLayerAct
         = layerActivationBytes(m, c.b, c.t, sp, attention, Recompute::None, efficientNorm) * width / cp;
     const double params = paramsOfRank(l, c, r);
@@ -434,7 +404,15 @@ namespace {
 // inside the backward ops instead, and ZeRO-3 gathers parameters when a layer needs them.
 struct EndOfStep {
     double reduce = 0, after = 0;
+    bool gatherOverlappable = false; // `after` may hide behind the next step's first forward
 };
+
+// With overlap_param_gather the parameter all-gather runs bucket by bucket ahead of the next step's first
+// forward on the rank: only what outlasts that forward is exposed.
+double exposedAfter(const EndOfStep& e, double firstForward)
+{
+    return e.gatherOverlappable ? std::max(0.0, e.after - firstForward) : e.after;
+}
 EndOfStep endOfStep(
     const Layout& l, double params, const LinkSpec& link, std::int64_t nodesSpanned, double expertParams = 0)
 {
@@ -444,11 +422,26 @@ EndOfStep endOfStep(
     // MoE: the experts' gradients are averaged over the expert-data-parallel group (dp/ep ranks) instead.
     const std::int64_t edp = d / std::max<std::int64_t>(1, l.parallel.ep);
     params -= expertParams;
+    if (l.memory.zero == 1 && d > 1 && usesNcclModel(l) && l.comm.dpCodec.kind == Codec::Kind::None) {
+        // The distributed optimizer (Megatron-Core, DeepSpeed ZeRO-1): a reduce-scatter of the gradients, then,
+        // after the optimizer updated its shard, an all-gather of the 16-bit parameters; with
+        // overlap_param_gather that runs during the next step's first forward (distributedOptimizerGather).
+        const GroupShape g { d, nodesSpanned }, ge { edp, nodesSpanned };
+        e.reduce = collectiveSeconds(l, Collective::ReduceScatter, params * width, g)
+            + collectiveSeconds(l, Collective::ReduceScatter, expertParams * width, ge);
+        e.after = collectiveSeconds(l, Collective::AllGather, params * 2.0, g)
+            + collectiveSeconds(l, Collective::AllGather, expertParams * 2.0, ge);
+        e.gatherOverlappable = l.comm.overlapParamGather;
+        return e;
+    }
     if (l.memory.zero <= 1)
         e.reduce = dpAllReduceSeconds(l, params * width, d, link, nodesSpanned)
             + (expertParams > 0 ? dpAllReduceSeconds(l, expertParams * width, edp, link, nodesSpanned) : 0.0);
     else if (l.memory.zero == 2)
-        e.after = ringAllGatherSeconds(params * width, d, link) + ringAllGatherSeconds(expertParams * width, edp, link);
+        e.after = usesNcclModel(l)
+            ? collectiveSeconds(l, Collective::AllGather, params * width, { d, nodesSpanned })
+                + collectiveSeconds(l, Collective::AllGather, expertParams * width, { edp, nodesSpanned })
+            : ringAllGatherSeconds(params * width, d, link) + ringAllGatherSeconds(expertParams * width, edp, link);
     return e;
 }
 
@@ -537,15 +530,16 @@ Prediction predict(const Layout& l, bool withEvents)
         const double first = std::min(1.0, l.comm.bucketMb * 1048576.0 / std::max(1.0, params * gradWidth));
         const double lastBackward = rt.lastBackwardEnd - rt.lastBackwardStart;
         const double dpStart = l.comm.staleness > 0 ? 0.0
-            : l.comm.overlap                        ? rt.lastBackwardStart + first * lastBackward
+            : l.comm.gradReduceOverlapped()         ? rt.lastBackwardStart + first * lastBackward
                                                     : rt.lastBackwardEnd;
         const double dpEnd = l.comm.staleness > 0 ? std::max(rt.end, dpSeconds)
-            : l.comm.overlap ? std::max(rt.lastBackwardEnd + first * dpSeconds, dpStart + dpSeconds)
-                             : rt.lastBackwardEnd + dpSeconds;
+            : l.comm.gradReduceOverlapped() ? std::max(rt.lastBackwardEnd + first * dpSeconds, dpStart + dpSeconds)
+                                            : rt.lastBackwardEnd + dpSeconds;
         const double opt = optimizerBytesOf(l, c, r) / memBw;
-        dpTime[static_cast<std::size_t>(r)] = std::max(rt.end, dpEnd) - rt.end + dpWork.after;
+        const double after = exposedAfter(dpWork, cost[static_cast<std::size_t>(r)].forward);
+        dpTime[static_cast<std::size_t>(r)] = std::max(rt.end, dpEnd) - rt.end + after;
         optTime[static_cast<std::size_t>(r)] = opt;
-        const double end = std::max(rt.end, dpEnd) + opt + dpWork.after;
+        const double end = std::max(rt.end, dpEnd) + opt + after;
         if (end > stepEnd) {
             stepEnd = end;
             critical = r;
@@ -554,7 +548,7 @@ Prediction predict(const Layout& l, bool withEvents)
         // all-reduce is drawn from the step's start.
         const auto& et = pipe.eventTimes[static_cast<std::size_t>(r)];
         const double eDpEnd = l.comm.staleness > 0 ? std::max(et.end, dpSeconds)
-            : l.comm.overlap                       ? std::max(et.lastBackwardEnd, et.lastBackwardStart + dpSeconds)
+            : l.comm.gradReduceOverlapped()        ? std::max(et.lastBackwardEnd, et.lastBackwardStart + dpSeconds)
                                                    : et.lastBackwardEnd + dpSeconds;
         const double eDpStart = l.comm.staleness > 0 ? 0.0 : eDpEnd - dpSeconds;
         const double optStart = std::max(et.end, eDpEnd);
@@ -565,9 +559,9 @@ Prediction predict(const Layout& l, bool withEvents)
             out.events.push_back(
                 stepEvent(rank, r, trace::EventKind::AllReduce, eDpStart, eDpStart + dpSeconds, params * gradWidth));
         out.events.push_back(stepEvent(rank, r, trace::EventKind::Optimizer, optStart, optStart + opt, 0));
-        if (dpWork.after > 0)
-            out.events.push_back(stepEvent(rank, r, trace::EventKind::AllGather, optStart + opt,
-                optStart + opt + dpWork.after, params * gradWidth));
+        if (after > 0)
+            out.events.push_back(stepEvent(
+                rank, r, trace::EventKind::AllGather, optStart + opt, optStart + opt + after, params * gradWidth));
     }
 
     const auto& crit = withTransfers[static_cast<std::size_t>(critical)];
@@ -659,9 +653,9 @@ Estimate estimate(const Layout& l)
     const double dpSeconds = dpWork.reduce;
     const double dpExposed = l.comm.staleness > 0
         ? std::max(0.0, dpSeconds - (e.compute + e.tp + e.cp + e.ep + e.bubble + e.pp))
-        : l.comm.overlap ? std::max(0.0, dpSeconds - lastBackward)
-                         : dpSeconds;
-    e.dp = dpExposed + dpWork.after + double(m) * tauDp;
+        : l.comm.gradReduceOverlapped() ? std::max(0.0, dpSeconds - lastBackward)
+                                        : dpSeconds;
+    e.dp = dpExposed + exposedAfter(dpWork, c.stage[0].forward) + double(m) * tauDp;
     const double opt = optimizerBytesOf(l, c, 0) / (dev.memoryBandwidthGBs * 1e9);
     e.stepTime = e.compute + e.tp + e.cp + e.ep + e.bubble + e.pp + e.dp + opt;
     e.tokensPerSecond = double(par.globalBatch * l.model.seqLen) / e.stepTime;

@@ -58,7 +58,8 @@ std::string_view toString(CommBackend backend)
 
 bool Layout::onGpuCluster() const
 {
-    return cluster.intraNode.kind == LinkKind::NvLink || cluster.intraNode.kind == LinkKind::Pcie;
+    return cluster.intraNode.kind == LinkKind::NvLink || cluster.intraNode.kind == LinkKind::Pcie
+        || cluster.intraNode.kind == LinkKind::Xgmi;
 }
 
 CommBackend Layout::commBackend() const

@@ -121,8 +121,17 @@ struct CommSpec {
     // all-reduce of step k in flight while step k+1 computes and applies it at the end of step k+1
     // (delayed-gradient SGD, as in PipeDream-2BW), so the reduction hides behind a whole step.
     int staleness = 0;
+    // Overlaps of today's Megatron-Core (defaults as its own): tensor-parallel communication pipelined with
+    // the GEMMs beside it (--tp-comm-overlap, userbuffers; off), the gradients' reduction bucket by bucket
+    // during the last backward (--overlap-grad-reduce; absent: `overlap`), and with ZeRO-1 (the distributed
+    // optimizer) the updated parameters' all-gather during the next step's first forward
+    // (--overlap-param-gather; off).
+    bool tpCommOverlap = false;
+    std::optional<bool> overlapGradReduce;
+    bool overlapParamGather = false;
 
     bool operator==(const CommSpec&) const = default;
+    bool gradReduceOverlapped() const { return overlapGradReduce.value_or(overlap); }
 };
 
 // What runs where: the one description that the workbench, the planner, the simulator and the engine read.
@@ -139,6 +148,7 @@ struct Layout {
     ParallelSpec parallel;
     MemorySpec memory;
     Precision precision = Precision::Fp32;
+    Fp8Recipe fp8 = Fp8Recipe::None; // layout key "fp8": the linear layers' GEMMs in FP8 (Precision.h)
     CommSpec comm;
 
     bool operator==(const Layout&) const = default;

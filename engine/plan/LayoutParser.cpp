@@ -194,8 +194,14 @@ void readComm(const json& j, Layout& layout, Diagnostics& d)
         c.backend = *v == "mpi" ? CommBackend::Mpi : *v == "gloo" ? CommBackend::Gloo : CommBackend::Nccl;
     if (auto v = r.integer("staleness", Presence::Optional, 0, 1))
         c.staleness = static_cast<int>(*v);
+    if (auto v = r.boolean("tp_comm_overlap", Presence::Optional))
+        c.tpCommOverlap = *v;
+    if (auto v = r.boolean("overlap_grad_reduce", Presence::Optional))
+        c.overlapGradReduce = *v;
+    if (auto v = r.boolean("overlap_param_gather", Presence::Optional))
+        c.overlapParamGather = *v;
     r.warnUnknown({ "dp_codec", "error_feedback", "overlap", "bucket_mb", "chunk_kb", "allreduce", "codec_warmup",
-        "backend", "staleness" });
+        "backend", "staleness", "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather" });
 }
 
 // An object field that must be an object when present; reports otherwise.
@@ -348,11 +354,13 @@ LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profil
         readMemory(*m, layout, d);
     if (auto v = r.choice("precision", Presence::Optional, { "fp32", "fp16", "bf16" }))
         layout.precision = *precisionFromString(*v);
+    if (auto v = r.choice("fp8", Presence::Optional, { "none", "delayed", "current", "mxfp8", "blockwise" }))
+        layout.fp8 = *fp8RecipeFromString(*v);
     if (const json* c = optionalObject(r, "comm", "an object such as {\"dp_codec\": \"none\", \"overlap\": true}"))
         readComm(*c, layout, d);
 
     r.warnUnknown({ "loom_layout", "name", "description", "model", "cluster", "nodes", "parallel", "memory",
-        "precision", "comm" });
+        "precision", "comm", "fp8" });
 
     // Semantic rules run on everything that was read; rules whose fields were already reported are skipped.
     // The layout is handed back even with errors, so an editor can open it and show what to fix.
@@ -434,6 +442,14 @@ std::string writeLayout(const Layout& layout)
         j["comm"]["backend"] = toString(*c.backend);
     if (c.staleness != 0)
         j["comm"]["staleness"] = c.staleness;
+    if (c.tpCommOverlap)
+        j["comm"]["tp_comm_overlap"] = true;
+    if (c.overlapGradReduce)
+        j["comm"]["overlap_grad_reduce"] = *c.overlapGradReduce;
+    if (c.overlapParamGather)
+        j["comm"]["overlap_param_gather"] = true;
+    if (layout.fp8 != Fp8Recipe::None)
+        j["fp8"] = toString(layout.fp8);
     return j.dump(2) + "\n";
 }
 

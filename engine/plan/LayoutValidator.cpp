@@ -46,6 +46,7 @@ public:
         schedule();
         validateMicrobatchGroup(l, known, d);
         memoryAndComm();
+        fp8();
         placement();
         replayable();
         validateExperts(l, known, d);
@@ -323,6 +324,22 @@ private:
                 "schedule \"interleaved\" needs the micro-batches per step (global_batch / (micro_batch·dp) = "
                     + to_string(p.microBatches()) + ") divisible by pp=" + to_string(p.pp)
                     + "; use global_batch a multiple of " + to_string(p.microBatch * p.dp * p.pp));
+    }
+
+    void fp8()
+    {
+        if (l.fp8 == Fp8Recipe::None || !fine({ "fp8", "precision", "cluster" }))
+            return;
+        if (l.precision == Precision::Fp32)
+            d.error("fp8",
+                "fp8=\"" + std::string(toString(l.fp8))
+                    + "\" runs the linear layers in FP8 beside 16-bit training, but precision is fp32; set precision "
+                      "to bf16");
+        else if (l.cluster.device.fp8PeakTflops(l.fp8) <= 0)
+            d.error("fp8",
+                "fp8=\"" + std::string(toString(l.fp8)) + "\" needs FP8 tensor cores, but " + l.cluster.device.name
+                    + " has no peak_tflops." + (l.fp8 == Fp8Recipe::Mxfp8 ? "mxfp8" : "fp8")
+                    + " in its profile; choose a device that has it (H100 and later; mxfp8: Blackwell) or remove fp8");
     }
 
     void memoryAndComm()

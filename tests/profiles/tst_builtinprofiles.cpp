@@ -20,7 +20,9 @@ private slots:
             (std::vector<std::string> { "gpt-mini", "gpt-tiny", "gpt2-1.5b", "gpt2-124m", "gpt2-350m", "gpt2-774m",
                 "gpt3-175b", "llama-tiny", "llama2-70b", "llama2-7b", "llama3-405b", "megatron-1t", "mixtral-8x7b",
                 "moe-tiny" }));
-        QCOMPARE(b.clusterNames(), (std::vector<std::string> { "dgx-a100", "dgx-h100", "local", "pcie-4gpu" }));
+        QCOMPARE(b.clusterNames(),
+            (std::vector<std::string> { "dgx-a100", "dgx-b200", "dgx-h100", "dgx-h200", "gb200-nvl72",
+                "grand-teton-h100", "hgx-h800", "local", "mi300x-8", "pcie-4gpu" }));
         for (const auto& p : b.all()) {
             QVERIFY2(!p.description().empty(), p.name().c_str());
             QVERIFY2(!p.source.empty(), p.name().c_str());
@@ -140,7 +142,7 @@ private slots:
                   "device": {"name": "g", "memory_gb": 8, "memory_bandwidth_gbs": 100, "peak_tflops": {"fp32": 1, "fp16": 2, "bf16": 2}},
                   "intra_node": {"link": "nvlnk", "bandwidth_gbs": 10, "latency_us": 1}})"
             << "intra_node.link=\"nvlnk\" is not known; use one of \"nvlink\", \"pcie\", \"infiniband\", \"ethernet\", "
-               "\"shm\" (did you mean \"nvlink\"?)";
+               "\"shm\", \"xgmi\" (did you mean \"nvlink\"?)";
         QTest::newRow("cluster with zero bandwidth")
             << R"({"loom_profile": 1, "kind": "cluster", "name": "c", "devices_per_node": 2,
                   "device": {"name": "g", "memory_gb": 8, "memory_bandwidth_gbs": 100, "peak_tflops": {"fp32": 1, "fp16": 2, "bf16": 2}},

@@ -275,8 +275,9 @@ private slots:
                "gpt2-350m, gpt2-774m, gpt3-175b, llama-tiny, llama2-70b, llama2-7b, llama3-405b, megatron-1t, "
                "mixtral-8x7b, moe-tiny (did you mean \"gpt2-124m\"?)";
         QTest::newRow("unknown cluster profile")
-            << R"({"cluster": "dgx-b200"})" << true << "cluster"
-            << "cluster=\"dgx-b200\" is not a known cluster profile; known: dgx-a100, dgx-h100, local, pcie-4gpu";
+            << R"({"cluster": "dgx-z900"})" << true << "cluster"
+            << "cluster=\"dgx-z900\" is not a known cluster profile; known: dgx-a100, dgx-b200, dgx-h100, dgx-h200, "
+               "gb200-nvl72, grand-teton-h100, hgx-h800, local, mi300x-8, pcie-4gpu";
         // Field-level
         QTest::newRow("unknown field warns")
             << R"({"paralel": 1})" << false << "paralel"
