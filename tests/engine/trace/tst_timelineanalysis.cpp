@@ -125,12 +125,12 @@ private slots:
 
     void areaCutsEventsProRata()
     {
-        const std::vector<TraceEvent> events = { ev(0, EventKind::Forward, 0, 1000), ev(1, EventKind::Forward, 0, 1000),
-            [] {
-                auto c = ev(0, EventKind::AllReduce, 500, 1500);
-                c.bytes = 1000;
-                return c;
-            }() };
+        const std::vector<TraceEvent> events
+            = { ev(0, EventKind::Forward, 0, 1000), ev(1, EventKind::Forward, 0, 1000), [] {
+                   auto c = ev(0, EventKind::AllReduce, 500, 1500);
+                   c.bytes = 1000;
+                   return c;
+               }() };
         // Rank 0's two lanes from 750 to 1250: a quarter of the forward, half of the all-reduce.
         const AreaAggregates a = aggregateArea(events, {}, { 750, 1250, { { 0, Lane::Compute }, { 0, Lane::Comm } } });
         QCOMPARE(a.lanes, 2);
@@ -237,11 +237,11 @@ private slots:
         // ranks: forward 300 each, backward 400 and 600, the all-reduce 100 and 300.
         std::vector<TraceEvent> predicted = { ev(0, EventKind::Forward, 0, 100), ev(0, EventKind::Backward, 100, 300),
             ev(0, EventKind::AllReduce, 300, 350) };
-        std::vector<TraceEvent> measured = { ev(0, EventKind::Forward, 0, 50, 0),
-            ev(0, EventKind::Forward, 1000, 1300, 1), ev(1, EventKind::Forward, 1000, 1300, 1),
-            ev(0, EventKind::Backward, 1300, 1700, 1), ev(1, EventKind::Backward, 1300, 1900, 1),
-            ev(0, EventKind::AllReduce, 1900, 2000, 1), ev(1, EventKind::AllReduce, 1900, 2200, 1),
-            ev(0, EventKind::Optimizer, 2200, 2250, 1) };
+        std::vector<TraceEvent> measured
+            = { ev(0, EventKind::Forward, 0, 50, 0), ev(0, EventKind::Forward, 1000, 1300, 1),
+                  ev(1, EventKind::Forward, 1000, 1300, 1), ev(0, EventKind::Backward, 1300, 1700, 1),
+                  ev(1, EventKind::Backward, 1300, 1900, 1), ev(0, EventKind::AllReduce, 1900, 2000, 1),
+                  ev(1, EventKind::AllReduce, 1900, 2200, 1), ev(0, EventKind::Optimizer, 2200, 2250, 1) };
         QCOMPARE(lastCompleteStep(measured), 1);
         const StepComparison c = compareStep(predicted, {}, measured, {}, 1);
         QCOMPARE(c.measuredStartNs, std::int64_t(1000));
