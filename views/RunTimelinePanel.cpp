@@ -86,6 +86,8 @@ RunTimelinePanel::RunTimelinePanel(RunMonitor* monitor, QWidget* parent)
     });
     connect(monitor, &RunMonitor::reset, this, [this] {
         m_view->setModel(m_monitor->timeline());
+        const auto& cluster = m_monitor->layout().cluster;
+        m_view->setRanksPerNode(cluster.autoDevices() ? 1 << 30 : int(cluster.devicesPerNode));
         m_view->setFollowing(m_monitor->running() || m_follow->isChecked());
         m_view->fit();
         updateOverlay();

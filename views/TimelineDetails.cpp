@@ -3,12 +3,12 @@
 #include "views/Explain.h"
 #include "views/TimelineView.h"
 
-#include <QKeyEvent>
 #include <QApplication>
 #include <QClipboard>
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QLocale>
 #include <QPushButton>

@@ -43,8 +43,8 @@ LegendKind legendKindOf(trace::EventKind kind, trace::GroupKind group)
 
 QString legendName(LegendKind kind)
 {
-    static const char* names[kLegendKinds] = { "forward", "backward", "recompute", "optimizer", "TP all-reduce / gather",
-        "PP send / recv", "DP all-reduce", "CP K/V", "all-to-all", "wait", "other" };
+    static const char* names[kLegendKinds] = { "forward", "backward", "recompute", "optimizer",
+        "TP all-reduce / gather", "PP send / recv", "DP all-reduce", "CP K/V", "all-to-all", "wait", "other" };
     return QObject::tr(names[int(kind)]);
 }
 

@@ -75,8 +75,8 @@ TimelinePane::TimelinePane(TimelineView* view, QWidget* parent)
     m_flows = new QCheckBox(tr("All flows"));
     m_flows->setToolTip(tr("Arrows from every pipeline send in view to its receive (else the selected event's "
                            "only)"));
-    for (QWidget* w : std::initializer_list<QWidget*> { m_back, m_forward, m_search, prev, next, m_found, m_group,
-             m_collapseAll, m_flows })
+    for (QWidget* w : std::initializer_list<QWidget*> {
+             m_back, m_forward, m_search, prev, next, m_found, m_group, m_collapseAll, m_flows })
         m_bar->addWidget(w);
     layout->addLayout(m_bar);
     m_legend = new TimelineLegend;
@@ -87,7 +87,7 @@ TimelinePane::TimelinePane(TimelineView* view, QWidget* parent)
     split->addWidget(m_details);
     split->setStretchFactor(0, 4);
     split->setStretchFactor(1, 1);
-    split->setSizes({ 1000, 320 });
+    split->setSizes({ 1000, 430 });
     layout->addWidget(split, 1);
 
     connect(m_back, &QToolButton::clicked, m_view, &TimelineView::goBack);

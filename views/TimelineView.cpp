@@ -136,6 +136,7 @@ void TimelineView::setSelection(std::int64_t t0, std::int64_t t1)
 
 void TimelineView::setArea(std::int64_t t0, std::int64_t t1, std::vector<std::pair<std::int32_t, trace::Lane>> lanes)
 {
+    m_areaLanes = lanes;
     m_area = trace::aggregateArea(data().events(), data().groups(), { t0, t1, std::move(lanes) });
     viewport()->update();
     emit areaSelected();
@@ -191,19 +192,19 @@ bool TimelineView::goForward()
 
 double TimelineView::xOf(std::int64_t t) const
 {
-    const double w = std::max(1, viewport()->width() - kLabelWidth);
-    return kLabelWidth + double(t - m_t0) / double(m_t1 - m_t0) * w;
+    const double w = std::max(1, viewport()->width() - labelWidth());
+    return labelWidth() + double(t - m_t0) / double(m_t1 - m_t0) * w;
 }
 
 std::int64_t TimelineView::timeAt(double x) const
 {
-    const double w = std::max(1, viewport()->width() - kLabelWidth);
-    return m_t0 + std::int64_t((x - kLabelWidth) / w * double(m_t1 - m_t0));
+    const double w = std::max(1, viewport()->width() - labelWidth());
+    return m_t0 + std::int64_t((x - labelWidth()) / w * double(m_t1 - m_t0));
 }
 
 void TimelineView::zoomAt(double factor, int x)
 {
-    const std::int64_t anchor = timeAt(std::max(x, kLabelWidth));
+    const std::int64_t anchor = timeAt(std::max(x, labelWidth()));
     const double span = std::clamp(double(m_t1 - m_t0) / factor, 100.0, 1e15);
     const double left = double(anchor - m_t0) / double(m_t1 - m_t0);
     const auto t0 = anchor - std::int64_t(left * span);
@@ -434,8 +435,10 @@ const std::vector<TimelineView::Track>& TimelineView::tracks() const
         const int g = groupOfRow(int(i));
         if (m_grouping != Grouping::None && g != current && g >= 0) {
             current = g;
-            m_tracks.push_back({ true, m_collapsed.count(g) ? int(i) : -1, g, false, top, kHeaderRow });
-            top += kHeaderRow + 2;
+            // Collapsed headers are packed without gaps, so 64 stages fit in one screen.
+            const bool shut = m_collapsed.count(g) > 0;
+            m_tracks.push_back({ true, shut ? int(i) : -1, g, false, top, shut ? kCollapsedRow : kHeaderRow });
+            top += shut ? kCollapsedRow : kHeaderRow + 2;
         }
         if (g >= 0 && m_collapsed.count(g)) {
             m_rowTrack[i] = int(m_tracks.size()) - 1; // drawn, summarised, by its header
@@ -520,7 +523,7 @@ void TimelineView::resizeEvent(QResizeEvent* event)
 std::int64_t TimelineView::eventAt(const QPoint& pos) const
 {
     const Track* t = trackAtY(pos.y());
-    if (!t || t->row < 0 || pos.x() < kLabelWidth)
+    if (!t || t->row < 0 || pos.x() < labelWidth())
         return -1;
     // Accept a hit within a pixel either side, so very short events can be picked.
     const auto& r = data().rows()[std::size_t(t->row)];

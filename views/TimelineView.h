@@ -101,7 +101,11 @@ public:
     void setKindHidden(LegendKind kind, bool hidden);
     bool kindHidden(LegendKind kind) const { return (m_hidden >> int(kind)) & 1u; }
 
-    static constexpr int kLabelWidth = 150, kRulerHeight = 36, kComputeRow = 22, kCommRow = 14, kHeaderRow = 30;
+    static constexpr int kLabelWidth = 150, kRulerHeight = 36, kComputeRow = 22, kCommRow = 14;
+    // Group headers: one line of figures (and, collapsed, the group's first lane beside it); with groups
+    // the names column is wider, to hold the figures.
+    static constexpr int kHeaderRow = 16, kCollapsedRow = 12, kGroupLabelWidth = 270;
+    int labelWidth() const { return m_grouping == Grouping::None ? kLabelWidth : kGroupLabelWidth; }
     static constexpr int kTickBand = 20; // the ruler's ticks above, the step row below
 
 signals:
@@ -163,6 +167,7 @@ private:
     double m_overlayScale = 1;
     RangeStats m_selection;
     trace::AreaAggregates m_area;
+    std::vector<std::pair<std::int32_t, trace::Lane>> m_areaLanes; // empty: every lane
     bool m_selectingRange = false, m_selectingArea = false;
     bool m_following = false;
     std::int64_t m_t0 = 0, m_t1 = 1;

@@ -45,8 +45,8 @@ void TimelineView::mousePressEvent(QMouseEvent* event)
     m_dragT0 = m_t0;
     m_dragging = false;
     // A drag that starts on the ruler selects a time range; with Shift on the tracks an area; else it pans.
-    m_selectingRange = event->pos().y() < kRulerHeight && event->pos().x() >= kLabelWidth;
-    m_selectingArea = !m_selectingRange && (event->modifiers() & Qt::ShiftModifier) && event->pos().x() >= kLabelWidth;
+    m_selectingRange = event->pos().y() < kRulerHeight && event->pos().x() >= labelWidth();
+    m_selectingArea = !m_selectingRange && (event->modifiers() & Qt::ShiftModifier) && event->pos().x() >= labelWidth();
 }
 
 void TimelineView::mouseMoveEvent(QMouseEvent* event)
@@ -69,7 +69,7 @@ void TimelineView::mouseMoveEvent(QMouseEvent* event)
         return;
     }
     navigated();
-    const double nsPerPixel = double(m_t1 - m_t0) / std::max(1, viewport()->width() - kLabelWidth);
+    const double nsPerPixel = double(m_t1 - m_t0) / std::max(1, viewport()->width() - labelWidth());
     const std::int64_t span = m_t1 - m_t0;
     const auto t0 = m_dragT0 - std::int64_t(dx * nsPerPixel);
     setWindow(t0, t0 + span);
@@ -115,7 +115,7 @@ void TimelineView::mouseReleaseEvent(QMouseEvent* event)
         return;
     }
     const Track* t = trackAtY(event->pos().y());
-    if (t && event->pos().x() < kLabelWidth) {
+    if (t && event->pos().x() < labelWidth()) {
         // The names column: a header folds its group; Ctrl pins or unpins a lane.
         if (t->header)
             setCollapsed(t->group, !collapsed(t->group));
@@ -130,7 +130,7 @@ void TimelineView::keyPressEvent(QKeyEvent* event)
 {
     const int mouseX = viewport()->mapFromGlobal(QCursor::pos()).x();
     const int x
-        = mouseX >= kLabelWidth && mouseX < viewport()->width() ? mouseX : (kLabelWidth + viewport()->width()) / 2;
+        = mouseX >= labelWidth() && mouseX < viewport()->width() ? mouseX : (labelWidth() + viewport()->width()) / 2;
     const int key = event->key();
     if ((event->modifiers() & Qt::AltModifier) && (key == Qt::Key_Left || key == Qt::Key_Right)) {
         key == Qt::Key_Left ? goBack() : goForward();
@@ -191,7 +191,7 @@ bool TimelineView::viewportEvent(QEvent* event)
     if (event->type() == QEvent::ToolTip) {
         auto* help = static_cast<QHelpEvent*>(event);
         const Track* t = trackAtY(help->pos().y());
-        if (t && t->header && help->pos().x() < kLabelWidth) {
+        if (t && t->header && help->pos().x() < labelWidth()) {
             const auto s = groupSummary(t->group);
             QToolTip::showText(help->globalPos(),
                 tr("<b>%1</b>, %2 ranks: compute busy %3 % of the run, the rest idle or waiting (bubble %4 %); "

@@ -60,9 +60,9 @@ void TimelineView::paintRuler(QPainter& p)
     p.fillRect(ruler, palette().color(QPalette::Window));
     p.setPen(palette().color(QPalette::Mid));
     p.drawLine(ruler.bottomLeft(), ruler.bottomRight());
-    p.drawLine(QPoint(kLabelWidth, kTickBand), QPoint(ruler.right(), kTickBand));
+    p.drawLine(QPoint(labelWidth(), kTickBand), QPoint(ruler.right(), kTickBand));
     const double span = double(m_t1 - m_t0);
-    const double target = span / std::max(1.0, double(viewport()->width() - kLabelWidth) / 110.0);
+    const double target = span / std::max(1.0, double(viewport()->width() - labelWidth()) / 110.0);
     double step = std::pow(10.0, std::floor(std::log10(target)));
     for (double m : { 2.0, 5.0, 10.0 })
         if (step < target)
@@ -81,11 +81,11 @@ void TimelineView::paintRuler(QPainter& p)
         p.drawText(QRectF(x + 3, 1, 120, kTickBand - 4), Qt::AlignLeft | Qt::AlignVCenter, text);
     }
     // The step row: each step's extent, alternately shaded, with its number where it fits.
-    p.drawText(QRect(6, kTickBand, kLabelWidth - 8, kRulerHeight - kTickBand), Qt::AlignVCenter, tr("steps"));
+    p.drawText(QRect(6, kTickBand, labelWidth() - 8, kRulerHeight - kTickBand), Qt::AlignVCenter, tr("steps"));
     const QColor shades[] = { palette().color(QPalette::AlternateBase), palette().color(QPalette::Base) };
     const QFontMetrics fm(p.font());
     for (const auto& s : stepsInView()) {
-        const double x0 = std::max(double(kLabelWidth), xOf(s.startNs)),
+        const double x0 = std::max(double(labelWidth()), xOf(s.startNs)),
                      x1 = std::min(double(viewport()->width()), xOf(s.endNs));
         if (x1 - x0 < 1)
             continue;
@@ -112,7 +112,7 @@ void TimelineView::paintLane(QPainter& p, const TimelineData::Row& row, int top,
     const int digitWidth = fm.horizontalAdvance(QLatin1Char('0'));
     if (row.lane == trace::Lane::Compute) {
         // Idle time is what is left visible between events: the pipeline bubble and waits.
-        const double x0 = std::max(double(kLabelWidth), xOf(data().beginNs()));
+        const double x0 = std::max(double(labelWidth()), xOf(data().beginNs()));
         const double x1 = std::min(double(width), xOf(data().endNs()));
         if (x1 > x0) {
             p.fillRect(QRectF(x0, top, x1 - x0, h), colors::idle.lighter(108));
@@ -123,7 +123,7 @@ void TimelineView::paintLane(QPainter& p, const TimelineData::Row& row, int top,
     double runStart = -1, runEnd = -1;
     QColor runColor;
     std::size_t runFirst = 0, runLast = 0; // the row positions a run of tiny events covers
-    const double left = kLabelWidth, right = width;
+    const double left = labelWidth(), right = width;
     const double scale = (right - left) / double(m_t1 - m_t0);
     const auto hidden = [this](const trace::TraceEvent& e) {
         return m_hidden
@@ -215,8 +215,8 @@ void TimelineView::paintLane(QPainter& p, const TimelineData::Row& row, int top,
         }
         if (e.microBatch >= 0 && box.width() > 3 * digitWidth && row.lane == trace::Lane::Compute) {
             // Labels are cached per lane: thousands of boxes share a few dozen texts.
-            const auto key = (std::uint64_t(std::uint8_t(e.kind)) << 48)
-                | (std::uint64_t(std::uint32_t(e.chunk)) << 32) | std::uint32_t(e.microBatch);
+            const auto key = (std::uint64_t(std::uint8_t(e.kind)) << 48) | (std::uint64_t(std::uint32_t(e.chunk)) << 32)
+                | std::uint32_t(e.microBatch);
             auto it = labels.find(key);
             if (it == labels.end()) {
                 QString text = (e.kind == trace::EventKind::Forward           ? QStringLiteral("F")
@@ -254,7 +254,7 @@ void TimelineView::paintOverlay(QPainter& p, const TimelineData::Row& row, int t
     };
     const auto [a, b] = m_overlay.visible(orow, unmap(m_t0), unmap(m_t1));
     p.setBrush(Qt::NoBrush);
-    const double left = kLabelWidth, right = viewport()->width();
+    const double left = labelWidth(), right = viewport()->width();
     for (std::size_t i = a; i < b; ++i) {
         const double x0 = std::max(left, xOf(map(orow.start[i])));
         const double x1 = std::min(right, xOf(map(orow.end[i])));
@@ -273,34 +273,24 @@ void TimelineView::paintHeader(QPainter& p, const Track& t)
 {
     const QPalette& pal = palette();
     const int top = trackY(t);
-    p.fillRect(QRect(0, top, viewport()->width(), t.height), pal.color(QPalette::AlternateBase));
-    const trace::TrackSummary s = groupSummary(t.group);
     const bool shut = collapsed(t.group);
-    p.setPen(pal.color(QPalette::Text));
-    QFont bold = p.font();
-    bold.setBold(true);
-    p.save();
-    p.setFont(bold);
-    p.drawText(QRect(4, top, kLabelWidth - 6, 15), Qt::AlignLeft | Qt::AlignVCenter,
-        QStringLiteral("%1 %2").arg(shut ? QStringLiteral("▸") : QStringLiteral("▾"), groupName(t.group)));
-    p.restore();
-    p.drawText(QRect(4, top + 15, kLabelWidth - 6, 15), Qt::AlignLeft | Qt::AlignVCenter,
-        tr("%n rank(s)", nullptr, s.members));
-    const QString stats = tr("busy %1 % · bubble %2 % · comm %3 %")
-                              .arg(percent(s.busy), percent(s.bubble), percent(s.comm));
-    if (!shut) {
-        p.drawText(QRect(kLabelWidth + 6, top, viewport()->width() - kLabelWidth - 8, t.height),
-            Qt::AlignLeft | Qt::AlignVCenter, stats);
-        return;
-    }
-    // Collapsed: the group's first lane stands for it under its figures.
-    p.drawText(QRect(kLabelWidth + 6, top, viewport()->width() - kLabelWidth - 8, 14),
-        Qt::AlignLeft | Qt::AlignVCenter, stats);
-    if (t.row >= 0) {
+    p.fillRect(QRect(0, top, viewport()->width(), t.height), pal.color(QPalette::AlternateBase));
+    // Collapsed: the group's first lane stands for it beside its figures.
+    if (shut && t.row >= 0) {
         std::size_t boxes = 0;
-        paintLane(p, data().rows()[std::size_t(t.row)], top + 14, t.height - 14, boxes);
+        paintLane(p, data().rows()[std::size_t(t.row)], top + 1, t.height - 2, boxes);
         m_lastBoxes += boxes;
     }
+    const trace::TrackSummary s = groupSummary(t.group);
+    p.fillRect(QRect(0, top, labelWidth(), t.height), pal.color(QPalette::AlternateBase));
+    p.setPen(pal.color(QPalette::Mid));
+    p.drawLine(0, top + t.height - 1, viewport()->width(), top + t.height - 1);
+    p.setPen(pal.color(QPalette::Text));
+    const QString text = tr("%1 %2 (%3) busy %4 · bubble %5 · comm %6 %")
+                             .arg(shut ? QStringLiteral("▸") : QStringLiteral("▾"), groupName(t.group))
+                             .arg(s.members)
+                             .arg(percent(s.busy), percent(s.bubble), percent(s.comm));
+    p.drawText(QRect(4, top, labelWidth() - 6, t.height), Qt::AlignLeft | Qt::AlignVCenter, text);
 }
 
 void TimelineView::paintLabel(QPainter& p, const Track& t)
@@ -308,8 +298,8 @@ void TimelineView::paintLabel(QPainter& p, const Track& t)
     const QPalette& pal = palette();
     const auto& row = data().rows()[std::size_t(t.row)];
     const int top = trackY(t);
-    const QRectF labelBox(0, top, kLabelWidth - 4, t.height);
-    p.fillRect(QRectF(0, top, kLabelWidth, t.height + 2), pal.color(QPalette::Window));
+    const QRectF labelBox(0, top, labelWidth() - 4, t.height);
+    p.fillRect(QRectF(0, top, labelWidth(), t.height + 2), pal.color(QPalette::Window));
     p.setPen(pal.color(QPalette::Text));
     QString label = row.lane == trace::Lane::Compute
         ? (row.stage >= 0 ? tr("rank %1 · stage %2").arg(row.rank).arg(row.stage) : tr("rank %1").arg(row.rank))
@@ -412,9 +402,21 @@ void TimelineView::paintSelectionInfo(QPainter& p)
         p.setPen(QPen(pal.color(QPalette::Highlight), 1, Qt::DashLine));
         p.drawRect(r);
     }
+    if (m_area.t1 > m_area.t0 && !m_areaLanes.empty()) {
+        // The selected area: its lanes shaded over its time range.
+        QColor shade = pal.color(QPalette::Highlight);
+        shade.setAlpha(45);
+        const double x0 = std::max(double(labelWidth()), xOf(m_area.t0)),
+                     x1 = std::min(double(viewport()->width()), xOf(m_area.t1));
+        for (const auto& [rank, lane] : m_areaLanes) {
+            const QRect r = rowRect(data().rowIndex(rank, lane));
+            if (!r.isEmpty() && x1 > x0)
+                p.fillRect(QRectF(x0, r.top() - 1, x1 - x0, r.height() + 2), shade);
+        }
+    }
     if (m_selection.t1 <= m_selection.t0)
         return;
-    const double x0 = std::max(double(kLabelWidth), xOf(m_selection.t0)),
+    const double x0 = std::max(double(labelWidth()), xOf(m_selection.t0)),
                  x1 = std::min(double(viewport()->width()), xOf(m_selection.t1));
     QColor shade = pal.color(QPalette::Highlight);
     shade.setAlpha(50);
@@ -429,7 +431,7 @@ void TimelineView::paintSelectionInfo(QPainter& p)
               .arg(QLocale().toString(r.bytes / 1e6, 'f', 2))
               .arg(QLocale().toString(r.gbPerSecond, 'f', 2))
               .arg(r.events);
-    const QRect box(kLabelWidth + 4, kRulerHeight + 4, fm.horizontalAdvance(text) + 12, fm.height() + 6);
+    const QRect box(labelWidth() + 4, kRulerHeight + 4, fm.horizontalAdvance(text) + 12, fm.height() + 6);
     p.fillRect(box, pal.color(QPalette::ToolTipBase));
     p.setPen(pal.color(QPalette::ToolTipText));
     p.drawText(box, Qt::AlignCenter, text);
@@ -481,7 +483,7 @@ void TimelineView::paintEvent(QPaintEvent*)
         p.setPen(QPen(pal.color(QPalette::Mid), 2));
         p.drawLine(0, kRulerHeight + pinned - 1, width, kRulerHeight + pinned - 1);
     }
-    p.setClipRect(kLabelWidth, kRulerHeight, width - kLabelWidth, height - kRulerHeight);
+    p.setClipRect(labelWidth(), kRulerHeight, width - labelWidth(), height - kRulerHeight);
     paintFlows(p);
     p.setClipping(false);
     paintRuler(p);

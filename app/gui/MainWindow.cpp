@@ -422,6 +422,7 @@ void MainWindow::showAnalysis(const LayoutAnalysis& a)
     if (a.prediction)
         timeline.setEvents(a.prediction->events);
     m_schedule->setTimeline(std::move(timeline));
+    m_schedule->setRanksPerNode(a.layout.cluster.autoDevices() ? 1 << 30 : int(a.layout.cluster.devicesPerNode));
     const auto errors = a.diagnostics.errors();
     const auto warnings = a.diagnostics.warnings();
     QStringList all;

@@ -1,5 +1,7 @@
 // Paint time of the timeline with 1,000,000 events on 64 ranks (compute and comm lanes), offscreen, at full,
-// medium and deep zoom; reference: the same widget painting the same rows with no events, in the same run.
+// medium and deep zoom, with the tracks grouped by stage (a header with busy, bubble and comm share above each
+// stage's eight ranks) and every flow arrow in view drawn (sends to the next stage, receives from the one
+// before); reference: the same widget painting the same rows with no events, in the same run.
 // Prints each zoom's median over repeated paints and, last, the worst median as median_paint_ms=<number>
 // (goal <= 16). Run: QT_QPA_PLATFORM=offscreen build/dev/bin/bench_timeline [--events N] [--json]
 #include "views/TimelineView.h"
@@ -20,7 +22,8 @@ namespace {
 std::vector<trace::TraceEvent> syntheticRun(std::size_t total, int ranks)
 {
     // A pipeline-like run: each rank alternates forward and backward passes of micro-batches on its compute
-    // lane, with a send after each and an all-reduce at the end of every step on its comm lane.
+    // lane, with a send to the next stage's rank or a receive from the previous one's after each on its comm
+    // lane.
     std::vector<trace::TraceEvent> out;
     out.reserve(total);
     std::mt19937 rng(1);
@@ -36,6 +39,12 @@ std::vector<trace::TraceEvent> syntheticRun(std::size_t total, int ranks)
             const int k = int(i % 3);
             e.lane = k == 2 ? trace::Lane::Comm : trace::Lane::Compute;
             e.kind = k == 0 ? trace::EventKind::Forward : k == 1 ? trace::EventKind::Backward : trace::EventKind::Send;
+            if (k == 2) {
+                // Alternately a send to the next stage and a receive from the previous one, where there is one.
+                const bool send = (i / 3) % 2 == 0 ? r + 8 < ranks : r < 8;
+                e.kind = send ? trace::EventKind::Send : trace::EventKind::Recv;
+                e.peer = send ? (r + 8 < ranks ? r + 8 : -1) : r - 8;
+            }
             e.startNs = t;
             e.endNs = t + 20000 + std::int64_t(rng() % 40000);
             e.bytes = k == 2 ? 1 << 20 : 0;
@@ -77,10 +86,13 @@ int main(int argc, char** argv)
     }
     const int ranks = 64;
     views::TimelineView view;
+    view.setGrouping(views::TimelineView::Grouping::Stage);
+    view.setFlows(views::TimelineView::Flows::All);
     // Tall enough that all 128 lanes are painted, not only those scrolled into view.
     view.resize(1600,
         views::TimelineView::kRulerHeight
-            + ranks * (views::TimelineView::kComputeRow + views::TimelineView::kCommRow + 4) + 8);
+            + ranks * (views::TimelineView::kComputeRow + views::TimelineView::kCommRow + 4)
+            + ranks / 8 * (views::TimelineView::kHeaderRow + 2) + 8);
     QImage image(view.viewport()->size(), QImage::Format_ARGB32_Premultiplied);
 
     views::TimelineData data;
@@ -122,8 +134,10 @@ int main(int argc, char** argv)
         view.setWindow(mid - z.width / 2, mid + z.width / 2);
         const double ms = medianPaintMs(view, image, 15);
         worst = std::max(worst, ms);
-        std::printf("%-6s zoom (%.3g ms of trace): median paint %.2f ms, %zu boxes drawn, %.2fx the reference\n",
-            z.name, double(z.width) / 1e6, ms, view.lastPaintBoxes(), ms / std::max(1e-9, reference));
+        std::printf("%-6s zoom (%.3g ms of trace): median paint %.2f ms, %zu boxes and %zu flows drawn, %.2fx the "
+                    "reference\n",
+            z.name, double(z.width) / 1e6, ms, view.lastPaintBoxes(), view.lastPaintFlows(),
+            ms / std::max(1e-9, reference));
         jsonOut += std::string(", \"") + z.name + "_ms\": " + std::to_string(ms);
     }
     if (json)

@@ -65,14 +65,15 @@ inline FixtureRun pipelineFixture(int stages, int perStage, int steps)
                 }
                 const std::int64_t bs = base + (2 * stages - 1 - s) * f;
                 run.events.push_back(fixtureEvent(r, EventKind::Backward, bs, bs + f * 9 / 10, t, s));
-                auto ar = fixtureEvent(r, EventKind::AllReduce, base + 2 * stages * f, base + (2 * stages + 2) * f, t, s);
+                auto ar
+                    = fixtureEvent(r, EventKind::AllReduce, base + 2 * stages * f, base + (2 * stages + 2) * f, t, s);
                 ar.group = s;
                 ar.groupSize = perStage;
                 ar.bytes = 8 << 20;
                 ar.microBatch = -1;
                 run.events.push_back(ar);
-                auto opt = fixtureEvent(r, EventKind::Optimizer, base + (2 * stages + 2) * f,
-                    base + (2 * stages + 3) * f, t, s);
+                auto opt = fixtureEvent(
+                    r, EventKind::Optimizer, base + (2 * stages + 2) * f, base + (2 * stages + 3) * f, t, s);
                 opt.microBatch = -1;
                 run.events.push_back(opt);
             }

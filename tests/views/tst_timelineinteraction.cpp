@@ -102,7 +102,8 @@ private slots:
         Pane p(run);
         p.view->fit();
         // Shift+drag from before the first event to after the last, over every track.
-        const int x0 = xOf(*p.view, p.view->timeline().beginNs() - 1), x1 = xOf(*p.view, p.view->timeline().endNs() + 1);
+        const int x0 = xOf(*p.view, p.view->timeline().beginNs() - 1),
+                  x1 = xOf(*p.view, p.view->timeline().endNs() + 1);
         const int y0 = TimelineView::kRulerHeight + 1, y1 = p.view->rowRect(7).bottom();
         QTest::mousePress(p.view->viewport(), Qt::LeftButton, Qt::ShiftModifier, QPoint(x0, y0));
         QTest::mouseMove(p.view->viewport(), QPoint((x0 + x1) / 2, (y0 + y1) / 2));
@@ -118,14 +119,16 @@ private slots:
         for (const auto& c : stats.collectives) {
             bool seen = false;
             for (int r = 0; r < model->rowCount(); ++r) {
-                if (!model->index(r, AreaTableModel::What).data(Qt::UserRole).toString().startsWith(
-                        QString::fromStdString(c.kind)))
+                if (!model->index(r, AreaTableModel::What)
+                         .data(Qt::UserRole)
+                         .toString()
+                         .startsWith(QString::fromStdString(c.kind)))
                     continue;
                 seen = true;
                 QCOMPARE(model->index(r, AreaTableModel::Count).data(Qt::UserRole).toLongLong(), qlonglong(c.count));
                 QCOMPARE(model->index(r, AreaTableModel::Bytes).data(Qt::UserRole).toDouble(), double(c.bytes));
-                QVERIFY(std::abs(model->index(r, AreaTableModel::Total).data(Qt::UserRole).toLongLong() * 1e-9
-                            - c.seconds)
+                QVERIFY(
+                    std::abs(model->index(r, AreaTableModel::Total).data(Qt::UserRole).toLongLong() * 1e-9 - c.seconds)
                     < 1e-12);
                 QVERIFY(std::abs(model->index(r, AreaTableModel::Bandwidth).data(Qt::UserRole).toDouble() - c.algbwGBs)
                     < 1e-9 * c.algbwGBs);
@@ -245,8 +248,8 @@ private slots:
         QCOMPARE(p.view->groupCount(), 4);
         // Each header's figures are the engine's for its ranks.
         const auto s1 = p.view->groupSummary(1);
-        const auto expected = trace::summarizeTracks(
-            run.events, { 2, 3 }, p.view->timeline().beginNs(), p.view->timeline().endNs());
+        const auto expected
+            = trace::summarizeTracks(run.events, { 2, 3 }, p.view->timeline().beginNs(), p.view->timeline().endNs());
         QCOMPARE(s1.members, 2);
         QCOMPARE(s1.busy, expected.busy);
         QCOMPARE(s1.comm, expected.comm);
