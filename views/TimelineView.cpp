@@ -428,6 +428,7 @@ const std::vector<TimelineView::Track>& TimelineView::tracks() const
             m_tracks.push_back({ false, int(i), groupOfRow(int(i)), true, pinTop, height(rows[i]) });
             pinTop += height(rows[i]) + 2;
         }
+    m_pinnedHeight = pinTop;
     int current = INT32_MIN;
     for (std::size_t i : order) {
         if (m_pins.count(int(i)))
@@ -453,11 +454,8 @@ const std::vector<TimelineView::Track>& TimelineView::tracks() const
 
 int TimelineView::pinnedHeight() const
 {
-    int h = 0;
-    for (const Track& t : tracks())
-        if (t.pin)
-            h = std::max(h, t.top + t.height + 2);
-    return h;
+    tracks(); // lays out, measuring the pinned band, when needed
+    return m_pinnedHeight;
 }
 
 int TimelineView::contentHeight() const

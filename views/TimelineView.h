@@ -191,10 +191,12 @@ private:
     mutable std::vector<Track> m_tracks;
     mutable std::vector<int> m_rowTrack; // row -> index in m_tracks of the track that draws it (-1 none)
     mutable bool m_layoutDirty = true;
+    mutable int m_pinnedHeight = 0;
     mutable std::vector<trace::StepRange> m_steps;
     mutable std::size_t m_stepsCounted = 0;
     mutable std::vector<trace::Flow> m_flows;
     mutable bool m_flowsDirty = true;
+    mutable std::int64_t m_maxFlowSpan = 0;
     mutable std::vector<trace::TrackSummary> m_summaries;
     mutable bool m_summariesDirty = true;
 };

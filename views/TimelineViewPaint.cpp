@@ -84,15 +84,26 @@ void TimelineView::paintRuler(QPainter& p)
     p.drawText(QRect(6, kTickBand, labelWidth() - 8, kRulerHeight - kTickBand), Qt::AlignVCenter, tr("steps"));
     const QColor shades[] = { palette().color(QPalette::AlternateBase), palette().color(QPalette::Base) };
     const QFontMetrics fm(p.font());
+    double lastBoundary = -10;
     for (const auto& s : stepsInView()) {
         const double x0 = std::max(double(labelWidth()), xOf(s.startNs)),
                      x1 = std::min(double(viewport()->width()), xOf(s.endNs));
-        if (x1 - x0 < 1)
+        if (x1 - x0 < 3) {
+            // Steps a few pixels wide: their boundaries only, one a pixel run at most.
+            if (x0 - lastBoundary >= 3) {
+                p.setPen(palette().color(QPalette::Mid));
+                p.drawLine(QPointF(x0, kTickBand + 2), QPointF(x0, kRulerHeight - 2));
+                lastBoundary = x0;
+            }
             continue;
+        }
+        lastBoundary = x0;
         const QRectF box(x0, kTickBand + 2, x1 - x0, kRulerHeight - kTickBand - 4);
         p.fillRect(box, shades[s.step % 2].darker(106));
         p.setPen(palette().color(QPalette::Mid));
         p.drawLine(QPointF(x0, kTickBand), QPointF(x0, kRulerHeight));
+        if (box.width() < 12)
+            continue; // no room for a number
         const QString label = tr("step %1").arg(s.step);
         if (fm.horizontalAdvance(label) + 6 <= box.width()) {
             p.setPen(palette().color(QPalette::Text));
@@ -327,16 +338,19 @@ void TimelineView::paintFlows(QPainter& p)
     if (m_flowsDirty && (m_flowMode == Flows::All || m_selected >= 0)) {
         m_flows = trace::pipelineFlows(data().events()); // once per change of the events, not per paint
         m_flowsDirty = false;
+        m_maxFlowSpan = 0;
+        for (const auto& f : m_flows)
+            m_maxFlowSpan = std::max(m_maxFlowSpan, data().event(f.to).endNs - data().event(f.from).startNs);
     }
     if (m_flows.empty())
         return;
     // Flows are ordered by the send's start: those in view are found from the window's start, less the
     // longest flow, so a paint walks only the flows near the window.
-    constexpr std::size_t kMaxFlows = 5000; // more arrows than this read as noise: zoom in to see them
+    constexpr std::size_t kMaxFlows = 3000; // more arrows than this read as noise: zoom in to see them
     std::vector<const trace::Flow*> drawn;
     if (m_flowMode == Flows::All) {
         const auto& ev = data().events();
-        const std::int64_t slack = std::max<std::int64_t>(m_t1 - m_t0, data().endNs() - data().beginNs()) / 20;
+        const std::int64_t slack = m_maxFlowSpan; // a flow ending in view started at most this long before
         const auto first = std::lower_bound(m_flows.begin(), m_flows.end(), m_t0 - slack,
             [&ev](const trace::Flow& f, std::int64_t t) { return ev[f.from].startNs < t; });
         for (auto it = first; it != m_flows.end() && ev[it->from].startNs <= m_t1; ++it) {
@@ -353,7 +367,7 @@ void TimelineView::paintFlows(QPainter& p)
         for (const auto& f : m_flows)
             if (std::int64_t(f.from) == m_selected || std::int64_t(f.to) == m_selected)
                 drawn.push_back(&f);
-    p.setRenderHint(QPainter::Antialiasing, true);
+    p.setRenderHint(QPainter::Antialiasing, drawn.size() <= 200); // smooth lines only while they are few
     const QColor ink = palette().color(QPalette::Text);
     for (const trace::Flow* f : drawn) {
         const auto& from = data().event(f->from);
@@ -365,6 +379,8 @@ void TimelineView::paintFlows(QPainter& p)
         // the start of the work it feeds).
         const QPointF a(xOf(from.startNs), y0);
         const QPointF b(xOf(to.kind == trace::EventKind::Recv ? to.endNs : to.startNs), y1);
+        if (std::max(a.x(), b.x()) < labelWidth() || std::min(a.x(), b.x()) > viewport()->width())
+            continue; // wholly outside the window
         const bool selected = std::int64_t(f->from) == m_selected || std::int64_t(f->to) == m_selected;
         p.setPen(QPen(selected ? palette().color(QPalette::Highlight) : ink, selected ? 2 : 1));
         p.drawLine(a, b);

@@ -3,7 +3,7 @@
 // stage's eight ranks) and every flow arrow in view drawn (sends to the next stage, receives from the one
 // before); reference: the same widget painting the same rows with no events, in the same run.
 // Prints each zoom's median over repeated paints and, last, the worst median as median_paint_ms=<number>
-// (goal <= 16). Run: QT_QPA_PLATFORM=offscreen build/dev/bin/bench_timeline [--events N] [--json]
+// (goal <= 16). Run: QT_QPA_PLATFORM=offscreen build/dev/bin/bench_timeline [--events N] [--json] [--flat]
 #include "views/TimelineView.h"
 
 #include <QApplication>
@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <tuple>
 
 using namespace loom;
 
@@ -22,15 +23,19 @@ namespace {
 std::vector<trace::TraceEvent> syntheticRun(std::size_t total, int ranks)
 {
     // A pipeline-like run: each rank alternates forward and backward passes of micro-batches on its compute
-    // lane, with a send to the next stage's rank or a receive from the previous one's after each on its comm
-    // lane.
+    // lane, with a send to the next stage's rank (eight ranks a stage) after each on its comm lane, which the
+    // peer's comm lane receives at the same time; the last stage's comm lane only receives.
     std::vector<trace::TraceEvent> out;
-    out.reserve(total);
+    out.reserve(total + total / 8);
     std::mt19937 rng(1);
     const std::size_t perRank = total / std::size_t(ranks);
+    std::vector<std::vector<trace::TraceEvent>> received(static_cast<std::size_t>(ranks));
     for (int r = 0; r < ranks; ++r) {
         std::int64_t t = std::int64_t(r) * 2000;
-        for (std::size_t i = 0; out.size() < std::size_t(r + 1) * perRank; ++i) {
+        // Each rank's events in start order per lane; its receives were made by the rank before.
+        std::size_t made = received[std::size_t(r)].size();
+        out.insert(out.end(), received[std::size_t(r)].begin(), received[std::size_t(r)].end());
+        for (std::size_t i = 0; made < perRank; ++i) {
             trace::TraceEvent e;
             e.rank = r;
             e.stage = r / 8;
@@ -39,20 +44,30 @@ std::vector<trace::TraceEvent> syntheticRun(std::size_t total, int ranks)
             const int k = int(i % 3);
             e.lane = k == 2 ? trace::Lane::Comm : trace::Lane::Compute;
             e.kind = k == 0 ? trace::EventKind::Forward : k == 1 ? trace::EventKind::Backward : trace::EventKind::Send;
-            if (k == 2) {
-                // Alternately a send to the next stage and a receive from the previous one, where there is one.
-                const bool send = (i / 3) % 2 == 0 ? r + 8 < ranks : r < 8;
-                e.kind = send ? trace::EventKind::Send : trace::EventKind::Recv;
-                e.peer = send ? (r + 8 < ranks ? r + 8 : -1) : r - 8;
-            }
             e.startNs = t;
             e.endNs = t + 20000 + std::int64_t(rng() % 40000);
             e.bytes = k == 2 ? 1 << 20 : 0;
             if (k != 2)
                 t = e.endNs + std::int64_t(rng() % 3000);
+            if (k == 2) {
+                if (r + 8 >= ranks)
+                    continue; // the last stage sends nothing on
+                e.peer = r + 8;
+                trace::TraceEvent v = e;
+                v.rank = r + 8;
+                v.stage = (r + 8) / 8;
+                v.kind = trace::EventKind::Recv;
+                v.peer = r;
+                received[std::size_t(r + 8)].push_back(v);
+            }
             out.push_back(e);
+            ++made;
         }
     }
+    // Each lane's events in start order, as a recording has them (a lane out of order is re-sorted on load).
+    std::stable_sort(out.begin(), out.end(), [](const trace::TraceEvent& a, const trace::TraceEvent& b) {
+        return std::tie(a.rank, a.lane, a.startNs) < std::tie(b.rank, b.lane, b.startNs);
+    });
     return out;
 }
 
@@ -76,18 +91,18 @@ int main(int argc, char** argv)
         "QT_QPA_PLATFORM", qgetenv("QT_QPA_PLATFORM").isEmpty() ? QByteArray("offscreen") : qgetenv("QT_QPA_PLATFORM"));
     QApplication app(argc, argv);
     std::size_t events = 1000000;
-    bool json = false;
+    bool json = false, flat = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--events" && i + 1 < argc)
             events = std::size_t(std::max(1000, std::atoi(argv[++i])));
         else if (a == "--json")
             json = true;
+        else if (a == "--flat")
+            flat = true; // no groups, no flows: the figure before they existed
     }
     const int ranks = 64;
     views::TimelineView view;
-    view.setGrouping(views::TimelineView::Grouping::Stage);
-    view.setFlows(views::TimelineView::Flows::All);
     // Tall enough that all 128 lanes are painted, not only those scrolled into view.
     view.resize(1600,
         views::TimelineView::kRulerHeight
@@ -113,6 +128,10 @@ int main(int argc, char** argv)
     view.setTimeline(data);
     const double reference = medianPaintMs(view, image, 15);
 
+    if (!flat) {
+        view.setGrouping(views::TimelineView::Grouping::Stage);
+        view.setFlows(views::TimelineView::Flows::All);
+    }
     const auto load = std::chrono::steady_clock::now();
     data.setEvents(std::move(all));
     view.setTimeline(std::move(data));

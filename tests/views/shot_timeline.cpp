@@ -95,7 +95,8 @@ int main(int argc, char** argv)
             const std::int64_t unit = std::max<std::int64_t>(s.durationNs(), 1);
             view->setWindow(s.startNs - 40 * unit, s.startNs + 60 * unit);
             const QRect r = view->rowRect(view->timeline().rowIndex(s.rank, s.lane));
-            QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, QPoint(xOf(*view, (s.startNs + s.endNs) / 2), r.center().y()));
+            QTest::mouseClick(
+                view->viewport(), Qt::LeftButton, {}, QPoint(xOf(*view, (s.startNs + s.endNs) / 2), r.center().y()));
             QTest::mouseClick(pane.flowsBox(), Qt::LeftButton);
             ok &= save(pane, dir + QStringLiteral("/timeline-flows.png"));
             // Shift+drag over stages 0 to 5: the area's table by kind.

@@ -24,8 +24,8 @@ namespace {
 qint64 storeRun(profiles::Store& store, const plan::Layout& layout, std::int64_t shift, int steps)
 {
     profiles::RunStore runs(store);
-    const qint64 id = runs.startRun(QString::fromStdString(layout.name), QString::fromStdString(plan::writeLayout(layout)),
-        QStringLiteral("local"), QStringLiteral("mpirun"));
+    const qint64 id = runs.startRun(QString::fromStdString(layout.name),
+        QString::fromStdString(plan::writeLayout(layout)), QStringLiteral("local"), QStringLiteral("mpirun"));
     auto run = test::pipelineFixture(2, 4, steps);
     for (auto& e : run.events) {
         e.startNs += shift;
