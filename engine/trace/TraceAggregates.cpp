@@ -84,8 +84,8 @@ AreaAggregates aggregateArea(
     return out;
 }
 
-std::vector<TrackSummary> summarizeTrackGroups(
-    const std::vector<TraceEvent>& events, const std::vector<int>& groupOf, int groups, std::int64_t t0, std::int64_t t1)
+std::vector<TrackSummary> summarizeTrackGroups(const std::vector<TraceEvent>& events, const std::vector<int>& groupOf,
+    int groups, std::int64_t t0, std::int64_t t1)
 {
     std::vector<TrackSummary> out(std::size_t(std::max(0, groups)));
     if (groups <= 0 || t1 <= t0)

@@ -37,8 +37,8 @@ struct AreaAggregates {
     std::vector<AreaRow> byRank; // ordered by rank; share is of that rank's selected lanes
 };
 
-AreaAggregates aggregateArea(const std::vector<TraceEvent>& events, const std::vector<GroupInfo>& groups,
-    const AreaQuery& query);
+AreaAggregates aggregateArea(
+    const std::vector<TraceEvent>& events, const std::vector<GroupInfo>& groups, const AreaQuery& query);
 
 // The kind label of a row: "all-reduce (DP)", "forward".
 std::string kindLabel(EventKind kind, GroupKind group);
@@ -54,7 +54,7 @@ TrackSummary summarizeTracks(
     const std::vector<TraceEvent>& events, const std::vector<std::int32_t>& ranks, std::int64_t t0, std::int64_t t1);
 // The same for many groups at once (one pass over the events): groupOf[rank] is the group of a rank (-1
 // for none), `groups` the number of groups.
-std::vector<TrackSummary> summarizeTrackGroups(const std::vector<TraceEvent>& events,
-    const std::vector<int>& groupOf, int groups, std::int64_t t0, std::int64_t t1);
+std::vector<TrackSummary> summarizeTrackGroups(const std::vector<TraceEvent>& events, const std::vector<int>& groupOf,
+    int groups, std::int64_t t0, std::int64_t t1);
 
 } // namespace loom::trace

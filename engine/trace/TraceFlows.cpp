@@ -62,8 +62,8 @@ std::vector<Flow> pipelineFlows(const std::vector<TraceEvent>& events)
         const auto w = work.find({ s.peer, s.step, s.microBatch });
         if (w == work.end())
             continue;
-        const auto target = std::find_if(w->second.begin(), w->second.end(),
-            [&](std::uint32_t j) { return events[j].startNs >= s.startNs; });
+        const auto target = std::find_if(
+            w->second.begin(), w->second.end(), [&](std::uint32_t j) { return events[j].startNs >= s.startNs; });
         if (target != w->second.end())
             out.push_back({ i, *target });
     }
