@@ -64,6 +64,15 @@ private slots:
         QVERIFY2(monitor.open(id, &error), qPrintable(error));
         QTRY_VERIFY(monitor.prediction().has_value());
         QTRY_COMPARE(panel.view()->timeline().events().size(), test::pipelineFixture(2, 4, 3).events.size());
+        // Follow names the steps it keeps in view.
+        QTRY_VERIFY(!panel.view()->stepsInView().empty());
+        const auto kept = panel.view()->stepsInView();
+        QVERIFY(panel.followBox()->isChecked());
+        QCOMPARE(panel.followBox()->text(),
+            QStringLiteral("Follow (steps %1–%2)").arg(kept.front().step).arg(kept.back().step));
+        panel.view()->setFocus();
+        QTest::keyClick(panel.view(), Qt::Key_W); // navigating stops following
+        QCOMPARE(panel.followBox()->text(), QStringLiteral("Follow"));
         QVERIFY(panel.comparisonTable()->isHidden());
         QTest::mouseClick(panel.overlayBox(), Qt::LeftButton);
         QVERIFY(panel.comparisonTable()->isVisible());
