@@ -19,6 +19,10 @@ shoot "$root/resources/examples/megatron-1t-3072-a100.json" --screenshot "$image
 shoot --run 40 --show timeline --screenshot "$images/run-timeline.png"
 shoot --run 40 --show metrics --screenshot "$images/run-metrics.png"
 shoot --show runs --screenshot "$images/run-history.png"
+# The timeline's tools (groups, flows, an area's table; the run above against its prediction), made by
+# shot_timeline through real clicks and drags.
+shots=${SHOT_TIMELINE:-$root/build/dev/bin/shot_timeline}
+XDG_CONFIG_HOME=$settings xvfb-run -a -s "-screen 0 1600x1000x24" "$shots" "$images" --db "$settings/loom.db" --run 1
 # Lessons with the widget of their step framed, and the all-reduce stepper (lesson 10, its second step).
 shoot --lesson pipeline-bubble --screenshot "$images/lesson-pipeline-bubble.png"
 shoot --lesson data-parallel --lesson-step 2 --screenshot "$images/lesson-data-parallel.png"

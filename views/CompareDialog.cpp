@@ -1,8 +1,12 @@
 #include "views/CompareDialog.h"
 
+#include "engine/plan/LayoutParser.h"
+#include "engine/trace/PredictedMeasured.h"
+#include "views/LayoutDiff.h"
 #include "views/MetricsPanel.h"
 #include "views/RunMonitor.h"
 #include "views/RunTimelinePanel.h"
+#include "views/TimelineView.h"
 
 #include <QLabel>
 #include <QLocale>
@@ -46,7 +50,9 @@ CompareDialog::CompareDialog(profiles::Store* store, qint64 left, qint64 right, 
 {
     setWindowTitle(tr("Compare runs %1 and %2").arg(left).arg(right));
     auto* layout = new QVBoxLayout(this);
+    auto* page = new QSplitter(Qt::Vertical);
     auto* sides = new QSplitter(Qt::Horizontal);
+    auto* timelines = new QSplitter(Qt::Vertical);
     std::vector<MetricsPanel*> panels;
     for (RunMonitor* m : { m_left, m_right }) {
         auto* column = new QSplitter(Qt::Vertical);
@@ -57,25 +63,95 @@ CompareDialog::CompareDialog(profiles::Store* store, qint64 left, qint64 right, 
         auto* metrics = new MetricsPanel(m);
         panels.push_back(metrics);
         column->addWidget(metrics);
-        auto* timeline = new RunTimelinePanel(m);
-        column->addWidget(timeline);
         column->setStretchFactor(1, 2);
-        column->setStretchFactor(2, 2);
         sides->addWidget(column);
+        // The timelines one above the other, so the same moment of a step is at the same x in both.
+        auto* timeline = new RunTimelinePanel(m);
+        timeline->followBox()->setChecked(false);
+        m_timelines.push_back(timeline->view());
+        timelines->addWidget(timeline);
         connect(m, &RunMonitor::statsChanged, head, [head, m] { head->setText(summary(m)); });
         connect(m, &RunMonitor::openFailed, this, [this, head](const QString& why) {
             m_error = why;
             head->setText(why.toHtmlEscaped());
         });
     }
-    for (RunMonitor* m : { m_left, m_right })
+    m_difference = new QLabel(tr("Loading…"));
+    m_difference->setTextFormat(Qt::RichText);
+    m_difference->setWordWrap(true);
+    m_difference->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    for (RunMonitor* m : { m_left, m_right }) {
         connect(
             m, &RunMonitor::statsChanged, this, [this, panels] { sameScales(panels); }, Qt::QueuedConnection);
-    layout->addWidget(sides, 1);
+        connect(m, &RunMonitor::reset, this, &CompareDialog::align, Qt::QueuedConnection);
+        connect(m, &RunMonitor::statsChanged, this, &CompareDialog::align, Qt::QueuedConnection);
+    }
+    for (int side = 0; side < 2; ++side)
+        connect(m_timelines[std::size_t(side)], &TimelineView::windowChanged, this, [this, side] { follow(side); });
+    page->addWidget(m_difference);
+    page->addWidget(sides);
+    page->addWidget(timelines);
+    page->setStretchFactor(1, 2);
+    page->setStretchFactor(2, 3);
+    layout->addWidget(page, 1);
     // Both runs load on worker threads; the columns fill in as they arrive.
     m_left->openInBackground(left);
     m_right->openInBackground(right);
     resize(1500, 950);
+}
+
+std::int64_t CompareDialog::stepStart(int side) const
+{
+    const auto& events = m_timelines[std::size_t(side)]->timeline().events();
+    const std::int32_t step = trace::lastCompleteStep(events);
+    std::int64_t start = INT64_MAX;
+    for (const auto& e : events)
+        if (e.step == step)
+            start = std::min(start, e.startNs);
+    return start == INT64_MAX ? m_timelines[std::size_t(side)]->timeline().beginNs() : start;
+}
+
+void CompareDialog::align()
+{
+    if (m_left->loading() || m_right->loading())
+        return;
+    // The configuration difference, every path whose value differs.
+    const auto diff = layoutDifference(plan::writeLayout(m_left->layout()), plan::writeLayout(m_right->layout()));
+    QString text = diff.empty()
+        ? tr("<b>Same configuration.</b>")
+        : tr("<b>Configuration difference</b> (run %1 → run %2):").arg(m_left->runId()).arg(m_right->runId());
+    for (const auto& d : diff)
+        text += QStringLiteral("<br>&nbsp;%1: %2 → %3")
+                    .arg(QString::fromStdString(d.path).toHtmlEscaped(), QString::fromStdString(d.left).toHtmlEscaped(),
+                        QString::fromStdString(d.right).toHtmlEscaped());
+    m_difference->setText(text);
+    // Both timelines from the start of their last complete step, over the longer of the two steps.
+    std::int64_t span = 0;
+    for (int side = 0; side < 2; ++side) {
+        const auto steps = m_timelines[std::size_t(side)]->steps();
+        const std::int32_t last = trace::lastCompleteStep(m_timelines[std::size_t(side)]->timeline().events());
+        for (const auto& s : steps)
+            if (s.step == last)
+                span = std::max(span, s.endNs - s.startNs);
+    }
+    if (span <= 0)
+        return;
+    m_aligning = true;
+    for (int side = 0; side < 2; ++side)
+        m_timelines[std::size_t(side)]->setWindow(stepStart(side) - span / 50, stepStart(side) + span + span / 50);
+    m_aligning = false;
+}
+
+void CompareDialog::follow(int side)
+{
+    // Panning or zooming one timeline moves the other by the same, relative to its step start.
+    if (m_aligning)
+        return;
+    m_aligning = true;
+    const auto [t0, t1] = m_timelines[std::size_t(side)]->window();
+    const std::int64_t shift = stepStart(1 - side) - stepStart(side);
+    m_timelines[std::size_t(1 - side)]->setWindow(t0 + shift, t1 + shift);
+    m_aligning = false;
 }
 
 void CompareDialog::sameScales(const std::vector<MetricsPanel*>& panels)

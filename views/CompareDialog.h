@@ -2,7 +2,10 @@
 
 #include <QDialog>
 
+#include <cstdint>
 #include <vector>
+
+class QLabel;
 
 namespace loom::profiles {
 class Store;
@@ -11,9 +14,12 @@ class Store;
 namespace loom::views {
 
 class RunMonitor;
+class TimelineView;
 
-// Two stored runs side by side: for each, a summary line (layout, state, final loss, tokens/s), its plots
-// and its timeline, on the same scales where they share an axis (steps, loss), so differences show.
+// Two stored runs compared: their configuration difference (every layout value that differs), for each a
+// summary line (layout, state, final loss, tokens/s) and its plots side by side, on the same scales where
+// they share an axis (steps, loss), and their timelines one above the other, aligned on the start of their
+// last complete step and panned and zoomed together, so differences show.
 class CompareDialog : public QDialog {
     Q_OBJECT
 public:
@@ -23,12 +29,20 @@ public:
     // Both runs have been read (or have failed); they load on worker threads.
     bool loaded() const;
     RunMonitor* monitor(int side) const { return side == 0 ? m_left : m_right; }
+    TimelineView* timeline(int side) const { return m_timelines[std::size_t(side)]; }
+    QLabel* difference() const { return m_difference; }
 
 private:
     void sameScales(const std::vector<class MetricsPanel*>& panels);
+    void align();
+    void follow(int side);
+    std::int64_t stepStart(int side) const;
 
     RunMonitor *m_left, *m_right;
     QString m_error;
+    std::vector<TimelineView*> m_timelines;
+    QLabel* m_difference = nullptr;
+    bool m_aligning = false;
 };
 
 } // namespace loom::views

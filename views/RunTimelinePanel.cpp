@@ -1,16 +1,20 @@
 #include "views/RunTimelinePanel.h"
 
+#include "views/Explain.h"
 #include "views/MetricsPanel.h"
 #include "views/RunMonitor.h"
+#include "views/TimelinePane.h"
 #include "views/TimelineView.h"
 
 #include <QCheckBox>
 #include <QFileDialog>
 #include <QHBoxLayout>
+#include <QHeaderView>
 #include <QLabel>
 #include <QLocale>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QTableWidget>
 #include <QVBoxLayout>
 
 namespace loom::views {
@@ -26,29 +30,51 @@ RunTimelinePanel::RunTimelinePanel(RunMonitor* monitor, QWidget* parent)
     bar->setContentsMargins(6, 2, 6, 0);
     m_follow = new QCheckBox(tr("Follow"));
     m_follow->setChecked(true);
-    m_follow->setToolTip(tr("Keep the newest events in view while the run goes on (zooming or panning stops it)."));
+    m_follow->setToolTip(tr("Keep the newest three steps in view while the run goes on (zooming or panning stops "
+                            "it); the label names the steps kept."));
     m_overlay = new QCheckBox(tr("Overlay prediction"));
-    m_overlay->setToolTip(tr("Draw the planner's simulated step of this layout (dashed outlines) under the measured "
-                             "events of the same ranks, from the start of the last complete step."));
+    m_overlay->setToolTip(tr("Draw the planner's simulated step of this layout (dashed outlines) over the measured "
+                             "events of the same ranks, from the start of the last complete step, and compare them "
+                             "kind by kind."));
+    m_scale = new QCheckBox(tr("Scale to measured"));
+    m_scale->setChecked(true);
+    m_scale->setToolTip(tr("Stretch the simulated step to the measured step's length, so its shape can be compared "
+                           "even when the prediction is far off (the ratio is in the table)."));
     auto* exportButton = new QPushButton(tr("Export…"));
     exportButton->setToolTip(tr("Save the timeline as PNG, SVG or PDF."));
     m_info = new QLabel;
     bar->addWidget(m_follow);
     bar->addWidget(m_overlay);
+    bar->addWidget(m_scale);
     bar->addWidget(m_info, 1);
     bar->addWidget(exportButton);
     layout->addLayout(bar);
     m_view = new TimelineView;
+    m_pane = new TimelinePane(m_view);
     m_view->setModel(monitor->timeline());
     m_view->setFollowing(true);
-    layout->addWidget(m_view, 1);
+    layout->addWidget(m_pane, 1);
+    m_summary = new QLabel;
+    m_summary->setTextFormat(Qt::RichText);
+    m_table = new QTableWidget(3, 0);
+    m_table->setVerticalHeaderLabels({ tr("predicted"), tr("measured"), tr("measured ÷ predicted") });
+    m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->setMaximumHeight(4 * m_table->verticalHeader()->defaultSectionSize() + 8);
+    layout->addWidget(m_summary);
+    layout->addWidget(m_table);
+    m_summary->hide();
+    m_table->hide();
 
     connect(m_follow, &QCheckBox::toggled, m_view, [this](bool on) {
         m_view->setFollowing(on);
         if (on)
             m_view->fit();
+        updateFollowLabel();
     });
+    connect(m_view, &TimelineView::windowChanged, this, &RunTimelinePanel::updateFollowLabel);
     connect(m_overlay, &QCheckBox::toggled, this, &RunTimelinePanel::updateOverlay);
+    connect(m_scale, &QCheckBox::toggled, this, &RunTimelinePanel::updateOverlay);
     connect(monitor, &RunMonitor::eventsAdded, this, [this] {
         m_follow->setChecked(m_view->following());
         m_info->setText(tr("%1 events from %2 lanes")
@@ -56,9 +82,12 @@ RunTimelinePanel::RunTimelinePanel(RunMonitor* monitor, QWidget* parent)
                             .arg(m_view->timeline().rows().size()));
         if (m_overlay->isChecked())
             updateOverlay();
+        updateFollowLabel();
     });
     connect(monitor, &RunMonitor::reset, this, [this] {
         m_view->setModel(m_monitor->timeline());
+        const auto& cluster = m_monitor->layout().cluster;
+        m_view->setRanksPerNode(cluster.autoDevices() ? 1 << 30 : int(cluster.devicesPerNode));
         m_view->setFollowing(m_monitor->running() || m_follow->isChecked());
         m_view->fit();
         updateOverlay();
@@ -72,13 +101,21 @@ RunTimelinePanel::RunTimelinePanel(RunMonitor* monitor, QWidget* parent)
     });
 }
 
+void RunTimelinePanel::updateFollowLabel()
+{
+    const auto steps = m_view->stepsInView();
+    if (!m_view->following() || steps.empty()) {
+        m_follow->setText(tr("Follow"));
+        return;
+    }
+    m_follow->setText(steps.size() == 1 ? tr("Follow (step %1)").arg(steps.front().step)
+                                        : tr("Follow (steps %1–%2)").arg(steps.front().step).arg(steps.back().step));
+}
+
 std::int64_t RunTimelinePanel::overlayOffset() const
 {
     const auto& events = m_view->timeline().events();
-    std::int32_t lastStep = -1;
-    for (const auto& e : events)
-        if (e.kind == trace::EventKind::Optimizer)
-            lastStep = std::max(lastStep, e.step);
+    const std::int32_t lastStep = trace::lastCompleteStep(events);
     std::int64_t start = INT64_MAX;
     for (const auto& e : events)
         if (e.step == lastStep)
@@ -89,13 +126,42 @@ std::int64_t RunTimelinePanel::overlayOffset() const
 void RunTimelinePanel::updateOverlay()
 {
     const auto& prediction = m_monitor->prediction();
-    if (!m_overlay->isChecked() || !prediction) {
+    const bool on = m_overlay->isChecked() && prediction && !m_view->timeline().events().empty();
+    m_table->setVisible(on);
+    m_summary->setVisible(on);
+    if (!on) {
         m_view->setOverlay({}, 0);
         return;
     }
+    const auto& measured = m_view->timeline();
+    m_comparison = trace::compareStep(
+        prediction->events, {}, measured.events(), measured.groups(), trace::lastCompleteStep(measured.events()));
     TimelineData simulated;
     simulated.setEvents(prediction->events);
-    m_view->setOverlay(std::move(simulated), overlayOffset());
+    m_view->setOverlay(std::move(simulated), overlayOffset(), m_scale->isChecked() ? m_comparison.scale : 1.0);
+    // Predicted against measured, kind by kind (kinds neither side has are left out).
+    const QLocale l;
+    int column = 0;
+    m_table->setColumnCount(0);
+    for (const auto& k : m_comparison.kinds) {
+        if (k.predicted <= 0 && k.measured <= 0)
+            continue;
+        m_table->insertColumn(column);
+        m_table->setHorizontalHeaderItem(column, new QTableWidgetItem(QString::fromStdString(k.kind)));
+        m_table->setItem(0, column, new QTableWidgetItem(formatSeconds(k.predicted)));
+        m_table->setItem(1, column, new QTableWidgetItem(formatSeconds(k.measured)));
+        m_table->setItem(2, column,
+            new QTableWidgetItem(k.predicted > 0 ? QStringLiteral("× ") + l.toString(k.ratio, 'f', 2) : tr("–")));
+        ++column;
+    }
+    const auto& step = m_comparison.kinds.back();
+    m_summary->setText(
+        tr("Step %1: predicted %2, measured %3 (× %4); the overlay is %5.")
+            .arg(m_comparison.step)
+            .arg(formatSeconds(step.predicted), formatSeconds(step.measured), l.toString(step.ratio, 'f', 2),
+                m_scale->isChecked()
+                    ? tr("stretched × %1 to the measured step").arg(l.toString(m_comparison.scale, 'f', 2))
+                    : tr("drawn to scale from the step's start")));
 }
 
 } // namespace loom::views

@@ -23,6 +23,7 @@
 #include "views/RunTimelinePanel.h"
 #include "views/RunsPanel.h"
 #include "views/StrategyPanel.h"
+#include "views/TimelinePane.h"
 #include "views/TimelineView.h"
 #include "views/TopologyScene.h"
 #include "views/TopologyView.h"
@@ -147,7 +148,7 @@ void MainWindow::buildDocks()
     dock(tr("Layers"), "layersDock", m_palette, Qt::LeftDockWidgetArea);
     auto* strategy = dock(tr("Strategy"), "strategyDock", scrolled(m_strategy), Qt::RightDockWidgetArea);
     auto* prediction = dock(tr("Prediction"), "predictionDock", scrolled(m_prediction), Qt::RightDockWidgetArea);
-    dock(tr("Schedule (simulated)"), "scheduleDock", m_schedule, Qt::BottomDockWidgetArea);
+    dock(tr("Schedule (simulated)"), "scheduleDock", new TimelinePane(m_schedule), Qt::BottomDockWidgetArea);
     splitDockWidget(strategy, prediction, Qt::Vertical);
     resizeDocks({ findChild<QDockWidget*>(QStringLiteral("layersDock")) }, { 310 }, Qt::Horizontal);
     resizeDocks({ strategy }, { 430 }, Qt::Horizontal);
@@ -421,6 +422,7 @@ void MainWindow::showAnalysis(const LayoutAnalysis& a)
     if (a.prediction)
         timeline.setEvents(a.prediction->events);
     m_schedule->setTimeline(std::move(timeline));
+    m_schedule->setRanksPerNode(a.layout.cluster.autoDevices() ? 1 << 30 : int(a.layout.cluster.devicesPerNode));
     const auto errors = a.diagnostics.errors();
     const auto warnings = a.diagnostics.warnings();
     QStringList all;

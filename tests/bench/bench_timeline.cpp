@@ -1,7 +1,9 @@
 // Paint time of the timeline with 1,000,000 events on 64 ranks (compute and comm lanes), offscreen, at full,
-// medium and deep zoom; reference: the same widget painting the same rows with no events, in the same run.
+// medium and deep zoom, with the tracks grouped by stage (a header with busy, bubble and comm share above each
+// stage's eight ranks) and every flow arrow in view drawn (sends to the next stage, receives from the one
+// before); reference: the same widget painting the same rows with no events, in the same run.
 // Prints each zoom's median over repeated paints and, last, the worst median as median_paint_ms=<number>
-// (goal <= 16). Run: QT_QPA_PLATFORM=offscreen build/dev/bin/bench_timeline [--events N] [--json]
+// (goal <= 16). Run: QT_QPA_PLATFORM=offscreen build/dev/bin/bench_timeline [--events N] [--json] [--flat]
 #include "views/TimelineView.h"
 
 #include <QApplication>
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <tuple>
 
 using namespace loom;
 
@@ -20,14 +23,19 @@ namespace {
 std::vector<trace::TraceEvent> syntheticRun(std::size_t total, int ranks)
 {
     // A pipeline-like run: each rank alternates forward and backward passes of micro-batches on its compute
-    // lane, with a send after each and an all-reduce at the end of every step on its comm lane.
+    // lane, with a send to the next stage's rank (eight ranks a stage) after each on its comm lane, which the
+    // peer's comm lane receives at the same time; the last stage's comm lane only receives.
     std::vector<trace::TraceEvent> out;
-    out.reserve(total);
+    out.reserve(total + total / 8);
     std::mt19937 rng(1);
     const std::size_t perRank = total / std::size_t(ranks);
+    std::vector<std::vector<trace::TraceEvent>> received(static_cast<std::size_t>(ranks));
     for (int r = 0; r < ranks; ++r) {
         std::int64_t t = std::int64_t(r) * 2000;
-        for (std::size_t i = 0; out.size() < std::size_t(r + 1) * perRank; ++i) {
+        // Each rank's events in start order per lane; its receives were made by the rank before.
+        std::size_t made = received[std::size_t(r)].size();
+        out.insert(out.end(), received[std::size_t(r)].begin(), received[std::size_t(r)].end());
+        for (std::size_t i = 0; made < perRank; ++i) {
             trace::TraceEvent e;
             e.rank = r;
             e.stage = r / 8;
@@ -41,9 +49,25 @@ std::vector<trace::TraceEvent> syntheticRun(std::size_t total, int ranks)
             e.bytes = k == 2 ? 1 << 20 : 0;
             if (k != 2)
                 t = e.endNs + std::int64_t(rng() % 3000);
+            if (k == 2) {
+                if (r + 8 >= ranks)
+                    continue; // the last stage sends nothing on
+                e.peer = r + 8;
+                trace::TraceEvent v = e;
+                v.rank = r + 8;
+                v.stage = (r + 8) / 8;
+                v.kind = trace::EventKind::Recv;
+                v.peer = r;
+                received[std::size_t(r + 8)].push_back(v);
+            }
             out.push_back(e);
+            ++made;
         }
     }
+    // Each lane's events in start order, as a recording has them (a lane out of order is re-sorted on load).
+    std::stable_sort(out.begin(), out.end(), [](const trace::TraceEvent& a, const trace::TraceEvent& b) {
+        return std::tie(a.rank, a.lane, a.startNs) < std::tie(b.rank, b.lane, b.startNs);
+    });
     return out;
 }
 
@@ -67,20 +91,23 @@ int main(int argc, char** argv)
         "QT_QPA_PLATFORM", qgetenv("QT_QPA_PLATFORM").isEmpty() ? QByteArray("offscreen") : qgetenv("QT_QPA_PLATFORM"));
     QApplication app(argc, argv);
     std::size_t events = 1000000;
-    bool json = false;
+    bool json = false, flat = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--events" && i + 1 < argc)
             events = std::size_t(std::max(1000, std::atoi(argv[++i])));
         else if (a == "--json")
             json = true;
+        else if (a == "--flat")
+            flat = true; // no groups, no flows: the figure before they existed
     }
     const int ranks = 64;
     views::TimelineView view;
     // Tall enough that all 128 lanes are painted, not only those scrolled into view.
     view.resize(1600,
         views::TimelineView::kRulerHeight
-            + ranks * (views::TimelineView::kComputeRow + views::TimelineView::kCommRow + 4) + 8);
+            + ranks * (views::TimelineView::kComputeRow + views::TimelineView::kCommRow + 4)
+            + ranks / 8 * (views::TimelineView::kHeaderRow + 2) + 8);
     QImage image(view.viewport()->size(), QImage::Format_ARGB32_Premultiplied);
 
     views::TimelineData data;
@@ -101,6 +128,10 @@ int main(int argc, char** argv)
     view.setTimeline(data);
     const double reference = medianPaintMs(view, image, 15);
 
+    if (!flat) {
+        view.setGrouping(views::TimelineView::Grouping::Stage);
+        view.setFlows(views::TimelineView::Flows::All);
+    }
     const auto load = std::chrono::steady_clock::now();
     data.setEvents(std::move(all));
     view.setTimeline(std::move(data));
@@ -122,8 +153,10 @@ int main(int argc, char** argv)
         view.setWindow(mid - z.width / 2, mid + z.width / 2);
         const double ms = medianPaintMs(view, image, 15);
         worst = std::max(worst, ms);
-        std::printf("%-6s zoom (%.3g ms of trace): median paint %.2f ms, %zu boxes drawn, %.2fx the reference\n",
-            z.name, double(z.width) / 1e6, ms, view.lastPaintBoxes(), ms / std::max(1e-9, reference));
+        std::printf("%-6s zoom (%.3g ms of trace): median paint %.2f ms, %zu boxes and %zu flows drawn, %.2fx the "
+                    "reference\n",
+            z.name, double(z.width) / 1e6, ms, view.lastPaintBoxes(), view.lastPaintFlows(),
+            ms / std::max(1e-9, reference));
         jsonOut += std::string(", \"") + z.name + "_ms\": " + std::to_string(ms);
     }
     if (json)

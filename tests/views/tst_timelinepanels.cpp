@@ -1,0 +1,135 @@
+// The measured timeline's panel and the compare dialog on stored runs (no MPI): the overlay of the simulated
+// step aligned on the last complete step and scaled to it, with the predicted-against-measured table; two
+// runs' timelines aligned on their step starts and moving together, their configuration difference listed.
+#include "TimelineFixture.h"
+#include "ViewsTest.h"
+#include "engine/trace/PredictedMeasured.h"
+#include "profiles/RunStore.h"
+#include "profiles/Store.h"
+#include "views/CompareDialog.h"
+#include "views/RunMonitor.h"
+#include "views/RunTimelinePanel.h"
+#include "views/TimelineView.h"
+
+#include <QCheckBox>
+#include <QLabel>
+#include <QTableWidget>
+#include <QTemporaryDir>
+
+using namespace loom;
+using namespace loom::views;
+
+namespace {
+
+qint64 storeRun(profiles::Store& store, const plan::Layout& layout, std::int64_t shift, int steps)
+{
+    profiles::RunStore runs(store);
+    const qint64 id = runs.startRun(QString::fromStdString(layout.name),
+        QString::fromStdString(plan::writeLayout(layout)), QStringLiteral("local"), QStringLiteral("mpirun"));
+    auto run = test::pipelineFixture(2, 4, steps);
+    for (auto& e : run.events) {
+        e.startNs += shift;
+        e.endNs += shift;
+    }
+    runs.addEvents(id, run.events);
+    runs.finishRun(id, profiles::RunState::Finished, QString());
+    return id;
+}
+
+std::int64_t lastStepStart(const TimelineData& d)
+{
+    const std::int32_t step = trace::lastCompleteStep(d.events());
+    std::int64_t start = INT64_MAX;
+    for (const auto& e : d.events())
+        if (e.step == step)
+            start = std::min(start, e.startNs);
+    return start;
+}
+
+} // namespace
+
+class TestTimelinePanels : public QObject {
+    Q_OBJECT
+private slots:
+    void predictedAgainstMeasured()
+    {
+        QTemporaryDir dir;
+        profiles::Store store(dir.filePath(QStringLiteral("loom.db")));
+        const qint64 id = storeRun(store, test::tinyLayout(), 0, 3);
+        RunMonitor monitor(&store);
+        RunTimelinePanel panel(&monitor);
+        panel.resize(1400, 800);
+        panel.show();
+        QString error;
+        QVERIFY2(monitor.open(id, &error), qPrintable(error));
+        QTRY_VERIFY(monitor.prediction().has_value());
+        QTRY_COMPARE(panel.view()->timeline().events().size(), test::pipelineFixture(2, 4, 3).events.size());
+        // Follow names the steps it keeps in view.
+        QTRY_VERIFY(!panel.view()->stepsInView().empty());
+        const auto kept = panel.view()->stepsInView();
+        QVERIFY(panel.followBox()->isChecked());
+        QCOMPARE(panel.followBox()->text(),
+            QStringLiteral("Follow (steps %1–%2)").arg(kept.front().step).arg(kept.back().step));
+        panel.view()->setFocus();
+        QTest::keyClick(panel.view(), Qt::Key_W); // navigating stops following
+        QCOMPARE(panel.followBox()->text(), QStringLiteral("Follow"));
+        QVERIFY(panel.comparisonTable()->isHidden());
+        QTest::mouseClick(panel.overlayBox(), Qt::LeftButton);
+        QVERIFY(panel.comparisonTable()->isVisible());
+        const auto& c = panel.comparison();
+        QCOMPARE(c.step, 2);
+        QCOMPARE(c.measuredStartNs, lastStepStart(panel.view()->timeline()));
+        QCOMPARE(panel.overlayOffset(), c.measuredStartNs);
+        // The overlay is stretched to the measured step: its scale is the steps' ratio.
+        QCOMPARE(panel.view()->overlayScale(), c.scale);
+        QVERIFY(c.scale > 0);
+        QCOMPARE(c.kinds.back().ratio, c.scale);
+        // The table: one column a kind either side has, predicted, measured and their ratio.
+        auto* t = panel.comparisonTable();
+        QVERIFY(t->columnCount() >= 4);
+        QCOMPARE(t->horizontalHeaderItem(0)->text(), QStringLiteral("forward"));
+        QVERIFY(t->item(2, 0)->text().startsWith(QStringLiteral("× ")));
+        QCOMPARE(t->horizontalHeaderItem(t->columnCount() - 1)->text(), QStringLiteral("step"));
+        QVERIFY(panel.comparisonSummary()->text().contains(QStringLiteral("Step 2: predicted")));
+        // Unscaled: drawn at the prediction's own pace from the step's start.
+        QTest::mouseClick(panel.scaleBox(), Qt::LeftButton);
+        QCOMPARE(panel.view()->overlayScale(), 1.0);
+        QTest::mouseClick(panel.overlayBox(), Qt::LeftButton);
+        QVERIFY(panel.view()->overlay().events().empty());
+    }
+
+    void compareAlignsStepsAndListsTheDifference()
+    {
+        QTemporaryDir dir;
+        profiles::Store store(dir.filePath(QStringLiteral("loom.db")));
+        plan::Layout other = test::tinyLayout();
+        other.name = "tiny, twice the batch";
+        other.parallel.globalBatch *= 2;
+        const qint64 a = storeRun(store, test::tinyLayout(), 0, 3);
+        const qint64 b = storeRun(store, other, 12345678, 4);
+        CompareDialog dialog(&store, a, b);
+        dialog.show();
+        QTRY_VERIFY(dialog.loaded());
+        QString error;
+        QVERIFY2(dialog.ok(&error), qPrintable(error));
+        QTRY_VERIFY(dialog.difference()->text().contains(QStringLiteral("Configuration difference")));
+        const QString diff = dialog.difference()->text();
+        QVERIFY2(diff.contains(QStringLiteral("name")), qPrintable(diff));
+        QVERIFY2(diff.contains(QStringLiteral("global_batch")) || diff.contains(QStringLiteral("globalBatch")),
+            qPrintable(diff));
+        // Each timeline starts at its own last complete step: the same offset from it in both.
+        const auto offset = [&dialog](int side) {
+            return dialog.timeline(side)->window().first - lastStepStart(dialog.timeline(side)->timeline());
+        };
+        QTRY_COMPARE(offset(0), offset(1));
+        QVERIFY(offset(0) < 0 && offset(0) > -100000);
+        // Panning one pans the other.
+        dialog.timeline(0)->setFocus();
+        QTest::keyClick(dialog.timeline(0), Qt::Key_D);
+        QVERIFY(offset(0) > 0);
+        QCOMPARE(offset(1), offset(0));
+    }
+};
+
+QTEST_MAIN(TestTimelinePanels)
+#include "tst_timelinepanels.moc"
