@@ -1,5 +1,6 @@
 #include "views/RunPanel.h"
 
+#include "engine/plan/EngineSupport.h"
 #include "views/Explain.h"
 #include "views/RunMonitor.h"
 
@@ -110,6 +111,9 @@ void RunPanel::setLayout(const plan::Layout& layout, bool valid, const QString& 
     m_layout = layout;
     m_valid = valid;
     m_whyNot = whyNot;
+    // A valid layout the bundled engine cannot train: Run stays disabled and says why (plan::engineSupport).
+    const plan::EngineSupport support = plan::engineSupport(layout);
+    m_engineRefusal = valid && !support.trainable() ? QString::fromStdString(support.reason()) : QString();
     m_target->setText(target());
     updateButtons();
 }
@@ -117,9 +121,11 @@ void RunPanel::setLayout(const plan::Layout& layout, bool valid, const QString& 
 void RunPanel::updateButtons()
 {
     const bool running = m_monitor->running();
-    m_run->setEnabled(!running && m_valid);
-    m_run->setToolTip(m_valid ? tr("Launch the training engine with this layout (Ctrl+R).")
-                              : tr("The layout is not valid: %1").arg(m_whyNot));
+    m_run->setEnabled(!running && m_valid && m_engineRefusal.isEmpty());
+    m_run->setToolTip(!m_valid ? tr("The layout is not valid: %1").arg(m_whyNot)
+            : !m_engineRefusal.isEmpty()
+            ? tr("The planner models this; loom-train cannot train it: %1").arg(m_engineRefusal)
+            : tr("Launch the training engine with this layout (Ctrl+R)."));
     m_cancel->setEnabled(running);
     m_steps->setEnabled(!running);
 }
@@ -128,6 +134,11 @@ bool RunPanel::run()
 {
     if (!m_valid) {
         m_status->setText(tr("Cannot run: the layout is not valid. %1").arg(m_whyNot));
+        return false;
+    }
+    if (!m_engineRefusal.isEmpty()) {
+        m_status->setText(
+            tr("Cannot run: the planner models this; loom-train cannot train it: %1").arg(m_engineRefusal));
         return false;
     }
     QString error;

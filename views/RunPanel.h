@@ -40,6 +40,7 @@ private:
     plan::Layout m_layout;
     bool m_valid = false;
     QString m_whyNot;
+    QString m_engineRefusal; // why loom-train cannot train the valid layout (plan::engineSupport); empty if it can
     QLabel* m_target;
     QSpinBox* m_steps;
     QPushButton *m_run, *m_cancel;

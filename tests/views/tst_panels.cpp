@@ -161,8 +161,14 @@ private slots:
         panel.setAnalysis(a);
         QCOMPARE(panel.label(QStringLiteral("tflops"))->text(), QLocale().toString(a.prediction->tflopsPerGpu, 'f', 1));
         const QString flops = panel.label(QStringLiteral("tflops"))->toolTip();
-        QVERIFY2(flops.contains(QStringLiteral("96·B·s·l·h²·(1 + s/6h + V/16lh)")), qPrintable(flops));
-        QVERIFY2(flops.contains(QStringLiteral("96·3,072·2,048·128·25,600²")), qPrintable(flops)); // values substituted
+        // Model FLOPs leave the recomputation out (the 72 form); with full recomputation the hardware FLOPs
+        // are said beside them, and HFU beside MFU (issue 31: they had been the hardware figures).
+        QVERIFY2(flops.contains(QStringLiteral("72·B·s·l·h²·(1 + s/6h + V/12lh)")), qPrintable(flops));
+        QVERIFY2(flops.contains(QStringLiteral("72·3,072·2,048·128·25,600²")), qPrintable(flops)); // values substituted
+        QVERIFY2(flops.contains(QStringLiteral("hardware FLOPs")), qPrintable(flops));
+        QVERIFY(a.prediction->hfu > a.prediction->mfu);
+        QVERIFY2(panel.label(QStringLiteral("mfu"))->text().contains(QStringLiteral("HFU")),
+            qPrintable(panel.label(QStringLiteral("mfu"))->text()));
         const QString bubble = panel.label(QStringLiteral("bubble"))->toolTip();
         QVERIFY2(bubble.contains(QStringLiteral("(p−1)/(m+p−1) = (64−1)/(512+64−1)")), qPrintable(bubble));
         QVERIFY(panel.label(QStringLiteral("mfu"))->toolTip().contains(QStringLiteral("A100")));
