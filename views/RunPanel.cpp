@@ -172,7 +172,20 @@ void RunPanel::showStep()
                           .arg(total)
                           .arg(s.loss, 0, 'f', 4)
                           .arg(QLocale().toString(s.tokensPerSecond, 'f', 0))
-                          .arg(formatSeconds(eta)));
+                          .arg(formatSeconds(eta))
+        + measuredMemoryText(s, m_monitor->prediction()));
+}
+
+QString measuredMemoryText(const profiles::StepRecord& step, const std::optional<plan::Prediction>& prediction)
+{
+    const qint64 peak = step.peakMemoryBytes();
+    if (peak <= 0)
+        return {};
+    const QString measured = QLocale().toString(double(peak) / 1e9, 'f', 3);
+    if (!prediction)
+        return QObject::tr("; memory %1 GB (the most loaded rank's high-water mark)").arg(measured);
+    return QObject::tr("; memory %1 GB measured, %2 GB predicted (the most loaded rank)")
+        .arg(measured, QLocale().toString(prediction->memory.total(), 'f', 3));
 }
 
 } // namespace loom::views

@@ -118,7 +118,8 @@ private slots:
         const QJsonObject json = layoutJson(QStringLiteral("wide-dp2"), bigGradientModel(), 1, 2, "none");
         const QString file = write(QStringLiteral("wide-dp2.json"), json);
         const QString traceFile = m_dir.filePath(QStringLiteral("wide-dp2.trace.json"));
-        const Run r = train(file, 2, { QStringLiteral("--steps"), QStringLiteral("1"), QStringLiteral("--trace-out"), traceFile });
+        const Run r = train(
+            file, 2, { QStringLiteral("--steps"), QStringLiteral("1"), QStringLiteral("--trace-out"), traceFile });
         QVERIFY2(r.exitCode == 0, qPrintable(r.all()));
         std::vector<trace::GroupInfo> groups;
         const auto measured = trace::readChromeTraceFile(traceFile.toStdString(), nullptr, &groups);
@@ -140,10 +141,14 @@ private slots:
     {
         QTest::addColumn<QString>("model");
         QTest::addColumn<QString>("recompute");
-        QTest::newRow("gpt, no recomputation") << "gpt-tiny" << "none";
-        QTest::newRow("gpt, full recomputation") << "gpt-tiny" << "full";
-        QTest::newRow("llama, no recomputation") << "llama-tiny" << "none";
-        QTest::newRow("llama, full recomputation") << "llama-tiny" << "full";
+        QTest::newRow("gpt, no recomputation") << "gpt-tiny"
+                                               << "none";
+        QTest::newRow("gpt, full recomputation") << "gpt-tiny"
+                                                 << "full";
+        QTest::newRow("llama, no recomputation") << "llama-tiny"
+                                                 << "none";
+        QTest::newRow("llama, full recomputation") << "llama-tiny"
+                                                   << "full";
     }
     void flopsAreThePlanners()
     {
@@ -174,8 +179,8 @@ private slots:
     // the recomputed forwards and stays higher. The same holds for the statistics of a measured step.
     void mfuFallsWithTokens()
     {
-        plan::Layout none = parsed(layoutJson(QStringLiteral("a100"), QStringLiteral("llama2-7b"), 8, 1, "none",
-            QStringLiteral("dgx-a100")));
+        plan::Layout none = parsed(
+            layoutJson(QStringLiteral("a100"), QStringLiteral("llama2-7b"), 8, 1, "none", QStringLiteral("dgx-a100")));
         none.parallel.globalBatch = 64;
         plan::Layout full = none;
         full.memory.recompute = plan::Recompute::Full;
@@ -185,8 +190,8 @@ private slots:
         QCOMPARE(a.hfu, a.mfu);
         QVERIFY(b.hfu > b.mfu);
         trace::StatsContext c = plan::statsContext(full);
-        const trace::Throughput t = trace::throughput(
-            c.modelFlopsPerStep, c.hardwareFlopsPerStep, b.stepTime, c.devices, c.peakTflops);
+        const trace::Throughput t
+            = trace::throughput(c.modelFlopsPerStep, c.hardwareFlopsPerStep, b.stepTime, c.devices, c.peakTflops);
         QVERIFY(std::fabs(t.mfu / b.mfu - 1) < 1e-9);
         QVERIFY(std::fabs(t.hfu / b.hfu - 1) < 1e-9);
     }
@@ -230,7 +235,8 @@ private slots:
         s.setPermissions(s.permissions() | QFileDevice::ExeOwner);
         QProcessEnvironment e = env();
         e.insert(QStringLiteral("PATH"), m_dir.filePath(QStringLiteral("bin")) + QLatin1Char(':') + e.value("PATH"));
-        const Run r = start(QStringLiteral(LOOM_EXE), { QStringLiteral("run"), file, QStringLiteral("--steps"), "1" }, e);
+        const Run r
+            = start(QStringLiteral(LOOM_EXE), { QStringLiteral("run"), file, QStringLiteral("--steps"), "1" }, e);
         QCOMPARE(r.exitCode, 2);
         QVERIFY2(r.err.contains(QLatin1String("loom-train cannot train it"))
                 && r.err.contains(QLatin1String("nothing was started")),

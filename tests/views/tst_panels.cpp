@@ -6,6 +6,8 @@
 #include "engine/plan/LayoutValidator.h"
 #include "views/LayoutAnalysis.h"
 #include "views/PredictionPanel.h"
+#include "views/RunMonitor.h"
+#include "views/RunPanel.h"
 #include "views/StackedBar.h"
 #include "views/StrategyPanel.h"
 #include "views/TimelineView.h"
@@ -14,6 +16,7 @@
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QSpinBox>
 #include <QStandardItemModel>
 
@@ -151,6 +154,38 @@ private slots:
         prediction.setAnalysis(analyzeLayout(next));
         const QString tip = prediction.label(QStringLiteral("memory.activations"))->toolTip();
         QVERIFY2(tip.contains(QStringLiteral("the norms keep their outputs")), qPrintable(tip));
+    }
+
+    // Issue 31: a valid layout that loom-train cannot train (here: a GPU cluster on NCCL) leaves Run disabled
+    // with the reason; the same layout on MPI ranks may run.
+    void runButtonAsksTheEngineRules()
+    {
+        RunMonitor monitor(nullptr);
+        RunPanel panel(&monitor);
+        plan::Layout l = test::megatron1t();
+        panel.setLayout(l, true);
+        QVERIFY(!panel.runButton()->isEnabled());
+        QVERIFY2(panel.runButton()->toolTip().contains(QStringLiteral("loom-train cannot train it"))
+                && panel.runButton()->toolTip().contains(QStringLiteral("nccl")),
+            qPrintable(panel.runButton()->toolTip()));
+        QVERIFY(!panel.run());
+        l.comm.backend = plan::CommBackend::Mpi;
+        panel.setLayout(l, true);
+        QVERIFY(panel.runButton()->isEnabled());
+    }
+
+    // The step frame's memory high-water marks are shown beside the prediction.
+    void measuredMemoryBesideThePrediction()
+    {
+        profiles::StepRecord step;
+        QVERIFY(measuredMemoryText(step, std::nullopt).isEmpty()); // not measured: nothing said
+        step.memoryHighWaterBytes = { 2'100'000'000, 2'372'000'000 };
+        plan::Prediction p;
+        p.memory.params = 2.399;
+        const QString text = measuredMemoryText(step, p);
+        QVERIFY2(text.contains(QLocale().toString(2.372, 'f', 3)) && text.contains(QLocale().toString(2.399, 'f', 3))
+                && text.contains(QStringLiteral("measured")) && text.contains(QStringLiteral("predicted")),
+            qPrintable(text));
     }
 
     void predictionPanelExplainsEveryFigure()
