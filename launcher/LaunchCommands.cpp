@@ -1,5 +1,7 @@
 #include "launcher/LaunchCommands.h"
 
+#include "engine/plan/EngineSupport.h"
+
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
@@ -370,6 +372,8 @@ QString launchRefusal(const LaunchRequest& request)
         = localRanksProblem(request.layout, request.maxLocalRanks > 0 ? request.maxLocalRanks : defaultMaxLocalRanks());
     if (!many.isEmpty())
         problems << many;
+    if (const plan::EngineSupport support = plan::engineSupport(request.layout); !support.trainable())
+        problems << QString::fromStdString(plan::kEngineCannotTrain + support.reason());
     return problems.join(QStringLiteral("; "));
 }
 

@@ -42,8 +42,8 @@ constexpr std::int64_t kMinLocalRanks = 16;
 std::int64_t defaultMaxLocalRanks();
 // Empty, or the sentence saying that a local run of `layout` would start more than `maxLocalRanks` ranks.
 QString localRanksProblem(const plan::Layout& layout, std::int64_t maxLocalRanks);
-// Everything a run of `request` refuses before starting anything (the policy and the local-rank cap),
-// joined into one message; empty when it may start.
+// Everything a run of `request` refuses before starting anything (the policy, the local-rank cap and what
+// loom-train cannot train, plan::engineSupport), joined into one message; empty when it may start.
 QString launchRefusal(const LaunchRequest& request);
 
 // A program and its arguments, each its own argv entry.

@@ -57,6 +57,7 @@ qint64 RunController::start(const LaunchRequest& request)
     m_cancelling = m_ended = m_sawEnd = m_progressTimedOut = m_jobRunning = false;
     m_steps = 0;
     m_badFrames = 0;
+    m_errorCause.clear();
     m_seen.clear();
     m_jobOffset = 0;
     m_jobId.clear();
@@ -167,7 +168,7 @@ void RunController::ranksFinished(int failedRank, const QString& cause)
         end(profiles::RunState::Finished, {});
     } else {
         // A rank's own message ("rank 1 failed: …") says more than its exit code; a signal is said as it is.
-        const QString logged = causeFromLog(m_tail);
+        const QString logged = failureCause();
         end(profiles::RunState::Failed,
             cause.contains(QLatin1String("died")) || logged.isEmpty()
                 ? (cause.isEmpty() ? QStringLiteral("the ranks ended before finishing") : cause)
@@ -289,7 +290,7 @@ void RunController::pollJob()
     } else if ((state == QLatin1String("COMPLETED") || state.isEmpty()) && m_sawEnd) {
         end(profiles::RunState::Finished, {});
     } else {
-        QString cause = causeFromLog(m_tail);
+        QString cause = failureCause();
         if (cause.isEmpty())
             cause = QStringLiteral("Slurm job %1 ended %2 (exit code %3, reason %4)")
                         .arg(m_jobId, state.isEmpty() ? QStringLiteral("without a trace") : state,
@@ -444,7 +445,16 @@ void RunController::handleFrame(const trace::Frame& frame)
     }
     case trace::FrameType::Step: {
         const auto& f = std::get<trace::StepFrame>(typed);
-        const profiles::StepRecord s { f.step, f.loss, f.tokensPerSecond, f.stepTimeSeconds, f.gradNorm, f.lr };
+        profiles::StepRecord s;
+        s.step = f.step;
+        s.loss = f.loss;
+        s.tokensPerSecond = f.tokensPerSecond;
+        s.stepTimeSeconds = f.stepTimeSeconds;
+        s.gradNorm = f.gradNorm;
+        s.lr = f.lr;
+        s.flopsPerSecond = f.flopsPerSecond; // the whole frame: FLOP rates and each rank's memory too
+        s.hardwareFlopsPerSecond = f.hardwareFlopsPerSecond;
+        s.memoryHighWaterBytes.assign(f.memoryHighWaterBytes.begin(), f.memoryHighWaterBytes.end());
         m_steps = s.step;
         if (m_store && m_run)
             m_store->addStep(m_run, s);
@@ -462,7 +472,19 @@ void RunController::handleFrame(const trace::Frame& frame)
     case trace::FrameType::End:
         m_sawEnd = true;
         break;
+    case trace::FrameType::Error: { // the first rank to fail says why; the others fail because it did
+        const auto& f = std::get<trace::ErrorFrame>(typed);
+        if (m_errorCause.isEmpty())
+            m_errorCause = QStringLiteral("rank %1 failed: %2").arg(f.rank).arg(QString::fromStdString(f.message));
+        break;
     }
+    }
+}
+
+QString RunController::failureCause() const
+{
+    // The error frame says it in words the engine chose; the log is read only for failures without one.
+    return m_errorCause.isEmpty() ? causeFromLog(m_tail) : m_errorCause;
 }
 
 void RunController::readOutput()
@@ -542,7 +564,7 @@ void RunController::processFinished(int exitCode, QProcess::ExitStatus status)
         end(profiles::RunState::Finished, {});
         return;
     }
-    QString cause = causeFromLog(m_tail);
+    QString cause = failureCause();
     if (m_mode == Mode::Ssh && status == QProcess::NormalExit && exitCode == 255 && cause.isEmpty()) {
         // ssh's own failure: its last message says why (connection refused, timed out, no route, key refused)
         QString why;

@@ -36,6 +36,8 @@ public:
 
     // The sentence for a failed run's log: "rank 2 died (signal 9 on node vm)", or nothing recognised.
     static QString causeFromLog(const QString& log);
+    // Why the run failed: the first error frame's rank and message, else what causeFromLog finds.
+    QString failureCause() const;
 
 signals:
     void stepFinished(const loom::profiles::StepRecord& step, qint64 totalSteps);
@@ -94,6 +96,7 @@ private:
     bool m_sawEnd = false;
     bool m_progressTimedOut = false;
     QString m_recordFailure; // the store could not record the run: why (the run is stopped and fails)
+    QString m_errorCause; // from the first error frame
     qint64 m_badFrames = 0; // frames that could not be read (the first reason goes to the log)
     qint64 m_pgid = 0;
     QSet<qint64> m_seen; // processes seen below the job's leader

@@ -1,5 +1,7 @@
 #include "profiles/RunStore.h"
 
+#include <algorithm>
+
 #include <QFile>
 #include <QSqlDatabase>
 #include <QSqlDriver>
@@ -121,14 +123,52 @@ qint64 RunStore::startRun(
     return id;
 }
 
+qint64 StepRecord::peakMemoryBytes() const
+{
+    return memoryHighWaterBytes.empty() ? 0
+                                        : *std::max_element(memoryHighWaterBytes.begin(), memoryHighWaterBytes.end());
+}
+
+namespace {
+
+// Per-rank bytes as the column keeps them: "[b0,b1,...]" ("" when not measured).
+QString memoryText(const std::vector<qint64>& bytes)
+{
+    if (bytes.empty())
+        return {};
+    QStringList parts;
+    for (qint64 b : bytes)
+        parts << QString::number(b);
+    return QLatin1Char('[') + parts.join(QLatin1Char(',')) + QLatin1Char(']');
+}
+
+// The column read back; what is not a list of whole numbers (a damaged row) reads as not measured.
+std::vector<qint64> memoryFromText(const QString& text)
+{
+    std::vector<qint64> out;
+    if (!text.startsWith(QLatin1Char('[')) || !text.endsWith(QLatin1Char(']')) || text.size() > (1 << 26))
+        return out;
+    for (const QString& part : QStringView(text).mid(1, text.size() - 2).toString().split(QLatin1Char(','))) {
+        bool ok = false;
+        const qint64 v = part.trimmed().toLongLong(&ok);
+        if (!ok || v < 0)
+            return {};
+        out.push_back(v);
+    }
+    return out;
+}
+
+} // namespace
+
 void RunStore::addStep(qint64 run, const StepRecord& s)
 {
     QSqlQuery q(db(m_store));
-    q.prepare(QStringLiteral(
-        "INSERT OR REPLACE INTO step_metrics (run_id, step, loss, tokens_per_s, step_time_s, grad_norm, lr) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)"));
+    q.prepare(QStringLiteral("INSERT OR REPLACE INTO step_metrics (run_id, step, loss, tokens_per_s, step_time_s, "
+                             "grad_norm, lr, flops_per_s, hardware_flops_per_s, memory_high_water) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     for (const QVariant& v : { QVariant(run), QVariant(s.step), QVariant(s.loss), QVariant(s.tokensPerSecond),
-             QVariant(s.stepTimeSeconds), QVariant(s.gradNorm), QVariant(s.lr) })
+             QVariant(s.stepTimeSeconds), QVariant(s.gradNorm), QVariant(s.lr), QVariant(s.flopsPerSecond),
+             QVariant(s.hardwareFlopsPerSecond), QVariant(memoryText(s.memoryHighWaterBytes)) })
         q.addBindValue(v);
     if (!q.exec())
         fail(m_store, QStringLiteral("cannot store step %1 of run %2").arg(s.step).arg(run), q.lastError());
@@ -320,14 +360,25 @@ std::vector<StepRecord> RunStore::steps(qint64 run) const
 {
     std::vector<StepRecord> out;
     QSqlQuery q(db(m_store));
-    q.prepare(QStringLiteral("SELECT step, loss, tokens_per_s, step_time_s, grad_norm, lr FROM step_metrics WHERE "
-                             "run_id = ? ORDER BY step"));
+    q.prepare(
+        QStringLiteral("SELECT step, loss, tokens_per_s, step_time_s, grad_norm, lr, flops_per_s, "
+                       "hardware_flops_per_s, memory_high_water FROM step_metrics WHERE run_id = ? ORDER BY step"));
     q.addBindValue(run);
     if (!q.exec())
         fail(m_store, QStringLiteral("cannot read the steps of run %1").arg(run), q.lastError());
-    while (q.next())
-        out.push_back({ q.value(0).toLongLong(), q.value(1).toDouble(), q.value(2).toDouble(), q.value(3).toDouble(),
-            q.value(4).toDouble(), q.value(5).toDouble() });
+    while (q.next()) {
+        StepRecord s;
+        s.step = q.value(0).toLongLong();
+        s.loss = q.value(1).toDouble();
+        s.tokensPerSecond = q.value(2).toDouble();
+        s.stepTimeSeconds = q.value(3).toDouble();
+        s.gradNorm = q.value(4).toDouble();
+        s.lr = q.value(5).toDouble();
+        s.flopsPerSecond = q.value(6).toDouble();
+        s.hardwareFlopsPerSecond = q.value(7).toDouble();
+        s.memoryHighWaterBytes = memoryFromText(q.value(8).toString());
+        out.push_back(std::move(s));
+    }
     return out;
 }
 

@@ -35,12 +35,18 @@ struct CheckpointRecord {
     QString path; // the checkpoint's folder, as the engine saw it (on the cluster for remote runs)
 };
 
+// One step as the stream's step frame carries it (trace::StepFrame).
 struct StepRecord {
     qint64 step = 0;
     double loss = 0, tokensPerSecond = 0, stepTimeSeconds = 0, gradNorm = 0, lr = 0;
+    double flopsPerSecond = 0, hardwareFlopsPerSecond = 0; // model and hardware FLOPs (plan::stepFlops) per second
+    std::vector<qint64> memoryHighWaterBytes; // each rank's resident high-water mark; empty when not measured
+
+    // The largest rank's high-water mark in bytes; 0 when not measured.
+    qint64 peakMemoryBytes() const;
 };
 
-// Runs, their per-step metrics and trace events, in Loom's database (schema version 3). Each write is one
+// Runs, their per-step metrics and trace events, in Loom's database (Store::kSchemaVersion). Each write is one
 // transaction, so a Loom killed mid-run leaves every stored step readable; markInterrupted() turns runs
 // left "running" into "interrupted" at the next start. Throws StoreError on database failures.
 class RunStore {

@@ -72,6 +72,11 @@ const std::vector<Migration>& migrations()
                 " step INTEGER NOT NULL, path TEXT NOT NULL,"
                 " PRIMARY KEY (run_id, step))" } },
         { 4, "the process that follows each run", { "ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT ''" } },
+        // The whole step frame: FLOP rates and each rank's memory high-water mark ("[b0, b1, ...]", bytes).
+        { 5, "the step frame's FLOP rates and memory",
+            { "ALTER TABLE step_metrics ADD COLUMN flops_per_s REAL",
+                "ALTER TABLE step_metrics ADD COLUMN hardware_flops_per_s REAL",
+                "ALTER TABLE step_metrics ADD COLUMN memory_high_water TEXT NOT NULL DEFAULT ''" } },
     };
     return list;
 }

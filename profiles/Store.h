@@ -29,7 +29,7 @@ struct SavedLayout {
 // One Store is one connection; use it from the thread that opened it.
 class Store {
 public:
-    static constexpr int kSchemaVersion = 4;
+    static constexpr int kSchemaVersion = 5;
     // PRAGMA application_id of every store Loom makes ("LOOM"): only such a file, an empty one, or a store
     // of an older Loom (schema 1..3 with Loom's tables only) is opened and migrated; anything else is
     // refused untouched.

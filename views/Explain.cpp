@@ -85,32 +85,40 @@ QString tokensPerSecond(const plan::Layout& l, const plan::Prediction& p)
 QString tflopsPerGpu(const plan::Layout& l, const plan::Prediction& p)
 {
     const Symbols x = symbols(l);
-    const bool full = l.memory.recompute == plan::Recompute::Full;
-    const QString formula
-        = full ? QStringLiteral("96·B·s·l·h²·(1 + s/6h + V/16lh)") : QStringLiteral("72·B·s·l·h²·(1 + s/6h + V/12lh)");
+    // Model FLOPs count no recomputation (plan::stepFlops): the 72 form whatever memory.recompute says.
+    const QString formula = QStringLiteral("72·B·s·l·h²·(1 + s/6h + V/12lh)");
     // Built in pieces: QString::arg() would read "%5²" as placeholder 52.
-    const QString values
-        = QStringLiteral("%1·%2·%3·%4·%5").arg(full ? 96 : 72).arg(big(x.B), big(x.s), big(x.l), big(x.h))
+    const QString values = QStringLiteral("%1·%2·%3·%4·%5").arg(72).arg(big(x.B), big(x.s), big(x.l), big(x.h))
         + QChar(0x00B2)
         + QStringLiteral("·(1 + %1/(6·%2) + %3/(%4·%5·%6))")
               .arg(big(x.s), big(x.h), big(x.V))
-              .arg(full ? 16 : 12)
+              .arg(12)
               .arg(big(x.l), big(x.h));
     return QObject::tr("<b>TFLOP/s per GPU</b> = model FLOPs F / (step time × GPUs) (Narayanan et al., SC21, eq. 3, "
                        "%1).<br>F = %2<br>&nbsp;&nbsp;= %3 = %4 FLOPs<br>F / (%5 × %6) = <b>%7 TFLOP/s</b>")
-        .arg(full ? QObject::tr("with full recomputation") : QObject::tr("without recomputation"), formula, values,
-            num(p.modelFlops, 4), formatSeconds(p.stepTime), big(double(l.parallel.worldSize())),
-            num(p.tflopsPerGpu, 4));
+               .arg(QObject::tr("recomputation not counted"), formula, values, num(p.modelFlops, 4),
+                   formatSeconds(p.stepTime), big(double(l.parallel.worldSize())), num(p.tflopsPerGpu, 4))
+        + (p.hardwareFlops > p.modelFlops
+                ? QObject::tr("<br>With the recomputation (memory.recompute %1) the devices compute %2 hardware "
+                              "FLOPs: <b>%3 TFLOP/s</b> of hardware FLOPs per GPU.")
+                      .arg(QString::fromStdString(std::string(plan::toString(l.memory.recompute))),
+                          num(p.hardwareFlops, 4), num(p.hardwareTflopsPerGpu, 4))
+                : QString());
 }
 
 QString mfu(const plan::Layout& l, const plan::Prediction& p)
 {
     return QObject::tr(
-        "<b>MFU</b> (model FLOPs utilisation) = TFLOP/s per GPU ÷ the device's peak = %1 ÷ %2 (%3 at %4) "
-        "= <b>%5</b>. Recomputed forwards are not counted (that would be HFU).")
-        .arg(num(p.tflopsPerGpu, 4), num(l.cluster.device.peakTflops(l.precision), 4),
-            QString::fromStdString(l.cluster.device.name),
-            QString::fromStdString(std::string(plan::toString(l.precision))), percent(p.mfu));
+               "<b>MFU</b> (model FLOPs utilisation) = TFLOP/s per GPU ÷ the device's peak = %1 ÷ %2 (%3 at %4) "
+               "= <b>%5</b>. Recomputed forwards are not counted (that would be HFU).")
+               .arg(num(p.tflopsPerGpu, 4), num(l.cluster.device.peakTflops(l.precision), 4),
+                   QString::fromStdString(l.cluster.device.name),
+                   QString::fromStdString(std::string(plan::toString(l.precision))), percent(p.mfu))
+        + (p.hfu > p.mfu ? QObject::tr("<br><b>HFU</b> (hardware FLOPs utilisation, recomputation counted) = %1 ÷ %2 "
+                                       "= <b>%3</b>.")
+                               .arg(num(p.hardwareTflopsPerGpu, 4), num(l.cluster.device.peakTflops(l.precision), 4),
+                                   percent(p.hfu))
+                         : QString());
 }
 
 QString bubble(const plan::Layout& l, const plan::Prediction& p)

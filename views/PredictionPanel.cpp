@@ -154,7 +154,11 @@ void PredictionPanel::setAnalysis(const LayoutAnalysis& a)
     set("tokens", QLocale().toString(p.tokensPerSecond, 'f', 0), explain::tokensPerSecond(l, p));
     set("tflops", QLocale().toString(p.tflopsPerGpu, p.tflopsPerGpu < 1 ? 'g' : 'f', p.tflopsPerGpu < 1 ? 3 : 1),
         explain::tflopsPerGpu(l, p));
-    set("mfu", QLocale().toString(100.0 * p.mfu, 'f', 1) + QStringLiteral(" %"), explain::mfu(l, p));
+    // MFU from model FLOPs; HFU beside it where recomputation makes the devices compute more.
+    set("mfu",
+        QLocale().toString(100.0 * p.mfu, 'f', 1) + QStringLiteral(" %")
+            + (p.hfu > p.mfu ? tr(" (HFU %1 %)").arg(QLocale().toString(100.0 * p.hfu, 'f', 1)) : QString()),
+        explain::mfu(l, p));
     set("bubble",
         tr("%1 (closed form %2)")
             .arg(QLocale().toString(100.0 * p.bubbleFraction, 'f', 1) + QStringLiteral(" %"),

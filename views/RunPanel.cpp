@@ -1,5 +1,6 @@
 #include "views/RunPanel.h"
 
+#include "engine/plan/EngineSupport.h"
 #include "views/Explain.h"
 #include "views/RunMonitor.h"
 
@@ -110,6 +111,9 @@ void RunPanel::setLayout(const plan::Layout& layout, bool valid, const QString& 
     m_layout = layout;
     m_valid = valid;
     m_whyNot = whyNot;
+    // A valid layout the bundled engine cannot train: Run stays disabled and says why (plan::engineSupport).
+    const plan::EngineSupport support = plan::engineSupport(layout);
+    m_engineRefusal = valid && !support.trainable() ? QString::fromStdString(support.reason()) : QString();
     m_target->setText(target());
     updateButtons();
 }
@@ -117,9 +121,11 @@ void RunPanel::setLayout(const plan::Layout& layout, bool valid, const QString& 
 void RunPanel::updateButtons()
 {
     const bool running = m_monitor->running();
-    m_run->setEnabled(!running && m_valid);
-    m_run->setToolTip(m_valid ? tr("Launch the training engine with this layout (Ctrl+R).")
-                              : tr("The layout is not valid: %1").arg(m_whyNot));
+    m_run->setEnabled(!running && m_valid && m_engineRefusal.isEmpty());
+    m_run->setToolTip(!m_valid ? tr("The layout is not valid: %1").arg(m_whyNot)
+            : !m_engineRefusal.isEmpty()
+            ? tr("The planner models this; loom-train cannot train it: %1").arg(m_engineRefusal)
+            : tr("Launch the training engine with this layout (Ctrl+R)."));
     m_cancel->setEnabled(running);
     m_steps->setEnabled(!running);
 }
@@ -128,6 +134,11 @@ bool RunPanel::run()
 {
     if (!m_valid) {
         m_status->setText(tr("Cannot run: the layout is not valid. %1").arg(m_whyNot));
+        return false;
+    }
+    if (!m_engineRefusal.isEmpty()) {
+        m_status->setText(
+            tr("Cannot run: the planner models this; loom-train cannot train it: %1").arg(m_engineRefusal));
         return false;
     }
     QString error;
@@ -161,7 +172,20 @@ void RunPanel::showStep()
                           .arg(total)
                           .arg(s.loss, 0, 'f', 4)
                           .arg(QLocale().toString(s.tokensPerSecond, 'f', 0))
-                          .arg(formatSeconds(eta)));
+                          .arg(formatSeconds(eta))
+        + measuredMemoryText(s, m_monitor->prediction()));
+}
+
+QString measuredMemoryText(const profiles::StepRecord& step, const std::optional<plan::Prediction>& prediction)
+{
+    const qint64 peak = step.peakMemoryBytes();
+    if (peak <= 0)
+        return {};
+    const QString measured = QLocale().toString(double(peak) / 1e9, 'f', 3);
+    if (!prediction)
+        return QObject::tr("; memory %1 GB (the most loaded rank's high-water mark)").arg(measured);
+    return QObject::tr("; memory %1 GB measured, %2 GB predicted (the most loaded rank)")
+        .arg(measured, QLocale().toString(prediction->memory.total(), 'f', 3));
 }
 
 } // namespace loom::views

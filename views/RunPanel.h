@@ -1,8 +1,12 @@
 #pragma once
 
+#include "engine/plan/CostModel.h"
 #include "engine/plan/Layout.h"
+#include "profiles/RunStore.h"
 
 #include <QWidget>
+
+#include <optional>
 
 class QLabel;
 class QPlainTextEdit;
@@ -40,6 +44,7 @@ private:
     plan::Layout m_layout;
     bool m_valid = false;
     QString m_whyNot;
+    QString m_engineRefusal; // why loom-train cannot train the valid layout (plan::engineSupport); empty if it can
     QLabel* m_target;
     QSpinBox* m_steps;
     QPushButton *m_run, *m_cancel;
@@ -47,5 +52,9 @@ private:
     QLabel* m_status;
     QPlainTextEdit* m_log;
 };
+
+// The measured memory beside the prediction for a step's status line: "; memory 2.372 GB measured, 2.399 GB
+// predicted (the most loaded rank)", from the step frame's per-rank high-water marks; empty when not measured.
+QString measuredMemoryText(const profiles::StepRecord& step, const std::optional<plan::Prediction>& prediction);
 
 } // namespace loom::views

@@ -50,7 +50,8 @@ int predictCommand(CliContext& context, const QString& file, bool json)
                     { "activations", p.memory.activations }, { "reserve", p.memory.reserve },
                     { "total", p.memory.total() } } },
             { "memory_capacity_gb", p.memoryCapacityGB }, { "fits", p.fits }, { "model_flops_per_step", p.modelFlops },
-            { "gpus", l.parallel.worldSize() } };
+            { "gpus", l.parallel.worldSize() }, { "hardware_flops_per_step", p.hardwareFlops },
+            { "hardware_tflops_per_gpu", p.hardwareTflopsPerGpu }, { "hfu", p.hfu } };
         if (l.model.isMoe()) {
             j["step_split_s"]["ep_exposed"] = p.epExposed;
             j["parameters"] = { { "total", p.totalParameters }, { "active", p.activeParameters } };
@@ -68,7 +69,11 @@ int predictCommand(CliContext& context, const QString& file, bool json)
       << ")\n";
     o << "  step time      " << fixed(p.stepTime, 3) << " s   (" << fixed(p.tokensPerSecond, 0) << " tokens/s)\n";
     o << "  per GPU        " << fixed(p.tflopsPerGpu, 1) << " TFLOP/s of model FLOPs, MFU " << fixed(100 * p.mfu, 1)
-      << " %\n";
+      << " %";
+    if (p.hardwareFlops > p.modelFlops) // recomputation adds work the model does not need
+        o << "; " << fixed(p.hardwareTflopsPerGpu, 1) << " TFLOP/s of hardware FLOPs, HFU " << fixed(100 * p.hfu, 1)
+          << " %";
+    o << "\n";
     o << "  step split     compute " << fixed(p.compute, 3) << " s, TP comm " << fixed(p.tpExposed, 3) << " s, PP comm "
       << fixed(p.ppExposed, 3) << " s, bubble " << fixed(p.bubble, 3) << " s, DP comm " << fixed(p.dpExposed, 3)
       << " s, optimizer " << fixed(p.optimizer, 3) << " s";

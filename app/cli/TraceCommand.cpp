@@ -71,15 +71,11 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
             c.pp = std::max<std::int64_t>(c.pp, e.stage + 1);
     }
     const trace::TraceStats s = trace::computeStats(events, c);
-    // MFU against the cluster profile's peak: model FLOPs (Narayanan et al. eq. 3) per measured step.
-    double tflopsPerGpu = 0, mfu = 0, peak = 0;
-    if (layout && s.stepSeconds > 0) {
-        const double flops = plan::megatronModelFlops(
-            layout->model, layout->parallel.globalBatch, layout->memory.recompute == plan::Recompute::Full);
-        tflopsPerGpu = flops / s.stepSeconds / double(layout->parallel.worldSize()) / 1e12;
-        peak = layout->cluster.device.peakTflops(layout->precision);
-        mfu = peak > 0 ? tflopsPerGpu / peak : 0;
-    }
+    // Throughput against the cluster profile's peak, computed in engine/trace from plan::stepFlops (the
+    // context carries them when the trace names its layout): MFU from model FLOPs, HFU from hardware FLOPs.
+    const trace::Throughput& rate = s.flops;
+    const double tflopsPerGpu = rate.tflopsPerDevice, mfu = rate.mfu;
+    const double peak = layout ? c.peakTflops : 0;
     std::vector<double> memoryGB; // per rank, from the trace's otherData (loom-train records it)
     if (meta.is_object() && meta.contains("memory_high_water_bytes") && meta["memory_high_water_bytes"].is_array())
         for (const auto& v : meta["memory_high_water_bytes"])
@@ -97,7 +93,8 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
         context.out << nlohmann::ordered_json(
             { { "ranks", s.ranks }, { "steps", s.steps }, { "step_time_s", s.stepSeconds },
                 { "tokens_per_s", s.tokensPerSecond }, { "overlap", s.overlap }, { "tflops_per_gpu", tflopsPerGpu },
-                { "mfu", mfu }, { "memory_high_water_gb", memoryGB }, { "stages", stages }, { "collectives", coll } })
+                { "mfu", mfu }, { "hardware_tflops_per_gpu", rate.hardwareTflopsPerDevice }, { "hfu", rate.hfu },
+                { "memory_high_water_gb", memoryGB }, { "stages", stages }, { "collectives", coll } })
                            .dump(2)
                     << "\n";
         return ExitOk;
@@ -106,10 +103,15 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
                 << fmt(s.stepSeconds * 1e3, "%.2f") << " ms, " << fmt(s.tokensPerSecond, "%.0f")
                 << " tokens/s, overlap " << fmt(100 * s.overlap, "%.1f")
                 << " % (compute during communication ÷ communication)\n";
-    if (layout && peak > 0)
-        context.out << "  " << fmt(tflopsPerGpu, "%.4g")
-                    << " TFLOP/s per device (model FLOPs, Narayanan et al. eq. 3), MFU " << fmt(100 * mfu, "%.2f")
-                    << " % of " << layout->cluster.device.name << "'s " << fmt(peak, "%.4g") << " TFLOP/s\n";
+    if (layout && peak > 0) {
+        context.out << "  " << fmt(tflopsPerGpu, "%.4g") << " TFLOP/s per device of model FLOPs, MFU "
+                    << fmt(100 * mfu, "%.2f") << " % of " << layout->cluster.device.name << "'s " << fmt(peak, "%.4g")
+                    << " TFLOP/s\n";
+        if (rate.hfu != rate.mfu) // recomputation adds work: the hardware FLOPs beside the model's
+            context.out << "  " << fmt(rate.hardwareTflopsPerDevice, "%.4g")
+                        << " TFLOP/s per device of hardware FLOPs (with recomputation), HFU "
+                        << fmt(100 * rate.hfu, "%.2f") << " %\n";
+    }
     if (!memoryGB.empty()) {
         context.out << "  memory high-water per rank (GB):";
         for (double g : memoryGB)

@@ -1,6 +1,7 @@
 #include "app/cli/CommandLine.h"
 #include "app/cli/Commands.h"
 
+#include "engine/plan/EngineSupport.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/LayoutSummary.h"
 #include "launcher/LaunchCommands.h"
@@ -51,6 +52,9 @@ void addLaunchWarnings(plan::LayoutReadResult& result)
         : QString();
     if (!many.isEmpty())
         result.diagnostics.warning("parallel", "loom run would refuse this: " + many.toStdString());
+    // Valid for the planner, beyond the bundled engine (plan::engineSupport): loom run refuses it too.
+    for (const std::string& p : plan::engineSupport(*result.layout).problems)
+        result.diagnostics.warning("engine", plan::kEngineCannotTrain + p);
 }
 
 } // namespace

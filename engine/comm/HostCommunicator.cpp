@@ -2,6 +2,7 @@
 
 #include "engine/comm/Agreement.h"
 #include "engine/comm/CollectiveCalls.h"
+#include "engine/plan/AllreduceChoice.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -187,9 +188,9 @@ SharedArena* HostCommunicator::sharedArena()
 {
     if (!m_arenaTried && size() > 1) {
         m_arenaTried = true;
-        // Two banks of one slot per member, 32 MiB of /dev/shm in all: 8 MiB slots for 2 members, 4 MiB for 4.
-        const std::size_t slot
-            = std::clamp<std::size_t>((16u << 20) / static_cast<std::size_t>(size()), 1u << 20, 8u << 20);
+        // Two banks of one slot per member, 32 MiB of /dev/shm in all: 8 MiB slots for 2 members, 4 MiB for 4
+        // (the size the cost model prices the pieces at).
+        const std::size_t slot = plan::sharedMemorySlotBytes(size());
         std::string why;
         m_arena = SharedArena::create(transport(), slot, why);
         if (!m_arena) // a warning, not an error: the ring gives the same sums (the trace says "ring")

@@ -1,5 +1,6 @@
 #include "engine/plan/Calibrate.h"
 
+#include "engine/plan/AllreduceChoice.h"
 #include "engine/plan/CostModel.h"
 #include "engine/plan/RankGrid.h"
 #include "engine/plan/Schedule.h"
@@ -9,7 +10,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <tuple>
@@ -47,6 +50,60 @@ double rounded(double v)
 struct Row {
     double a0 = 0, a1 = 0, measured = 0, weight = 1;
 };
+
+// The shared-memory all-reduces (`shm`, what "auto" runs from 16 MiB on one node): they move bytes through
+// memory, not over a link, so they fit no link parameter; each instance (the k-th of a group in a step, its
+// members' shortest duration: the last arrival's) is compared with allreduceSeconds, the cost model's price,
+// under the cluster before and after the fit. Empty when the events hold none.
+std::optional<FitResidual> sharedMemoryResidual(const Layout& layout, const ClusterSpec& before,
+    const ClusterSpec& after, const std::vector<trace::TraceEvent>& events)
+{
+    struct Instance {
+        std::int32_t groupSize = 0;
+        std::uint64_t bytes = 0;
+        double seconds = 0;
+        int members = 0;
+    };
+    std::vector<const trace::TraceEvent*> shm;
+    for (const auto& e : events)
+        if (e.kind == trace::EventKind::AllReduce && e.algorithm == trace::Algorithm::SharedMemory && e.groupSize >= 2
+            && e.codec.empty() && e.endNs > e.startNs && e.bytes > 0)
+            shm.push_back(&e);
+    std::sort(shm.begin(), shm.end(),
+        [](const auto* a, const auto* b) { return std::tie(a->rank, a->startNs) < std::tie(b->rank, b->startNs); });
+    std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, int> seen; // (rank, group, step) -> count
+    std::map<std::tuple<std::int32_t, std::int32_t, int>, Instance> instances; // (group, step, k)
+    for (const auto* e : shm) {
+        const int k = seen[{ e->rank, e->group, e->step }]++;
+        Instance& in = instances[{ e->group, e->step, k }];
+        const double seconds = double(e->durationNs()) * 1e-9;
+        in.seconds = in.members == 0 ? seconds : std::min(in.seconds, seconds);
+        in.groupSize = e->groupSize;
+        in.bytes = e->bytes;
+        ++in.members;
+    }
+    Layout was = layout, is = layout;
+    was.cluster = before;
+    is.cluster = after;
+    double sumBefore = 0, sumAfter = 0;
+    std::int64_t n = 0;
+    for (const auto& [key, in] : instances) {
+        if (in.members != in.groupSize)
+            continue;
+        auto rel = [&](const Layout& l) {
+            const double p = allreduceSeconds(
+                l, trace::Algorithm::SharedMemory, double(in.bytes), in.groupSize, 1, l.cluster.intraNode);
+            return (p - in.seconds) / in.seconds;
+        };
+        sumBefore += rel(was) * rel(was);
+        sumAfter += rel(is) * rel(is);
+        ++n;
+    }
+    if (n == 0)
+        return std::nullopt;
+    return FitResidual { "shared-memory all-reduce (shm, at memory bandwidth), per instance", n,
+        std::sqrt(sumBefore / double(n)), std::sqrt(sumAfter / double(n)) };
+}
 
 double residualRms(const std::vector<Row>& rows, double x0, double x1)
 {
@@ -366,6 +423,9 @@ Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEven
         out.residuals.push_back({ std::string(toString(old.kind)) + " all-reduce (means per size)",
             static_cast<std::int64_t>(n), rmsBefore, residualRms(rows, alpha, invBeta) });
     }
+
+    if (auto shm = sharedMemoryResidual(layout, before, after, events))
+        out.residuals.push_back(*shm);
 
     out.measuredStepSeconds = trace::computeStats(all, statsContext(layout)).stepSeconds;
     out.predictedBefore = predict(layout).stepTime;

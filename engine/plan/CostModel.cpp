@@ -1,5 +1,6 @@
 #include "engine/plan/CostModel.h"
 
+#include "engine/plan/AllreduceChoice.h"
 #include "engine/plan/CollectiveCost.h"
 #include "engine/plan/ExpertGroups.h"
 #include "engine/plan/MemoryTraffic.h"
@@ -25,6 +26,11 @@ trace::StatsContext statsContext(const Layout& l)
     if (p.microBatch * p.dp > 0)
         c.microBatches = p.microBatches();
     c.tokensPerStep = p.globalBatch * l.model.seqLen;
+    const StepFlops flops = stepFlops(l);
+    c.modelFlopsPerStep = flops.model;
+    c.hardwareFlopsPerStep = flops.hardware;
+    c.devices = p.worldSize();
+    c.peakTflops = l.cluster.device.peakTflops(l.precision);
     return c;
 }
 
@@ -36,8 +42,8 @@ const LinkSpec& linkOf(const Layout& l, std::int64_t nodesSpanned)
     return nodesSpanned > 1 && l.cluster.interNode ? *l.cluster.interNode : l.cluster.intraNode;
 }
 
-double dpAllReduceSeconds(
-    const Layout& l, double gradBytes, std::int64_t dp, const LinkSpec& link, std::int64_t nodesSpanned)
+double dpAllReduceSeconds(const Layout& l, double gradBytes, std::int64_t dp, const LinkSpec& link,
+    std::int64_t nodesSpanned, trace::Algorithm algorithm)
 {
     if (dp <= 1)
         return 0;
@@ -67,15 +73,11 @@ double dpAllReduceSeconds(
         break;
     }
     const double codecCost = codec.kind == K::None ? 0 : 4.0 * gradBytes / memBw; // encode + decode, twice
-    if (l.comm.allreduce == AllreduceAlgorithm::Hierarchical && nodesSpanned > 1) {
-        // in-node reduce-scatter and all-gather, across-node all-reduce of 1/k (docs/formulas.md)
-        const double k = double(std::max<std::int64_t>(1, dp / nodesSpanned));
-        return ringAllReduceSeconds(gradBytes * ratio, static_cast<std::int64_t>(k), l.cluster.intraNode)
-            + ringAllReduceSeconds(gradBytes * ratio / k, nodesSpanned, link) + codecCost;
-    }
-    if (usesNcclModel(l)) // one ring (or tree) per NIC, as NCCL's tuner picks (CollectiveCost.h)
+    // GPU clusters on NCCL: one ring (or tree) per NIC, as NCCL's tuner picks (CollectiveCost.h); the
+    // two-level algorithm and Loom's CPU engine's choices are priced as loom-train runs them (AllreduceChoice.h).
+    if (usesNcclModel(l) && algorithm != trace::Algorithm::Hierarchical)
         return collectiveSeconds(l, Collective::AllReduce, gradBytes * ratio, { dp, nodesSpanned }) + codecCost;
-    return ringAllReduceSeconds(gradBytes * ratio, dp, link) + codecCost;
+    return allreduceSeconds(l, algorithm, gradBytes * ratio, dp, nodesSpanned, link) + codecCost;
 }
 
 } // namespace
@@ -232,6 +234,10 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
                                     : ringAllGatherSeconds(bytes / layers, c.d, dpLink))
                 * layers;
             sc.gatherBytes = bytes;
+            // loom-train's ShardedParams gathers and scatters one block (a unit) per call, in fp32.
+            sc.gatherAlgorithm = shardAlgorithm(resolveAllreduce(l.comm.allreduce,
+                { toString(l.commBackend()), static_cast<std::size_t>(bytes / c.actBytes * 4.0 / layers), int(c.d),
+                    int(dpSpan) }));
             sc.forwardGather = l.memory.zero >= 3 ? perLayer : 0.0;
             sc.backwardGather = perLayer + sc.forwardGather;
             sc.forwardDp = exposedBeside(l, sc.forwardGather, computeF);
@@ -421,6 +427,8 @@ EndOfStep endOfStep(
     EndOfStep e;
     // MoE: the experts' gradients are averaged over the expert-data-parallel group (dp/ep ranks) instead.
     const std::int64_t edp = d / std::max<std::int64_t>(1, l.parallel.ep);
+    // loom-train chooses one algorithm for all its buckets, at the stage's largest (AllreduceChoice.h).
+    const trace::Algorithm algorithm = dpAllreduceAlgorithm(l, params, int(d), int(nodesSpanned));
     params -= expertParams;
     if (l.memory.zero == 1 && d > 1 && usesNcclModel(l) && l.comm.dpCodec.kind == Codec::Kind::None) {
         // The distributed optimizer (Megatron-Core, DeepSpeed ZeRO-1): a reduce-scatter of the gradients, then,
@@ -435,8 +443,9 @@ EndOfStep endOfStep(
         return e;
     }
     if (l.memory.zero <= 1)
-        e.reduce = dpAllReduceSeconds(l, params * width, d, link, nodesSpanned)
-            + (expertParams > 0 ? dpAllReduceSeconds(l, expertParams * width, edp, link, nodesSpanned) : 0.0);
+        e.reduce = dpAllReduceSeconds(l, params * width, d, link, nodesSpanned, algorithm)
+            + (expertParams > 0 ? dpAllReduceSeconds(l, expertParams * width, edp, link, nodesSpanned, algorithm)
+                                : 0.0);
     else if (l.memory.zero == 2)
         e.after = usesNcclModel(l)
             ? collectiveSeconds(l, Collective::AllGather, params * width, { d, nodesSpanned })
@@ -445,8 +454,8 @@ EndOfStep endOfStep(
     return e;
 }
 
-trace::TraceEvent stepEvent(
-    std::int32_t rank, std::int64_t stage, trace::EventKind kind, double start, double end, double bytes)
+trace::TraceEvent stepEvent(std::int32_t rank, std::int64_t stage, trace::EventKind kind, double start, double end,
+    double bytes, trace::Algorithm algorithm = trace::Algorithm::Library)
 {
     trace::TraceEvent e;
     e.rank = rank;
@@ -459,7 +468,7 @@ trace::TraceEvent stepEvent(
     e.endNs = static_cast<std::int64_t>(end * 1e9);
     e.bytes = static_cast<std::uint64_t>(bytes);
     if (kind != trace::EventKind::Optimizer)
-        e.algorithm = trace::Algorithm::Library;
+        e.algorithm = algorithm;
     return e;
 }
 
@@ -485,7 +494,6 @@ Prediction predict(const Layout& l, bool withEvents)
     const std::int64_t p = c.p, d = c.d, v = c.v, mb = c.mb;
     const double T = c.T, h = c.h, s = c.s, actBytes = c.actBytes, p2p = c.p2p;
     const auto& cost = c.stage;
-    const bool full = l.memory.recompute == Recompute::Full;
 
     // Replay the schedule on one representative rank per stage (tp = 0, dp = 0).
     EventNaming naming;
@@ -555,13 +563,15 @@ Prediction predict(const Layout& l, bool withEvents)
         if (!withEvents)
             continue;
         const std::int32_t rank = naming.rankOf(r);
+        // The algorithm loom-train runs for this stage's buckets (and its ZeRO-2 all-gather, half of it).
+        const trace::Algorithm dpAlgorithm = dpAllreduceAlgorithm(l, params, int(d), int(dpSpan));
         if (d > 1 && dpSeconds > 0)
-            out.events.push_back(
-                stepEvent(rank, r, trace::EventKind::AllReduce, eDpStart, eDpStart + dpSeconds, params * gradWidth));
+            out.events.push_back(stepEvent(
+                rank, r, trace::EventKind::AllReduce, eDpStart, eDpStart + dpSeconds, params * gradWidth, dpAlgorithm));
         out.events.push_back(stepEvent(rank, r, trace::EventKind::Optimizer, optStart, optStart + opt, 0));
         if (after > 0)
-            out.events.push_back(stepEvent(
-                rank, r, trace::EventKind::AllGather, optStart + opt, optStart + opt + after, params * gradWidth));
+            out.events.push_back(stepEvent(rank, r, trace::EventKind::AllGather, optStart + opt,
+                optStart + opt + after, params * gradWidth, shardAlgorithm(dpAlgorithm)));
     }
 
     const auto& crit = withTransfers[static_cast<std::size_t>(critical)];
@@ -579,11 +589,16 @@ Prediction predict(const Layout& l, bool withEvents)
     out.optimizer = optTime[static_cast<std::size_t>(critical)];
     out.bubbleFraction = out.bubble / out.stepTime;
     out.bubbleTheory = p > 1 ? double(p - 1) / double(v * mb + p - 1) : 0.0;
-    out.modelFlops = modelFlops(m, par.globalBatch, full);
-    const double gpus = double(par.worldSize());
+    const StepFlops flops = stepFlops(l);
+    out.modelFlops = flops.model;
+    out.hardwareFlops = flops.hardware;
     out.tokensPerSecond = double(par.globalBatch) * s / out.stepTime;
-    out.tflopsPerGpu = out.modelFlops / (out.stepTime * gpus) / 1e12;
-    out.mfu = out.tflopsPerGpu / dev.peakTflops(l.precision);
+    const trace::Throughput rate
+        = trace::throughput(flops.model, flops.hardware, out.stepTime, par.worldSize(), dev.peakTflops(l.precision));
+    out.tflopsPerGpu = rate.tflopsPerDevice;
+    out.mfu = rate.mfu;
+    out.hardwareTflopsPerGpu = rate.hardwareTflopsPerDevice;
+    out.hfu = rate.hfu;
 
     // Memory of the most loaded pipeline rank.
     out.memoryCapacityGB = dev.memoryGB;
@@ -659,8 +674,10 @@ Estimate estimate(const Layout& l)
     const double opt = optimizerBytesOf(l, c, 0) / (dev.memoryBandwidthGBs * 1e9);
     e.stepTime = e.compute + e.tp + e.cp + e.ep + e.bubble + e.pp + e.dp + opt;
     e.tokensPerSecond = double(par.globalBatch * l.model.seqLen) / e.stepTime;
-    e.tflopsPerGpu = modelFlops(l.model, par.globalBatch, l.memory.recompute == Recompute::Full) / e.stepTime
-        / double(par.worldSize()) / 1e12;
+    const StepFlops flops = stepFlops(l);
+    const trace::Throughput rate = trace::throughput(flops.model, flops.hardware, e.stepTime, par.worldSize(), 0);
+    e.tflopsPerGpu = rate.tflopsPerDevice;
+    e.hardwareTflopsPerGpu = rate.hardwareTflopsPerDevice;
     // Activations in flight at the first peak, in closed form, on the rank that holds the most layer-micro-
     // batches (with Llama 3's split not rank 0, whose first chunk is empty) and on the first and last rank,
     // which also hold the embedding and the head.

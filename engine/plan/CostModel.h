@@ -1,5 +1,6 @@
 #pragma once
 
+#include "engine/plan/Flops.h"
 #include "engine/plan/Formulas.h"
 #include "engine/plan/Layout.h"
 #include "engine/trace/TraceEvent.h"
@@ -23,8 +24,11 @@ struct MemoryEstimate {
 struct Prediction {
     double stepTime = 0; // seconds per optimizer step
     double tokensPerSecond = 0;
-    double tflopsPerGpu = 0; // model FLOPs (Narayanan et al. eq. 3) / (step time · GPUs)
+    double tflopsPerGpu = 0; // model FLOPs (plan::stepFlops) / (step time · GPUs): moves with tokens/s
     double mfu = 0; // tflopsPerGpu / the device's peak at the layout's precision
+    // The same with hardware FLOPs (recomputation counted: Narayanan et al.'s "achieved TFLOP/s"); equal to
+    // the model figures when memory.recompute is none.
+    double hardwareTflopsPerGpu = 0, hfu = 0;
     double bubbleFraction = 0; // pipeline idle time / step time, on the busiest stage
     double bubbleTheory = 0; // the closed form, as a fraction of the step: (p-1)/(m+p-1), or (p-1)/(v·m+p-1)
     // The step split into parts on the critical stage (they add up to stepTime).
@@ -37,7 +41,8 @@ struct Prediction {
     std::vector<MemoryEstimate> memoryPerStage; // per pipeline rank (all its chunks), the same for every tp, dp
     double memoryCapacityGB = 0;
     bool fits = true;
-    double modelFlops = 0; // per step, whole model
+    double modelFlops = 0; // per step, whole model (plan::stepFlops: no recomputation)
+    double hardwareFlops = 0; // per step, whole model, with what memory.recompute computes again
     std::vector<std::string> notes;
     // The simulated timeline: compute and communication events of one representative rank per pipeline
     // stage (tp = 0, dp = 0), source = simulated.
@@ -82,7 +87,8 @@ Prediction predict(const Layout& layout, bool withEvents);
 // A quick estimate for ranking many layouts: the same per-stage costs and memory, with the pipeline from the
 // closed form ((p-1)/v stage-times of bubble) instead of a replay, and no events. Microseconds per layout.
 struct Estimate {
-    double stepTime = 0, tokensPerSecond = 0, tflopsPerGpu = 0;
+    double stepTime = 0, tokensPerSecond = 0, tflopsPerGpu = 0; // model FLOPs, as Prediction
+    double hardwareTflopsPerGpu = 0;
     double compute = 0, tp = 0, pp = 0, bubble = 0, dp = 0;
     double cp = 0; // exposed ring-attention exchange
     double ep = 0; // MoE all-to-all

@@ -92,15 +92,20 @@ void collectiveEvents(const EventNaming& n, const StageCost& c, const trace::Tra
     const double gather = fwd ? c.forwardGather : c.backwardGather;
     if (gather <= 0)
         return;
+    auto zero = [&](K kind, double from, double to) {
+        trace::TraceEvent e = commEvent(op, kind, from, to, c.gatherBytes, n.dpSize);
+        e.algorithm = c.gatherAlgorithm;
+        out.push_back(e);
+    };
     if (fwd) {
-        out.push_back(commEvent(op, K::AllGather, start, start + gather, c.gatherBytes, n.dpSize));
+        zero(K::AllGather, start, start + gather);
     } else {
         // ZeRO-3 gathers the parameters again and reduce-scatters the gradients; ZeRO-2 only the latter
         const bool both = c.forwardGather > 0;
         const double split = both ? gather / 2 : 0;
         if (both)
-            out.push_back(commEvent(op, K::AllGather, start, start + split, c.gatherBytes, n.dpSize));
-        out.push_back(commEvent(op, K::ReduceScatter, start + split, start + gather, c.gatherBytes, n.dpSize));
+            zero(K::AllGather, start, start + split);
+        zero(K::ReduceScatter, start + split, start + gather);
     }
 }
 

@@ -19,6 +19,7 @@ struct StageCost {
     // (all-gather of the parameters; in backward also the gradients' reduce-scatter) and bytes.
     double forwardTpBytes = 0, backwardTpBytes = 0;
     double forwardGather = 0, backwardGather = 0, gatherBytes = 0;
+    trace::Algorithm gatherAlgorithm = trace::Algorithm::Library; // what loom-train runs them with
     // Context parallelism: the ring exchange's part the attention did not hide (inside forward/backward),
     // and for the timeline the whole exchange's duration and bytes (it runs beside the compute).
     double forwardCp = 0, backwardCp = 0;

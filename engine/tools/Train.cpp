@@ -4,6 +4,7 @@
 //   mpirun -np N loom-train --layout FILE [--steps N] [--seed S] [--data FILE] [--lr X] [--warmup N]
 //                           [--metrics FILE] [--checkpoint-dir DIR] [--checkpoint-every N] [--resume]
 #include "engine/comm/Backends.h"
+#include "engine/comm/CommError.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/MachineMemory.h"
 #include "engine/tools/TrainReporter.h"
@@ -38,6 +39,18 @@
 using namespace loom;
 
 namespace {
+
+// The error frame's kind for what a rank threw (trace::kErrorKinds).
+const char* failureKind(const std::exception& e)
+{
+    if (dynamic_cast<const comm::CommError*>(&e))
+        return "communication";
+    if (dynamic_cast<const train::DivergedError*>(&e))
+        return "diverged";
+    if (dynamic_cast<const std::invalid_argument*>(&e))
+        return "layout"; // what the trainer refuses to build
+    return "internal";
+}
 
 const char* kUsage
     = "usage: mpirun -np N loom-train --layout FILE [options]\n"
@@ -325,7 +338,7 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
             report.checkpoint(s + 1, args.checkpointDir);
         }
         if (stop) {
-            report.end("sigterm");
+            report.end(trace::EndReason::Sigterm);
             if (rank == 0)
                 std::printf("loom-train: stopped by SIGTERM after step %lld%s\n", static_cast<long long>(s + 1),
                     args.checkpointDir.empty() ? "" : "; checkpoint saved");
@@ -351,7 +364,7 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
                     "optimizer %.2f MiB; during a step at most parameters %.2f MiB, gradients %.2f MiB\n",
             mib(b.params), mib(b.grads), mib(b.optimizer), mib(b.peakParams), mib(b.peakGrads));
     }
-    report.end("finished");
+    report.end(trace::EndReason::Finished);
     world.barrier()->wait(); // no rank tears its communicators down while another still uses them
     return 0;
 }
@@ -428,6 +441,8 @@ int main(int argc, char** argv)
         return runTraining(*args, layout, *runtime);
     } catch (const std::exception& e) {
         sayLine("loom-train: rank " + std::to_string(rank) + ": " + plainWhat(e));
+        if (args->stream) // the launcher reads the failure from the stream, not from the log
+            tools::reportFailure(stdout, rank, failureKind(e), plainWhat(e));
         runtime->abortJob(1);
     }
 }

@@ -2,7 +2,7 @@
 
 #include "engine/plan/LayoutParser.h"
 #include "engine/trace/ChromeTrace.h"
-#include "engine/trace/TelemetryStream.h"
+#include "engine/trace/TelemetryFrames.h"
 
 #include <nlohmann/json.hpp>
 
@@ -40,10 +40,10 @@ TrainReporter::TrainReporter(comm::Communicator& world, trace::TraceRecorder& re
     }
 }
 
-void TrainReporter::emit(std::string_view type, const std::string& payload)
+void TrainReporter::emit(const trace::TelemetryFrame& frame)
 {
-    const std::string frame = trace::encodeFrame(type, payload);
-    std::fwrite(frame.data(), 1, frame.size(), m_out);
+    const std::string line = trace::encode(frame);
+    std::fwrite(line.data(), 1, line.size(), m_out);
     std::fflush(m_out);
 }
 
@@ -65,36 +65,40 @@ void TrainReporter::begin(std::int64_t firstStep)
 {
     m_first = firstStep;
     if (m_options.stream && m_world.rank() == 0)
-        emit("run",
-            nlohmann::ordered_json(
-                { { "loom_stream", 1 }, { "layout", nlohmann::ordered_json::parse(plan::writeLayout(m_layout)) },
-                    { "ranks", m_world.size() }, { "first_step", firstStep + 1 }, { "steps", m_options.steps } })
-                .dump());
+        emit(trace::RunFrame {
+            trace::kStreamVersion, plan::writeLayout(m_layout), m_world.size(), firstStep + 1, m_options.steps });
+}
+
+trace::StepFrame stepFrame(std::int64_t s, const train::StepResult& r, std::vector<std::int64_t> memory)
+{
+    trace::StepFrame f;
+    f.step = s + 1;
+    f.loss = r.loss;
+    f.tokensPerSecond = r.tokensPerSecond;
+    f.stepTimeSeconds = r.seconds;
+    f.gradNorm = r.gradNorm;
+    f.lr = r.lr;
+    f.flopsPerSecond = r.flopsPerSecond;
+    f.memoryHighWaterBytes = std::move(memory);
+    f.hardwareFlopsPerSecond = r.hardwareFlopsPerSecond;
+    return f;
 }
 
 void TrainReporter::stepDone(std::int64_t s, const train::StepResult& r)
 {
     if (m_options.stream) {
         auto events = comm::gatherEvents(m_world, m_recorder.take(), m_clock.offsetNs);
-        const auto memory = gatherPeakMemory();
+        auto memory = gatherPeakMemory();
         if (m_world.rank() == 0) {
             if (!m_groupsSent) {
                 // Every rank creates its groups in the same order, so rank 0's ids name everyone's.
-                nlohmann::ordered_json groups = nlohmann::ordered_json::array();
-                for (const auto& g : m_recorder.groups())
-                    groups.push_back({ { "id", g.id }, { "kind", std::string(trace::toString(g.kind)) },
-                        { "ranks", g.ranks }, { "name", g.name } });
-                emit("groups", groups.dump());
+                emit(trace::GroupsFrame { m_recorder.groups() });
                 m_groupsSent = true;
             }
-            emit("events", trace::encodeEvents(events));
-            emit("step",
-                nlohmann::ordered_json({ { "step", s + 1 }, { "loss", r.loss }, { "tokens_per_s", r.tokensPerSecond },
-                                           { "step_time_s", r.seconds }, { "grad_norm", r.gradNorm }, { "lr", r.lr },
-                                           { "flops_per_s", r.flopsPerSecond }, { "memory_high_water_bytes", memory } })
-                    .dump());
             if (!m_options.traceOut.empty())
                 m_streamed.insert(m_streamed.end(), events.begin(), events.end());
+            emit(trace::EventsFrame { std::move(events) });
+            emit(stepFrame(s, r, std::move(memory)));
         }
     }
     if (m_tracing && (s + 1 - m_first) % kClockRefreshSteps == 0 && s + 1 < m_options.steps) {
@@ -113,12 +117,8 @@ void TrainReporter::print(std::int64_t s, const train::StepResult& r)
         static_cast<long long>(s + 1), static_cast<long long>(m_options.steps), r.loss, r.gradNorm, r.lr,
         r.seconds * 1e3, r.tokensPerSecond, r.flopsPerSecond / 1e9);
     std::fflush(m_out);
-    if (m_metrics.is_open()) {
-        nlohmann::ordered_json j = { { "step", s + 1 }, { "loss", r.loss }, { "tokens_per_s", r.tokensPerSecond },
-            { "step_time_s", r.seconds }, { "grad_norm", r.gradNorm }, { "lr", r.lr },
-            { "flops_per_s", r.flopsPerSecond } };
-        m_metrics << j.dump() << "\n" << std::flush;
-    }
+    if (m_metrics.is_open()) // the step frame's payload (without the memory, gathered only for the stream)
+        m_metrics << trace::payloadOf(stepFrame(s, r, {})) << "\n" << std::flush;
 }
 
 void TrainReporter::checkpoint(std::int64_t stepsDone, const std::string& dir)
@@ -128,13 +128,24 @@ void TrainReporter::checkpoint(std::int64_t stepsDone, const std::string& dir)
     std::error_code ec;
     const auto folder
         = std::filesystem::absolute(std::filesystem::path(dir) / ("step-" + std::to_string(stepsDone)), ec);
-    emit("checkpoint", nlohmann::ordered_json({ { "step", stepsDone }, { "path", folder.string() } }).dump());
+    emit(trace::CheckpointFrame { stepsDone, folder.string() });
 }
 
-void TrainReporter::end(const std::string& reason)
+void TrainReporter::end(trace::EndReason reason)
 {
     if (m_options.stream && m_world.rank() == 0)
-        emit("end", "{\"reason\": \"" + reason + "\"}");
+        emit(trace::EndFrame { reason });
+}
+
+void reportFailure(std::FILE* out, int rank, std::string_view kind, const std::string& message)
+{
+    trace::ErrorFrame f;
+    f.rank = rank;
+    f.kind = std::string(kind);
+    f.message = message.substr(0, trace::FrameLimits::kMaxText);
+    const std::string line = trace::encode(f);
+    std::fwrite(line.data(), 1, line.size(), out);
+    std::fflush(out);
 }
 
 void TrainReporter::writeTrace()

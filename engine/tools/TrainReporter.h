@@ -3,6 +3,7 @@
 #include "engine/comm/Communicator.h"
 #include "engine/comm/TraceGather.h"
 #include "engine/plan/Layout.h"
+#include "engine/trace/TelemetryFrames.h"
 #include "engine/trace/TraceRecorder.h"
 #include "engine/train/Trainer.h"
 
@@ -42,13 +43,13 @@ public:
     void print(std::int64_t s, const train::StepResult& r);
     // A checkpoint of `stepsDone` steps was saved under `dir`.
     void checkpoint(std::int64_t stepsDone, const std::string& dir);
-    // The "end" frame: "finished" or "sigterm".
-    void end(const std::string& reason);
+    // The "end" frame: finished or sigterm.
+    void end(trace::EndReason reason);
     // At the end of a run: gathers every rank's events and writes --trace-out (when asked).
     void writeTrace();
 
 private:
-    void emit(std::string_view type, const std::string& payload);
+    void emit(const trace::TelemetryFrame& frame); // through trace::encode, the stream's one writer
     void alignRecorded();
     std::vector<std::int64_t> gatherPeakMemory();
 
@@ -66,6 +67,13 @@ private:
     bool m_groupsSent = false;
     std::ofstream m_metrics;
 };
+
+// The step frame of step `s` (0-based): what the stream carries and, without the memory, the --metrics line.
+trace::StepFrame stepFrame(std::int64_t s, const train::StepResult& r, std::vector<std::int64_t> memory);
+
+// A rank's failure as an "error" frame on `out` (its standard output, which mpirun forwards to the
+// launcher): `kind` one of trace::kErrorKinds, the message cut to the frame's text limit.
+void reportFailure(std::FILE* out, int rank, std::string_view kind, const std::string& message);
 
 // This process's resident-memory high-water mark (getrusage's ru_maxrss): the "memory high-water per
 // rank" of the telemetry on CPU ranks.

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -14,7 +15,8 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr std::array<std::string_view, 6> kTypeNames = { "run", "groups", "events", "step", "checkpoint", "end" };
+constexpr std::array<std::string_view, 7> kTypeNames
+    = { "run", "groups", "events", "step", "checkpoint", "end", "error" };
 
 // The event fields in the order of an events frame's inner arrays (docs/telemetry.md).
 constexpr std::array<std::string_view, 17> kEventFields
@@ -254,6 +256,7 @@ StepFrame stepFrom(const Json& j)
     f.gradNorm = number("grad_norm");
     f.lr = number("lr");
     f.flopsPerSecond = number("flops_per_s");
+    f.hardwareFlopsPerSecond = number("hardware_flops_per_s");
     if (const auto memory = o.optional("memory_high_water_bytes"))
         for (const auto& m : memory->array(FrameLimits::kMaxRanks))
             f.memoryHighWaterBytes.push_back(
@@ -276,6 +279,20 @@ EndFrame endFrom(const Json& j)
         if (text == toString(r))
             return { r };
     fail("end", "has field \"reason\" = \"" + text.substr(0, 64) + "\"; it must be \"finished\" or \"sigterm\"");
+}
+
+ErrorFrame errorFrom(const Json& j)
+{
+    const Object o(j, "error");
+    ErrorFrame f;
+    f.rank = o.required("rank").integer(0, kInt32Max);
+    f.kind = o.required("kind").text();
+    if (std::find(std::begin(kErrorKinds), std::end(kErrorKinds), f.kind) == std::end(kErrorKinds))
+        fail("error",
+            "has field \"kind\" = \"" + f.kind.substr(0, 64)
+                + "\"; it must be communication, layout, input, diverged or internal");
+    f.message = o.required("message").text();
+    return f;
 }
 
 Json payloadJson(const TelemetryFrame& frame)
@@ -303,10 +320,15 @@ Json payloadJson(const TelemetryFrame& frame)
         {
             return { { "step", f.step }, { "loss", f.loss }, { "tokens_per_s", f.tokensPerSecond },
                 { "step_time_s", f.stepTimeSeconds }, { "grad_norm", f.gradNorm }, { "lr", f.lr },
-                { "flops_per_s", f.flopsPerSecond }, { "memory_high_water_bytes", f.memoryHighWaterBytes } };
+                { "flops_per_s", f.flopsPerSecond }, { "memory_high_water_bytes", f.memoryHighWaterBytes },
+                { "hardware_flops_per_s", f.hardwareFlopsPerSecond } };
         }
         Json operator()(const CheckpointFrame& f) const { return { { "step", f.step }, { "path", f.path } }; }
         Json operator()(const EndFrame& f) const { return { { "reason", std::string(toString(f.reason)) } }; }
+        Json operator()(const ErrorFrame& f) const
+        {
+            return { { "rank", f.rank }, { "kind", f.kind }, { "message", f.message } };
+        }
     };
     return std::visit(Encoder {}, frame);
 }
@@ -352,7 +374,7 @@ TelemetryFrame decode(std::string_view type, std::string_view payload)
     if (!known)
         throw FrameError("a frame of unknown type \"" + std::string(type.substr(0, 64))
             + "\" (this Loom reads run, groups, "
-              "events, step, checkpoint and end)");
+              "events, step, checkpoint, end and error)");
     const std::string_view name = toString(*known);
     const Json j = parse(payload, name);
     switch (*known) {
@@ -368,6 +390,8 @@ TelemetryFrame decode(std::string_view type, std::string_view payload)
         return checkpointFrom(j);
     case FrameType::End:
         return endFrom(j);
+    case FrameType::Error:
+        return errorFrom(j);
     }
     throw FrameError("a frame of unknown type");
 }

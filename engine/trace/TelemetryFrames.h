@@ -22,7 +22,7 @@ namespace loom::trace {
 // names its version. Fields added within a version are optional when read (absent: 0 or empty), so
 // streams of older engines still read; fields are never renamed.
 
-enum class FrameType { Run, Groups, Events, Step, Checkpoint, End };
+enum class FrameType { Run, Groups, Events, Step, Checkpoint, End, Error };
 std::string_view toString(FrameType type);
 std::optional<FrameType> frameTypeFromString(std::string_view text);
 
@@ -59,8 +59,9 @@ struct StepFrame {
     double stepTimeSeconds = 0;
     double gradNorm = 0;
     double lr = 0;
-    double flopsPerSecond = 0;
+    double flopsPerSecond = 0; // model FLOPs (plan::stepFlops) per second, all ranks together
     std::vector<std::int64_t> memoryHighWaterBytes; // one per rank
+    double hardwareFlopsPerSecond = 0; // "hardware_flops_per_s": with recomputation; absent (0) before version 2
 
     bool operator==(const StepFrame&) const = default;
 };
@@ -82,7 +83,19 @@ struct EndFrame {
     bool operator==(const EndFrame&) const = default;
 };
 
-using TelemetryFrame = std::variant<RunFrame, GroupsFrame, EventsFrame, StepFrame, CheckpointFrame, EndFrame>;
+// "error" (stream version 2): a rank failed and says why before the job is aborted; any rank writes it,
+// on its own standard output (mpirun and srun forward every rank's). `kind` is one of kErrorKinds.
+inline constexpr const char* kErrorKinds[] = { "communication", "layout", "input", "diverged", "internal" };
+struct ErrorFrame {
+    std::int64_t rank = -1;
+    std::string kind = "internal";
+    std::string message;
+
+    bool operator==(const ErrorFrame&) const = default;
+};
+
+using TelemetryFrame
+    = std::variant<RunFrame, GroupsFrame, EventsFrame, StepFrame, CheckpointFrame, EndFrame, ErrorFrame>;
 
 FrameType typeOf(const TelemetryFrame& frame);
 

@@ -11,7 +11,7 @@
 namespace loom::trace {
 
 // The version this code writes (the "LOOM<n>" of every frame and the run frame's "loom_stream").
-constexpr int kStreamVersion = 1;
+constexpr int kStreamVersion = 2; // 2 added the error frame; version 1 streams still read
 
 // The live telemetry stream, version 1. Rank 0 writes it to its standard output, which mpirun, ssh and
 // srun carry back, so no port is opened on the cluster. Every frame is one line:

@@ -87,6 +87,7 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
     if (!whole.empty()) {
         s.stepSeconds = stepTotal / double(whole.size());
         s.tokensPerSecond = s.stepSeconds > 0 ? double(c.tokensPerStep) / s.stepSeconds : 0;
+        s.flops = throughput(c.modelFlopsPerStep, c.hardwareFlopsPerStep, s.stepSeconds, c.devices, c.peakTflops);
     }
 
     // Bubble per stage: each rank's idle share of the pipeline phase.
@@ -186,6 +187,21 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
     }
     s.overlap = commTime > 0 ? overlapped / commTime : 0;
     return s;
+}
+
+Throughput throughput(
+    double modelFlopsPerStep, double hardwareFlopsPerStep, double stepSeconds, std::int64_t devices, double peakTflops)
+{
+    Throughput t;
+    if (stepSeconds <= 0 || devices <= 0)
+        return t;
+    t.tflopsPerDevice = modelFlopsPerStep / (stepSeconds * double(devices)) / 1e12;
+    t.hardwareTflopsPerDevice = hardwareFlopsPerStep / (stepSeconds * double(devices)) / 1e12;
+    if (peakTflops > 0) {
+        t.mfu = t.tflopsPerDevice / peakTflops;
+        t.hfu = t.hardwareTflopsPerDevice / peakTflops;
+    }
+    return t;
 }
 
 } // namespace loom::trace

@@ -18,7 +18,22 @@ struct StatsContext {
     // tensor- and pipeline-parallel collectives count as blocking: the compute thread waits in them, so the
     // compute event around them is not overlapping them. Without it only send / recv count as blocking.
     std::vector<GroupInfo> groups;
+    // FLOPs of one step (plan::stepFlops: model and hardware), the devices that ran it and one device's
+    // peak TFLOP/s at the run's precision; 0 when unknown (the figures below stay 0).
+    double modelFlopsPerStep = 0, hardwareFlopsPerStep = 0;
+    std::int64_t devices = 0;
+    double peakTflops = 0;
 };
+
+// Throughput per device from the FLOPs of a step and its time: TFLOP/s of model FLOPs and MFU (which move
+// with tokens/s), TFLOP/s of hardware FLOPs and HFU (which count recomputation too). One computation for
+// the planner's predictions, the measured runs' statistics and the run view.
+struct Throughput {
+    double tflopsPerDevice = 0, mfu = 0; // model FLOPs
+    double hardwareTflopsPerDevice = 0, hfu = 0; // hardware FLOPs
+};
+Throughput throughput(
+    double modelFlopsPerStep, double hardwareFlopsPerStep, double stepSeconds, std::int64_t devices, double peakTflops);
 
 struct StageStats {
     std::int32_t stage = 0; // pipeline rank
@@ -41,6 +56,7 @@ struct TraceStats {
     double stepSeconds = 0; // mean, first step left out when there are several
     double tokensPerSecond = 0;
     double overlap = 0; // compute time during communication ÷ communication time
+    Throughput flops; // from the context's FLOPs and the mean step; zero without them
     std::vector<StageStats> stages;
     std::vector<CollectiveStats> collectives;
 };

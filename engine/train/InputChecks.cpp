@@ -115,7 +115,7 @@ void checkFiniteStep(double loss, double gradNorm, std::int64_t step, int rank)
     const auto word = [](double v) { return std::isnan(v) ? std::string("NaN") : v > 0 ? "+infinity" : "-infinity"; };
     const std::string what
         = !std::isfinite(loss) ? "the loss is " + word(loss) : "the gradient norm is " + word(gradNorm);
-    throw std::runtime_error("step " + std::to_string(step) + " on rank " + std::to_string(rank) + ": " + what
+    throw DivergedError("step " + std::to_string(step) + " on rank " + std::to_string(rank) + ": " + what
         + "; training stopped (lower --lr, or check the data, the initial weights and the checkpoint)");
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 namespace loom::train {
@@ -23,7 +24,13 @@ std::optional<std::string> latestCheckpointChecked(const std::string& dir);
 // right types) whose step lies in 0..steps, the run's --steps.
 void checkResumable(const std::string& folder, std::int64_t steps);
 
-// Throws when the loss or the gradient norm of `step` is NaN or infinite, naming the step and rank.
+// A run whose loss or gradient norm is no longer finite (the stream's error kind "diverged").
+class DivergedError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// Throws DivergedError when the loss or the gradient norm of `step` is NaN or infinite, naming the step and rank.
 void checkFiniteStep(double loss, double gradNorm, std::int64_t step, int rank);
 
 } // namespace loom::train

@@ -275,29 +275,4 @@ void MoeLayer::backward(MoeCache& c, const float* dOut, float* dx, float auxScal
     m_kern.gemm(false, true, T, H, static_cast<int>(E), dLogits.data(), m_params.value(m_router), dx, true);
 }
 
-void checkMoeTrainable(const plan::Layout& layout)
-{
-    const auto& m = layout.model;
-    const auto& p = layout.parallel;
-    if (!m.isMoe())
-        return;
-    const std::string where = "layout " + layout.name + ": ";
-    if (m.capacityFactor > 0)
-        throw std::runtime_error(where + "model.capacity_factor=" + std::to_string(m.capacityFactor)
-            + " drops tokens over an expert's capacity, but loom-train routes dropless (every layout computes the "
-              "same function); remove capacity_factor or set it to 0");
-    if (m.mlp != plan::ModelSpec::Mlp::Gelu)
-        throw std::runtime_error(where
-            + "model.mlp is \"swiglu\", but loom-train's experts are GELU MLPs (GPT-2 "
-              "blocks); use a GELU model such as moe-tiny");
-    if (p.ep > 1 && layout.memory.zero >= 1)
-        throw std::runtime_error(where + "memory.zero=" + std::to_string(layout.memory.zero)
-            + " with parallel.ep=" + std::to_string(p.ep)
-            + ": loom-train shards the optimizer over the whole DP group, whose members hold different experts; "
-              "use memory.zero 0");
-    if (p.ep > 1 && layout.comm.dpCodec.kind == plan::Codec::Kind::TopK && layout.comm.errorFeedback)
-        throw std::runtime_error(where + "comm.dp_codec top-k with error feedback (sparse Adam) and parallel.ep="
-            + std::to_string(p.ep) + " are not supported together; use another codec or ep 1");
-}
-
 } // namespace loom::train

@@ -82,10 +82,4 @@ private:
     std::vector<int> m_expertParams;
 };
 
-// Throws std::runtime_error naming the field when loom-train cannot train the layout's mixture of experts
-// (the planner can still plan it): capacity_factor > 0 (loom-train routes dropless), SwiGLU experts
-// (its experts are GPT-2 GELU MLPs), ZeRO-1 or top-k sparse updates with ep > 1 (both shard one flat
-// buffer over the whole DP group, whose members hold different experts).
-void checkMoeTrainable(const plan::Layout& layout);
-
 } // namespace loom::train

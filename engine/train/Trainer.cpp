@@ -2,6 +2,8 @@
 
 #include "engine/comm/AlgorithmTuner.h"
 #include "engine/plan/CostModel.h"
+#include "engine/plan/EngineSupport.h"
+#include "engine/plan/Flops.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/train/Checkpoint.h"
 #include "engine/train/MoeLayer.h"
@@ -35,7 +37,9 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         const std::int64_t vs = m_schedule.virtualStage(m_coord.pp, c);
         chunks.push_back({ ranges[static_cast<std::size_t>(vs)], vs == 0, vs == last });
     }
-    checkMoeTrainable(layout);
+    // What loom-train cannot train is refused here too, in the words validate and the launcher use.
+    if (const plan::EngineSupport support = plan::engineSupport(layout); !support.trainable())
+        throw std::invalid_argument("layout " + layout.name + ": loom-train cannot train it: " + support.reason());
     if (p.ep > 1 && (!comms.expert || !comms.expertData))
         throw std::logic_error("parallel.ep=" + std::to_string(p.ep)
             + " needs the expert groups: create them with CommRuntime::addExpertGroups before the trainer");
@@ -56,7 +60,8 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     m_tuning.algorithm = layout.comm.allreduce;
     m_tuning.chunkBytes = static_cast<std::size_t>(layout.comm.chunkKb * 1024);
     const auto bucketBytes = static_cast<std::size_t>(layout.comm.bucketMb * (1 << 20));
-    const std::size_t largestBucket = std::min(params.values.size() * 4, bucketBytes); // what the table is read at
+    // What the table is read at: the same bytes the cost model and the simulator read it at.
+    const std::size_t largestBucket = plan::dpAllreduceBytes(layout, double(params.values.size()));
     comm::CollectiveOptions sync; // the layout's algorithm, or the measured table's for the bucket size
     sync.algorithm = m_tuning.allReduceAlgorithm(largestBucket, static_cast<int>(replicas));
     sync.chunkBytes = m_tuning.chunkBytes;
@@ -114,10 +119,6 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         begin = std::min(params.values.size(), shard * static_cast<std::size_t>(replicaIndex));
         end = std::min(params.values.size(), begin + shard);
     }
-    if (layout.memory.zero >= 2 && p.ep > 1)
-        throw std::invalid_argument("memory.zero " + std::to_string(layout.memory.zero)
-            + " with parallel.ep > 1 is not implemented in loom-train (experts' gradients are reduced over the "
-              "expert-data-parallel group, not sharded over dp); use memory.zero 0 or 1");
     if (layout.memory.zero >= 2 && p.dp * p.cp > 1) { // ShardedParams.h: the optimizer works on this rank's shard
         m_sharded
             = std::make_unique<ShardedParams>(*m_stage, *comms.data, layout.memory.zero, layout.comm.overlap, m_tuning);
@@ -471,7 +472,9 @@ StepResult Trainer::step(std::int64_t step)
     r.normInBackward = double(m_squaresNs) * 1e-9;
     const double tokens = double(p.globalBatch * m_layout.model.seqLen);
     r.tokensPerSecond = tokens / r.seconds;
-    r.flopsPerSecond = plan::megatronModelFlops(m_layout.model, p.globalBatch, false) / r.seconds;
+    const plan::StepFlops flops = plan::stepFlops(m_layout);
+    r.flopsPerSecond = flops.model / r.seconds;
+    r.hardwareFlopsPerSecond = flops.hardware / r.seconds;
     return r;
 }
 

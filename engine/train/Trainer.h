@@ -39,7 +39,10 @@ struct StepResult {
     double lr = 0;
     double seconds = 0;
     double tokensPerSecond = 0;
-    double flopsPerSecond = 0; // plan::megatronModelFlops (no recomputation) over the step time, all ranks together
+    // plan::stepFlops over the step time, all ranks together: model FLOPs (what MFU divides) and hardware
+    // FLOPs (with what memory.recompute computes again; what HFU divides).
+    double flopsPerSecond = 0;
+    double hardwareFlopsPerSecond = 0;
     // One replica without tp or pp: seconds the backward spent on the clipping norm's squares of each block's
     // finished gradients, taken right after they are complete (the optimizer's work, outside its event).
     double normInBackward = 0;

@@ -122,14 +122,42 @@ private slots:
         QCOMPARE(int(runs.checkpoints(id).size()), 1);
     }
 
+    // A rank's failure arrives as an error frame (stream version 2): the run fails with the rank and its
+    // message, though no log line says so; the step frame is stored whole (FLOP rates, memory per rank).
+    void errorFrameIsTheCause()
+    {
+        trace::StepFrame step { 1, 2.5, 100, 0.5, 1, 1e-3, 1e9, { 3'000'000, 5'000'000 } };
+        step.hardwareFlopsPerSecond = 1.25e9;
+        std::string stream = trace::encode(step);
+        stream += trace::encode(trace::ErrorFrame { 1, "communication", "the DP group's peer 0 did not answer" });
+        const QString mpirun = fakeMpirun(stream, 1);
+        profiles::Store store(m_dir.filePath(QStringLiteral("errors.db")));
+        profiles::RunStore runs(store);
+        launcher::RunController controller(&runs);
+        QSignalSpy finished(&controller, &launcher::RunController::finished);
+        const qint64 id = controller.start(request(mpirun));
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(toString(finished.first().at(0).value<RunState>()), toString(RunState::Failed));
+        QCOMPARE(
+            finished.first().at(1).toString(), QStringLiteral("rank 1 failed: the DP group's peer 0 did not answer"));
+        const auto steps = runs.steps(id);
+        QCOMPARE(int(steps.size()), 1);
+        QCOMPARE(steps.front().flopsPerSecond, 1e9);
+        QCOMPARE(steps.front().hardwareFlopsPerSecond, 1.25e9);
+        QCOMPARE(steps.front().memoryHighWaterBytes, (std::vector<qint64> { 3'000'000, 5'000'000 }));
+        QCOMPARE(steps.front().peakMemoryBytes(), qint64(5'000'000));
+    }
+
     // A newer engine's stream: its frames are refused by version, the log says so, and without a readable
     // end frame the run has not finished.
     void newerStreamFails()
     {
         std::string stream = trace::encode(trace::StepFrame { 1, 2.5, 100, 0.5, 1, 1e-3, 1e9, {} });
         stream += trace::encode(trace::EndFrame { trace::EndReason::Finished });
-        for (std::size_t at = stream.find("LOOM1"); at != std::string::npos; at = stream.find("LOOM1", at))
-            stream.replace(at, 5, "LOOM2");
+        const std::string current = "LOOM" + std::to_string(trace::kStreamVersion);
+        const std::string newer = "LOOM" + std::to_string(trace::kStreamVersion + 1);
+        for (std::size_t at = stream.find(current); at != std::string::npos; at = stream.find(current, at))
+            stream.replace(at, current.size(), newer);
         const QString mpirun = fakeMpirun(stream, 0);
         profiles::Store store(m_dir.filePath(QStringLiteral("loom.db")));
         profiles::RunStore runs(store);
@@ -140,7 +168,7 @@ private slots:
         QVERIFY(finished.wait(30000));
         QCOMPARE(toString(finished.first().at(0).value<RunState>()), toString(RunState::Failed));
         QVERIFY2(finished.first().at(2).toString().contains(
-                     QStringLiteral("telemetry stream version 2; this Loom reads versions 1 to 1")),
+                     QStringLiteral("telemetry stream version 3; this Loom reads versions 1 to 2")),
             qPrintable(finished.first().at(2).toString()));
         QCOMPARE(steps.count(), 0);
         QCOMPARE(toString(runs.run(id)->state), toString(RunState::Failed));

@@ -140,7 +140,7 @@ private slots:
         }
         rawQuery(newer, QStringLiteral("PRAGMA user_version = 99"));
         message = storeError([&] { Store s(newer); });
-        QVERIFY2(message.contains(QStringLiteral("schema version 99, newer than this Loom understands (4)")),
+        QVERIFY2(message.contains(QStringLiteral("schema version 99, newer than this Loom understands (5)")),
             qPrintable(message));
 
         message = storeError([&] { Store s(dir.path()); });

@@ -6,6 +6,8 @@
 #include "engine/plan/LayoutValidator.h"
 #include "views/LayoutAnalysis.h"
 #include "views/PredictionPanel.h"
+#include "views/RunMonitor.h"
+#include "views/RunPanel.h"
 #include "views/StackedBar.h"
 #include "views/StrategyPanel.h"
 #include "views/TimelineView.h"
@@ -14,6 +16,7 @@
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QSpinBox>
 #include <QStandardItemModel>
 
@@ -153,6 +156,38 @@ private slots:
         QVERIFY2(tip.contains(QStringLiteral("the norms keep their outputs")), qPrintable(tip));
     }
 
+    // Issue 31: a valid layout that loom-train cannot train (here: a GPU cluster on NCCL) leaves Run disabled
+    // with the reason; the same layout on MPI ranks may run.
+    void runButtonAsksTheEngineRules()
+    {
+        RunMonitor monitor(nullptr);
+        RunPanel panel(&monitor);
+        plan::Layout l = test::megatron1t();
+        panel.setLayout(l, true);
+        QVERIFY(!panel.runButton()->isEnabled());
+        QVERIFY2(panel.runButton()->toolTip().contains(QStringLiteral("loom-train cannot train it"))
+                && panel.runButton()->toolTip().contains(QStringLiteral("nccl")),
+            qPrintable(panel.runButton()->toolTip()));
+        QVERIFY(!panel.run());
+        l.comm.backend = plan::CommBackend::Mpi;
+        panel.setLayout(l, true);
+        QVERIFY(panel.runButton()->isEnabled());
+    }
+
+    // The step frame's memory high-water marks are shown beside the prediction.
+    void measuredMemoryBesideThePrediction()
+    {
+        profiles::StepRecord step;
+        QVERIFY(measuredMemoryText(step, std::nullopt).isEmpty()); // not measured: nothing said
+        step.memoryHighWaterBytes = { 2'100'000'000, 2'372'000'000 };
+        plan::Prediction p;
+        p.memory.params = 2.399;
+        const QString text = measuredMemoryText(step, p);
+        QVERIFY2(text.contains(QLocale().toString(2.372, 'f', 3)) && text.contains(QLocale().toString(2.399, 'f', 3))
+                && text.contains(QStringLiteral("measured")) && text.contains(QStringLiteral("predicted")),
+            qPrintable(text));
+    }
+
     void predictionPanelExplainsEveryFigure()
     {
         PredictionPanel panel;
@@ -161,8 +196,14 @@ private slots:
         panel.setAnalysis(a);
         QCOMPARE(panel.label(QStringLiteral("tflops"))->text(), QLocale().toString(a.prediction->tflopsPerGpu, 'f', 1));
         const QString flops = panel.label(QStringLiteral("tflops"))->toolTip();
-        QVERIFY2(flops.contains(QStringLiteral("96·B·s·l·h²·(1 + s/6h + V/16lh)")), qPrintable(flops));
-        QVERIFY2(flops.contains(QStringLiteral("96·3,072·2,048·128·25,600²")), qPrintable(flops)); // values substituted
+        // Model FLOPs leave the recomputation out (the 72 form); with full recomputation the hardware FLOPs
+        // are said beside them, and HFU beside MFU (issue 31: they had been the hardware figures).
+        QVERIFY2(flops.contains(QStringLiteral("72·B·s·l·h²·(1 + s/6h + V/12lh)")), qPrintable(flops));
+        QVERIFY2(flops.contains(QStringLiteral("72·3,072·2,048·128·25,600²")), qPrintable(flops)); // values substituted
+        QVERIFY2(flops.contains(QStringLiteral("hardware FLOPs")), qPrintable(flops));
+        QVERIFY(a.prediction->hfu > a.prediction->mfu);
+        QVERIFY2(panel.label(QStringLiteral("mfu"))->text().contains(QStringLiteral("HFU")),
+            qPrintable(panel.label(QStringLiteral("mfu"))->text()));
         const QString bubble = panel.label(QStringLiteral("bubble"))->toolTip();
         QVERIFY2(bubble.contains(QStringLiteral("(p−1)/(m+p−1) = (64−1)/(512+64−1)")), qPrintable(bubble));
         QVERIFY(panel.label(QStringLiteral("mfu"))->toolTip().contains(QStringLiteral("A100")));

@@ -67,9 +67,10 @@ private slots:
         QFETCH(int, vpp);
         QFETCH(double, published);
         const Prediction p = predict(megatron(heads, hidden, layers, tp, pp, gpus, batch, micro, vpp));
-        qInfo("predicted %.1f TFLOP/s per GPU, published %.0f (%+.1f %%)", p.tflopsPerGpu, published,
-            100 * (p.tflopsPerGpu / published - 1));
-        QVERIFY(std::fabs(p.tflopsPerGpu / published - 1) <= 0.15);
+        // Narayanan et al.'s table counts the recomputed forwards (eq. 3 with recomputation): hardware FLOPs.
+        qInfo("predicted %.1f TFLOP/s per GPU, published %.0f (%+.1f %%)", p.hardwareTflopsPerGpu, published,
+            100 * (p.hardwareTflopsPerGpu / published - 1));
+        QVERIFY(std::fabs(p.hardwareTflopsPerGpu / published - 1) <= 0.15);
         QVERIFY(p.fits);
         // The parts add up to the step.
         QVERIFY(std::fabs(p.compute + p.tpExposed + p.ppExposed + p.bubble + p.dpExposed + p.optimizer - p.stepTime)

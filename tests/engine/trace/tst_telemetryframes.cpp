@@ -78,6 +78,8 @@ private slots:
             << TelemetryFrame(CheckpointFrame { 2, "/tmp/a \"b\"\n\\c/é" }) << "checkpoint";
         QTest::newRow("end finished") << TelemetryFrame(EndFrame { EndReason::Finished }) << "end";
         QTest::newRow("end sigterm") << TelemetryFrame(EndFrame { EndReason::Sigterm }) << "end";
+        QTest::newRow("error") << TelemetryFrame(ErrorFrame { 3, "communication", "peer 1 did not answer in 60 s" })
+                               << "error";
     }
 
     void roundTrip()
@@ -86,7 +88,7 @@ private slots:
         QFETCH(QString, type);
         QCOMPARE(QString::fromLatin1(toString(typeOf(frame)).data()), type);
         const std::string line = encode(frame);
-        QVERIFY(line.starts_with("\x1eLOOM1 " + type.toStdString() + " "));
+        QVERIFY(line.starts_with("\x1eLOOM2 " + type.toStdString() + " "));
         QVERIFY(line.ends_with('\n'));
         QVERIFY(decodeLine(line) == frame);
         // The payload is the one encodeFrame wraps.
@@ -153,8 +155,8 @@ private slots:
                                     << R"(field "reason" = "tired"; it must be "finished" or "sigterm")";
         QTest::newRow("newer stream")
             << "run"
-            << R"({"loom_stream": 2, "layout": {}, "ranks": 2, "steps": 5})"
-            << "says telemetry stream version 2; this Loom reads versions up to 1: update Loom";
+            << R"({"loom_stream": 3, "layout": {}, "ranks": 2, "steps": 5})"
+            << "says telemetry stream version 3; this Loom reads versions up to 2: update Loom";
         QTest::newRow("layout not object") << "run"
                                            << R"({"loom_stream": 1, "layout": "tiny.json", "ranks": 2, "steps": 5})"
                                            << R"(field "layout" that must be a JSON object (the layout), not string)";
@@ -215,29 +217,56 @@ private slots:
         }
     }
 
+    // Version 2 added the error frame; an engine of version 1 (frames "LOOM1", run frame "loom_stream": 1,
+    // step frames without hardware_flops_per_s) still reads.
+    void versionOneStillReads()
+    {
+        std::string line = encodeFrame("step", R"({"step": 3, "loss": 1.5, "flops_per_s": 2e9})");
+        line.replace(line.find("LOOM2"), 5, "LOOM1");
+        StreamReader reader;
+        reader.feed(line);
+        reader.feed(
+            encodeFrame("run", R"({"loom_stream": 1, "layout": {}, "ranks": 2, "steps": 5})").replace(1, 5, "LOOM1"));
+        Frame frame;
+        QVERIFY(reader.next(frame));
+        QCOMPARE(frame.version, 1);
+        const auto step = std::get<StepFrame>(decode(frame));
+        QCOMPARE(step.step, std::int64_t(3));
+        QCOMPARE(step.flopsPerSecond, 2e9);
+        QCOMPARE(step.hardwareFlopsPerSecond, 0.0);
+        QVERIFY(reader.next(frame));
+        QCOMPARE(std::get<RunFrame>(decode(frame)).streamVersion, 1);
+        try {
+            decode("error", R"({"rank": 1, "kind": "bored", "message": "x"})");
+            QFAIL("an error frame of unknown kind was accepted");
+        } catch (const FrameError& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(R"(field "kind" = "bored")"), e.what());
+        }
+    }
+
     // The envelope's version: a newer stream's frames are found (not counted as damage) and refused by name.
     void newerVersion()
     {
         std::string line = encodeFrame("step", R"({"step": 1, "loss": 1})");
-        line.replace(line.find("LOOM1"), 5, "LOOM2");
+        line.replace(line.find("LOOM2"), 5, "LOOM3");
         StreamReader reader;
         reader.feed(line);
         Frame frame;
         QVERIFY(reader.next(frame));
-        QCOMPARE(frame.version, 2);
+        QCOMPARE(frame.version, 3);
         QCOMPARE(reader.damagedFrames(), std::uint64_t(0));
         try {
             decode(frame);
-            QFAIL("a version 2 frame was accepted");
+            QFAIL("a version 3 frame was accepted");
         } catch (const FrameError& e) {
             QVERIFY2(QString::fromUtf8(e.what()).contains(
-                         "a step frame of telemetry stream version 2; this Loom reads versions 1 to 1"),
+                         "a step frame of telemetry stream version 3; this Loom reads versions 1 to 2"),
                 e.what());
         }
         // "LOOM" without a number, or with junk after it, is damage.
         for (const char* bad : { "LOOM", "LOOM1x", "LOOM0" }) {
             std::string damaged = encodeFrame("end", "{}");
-            damaged.replace(damaged.find("LOOM1"), 5, bad);
+            damaged.replace(damaged.find("LOOM2"), 5, bad);
             StreamReader r;
             r.feed(damaged);
             QVERIFY2(!r.next(frame), bad);

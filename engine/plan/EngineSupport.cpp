@@ -1,0 +1,69 @@
+#include "engine/plan/EngineSupport.h"
+
+namespace loom::plan {
+
+namespace {
+
+// The GPT-2 block form loom-train's mixture-of-experts layers are built from (GptStage's m_gpt2).
+bool gpt2Blocks(const ModelSpec& m)
+{
+    return m.mlp == ModelSpec::Mlp::Gelu && m.norm == ModelSpec::Norm::LayerNorm
+        && m.position == ModelSpec::Position::Learned && m.bias && m.tieEmbeddings
+        && m.effectiveKvHeads() == m.heads;
+}
+
+void moeRules(const Layout& l, std::vector<std::string>& out)
+{
+    const ModelSpec& m = l.model;
+    const ParallelSpec& p = l.parallel;
+    if (!m.isMoe())
+        return;
+    if (m.capacityFactor > 0)
+        out.push_back("model.capacity_factor=" + std::to_string(m.capacityFactor)
+            + " drops tokens over an expert's capacity, but loom-train routes dropless (every layout computes the "
+              "same function); remove capacity_factor or set it to 0");
+    if (!gpt2Blocks(m))
+        out.push_back("loom-train's mixture-of-experts blocks are GPT-2 blocks with GELU experts; a Llama-form MoE "
+                      "model (SwiGLU, RMSNorm, rotary positions, grouped KV heads, no biases or an untied head) can "
+                      "be planned but not trained; use a GPT-2-form MoE model such as moe-tiny");
+    if (p.sp && p.tp > 1)
+        out.push_back("parallel.sp with mixture-of-experts blocks is not implemented in loom-train (the "
+                      "load-balancing loss is a product of means over the whole sequence); set parallel.sp to false");
+    if (p.cp > 1)
+        out.push_back("parallel.cp=" + std::to_string(p.cp)
+            + " with mixture-of-experts blocks is not implemented in loom-train (the load-balancing loss is a "
+              "product of means over the whole sequence); use cp 1");
+    if (p.ep > 1 && l.memory.zero >= 1)
+        out.push_back("memory.zero=" + std::to_string(l.memory.zero) + " with parallel.ep=" + std::to_string(p.ep)
+            + ": loom-train reduces the experts' gradients over the expert-data-parallel group and shards "
+              "nothing over it; use memory.zero 0");
+    if (p.ep > 1 && l.comm.dpCodec.kind == Codec::Kind::TopK && l.comm.errorFeedback)
+        out.push_back("comm.dp_codec top-k with error feedback (sparse Adam) and parallel.ep=" + std::to_string(p.ep)
+            + " are not supported together in loom-train; use another codec or ep 1");
+}
+
+} // namespace
+
+std::string EngineSupport::reason() const
+{
+    std::string out;
+    for (const auto& p : problems)
+        out += (out.empty() ? "" : "; ") + p;
+    return out;
+}
+
+EngineSupport engineSupport(const Layout& l)
+{
+    EngineSupport s;
+    // loom-train's kernels run on the CPU: NCCL would be handed host pointers. Until a GPU engine exists,
+    // a layout that trains on NCCL (a GPU cluster's default backend) is planned, not trained.
+    if (l.commBackend() == CommBackend::Nccl)
+        s.problems.push_back(std::string("comm.backend is nccl")
+            + (l.comm.backend ? "" : " (the default on a GPU cluster)")
+            + ", but loom-train computes on the CPU and NCCL needs GPU memory; set comm.backend to \"mpi\" or "
+              "\"gloo\" to train this layout on CPU ranks");
+    moeRules(l, s.problems);
+    return s;
+}
+
+} // namespace loom::plan
