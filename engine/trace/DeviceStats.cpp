@@ -68,8 +68,8 @@ std::map<int, std::int64_t> combinations(const std::map<int, Intervals>& byType)
 std::string label(int mask)
 {
     std::string s;
-    for (auto [bit, name] : { std::pair { Computation, "COMPUTATION" }, { Communication, "COMMUNICATION" },
-             { Memory, "MEMORY" } })
+    for (auto [bit, name] :
+        { std::pair { Computation, "COMPUTATION" }, { Communication, "COMMUNICATION" }, { Memory, "MEMORY" } })
         if (mask & bit)
             s += (s.empty() ? "" : " overlapping ") + std::string(name);
     return s;

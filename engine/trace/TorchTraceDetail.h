@@ -75,7 +75,7 @@ struct RankTrace {
 // Reads one file (validating it): its text, or when the text is empty its path, streamed (gzip or not) with
 // at most kMaxTorchTraceStreamBytes read; throws TorchTraceError naming the file, the field and what was
 // expected.
-RankTrace readRankTrace(const TorchTraceFile& file);
+RankTrace readRankTrace(const TorchTraceFile& file, std::uint64_t maxBytes = kMaxTorchTraceStreamBytes);
 
 // Loom's kind for a collective's name as PyTorch or NCCL write it ("all_reduce", "allreduce",
 // "_allgather_base", "AllReduce", "recv_anysource", ...); nullopt for kinds Loom has none of.

@@ -25,8 +25,8 @@ public:
             if (!t.events[i].gpu && t.events[i].comm >= 0)
                 m_byThread[t.events[i].thread].push_back(i);
         for (auto& [thread, list] : m_byThread)
-            std::sort(list.begin(), list.end(),
-                [&](auto a, auto b) { return t.events[a].startNs < t.events[b].startNs; });
+            std::sort(
+                list.begin(), list.end(), [&](auto a, auto b) { return t.events[a].startNs < t.events[b].startNs; });
     }
     // The op around a launch at `ns` on `thread`: record_param_comms with its arguments first, else the
     // innermost op whose name is a known collective; nullptr when none.
@@ -59,8 +59,8 @@ private:
 
 EventKind spanKind(const std::vector<Span>& spans, std::int64_t ns, std::int32_t& microBatch)
 {
-    auto at = std::upper_bound(
-        spans.begin(), spans.end(), ns, [](std::int64_t t, const Span& s) { return t < s.startNs; });
+    auto at
+        = std::upper_bound(spans.begin(), spans.end(), ns, [](std::int64_t t, const Span& s) { return t < s.startNs; });
     for (int looked = 0; at != spans.begin() && looked < 8; ++looked)
         if (const Span& s = *--at; s.endNs >= ns) {
             microBatch = s.microBatch;
@@ -144,7 +144,8 @@ DeviceImport deviceEvents(const RankTrace& t, const std::vector<StepRange>& step
                 e.bytes = 0;
                 ++out.groupOfOne;
             }
-            e.algorithm = isCollective(e.kind) || e.kind == EventKind::Collective ? Algorithm::Library : Algorithm::None;
+            e.algorithm
+                = isCollective(e.kind) || e.kind == EventKind::Collective ? Algorithm::Library : Algorithm::None;
             break;
         }
         case KernelType::Memory:

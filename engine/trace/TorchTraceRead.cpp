@@ -168,7 +168,8 @@ std::string ncclKernelCollective(const std::string& name)
     if (name.rfind("nccl", 0) != 0)
         return {};
     std::string kind;
-    if (const auto at = name.find("Kernel_"); at != std::string::npos) {
+    if (const auto at = name.find("Kernel_");
+        name.rfind("ncclKernel_", 0) == 0 || name.rfind("ncclDevKernel_", 0) == 0) {
         const auto from = at + 7;
         kind = name.substr(from, name.find_first_of("_(", from) - from);
     } else { // NCCL before 2.8: ncclAllReduceRingLLKernel_sum_f32, ncclBroadcastTreeLLKernel_copy_i8

@@ -82,8 +82,9 @@ gzFile openTrace(const std::string& path)
     } else {
         fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0)
-            fail(path, "the file", std::string(errno == ENOENT ? "does not exist" : std::strerror(errno)) + "; check the path");
-        struct stat st {};
+            fail(path, "the file",
+                std::string(errno == ENOENT ? "does not exist" : std::strerror(errno)) + "; check the path");
+        struct stat st { };
         if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
             close(fd);
             fail(path, "the file",
@@ -184,19 +185,16 @@ private:
     bool m_hasTs = false;
     std::unordered_map<std::string, std::uint32_t> m_nameIds, m_threadIds;
 
-    std::string where() const
-    {
-        return (m_t.kineto ? "traceEvents[" : "[") + std::to_string(index) + "]";
-    }
+    std::string where() const { return (m_t.kineto ? "traceEvents[" : "[") + std::to_string(index) + "]"; }
     bool inEvent() const { return m_eventDepth > 0 && m_depth >= m_eventDepth; }
     // Keys kept in a container at depth `d`: the event's own, its args' that say what it is (sizes only for
     // communication ops); everything else is skipped unbuilt.
     bool keep(int d) const
     {
         static const char* eventKeys[] = { "ph", "name", "cat", "pid", "tid", "args" };
-        static const char* argKeys[] = { "stream", "correlation", "Collective name", "In msg nelems",
-            "Out msg nelems", "dtype", "Group size", "Process Group Name", "Process Group Description",
-            "Process Group Ranks", "Src Rank", "Dst Rank" };
+        static const char* argKeys[]
+            = { "stream", "correlation", "Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size",
+                  "Process Group Name", "Process Group Description", "Process Group Ranks", "Src Rank", "Dst Rank" };
         if (d == m_eventDepth)
             return std::any_of(std::begin(eventKeys), std::end(eventKeys), [&](const char* k) { return m_key == k; });
         if (d == m_eventDepth + 1 && m_stack.size() == 1) { // directly in args
@@ -350,8 +348,8 @@ private:
     std::size_t m_kept = 0;
     bool m_inOther = false;
 
-    std::uint32_t intern(std::unordered_map<std::string, std::uint32_t>& ids, std::vector<std::string>& list,
-        const std::string& s)
+    std::uint32_t intern(
+        std::unordered_map<std::string, std::uint32_t>& ids, std::vector<std::string>& list, const std::string& s)
     {
         const auto [it, fresh] = ids.emplace(s, static_cast<std::uint32_t>(list.size()));
         if (fresh)
@@ -428,8 +426,9 @@ private:
         e.kernel = e.cat == Category::Kernel;
         e.gpu = e.kernel || e.cat == Category::Memcpy || e.cat == Category::Memset || e.cat == Category::GpuAnnotation
             || e.cat == Category::Sync || cat.rfind("gpu_", 0) == 0;
-        if (!e.gpu && a != j.end() && a->is_object()) {
-            CommArgs c = commArgsOf(*a, name);
+        if (!e.gpu) {
+            static const json none = json::object();
+            CommArgs c = commArgsOf(a != j.end() && a->is_object() ? *a : none, name);
             if (c.present || !c.collective.empty() || c.bytes > 0) {
                 e.comm = static_cast<std::int32_t>(m_t.comms.size());
                 m_t.comms.push_back(std::move(c));
@@ -478,7 +477,7 @@ void readDistributedInfo(const json& d, RankTrace& t)
 
 } // namespace
 
-RankTrace readRankTrace(const TorchTraceFile& file)
+RankTrace readRankTrace(const TorchTraceFile& file, std::uint64_t maxBytes)
 {
     RankTrace t;
     t.file = file.name;
@@ -492,7 +491,7 @@ RankTrace readRankTrace(const TorchTraceFile& file)
                     + " levels; a profiler trace is a list of flat events");
         json::sax_parse(file.text, &h);
     } else {
-        GzBuffer buffer(openTrace(file.path), file.name, kMaxTorchTraceStreamBytes);
+        GzBuffer buffer(openTrace(file.path), file.name, maxBytes);
         std::istream in(&buffer);
         json::sax_parse(in, &h);
     }

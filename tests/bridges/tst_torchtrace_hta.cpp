@@ -71,8 +71,8 @@ private slots:
             << QStringList { "alltoall-rank0.json.gz" } << true << Ranks { { 0, 69.01, 14.62, 16.37, 1.47 } };
         QTest::newRow("PyTorch 1.8 categories")
             << QStringList { "pt18-inference-rank1.json.gz" } << false << Ranks { { 1, 98.16, 1.84, 0.0, -1 } };
-        QTest::newRow("MI250, ROCm 6.2")
-            << QStringList { "mi250-minitoy.json.gz" } << false << Ranks { { 0, 98.53, 1.08, 0.39, -1 } };
+        QTest::newRow("MI250, ROCm 6.2") << QStringList { "mi250-minitoy.json.gz" } << false
+                                         << Ranks { { 0, 98.53, 1.08, 0.39, -1 } };
     }
 
     // loom trace import of the .json.gz files as published, then loom trace stats --json: per rank within
@@ -108,7 +108,8 @@ private slots:
             if (hta[i].overlap < 0)
                 QVERIFY(r.value("overlap_pct").isNull());
             else
-                QVERIFY2(near(r.value("overlap_pct").toDouble(), hta[i].overlap), qPrintable(QJsonDocument(r).toJson()));
+                QVERIFY2(
+                    near(r.value("overlap_pct").toDouble(), hta[i].overlap), qPrintable(QJsonDocument(r).toJson()));
         }
         QVERIFY(doc.contains("step_time_s") && doc.contains("collectives") && doc.contains("overlap"));
         QVERIFY(!doc.value("kernel_types").toArray().isEmpty());
@@ -120,8 +121,8 @@ private slots:
         QTemporaryDir dir;
         const QString out = dir.filePath("trace.json");
         int code = -1;
-        runLoom({ "trace", "import", kDir + "sampled-rank0.json.gz", kDir + "sampled-rank1.json.gz", "--out", out },
-            &code);
+        runLoom(
+            { "trace", "import", kDir + "sampled-rank0.json.gz", kDir + "sampled-rank1.json.gz", "--out", out }, &code);
         QCOMPARE(code, 0);
         const QJsonObject doc = QJsonDocument::fromJson(runLoom({ "trace", "stats", out, "--json" })).object();
         const QJsonArray kinds = doc.value("kernel_types").toArray();
