@@ -14,7 +14,8 @@
 #include <cmath>
 #include <cstring>
 #include <fcntl.h>
-#include <istream>
+#include <iterator>
+#include <string_view>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <unordered_map>
@@ -145,12 +146,22 @@ public:
     json distributedInfo;
     std::size_t index = 0;
 
-    bool null() override { return value(json()); }
-    bool boolean(bool v) override { return value(json(v)); }
-    bool number_integer(number_integer_t v) override { return number(json(v), double(v), std::to_string(v)); }
-    bool number_unsigned(number_unsigned_t v) override { return number(json(v), double(v), std::to_string(v)); }
-    bool number_float(number_float_t v, const string_t& s) override { return number(json(v), v, s); }
-    bool string(string_t& v) override { return value(json(std::move(v))); }
+    // Values nobody keeps are dropped before anything is built (most of a trace: kernels' launch details).
+    bool null() override { return !wanted() || value(json()); }
+    bool boolean(bool v) override { return !wanted() || value(json(v)); }
+    bool number_integer(number_integer_t v) override
+    {
+        return timeKey() ? time(std::to_string(v), double(v)) : !wanted() || number(json(v), double(v));
+    }
+    bool number_unsigned(number_unsigned_t v) override
+    {
+        return timeKey() ? time(std::to_string(v), double(v)) : !wanted() || number(json(v), double(v));
+    }
+    bool number_float(number_float_t v, const string_t& s) override
+    {
+        return timeKey() ? time(s, v) : !wanted() || number(json(v), v);
+    }
+    bool string(string_t& v) override { return !wanted() || value(json(std::move(v))); }
     bool binary(binary_t&) override { return value(json()); }
     bool start_object(std::size_t) override { return open(true); }
     bool start_array(std::size_t) override { return open(false); }
@@ -191,14 +202,19 @@ private:
     // communication ops); everything else is skipped unbuilt.
     bool keep(int d) const
     {
-        static const char* eventKeys[] = { "ph", "name", "cat", "pid", "tid", "args" };
-        static const char* argKeys[]
+        // string_view: a key of another length is rejected without reading it (this runs for every key).
+        static constexpr std::string_view eventKeys[] = { "ph", "name", "cat", "pid", "tid", "args" };
+        static constexpr std::string_view argKeys[]
             = { "stream", "correlation", "Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size",
                   "Process Group Name", "Process Group Description", "Process Group Ranks", "Src Rank", "Dst Rank" };
+        const std::string_view k0 = m_key;
+        const auto in = [&](const auto& list) {
+            return std::any_of(std::begin(list), std::end(list), [&](std::string_view k) { return k0 == k; });
+        };
         if (d == m_eventDepth)
-            return std::any_of(std::begin(eventKeys), std::end(eventKeys), [&](const char* k) { return m_key == k; });
+            return in(eventKeys);
         if (d == m_eventDepth + 1 && m_stack.size() == 1) { // directly in args
-            if (m_key == "Input Dims" || m_key == "Input type") {
+            if (k0 == "Input Dims" || k0 == "Input type") {
                 const auto n = m_event.find("name");
                 if (n == m_event.end() || !n->is_string())
                     return true;
@@ -206,14 +222,27 @@ private:
                 return name.rfind("c10d::", 0) == 0 || name.rfind("nccl:", 0) == 0 || name.rfind("gloo:", 0) == 0
                     || name == "record_param_comms";
             }
-            return std::any_of(std::begin(argKeys), std::end(argKeys), [&](const char* k) { return m_key == k; });
+            return in(argKeys);
         }
         return true; // inside a kept value
     }
-    bool number(json v, double d, const std::string& raw)
+    // Whether a scalar here is kept (or checked); the rest is dropped before anything is built.
+    bool wanted() const
     {
-        if (!m_skipDepth && inEvent() && m_depth == m_eventDepth && m_stack.empty()
-            && (m_key == "ts" || m_key == "dur")) {
+        if (m_skipDepth)
+            return false;
+        if (inEvent() && m_stack.size() <= 1)
+            return m_stack.empty() && m_depth != m_eventDepth ? true : keep(m_depth);
+        return true;
+    }
+    bool timeKey() const
+    {
+        return !m_skipDepth && inEvent() && m_depth == m_eventDepth && m_stack.empty() && m_key.size() <= 3
+            && (m_key == std::string_view("ts") || m_key == std::string_view("dur"));
+    }
+    bool time(const std::string& raw, double d)
+    {
+        {
             std::int64_t ns = 0;
             if (!microsToNs(raw, d, ns))
                 fail(m_t.file, where() + "." + m_key, "expected microseconds between -9e15 and 9e15");
@@ -224,7 +253,10 @@ private:
                 fail(m_t.file, where() + ".dur", "expected a non-negative number (microseconds)");
             return true;
         }
-        if (!m_skipDepth && m_depth == 1 && documentIsObject && m_key == "baseTimeNanoseconds") {
+    }
+    bool number(json v, double d)
+    {
+        if (m_depth == 1 && documentIsObject && m_key == "baseTimeNanoseconds") {
             baseNs = v.is_number_integer() && v.get<std::int64_t>() >= 0 ? v.get<std::int64_t>() : std::llround(d);
             return true;
         }
@@ -492,8 +524,8 @@ RankTrace readRankTrace(const TorchTraceFile& file, std::uint64_t maxBytes)
         json::sax_parse(file.text, &h);
     } else {
         GzBuffer buffer(openTrace(file.path), file.name, maxBytes);
-        std::istream in(&buffer);
-        json::sax_parse(in, &h);
+        // Buffer iterators, not the istream: the parser reads a character at a time, without a sentry each.
+        json::sax_parse(std::istreambuf_iterator<char>(&buffer), std::istreambuf_iterator<char>(), &h);
     }
     if (h.loomTrace)
         fail(file.name, "otherData.loom_trace", "this is already a Loom trace; open it with loom trace stats");

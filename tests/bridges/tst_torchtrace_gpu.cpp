@@ -77,8 +77,8 @@ private slots:
             << "ncclBroadcastRingLLKernel_copy_i8" << QString() << "broadcast" << 0ull;
         QTest::newRow("NCCL < 2.8: ncclReduceScatterTreeLL128Kernel_sum_f16")
             << "ncclReduceScatterTreeLL128Kernel_sum_f16" << QString() << "reduce-scatter" << 0ull;
-        QTest::newRow("ncclDevKernel_AllGather") << "ncclDevKernel_AllGather_RING_LL(ncclDevComm*)" << QString()
-                                                 << "all-gather" << 0ull;
+        QTest::newRow("ncclDevKernel_AllGather")
+            << "ncclDevKernel_AllGather_RING_LL(ncclDevComm*)" << QString() << "all-gather" << 0ull;
         QTest::newRow("Generic, record_param_comms all_to_all")
             << "ncclDevKernel_Generic(ncclDevComm*, unsigned long, ncclWork*)" << rpc.arg("all_to_all") << "all-to-all"
             << 4096ull;
@@ -91,12 +91,13 @@ private slots:
                   "Input type": ["long", "long", ""]})"
             << "all-to-all" << 3072ull;
         QTest::newRow("Generic, nccl:_reduce_scatter_base annotation")
-            << "ncclDevKernel_Generic" << R"("cat": "user_annotation", "name": "nccl:_reduce_scatter_base")"
+            << "ncclDevKernel_Generic"
+            << R"("cat": "user_annotation", "name": "nccl:_reduce_scatter_base")"
             << "reduce-scatter" << 0ull;
         QTest::newRow("Generic alone: communication of no known kind")
             << "ncclDevKernel_Generic" << QString() << "collective" << 0ull;
-        QTest::newRow("SendRecv alone: not a send") << "ncclKernel_SendRecv_RING_SIMPLE" << QString() << "collective"
-                                                    << 0ull;
+        QTest::newRow("SendRecv alone: not a send")
+            << "ncclKernel_SendRecv_RING_SIMPLE" << QString() << "collective" << 0ull;
         QTest::newRow("RCCL's rccl name through HTA's nccl pattern")
             << "ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)" << rpc.arg("allgather") << "all-gather"
             << 4096ull;
@@ -165,8 +166,8 @@ private slots:
     {
         QFETCH(QString, second);
         QFETCH(QString, message);
-        QCOMPARE(QString::fromStdString(
-                     refusal({ { "a.json", rankTrace({ { "gemm", "" } }, 0, 2), {} }, { "b.json", second.toStdString(), {} } })),
+        QCOMPARE(QString::fromStdString(refusal({ { "a.json", rankTrace({ { "gemm", "" } }, 0, 2), {} },
+                     { "b.json", second.toStdString(), {} } })),
             message);
     }
 
