@@ -174,7 +174,7 @@ std::vector<std::size_t> TimelineView::displayOrder() const
         order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&rows](std::size_t a, std::size_t b) {
         const auto key = [](const TimelineData::Row& r) {
-            return std::tuple(r.stage < 0 ? INT32_MAX : r.stage, r.rank, int(r.lane));
+            return std::tuple(r.stage < 0 ? INT32_MAX : r.stage, r.rank, r.stream >= 0 ? 2 + r.stream : int(r.lane));
         };
         return key(rows[a]) < key(rows[b]);
     });
@@ -440,7 +440,8 @@ void TimelineView::paintEvent(QPaintEvent*)
         const QRectF labelBox(0, top, kLabelWidth - 4, h);
         p.fillRect(QRectF(0, top, kLabelWidth, h + 2), pal.color(QPalette::Window));
         p.setPen(pal.color(QPalette::Text));
-        const QString label = row.lane == trace::Lane::Compute
+        const QString label = row.stream >= 0 ? tr("rank %1 · stream %2").arg(row.rank).arg(row.stream)
+            : row.lane == trace::Lane::Compute
             ? (row.stage >= 0 ? tr("rank %1 · stage %2").arg(row.rank).arg(row.stage) : tr("rank %1").arg(row.rank))
             : tr("comm");
         p.drawText(labelBox.adjusted(6, 0, 0, 0),
