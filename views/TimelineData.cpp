@@ -75,30 +75,58 @@ void TimelineData::remix(Row& r, std::size_t from)
     }
 }
 
-int TimelineData::rowIndex(std::int32_t rank, trace::Lane lane) const
+namespace {
+
+// Rows are ordered by (rank, slot): the host's compute lane, its comm lane, then one row per device stream.
+int slotOf(const TimelineData::Row& r)
 {
-    const auto it = std::lower_bound(m_rows.begin(), m_rows.end(), std::pair { rank, int(lane) },
-        [](const Row& r, const std::pair<std::int32_t, int>& key) {
-            return std::pair { r.rank, int(r.lane) } < key;
-        });
-    return it != m_rows.end() && it->rank == rank && it->lane == lane ? int(it - m_rows.begin()) : -1;
+    return r.stream >= 0 ? 2 + r.stream : int(r.lane);
+}
+int slotOf(const trace::TraceEvent& e)
+{
+    return e.stream >= 0 ? 2 + e.stream : int(e.lane);
 }
 
-TimelineData::Row& TimelineData::rowFor(std::int32_t rank, trace::Lane lane)
+std::vector<TimelineData::Row>::const_iterator findRow(
+    const std::vector<TimelineData::Row>& rows, std::int32_t rank, int slot)
 {
-    // Rows stay ordered by rank, the compute lane above the comm lane.
-    const auto it = std::lower_bound(m_rows.begin(), m_rows.end(), std::pair { rank, int(lane) },
-        [](const Row& r, const std::pair<std::int32_t, int>& key) {
-            return std::pair { r.rank, int(r.lane) } < key;
+    const auto it = std::lower_bound(rows.begin(), rows.end(), std::pair { rank, slot },
+        [](const TimelineData::Row& r, const std::pair<std::int32_t, int>& key) {
+            return std::pair { r.rank, slotOf(r) } < key;
         });
-    if (it != m_rows.end() && it->rank == rank && it->lane == lane)
+    return it != rows.end() && it->rank == rank && slotOf(*it) == slot ? it : rows.end();
+}
+
+} // namespace
+
+int TimelineData::rowIndex(std::int32_t rank, trace::Lane lane) const
+{
+    const auto it = findRow(m_rows, rank, int(lane));
+    return it == m_rows.end() ? -1 : int(it - m_rows.begin());
+}
+
+int TimelineData::rowOf(const trace::TraceEvent& e) const
+{
+    const auto it = findRow(m_rows, e.rank, slotOf(e));
+    return it == m_rows.end() ? -1 : int(it - m_rows.begin());
+}
+
+TimelineData::Row& TimelineData::rowFor(const trace::TraceEvent& e)
+{
+    const int slot = slotOf(e);
+    const auto it = std::lower_bound(m_rows.begin(), m_rows.end(), std::pair { e.rank, slot },
+        [](const Row& r, const std::pair<std::int32_t, int>& key) {
+            return std::pair { r.rank, slotOf(r) } < key;
+        });
+    if (it != m_rows.end() && it->rank == e.rank && slotOf(*it) == slot)
         return *it;
     Row r;
-    r.rank = rank;
-    r.lane = lane;
+    r.rank = e.rank;
+    r.lane = e.lane; // a device stream's row draws as the lane of its first event
+    r.stream = e.stream;
     r.mixSum.assign(1, Mix {});
     for (const Row& o : m_rows)
-        if (o.rank == rank && o.stage >= 0)
+        if (o.rank == e.rank && o.stage >= 0)
             r.stage = o.stage;
     return *m_rows.insert(it, std::move(r));
 }
@@ -109,7 +137,7 @@ bool TimelineData::appendsInOrder(const std::vector<trace::TraceEvent>& events) 
     for (std::size_t i = 0; i < m_rows.size(); ++i)
         lastStart[i] = m_rows[i].start.empty() ? INT64_MIN : m_rows[i].start.back();
     for (const auto& e : events) {
-        const int r = rowIndex(e.rank, e.lane);
+        const int r = rowOf(e);
         if (r < 0 || e.startNs < lastStart[std::size_t(r)])
             return false;
         lastStart[std::size_t(r)] = e.startNs;
@@ -133,7 +161,7 @@ void TimelineData::append(const std::vector<trace::TraceEvent>& events)
             m_firstStep = m_firstStep < 0 ? e.step : std::min(m_firstStep, e.step);
             m_lastStep = std::max(m_lastStep, e.step);
         }
-        Row& r = rowFor(e.rank, e.lane);
+        Row& r = rowFor(e);
         if (e.stage >= 0 && (e.kind == trace::EventKind::Forward || e.kind == trace::EventKind::Backward)
             && (r.stage < 0 || e.stage < r.stage)) {
             r.stage = e.stage;

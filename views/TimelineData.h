@@ -24,6 +24,7 @@ public:
     struct Row {
         std::int32_t rank = -1;
         trace::Lane lane = trace::Lane::Compute;
+        std::int32_t stream = -1; // an imported GPU trace's device stream (its own row), -1 for the host lanes
         std::int32_t stage = -1; // the rank's pipeline stage when known
         std::vector<std::uint32_t> events; // indexes into events(), sorted by start
         std::vector<std::int64_t> start; // start[i], end[i]: of events[i], kept contiguous for the hot loops
@@ -41,6 +42,8 @@ public:
     void addGroups(const std::vector<trace::GroupInfo>& groups);
     // The row of (rank, lane), or -1.
     int rowIndex(std::int32_t rank, trace::Lane lane) const;
+    // The row of an event: its rank's host lane, or its device stream's row; -1 when none yet.
+    int rowOf(const trace::TraceEvent& e) const;
     // Whether append(events) would only add rows' tails in order, to existing rows (no new row, no re-sort).
     bool appendsInOrder(const std::vector<trace::TraceEvent>& events) const;
 
@@ -66,7 +69,7 @@ public:
 private:
     void reindex(Row& row, std::size_t from);
     void remix(Row& row, std::size_t from);
-    Row& rowFor(std::int32_t rank, trace::Lane lane);
+    Row& rowFor(const trace::TraceEvent& e);
 
     std::vector<trace::TraceEvent> m_events;
     std::vector<trace::GroupInfo> m_groups;

@@ -52,7 +52,7 @@ void TimelineModel::append(const std::vector<trace::TraceEvent>& events)
     // Group by lane (keeping order) so each lane gets one insertion.
     std::vector<std::vector<trace::TraceEvent>> byRow(m_data.rows().size());
     for (const auto& e : events)
-        byRow[std::size_t(m_data.rowIndex(e.rank, e.lane))].push_back(e);
+        byRow[std::size_t(m_data.rowOf(e))].push_back(e);
     for (std::size_t r = 0; r < byRow.size(); ++r) {
         if (byRow[r].empty())
             continue;
@@ -105,8 +105,9 @@ QVariant TimelineModel::data(const QModelIndex& index, int role) const
     if (index.internalId() == 0) {
         const auto& lane = m_data.rows()[std::size_t(index.row())];
         if (role == Qt::DisplayRole && index.column() == Name)
-            return lane.lane == trace::Lane::Compute ? tr("rank %1 compute").arg(lane.rank)
-                                                     : tr("rank %1 comm").arg(lane.rank);
+            return lane.stream >= 0                 ? tr("rank %1 stream %2").arg(lane.rank).arg(lane.stream)
+                : lane.lane == trace::Lane::Compute ? tr("rank %1 compute").arg(lane.rank)
+                                                    : tr("rank %1 comm").arg(lane.rank);
         if (role == Qt::DisplayRole && index.column() == Stage)
             return lane.stage;
         return {};

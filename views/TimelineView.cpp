@@ -403,7 +403,7 @@ std::vector<std::size_t> TimelineView::displayOrder() const
         const auto key = [&](std::size_t i) {
             const auto& r = rows[i];
             const int g = m_grouping == Grouping::None ? r.stage : groups[i];
-            return std::tuple(g < 0 ? INT32_MAX : g, r.rank, int(r.lane));
+            return std::tuple(g < 0 ? INT32_MAX : g, r.rank, r.stream >= 0 ? 2 + r.stream : int(r.lane));
         };
         return key(a) < key(b);
     });

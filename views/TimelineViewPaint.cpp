@@ -312,7 +312,8 @@ void TimelineView::paintLabel(QPainter& p, const Track& t)
     const QRectF labelBox(0, top, labelWidth() - 4, t.height);
     p.fillRect(QRectF(0, top, labelWidth(), t.height + 2), pal.color(QPalette::Window));
     p.setPen(pal.color(QPalette::Text));
-    QString label = row.lane == trace::Lane::Compute
+    QString label = row.stream >= 0 ? tr("rank %1 · stream %2").arg(row.rank).arg(row.stream)
+        : row.lane == trace::Lane::Compute
         ? (row.stage >= 0 ? tr("rank %1 · stage %2").arg(row.rank).arg(row.stage) : tr("rank %1").arg(row.rank))
         : tr("comm");
     if (t.pin)

@@ -3,12 +3,15 @@
 
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
+#include "engine/trace/DeviceStats.h"
 #include "engine/trace/TraceStats.h"
 
 #include <QFileInfo>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <optional>
 
@@ -23,6 +26,61 @@ std::string fmt(double v, const char* f = "%.3f")
     return buf;
 }
 
+// The ProfilerStep ranges that loom trace import keeps in otherData.imported.profiler_steps.
+std::vector<trace::ProfilerStepRange> profilerSteps(const nlohmann::json& meta)
+{
+    std::vector<trace::ProfilerStepRange> out;
+    if (!meta.is_object() || !meta.contains("imported") || !meta["imported"].is_object())
+        return out;
+    const auto& list = meta["imported"].value("profiler_steps", nlohmann::json::array());
+    if (!list.is_array())
+        return out;
+    for (const auto& s : list) {
+        if (!s.is_object() || !s.value("rank", nlohmann::json()).is_number_integer()
+            || !s.value("step", nlohmann::json()).is_number_integer()
+            || !s.value("start_ns", nlohmann::json()).is_number_integer()
+            || !s.value("end_ns", nlohmann::json()).is_number_integer())
+            continue;
+        trace::ProfilerStepRange r;
+        r.rank = static_cast<std::int32_t>(std::clamp<std::int64_t>(s["rank"].get<std::int64_t>(), -1, 1 << 24));
+        r.step = static_cast<std::int32_t>(std::clamp<std::int64_t>(s["step"].get<std::int64_t>(), -1, INT32_MAX));
+        r.startNs = s["start_ns"].get<std::int64_t>();
+        r.endNs = s["end_ns"].get<std::int64_t>();
+        if (r.rank >= 0 && r.step >= 0 && r.endNs >= r.startNs)
+            out.push_back(r);
+    }
+    return out;
+}
+
+nlohmann::ordered_json deviceJson(const trace::DeviceStats& d)
+{
+    auto ranks = nlohmann::ordered_json::array();
+    for (const auto& r : d.perRank)
+        ranks.push_back({ { "rank", r.rank }, { "idle_pct", r.idlePct }, { "compute_pct", r.computePct },
+            { "non_compute_pct", r.nonComputePct },
+            { "overlap_pct", r.overlapPct < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(r.overlapPct) },
+            { "kernel_time_s", double(r.kernelNs) * 1e-9 }, { "idle_s", double(r.idleNs) * 1e-9 },
+            { "compute_s", double(r.computeNs) * 1e-9 }, { "non_compute_s", double(r.nonComputeNs) * 1e-9 },
+            { "steps", r.steps } });
+    return ranks;
+}
+
+void deviceTable(std::ostream& out, const trace::DeviceStats& d)
+{
+    if (d.perRank.empty())
+        return;
+    out << "  GPU time per rank (HTA's temporal breakdown and overlap, "
+        << (d.allSteps ? "all profiler steps" : "the profiler steps but the last") << "):\n"
+        << "    rank    idle %  compute %  non-compute %  overlap %\n";
+    for (const auto& r : d.perRank)
+        out << "    " << fmt(r.rank, "%4.0f") << "  " << fmt(r.idlePct, "%8.2f") << "  " << fmt(r.computePct, "%9.2f")
+            << "  " << fmt(r.nonComputePct, "%13.2f") << "  "
+            << (r.overlapPct < 0 ? std::string("        -") : fmt(r.overlapPct, "%9.2f")) << "\n";
+    out << "  GPU kernel types (all ranks):\n";
+    for (const auto& k : d.kernelTypes)
+        out << "    " << k.type << ": " << fmt(double(k.ns) * 1e-6, "%.3f") << " ms, " << fmt(k.pct, "%.1f") << " %\n";
+}
+
 } // namespace
 
 int traceCommand(CliContext& context, const QStringList& argsIn)
@@ -31,9 +89,11 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
         return traceImportCommand(context, argsIn.mid(1));
     QStringList args = argsIn;
     const bool json = args.removeAll(QStringLiteral("--json")) > 0;
+    const bool allSteps = args.removeAll(QStringLiteral("--all-steps")) > 0;
     if (args.size() != 2 || args[0] != QLatin1String("stats")) {
-        context.err << "usage: loom trace stats TRACE.json [--json]\n       loom trace import FILE... [--layout "
-                       "LAYOUT.json] [--out TRACE.json]\n";
+        context.err
+            << "usage: loom trace stats TRACE.json [--json] [--all-steps]\n       loom trace import FILE... [--layout "
+               "LAYOUT.json] [--out TRACE.json]\n";
         return ExitUsage;
     }
     if (!QFileInfo(args[1]).isFile()) {
@@ -70,7 +130,15 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
         for (const auto& e : events)
             c.pp = std::max<std::int64_t>(c.pp, e.stage + 1);
     }
-    const trace::TraceStats s = trace::computeStats(events, c);
+    trace::TraceStats s = trace::computeStats(events, c);
+    // Imported traces: step time from the ProfilerStep#N ranges, GPU time per rank as HTA computes it.
+    const auto steps = profilerSteps(meta);
+    if (const double stepSeconds = trace::profilerStepSeconds(steps); stepSeconds > 0) {
+        s.stepSeconds = stepSeconds;
+        s.tokensPerSecond = double(c.tokensPerStep) / stepSeconds;
+        s.flops = trace::throughput(c.modelFlopsPerStep, c.hardwareFlopsPerStep, stepSeconds, c.devices, c.peakTflops);
+    }
+    const trace::DeviceStats device = trace::computeDeviceStats(events, steps, allSteps);
     // Throughput against the cluster profile's peak, computed in engine/trace from plan::stepFlops (the
     // context carries them when the trace names its layout): MFU from model FLOPs, HFU from hardware FLOPs.
     const trace::Throughput& rate = s.flops;
@@ -90,12 +158,17 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
             coll.push_back(
                 { { "kind", cs.kind }, { "algorithm", cs.algorithm }, { "count", cs.count }, { "bytes", cs.bytes },
                     { "seconds", cs.seconds }, { "algbw_gbps", cs.algbwGBs }, { "busbw_gbps", cs.busbwGBs } });
+        auto kinds = nlohmann::ordered_json::array();
+        for (const auto& k : device.kernelTypes)
+            kinds.push_back({ { "type", k.type }, { "seconds", double(k.ns) * 1e-9 }, { "pct", k.pct } });
         context.out << nlohmann::ordered_json(
             { { "ranks", s.ranks }, { "steps", s.steps }, { "step_time_s", s.stepSeconds },
                 { "tokens_per_s", s.tokensPerSecond }, { "overlap", s.overlap }, { "tflops_per_gpu", tflopsPerGpu },
                 { "mfu", mfu }, { "hardware_tflops_per_gpu", rate.hardwareTflopsPerDevice }, { "hfu", rate.hfu },
-                { "memory_high_water_gb", memoryGB }, { "stages", stages }, { "collectives", coll } })
-                           .dump(2)
+                { "memory_high_water_gb", memoryGB }, { "stages", stages }, { "collectives", coll },
+                { "per_rank", deviceJson(device) }, { "kernel_types", kinds },
+                { "window", allSteps ? "all profiler steps" : "profiler steps but the last" } })
+                           .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
                     << "\n";
         return ExitOk;
     }
@@ -122,6 +195,7 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
         context.out << "  stage " << st.stage << ": bubble " << fmt(100 * st.bubbleFraction, "%.1f")
                     << " % of the pipeline phase"
                     << " (closed form " << fmt(100 * st.bubbleTheory, "%.1f") << " %: (p-1)/(v·m+p-1))\n";
+    deviceTable(context.out, device);
     for (const auto& cs : s.collectives)
         context.out << "  " << cs.kind << " (" << cs.algorithm << "): " << cs.count << " calls, " << cs.bytes
                     << " bytes, " << fmt(cs.seconds * 1e3, "%.2f") << " ms; algbw " << fmt(cs.algbwGBs)

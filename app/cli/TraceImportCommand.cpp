@@ -19,24 +19,10 @@ namespace loom::app {
 
 namespace {
 
-const char* kUsage = "usage: loom trace import FILE... [--layout LAYOUT.json] [--out TRACE.json]\n"
-                     "  FILE: a PyTorch profiler trace (torch.profiler export_chrome_trace), one per rank\n";
-
-std::string readWhole(const QString& path)
-{
-    QFile file(path);
-    if (!file.exists())
-        throw trace::TorchTraceError(path.toStdString() + ": does not exist; check the path");
-    if (static_cast<std::size_t>(file.size()) > trace::kMaxTorchTraceBytes)
-        throw trace::TorchTraceError(
-            path.toStdString() + ": " + std::to_string(file.size()) + " bytes: larger than the 1 GiB that Loom reads");
-    if (!file.open(QIODevice::ReadOnly))
-        throw trace::TorchTraceError(path.toStdString() + ": cannot be opened: " + file.errorString().toStdString());
-    const QByteArray bytes = file.readAll();
-    if (bytes.startsWith("\x1f\x8b"))
-        throw trace::TorchTraceError(path.toStdString() + ": gzip-compressed; expected JSON text (gunzip it first)");
-    return std::string(bytes.constData(), static_cast<std::size_t>(bytes.size()));
-}
+const char* kUsage
+    = "usage: loom trace import FILE... [--layout LAYOUT.json] [--out TRACE.json]\n"
+      "  FILE: a PyTorch profiler trace (torch.profiler export_chrome_trace, .json or .json.gz), one per\n"
+      "        rank; \"-\" reads standard input\n";
 
 // Recorded groups whose ranks are one of the layout's TP, PP or DP groups take that name and kind.
 void nameGroups(std::vector<trace::GroupInfo>& groups, const plan::RankGrid& grid)
@@ -64,8 +50,8 @@ void nameGroups(std::vector<trace::GroupInfo>& groups, const plan::RankGrid& gri
 ImportedTrace importTraceFiles(const QStringList& files, const std::optional<plan::Layout>& layout)
 {
     std::vector<trace::TorchTraceFile> inputs;
-    for (const auto& f : files)
-        inputs.push_back({ f.toStdString(), readWhole(f) });
+    for (const auto& f : files) // streamed from the file (plain or gzip), a regular file or "-" only
+        inputs.push_back({ f.toStdString(), std::string(), f.toStdString() });
     trace::TorchImportOptions options;
     std::optional<plan::RankGrid> grid;
     if (layout) {
@@ -89,6 +75,11 @@ ImportedTrace importTraceFiles(const QStringList& files, const std::optional<pla
             { { "from", "PyTorch profiler" }, { "form", out.import.form }, { "files", names },
                 { "ranks", out.import.ranks }, { "steps", out.import.steps }, { "lacks", out.import.lacks },
                 { "notes", out.import.notes } } } };
+    auto steps = nlohmann::ordered_json::array(); // what loom trace stats times steps and HTA's window by
+    for (const auto& st : out.import.profilerSteps)
+        steps.push_back(
+            { { "rank", st.rank }, { "step", st.step }, { "start_ns", st.startNs }, { "end_ns", st.endNs } });
+    other["imported"]["profiler_steps"] = steps;
     if (layout)
         other["layout"] = nlohmann::ordered_json::parse(plan::writeLayout(*layout));
     out.otherData = other.dump();
@@ -98,13 +89,16 @@ ImportedTrace importTraceFiles(const QStringList& files, const std::optional<pla
 std::string describeImport(const ImportedTrace& imported, const QStringList& files)
 {
     const auto& i = imported.import;
-    std::size_t compute = 0, comm = 0;
-    for (const auto& e : i.events)
+    std::size_t compute = 0, comm = 0, device = 0;
+    for (const auto& e : i.events) {
         (e.lane == trace::Lane::Comm ? comm : compute) += 1;
+        device += e.stream >= 0 ? 1 : 0;
+    }
     std::string s = "imported " + std::to_string(files.size()) + " PyTorch profiler trace"
         + (files.size() == 1 ? "" : "s") + " (" + i.form + "): " + std::to_string(i.ranks) + " ranks, "
         + std::to_string(i.steps) + " steps, " + std::to_string(compute) + " compute and " + std::to_string(comm)
-        + " communication events\n";
+        + " communication events" + (device ? " (" + std::to_string(device) + " on GPU streams)" : std::string())
+        + "\n";
     for (const auto& n : i.notes)
         s += "  note: " + n + "\n";
     for (const auto& l : i.lacks)
@@ -121,7 +115,7 @@ int traceImportCommand(CliContext& context, const QStringList& args)
             out = args[++i];
         else if (args[i] == QLatin1String("--layout") && i + 1 < args.size())
             layoutFile = args[++i];
-        else if (!args[i].startsWith(QLatin1String("--")))
+        else if (!args[i].startsWith(QLatin1String("--")) || args[i] == QLatin1String("-"))
             files << args[i];
         else {
             context.err << "loom trace import: unexpected argument \"" << args[i].toStdString() << "\"\n" << kUsage;

@@ -33,6 +33,9 @@ std::string jsonQuoted(const std::string& s)
     return out + "\"";
 }
 
+// Device streams are threads kStreamTid + stream, after the host's compute (0) and comm (1) threads.
+constexpr std::int64_t kStreamTid = 100;
+
 std::string microseconds(std::int64_t ns)
 {
     char buf[32];
@@ -52,8 +55,16 @@ void writeChromeTrace(std::ostream& out, const std::vector<TraceEvent>& events, 
         first = false;
     };
     std::set<std::int32_t> ranks;
-    for (const auto& e : events)
+    std::set<std::pair<std::int32_t, std::int32_t>> streams;
+    for (const auto& e : events) {
         ranks.insert(e.rank);
+        if (e.stream >= 0)
+            streams.emplace(e.rank, e.stream);
+    }
+    for (const auto& [r, stream] : streams) // imported GPU work: one lane per device stream
+        line("{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " + std::to_string(r)
+            + ", \"tid\": " + std::to_string(kStreamTid + stream) + ", \"args\": {\"name\": \"stream "
+            + std::to_string(stream) + "\"}}");
     for (auto r : ranks) {
         line("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " + std::to_string(r)
             + ", \"args\": {\"name\": \"rank " + std::to_string(r) + "\"}}");
@@ -72,6 +83,8 @@ void writeChromeTrace(std::ostream& out, const std::vector<TraceEvent>& events, 
             + std::to_string(e.groupSize) + ", \"algorithm\": " + jsonQuoted(std::string(toString(e.algorithm)))
             + ", \"codec\": " + jsonQuoted(e.codec)
             + ", \"source\": " + jsonQuoted(e.source == EventSource::Measured ? "measured" : "simulated");
+        if (e.stream >= 0)
+            args += ", \"stream\": " + std::to_string(e.stream);
         if (e.group >= 0 && static_cast<std::size_t>(e.group) < groups.size())
             args += ", \"group_name\": " + jsonQuoted(groups[static_cast<std::size_t>(e.group)].name);
         std::string name = std::string(toString(e.kind));
@@ -79,7 +92,10 @@ void writeChromeTrace(std::ostream& out, const std::vector<TraceEvent>& events, 
             && (e.kind == EventKind::Forward || e.kind == EventKind::Backward || e.kind == EventKind::Recompute))
             name += " mb" + std::to_string(e.microBatch);
         line("{\"ph\": \"X\", \"name\": " + jsonQuoted(name) + ", \"cat\": " + jsonQuoted(std::string(toString(e.lane)))
-            + ", \"pid\": " + std::to_string(e.rank) + ", \"tid\": " + (e.lane == Lane::Compute ? "0" : "1")
+            + ", \"pid\": " + std::to_string(e.rank) + ", \"tid\": "
+            + (e.stream >= 0                  ? std::to_string(kStreamTid + e.stream)
+                    : e.lane == Lane::Compute ? "0"
+                                              : "1")
             + ", \"ts\": " + microseconds(e.startNs) + ", \"dur\": " + microseconds(e.endNs - e.startNs)
             + ", \"args\": {" + args + "}}");
     }
@@ -99,7 +115,7 @@ using nlohmann::json;
 
 std::optional<EventKind> kindFromName(const std::string& name)
 {
-    for (int k = 0; k <= static_cast<int>(EventKind::AllToAll); ++k)
+    for (int k = 0; k <= static_cast<int>(EventKind::Collective); ++k)
         if (name == toString(static_cast<EventKind>(k)))
             return static_cast<EventKind>(k);
     return std::nullopt;
@@ -188,6 +204,9 @@ struct EventReader {
         }
         e.codec = text(a, "codec", "");
         e.source = text(a, "source", "measured") == "simulated" ? EventSource::Simulated : EventSource::Measured;
+        e.stream = static_cast<std::int32_t>(integer(a, "stream", -1, -1, i32, "args."));
+        if (e.stream >= 0) // a device stream's lane is its own thread: the kind says compute or communication
+            e.lane = laneOf(e.kind);
         const std::string algorithm = text(a, "algorithm", "none");
         for (int k = 0; k <= static_cast<int>(Algorithm::SharedMemory); ++k)
             if (algorithm == toString(static_cast<Algorithm>(k)))

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "engine/trace/DeviceStats.h"
 #include "engine/trace/TraceEvent.h"
 
 #include <cstddef>
@@ -16,6 +17,7 @@ namespace loom::trace {
 struct TorchTraceFile {
     std::string name; // for messages
     std::string text;
+    std::string path; // read from here (streamed; .json or .json.gz) when `text` is empty; "-": standard input
 };
 
 struct TorchImportOptions {
@@ -30,6 +32,7 @@ struct TorchImport {
     std::vector<GroupInfo> groups; // id == index
     std::int32_t ranks = 0;
     std::int32_t steps = 0;
+    std::vector<ProfilerStepRange> profilerSteps; // each rank's ProfilerStep#N ranges, on the events' clock
     std::string form; // "kineto" or "event list"
     std::vector<std::string> lacks;
     std::vector<std::string> notes;
@@ -44,9 +47,14 @@ public:
 
 constexpr std::size_t kMaxTorchTraceBytes = std::size_t(1) << 30;
 constexpr int kMaxTorchTraceDepth = 64;
+// What is read of one streamed file (after decompression): memory holds its events, not its text.
+constexpr std::uint64_t kMaxTorchTraceStreamBytes = std::uint64_t(4) << 30;
 
 // Ranks come from each file's distributedInfo.rank, else from the order of `files`. Steps from the
-// ProfilerStep#N ranges; compute from forward and backward ranges (record_function annotations such as
+// ProfilerStep#N ranges. GPU traces: the device's kernels, copies and sets on their streams, each linked to
+// its launch by `correlation` (its step is the launch's; collectives take kind, bytes, dtype and group
+// from the record_param_comms / nccl: / c10d:: op around the launch). Host-only traces: compute from
+// forward and backward ranges (record_function annotations such as
 // "forward mb 0", module forwards such as "DistributedDataParallel.forward", the autograd engine's backward
 // functions); communication from the process group's own ops (gloo:all_reduce, nccl:send, ...), NCCL
 // kernels on GPU streams, and record_param_comms (kind, bytes and group where recorded). Clocks: Kineto's

@@ -14,11 +14,6 @@ namespace loom::trace::torch {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& file, const std::string& field, const std::string& expected)
-{
-    throw TorchTraceError(file + ": " + field + ": " + expected);
-}
-
 std::string text(const nlohmann::json& j, const char* key)
 {
     const auto it = j.find(key);
@@ -49,9 +44,13 @@ std::int64_t integer(const nlohmann::json& args, const char* key, std::int64_t f
 
 int dtypeBytes(const std::string& dtype)
 {
-    static const std::map<std::string, int> sizes = { { "Float", 4 }, { "Half", 2 }, { "BFloat16", 2 }, { "Double", 8 },
-        { "Long", 8 }, { "Int", 4 }, { "Short", 2 }, { "Char", 1 }, { "Byte", 1 }, { "Bool", 1 },
-        { "Float8_e4m3fn", 1 }, { "Float8_e5m2", 1 } };
+    // record_param_comms writes c10's names ("Float"), ops' Input type the C++ ones ("float", "c10::Half").
+    static const std::map<std::string, int> sizes
+        = { { "Float", 4 }, { "Half", 2 }, { "BFloat16", 2 }, { "Double", 8 }, { "Long", 8 }, { "Int", 4 },
+              { "Short", 2 }, { "Char", 1 }, { "Byte", 1 }, { "Bool", 1 }, { "Float8_e4m3fn", 1 }, { "Float8_e5m2", 1 },
+              { "float", 4 }, { "double", 8 }, { "c10::Half", 2 }, { "c10::BFloat16", 2 }, { "long int", 8 },
+              { "long", 8 }, { "int", 4 }, { "short int", 2 }, { "short", 2 }, { "signed char", 1 },
+              { "unsigned char", 1 }, { "bool", 1 }, { "c10::Float8_e4m3fn", 1 }, { "c10::Float8_e5m2", 1 } };
     const auto it = sizes.find(dtype);
     return it == sizes.end() ? 0 : it->second;
 }
@@ -74,26 +73,6 @@ std::vector<std::int32_t> rankList(const std::string& s)
     return ranks;
 }
 
-CommArgs commArgs(const nlohmann::json& args)
-{
-    CommArgs c;
-    if (!args.is_object() || !args.contains("Collective name"))
-        return c;
-    c.present = true;
-    c.collective = text(args, "Collective name");
-    const std::int64_t in = integer(args, "In msg nelems", 0), out = integer(args, "Out msg nelems", 0);
-    c.bytes = static_cast<std::uint64_t>(std::max<std::int64_t>({ in, out, 0 })) * dtypeBytes(text(args, "dtype"));
-    c.groupSize = static_cast<std::int32_t>(integer(args, "Group size", 0));
-    c.groupRanks = rankList(text(args, "Process Group Ranks"));
-    c.groupName = text(args, "Process Group Name");
-    const std::string desc = text(args, "Process Group Description");
-    if (!desc.empty() && desc != "undefined")
-        c.groupName += (c.groupName.empty() ? "" : ":") + desc;
-    const std::int64_t src = integer(args, "Src Rank", -1), dst = integer(args, "Dst Rank", -1);
-    c.peer = static_cast<std::int32_t>(dst >= 0 ? dst : src);
-    return c;
-}
-
 std::string normalised(const std::string& name)
 {
     std::string n;
@@ -106,160 +85,183 @@ std::string normalised(const std::string& name)
     return n;
 }
 
-// "ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)" or "ncclKernel_AllGather_RING_LL_Sum_int8_t" -> "AllGather".
-std::string ncclKernelCollective(const std::string& name)
+// Bytes of an op's tensors from Input Dims × Input type (the first tensor argument: what a collective sends).
+std::uint64_t tensorBytes(const nlohmann::json& args)
 {
-    const auto at = name.find("Kernel_");
-    if (name.rfind("nccl", 0) != 0 || at == std::string::npos)
-        return {};
-    const auto from = at + 7;
-    return name.substr(from, name.find_first_of("_(", from) - from);
+    const auto dims = args.find("Input Dims"), types = args.find("Input type");
+    if (dims == args.end() || types == args.end() || !dims->is_array() || !types->is_array())
+        return 0;
+    for (std::size_t i = 0; i < dims->size() && i < types->size(); ++i) {
+        const auto& d = (*dims)[i];
+        const int size = (*types)[i].is_string() ? dtypeBytes((*types)[i].get<std::string>()) : 0;
+        if (!d.is_array() || d.empty() || size == 0)
+            continue;
+        std::uint64_t n = 1;
+        for (const auto& x : d) {
+            if (!x.is_number_integer() || x.get<std::int64_t>() < 0 || x.get<std::int64_t>() > (std::int64_t(1) << 40))
+                return 0;
+            n *= static_cast<std::uint64_t>(x.get<std::int64_t>());
+            if (n > (std::uint64_t(1) << 50))
+                return 0;
+        }
+        return n * static_cast<std::uint64_t>(size);
+    }
+    return 0;
 }
 
 } // namespace
 
+// What an event's args say about a collective: record_param_comms' own fields, else for a c10d:: / nccl: /
+// gloo: op its name and the size of its first tensor.
+CommArgs commArgsOf(const nlohmann::json& args, const std::string& name)
+{
+    CommArgs c;
+    if (!args.is_object())
+        return c;
+    if (args.contains("Collective name")) {
+        c.present = true;
+        c.collective = text(args, "Collective name");
+        const std::int64_t in = integer(args, "In msg nelems", 0), out = integer(args, "Out msg nelems", 0);
+        c.dtype = text(args, "dtype");
+        c.bytes = static_cast<std::uint64_t>(std::max<std::int64_t>({ in, out, 0 })) * dtypeBytes(c.dtype);
+        c.groupSize = static_cast<std::int32_t>(std::clamp<std::int64_t>(integer(args, "Group size", 0), 0, 1 << 24));
+        c.groupRanks = rankList(text(args, "Process Group Ranks"));
+        c.groupName = text(args, "Process Group Name");
+        const std::string desc = text(args, "Process Group Description");
+        if (!desc.empty() && desc != "undefined")
+            c.groupName += (c.groupName.empty() ? "" : ":") + desc;
+        const std::int64_t src = integer(args, "Src Rank", -1), dst = integer(args, "Dst Rank", -1);
+        c.peer = static_cast<std::int32_t>(std::clamp<std::int64_t>(dst >= 0 ? dst : src, -1, 1 << 24));
+        return c;
+    }
+    const auto colon = name.find(':');
+    if (name.rfind("c10d::", 0) == 0)
+        c.collective = name.substr(6);
+    else if (colon != std::string::npos && name.find("::") == std::string::npos
+        && (name.rfind("nccl:", 0) == 0 || name.rfind("gloo:", 0) == 0 || name.rfind("mpi:", 0) == 0
+            || name.rfind("ucc:", 0) == 0))
+        c.collective = name.substr(colon + 1);
+    if (!c.collective.empty()) {
+        while (!c.collective.empty() && c.collective.back() == '_') // c10d::allreduce_
+            c.collective.pop_back();
+        c.bytes = tensorBytes(args);
+        const auto types = args.find("Input type");
+        if (types != args.end() && types->is_array() && !types->empty() && (*types)[0].is_string())
+            c.dtype = (*types)[0].get<std::string>();
+    }
+    return c;
+}
+
 std::optional<EventKind> collectiveKind(const std::string& name)
 {
-    static const std::map<std::string, EventKind> kinds = { { "allreduce", EventKind::AllReduce },
-        { "reducescatter", EventKind::ReduceScatter }, { "allgather", EventKind::AllGather },
-        { "broadcast", EventKind::Broadcast }, { "send", EventKind::Send }, { "recv", EventKind::Recv },
-        { "recvanysource", EventKind::Recv }, { "sendrecv", EventKind::Send }, { "barrier", EventKind::Barrier },
-        { "alltoall", EventKind::AllToAll }, { "alltoallv", EventKind::AllToAll } };
+    static const std::map<std::string, EventKind> kinds
+        = { { "allreduce", EventKind::AllReduce }, { "reducescatter", EventKind::ReduceScatter },
+              { "allgather", EventKind::AllGather }, { "broadcast", EventKind::Broadcast }, { "send", EventKind::Send },
+              { "recv", EventKind::Recv }, { "recvanysource", EventKind::Recv }, { "barrier", EventKind::Barrier },
+              { "alltoall", EventKind::AllToAll }, { "alltoallv", EventKind::AllToAll } };
     const auto it = kinds.find(normalised(name));
     return it == kinds.end() ? std::nullopt : std::optional(it->second);
 }
 
-RankTrace readRankTrace(const TorchTraceFile& file)
+std::string ncclKernelCollective(const std::string& name)
 {
-    RankTrace t;
-    t.file = file.name;
-    if (file.text.size() > kMaxTorchTraceBytes)
-        fail(file.name, std::to_string(file.text.size()) + " bytes", "larger than the 1 GiB that Loom reads");
-    if (!jsonNestingProblem(file.text, kMaxTorchTraceDepth).empty())
-        fail(file.name, "nesting",
-            "deeper than " + std::to_string(kMaxTorchTraceDepth)
-                + " levels; a profiler trace is a list of flat events");
-    const nlohmann::json doc = nlohmann::json::parse(file.text, nullptr, false);
-    if (doc.is_discarded())
-        fail(file.name, "the text",
-            "not JSON; expected a PyTorch profiler trace (a list of events, or an object "
-            "with \"traceEvents\")");
-    const nlohmann::json* events = &doc;
-    double baseUs = 0;
-    if (doc.is_object()) {
-        const auto other = doc.find("otherData");
-        if (other != doc.end() && other->is_object() && other->contains("loom_trace"))
-            fail(file.name, "otherData.loom_trace", "this is already a Loom trace; open it with loom trace stats");
-        const auto list = doc.find("traceEvents");
-        if (list == doc.end() || !list->is_array())
-            fail(file.name, "traceEvents", "missing; expected the list of events of a PyTorch profiler trace");
-        events = &*list;
-        t.kineto = true;
-        if (const auto d = doc.find("distributedInfo"); d != doc.end()) {
-            if (!d->is_object())
-                fail(file.name, "distributedInfo", "expected an object with \"rank\"");
-            if (const auto r = d->find("rank"); r != d->end()) {
-                if (!r->is_number_integer() || r->get<std::int64_t>() < 0 || r->get<std::int64_t>() > 1 << 24)
-                    fail(file.name, "distributedInfo.rank", "expected a non-negative integer");
-                t.rank = r->get<std::int32_t>();
-            }
-        }
-        if (const auto b = doc.find("baseTimeNanoseconds"); b != doc.end() && b->is_number())
-            baseUs = b->get<double>() / 1000.0;
-    } else if (!doc.is_array()) {
-        fail(file.name, "the document", "expected a list of events or an object with \"traceEvents\"");
+    if (name.rfind("nccl", 0) != 0)
+        return {};
+    std::string kind;
+    if (const auto at = name.find("Kernel_");
+        name.rfind("ncclKernel_", 0) == 0 || name.rfind("ncclDevKernel_", 0) == 0) {
+        const auto from = at + 7;
+        kind = name.substr(from, name.find_first_of("_(", from) - from);
+    } else { // NCCL before 2.8: ncclAllReduceRingLLKernel_sum_f32, ncclBroadcastTreeLLKernel_copy_i8
+        std::size_t end = 4;
+        while (end < name.size() && std::isalpha(static_cast<unsigned char>(name[end])))
+            ++end;
+        kind = name.substr(4, end - 4);
+        for (const char* tail : { "Kernel", "LL128", "LL", "Simple", "Ring", "Tree", "CollNet", "NVLS" })
+            for (auto at = kind.find(tail); at != std::string::npos && at > 0; at = kind.find(tail))
+                kind.erase(at);
     }
-    bool pytorch = false;
-    for (std::size_t i = 0; i < events->size(); ++i) {
-        const auto& j = (*events)[i];
-        const std::string where = (t.kineto ? "traceEvents[" : "[") + std::to_string(i) + "]";
-        if (!j.is_object())
-            fail(file.name, where, "expected an event object");
-        const auto ph = j.find("ph");
-        if (ph == j.end() || !ph->is_string())
-            fail(file.name, where + ".ph", "expected the event's phase (a string such as \"X\")");
-        if (*ph != "X")
-            continue;
-        RawEvent e;
-        e.name = text(j, "name");
-        const auto ts = j.find("ts"), dur = j.find("dur");
-        if (ts == j.end() || !ts->is_number())
-            fail(file.name, where + ".ts", "expected a number (microseconds)");
-        if (dur == j.end() || !dur->is_number() || dur->get<double>() < 0)
-            fail(file.name, where + ".dur", "expected a non-negative number (microseconds)");
-        e.startUs = baseUs + ts->get<double>();
-        e.endUs = e.startUs + dur->get<double>();
-        const std::string cat = text(j, "cat");
-        e.kernel = cat == "kernel";
-        e.gpu = e.kernel || cat.rfind("gpu_", 0) == 0;
-        e.thread = text(j, "pid") + "/" + text(j, "tid");
-        if (const auto a = j.find("args"); a != j.end())
-            e.comm = commArgs(*a);
-        if (e.kernel && !e.comm.present)
-            e.comm.collective = ncclKernelCollective(e.name); // the kind only; sizes from record_param_comms
-        pytorch = pytorch || e.name.rfind("aten::", 0) == 0 || e.name.rfind("ProfilerStep#", 0) == 0 || cat == "cpu_op"
-            || cat == "user_annotation" || e.kernel || e.comm.present;
-        t.events.push_back(std::move(e));
-    }
-    if (!pytorch)
-        fail(file.name, t.kineto ? "traceEvents" : "the event list",
-            "no PyTorch profiler events (aten:: ops, ProfilerStep#N ranges, cpu_op or kernel events); expected a "
-            "trace written by torch.profiler");
-    return t;
+    return kind == "SendRecv" || kind == "Generic" ? std::string() : kind;
+}
+
+namespace {
+
+bool startsWith(const std::string& s, const char* p)
+{
+    return s.rfind(p, 0) == 0;
+}
+bool contains(const std::string& s, const char* p)
+{
+    return s.find(p) != std::string::npos;
+}
+
+} // namespace
+
+KernelType kernelType(const std::string& n)
+{
+    // hta/common/types.py: CommunicateKernelGroupingPattern, MemoryKernelGroupingPattern and the inverse of
+    // ComputeKernelGroupingPattern, in that order (Python's re.match: anchored at the start).
+    if (startsWith(n, "nccl") || startsWith(n, "hip") || startsWith(n, "hccl") || contains(n, "ncclKernel"))
+        return KernelType::Communication;
+    if (startsWith(n, "Memcpy") || startsWith(n, "Memset") || startsWith(n, "hipMemcpy") || startsWith(n, "hipMemset")
+        || startsWith(n, "dma"))
+        return KernelType::Memory;
+    const bool launch = startsWith(n, "cuda") && n.find("LaunchKernel", 4) != std::string::npos;
+    const bool excluded = contains(n, "Memcpy") || contains(n, "Memset") || contains(n, "dma") || contains(n, "Sync")
+        || startsWith(n, "Stream Wait Event") || launch || startsWith(n, "runFunction") || startsWith(n, "job_exe")
+        || startsWith(n, "packet") || startsWith(n, "pe_exe") || startsWith(n, "cpum_exe_subgraph")
+        || startsWith(n, "collective_subgraph_execution");
+    return excluded ? KernelType::Other : KernelType::Computation;
 }
 
 std::vector<CommEvent> communication(const RankTrace& trace, std::vector<std::string>& skipped)
 {
-    enum Source { Kernels, Backend, Params };
-    std::vector<CommEvent> found[3];
-    std::vector<std::string> unknown[3];
+    // Host-only traces (gloo, mpi): the backend's own ops time the transfer; record_param_comms, around or
+    // inside the op on the same thread, gives its sizes and group.
+    std::vector<CommEvent> ops, params;
+    std::vector<std::uint32_t> opThread, paramThread;
     for (const auto& e : trace.events) {
-        const auto colon = e.name.find(':');
-        const std::string prefix = colon == std::string::npos ? "" : e.name.substr(0, colon);
-        const bool backendOp = (prefix == "gloo" || prefix == "nccl" || prefix == "mpi" || prefix == "ucc")
-            && e.name.find("::") == std::string::npos;
-        Source source;
-        std::string name;
-        if (e.kernel && !e.comm.collective.empty())
-            source = Kernels, name = e.comm.collective;
-        else if (!e.gpu && backendOp)
-            source = Backend, name = e.name.substr(colon + 1);
-        else if (!e.gpu && e.name == "record_param_comms" && e.comm.present)
-            source = Params, name = e.comm.collective;
-        else
+        if (e.gpu || e.comm < 0)
             continue;
-        if (const auto kind = collectiveKind(name))
-            found[source].push_back({ *kind, e.startUs, e.endUs, e.comm,
-                source == Kernels       ? "NCCL kernels"
-                    : source == Backend ? prefix + " ops"
-                                        : "record_param_comms" });
-        else
-            unknown[source].push_back(name);
+        const CommArgs& c = trace.comms[static_cast<std::size_t>(e.comm)];
+        const std::string& name = trace.nameOf(e);
+        const bool backend = !c.present && name.find("::") == std::string::npos && name.find(':') != std::string::npos;
+        if (!backend && !c.present)
+            continue;
+        const auto kind = collectiveKind(c.collective);
+        if (!kind) {
+            if (backend)
+                skipped.push_back(c.collective);
+            else
+                params.push_back({ EventKind::Barrier, e.startNs, e.endNs, c, "" }), paramThread.push_back(~0u);
+            continue;
+        }
+        (backend ? ops : params)
+            .push_back({ *kind, e.startNs, e.endNs, c,
+                backend ? name.substr(0, name.find(':')) + " ops" : std::string("record_param_comms") });
+        (backend ? opThread : paramThread).push_back(e.thread);
     }
-    const Source chosen = !found[Kernels].empty() || !unknown[Kernels].empty() ? Kernels
-        : !found[Backend].empty() || !unknown[Backend].empty()                 ? Backend
-                                                                               : Params;
-    std::vector<CommEvent> out = found[chosen];
-    skipped.insert(skipped.end(), unknown[chosen].begin(), unknown[chosen].end());
-    if (chosen != Params && !found[Params].empty()) {
-        // Sizes and groups from record_param_comms, matched by order within each kind when the counts agree.
-        std::map<EventKind, std::deque<const CommEvent*>> byKind;
-        for (const auto& p : found[Params])
-            byKind[p.kind].push_back(&p);
-        std::map<EventKind, std::size_t> counts;
-        for (const auto& c : out)
-            ++counts[c.kind];
-        for (auto& c : out) {
-            auto& queue = byKind[c.kind];
-            if (c.args.present || queue.size() != counts[c.kind])
-                continue;
-            c.args = queue.front()->args;
-            queue.pop_front();
-            --counts[c.kind];
+    if (ops.empty()) {
+        std::vector<CommEvent> out;
+        for (std::size_t i = 0; i < params.size(); ++i)
+            if (paramThread[i] != ~0u)
+                out.push_back(params[i]);
+        std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.startNs < b.startNs; });
+        return out;
+    }
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+        for (std::size_t k = 0; k < params.size(); ++k) {
+            const auto& p = params[k];
+            const bool around = p.startNs <= ops[i].startNs && p.endNs >= ops[i].endNs;
+            const bool within = p.startNs >= ops[i].startNs && p.endNs <= ops[i].endNs;
+            if (paramThread[k] == opThread[i] && p.kind == ops[i].kind && (around || within)) {
+                ops[i].args = p.args;
+                break;
+            }
         }
     }
-    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.startUs < b.startUs; });
-    return out;
+    std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.startNs < b.startNs; });
+    return ops;
 }
 
 } // namespace loom::trace::torch

@@ -37,6 +37,14 @@ std::string_view toString(EventKind kind)
         return "barrier";
     case EventKind::AllToAll:
         return "all-to-all";
+    case EventKind::Kernel:
+        return "kernel";
+    case EventKind::Memcpy:
+        return "memcpy";
+    case EventKind::Memset:
+        return "memset";
+    case EventKind::Collective:
+        return "collective";
     }
     return "unknown";
 }
@@ -131,6 +139,7 @@ Lane laneOf(EventKind kind)
     case EventKind::Recv:
     case EventKind::Barrier:
     case EventKind::AllToAll:
+    case EventKind::Collective:
         return Lane::Comm;
     default:
         return Lane::Compute;

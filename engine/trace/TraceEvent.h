@@ -24,6 +24,11 @@ enum class EventKind : std::uint8_t {
     Recv,
     Barrier,
     AllToAll, // block j of every member's buffer goes to member j (MoE dispatch and combine)
+    // Device work of imported GPU traces (appended so stored kinds keep their values):
+    Kernel, // a compute kernel launched outside any forward / backward / optimizer range
+    Memcpy,
+    Memset,
+    Collective, // a communication kernel whose collective no trace field names (still communication)
 };
 
 enum class Lane : std::uint8_t { Compute, Comm };
@@ -77,6 +82,7 @@ struct TraceEvent {
     std::int32_t peer = -1; // global rank of the other side (point-to-point) or -1
     Algorithm algorithm = Algorithm::None;
     std::string codec; // "" or the codec's text form ("int8", "topk:0.01")
+    std::int32_t stream = -1; // the device stream of imported GPU work; -1 on the host
 
     std::int64_t durationNs() const { return endNs - startNs; }
     bool operator==(const TraceEvent&) const = default;

@@ -34,7 +34,7 @@ std::vector<TorchTraceFile> fixture(const QString& job, int ranks)
     std::vector<TorchTraceFile> files;
     for (int r = 0; r < ranks; ++r) {
         const QString name = job + ".rank" + QString::number(r) + ".json";
-        files.push_back({ name.toStdString(), readAll(kDir + "fixtures/" + name).toStdString() });
+        files.push_back({ name.toStdString(), readAll(kDir + "fixtures/" + name).toStdString(), {} });
     }
     return files;
 }
@@ -221,7 +221,8 @@ private slots:
     }
     // The Kineto object of current PyTorch releases, with the fields it documents: distributedInfo's rank (the
     // files are given in the other order), a ProfilerStep, a record_function annotation, record_param_comms'
-    // collective, sizes and group, and the NCCL kernel on a GPU stream, which times the transfer.
+    // collective, sizes and group, and kernels on a GPU stream linked to their launches by correlation: the
+    // compute kernels take the kind of the range that launched them, the NCCL kernel times the transfer.
     void kineto()
     {
         const auto rankFile = [](int rank) {
@@ -232,17 +233,22 @@ private slots:
                 {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#5", "pid": 10, "tid": 10, "ts": 1000.0, "dur": 900.0},
                 {"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 10, "tid": 10, "ts": 1010.0, "dur": 200.0},
                 {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 10, "ts": 1020.0, "dur": 50.0},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": 1030.0, "dur": 5.0, "args": {"correlation": 1}},
+                {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 1040.0, "dur": 100.0, "args": {"stream": 7, "correlation": 1}},
                 {"ph": "X", "cat": "user_annotation", "name": "backward", "pid": 10, "tid": 10, "ts": 1220.0, "dur": 400.0},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": 1230.0, "dur": 5.0, "args": {"correlation": 2}},
+                {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_tn", "pid": 0, "tid": 7, "ts": 1240.0, "dur": 300.0, "args": {"stream": 7, "correlation": 2}},
                 {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 10, "tid": 10, "ts": 1630.0, "dur": 5.0,
                  "args": {"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 1048576, "Out msg nelems": 1048576,
                           "Group size": 2, "Process Group Name": "0", "Process Group Description": "default_pg",
                           "Process Group Ranks": "[0, 1]"}},
                 {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
-                 "pid": 0, "tid": 7, "ts": 1640.0, "dur": 250.0, "args": {"device": 0, "stream": 7}},
+                 "pid": 0, "tid": 7, "ts": 1640.0, "dur": 250.0, "args": {"device": 0, "stream": 7, "correlation": 3}},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": 1631.0, "dur": 2.0, "args": {"correlation": 3}},
                 {"ph": "i", "name": "marker", "pid": 10, "tid": 10, "ts": 1000.0}
               ]})json");
             t.replace(QStringLiteral("RANK"), r);
-            return TorchTraceFile { ("kineto.rank" + r + ".json").toStdString(), t.toStdString() };
+            return TorchTraceFile { ("kineto.rank" + r + ".json").toStdString(), t.toStdString(), {} };
         };
         const auto i = importTorchTraces({ rankFile(1), rankFile(0) });
         QCOMPARE(i.form, std::string("kineto"));
@@ -264,6 +270,11 @@ private slots:
             QCOMPARE(e.groupSize, 2);
             QCOMPARE(e.group, 0);
             QCOMPARE(e.durationNs(), std::int64_t(250000)); // the kernel's time, not the launch's
+        }
+        for (const auto& e : i.events) {
+            QCOMPARE(e.stream, 7);
+            if (e.kind == EventKind::Forward)
+                QCOMPARE(e.durationNs(), std::int64_t(100000)); // the GEMM kernel's, not the host range's
         }
         QVERIFY(std::none_of(
             i.lacks.begin(), i.lacks.end(), [](const std::string& l) { return l.find("message sizes") == 0; }));
@@ -315,9 +326,9 @@ private slots:
         QFETCH(QString, first);
         QFETCH(QString, second);
         QFETCH(QString, message);
-        std::vector<TorchTraceFile> files { { "a.json", first.toStdString() } };
+        std::vector<TorchTraceFile> files { { "a.json", first.toStdString(), {} } };
         if (!second.isEmpty())
-            files.push_back({ "b.json", second.toStdString() });
+            files.push_back({ "b.json", second.toStdString(), {} });
         try {
             importTorchTraces(files);
             QFAIL("accepted");

@@ -37,7 +37,7 @@ private slots:
         for (int r = 0; r < 2; ++r) {
             QFile f(dir.filePath(QStringLiteral("pipeline-2.rank%1.json").arg(r)));
             QVERIFY(f.open(QIODevice::ReadOnly));
-            files.push_back({ f.fileName().toStdString(), f.readAll().toStdString() });
+            files.push_back({ f.fileName().toStdString(), f.readAll().toStdString(), {} });
         }
         QFile e(dir.filePath(QStringLiteral("pipeline-2.expected.json")));
         QVERIFY(e.open(QIODevice::ReadOnly));

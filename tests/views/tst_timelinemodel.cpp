@@ -77,6 +77,34 @@ private slots:
         QCOMPARE(model.timeline().lastStep(), 6);
     }
 
+    // An imported GPU trace: each device stream is a row of its own under its rank, after the host's lanes,
+    // whatever the lane of its events (a stream of NCCL kernels is a comm row).
+    void deviceStreamsAreRows()
+    {
+        TimelineModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        std::vector<trace::TraceEvent> events;
+        for (int r = 0; r < 2; ++r) {
+            auto gemm = makeEvent(r, trace::Lane::Compute, trace::EventKind::Forward, 0, 100);
+            gemm.stream = 7;
+            auto copy = makeEvent(r, trace::Lane::Compute, trace::EventKind::Memcpy, 150, 160);
+            copy.stream = 7;
+            auto nccl = makeEvent(r, trace::Lane::Comm, trace::EventKind::AllReduce, 50, 200);
+            nccl.stream = 20;
+            events.insert(events.end(),
+                { gemm, copy, nccl, makeEvent(r, trace::Lane::Compute, trace::EventKind::Forward, 0, 300) });
+        }
+        model.setEvents(events);
+        const auto& rows = model.timeline().rows();
+        QCOMPARE(rows.size(), std::size_t(6));
+        QCOMPARE(model.index(1, TimelineModel::Name).data().toString(), QString("rank 0 stream 7"));
+        QCOMPARE(model.index(2, TimelineModel::Name).data().toString(), QString("rank 0 stream 20"));
+        QCOMPARE(rows[1].events.size(), std::size_t(2));
+        QVERIFY(rows[2].lane == trace::Lane::Comm);
+        QCOMPARE(model.timeline().rowOf(events[2]), 2);
+        QCOMPARE(model.timeline().rowIndex(1, trace::Lane::Compute), 3);
+    }
+
     void foldingDrawsPixelsNotEvents()
     {
         // 200,000 back-to-back 10 ns events on one lane: at full zoom they fold into one box per run.
