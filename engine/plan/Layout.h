@@ -2,6 +2,7 @@
 
 #include "engine/plan/ClusterSpec.h"
 #include "engine/plan/ModelSpec.h"
+#include "engine/plan/OptimizerSpec.h"
 #include "engine/plan/Precision.h"
 #include "engine/trace/TraceEvent.h"
 
@@ -140,6 +141,8 @@ struct Layout {
     MemorySpec memory;
     Precision precision = Precision::Fp32;
     CommSpec comm;
+    OptimizerSpec optimizer; // OptimizerSpec.h
+    InitSpec init;
 
     bool operator==(const Layout&) const = default;
 
