@@ -19,8 +19,8 @@ const std::vector<std::string> kDtypes { "fp32", "bf16" };
 
 OptimizerSpec::DecayStyle styleOf(const std::string& s)
 {
-    return s == "linear" ? OptimizerSpec::DecayStyle::Linear
-        : s == "WSD"     ? OptimizerSpec::DecayStyle::Wsd
+    return s == "linear"  ? OptimizerSpec::DecayStyle::Linear
+        : s == "WSD"      ? OptimizerSpec::DecayStyle::Wsd
         : s == "constant" ? OptimizerSpec::DecayStyle::Constant
                           : OptimizerSpec::DecayStyle::Cosine;
 }
@@ -61,13 +61,14 @@ void readOptimizerSpec(const json& object, OptimizerSpec& o, Diagnostics& d)
         o.weightDecay = *v;
     if (const json* on = r.find("weight_decay_on")) {
         if (!on->is_array() || on->size() > kGroups.size()) {
-            r.reportWrongType("weight_decay_on", *on, "an array of \"matrices\", \"embedding\", \"lm_head\", "
-                                                      "\"router\", \"norm\", \"bias\"");
+            r.reportWrongType("weight_decay_on", *on,
+                "an array of \"matrices\", \"embedding\", \"lm_head\", "
+                "\"router\", \"norm\", \"bias\"");
         } else {
             o.weightDecayOn.clear();
             for (const auto& g : *on) {
-                const auto it = g.is_string() ? std::find(kGroups.begin(), kGroups.end(), g.get<std::string>())
-                                              : kGroups.end();
+                const auto it
+                    = g.is_string() ? std::find(kGroups.begin(), kGroups.end(), g.get<std::string>()) : kGroups.end();
                 if (it == kGroups.end())
                     d.error(r.pathOf("weight_decay_on"),
                         r.pathOf("weight_decay_on") + " holds " + jsonSnippet(g)
