@@ -103,7 +103,8 @@ private slots:
         QTest::addColumn<int>("dataBytes");
         QTest::addColumn<QString>("expected");
         QTest::newRow("not json") << "{\"a\": " << 0 << "not a JSON object";
-        QTest::newRow("f16") << R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})" << 4 << "\"F32\" and \"BF16\"";
+        QTest::newRow("f16") << R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})" << 4
+                             << "\"F32\" and \"BF16\"";
         QTest::newRow("size") << R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}})" << 12 << "needs 16";
         QTest::newRow("beyond") << R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})" << 8 << "cut short";
         QTest::newRow("overlap")
@@ -219,7 +220,8 @@ private slots:
             importSafetensors(broken.string(), m, "{}", (dir.filePath("b2").toStdString()));
             QFAIL("imported a file that does not fit");
         } catch (const std::runtime_error& e) {
-            QVERIFY2(QString(e.what()).contains("has no place") || QString(e.what()).contains("no file holds"), e.what());
+            QVERIFY2(
+                QString(e.what()).contains("has no place") || QString(e.what()).contains("no file holds"), e.what());
         }
     }
 
