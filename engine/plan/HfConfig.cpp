@@ -16,8 +16,7 @@ void refuseUnless(const json& c, const char* key, Accept accept, const std::stri
 {
     const auto it = c.find(key);
     if (it != c.end() && !accept(*it))
-        d.error(std::string("config.") + key,
-            std::string("config.") + key + " is " + jsonSnippet(*it) + ": " + why);
+        d.error(std::string("config.") + key, std::string("config.") + key + " is " + jsonSnippet(*it) + ": " + why);
 }
 
 bool isNullOrFalse(const json& v)
@@ -52,14 +51,17 @@ void readAttention(const json& c, ObjectReader& r, ModelSpec& m, Diagnostics& d)
         m.ropeTheta = *v;
     if (auto v = r.boolean("tie_word_embeddings", Presence::Optional))
         m.tieEmbeddings = *v;
-    refuseUnless(c, "hidden_act", [](const json& v) { return v == "silu"; },
+    refuseUnless(
+        c, "hidden_act", [](const json& v) { return v == "silu"; },
         "Loom's SwiGLU uses silu (x·σ(x)); no other activation", d);
     refuseUnless(c, "attention_bias", isNullOrFalse, "Loom's Llama-form blocks have no attention biases", d);
     refuseUnless(c, "mlp_bias", isNullOrFalse, "Loom's Llama-form blocks have no MLP biases", d);
-    refuseUnless(c, "sliding_window", [](const json& v) { return v.is_null(); },
+    refuseUnless(
+        c, "sliding_window", [](const json& v) { return v.is_null(); },
         "Loom's attention is causal over the whole sequence (no sliding window)", d);
     refuseUnless(c, "use_sliding_window", isNullOrFalse, "Loom has no sliding-window attention", d);
-    refuseUnless(c, "attention_dropout", [](const json& v) { return v.is_number() && v.get<double>() == 0; },
+    refuseUnless(
+        c, "attention_dropout", [](const json& v) { return v.is_number() && v.get<double>() == 0; },
         "loom-train has no dropout", d);
     if (const auto hd = c.find("head_dim"); hd != c.end() && !hd->is_null() && m.heads > 0
         && !(hd->is_number_integer() && hd->get<std::int64_t>() == m.hidden / m.heads))
@@ -69,7 +71,8 @@ void readAttention(const json& c, ObjectReader& r, ModelSpec& m, Diagnostics& d)
     if (const auto s = c.find("rope_scaling"); s != c.end() && !s->is_null()) {
         const std::string type = s->is_object() ? s->value("rope_type", s->value("type", std::string())) : "";
         if (type != "llama3") {
-            d.error("config.rope_scaling", "config.rope_scaling is " + jsonSnippet(*s)
+            d.error("config.rope_scaling",
+                "config.rope_scaling is " + jsonSnippet(*s)
                     + ": Loom has Llama 3.1's frequency scaling (rope_type \"llama3\") only");
         } else {
             json scaling = *s;
@@ -93,7 +96,8 @@ void readMixtral(const json& c, ObjectReader& r, ModelSpec& m, Diagnostics& d)
     if (auto v = r.number("router_aux_loss_coef", Presence::Optional, 0.0, 1000.0))
         m.auxLossCoeff = *v;
     m.routerNormTopK = true; // transformers' Mixtral renormalises the top-k weights
-    refuseUnless(c, "router_jitter_noise", [](const json& v) { return v.is_number() && v.get<double>() == 0; },
+    refuseUnless(
+        c, "router_jitter_noise", [](const json& v) { return v.is_number() && v.get<double>() == 0; },
         "Loom's router has no jitter noise", d);
 }
 
@@ -109,14 +113,19 @@ void readQwen2Moe(const json& c, ObjectReader& r, ModelSpec& m, Diagnostics& d)
         m.routerNormTopK = *v;
     if (auto v = r.number("router_aux_loss_coef", Presence::Optional, 0.0, 1000.0))
         m.auxLossCoeff = *v;
-    refuseUnless(c, "decoder_sparse_step", [](const json& v) { return v == 1; },
+    refuseUnless(
+        c, "decoder_sparse_step", [](const json& v) { return v == 1; },
         "Qwen2-MoE makes block l sparse when (l+1) % step == 0, Loom when l % moe_layer_freq == 0; only step 1 "
-        "is the same", d);
-    refuseUnless(c, "mlp_only_layers", [](const json& v) { return v.is_array() && v.empty(); },
+        "is the same",
+        d);
+    refuseUnless(
+        c, "mlp_only_layers", [](const json& v) { return v.is_array() && v.empty(); },
         "Loom's dense blocks are the first first_dense_layers, not a list", d);
-    refuseUnless(c, "shared_expert_intermediate_size", [](const json& v) { return v == 0; },
+    refuseUnless(
+        c, "shared_expert_intermediate_size", [](const json& v) { return v == 0; },
         "Qwen2-MoE's shared expert is scaled by a sigmoid gate (shared_expert_gate) that Loom's shared experts "
-        "do not have", d);
+        "do not have",
+        d);
     d.error("config.model_type",
         "config.model_type is \"qwen2_moe\": its q/k/v projections always have biases (and no others), which "
         "Loom's bias field (biases on every projection or none) cannot express");
@@ -124,11 +133,13 @@ void readQwen2Moe(const json& c, ObjectReader& r, ModelSpec& m, Diagnostics& d)
 
 void readDeepseek(const json& c, ObjectReader& r, ModelSpec& m, Diagnostics& d)
 {
-    refuseUnless(c, "kv_lora_rank", [](const json& v) { return v.is_null(); },
+    refuseUnless(
+        c, "kv_lora_rank", [](const json& v) { return v.is_null(); },
         "DeepSeek-V2/V3's multi-head latent attention is not Loom's attention", d);
-    refuseUnless(c, "scoring_func", [](const json& v) { return v == "softmax"; },
-        "Loom's router scores with a softmax", d);
-    refuseUnless(c, "topk_method", [](const json& v) { return v == "greedy"; },
+    refuseUnless(
+        c, "scoring_func", [](const json& v) { return v == "softmax"; }, "Loom's router scores with a softmax", d);
+    refuseUnless(
+        c, "topk_method", [](const json& v) { return v == "greedy"; },
         "Loom's router takes the top k over all experts (greedy)", d);
     if (auto v = r.integer("n_routed_experts", Presence::Required, 2, 1 << 16))
         m.experts = *v;
@@ -158,8 +169,8 @@ std::optional<ModelSpec> modelFromHfConfig(const json& c, const std::string& nam
     }
     Diagnostics d;
     ObjectReader r(c, "config", d, "config.json");
-    auto type = r.choice("model_type", Presence::Required, { "llama", "mistral", "mixtral", "qwen2_moe", "deepseek",
-                                                                "deepseek_v2", "deepseek_v3" });
+    auto type = r.choice("model_type", Presence::Required,
+        { "llama", "mistral", "mixtral", "qwen2_moe", "deepseek", "deepseek_v2", "deepseek_v3" });
     ModelSpec m;
     m.name = name;
     if (type) {

@@ -105,18 +105,30 @@ private slots:
         QTest::addColumn<int>("base");
         QTest::addColumn<QString>("patch");
         QTest::addColumn<QString>("field");
-        QTest::newRow("gelu") << 0 << R"({"hidden_act": "gelu"})" << "config.hidden_act";
-        QTest::newRow("attention bias") << 0 << R"({"attention_bias": true})" << "config.attention_bias";
-        QTest::newRow("yarn") << 0 << R"({"rope_scaling": {"rope_type": "yarn", "factor": 4}})" << "config.rope_scaling";
-        QTest::newRow("head dim") << 0 << R"({"head_dim": 256})" << "config.head_dim";
-        QTest::newRow("sliding window") << 1 << R"({"sliding_window": 4096})" << "config.sliding_window";
-        QTest::newRow("jitter") << 1 << R"({"router_jitter_noise": 0.1})" << "config.router_jitter_noise";
-        QTest::newRow("mla") << 2 << R"({"model_type": "deepseek_v3", "kv_lora_rank": 512})" << "config.kv_lora_rank";
-        QTest::newRow("sigmoid router") << 2 << R"({"scoring_func": "sigmoid"})" << "config.scoring_func";
-        QTest::newRow("qwen2 gated shared expert") << 3 << "{}" << "config.shared_expert_intermediate_size";
-        QTest::newRow("qwen2 qkv biases") << 3 << "{}" << "config.model_type";
-        QTest::newRow("unknown type") << 0 << R"({"model_type": "gpt_neox"})" << "config.model_type";
-        QTest::newRow("no layers") << 0 << R"({"num_hidden_layers": null})" << "config.num_hidden_layers";
+        QTest::newRow("gelu") << 0 << R"({"hidden_act": "gelu"})"
+                              << "config.hidden_act";
+        QTest::newRow("attention bias") << 0 << R"({"attention_bias": true})"
+                                        << "config.attention_bias";
+        QTest::newRow("yarn") << 0 << R"({"rope_scaling": {"rope_type": "yarn", "factor": 4}})"
+                              << "config.rope_scaling";
+        QTest::newRow("head dim") << 0 << R"({"head_dim": 256})"
+                                  << "config.head_dim";
+        QTest::newRow("sliding window") << 1 << R"({"sliding_window": 4096})"
+                                        << "config.sliding_window";
+        QTest::newRow("jitter") << 1 << R"({"router_jitter_noise": 0.1})"
+                                << "config.router_jitter_noise";
+        QTest::newRow("mla") << 2 << R"({"model_type": "deepseek_v3", "kv_lora_rank": 512})"
+                             << "config.kv_lora_rank";
+        QTest::newRow("sigmoid router") << 2 << R"({"scoring_func": "sigmoid"})"
+                                        << "config.scoring_func";
+        QTest::newRow("qwen2 gated shared expert") << 3 << "{}"
+                                                   << "config.shared_expert_intermediate_size";
+        QTest::newRow("qwen2 qkv biases") << 3 << "{}"
+                                          << "config.model_type";
+        QTest::newRow("unknown type") << 0 << R"({"model_type": "gpt_neox"})"
+                                      << "config.model_type";
+        QTest::newRow("no layers") << 0 << R"({"num_hidden_layers": null})"
+                                   << "config.num_hidden_layers";
     }
     void refused()
     {

@@ -3,6 +3,7 @@
 // schedule, the expert groups carved out of the DP group, the validation rules and the search over ep.
 #include "engine/plan/CostModel.h"
 #include "engine/plan/ExpertGroups.h"
+#include "engine/plan/Formulas.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/LayoutValidator.h"
 #include "engine/plan/Search.h"
@@ -61,6 +62,10 @@ private slots:
         QVERIFY(m->moeLayer(1));
         QCOMPARE(m->moeLayersIn(0, 3), std::int64_t(3));
         QCOMPARE(m->sharedExpertParameters(), std::int64_t(3) * 2048 * 1408 * 2);
+        // FLOPs per token: block 0 dense; blocks 1-27 the router, 6 routed and 2 shared experts.
+        const double att = 4.0 * 2048 * 2048, dense = att + 3.0 * 2048 * 10944;
+        const double moe = att + 2048.0 * 64 + 6 * 3.0 * 2048 * 1408 + 2 * 3.0 * 2048 * 1408;
+        QVERIFY(std::fabs(blockMatmulParameters(*m) - (dense + 27 * moe) / 28) < 1.0);
         // The fields go back out and read back the same.
         Diagnostics again;
         auto back = parseModelSpec(nlohmann::json::parse(toJson(*m).dump()), "model", again);
