@@ -6,7 +6,8 @@ every gradient of step 1 (1e-4; Loom's first AdamW moment divided by 1 - beta1),
 weights after them (1e-4), for GPT-2, Llama 3 (GQA, rope_theta 500000, Llama 3.1 scaling), Mixtral's form
 (SwiGLU experts, renormalised top-2, z-loss) and DeepSeek-MoE's form (a shared expert, block 0 dense).
 Then the weights go back in (--init-safetensors: the same losses), a bf16 export reads back within bf16's
-rounding, and tp 2, pp 2 and dp 2 with ZeRO-1 (mpirun -np 2) give the one-process run's losses and weights.
+rounding, and tp 2, pp 2, dp 2 with ZeRO-1 and ZeRO-3, and (MoE) dp 2 with ep 2 (mpirun -np 2) give the
+one-process run's losses and weights.
 
 Exit 77 (ctest: skipped) when torch is not installed (Debian: apt-get install python3-torch).
 Usage: torch_parity.py LOOM_TRAIN MPIEXEC [WORKDIR]
@@ -65,9 +66,9 @@ MODELS = {
 }
 
 
-def layout(name, model, opt, init, tp=1, pp=1, dp=1, zero=0):
+def layout(name, model, opt, init, tp=1, pp=1, dp=1, zero=0, ep=1):
     return {"loom_layout": 1, "name": name, "model": model, "cluster": "local", "nodes": 1,
-            "parallel": {"tp": tp, "pp": pp, "dp": dp, "micro_batch": MICRO, "global_batch": BATCH,
+            "parallel": {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "micro_batch": MICRO, "global_batch": BATCH,
                          "schedule": "1f1b"},
             "memory": {"zero": zero, "recompute": "none"}, "optimizer": opt, "init": init}
 
@@ -441,7 +442,11 @@ def parity(key):
     check(key + ": bf16 export", all(t == "BF16" for t in dtb.values()) and rel <= 2 ** -8, "worst relative %.3g" % rel)
 
     # The same model under tp 2, pp 2 and dp 2 with ZeRO-1: the one-process run's losses and weights.
-    for name, kw in (("tp2", {"tp": 2}), ("pp2", {"pp": 2}), ("dp2-zero1", {"dp": 2, "zero": 1})):
+    others = [("tp2", {"tp": 2}), ("pp2", {"pp": 2}), ("dp2-zero1", {"dp": 2, "zero": 1}),
+              ("dp2-zero3", {"dp": 2, "zero": 3})]
+    if model.get("experts"):  # expert parallelism: each of the two DP ranks holds half the experts
+        others.append(("dp2-ep2", {"dp": 2, "ep": 2}))
+    for name, kw in others:
         lay = layout("parity-%s-%s" % (key, name), model, opt, init, **kw)
         mpath, odir = os.path.join(WORK, "%s-%s.jsonl" % (key, name)), os.path.join(WORK, "%s-%s-out" % (key, name))
         run(lay, ["--steps", str(STEPS), "--init-safetensors", init_dir, "--metrics", mpath,
