@@ -225,6 +225,57 @@ private slots:
         }
     }
 
+    // A model split over several files that model.safetensors.index.json's weight_map names; a weight_map
+    // entry that leaves the folder is refused.
+    void shardedIndex()
+    {
+        const plan::ModelSpec m = form(1);
+        CpuKernels kernels;
+        GptStage stage(m, { { { 0, m.layers - 1 }, true, true } }, 0, 1, nullptr, kernels, false);
+        ParamSet& params = stage.params();
+        params.initialise(8);
+        QTemporaryDir dir;
+        const fs::path ck = dir.filePath("ck").toStdString(), hf = dir.filePath("hf").toStdString();
+        fs::create_directories(ck);
+        for (const auto& s : params.specs()) {
+            std::ofstream out(ck / (s.name + ".f32"), std::ios::binary);
+            out.write(reinterpret_cast<const char*>(params.values.data() + s.offset),
+                static_cast<std::streamsize>(s.size() * 4));
+        }
+        exportSafetensors(ck.string(), m, hf.string(), false);
+        const auto whole = SafetensorsFile::read((hf / "model.safetensors").string());
+        std::vector<SafeTensorOut> first, second;
+        nlohmann::json index = { { "metadata", nlohmann::json::object() }, { "weight_map", nlohmann::json::object() } };
+        int n = 0;
+        for (const auto& [name, t] : whole.tensors()) {
+            auto& part = n++ % 2 ? second : first;
+            part.push_back({ name, t.shape, whole.floats(name, t.shape) });
+            index["weight_map"][name] = n % 2 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+        }
+        const fs::path split = dir.filePath("split").toStdString();
+        fs::create_directories(split);
+        writeSafetensors((split / "model-00001-of-00002.safetensors").string(), first, false);
+        writeSafetensors((split / "model-00002-of-00002.safetensors").string(), second, true);
+        std::ofstream(split / "model.safetensors.index.json") << index.dump();
+        const fs::path back = dir.filePath("back").toStdString();
+        importSafetensors(split.string(), m, "{}", back.string());
+        std::ifstream in(back / "h2.down.w.f32", std::ios::binary);
+        const auto& spec = params.spec(params.find("h2.down.w"));
+        std::vector<float> t(spec.size());
+        QVERIFY(in.read(reinterpret_cast<char*>(t.data()), static_cast<std::streamsize>(t.size() * 4)));
+        for (std::size_t i = 0; i < t.size(); ++i) // bf16 or fp32, whichever file it went to
+            QVERIFY(
+                std::fabs(t[i] - params.values[spec.offset + i]) <= std::fabs(params.values[spec.offset + i]) / 256);
+        index["weight_map"]["model.norm.weight"] = "../elsewhere.safetensors";
+        std::ofstream(split / "model.safetensors.index.json", std::ios::trunc) << index.dump();
+        try {
+            importSafetensors(split.string(), m, "{}", back.string());
+            QFAIL("followed a weight_map out of the folder");
+        } catch (const std::runtime_error& e) {
+            QVERIFY2(QString(e.what()).contains("model.norm.weight"), e.what());
+        }
+    }
+
     void refusals()
     {
         plan::ModelSpec gptMoe = form(0);
