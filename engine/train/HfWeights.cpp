@@ -339,6 +339,9 @@ std::string hfConfigJson(const M& m)
         j["moe_layer_freq"] = m.moeLayerFreq;
         j["norm_topk_prob"] = m.routerNormTopK;
         j["aux_loss_alpha"] = m.auxLossCoeff;
+        if (m.sharedExperts > 0 && m.sharedExpertFfn() != m.expertFfn())
+            j["loom_note"] = "DeepSeek-MoE's shared experts have moe_intermediate_size each; this model's have "
+                + std::to_string(m.sharedExpertFfn()) + " (mlp.shared_experts holds all of them as one MLP)";
     }
     return j.dump(2) + "\n";
 }
