@@ -4,7 +4,7 @@
 #
 #   installer/bootstrap.sh            build, test and GUI packages
 #   installer/bootstrap.sh --check    only report what is missing (exit 1 when something is)
-#   installer/bootstrap.sh --torch    also python3-torch (remaking tests/bridges' PyTorch fixtures)
+#   installer/bootstrap.sh --torch    also python3-torch (tests/bridges' PyTorch fixtures, tst_torch_parity)
 set -euo pipefail
 
 # Build: compiler, CMake, Qt 6 (Core, Sql + SQLite driver, Widgets, Test, Svg), QCustomPlot (Qt 6 build),
@@ -33,7 +33,9 @@ for arg in "$@"; do
   case "$arg" in
     --check) check_only=1 ;;
     # Debian's PyTorch (CPU), only for remaking the PyTorch profiler fixtures and their live test
-    # (tests/bridges/make-torch-traces.py, ctest -L torch); the default suite reads the committed fixtures.
+    # (tests/bridges/make-torch-traces.py) and for loom-train's PyTorch parity test
+    # (tests/engine/train/torch_parity.py); both run with ctest -L torch and are skipped without it. The
+    # default suite reads the committed fixtures.
     --torch) packages+=(python3-torch) ;;
     *) die "unknown option '$arg'; use no option to install, --check to report what is missing, --torch to add python3-torch" ;;
   esac

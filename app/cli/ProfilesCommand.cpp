@@ -1,12 +1,17 @@
 #include "app/cli/CommandLine.h"
 #include "app/cli/Commands.h"
 
+#include "engine/plan/HfConfig.h"
 #include "engine/plan/LayoutSummary.h"
 #include "engine/plan/TextUtil.h"
 #include "launcher/LaunchCommands.h"
 
 #include <nlohmann/json.hpp>
 
+#include <QDir>
+#include <QFileInfo>
+
+#include <cctype>
 #include <variant>
 
 namespace loom::app {
@@ -102,6 +107,8 @@ int show(CliContext& context, const QString& name, bool json)
     return ExitOk;
 }
 
+int save(CliContext& context, const profiles::ProfileReadResult& read);
+
 int import(CliContext& context, const QString& file)
 {
     std::string why;
@@ -110,7 +117,52 @@ int import(CliContext& context, const QString& file)
         context.err << "error: " << why << "\n";
         return ExitFailure;
     }
-    auto read = profiles::readProfile(*text);
+    return save(context, profiles::readProfile(*text));
+}
+
+// A profile name from a folder name: letters, digits, '.', '-' and '_' kept, the rest '-'.
+std::string profileNameFrom(const QString& file)
+{
+    const QFileInfo info(file);
+    std::string s = (info.fileName() == QLatin1String("config.json") ? info.dir().dirName() : info.baseName())
+                        .toLower()
+                        .toStdString();
+    for (char& ch : s)
+        if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-' && ch != '_')
+            ch = '-';
+    return s.empty() || s == "." ? std::string("hf-model") : s.substr(0, 100);
+}
+
+// loom profiles import --hf config.json [--name NAME]: transformers' config as a model profile.
+int importHf(CliContext& context, const QString& file, QString name)
+{
+    std::string why;
+    auto text = readTextFile(file, &why);
+    if (!text) {
+        context.err << "error: " << why << "\n";
+        return ExitFailure;
+    }
+    const auto config = nlohmann::json::parse(*text, nullptr, false);
+    if (config.is_discarded() || !config.is_object()) {
+        context.err << "error: " << file.toStdString() << " is not a JSON object (transformers' config.json)\n";
+        return ExitInvalid;
+    }
+    plan::Diagnostics d;
+    const std::string profileName = name.isEmpty() ? profileNameFrom(file) : name.toStdString();
+    const auto model = plan::modelFromHfConfig(config, profileName, d);
+    if (!model) {
+        context.err << file.toStdString() << ":\n" << d.format();
+        return ExitInvalid;
+    }
+    auto profile = plan::toJson(*model);
+    profile["loom_profile"] = 1;
+    profile["kind"] = "model";
+    profile["source"] = "transformers config.json " + file.toStdString().substr(0, 1000);
+    return save(context, profiles::readProfile(profile.dump()));
+}
+
+int save(CliContext& context, const profiles::ProfileReadResult& read)
+{
     if (!read.profile || read.diagnostics.hasErrors()) {
         context.err << read.diagnostics.format();
         return ExitInvalid;
@@ -195,9 +247,13 @@ int profilesCommand(CliContext& context, const QStringList& argsIn)
         return show(context, args[1], json);
     if (verb == QLatin1String("import") && args.size() == 2 && !json)
         return import(context, args[1]);
+    if (verb == QLatin1String("import") && args.value(1) == QLatin1String("--hf") && !json
+        && (args.size() == 3 || (args.size() == 5 && args[3] == QLatin1String("--name"))))
+        return importHf(context, args[2], args.value(4));
     if (verb == QLatin1String("remove") && args.size() == 2 && !json)
         return remove(context, args[1], kind);
-    context.err << "usage: loom profiles list [--json] | show NAME [--json] | import FILE.json | remove NAME [--kind "
+    context.err << "usage: loom profiles list [--json] | show NAME [--json] | import FILE.json | import --hf "
+                   "config.json [--name NAME] | remove NAME [--kind "
                    "model|cluster]\n";
     return ExitUsage;
 }

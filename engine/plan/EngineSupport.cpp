@@ -1,16 +1,10 @@
 #include "engine/plan/EngineSupport.h"
 
+#include <utility>
+
 namespace loom::plan {
 
 namespace {
-
-// The GPT-2 block form loom-train's mixture-of-experts layers are built from (GptStage's m_gpt2).
-bool gpt2Blocks(const ModelSpec& m)
-{
-    return m.mlp == ModelSpec::Mlp::Gelu && m.norm == ModelSpec::Norm::LayerNorm
-        && m.position == ModelSpec::Position::Learned && m.bias && m.tieEmbeddings
-        && m.effectiveKvHeads() == m.heads;
-}
 
 void moeRules(const Layout& l, std::vector<std::string>& out)
 {
@@ -22,10 +16,6 @@ void moeRules(const Layout& l, std::vector<std::string>& out)
         out.push_back("model.capacity_factor=" + std::to_string(m.capacityFactor)
             + " drops tokens over an expert's capacity, but loom-train routes dropless (every layout computes the "
               "same function); remove capacity_factor or set it to 0");
-    if (!gpt2Blocks(m))
-        out.push_back("loom-train's mixture-of-experts blocks are GPT-2 blocks with GELU experts; a Llama-form MoE "
-                      "model (SwiGLU, RMSNorm, rotary positions, grouped KV heads, no biases or an untied head) can "
-                      "be planned but not trained; use a GPT-2-form MoE model such as moe-tiny");
     if (p.sp && p.tp > 1)
         out.push_back("parallel.sp with mixture-of-experts blocks is not implemented in loom-train (the "
                       "load-balancing loss is a product of means over the whole sequence); set parallel.sp to false");
@@ -40,6 +30,18 @@ void moeRules(const Layout& l, std::vector<std::string>& out)
     if (p.ep > 1 && l.comm.dpCodec.kind == Codec::Kind::TopK && l.comm.errorFeedback)
         out.push_back("comm.dp_codec top-k with error feedback (sparse Adam) and parallel.ep=" + std::to_string(p.ep)
             + " are not supported together in loom-train; use another codec or ep 1");
+}
+
+// loom-train keeps AdamW's moments in fp32; the planner also prices bf16 states.
+void optimizerRules(const Layout& l, std::vector<std::string>& out)
+{
+    const auto& o = l.optimizer;
+    for (auto [dtype, field] :
+        { std::pair { o.expAvgDtype, "exp_avg_dtype" }, { o.expAvgSqDtype, "exp_avg_sq_dtype" } })
+        if (dtype != OptimizerSpec::StateDtype::Fp32)
+            out.push_back(std::string("optimizer.") + field
+                + " is \"bf16\", but loom-train keeps AdamW's moments in fp32 (the planner counts bf16 states); "
+                  "remove it or use \"fp32\"");
 }
 
 } // namespace
@@ -63,6 +65,7 @@ EngineSupport engineSupport(const Layout& l)
             + ", but loom-train computes on the CPU and NCCL needs GPU memory; set comm.backend to \"mpi\" or "
               "\"gloo\" to train this layout on CPU ranks");
     moeRules(l, s.problems);
+    optimizerRules(l, s.problems);
     return s;
 }
 

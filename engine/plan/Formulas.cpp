@@ -20,9 +20,11 @@ double blockMatmulParameters(const ModelSpec& m)
     const double dense = attention + gates * h * f;
     if (!m.isMoe() || m.layers <= 0)
         return dense;
-    // An MoE block: the router and the top_k experts a token goes through; averaged over the blocks.
+    // An MoE block: the router, the top_k experts a token goes through and the shared experts every token
+    // goes through; averaged over the blocks (the leading dense blocks count as dense).
+    const double shared = m.sharedExperts > 0 ? gates * h * double(m.sharedExperts * m.sharedExpertFfn()) : 0.0;
     const double moe
-        = attention + h * double(m.experts) + double(m.effectiveTopK()) * gates * h * double(m.expertFfn());
+        = attention + h * double(m.experts) + double(m.effectiveTopK()) * gates * h * double(m.expertFfn()) + shared;
     const double moeBlocks = double(m.moeLayerCount());
     return (dense * (double(m.layers) - moeBlocks) + moe * moeBlocks) / double(m.layers);
 }

@@ -2,6 +2,7 @@
 
 #include "engine/plan/ClusterSpec.h"
 #include "engine/plan/ModelSpec.h"
+#include "engine/plan/OptimizerSpec.h"
 #include "engine/plan/Precision.h"
 #include "engine/trace/TraceEvent.h"
 
@@ -150,6 +151,8 @@ struct Layout {
     Precision precision = Precision::Fp32;
     Fp8Recipe fp8 = Fp8Recipe::None; // layout key "fp8": the linear layers' GEMMs in FP8 (Precision.h)
     CommSpec comm;
+    OptimizerSpec optimizer; // OptimizerSpec.h
+    InitSpec init;
 
     bool operator==(const Layout&) const = default;
 

@@ -358,9 +358,13 @@ LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profil
         layout.fp8 = *fp8RecipeFromString(*v);
     if (const json* c = optionalObject(r, "comm", "an object such as {\"dp_codec\": \"none\", \"overlap\": true}"))
         readComm(*c, layout, d);
+    if (const json* o = optionalObject(r, "optimizer", "an object such as {\"adam_beta2\": 0.95, \"clip_grad\": 1.0}"))
+        readOptimizerSpec(*o, layout.optimizer, d);
+    if (const json* o = optionalObject(r, "init", "an object such as {\"method\": \"normal\", \"std\": 0.02}"))
+        readInitSpec(*o, layout.init, d);
 
     r.warnUnknown({ "loom_layout", "name", "description", "model", "cluster", "nodes", "parallel", "memory",
-        "precision", "comm", "fp8" });
+        "precision", "comm", "fp8", "optimizer", "init" });
 
     // Semantic rules run on everything that was read; rules whose fields were already reported are skipped.
     // The layout is handed back even with errors, so an editor can open it and show what to fix.
@@ -450,6 +454,10 @@ std::string writeLayout(const Layout& layout)
         j["comm"]["overlap_param_gather"] = true;
     if (layout.fp8 != Fp8Recipe::None)
         j["fp8"] = toString(layout.fp8);
+    if (auto o = toJson(layout.optimizer); !o.empty())
+        j["optimizer"] = o;
+    if (auto i = toJson(layout.init); !i.empty())
+        j["init"] = i;
     return j.dump(2) + "\n";
 }
 

@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
+
 namespace loom::plan {
 
 using nlohmann::json;
@@ -27,6 +30,40 @@ std::int64_t normParameters(const ModelSpec& m)
 {
     return m.norm == ModelSpec::Norm::LayerNorm ? 2 * m.hidden : m.hidden;
 }
+// rope_scaling: Llama 3.1's form (rope_type "llama3" when given, as in Hugging Face's config.json).
+void parseRopeScaling(const json& object, const std::string& path, Diagnostics& local, ModelSpec::RopeScaling& out)
+{
+    if (!object.is_object()) {
+        local.error(path,
+            path + " is " + jsonTypeName(object)
+                + "; expected an object with factor, low_freq_factor, high_freq_factor and "
+                  "original_max_position_embeddings");
+        return;
+    }
+    ObjectReader r(object, path, local, "the model");
+    auto type = r.choice("rope_type", Presence::Optional, { "llama3" });
+    auto factor = r.number("factor", Presence::Required, 1.0, 1e6);
+    auto low = r.number("low_freq_factor", Presence::Required, 0.0, 1e6, true);
+    auto high = r.number("high_freq_factor", Presence::Required, 0.0, 1e6, true);
+    auto original = r.integer("original_max_position_embeddings", Presence::Required, 1, kMaxSeq);
+    r.warnUnknown(
+        { "rope_type", "type", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings" });
+    (void)type;
+    if (factor)
+        out.factor = *factor;
+    if (low)
+        out.lowFreqFactor = *low;
+    if (high)
+        out.highFreqFactor = *high;
+    if (original)
+        out.originalMaxPositions = *original;
+    if (low && high && *high <= *low)
+        local.error(r.pathOf("high_freq_factor"),
+            r.pathOf("high_freq_factor") + "=" + jsonSnippet(object["high_freq_factor"]) + " is not above "
+                + r.pathOf("low_freq_factor") + "=" + jsonSnippet(object["low_freq_factor"])
+                + "; Llama 3.1's scaling blends the wavelengths between the two (it uses 1 and 4)");
+}
+
 } // namespace
 
 std::int64_t ModelSpec::paddedVocab() const
@@ -52,12 +89,18 @@ std::int64_t ModelSpec::expertParameters() const
     return gates * hidden * f + (bias ? f * (mlp == Mlp::SwiGlu ? 2 : 1) + hidden : 0);
 }
 
+std::int64_t ModelSpec::sharedExpertParameters() const
+{
+    const std::int64_t f = sharedExpertFfn() * sharedExperts, gates = mlp == Mlp::SwiGlu ? 3 : 2;
+    return sharedExperts > 0 ? gates * hidden * f + (bias ? f * (mlp == Mlp::SwiGlu ? 2 : 1) + hidden : 0) : 0;
+}
+
 std::int64_t ModelSpec::moeBlockParameters() const
 {
     // A dense block without its MLP, plus the router and the experts.
     const std::int64_t f = ffnHidden, gates = mlp == Mlp::SwiGlu ? 3 : 2;
     const std::int64_t denseMlp = gates * hidden * f + (bias ? f * (mlp == Mlp::SwiGlu ? 2 : 1) + hidden : 0);
-    return blockParameters() - denseMlp + routerParameters() + experts * expertParameters();
+    return blockParameters() - denseMlp + routerParameters() + experts * expertParameters() + sharedExpertParameters();
 }
 
 std::int64_t ModelSpec::moeBlockActiveParameters() const
@@ -69,7 +112,10 @@ std::int64_t ModelSpec::moeLayersIn(std::int64_t first, std::int64_t last) const
 {
     if (experts <= 0 || last < first)
         return 0;
-    auto upTo = [&](std::int64_t l) { return l < 0 ? 0 : l / moeLayerFreq + 1; }; // MoE blocks in [0, l]
+    first = std::max(first, firstDenseLayers);
+    if (last < first)
+        return 0;
+    auto upTo = [&](std::int64_t l) { return l < 0 ? 0 : l / moeLayerFreq + 1; }; // multiples of freq in [0, l]
     return upTo(last) - upTo(first - 1);
 }
 
@@ -129,10 +175,20 @@ std::optional<ModelSpec> parseModelSpec(const json& object, const std::string& p
     auto moeFreq = r.integer("moe_layer_freq", Presence::Optional, 1, kMaxLayers);
     auto capacity = r.number("capacity_factor", Presence::Optional, 0.0, 1024.0);
     auto auxCoeff = r.number("aux_loss_coeff", Presence::Optional, 0.0, 1000.0);
-    r.warnUnknown(
-        { "name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len", "vocab_pad_multiple",
-            "mlp", "norm", "position", "bias", "tie_embeddings", "description", "source", "loom_profile", "kind",
-            "experts", "top_k", "moe_ffn_hidden", "moe_layer_freq", "capacity_factor", "aux_loss_coeff" });
+    auto normTopK = r.boolean("router_norm_topk", Presence::Optional);
+    auto zLoss = r.number("router_z_loss", Presence::Optional, 0.0, 1000.0);
+    auto shared = r.integer("shared_experts", Presence::Optional, 0, 1 << 16);
+    auto sharedHidden = r.integer("shared_expert_hidden", Presence::Optional, 1, kMaxWidth);
+    auto firstDense = r.integer("first_dense_layers", Presence::Optional, 0, kMaxLayers);
+    auto theta = r.number("rope_theta", Presence::Optional, 1.0, 1e12);
+    auto eps = r.number("norm_eps", Presence::Optional, 0.0, 1.0, true);
+    if (const json* scaling = r.find("rope_scaling"))
+        parseRopeScaling(*scaling, r.pathOf("rope_scaling"), local, m.ropeScaling);
+    r.warnUnknown({ "name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len",
+        "vocab_pad_multiple", "mlp", "norm", "position", "bias", "tie_embeddings", "description", "source",
+        "loom_profile", "kind", "experts", "top_k", "moe_ffn_hidden", "moe_layer_freq", "capacity_factor",
+        "aux_loss_coeff", "router_norm_topk", "router_z_loss", "shared_experts", "shared_expert_hidden",
+        "first_dense_layers", "rope_theta", "rope_scaling", "norm_eps" });
 
     if (name)
         m.name = *name;
@@ -176,6 +232,38 @@ std::optional<ModelSpec> parseModelSpec(const json& object, const std::string& p
         m.capacityFactor = *capacity;
     if (auxCoeff)
         m.auxLossCoeff = *auxCoeff;
+    if (normTopK)
+        m.routerNormTopK = *normTopK;
+    if (zLoss)
+        m.routerZLoss = *zLoss;
+    if (shared)
+        m.sharedExperts = *shared;
+    if (sharedHidden)
+        m.sharedExpertHidden = *sharedHidden;
+    if (firstDense)
+        m.firstDenseLayers = *firstDense;
+    if (theta)
+        m.ropeTheta = *theta;
+    if (eps)
+        m.normEps = *eps;
+    for (const char* key :
+        { "router_norm_topk", "router_z_loss", "shared_experts", "shared_expert_hidden", "first_dense_layers" })
+        if (r.find(key) && m.experts == 0)
+            local.error(r.pathOf(key),
+                r.pathOf(key) + " is given but " + r.pathOf("experts")
+                    + " is not; it describes a mixture of experts (set experts, or remove it)");
+    if (sharedHidden && m.sharedExperts == 0)
+        local.error(r.pathOf("shared_expert_hidden"),
+            r.pathOf("shared_expert_hidden") + " is given but " + r.pathOf("shared_experts")
+                + " is 0; set the number of shared experts");
+    if (firstDense && layers && *firstDense >= *layers)
+        local.error(r.pathOf("first_dense_layers"),
+            r.pathOf("first_dense_layers") + "=" + std::to_string(*firstDense) + " leaves no MoE block among "
+                + r.pathOf("layers") + "=" + std::to_string(*layers) + "; use fewer, or a dense model");
+    if ((theta || r.find("rope_scaling")) && m.position != ModelSpec::Position::Rope)
+        local.error(r.pathOf(theta ? "rope_theta" : "rope_scaling"),
+            r.pathOf(theta ? "rope_theta" : "rope_scaling")
+                + " is given but the model's position is \"learned\"; set position to \"rope\" or remove it");
     if (topK && !experts)
         local.error(r.pathOf("top_k"),
             r.pathOf("top_k") + " is given but " + r.pathOf("experts")
@@ -241,7 +329,25 @@ nlohmann::ordered_json toJson(const ModelSpec& m)
             j["capacity_factor"] = m.capacityFactor;
         if (m.auxLossCoeff != 0.01)
             j["aux_loss_coeff"] = m.auxLossCoeff;
+        if (m.routerNormTopK)
+            j["router_norm_topk"] = true;
+        if (m.routerZLoss > 0)
+            j["router_z_loss"] = m.routerZLoss;
+        if (m.sharedExperts > 0)
+            j["shared_experts"] = m.sharedExperts;
+        if (m.sharedExpertHidden > 0)
+            j["shared_expert_hidden"] = m.sharedExpertHidden;
+        if (m.firstDenseLayers > 0)
+            j["first_dense_layers"] = m.firstDenseLayers;
     }
+    if (m.ropeTheta != 10000)
+        j["rope_theta"] = m.ropeTheta;
+    if (m.ropeScaling.factor > 0)
+        j["rope_scaling"] = { { "rope_type", "llama3" }, { "factor", m.ropeScaling.factor },
+            { "low_freq_factor", m.ropeScaling.lowFreqFactor }, { "high_freq_factor", m.ropeScaling.highFreqFactor },
+            { "original_max_position_embeddings", m.ropeScaling.originalMaxPositions } };
+    if (m.normEps != 1e-5)
+        j["norm_eps"] = m.normEps;
     return j;
 }
 

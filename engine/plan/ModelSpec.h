@@ -43,6 +43,29 @@ struct ModelSpec {
     std::int64_t moeLayerFreq = 1;
     double capacityFactor = 0;
     double auxLossCoeff = 0.01;
+    // Router and expert options of published MoE models. router_norm_topk: the k gates are the chosen
+    // probabilities divided by their sum (Mixtral, DeepSeek's norm_topk_prob); router_z_loss: the coefficient
+    // of ST-MoE's z-loss, mean over tokens of (log Σ_e exp(logit_e))²; shared_experts: MLPs of
+    // shared_expert_hidden (0: the experts' size) every token goes through besides its routed ones (DeepSeek);
+    // first_dense_layers: blocks [0, n) keep the dense MLP (DeepSeek's first_k_dense_replace).
+    bool routerNormTopK = false;
+    double routerZLoss = 0;
+    std::int64_t sharedExperts = 0;
+    std::int64_t sharedExpertHidden = 0;
+    std::int64_t firstDenseLayers = 0;
+    // Rotary positions: base θ of the angles p·θ^(−2i/d), and Llama 3.1's frequency scaling (factor 0: none):
+    // wavelengths above original/low_freq_factor are divided by factor, those below original/high_freq_factor
+    // kept, and those between blended.
+    struct RopeScaling {
+        double factor = 0;
+        double lowFreqFactor = 1;
+        double highFreqFactor = 4;
+        std::int64_t originalMaxPositions = 8192;
+        bool operator==(const RopeScaling&) const = default;
+    };
+    double ropeTheta = 10000;
+    RopeScaling ropeScaling;
+    double normEps = 1e-5; // LayerNorm and RMSNorm
 
     bool operator==(const ModelSpec&) const = default;
 
@@ -57,12 +80,18 @@ struct ModelSpec {
     // inner size, top_k (2 unless given), one expert's MLP, the router, and an MoE block's parameters
     // (attention, norms, router and every expert) and those a token uses (top_k experts).
     bool isMoe() const { return experts > 0; }
-    bool moeLayer(std::int64_t layer) const { return experts > 0 && layer % moeLayerFreq == 0; }
-    std::int64_t moeLayerCount() const { return experts > 0 ? (layers + moeLayerFreq - 1) / moeLayerFreq : 0; }
+    bool moeLayer(std::int64_t layer) const
+    {
+        return experts > 0 && layer >= firstDenseLayers && layer % moeLayerFreq == 0;
+    }
+    std::int64_t moeLayerCount() const { return moeLayersIn(0, layers - 1); }
     std::int64_t moeLayersIn(std::int64_t first, std::int64_t last) const;
     std::int64_t expertFfn() const { return moeFfnHidden > 0 ? moeFfnHidden : ffnHidden; }
     std::int64_t effectiveTopK() const { return experts > 0 ? (topK > 0 ? topK : 2) : 0; }
     std::int64_t expertParameters() const;
+    // The shared experts' inner size (each) and their parameters in one MoE block (all of them).
+    std::int64_t sharedExpertFfn() const { return sharedExpertHidden > 0 ? sharedExpertHidden : expertFfn(); }
+    std::int64_t sharedExpertParameters() const;
     std::int64_t routerParameters() const { return hidden * experts; }
     std::int64_t moeBlockParameters() const;
     std::int64_t moeBlockActiveParameters() const;

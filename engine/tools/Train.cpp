@@ -10,6 +10,7 @@
 #include "engine/tools/TrainReporter.h"
 #include "engine/train/Checkpoint.h"
 #include "engine/train/CpuKernels.h"
+#include "engine/train/HfWeights.h"
 #include "engine/train/InputChecks.h"
 #include "engine/train/LlmcModel.h"
 #include "engine/train/Threads.h"
@@ -69,6 +70,9 @@ const char* kUsage
       "  --resume          continue from the newest checkpoint in --checkpoint-dir (any layout of the same model)\n"
       "  --init-llmc FILE  start from the GPT-2 weights of an llm.c model file (magic 20240326, version 3)\n"
       "  --export-llmc FILE  at the end, write the weights as an llm.c model file\n"
+      "  --init-safetensors DIR  start from Hugging Face weights: DIR/model.safetensors (or its index.json)\n"
+      "  --export-safetensors DIR  at the end, write DIR/model.safetensors and DIR/config.json (transformers)\n"
+      "  --export-dtype fp32|bf16  the exported safetensors' dtype (fp32)\n"
       "  --trace-out FILE  write every rank's events as a Chrome trace (Perfetto, chrome://tracing, loom trace stats)\n"
       "  --ignore-memory   start even when the planner's memory estimate exceeds this machine's memory\n"
       "  --stream          write the telemetry stream (framed lines: run, groups, events, step, checkpoint, end) to "
@@ -76,6 +80,8 @@ const char* kUsage
 
 struct Args {
     std::string layout, data, metrics, checkpointDir, initLlmc, exportLlmc, traceOut;
+    std::string initSafetensors, exportSafetensors; // folders of Hugging Face safetensors (HfWeights.h)
+    bool exportBf16 = false;
     std::int64_t steps = 20, warmup = 10, checkpointEvery = 0;
     bool resume = false;
     bool stream = false;
@@ -131,6 +137,12 @@ std::optional<Args> parse(int argc, char** argv, std::string& error)
             a.initLlmc = v;
         else if (k == "--export-llmc")
             a.exportLlmc = v;
+        else if (k == "--init-safetensors")
+            a.initSafetensors = v;
+        else if (k == "--export-safetensors")
+            a.exportSafetensors = v;
+        else if (k == "--export-dtype")
+            ok = (a.exportBf16 = v == "bf16") || v == "fp32";
         else if (k == "--checkpoint-every")
             ok = parseNumber(v, a.checkpointEvery) && a.checkpointEvery >= 0;
         else if (k == "--steps")
@@ -242,6 +254,10 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
             + " tokens; it needs more than seq_len=" + std::to_string(layout.model.seqLen));
     if (!args.initLlmc.empty() || !args.exportLlmc.empty())
         train::checkLlmcCompatible(layout.model);
+    if (!args.initSafetensors.empty() || !args.exportSafetensors.empty())
+        train::checkHfCompatible(layout.model);
+    if (!args.initLlmc.empty() && !args.initSafetensors.empty())
+        throw std::runtime_error("--init-llmc and --init-safetensors both give the initial weights; use one");
     if (!args.checkpointDir.empty())
         train::checkCheckpointDir(args.checkpointDir); // before step 1, not when the first checkpoint is due
     trace::TraceRecorder recorder(rank);
@@ -250,7 +266,12 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
     comm::Communicator& world = *comms.world;
     // llm.c conversion goes through a checkpoint folder: --checkpoint-dir (kept), or a temporary one beside
     // the file (shared by the ranks like the file itself) that rank 0 removes when it is done with it.
-    const std::string llmcFile = !args.exportLlmc.empty() ? args.exportLlmc : args.initLlmc;
+    std::string llmcFile; // the first file or folder converted, beside which the scratch folder goes
+    for (const auto* f : { &args.exportLlmc, &args.initLlmc, &args.exportSafetensors, &args.initSafetensors })
+        if (llmcFile.empty())
+            llmcFile = *f;
+    if (!llmcFile.empty() && llmcFile.back() == '/')
+        llmcFile.pop_back();
     std::int64_t jobTag = static_cast<std::int64_t>(getpid());
     if (!llmcFile.empty())
         world.broadcast(&jobTag, 1, comm::DType::I64, 0)->wait();
@@ -296,15 +317,19 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
             std::printf("loom-train: no checkpoint in %s yet; starting from step 0\n", args.checkpointDir.c_str());
         }
     }
-    if (!args.initLlmc.empty()) {
+    const std::string& initFrom = !args.initLlmc.empty() ? args.initLlmc : args.initSafetensors;
+    if (!initFrom.empty()) {
         if (args.resume)
-            throw std::runtime_error("--init-llmc and --resume both say where to start; use one");
+            throw std::runtime_error("--init-llmc or --init-safetensors and --resume both say where to start; use one");
         const std::string folder = scratch + "/llmc-import";
         std::int64_t ok = 1;
         std::string why;
         if (rank == 0) {
             try {
-                train::importLlmc(args.initLlmc, layout.model, plan::writeLayout(layout), folder);
+                if (!args.initLlmc.empty())
+                    train::importLlmc(args.initLlmc, layout.model, plan::writeLayout(layout), folder);
+                else
+                    train::importSafetensors(args.initSafetensors, layout.model, plan::writeLayout(layout), folder);
             } catch (const std::exception& e) {
                 ok = 0;
                 why = e.what();
@@ -320,7 +345,7 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
         world.barrier()->wait(); // every rank has read it
         scratchFolder.remove();
         if (rank == 0)
-            std::printf("loom-train: weights from %s\n", args.initLlmc.c_str());
+            std::printf("loom-train: weights from %s\n", initFrom.c_str());
     }
     report.begin(first);
     std::signal(SIGTERM, onTerminate);
@@ -347,14 +372,21 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
         report.print(s, r);
     }
     report.writeTrace();
-    if (!args.exportLlmc.empty()) {
+    if (!args.exportLlmc.empty() || !args.exportSafetensors.empty()) {
         const bool savedAtEnd = !args.checkpointDir.empty() && args.steps > first; // by the loop above
         if (!savedAtEnd)
             trainer.save(scratch, args.steps);
         if (rank == 0) {
-            train::exportLlmc(*train::latestCheckpoint(scratch), layout.model, args.exportLlmc);
+            const std::string latest = *train::latestCheckpoint(scratch);
+            if (!args.exportLlmc.empty()) {
+                train::exportLlmc(latest, layout.model, args.exportLlmc);
+                std::printf("loom-train: wrote %s\n", args.exportLlmc.c_str());
+            }
+            if (!args.exportSafetensors.empty()) {
+                train::exportSafetensors(latest, layout.model, args.exportSafetensors, args.exportBf16);
+                std::printf("loom-train: wrote %s/model.safetensors and config.json\n", args.exportSafetensors.c_str());
+            }
             scratchFolder.remove();
-            std::printf("loom-train: wrote %s\n", args.exportLlmc.c_str());
         }
     }
     if (rank == 0) { // what ZeRO keeps (memory.zero): measured on this rank, not predicted

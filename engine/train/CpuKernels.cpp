@@ -25,10 +25,9 @@ void CpuKernels::gemm(
         transA ? M : K, B, transB ? K : N, accumulate ? 1.0f : 0.0f, C, N);
 }
 
-void CpuKernels::layerNormForward(
-    float* out, float* mean, float* rstd, const float* in, const float* gamma, const float* beta, int rows, int cols)
+void CpuKernels::layerNormForward(float* out, float* mean, float* rstd, const float* in, const float* gamma,
+    const float* beta, int rows, int cols, float eps)
 {
-    constexpr float eps = 1e-5f;
     for (int r = 0; r < rows; ++r) {
         const float* x = in + static_cast<std::size_t>(r) * cols;
         float* y = out + static_cast<std::size_t>(r) * cols;

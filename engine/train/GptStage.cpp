@@ -1,5 +1,6 @@
 #include "engine/train/GptStage.h"
 
+#include "engine/train/Rope.h"
 #include "engine/train/Threads.h"
 #include "engine/train/VocabSoftmax.h"
 
@@ -12,7 +13,7 @@ namespace loom::train {
 
 GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize,
     comm::Communicator* tp, Kernels& kernels, bool fullRecompute, bool sequenceParallel, int epRank, int epSize,
-    comm::Communicator* ep)
+    comm::Communicator* ep, const plan::InitSpec& init)
     : m_h(model.hidden)
     , m_heads(model.heads)
     , m_ffn(model.ffnHidden)
@@ -31,8 +32,9 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
           && model.effectiveKvHeads() == model.heads)
     , m_sp(sequenceParallel && tpSize > 1)
     , m_kvHeads(model.effectiveKvHeads())
+    , m_ropeFreq(ropeFrequencies(model))
+    , m_eps(static_cast<float>(model.normEps))
     , m_params(tpRank, tpSize)
-    , m_auxCoeff(model.auxLossCoeff)
 {
     if (m_heads % tpSize || m_kvHeads % tpSize || m_heads % m_kvHeads)
         throw std::invalid_argument("model " + model.name + ": tp=" + std::to_string(tpSize)
@@ -41,10 +43,6 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
     if (model.position == plan::ModelSpec::Position::Rope && (m_h / m_heads) % 2)
         throw std::invalid_argument(
             "model " + model.name + ": rotary positions need an even head size, not " + std::to_string(m_h / m_heads));
-    if (model.isMoe() && !m_gpt2)
-        throw std::invalid_argument("model " + model.name
-            + ": loom-train's mixture-of-experts blocks are GPT-2 blocks with GELU experts; a Llama-form MoE model "
-              "(SwiGLU, RMSNorm, rotary positions, grouped KV heads or no biases) can be planned but not trained");
     if (model.isMoe() && m_sp)
         throw std::invalid_argument("model " + model.name
             + ": parallel.sp with mixture-of-experts blocks is not implemented in loom-train (the load-balancing loss "
@@ -54,8 +52,11 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
             + " over tp=" + std::to_string(tpSize) + ": tp must divide it");
     m_zeros.assign(static_cast<std::size_t>(m_h), 0.0f);
     m_scratch.assign(static_cast<std::size_t>(m_h), 0.0f);
-    const float std = 0.02f;
-    const float projStd = 0.02f / std::sqrt(2.0f * static_cast<float>(model.layers)); // GPT-2's residual scaling
+    // init.method gpt2: GPT-2's residual scaling of the output projections and a position embedding at half
+    // the std; normal: every matrix at the std.
+    const bool gpt2Init = init.method == plan::InitSpec::Method::Gpt2;
+    const auto std = static_cast<float>(init.std);
+    const float projStd = gpt2Init ? std / std::sqrt(2.0f * static_cast<float>(model.layers)) : std;
     // Flat order is the reverse of backward's: the head first, then blocks from the last down, then the
     // embedding, so gradient buckets fill from the front while backward runs.
     bool anyHead = false, anyEmbedding = false;
@@ -77,7 +78,7 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
     std::sort(layers.rbegin(), layers.rend());
     for (auto l : layers) {
         if (!m_gpt2) {
-            addLlamaBlock(l, std, projStd);
+            addLlamaBlock(l, std, projStd, epRank, epSize, ep);
             continue;
         }
         const std::string p = "h" + std::to_string(l) + ".";
@@ -92,7 +93,7 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
         b.ln2b = m_params.add(p + "ln2.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
         b.wfc = b.bfc = b.wpr = b.bpr = -1;
         if (model.moeLayer(l)) { // a mixture of experts in place of the MLP
-            m_moe[l] = std::make_unique<MoeLayer>(model, p, m_params, epRank, epSize, ep, kernels);
+            m_moe[l] = std::make_unique<MoeLayer>(model, p, m_params, epRank, epSize, ep, kernels, std, projStd);
         } else {
             b.wfc = m_params.add(p + "fc.w", m_h, m_ffn, Shard::Columns, Init::Normal, std, true);
             b.bfc = m_params.add(p + "fc.b", 1, m_ffn, Shard::Columns, Init::Zeros, 0, false);
@@ -104,7 +105,7 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
     if ((anyHead && model.tieEmbeddings) || anyEmbedding)
         m_wte = m_params.add("wte", m_paddedVocab, m_h, Shard::Rows, Init::Normal, std, true);
     if (anyEmbedding && model.position == plan::ModelSpec::Position::Learned)
-        m_wpe = m_params.add("wpe", m_seq, m_h, Shard::Replicated, Init::Normal, 0.01f, true);
+        m_wpe = m_params.add("wpe", m_seq, m_h, Shard::Replicated, Init::Normal, gpt2Init ? std / 2 : std, true);
     m_params.allocate();
 }
 
@@ -159,6 +160,9 @@ std::vector<int> GptStage::blockParams(std::int64_t layer) const
         for (int i : { q.ln1g, q.ln1b, q.wq, q.bq, q.wk, q.bk, q.wv, q.bv, q.wo, q.bo, q.ln2g, q.ln2b, q.wgate, q.bgate,
                  q.wup, q.bup, q.wdown, q.bdown })
             if (i >= 0)
+                out.push_back(i);
+        if (auto it = m_moe.find(layer); it != m_moe.end())
+            for (int i : it->second->params())
                 out.push_back(i);
         return out;
     }
@@ -222,8 +226,8 @@ void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const floa
     c.ln2Rstd.resize(nl);
     c.fc.resize(n * fl);
     c.act.resize(n * fl);
-    m_k.layerNormForward(
-        c.ln1.data(), c.ln1Mean.data(), c.ln1Rstd.data(), in, m_params.value(p.ln1g), m_params.value(p.ln1b), Tl, h);
+    m_k.layerNormForward(c.ln1.data(), c.ln1Mean.data(), c.ln1Rstd.data(), in, m_params.value(p.ln1g),
+        m_params.value(p.ln1b), Tl, h, m_eps);
     const float* ln1 = gatherTokens(c.ln1.data(), full, B);
     m_k.gemm(false, false, T, 3 * hl, h, ln1, m_params.value(p.wqkv), c.qkv.data(), false);
     m_k.addBias(c.qkv.data(), m_params.value(p.bqkv), T, 3 * hl);
@@ -235,9 +239,9 @@ void GptStage::blockForward(std::int64_t layer, BlockCache& c, int B, const floa
     for (std::size_t i = 0; i < nl * h; ++i)
         c.x2[i] += in[i];
     m_k.layerNormForward(c.ln2.data(), c.ln2Mean.data(), c.ln2Rstd.data(), c.x2.data(), m_params.value(p.ln2g),
-        m_params.value(p.ln2b), Tl, h);
+        m_params.value(p.ln2b), Tl, h, m_eps);
     if (auto moe = m_moe.find(layer); moe != m_moe.end()) { // MoeLayer.h: whole experts on every TP rank
-        m_aux += m_auxCoeff * moe->second->forward(c.moe, c.ln2.data(), Tl, out);
+        m_aux += moe->second->forward(c.moe, c.ln2.data(), Tl, out);
     } else {
         const float* ln2 = gatherTokens(c.ln2.data(), full, B);
         m_k.gemm(false, false, T, fl, h, ln2, m_params.value(p.wfc), c.fc.data(), false);
@@ -272,7 +276,7 @@ void GptStage::blockBackward(std::int64_t layer, BlockCache& c, int B, const flo
     std::vector<float> dAct(n * fl), dFc(n * fl), dLn2(n * h), dX2(dOut, dOut + nl * h);
     float* dLn2Local = m_sp ? dLocal.data() : dLn2.data();
     if (auto moe = m_moe.find(layer); moe != m_moe.end()) {
-        moe->second->backward(c.moe, dOut, dLn2Local, m_lossScale * static_cast<float>(m_auxCoeff));
+        moe->second->backward(c.moe, dOut, dLn2Local, m_lossScale);
     } else {
         m_k.biasBackward(m_params.grad(p.bpr), dOut, Tl, h);
         const float* dOutAll = gatherTokens(dOut, full, B);

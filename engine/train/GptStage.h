@@ -47,7 +47,7 @@ public:
     // parallelism (their load-balancing loss is a product of per-sequence means).
     GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize, comm::Communicator* tp,
         Kernels& kernels, bool fullRecompute, bool sequenceParallel = false, int epRank = 0, int epSize = 1,
-        comm::Communicator* ep = nullptr);
+        comm::Communicator* ep = nullptr, const plan::InitSpec& init = {});
 
     // Context parallelism (call once, before the first forward): this rank holds chunks cpRank and
     // 2·cp-1-cpRank of every sequence (RingAttention.h); attention runs as ring attention over `cp`, the
@@ -83,8 +83,8 @@ public:
     // parallelism.
     void sumSequenceParallelGrads(const std::vector<int>& indices);
     // Mixture of experts: whether parameter `index` is an expert's (reduced over the expert-data-parallel
-    // group), and the load-balancing losses of the forwards since the last call (Σ over MoE blocks of
-    // aux_loss_coeff·aux), which the trainer adds to the loss.
+    // group), and the auxiliary losses of the forwards since the last call (Σ over MoE blocks of
+    // aux_loss_coeff·aux + router_z_loss·z), which the trainer adds to the loss.
     bool isExpertParam(int index) const;
     double takeAuxLoss();
 
@@ -166,9 +166,14 @@ private:
     void blockBackward(std::int64_t layer, BlockCache& c, int B, const float* dOut, float* dIn);
     void allReduce(float* data, std::size_t n, comm::ReduceOp op = comm::ReduceOp::Sum);
     // LlamaBlock.cpp
-    void addLlamaBlock(std::int64_t layer, float stddev, float projStddev);
+    void addLlamaBlock(
+        std::int64_t layer, float stddev, float projStddev, int epRank, int epSize, comm::Communicator* ep);
     void llamaBlockForward(std::int64_t layer, BlockCache& c, int B, const float* in, float* out);
     void llamaBlockBackward(std::int64_t layer, BlockCache& c, int B, const float* dOut, float* dIn);
+    // The block's backward from the second norm down: dX2 holds d/dx2 from the residual, dLn2 [Tl, h] the
+    // norm output's gradient (this rank's rows).
+    void llamaAttentionBackward(const LlamaParams& p, BlockCache& c, int B, std::vector<float>& dX2,
+        const std::vector<float>& dLn2, float* dIn);
     // The model's norm (LayerNorm or RMSNorm) over `rows` rows of h; `beta` may be -1 (no bias).
     void normForward(int gamma, int beta, float* out, float* mean, float* rstd, const float* in, int rows);
     // `out` is the forward's output; with memory-efficient norms `in` is recovered from it (`in` may be freed).
@@ -215,6 +220,8 @@ private:
     bool m_gpt2; // GPT-2's block (the original path); else the general block of LlamaBlock.cpp
     bool m_sp; // sequence parallelism (and tp > 1)
     std::int64_t m_kvHeads;
+    std::vector<double> m_ropeFreq; // rotary frequencies (Rope.h)
+    float m_eps; // the norms' epsilon
     ParamSet m_params;
     std::map<std::int64_t, BlockParams> m_block;
     std::map<std::int64_t, LlamaParams> m_llamaBlock;
@@ -228,8 +235,7 @@ private:
     int m_cpSize = 1;
     std::vector<std::int64_t> m_positions; // empty: position t of a sequence is t
     std::map<std::int64_t, std::unique_ptr<MoeLayer>> m_moe; // MoE blocks by layer
-    double m_aux = 0; // aux_loss_coeff·aux of the forwards since takeAuxLoss()
-    double m_auxCoeff = 0;
+    double m_aux = 0; // the MoE blocks' weighted auxiliary losses of the forwards since takeAuxLoss()
     float m_lossScale = 1; // the current backward's
     comm::Communicator* m_rowGroup = nullptr; // shareEmbeddingGradient, shareWeightGradient
     std::vector<RowRange> m_rowsOf; // the embedding's (empty: not shared)

@@ -17,9 +17,10 @@ public:
     virtual void gemm(
         bool transA, bool transB, int M, int N, int K, const float* A, const float* B, float* C, bool accumulate)
         = 0;
-    // out = LayerNorm(in)·gamma + beta per row of `cols`; keeps each row's mean and 1/std for backward.
+    // out = LayerNorm(in)·gamma + beta per row of `cols`, 1/std = 1/√(var + eps) (the model's norm_eps);
+    // keeps each row's mean and 1/std for backward.
     virtual void layerNormForward(float* out, float* mean, float* rstd, const float* in, const float* gamma,
-        const float* beta, int rows, int cols)
+        const float* beta, int rows, int cols, float eps)
         = 0;
     // dIn += ..., dGamma += ..., dBeta += ... (all accumulate).
     virtual void layerNormBackward(float* dIn, float* dGamma, float* dBeta, const float* dOut, const float* in,
@@ -36,8 +37,10 @@ public:
     virtual void attentionBackward(
         float* dqkv, const float* dOut, const float* qkv, const float* probs, int B, int s, int H, int d)
         = 0;
-    // RMSNorm (Llama): out = in · rstd · gamma per row, rstd = 1/√(mean(in²) + 1e-5); keeps rstd for backward.
-    virtual void rmsNormForward(float* out, float* rstd, const float* in, const float* gamma, int rows, int cols) = 0;
+    // RMSNorm (Llama): out = in · rstd · gamma per row, rstd = 1/√(mean(in²) + eps); keeps rstd for backward.
+    virtual void rmsNormForward(
+        float* out, float* rstd, const float* in, const float* gamma, int rows, int cols, float eps)
+        = 0;
     // dIn += ..., dGamma += ... (both accumulate).
     virtual void rmsNormBackward(float* dIn, float* dGamma, const float* dOut, const float* in, const float* rstd,
         const float* gamma, int rows, int cols)
@@ -54,11 +57,14 @@ public:
         float* dGate, float* dUp, const float* dOut, const float* gate, const float* up, std::size_t n)
         = 0;
     // Rotary positions (Su et al. 2021), in place on x [rows, heads·d]: each head's pair (2i, 2i+1) of row r
-    // turns by positions[r] · 10000^(−2i/d). `positions` are global token positions (0 .. s−1), so a rank
-    // that holds any part of the sequence passes its own.
-    virtual void ropeForward(float* x, const std::int32_t* positions, int rows, int heads, int d) = 0;
+    // turns by positions[r] · freq[i] (d/2 frequencies: θ^(−2i/d), or Llama 3.1's scaled ones; see
+    // ropeFrequencies). `positions` are global token positions (0 .. s−1), so a rank that holds any part of
+    // the sequence passes its own.
+    virtual void ropeForward(float* x, const std::int32_t* positions, int rows, int heads, int d, const double* freq)
+        = 0;
     // The transpose (a turn by the opposite angle), in place on the gradient.
-    virtual void ropeBackward(float* dx, const std::int32_t* positions, int rows, int heads, int d) = 0;
+    virtual void ropeBackward(float* dx, const std::int32_t* positions, int rows, int heads, int d, const double* freq)
+        = 0;
     // out[r][c] += bias[c]
     virtual void addBias(float* out, const float* bias, int rows, int cols) = 0;
     // dBias[c] += Σ_r dOut[r][c]

@@ -54,7 +54,8 @@ void unpackQkv(float* dq, float* dk, float* dv, const float* dqkv, int T, int H,
 
 } // namespace
 
-void GptStage::addLlamaBlock(std::int64_t l, float stddev, float projStddev)
+void GptStage::addLlamaBlock(
+    std::int64_t l, float stddev, float projStddev, int epRank, int epSize, comm::Communicator* ep)
 {
     const std::string p = "h" + std::to_string(l) + ".";
     const bool bias = m_model.bias, layerNorm = m_model.norm == plan::ModelSpec::Norm::LayerNorm;
@@ -81,7 +82,9 @@ void GptStage::addLlamaBlock(std::int64_t l, float stddev, float projStddev)
     columns("v", kv, q.wv, q.bv);
     rows("proj", m_h, q.wo, q.bo);
     norm("ln2", q.ln2g, q.ln2b);
-    if (m_model.mlp == plan::ModelSpec::Mlp::SwiGlu) {
+    if (m_model.moeLayer(l)) { // MoeLayer.h: experts of the model's MLP, whole on every TP rank
+        m_moe[l] = std::make_unique<MoeLayer>(m_model, p, m_params, epRank, epSize, ep, m_k, stddev, projStddev);
+    } else if (m_model.mlp == plan::ModelSpec::Mlp::SwiGlu) {
         columns("gate", m_ffn, q.wgate, q.bgate);
         columns("up", m_ffn, q.wup, q.bup);
         rows("down", m_ffn, q.wdown, q.bdown);
@@ -96,10 +99,10 @@ void GptStage::normForward(int gamma, int beta, float* out, float* mean, float* 
 {
     const int h = static_cast<int>(m_h);
     if (m_model.norm == plan::ModelSpec::Norm::RmsNorm)
-        m_k.rmsNormForward(out, rstd, in, m_params.value(gamma), rows, h);
+        m_k.rmsNormForward(out, rstd, in, m_params.value(gamma), rows, h, m_eps);
     else
-        m_k.layerNormForward(
-            out, mean, rstd, in, m_params.value(gamma), beta >= 0 ? m_params.value(beta) : m_zeros.data(), rows, h);
+        m_k.layerNormForward(out, mean, rstd, in, m_params.value(gamma),
+            beta >= 0 ? m_params.value(beta) : m_zeros.data(), rows, h, m_eps);
 }
 
 void GptStage::normBackward(int gamma, int beta, float* dIn, const float* dOut, const float* in, const float* out,
@@ -173,8 +176,8 @@ void GptStage::llamaBlockForward(std::int64_t layer, BlockCache& c, int B, const
     project(m_k, m_params, ln1, p.wv, p.bv, v.data(), T, h, kvl);
     if (m_model.position == plan::ModelSpec::Position::Rope) {
         const auto positions = tokenPositions(B);
-        m_k.ropeForward(q.data(), positions.data(), T, Hl, d);
-        m_k.ropeForward(k.data(), positions.data(), T, KVl, d);
+        m_k.ropeForward(q.data(), positions.data(), T, Hl, d, m_ropeFreq.data());
+        m_k.ropeForward(k.data(), positions.data(), T, KVl, d, m_ropeFreq.data());
     }
     c.qkv.resize(n * 3 * hl);
     packQkv(c.qkv.data(), q.data(), k.data(), v.data(), T, Hl, KVl, d);
@@ -193,6 +196,12 @@ void GptStage::llamaBlockForward(std::int64_t layer, BlockCache& c, int B, const
     c.ln2Mean.resize(nl);
     c.ln2Rstd.resize(nl);
     normForward(p.ln2g, p.ln2b, c.ln2.data(), c.ln2Mean.data(), c.ln2Rstd.data(), c.x2.data(), Tl);
+    if (auto moe = m_moe.find(layer); moe != m_moe.end()) { // no sequence parallelism with MoE (the constructor)
+        m_aux += moe->second->forward(c.moe, c.ln2.data(), Tl, out);
+        for (std::size_t i = 0; i < nl * h; ++i)
+            out[i] += c.x2[i];
+        return;
+    }
     const float* ln2 = gatherTokens(c.ln2.data(), full, B);
     c.fc.resize(n * fl);
     c.act.resize(n * fl);
@@ -221,6 +230,11 @@ void GptStage::llamaBlockBackward(std::int64_t layer, BlockCache& c, int B, cons
     std::vector<float> full, dLocal(m_sp ? nl * h : 0);
     // MLP: out = x2 + down(act(ln2(x2)))
     std::vector<float> dAct(n * fl), dLn2(n * h), dX2(dOut, dOut + nl * h);
+    if (auto moe = m_moe.find(layer); moe != m_moe.end()) {
+        moe->second->backward(c.moe, dOut, dLn2.data(), m_lossScale);
+        llamaAttentionBackward(p, c, B, dX2, dLn2, dIn);
+        return;
+    }
     if (p.bdown >= 0)
         m_k.biasBackward(m_params.grad(p.bdown), dOut, Tl, h);
     const float* dOutAll = gatherTokens(dOut, full, B);
@@ -239,8 +253,18 @@ void GptStage::llamaBlockBackward(std::int64_t layer, BlockCache& c, int B, cons
     }
     float* dLn2Local = m_sp ? dLocal.data() : dLn2.data();
     reduceTokens(dLn2.data(), dLn2Local, B);
+    if (m_sp)
+        std::copy(dLocal.begin(), dLocal.end(), dLn2.begin());
+    llamaAttentionBackward(p, c, B, dX2, dLn2, dIn);
+}
+
+void GptStage::llamaAttentionBackward(
+    const LlamaParams& p, BlockCache& c, int B, std::vector<float>& dX2, const std::vector<float>& dLn2, float* dIn)
+{
+    const auto [s, T, h, Tl, d, Hl, KVl, hl, kvl, fl, n, nl] = blockDims(B);
+    std::vector<float> full, dLocal(m_sp ? nl * h : 0);
     normBackward(
-        p.ln2g, p.ln2b, dX2.data(), dLn2Local, c.x2.data(), c.ln2.data(), c.ln2Mean.data(), c.ln2Rstd.data(), Tl);
+        p.ln2g, p.ln2b, dX2.data(), dLn2.data(), c.x2.data(), c.ln2.data(), c.ln2Mean.data(), c.ln2Rstd.data(), Tl);
     // Attention: x2 = x + attn(ln1(x))·Wo
     if (p.bo >= 0)
         m_k.biasBackward(m_params.grad(p.bo), dX2.data(), Tl, h);
@@ -253,8 +277,8 @@ void GptStage::llamaBlockBackward(std::int64_t layer, BlockCache& c, int B, cons
     unpackQkv(dq.data(), dk.data(), dv.data(), dQkv.data(), T, Hl, KVl, d);
     if (m_model.position == plan::ModelSpec::Position::Rope) {
         const auto positions = tokenPositions(B);
-        m_k.ropeBackward(dq.data(), positions.data(), T, Hl, d);
-        m_k.ropeBackward(dk.data(), positions.data(), T, KVl, d);
+        m_k.ropeBackward(dq.data(), positions.data(), T, Hl, d, m_ropeFreq.data());
+        m_k.ropeBackward(dk.data(), positions.data(), T, KVl, d, m_ropeFreq.data());
     }
     const float* ln1 = gatherTokens(c.ln1.data(), full, B);
     projectBackward(m_k, m_params, ln1, dq.data(), p.wq, p.bq, dLn1.data(), T, h, hl, false);

@@ -1,5 +1,6 @@
 // The CPU kernels of the Llama block: RMSNorm, SwiGLU and rotary positions (declared in CpuKernels.h).
 #include "engine/train/CpuKernels.h"
+#include "engine/train/Rope.h"
 
 #include <cmath>
 #include <vector>
@@ -8,22 +9,19 @@ namespace loom::train {
 
 namespace {
 
-constexpr float kRmsEps = 1e-5f;
-constexpr double kRopeBase = 10000.0; // Llama 1 and 2; the model profile has no field for another base
-
 float sigmoid(float x)
 {
     return 1.0f / (1.0f + std::exp(-x));
 }
 
-// Turns every head's pairs of each row by ±positions[r]·base^(−2i/d).
-void rotate(float* x, const std::int32_t* positions, int rows, int heads, int d, double sign)
+// Turns every head's pairs of each row by ±positions[r]·freq[i].
+void rotate(float* x, const std::int32_t* positions, int rows, int heads, int d, const double* freq, double sign)
 {
     const int half = d / 2;
     std::vector<float> cosines(static_cast<std::size_t>(half)), sines(static_cast<std::size_t>(half));
     for (int r = 0; r < rows; ++r) {
         for (int i = 0; i < half; ++i) {
-            const double angle = sign * positions[r] * std::pow(kRopeBase, -2.0 * i / d);
+            const double angle = sign * positions[r] * freq[i];
             cosines[static_cast<std::size_t>(i)] = static_cast<float>(std::cos(angle));
             sines[static_cast<std::size_t>(i)] = static_cast<float>(std::sin(angle));
         }
@@ -41,7 +39,8 @@ void rotate(float* x, const std::int32_t* positions, int rows, int heads, int d,
 
 } // namespace
 
-void CpuKernels::rmsNormForward(float* out, float* rstd, const float* in, const float* gamma, int rows, int cols)
+void CpuKernels::rmsNormForward(
+    float* out, float* rstd, const float* in, const float* gamma, int rows, int cols, float eps)
 {
     for (int r = 0; r < rows; ++r) {
         const float* x = in + static_cast<std::size_t>(r) * cols;
@@ -49,7 +48,7 @@ void CpuKernels::rmsNormForward(float* out, float* rstd, const float* in, const 
         double ms = 0;
         for (int c = 0; c < cols; ++c)
             ms += static_cast<double>(x[c]) * x[c];
-        const float s = static_cast<float>(1.0 / std::sqrt(ms / cols + kRmsEps));
+        const float s = static_cast<float>(1.0 / std::sqrt(ms / cols + eps));
         for (int c = 0; c < cols; ++c)
             y[c] = x[c] * s * gamma[c];
         rstd[r] = s;
@@ -105,14 +104,37 @@ void CpuKernels::swigluBackward(
     }
 }
 
-void CpuKernels::ropeForward(float* x, const std::int32_t* positions, int rows, int heads, int d)
+void CpuKernels::ropeForward(float* x, const std::int32_t* positions, int rows, int heads, int d, const double* freq)
 {
-    rotate(x, positions, rows, heads, d, 1.0);
+    rotate(x, positions, rows, heads, d, freq, 1.0);
 }
 
-void CpuKernels::ropeBackward(float* dx, const std::int32_t* positions, int rows, int heads, int d)
+void CpuKernels::ropeBackward(float* dx, const std::int32_t* positions, int rows, int heads, int d, const double* freq)
 {
-    rotate(dx, positions, rows, heads, d, -1.0);
+    rotate(dx, positions, rows, heads, d, freq, -1.0);
+}
+
+std::vector<double> ropeFrequencies(const plan::ModelSpec& model)
+{
+    const int d = static_cast<int>(model.headDim());
+    std::vector<double> freq(static_cast<std::size_t>(d / 2));
+    const auto& scaling = model.ropeScaling;
+    const double pi = std::acos(-1.0), original = static_cast<double>(scaling.originalMaxPositions);
+    for (int i = 0; i < d / 2; ++i) {
+        double f = std::pow(model.ropeTheta, -2.0 * i / d);
+        if (scaling.factor > 0) { // Llama 3.1: long wavelengths slowed by factor, short ones kept, a blend between
+            const double wavelength = 2 * pi / f;
+            if (wavelength > original / scaling.lowFreqFactor) {
+                f /= scaling.factor;
+            } else if (wavelength >= original / scaling.highFreqFactor) {
+                const double smooth = (original / wavelength - scaling.lowFreqFactor)
+                    / (scaling.highFreqFactor - scaling.lowFreqFactor);
+                f = (1 - smooth) * f / scaling.factor + smooth * f;
+            }
+        }
+        freq[static_cast<std::size_t>(i)] = f;
+    }
+    return freq;
 }
 
 } // namespace loom::train

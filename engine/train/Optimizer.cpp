@@ -8,6 +8,25 @@
 
 namespace loom::train {
 
+plan::OptimizerSpec::DecayGroup decayGroupOf(const std::string& t)
+{
+    using G = plan::OptimizerSpec::DecayGroup;
+    auto ends = [&](const std::string& s) {
+        return t.size() >= s.size() && t.compare(t.size() - s.size(), s.size(), s) == 0;
+    };
+    if (t == "wte" || t == "wpe")
+        return G::Embedding;
+    if (t == "lm_head")
+        return G::LmHead;
+    if (ends("router.w"))
+        return G::Router;
+    if (t.rfind("lnf.", 0) == 0 || ends(".g") || ends("ln1.b") || ends("ln2.b"))
+        return G::Norm;
+    if (ends(".b"))
+        return G::Bias;
+    return G::Matrices;
+}
+
 double LearningRate::at(std::int64_t step) const
 {
     if (step < warmup)

@@ -1,7 +1,10 @@
 #pragma once
 
+#include "engine/plan/OptimizerSpec.h"
+
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,6 +24,10 @@ struct LearningRate {
 // in flight on its own: with these hints the update took 132 to 141 ms instead of 156 to 161 for 124 M
 // floats, and the squares 33 instead of 40 (2026-12-01, one core of the development machine).
 inline constexpr std::size_t kLineFloats = 16, kPrefetchAhead = 256;
+
+// Which of optimizer.weight_decay_on's groups a parameter tensor (by its name in ParamSet) belongs to:
+// wte and wpe the embedding, lm_head, a router, a norm's gain or shift, a bias, else a matrix.
+plan::OptimizerSpec::DecayGroup decayGroupOf(const std::string& tensor);
 
 // The sum of squares of x[0, n) (the gradient norm's share of one tensor): vectorised, in double lanes, and
 // split over `threads` (computeThreads() when 0) in a fixed way, so the result does not vary between runs.

@@ -94,6 +94,9 @@ public:
     const ParamSpec& spec(int index) const { return m_specs[static_cast<std::size_t>(index)]; }
     const std::vector<ParamSpec>& specs() const { return m_specs; }
     int find(const std::string& name) const;
+    // Whether AdamW's weight decay applies to tensor `index` (the layout's optimizer.weight_decay_on); call
+    // before the optimizer reads the specs.
+    void setDecay(int index, bool decay) { m_specs[static_cast<std::size_t>(index)].decay = decay; }
     void zeroGrads();
     // Ranges [from, to) of the flat gradient buffer that nothing writes during a step (they stay zero), which
     // zeroGrads() then skips: the rows of the token embedding another data-parallel rank completes.

@@ -45,10 +45,12 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
             + " needs the expert groups: create them with CommRuntime::addExpertGroups before the trainer");
     m_stage = std::make_unique<GptStage>(layout.model, chunks, static_cast<int>(m_coord.tp), static_cast<int>(p.tp),
         comms.tensor.get(), kernels, layout.memory.recompute == plan::Recompute::Full, p.sp,
-        static_cast<int>(m_coord.dp % p.ep), static_cast<int>(p.ep), comms.expert.get());
+        static_cast<int>(m_coord.dp % p.ep), static_cast<int>(p.ep), comms.expert.get(), layout.init);
     m_stage->setContextParallel(comms.context.get(), static_cast<int>(m_coord.cp), static_cast<int>(p.cp));
     m_stage->setEfficientNorm(layout.memory.efficientNorm);
     ParamSet& params = m_stage->params();
+    for (int i = 0; i < static_cast<int>(params.specs().size()); ++i) // optimizer.weight_decay_on
+        params.setDecay(i, layout.optimizer.decays(decayGroupOf(params.spec(i).name)));
     // Gradients are summed over the dp·cp ranks of comms.data (a CP group's ranks are reduced like replicas).
     const std::int64_t replicas = p.dp * p.cp, replicaIndex = m_coord.dp * p.cp + m_coord.cp;
     params.initialise(options.seed);
@@ -125,7 +127,9 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
         begin = 0;
         end = m_sharded->shardSize();
     }
-    m_adam = m_zero1Pieces ? std::make_unique<AdamW>(pieces) : std::make_unique<AdamW>(begin, end);
+    const auto& o = layout.optimizer;
+    m_adam = m_zero1Pieces ? std::make_unique<AdamW>(pieces, o.adamBeta1, o.adamBeta2, o.adamEps, o.weightDecay)
+                           : std::make_unique<AdamW>(begin, end, o.adamBeta1, o.adamBeta2, o.adamEps, o.weightDecay);
     m_codecWarmup = std::max<std::int64_t>(layout.comm.codecWarmup, 0);
     if (layout.comm.dpCodec.kind == plan::Codec::Kind::TopK && layout.comm.errorFeedback && replicas > 1) {
         // Sparse updates under AdamW (SparseAdam): a warm-up of uncompressed steps, then frozen variance.
@@ -133,7 +137,8 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
             m_codecWarmup = std::max<std::int64_t>(1, options.steps / 10);
         m_sparse = std::make_unique<SparseAdam>(m_sync->bucketRanges(), *comms.data, sync);
     }
-    m_lr = { options.lr, options.lr * 0.1, options.warmup, options.steps };
+    m_lr = plan::lrSchedule(layout.optimizer, options.lr, options.warmup, options.steps);
+    m_clip = layout.optimizer.clipGrad > 0 ? layout.optimizer.clipGrad : INFINITY;
     const bool normWhileHot = replicas == 1 && p.tp == 1 && p.pp == 1 && layout.comm.staleness == 0;
     m_squares.assign(normWhileHot ? params.specs().size() : 0, -1.0);
 
@@ -425,12 +430,12 @@ StepResult Trainer::step(std::int64_t step)
     if (!apply) {
     } else if (sparse) {
         // Local gradients (this rank's share of the mean): DGC's local clipping at clip/sqrt(dp).
-        const double threshold = m_options.clip / std::sqrt(double(p.dp * p.cp));
+        const double threshold = m_clip / std::sqrt(double(p.dp * p.cp));
         const float clip = norm > threshold ? static_cast<float>(threshold / (norm + 1e-6)) : 1.0f;
         r.gradNorm = norm * std::sqrt(double(p.dp * p.cp)); // the estimate of the global norm the threshold assumes
         m_sparse->step(*m_adam, params.values.data(), params.grads.data(), clip, m_decay, r.lr, m_codecWarmup);
     } else {
-        const float clip = norm > m_options.clip ? static_cast<float>(m_options.clip / (norm + 1e-6)) : 1.0f;
+        const float clip = norm > m_clip ? static_cast<float>(m_clip / (norm + 1e-6)) : 1.0f;
         if (m_sharded)
             m_adam->step(m_sharded->shardValues(), m_sharded->shardGrads(), m_sharded->shardDecay(), r.lr, clip);
         else

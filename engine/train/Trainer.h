@@ -22,7 +22,7 @@ struct TrainOptions {
     std::uint64_t seed = 1234;
     double lr = 1e-3;
     std::int64_t warmup = 10;
-    double clip = 1.0; // global gradient-norm clipping
+    double clip = 1.0; // unused: the layout's optimizer.clip_grad clips (kept for existing callers)
     trace::TraceRecorder* recorder = nullptr; // compute, wait and optimizer events when set
     // ZeRO-1 without tp, pp or cp: which gradients DP members may complete row by row where it pays
     // (Trainer::sharesEmbeddingRows, sharedWeightRows); less only to compare (bench_step --rows).
@@ -124,7 +124,8 @@ private:
     std::unique_ptr<SparseAdam> m_sparse; // top-k with error feedback after the codec warm-up
     std::int64_t m_codecWarmup = 0; // steps with an uncompressed data-parallel all-reduce
     std::vector<std::uint8_t> m_decay;
-    LearningRate m_lr;
+    plan::LrSchedule m_lr; // the layout's optimizer section, --lr and --warmup for what it leaves out
+    double m_clip = 1.0; // optimizer.clip_grad (infinite: no clipping)
     bool m_tiedAcrossStages = false; // the token embedding lives on the first and the last pipeline rank
     std::vector<int> m_lastBackward; // per chunk: index in the schedule of its last backward
     double m_auxSum = 0; // MoE: this step's load-balancing losses on this rank

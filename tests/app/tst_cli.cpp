@@ -210,6 +210,36 @@ private slots:
         QVERIFY(gone.out.contains(QStringLiteral("cluster=\"lab\" is not a known cluster profile")));
     }
 
+    // loom profiles import --hf: transformers' config.json as a model profile, or refused with the field.
+    void importHfConfig()
+    {
+        QDir().mkpath(m_dir.filePath(QStringLiteral("tiny-llama3")));
+        const QString config = writeFile(QStringLiteral("tiny-llama3/config.json"),
+            R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 64,
+            "rms_norm_eps": 1e-6, "rope_theta": 500000.0, "hidden_act": "silu", "tie_word_embeddings": false,
+            "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 32}})");
+        const Run add = loom({ QStringLiteral("profiles"), QStringLiteral("import"), QStringLiteral("--hf"), config });
+        QVERIFY2(add.exitCode == 0, qPrintable(add.err));
+        QVERIFY(add.out.contains(QStringLiteral("saved model profile \"tiny-llama3\"")));
+        const Run show = loom({ QStringLiteral("profiles"), QStringLiteral("show"), QStringLiteral("tiny-llama3"),
+            QStringLiteral("--json") });
+        const QJsonObject p
+            = QJsonDocument::fromJson(show.out.toUtf8()).object().value(QStringLiteral("profile")).toObject();
+        QCOMPARE(p.value(QStringLiteral("rope_theta")).toDouble(), 500000.0);
+        QCOMPARE(p.value(QStringLiteral("kv_heads")).toInt(), 2);
+        QCOMPARE(p.value(QStringLiteral("rope_scaling")).toObject().value(QStringLiteral("factor")).toDouble(), 8.0);
+        const QString gelu = writeFile(QStringLiteral("gelu.json"),
+            R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 64, "hidden_act": "gelu"})");
+        const Run refused = loom({ QStringLiteral("profiles"), QStringLiteral("import"), QStringLiteral("--hf"), gelu,
+            QStringLiteral("--name"), QStringLiteral("g") });
+        QCOMPARE(refused.exitCode, 2);
+        QVERIFY2(refused.err.contains(QStringLiteral("config.hidden_act")), qPrintable(refused.err));
+        loom({ QStringLiteral("profiles"), QStringLiteral("remove"), QStringLiteral("tiny-llama3") });
+    }
+
     void brokenStoreStillValidates()
     {
         // A store that cannot be opened does not stop validation with the built-in profiles.

@@ -3,6 +3,7 @@
 // schedule, the expert groups carved out of the DP group, the validation rules and the search over ep.
 #include "engine/plan/CostModel.h"
 #include "engine/plan/ExpertGroups.h"
+#include "engine/plan/Formulas.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/LayoutValidator.h"
 #include "engine/plan/Search.h"
@@ -42,6 +43,76 @@ Layout layout(const std::string& model, int tp, int pp, int dp, int ep, int micr
 class TestMoePlan : public QObject {
     Q_OBJECT
 private slots:
+    void deepseekMoeParameters()
+    {
+        // DeepSeek-MoE 16B (Dai et al. 2024; its config.json): 16.4 B parameters, 2.8 B active. Block 0 is
+        // dense (first_dense_layers 1), the others hold 64 routed experts of 1408 (top 6) and 2 shared ones.
+        nlohmann::json j = { { "name", "deepseek-moe-16b" }, { "layers", 28 }, { "hidden", 2048 }, { "heads", 16 },
+            { "ffn_hidden", 10944 }, { "vocab", 102400 }, { "seq_len", 4096 }, { "vocab_pad_multiple", 1 },
+            { "mlp", "swiglu" }, { "norm", "rmsnorm" }, { "position", "rope" }, { "bias", false },
+            { "tie_embeddings", false }, { "experts", 64 }, { "top_k", 6 }, { "moe_ffn_hidden", 1408 },
+            { "shared_experts", 2 }, { "first_dense_layers", 1 }, { "router_norm_topk", false }, { "norm_eps", 1e-6 } };
+        Diagnostics d;
+        auto m = parseModelSpec(j, "model", d);
+        QVERIFY2(m, d.format().c_str());
+        QVERIFY(std::fabs(double(m->parameterCount()) / 1e9 - 16.4) < 0.05);
+        QVERIFY(std::fabs(double(m->activeParameterCount()) / 1e9 - 2.83) < 0.01);
+        QCOMPARE(m->moeLayerCount(), std::int64_t(27));
+        QVERIFY(!m->moeLayer(0));
+        QVERIFY(m->moeLayer(1));
+        QCOMPARE(m->moeLayersIn(0, 3), std::int64_t(3));
+        QCOMPARE(m->sharedExpertParameters(), std::int64_t(3) * 2048 * 1408 * 2);
+        // FLOPs per token: block 0 dense; blocks 1-27 the router, 6 routed and 2 shared experts.
+        const double att = 4.0 * 2048 * 2048, dense = att + 3.0 * 2048 * 10944;
+        const double moe = att + 2048.0 * 64 + 6 * 3.0 * 2048 * 1408 + 2 * 3.0 * 2048 * 1408;
+        QVERIFY(std::fabs(blockMatmulParameters(*m) - (dense + 27 * moe) / 28) < 1.0);
+        // The fields go back out and read back the same.
+        Diagnostics again;
+        auto back = parseModelSpec(nlohmann::json::parse(toJson(*m).dump()), "model", again);
+        QVERIFY(back);
+        QVERIFY(*back == *m);
+    }
+
+    void newModelFieldsRefused_data()
+    {
+        QTest::addColumn<QString>("patch");
+        QTest::addColumn<QString>("field");
+        QTest::newRow("shared without experts") << R"({"experts": 0, "shared_experts": 1})"
+                                                << "model.shared_experts";
+        QTest::newRow("z-loss dense") << R"({"experts": 0, "router_z_loss": 0.001})"
+                                      << "model.router_z_loss";
+        QTest::newRow("all dense") << R"({"experts": 4, "first_dense_layers": 2})"
+                                   << "model.first_dense_layers";
+        QTest::newRow("hidden without count") << R"({"experts": 4, "shared_expert_hidden": 64})"
+                                              << "model.shared_expert_hidden";
+        QTest::newRow("theta learned") << R"({"position": "learned", "rope_theta": 500000})"
+                                       << "model.rope_theta";
+        QTest::newRow("eps zero") << R"({"norm_eps": 0})"
+                                  << "model.norm_eps";
+        QTest::newRow("scaling not object") << R"({"rope_scaling": 8})"
+                                            << "model.rope_scaling";
+        QTest::newRow("scaling factor missing") << R"({"rope_scaling": {"low_freq_factor": 1, "high_freq_factor": 4,
+            "original_max_position_embeddings": 8192}})"
+                                                << "model.rope_scaling.factor";
+        QTest::newRow("scaling inverted") << R"({"rope_scaling": {"factor": 8, "low_freq_factor": 4,
+            "high_freq_factor": 1, "original_max_position_embeddings": 8192}})"
+                                          << "model.rope_scaling.high_freq_factor";
+        QTest::newRow("scaling type") << R"({"rope_scaling": {"rope_type": "yarn", "factor": 8, "low_freq_factor": 1,
+            "high_freq_factor": 4, "original_max_position_embeddings": 8192}})"
+                                      << "model.rope_scaling.rope_type";
+    }
+    void newModelFieldsRefused()
+    {
+        QFETCH(QString, patch);
+        QFETCH(QString, field);
+        nlohmann::json j = { { "name", "m" }, { "layers", 2 }, { "hidden", 64 }, { "heads", 4 }, { "ffn_hidden", 128 },
+            { "vocab", 256 }, { "seq_len", 32 }, { "position", "rope" }, { "norm", "rmsnorm" } };
+        j.merge_patch(nlohmann::json::parse(patch.toStdString()));
+        Diagnostics d;
+        QVERIFY(!parseModelSpec(j, "model", d));
+        QVERIFY2(d.format().find(field.toStdString()) != std::string::npos, d.format().c_str());
+    }
+
     void mixtralParameters()
     {
         const auto m = loom::profiles::BuiltinProfiles::instance().findModel("mixtral-8x7b");

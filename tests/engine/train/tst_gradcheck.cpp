@@ -131,14 +131,17 @@ private slots:
         std::mt19937 rng(5);
         std::normal_distribution<float> normal;
         std::vector<float> q(heads * d), k(heads * d);
+        std::vector<double> freq(d / 2);
+        for (int i = 0; i < d / 2; ++i)
+            freq[static_cast<std::size_t>(i)] = std::pow(10000.0, -2.0 * i / d);
         for (auto& v : q)
             v = normal(rng);
         for (auto& v : k)
             v = normal(rng);
         auto dotAt = [&](std::int32_t pq, std::int32_t pk) {
             std::vector<float> a = q, b = k;
-            kernels.ropeForward(a.data(), &pq, 1, heads, d);
-            kernels.ropeForward(b.data(), &pk, 1, heads, d);
+            kernels.ropeForward(a.data(), &pq, 1, heads, d, freq.data());
+            kernels.ropeForward(b.data(), &pk, 1, heads, d, freq.data());
             double dot = 0;
             for (int i = 0; i < d; ++i) // head 0
                 dot += double(a[static_cast<std::size_t>(i)]) * b[static_cast<std::size_t>(i)];
@@ -148,8 +151,8 @@ private slots:
         QVERIFY(std::fabs(dotAt(7, 3) - dotAt(7, 5)) > 1e-3); // and it does depend on the distance
         std::vector<float> x = q;
         const std::int32_t pos = 1000;
-        kernels.ropeForward(x.data(), &pos, 1, heads, d);
-        kernels.ropeBackward(x.data(), &pos, 1, heads, d);
+        kernels.ropeForward(x.data(), &pos, 1, heads, d, freq.data());
+        kernels.ropeBackward(x.data(), &pos, 1, heads, d, freq.data());
         for (std::size_t i = 0; i < x.size(); ++i)
             QVERIFY(std::fabs(x[i] - q[i]) < 1e-5);
     }

@@ -3,6 +3,7 @@
 // routing rules a layout comparison relies on (ties to the lower expert index, aux = 1 when balanced).
 #include "engine/train/CpuKernels.h"
 #include "engine/train/GptStage.h"
+#include "engine/train/MoeLayer.h"
 
 #include <QTest>
 
@@ -28,14 +29,55 @@ plan::ModelSpec moeModel()
     return m;
 }
 
+// Mixtral's form: Llama blocks (RMSNorm, rotary positions at Llama 3's base with its 3.1 scaling, grouped KV
+// heads, no biases) with SwiGLU experts, renormalised top-2 gates and a z-loss.
+plan::ModelSpec mixtralForm()
+{
+    plan::ModelSpec m = moeModel();
+    m.name = "mixtral-check";
+    m.mlp = plan::ModelSpec::Mlp::SwiGlu;
+    m.norm = plan::ModelSpec::Norm::RmsNorm;
+    m.position = plan::ModelSpec::Position::Rope;
+    m.bias = false;
+    m.tieEmbeddings = false;
+    m.kvHeads = 1;
+    m.ropeTheta = 500000;
+    m.ropeScaling = { 8, 1, 4, 4 }; // an original context of 4 positions, so that every branch is taken
+    m.normEps = 1e-6;
+    m.routerNormTopK = true;
+    m.routerZLoss = 0.2;
+    return m;
+}
+
+// DeepSeek-MoE's form: block 0 dense, then MoE with a shared SwiGLU expert beside the routed ones.
+plan::ModelSpec deepseekForm()
+{
+    plan::ModelSpec m = mixtralForm();
+    m.name = "deepseek-check";
+    m.moeLayerFreq = 1;
+    m.firstDenseLayers = 1;
+    m.sharedExperts = 2;
+    m.sharedExpertHidden = 8;
+    m.routerNormTopK = false;
+    return m;
+}
+
 } // namespace
 
 class TestMoeGradCheck : public QObject {
     Q_OBJECT
 private slots:
+    void everyTensor_data()
+    {
+        QTest::addColumn<int>("form");
+        QTest::newRow("gpt2 gelu experts") << 0;
+        QTest::newRow("mixtral form") << 1;
+        QTest::newRow("deepseek form") << 2;
+    }
     void everyTensor()
     {
-        const plan::ModelSpec model = moeModel();
+        QFETCH(int, form);
+        const plan::ModelSpec model = form == 0 ? moeModel() : form == 1 ? mixtralForm() : deepseekForm();
         CpuKernels kernels;
         GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false);
         ParamSet& params = stage.params();
@@ -52,7 +94,7 @@ private slots:
         const std::vector<float> analytic = params.grads;
 
         std::mt19937 rng(9);
-        int checked = 0, skipped = 0, router = 0, experts = 0;
+        int checked = 0, skipped = 0, router = 0, experts = 0, shared = 0;
         double worst = 0;
         for (int p = 0; p < static_cast<int>(params.specs().size()); ++p) {
             const auto& s = params.spec(p);
@@ -83,6 +125,7 @@ private slots:
                 ++checked;
                 router += s.name.find("router") != std::string::npos;
                 experts += s.name.find("expert") != std::string::npos;
+                shared += s.name.find("shared") != std::string::npos;
             }
         }
         qInfo("checked %d elements (%d router, %d expert), skipped %d at routing changes; worst error %.3g of "
@@ -90,7 +133,82 @@ private slots:
             checked, router, experts, skipped, worst);
         QVERIFY(checked > 200);
         QVERIFY(router >= 8);
-        QVERIFY(experts >= 100);
+        QVERIFY(experts >= 60);
+        if (form == 2) {
+            QVERIFY(shared >= 20);
+            QCOMPARE(params.find("h0.router.w"), -1); // first_dense_layers 1
+            QVERIFY(params.find("h0.gate.w") >= 0);
+        }
+    }
+
+    // Renormalised top-k: each token's gates sum to one. With every expert a copy of expert 0 (output y),
+    // the MoE output is (Σ chosen gates)·y: y itself when renormalised, and the unrenormalised output divided
+    // by its gates' sum gives the same y.
+    void renormalisedGatesSumToOne()
+    {
+        plan::ModelSpec model = mixtralForm();
+        model.routerZLoss = 0;
+        model.auxLossCoeff = 0;
+        CpuKernels kernels;
+        const int T = 5, h = static_cast<int>(model.hidden), k = 2;
+        std::vector<float> x(static_cast<std::size_t>(T * h));
+        std::mt19937 rng(2);
+        std::normal_distribution<float> normal;
+        for (auto& v : x)
+            v = normal(rng);
+        std::vector<std::vector<float>> outs, gates;
+        for (bool norm : { true, false }) {
+            model.routerNormTopK = norm;
+            ParamSet params(0, 1);
+            MoeLayer layer(model, "m.", params, 0, 1, nullptr, kernels);
+            params.allocate();
+            params.initialise(4);
+            for (int e = 1; e < model.experts; ++e)
+                for (const std::string t : { "gate.w", "up.w", "down.w" }) {
+                    const auto& from = params.spec(params.find("m.expert0." + t));
+                    const auto& to = params.spec(params.find("m.expert" + std::to_string(e) + "." + t));
+                    std::copy(params.values.begin() + static_cast<std::ptrdiff_t>(from.offset),
+                        params.values.begin() + static_cast<std::ptrdiff_t>(from.offset + from.size()),
+                        params.values.begin() + static_cast<std::ptrdiff_t>(to.offset));
+                }
+            std::vector<float> out(x.size());
+            MoeCache cache;
+            layer.forward(cache, x.data(), T, out.data());
+            outs.push_back(out);
+            gates.push_back(cache.gate);
+        }
+        for (int t = 0; t < T; ++t) {
+            const auto at = [&](int j) { return static_cast<std::size_t>(t * k + j); };
+            QVERIFY(std::fabs(gates[0][at(0)] + gates[0][at(1)] - 1.0f) < 1e-6f);
+            const float sum = gates[1][at(0)] + gates[1][at(1)];
+            QVERIFY(sum < 1.0f - 1e-3f);
+            for (int c = 0; c < h; ++c) {
+                const auto i = static_cast<std::size_t>(t * h + c);
+                QVERIFY(std::fabs(outs[1][i] / sum - outs[0][i]) < 1e-5f * (1 + std::fabs(outs[0][i])));
+            }
+        }
+    }
+
+    // The z-loss is the mean of (log Σ exp(logit))²: with a zero router every token has E equal logits 0,
+    // so z = (log E)².
+    void zLossOfZeroRouter()
+    {
+        plan::ModelSpec model = mixtralForm();
+        model.auxLossCoeff = 0;
+        model.routerZLoss = 1.0;
+        CpuKernels kernels;
+        ParamSet params(0, 1);
+        MoeLayer layer(model, "m.", params, 0, 1, nullptr, kernels);
+        params.allocate();
+        params.initialise(4);
+        const auto& r = params.spec(params.find("m.router.w"));
+        std::fill(params.values.begin() + static_cast<std::ptrdiff_t>(r.offset),
+            params.values.begin() + static_cast<std::ptrdiff_t>(r.offset + r.size()), 0.0f);
+        const int T = 3;
+        std::vector<float> x(static_cast<std::size_t>(T * model.hidden), 0.5f), out(x.size());
+        MoeCache cache;
+        const double z = layer.forward(cache, x.data(), T, out.data());
+        QVERIFY(std::fabs(z - std::pow(std::log(4.0), 2)) < 1e-6);
     }
 
     void balancedRouterAndTies()
