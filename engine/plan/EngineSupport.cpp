@@ -8,8 +8,7 @@ namespace {
 bool gpt2Blocks(const ModelSpec& m)
 {
     return m.mlp == ModelSpec::Mlp::Gelu && m.norm == ModelSpec::Norm::LayerNorm
-        && m.position == ModelSpec::Position::Learned && m.bias && m.tieEmbeddings
-        && m.effectiveKvHeads() == m.heads;
+        && m.position == ModelSpec::Position::Learned && m.bias && m.tieEmbeddings && m.effectiveKvHeads() == m.heads;
 }
 
 void moeRules(const Layout& l, std::vector<std::string>& out)

@@ -373,8 +373,8 @@ LayoutReadResult readLayoutFile(const std::string& path, const ProfileResolver& 
     }
     if (static_cast<std::uint64_t>(size) > kMaxLayoutBytes) {
         result.diagnostics.error("",
-            "\"" + path + "\" is " + std::to_string(size >> 20)
-                + " MiB; a layout file is at most 16 MiB, so this is not a layout");
+            "\"" + path + "\" is " + std::to_string(size >> 20) + " MiB; a layout file is at most "
+                + std::to_string(kMaxLayoutBytes >> 20) + " MiB, so this is not a layout");
         return result;
     }
     in.seekg(0);
