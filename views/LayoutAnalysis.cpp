@@ -1,6 +1,7 @@
 #include "views/LayoutAnalysis.h"
 
 #include "engine/plan/LayoutValidator.h"
+#include "engine/plan/Simulator.h"
 
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -17,8 +18,7 @@ LayoutAnalysis analyzeLayout(const plan::Layout& layout)
     if (a.diagnostics.hasErrors()) {
         a.noPrediction = "no prediction until the layout is valid";
     } else if (!plan::simulatable(layout)) {
-        a.noPrediction = "the schedule has more than 4 million pipeline operations, too many to replay; use fewer "
-                         "micro-batches or stages";
+        a.noPrediction = "the schedule has " + plan::replayLimitText() + "; use fewer micro-batches or stages";
     } else {
         a.prediction = plan::predict(layout);
         plan::warnIfItDoesNotFit(layout, *a.prediction, a.diagnostics); // validateLayout's warning, one predict

@@ -4,6 +4,7 @@
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/Search.h"
+#include "engine/plan/Simulator.h"
 #include "engine/trace/ChromeTrace.h"
 
 #include <nlohmann/json.hpp>
@@ -257,8 +258,8 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
         context.out << result.why << "\n";
     if (result.unsimulatable > 0)
         context.out << result.unsimulatable << " layout" << (result.unsimulatable == 1 ? "" : "s")
-                    << " that fit were left out: their micro-batches are too many for the planner to replay (4 million "
-                       "pipeline operations); a smaller global batch brings them in\n";
+                    << " that fit were left out: their micro-batches make " << plan::replayLimitText()
+                    << "; a smaller global batch brings them in\n";
     if (result.ranked.empty())
         context.out << searchAdvice(result, nodes * c->devicesPerNode, batch) << "\n";
     return ExitOk;

@@ -91,8 +91,8 @@ std::size_t sharedMemorySlotBytes(std::int64_t ranks)
     return std::clamp<std::size_t>((16u << 20) / members, 1u << 20, 8u << 20);
 }
 
-double allreduceSeconds(const Layout& l, Algorithm algorithm, double bytes, std::int64_t ranks, std::int64_t nodes,
-    const LinkSpec& link)
+double allreduceSeconds(
+    const Layout& l, Algorithm algorithm, double bytes, std::int64_t ranks, std::int64_t nodes, const LinkSpec& link)
 {
     if (ranks <= 1 || bytes <= 0)
         return 0;

@@ -60,7 +60,9 @@ struct Calibration {
 //    to arrive, so each instance (the k-th all-reduce of a group in a step) counts with its members' shortest
 //    duration, the last arrival's: the transfer without the waiting. α and 1/β are fitted to the mean of
 //    those per (group size, bytes), weighted by count / mean. With one message size only, the term that
-//    dominates is fitted and the other kept. Point-to-point events are not used: a send or receive lasts
+//    dominates is fitted and the other kept. Shared-memory all-reduces (shm) cross no link: they fit
+//    nothing, and their residual against plan::allreduceSeconds is reported before and after the fit.
+//    Point-to-point events are not used: a send or receive lasts
 //    until the other stage reaches it, which is pipeline waiting, not the link.
 // Parameters without events to fit them are kept, with the reason in their note. Throws
 // std::invalid_argument when the events hold no forward or backward of the layout.

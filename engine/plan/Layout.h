@@ -21,7 +21,8 @@ enum class Recompute { None, Selective, Full };
 // The all-reduce a layout asks for: one enum with the communication layer (comm::CollectiveAlgorithm) and
 // the trace (what ran), trace::Algorithm; comm.allreduce names one of kLayoutAllreduceAlgorithms, written
 // with trace::toString ("auto", "library", "ring", "hierarchical", "shm"). Auto is chosen per backend, message size
-// and group by comm::chooseAllreduce (engine/comm/AlgorithmTuner.h) before a communicator sees it.
+// and group by plan::chooseAllreduce (engine/plan/AllreduceChoice.h) before a communicator sees it, the same
+// choice the cost model prices and the simulator names.
 using AllreduceAlgorithm = trace::Algorithm;
 inline constexpr std::array<AllreduceAlgorithm, 5> kLayoutAllreduceAlgorithms { AllreduceAlgorithm::Auto,
     AllreduceAlgorithm::Library, AllreduceAlgorithm::Ring, AllreduceAlgorithm::Hierarchical,

@@ -4,6 +4,7 @@
 #include "engine/plan/ExpertGroups.h"
 #include "engine/plan/MicrobatchGroup.h"
 #include "engine/plan/RankGrid.h"
+#include "engine/plan/Simulator.h"
 #include "engine/plan/TextUtil.h"
 
 #include <algorithm>
@@ -456,9 +457,8 @@ private:
             return;
         d.error("parallel.micro_batch",
             to_string(p.microBatches()) + " micro-batches per step on " + to_string(p.pp) + " pipeline stages"
-                + (p.vpp > 1 ? " of " + to_string(p.vpp) + " chunks" : std::string())
-                + " are more than the 4 million "
-                  "pipeline operations Loom's planner can replay; use a larger micro_batch or a smaller global_batch");
+                + (p.vpp > 1 ? " of " + to_string(p.vpp) + " chunks" : std::string()) + " make " + replayLimitText()
+                + "; use a larger micro_batch or a smaller global_batch");
     }
 
     void memoryFit()

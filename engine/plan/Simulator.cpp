@@ -220,6 +220,15 @@ std::vector<double> chunkLayers(const std::vector<StageCost>& cost, std::int64_t
 
 } // namespace
 
+std::string replayLimitText()
+{
+    std::string n = std::to_string(static_cast<long long>(kMaxReplayOps));
+    for (int at = static_cast<int>(n.size()) - 3; at > 0; at -= 3)
+        n.insert(static_cast<std::size_t>(at), ",");
+    return "more pipeline operations than the planner replays (" + n
+        + " in one replay, or in each of two shorter replays of 2p and 4p micro-batches to extrapolate from)";
+}
+
 bool pipelineSimulatable(
     ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t microBatches, std::int64_t group)
 {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace loom::plan {
@@ -85,6 +86,11 @@ double pipelineOps(std::int64_t pp, std::int64_t chunks, std::int64_t microBatch
 // Whether the pipeline can be timed within the limits: a full replay of at most kMaxReplayOps ops, or an
 // extrapolation from replays of 2p and 4p micro-batches (8·v·p² ops at most kMaxReplayOps: p·√v ≤ 353).
 // `group` is the interleaved schedule's micro-batch group (0: pp).
+// Why a schedule is not simulatable, in words built from kMaxReplayOps (for validate, plan search and the
+// workbench): "more pipeline operations than the planner replays (1,000,000 in one replay, or two shorter
+// replays of 2p and 4p micro-batches to extrapolate from)".
+std::string replayLimitText();
+
 bool pipelineSimulatable(
     ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t microBatches, std::int64_t group = 0);
 

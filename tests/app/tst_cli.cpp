@@ -98,7 +98,14 @@ private slots:
         QVERIFY(names.size() >= 5);
         for (const QString& name : names) {
             const Run r = loom({ QStringLiteral("validate"), dir + name });
-            QVERIFY2(r.exitCode == 0 && r.out == QStringLiteral("valid\n"), qPrintable(name + ": " + r.out));
+            // The GPU examples train on NCCL, which loom-train cannot yet (plan::engineSupport, issue 31): valid,
+            // with that one warning; the CPU examples without any.
+            const bool gpu = !name.contains(QLatin1String("local"));
+            QVERIFY2(r.exitCode == 0 && r.out.endsWith(QStringLiteral("valid\n")), qPrintable(name + ": " + r.out));
+            QCOMPARE(r.out.count(QStringLiteral("warning:")), gpu ? 1 : 0);
+            if (gpu)
+                QVERIFY2(r.out.contains(QLatin1String("loom-train cannot train it: comm.backend is nccl")),
+                    qPrintable(name + ": " + r.out));
         }
         // Meta's Llama 3 layout fits in 80 GB (tst_published checks its speed against the paper).
         const Run r = loom({ QStringLiteral("plan"), QStringLiteral("predict"), dir + "llama3-405b-8192-h100.json" });

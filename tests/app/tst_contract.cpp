@@ -6,6 +6,8 @@
 #include "engine/plan/CostModel.h"
 #include "engine/plan/EngineSupport.h"
 #include "engine/plan/LayoutParser.h"
+#include "engine/plan/LayoutValidator.h"
+#include "engine/plan/Simulator.h"
 #include "engine/trace/TelemetryFrames.h"
 #include "engine/trace/TraceStats.h"
 #include "profiles/BuiltinProfiles.h"
@@ -214,7 +216,7 @@ private slots:
         moeZero.insert("memory", memory);
         QTest::newRow("moe with ep and zero 1") << moeZero;
         QTest::newRow("a GPU cluster on nccl")
-            << layoutJson(QStringLiteral("gpu"), QStringLiteral("gpt-tiny"), 1, 2, "none", QStringLiteral("dgx-a100"));
+            << layoutJson(QStringLiteral("gpu"), QStringLiteral("gpt-tiny"), 1, 8, "none", QStringLiteral("dgx-a100"));
     }
     void unsupportedLayoutsAreRefusedBeforeAnyRank()
     {
@@ -242,6 +244,21 @@ private slots:
                 && r.err.contains(QLatin1String("nothing was started")),
             qPrintable(r.all()));
         QVERIFY(!QFile::exists(marker));
+    }
+
+    // Item 6: a limit in a message is the constant's value, not prose that can go stale ("4 million"
+    // pipeline operations where the rule is a million per replay).
+    void limitsAreSaidFromTheirConstants()
+    {
+        plan::Layout l = parsed(layoutJson(QStringLiteral("long"), QStringLiteral("gpt-tiny"), 1, 1, "none"));
+        l.parallel.pp = 400; // 8·p² ops in the longer replay: beyond the limit even extrapolated
+        l.model.layers = 400;
+        l.parallel.globalBatch = 2000;
+        const auto d = plan::validateLayout(l);
+        QVERIFY(d.hasErrors());
+        const std::string message = d.errors().front().message;
+        QVERIFY2(message.find(plan::replayLimitText()) != std::string::npos, message.c_str());
+        QVERIFY2(message.find("1,000,000") != std::string::npos, message.c_str());
     }
 
     // Items 3 and 4: the trainer asks the same rules, and its refusal leaves the rank as an error frame on

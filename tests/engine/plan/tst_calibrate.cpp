@@ -1,6 +1,7 @@
 // Calibration recovers the parameters that generated a trace: events synthesised from the cost model with
 // known efficiency, memory bandwidth and link α-β (exactly, then with ±3 % noise on every duration) are fitted
 // starting from the built-in "local" profile. Parameters without events are kept and say why.
+#include "engine/plan/AllreduceChoice.h"
 #include "engine/plan/Calibrate.h"
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
@@ -180,6 +181,34 @@ private slots:
     }
 
     // Two nodes' worth of link classes: TP and PP inside a node, DP across nodes; each class gets its own fit.
+    // Issue 31: the shared-memory all-reduces that "auto" runs on one machine are no longer dropped: they are
+    // compared with the cost model's price of shm (plan::allreduceSeconds) under the calibrated device.
+    void comparesSharedMemoryAllReduces()
+    {
+        const Layout layout = gptMini(1, 1, 2);
+        const ClusterSpec real = truth(layout.cluster);
+        Layout priced = layout;
+        priced.cluster = real;
+        std::vector<TraceEvent> events = synthesise(layout, real, 0.0);
+        int shm = 0;
+        for (auto& e : events)
+            if (e.kind == EventKind::AllReduce && e.group == kData) {
+                e.algorithm = loom::trace::Algorithm::SharedMemory;
+                e.endNs = e.startNs
+                    + static_cast<std::int64_t>(1e9
+                        * allreduceSeconds(
+                            priced, loom::trace::Algorithm::SharedMemory, double(e.bytes), 2, 1, real.intraNode));
+                ++shm;
+            }
+        QVERIFY(shm > 0);
+        const Calibration fit = calibrate(layout, events, kKinds);
+        const auto row = std::find_if(fit.residuals.begin(), fit.residuals.end(),
+            [](const FitResidual& r) { return r.what.find("shared-memory") != std::string::npos; });
+        QVERIFY(row != fit.residuals.end());
+        QCOMPARE(row->events, std::int64_t(2 * 2)); // two buckets in each of the steps after the first
+        QVERIFY2(row->rmsAfter < 0.05, qPrintable(QString::number(row->rmsAfter)));
+    }
+
     void fitsEachLinkClass()
     {
         const Layout layout = gptMini(2, 2, 8, "gpt2-124m", "dgx-a100", 64);
