@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <map>
 #include <sys/prctl.h>
 #include <sys/types.h>
@@ -489,6 +490,25 @@ void RunController::feed(const QByteArray& chunk)
     }
 }
 
+namespace {
+// The processes this Loom started itself (a gloo layout's ranks are its children), from /proc.
+QList<qint64> childrenOfLoom()
+{
+    QList<qint64> out;
+    const QByteArray self = QByteArray::number(static_cast<qint64>(::getpid()));
+    for (const QString& entry : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        QFile stat(QStringLiteral("/proc/%1/stat").arg(entry));
+        if (entry.toLongLong() <= 0 || !stat.open(QIODevice::ReadOnly))
+            continue;
+        const QByteArray text = stat.read(4096);
+        const QList<QByteArray> fields = text.mid(text.lastIndexOf(')') + 2).split(' ');
+        if (fields.size() > 1 && fields[1] == self) // fields[1] is the parent
+            out << entry.toLongLong();
+    }
+    return out;
+}
+} // namespace
+
 void RunController::checkProgress()
 {
     if (m_ended || m_cancelling || (m_mode == Mode::Sbatch ? !m_jobRunning : !isRunning()))
@@ -498,6 +518,10 @@ void RunController::checkProgress()
     if (m_sinceFrame.elapsed() > m_request.progressTimeoutSeconds * 1000) {
         m_tail
             += QStringLiteral("loom: no progress for %1 s; stopping the run\n").arg(m_request.progressTimeoutSeconds);
+        if (m_mode == Mode::Local || m_mode == Mode::Ranks)
+            if (const QStringList stopped = stoppedRanks(m_mode == Mode::Ranks ? childrenOfLoom() : groupMembers());
+                !stopped.isEmpty())
+                m_stuck = stopped.join(QStringLiteral(", ")) + (stopped.size() == 1 ? " is" : " are");
         m_cancelling = true;
         m_progressTimedOut = true;
         stopJob();
@@ -559,14 +583,46 @@ void RunController::processFinished(int exitCode, QProcess::ExitStatus status)
     end(profiles::RunState::Failed, cause);
 }
 
+QStringList RunController::stoppedRanks(const QList<qint64>& pids)
+{
+    QStringList out;
+    for (const qint64 pid : pids) {
+        QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
+        if (!stat.open(QIODevice::ReadOnly))
+            continue;
+        const QByteArray text = stat.read(4096);
+        const qsizetype close = text.lastIndexOf(')');
+        const char state = close >= 0 && close + 2 < text.size() ? text[close + 2] : '?';
+        if (state != 'T' && state != 't')
+            continue;
+        QFile environ(QStringLiteral("/proc/%1/environ").arg(pid));
+        if (!environ.open(QIODevice::ReadOnly))
+            continue;
+        QString rank;
+        for (const QByteArray& kv : environ.read(1 << 20).split('\0'))
+            for (const char* name : { "LOOM_RANK=", "OMPI_COMM_WORLD_RANK=", "PMIX_RANK=" })
+                if (rank.isEmpty() && kv.startsWith(name))
+                    rank = QString::fromLatin1(kv.mid(static_cast<qsizetype>(std::strlen(name)))).left(12);
+        if (!rank.isEmpty())
+            out << QStringLiteral("rank %1 (pid %2)").arg(rank).arg(pid);
+    }
+    out.sort();
+    return out;
+}
+
 bool RunController::endIfStopped()
 {
     if (!m_recordFailure.isEmpty())
         end(profiles::RunState::Failed, m_recordFailure);
     else if (m_progressTimedOut)
         end(profiles::RunState::Failed,
-            QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
-                .arg(m_request.progressTimeoutSeconds));
+            m_stuck.isEmpty()
+                ? QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
+                      .arg(m_request.progressTimeoutSeconds)
+                : QStringLiteral("no progress for %1 s: %2 stopped (SIGSTOP or a debugger), so the other ranks "
+                                 "wait for it in their next collective")
+                      .arg(m_request.progressTimeoutSeconds)
+                      .arg(m_stuck));
     else if (m_cancelling)
         end(profiles::RunState::Cancelled, QStringLiteral("cancelled after step %1").arg(m_steps));
     else

@@ -72,6 +72,8 @@ private:
     void end(profiles::RunState state, const QString& cause);
     // Ends the run when Loom itself stopped it (the store failed, no progress, a cancel); false otherwise.
     bool endIfStopped();
+    // "rank 1 (pid 4242)" for each of `pids` that is a stopped rank (SIGSTOP, a debugger), from /proc.
+    static QStringList stoppedRanks(const QList<qint64>& pids);
     void storeFailed(const QString& why);
     void handleFrame(const trace::Frame& frame);
 
@@ -93,6 +95,7 @@ private:
     bool m_ended = false;
     bool m_sawEnd = false;
     bool m_progressTimedOut = false;
+    QString m_stuck; // at a progress timeout: the ranks found stopped
     QString m_recordFailure; // the store could not record the run: why (the run is stopped and fails)
     qint64 m_badFrames = 0; // frames that could not be read (the first reason goes to the log)
     qint64 m_pgid = 0;
