@@ -1,4 +1,6 @@
 #include "launcher/RunController.h"
+
+#include "launcher/RunChecks.h"
 #include "launcher/RunShm.h"
 
 #include "engine/plan/LayoutParser.h"
@@ -437,6 +439,13 @@ void RunController::handleFrame(const trace::Frame& frame)
         break;
     case trace::FrameType::Events: {
         const auto& events = std::get<trace::EventsFrame>(typed).events;
+        for (std::size_t i = 0; i < events.size(); ++i)
+            if (const QString bad = eventProblem(events[i], m_request.layout.parallel.worldSize(), m_request.steps);
+                !bad.isEmpty()) {
+                if (m_badFrames++ == 0)
+                    m_tail += QStringLiteral("loom: skipped a telemetry frame: its event %1: %2\n").arg(i).arg(bad);
+                return;
+            }
         if (m_store && m_run)
             m_store->addEvents(m_run, events);
         emit eventsArrived(static_cast<qint64>(events.size()));
@@ -490,25 +499,6 @@ void RunController::feed(const QByteArray& chunk)
     }
 }
 
-namespace {
-// The processes this Loom started itself (a gloo layout's ranks are its children), from /proc.
-QList<qint64> childrenOfLoom()
-{
-    QList<qint64> out;
-    const QByteArray self = QByteArray::number(static_cast<qint64>(::getpid()));
-    for (const QString& entry : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
-        QFile stat(QStringLiteral("/proc/%1/stat").arg(entry));
-        if (entry.toLongLong() <= 0 || !stat.open(QIODevice::ReadOnly))
-            continue;
-        const QByteArray text = stat.read(4096);
-        const QList<QByteArray> fields = text.mid(text.lastIndexOf(')') + 2).split(' ');
-        if (fields.size() > 1 && fields[1] == self) // fields[1] is the parent
-            out << entry.toLongLong();
-    }
-    return out;
-}
-} // namespace
-
 void RunController::checkProgress()
 {
     if (m_ended || m_cancelling || (m_mode == Mode::Sbatch ? !m_jobRunning : !isRunning()))
@@ -519,7 +509,8 @@ void RunController::checkProgress()
         m_tail
             += QStringLiteral("loom: no progress for %1 s; stopping the run\n").arg(m_request.progressTimeoutSeconds);
         if (m_mode == Mode::Local || m_mode == Mode::Ranks)
-            if (const QStringList stopped = stoppedRanks(m_mode == Mode::Ranks ? childrenOfLoom() : groupMembers());
+            if (const QStringList stopped
+                = stoppedRanks(m_mode == Mode::Ranks ? childProcesses(::getpid()) : groupMembers());
                 !stopped.isEmpty())
                 m_stuck = stopped.join(QStringLiteral(", ")) + (stopped.size() == 1 ? " is" : " are");
         m_cancelling = true;
@@ -581,33 +572,6 @@ void RunController::processFinished(int exitCode, QProcess::ExitStatus status)
             ? QStringLiteral("mpirun crashed")
             : QStringLiteral("the job ended with exit code %1 before finishing").arg(exitCode);
     end(profiles::RunState::Failed, cause);
-}
-
-QStringList RunController::stoppedRanks(const QList<qint64>& pids)
-{
-    QStringList out;
-    for (const qint64 pid : pids) {
-        QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
-        if (!stat.open(QIODevice::ReadOnly))
-            continue;
-        const QByteArray text = stat.read(4096);
-        const qsizetype close = text.lastIndexOf(')');
-        const char state = close >= 0 && close + 2 < text.size() ? text[close + 2] : '?';
-        if (state != 'T' && state != 't')
-            continue;
-        QFile environ(QStringLiteral("/proc/%1/environ").arg(pid));
-        if (!environ.open(QIODevice::ReadOnly))
-            continue;
-        QString rank;
-        for (const QByteArray& kv : environ.read(1 << 20).split('\0'))
-            for (const char* name : { "LOOM_RANK=", "OMPI_COMM_WORLD_RANK=", "PMIX_RANK=" })
-                if (rank.isEmpty() && kv.startsWith(name))
-                    rank = QString::fromLatin1(kv.mid(static_cast<qsizetype>(std::strlen(name)))).left(12);
-        if (!rank.isEmpty())
-            out << QStringLiteral("rank %1 (pid %2)").arg(rank).arg(pid);
-    }
-    out.sort();
-    return out;
 }
 
 bool RunController::endIfStopped()

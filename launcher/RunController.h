@@ -72,8 +72,6 @@ private:
     void end(profiles::RunState state, const QString& cause);
     // Ends the run when Loom itself stopped it (the store failed, no progress, a cancel); false otherwise.
     bool endIfStopped();
-    // "rank 1 (pid 4242)" for each of `pids` that is a stopped rank (SIGSTOP, a debugger), from /proc.
-    static QStringList stoppedRanks(const QList<qint64>& pids);
     void storeFailed(const QString& why);
     void handleFrame(const trace::Frame& frame);
 
