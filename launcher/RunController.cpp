@@ -1,4 +1,6 @@
 #include "launcher/RunController.h"
+
+#include "launcher/RunChecks.h"
 #include "launcher/RunShm.h"
 
 #include "engine/plan/LayoutParser.h"
@@ -15,6 +17,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <map>
 #include <sys/prctl.h>
 #include <sys/types.h>
@@ -437,6 +440,13 @@ void RunController::handleFrame(const trace::Frame& frame)
         break;
     case trace::FrameType::Events: {
         const auto& events = std::get<trace::EventsFrame>(typed).events;
+        for (std::size_t i = 0; i < events.size(); ++i)
+            if (const QString bad = eventProblem(events[i], m_request.layout.parallel.worldSize(), m_request.steps);
+                !bad.isEmpty()) {
+                if (m_badFrames++ == 0)
+                    m_tail += QStringLiteral("loom: skipped a telemetry frame: its event %1: %2\n").arg(i).arg(bad);
+                return;
+            }
         if (m_store && m_run)
             m_store->addEvents(m_run, events);
         emit eventsArrived(static_cast<qint64>(events.size()));
@@ -520,6 +530,11 @@ void RunController::checkProgress()
     if (m_sinceFrame.elapsed() > m_request.progressTimeoutSeconds * 1000) {
         m_tail
             += QStringLiteral("loom: no progress for %1 s; stopping the run\n").arg(m_request.progressTimeoutSeconds);
+        if (m_mode == Mode::Local || m_mode == Mode::Ranks)
+            if (const QStringList stopped
+                = stoppedRanks(m_mode == Mode::Ranks ? childProcesses(::getpid()) : groupMembers());
+                !stopped.isEmpty())
+                m_stuck = stopped.join(QStringLiteral(", ")) + (stopped.size() == 1 ? " is" : " are");
         m_cancelling = true;
         m_progressTimedOut = true;
         stopJob();
@@ -587,8 +602,13 @@ bool RunController::endIfStopped()
         end(profiles::RunState::Failed, m_recordFailure);
     else if (m_progressTimedOut)
         end(profiles::RunState::Failed,
-            QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
-                .arg(m_request.progressTimeoutSeconds));
+            m_stuck.isEmpty()
+                ? QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
+                      .arg(m_request.progressTimeoutSeconds)
+                : QStringLiteral("no progress for %1 s: %2 stopped (SIGSTOP or a debugger), so the other ranks "
+                                 "wait for it in their next collective")
+                      .arg(m_request.progressTimeoutSeconds)
+                      .arg(m_stuck));
     else if (m_cancelling)
         end(profiles::RunState::Cancelled, QStringLiteral("cancelled after step %1").arg(m_steps));
     else

@@ -95,6 +95,7 @@ private:
     bool m_ended = false;
     bool m_sawEnd = false;
     bool m_progressTimedOut = false;
+    QString m_stuck; // at a progress timeout: the ranks found stopped
     QString m_recordFailure; // the store could not record the run: why (the run is stopped and fails)
     QString m_errorCause; // from the first error frame
     qint64 m_badFrames = 0; // frames that could not be read (the first reason goes to the log)

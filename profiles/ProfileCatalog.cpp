@@ -1,8 +1,52 @@
 #include "profiles/ProfileCatalog.h"
 
+#include <QList>
+#include <QString>
+
 #include <algorithm>
 
 namespace loom::profiles {
+
+namespace {
+
+// Names that print like another name are refused: "local " and "local\u200b" list as "local", and so does
+// "lоcal" with a Cyrillic о. So no space at either end, no invisible or format character (zero-width
+// spaces, joiners, bidirectional controls), no space but the plain one, and letters of one script only.
+std::string lookAlikeProblem(const std::string& name)
+{
+    const QString n = QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
+    const std::string shown = "the name \"" + name.substr(0, 60) + "\"";
+    if (!n.isEmpty() && (n.front().isSpace() || n.back().isSpace()))
+        return shown + " starts or ends with a space; write it without";
+    QChar::Script script = QChar::Script_Unknown;
+    for (const char32_t c : n.toUcs4()) {
+        const QChar::Category category = QChar::category(c);
+        if (category == QChar::Other_Format || category == QChar::Other_NotAssigned
+            || category == QChar::Other_PrivateUse || (QChar::isSpace(c) && c != U' '))
+            return shown + " holds an invisible or special character (U+"
+                + QString::number(c, 16).toUpper().toStdString()
+                + "), so it would look like another name; write it in plain letters, digits and punctuation";
+        const QChar::Script s = QChar::script(c);
+        if (!QChar::isLetter(c) || s == QChar::Script_Common || s == QChar::Script_Inherited)
+            continue;
+        if (script != QChar::Script_Unknown && s != script)
+            return shown
+                + " mixes letters of two scripts (such as Latin and Cyrillic), so it would look like "
+                  "another name; write it in one script";
+        script = s;
+    }
+    return {};
+}
+
+// Names equal up to case and compatibility forms ("LOCAL", "ｌocal" and "local").
+QString foldedName(const std::string& name)
+{
+    return QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()))
+        .normalized(QString::NormalizationForm_KC)
+        .toCaseFolded();
+}
+
+} // namespace
 
 std::string_view toString(ProfileCatalog::Origin origin)
 {
@@ -49,6 +93,11 @@ std::string ProfileCatalog::add(const Profile& profile)
     if (BuiltinProfiles::instance().find(profile.kind(), profile.name()))
         return "\"" + profile.name() + "\" is a built-in " + std::string(toString(profile.kind()))
             + " profile; give yours another name";
+    for (const auto& e : entries()) // replacing one's own profile is fine; a look-alike of another is not
+        if (e.profile.kind() == profile.kind() && e.profile.name() != profile.name()
+            && foldedName(e.profile.name()) == foldedName(profile.name()))
+            return "\"" + profile.name() + "\" differs from the " + std::string(toString(profile.kind()))
+                + " profile \"" + e.profile.name() + "\" only in case or character forms; give yours another name";
     // Save only what reads back: the saved text goes through the same reader as every later use.
     const auto back = readProfile(writeProfile(profile));
     if (!back.profile || back.diagnostics.hasErrors())
@@ -78,7 +127,7 @@ std::string profileNameProblem(const std::string& name)
             return "the name holds a control character (code " + std::to_string(c)
                 + "); write it in plain letters, digits and "
                   "punctuation";
-    return {};
+    return lookAlikeProblem(name);
 }
 
 std::optional<plan::ModelSpec> ProfileCatalog::findModel(std::string_view name) const

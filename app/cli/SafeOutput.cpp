@@ -1,6 +1,7 @@
 #include "app/cli/SafeOutput.h"
 
 #include <cstdio>
+#include <sstream>
 
 namespace loom::app {
 
@@ -18,46 +19,71 @@ bool isC0(unsigned char c)
     return (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f;
 }
 
+bool isBidiControl(unsigned code)
+{
+    return code == 0x061C || code == 0x200E || code == 0x200F || (code >= 0x202A && code <= 0x202E)
+        || (code >= 0x2066 && code <= 0x2069);
+}
+
 } // namespace
 
 std::string terminalSafe(std::string_view text)
 {
-    std::string out;
-    out.reserve(text.size());
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const auto c = static_cast<unsigned char>(text[i]);
-        if (isC0(c)) {
-            escape(out, c);
-        } else if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80
-            && static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
-            escape(out, static_cast<unsigned char>(text[++i]));
-        } else {
-            out += static_cast<char>(c);
-        }
+    std::ostringstream out;
+    {
+        TerminalSafeBuffer safe(out);
+        safe.sputn(text.data(), static_cast<std::streamsize>(text.size()));
     }
-    return out;
+    return out.str();
+}
+
+void TerminalSafeBuffer::flushPending()
+{
+    m_target << m_pending;
+    m_pending.clear();
 }
 
 void TerminalSafeBuffer::put(unsigned char c)
 {
-    if (m_pendingC2) {
-        m_pendingC2 = false;
-        if (c >= 0x80 && c <= 0x9F) {
+    if (m_pending.empty()) {
+        if (isC0(c)) {
             std::string e;
             escape(e, c);
             m_target << e;
-            return;
+        } else if (c == 0xC2 || c == 0xD8 || c == 0xE2) {
+            m_pending = static_cast<char>(c);
+        } else {
+            m_target.put(static_cast<char>(c));
         }
-        m_target.put(static_cast<char>(0xC2));
+        return;
     }
-    if (c == 0xC2) {
-        m_pendingC2 = true;
-    } else if (isC0(c)) {
+    const auto lead = static_cast<unsigned char>(m_pending[0]);
+    unsigned code = 0;
+    bool complete = false, possible = false;
+    if (lead == 0xC2 && c >= 0x80 && c <= 0x9F) { // C1 controls
+        code = c, complete = possible = true;
+    } else if (lead == 0xD8 && c == 0x9C) { // U+061C
+        code = 0x061C, complete = possible = true;
+    } else if (lead == 0xE2 && m_pending.size() == 1 && (c == 0x80 || c == 0x81)) {
+        possible = true;
+    } else if (lead == 0xE2 && m_pending.size() == 2 && c >= 0x80 && c <= 0xBF) {
+        code = 0x2000 | ((static_cast<unsigned char>(m_pending[1]) & 0x3Fu) << 6) | (c & 0x3Fu);
+        complete = true;
+        possible = isBidiControl(code);
+    }
+    if (complete && possible) {
+        m_pending.clear();
         std::string e;
-        escape(e, c);
+        escape(e, code);
         m_target << e;
-    } else {
-        m_target.put(static_cast<char>(c));
+    } else if (complete) {
+        m_pending += static_cast<char>(c);
+        flushPending();
+    } else if (possible) {
+        m_pending += static_cast<char>(c);
+    } else { // not a control after all: the bytes so far as they were, then this one afresh
+        flushPending();
+        put(c);
     }
 }
 
@@ -78,10 +104,7 @@ std::streamsize TerminalSafeBuffer::xsputn(const char* s, std::streamsize n)
 
 int TerminalSafeBuffer::sync()
 {
-    if (m_pendingC2) { // a lone 0xC2 at the very end: not a C1 control
-        m_pendingC2 = false;
-        m_target.put(static_cast<char>(0xC2));
-    }
+    flushPending(); // a sequence cut at the very end: not a control
     m_target.flush();
     return 0;
 }

@@ -9,8 +9,9 @@ namespace loom::app {
 
 // Text that is safe to print on a terminal: C0 control characters (ESC, BEL, CR, ...) except newline and
 // tab, DEL, and the C1 controls U+0080..U+009F (CSI, OSC in UTF-8) become \u00XX, so a name from a layout,
-// profile or run cannot retitle, clear or recolour the terminal. \u00XX is also a JSON escape, so --json
-// output stays valid JSON.
+// profile or run cannot retitle, clear or recolour the terminal. The bidirectional controls (U+061C,
+// U+200E/F, U+202A..U+202E, U+2066..U+2069) become \uXXXX too, so a name cannot reorder what is printed after
+// it. \uXXXX is also a JSON escape, so --json output stays valid JSON.
 std::string terminalSafe(std::string_view text);
 
 // A stream buffer that passes everything written through terminalSafe() into another stream. The CLI
@@ -30,8 +31,9 @@ protected:
 
 private:
     void put(unsigned char c);
+    void flushPending();
     std::ostream& m_target;
-    bool m_pendingC2 = false; // the last byte was 0xC2, the first byte of U+0080..U+00BF
+    std::string m_pending; // the first bytes of a UTF-8 sequence that may be a control (0xC2, 0xD8, 0xE2 ...)
 };
 
 } // namespace loom::app

@@ -86,6 +86,14 @@ SearchResult search(const SearchRequest& r)
         throw std::invalid_argument("cluster " + r.cluster.name
             + " has no fixed number of devices per node; search needs a "
               "cluster profile with devices_per_node");
+    // The same bound as validation: no layout of more ranks is valid, so none is enumerated or reported (a
+    // million nodes used to run for minutes and rank 67 M-device layouts).
+    if (r.nodes < 1 || r.nodes > kMaxRanks || r.nodes * r.cluster.devicesPerNode > kMaxRanks)
+        throw std::invalid_argument(std::to_string(r.nodes) + " nodes of " + std::to_string(r.cluster.devicesPerNode)
+            + " devices is more than Loom's limit of " + std::to_string(kMaxRanks)
+            + " ranks, which no valid layout exceeds; search at most "
+            + std::to_string(std::max<std::int64_t>(1, kMaxRanks / r.cluster.devicesPerNode)) + " nodes of "
+            + r.cluster.name);
     const std::int64_t devices = r.nodes * r.cluster.devicesPerNode;
     const ModelSpec& m = r.model;
     SearchResult out;

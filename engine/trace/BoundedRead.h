@@ -50,7 +50,10 @@ inline bool readBoundedFile(const std::string& path, std::size_t maxBytes, std::
         if (n == 0)
             break;
         if (text->size() + static_cast<std::size_t>(n) > maxBytes) {
-            *why = shown + " is larger than " + std::to_string(maxBytes >> 20) + " MiB, more than this file can be";
+            *why = shown + " is larger than "
+                + (maxBytes >= (1u << 20) ? std::to_string(maxBytes >> 20) + " MiB"
+                                          : std::to_string(maxBytes) + " bytes")
+                + ", more than this file can be";
             break;
         }
         text->append(buffer, static_cast<std::size_t>(n));

@@ -1,5 +1,6 @@
 #include "engine/train/InputChecks.h"
 
+#include "engine/trace/BoundedRead.h"
 #include "engine/trace/JsonLimits.h"
 
 #include <nlohmann/json.hpp>
@@ -46,9 +47,10 @@ std::optional<std::string> latestCheckpointChecked(const std::string& dir)
     std::error_code ec;
     if (!fs::exists(latest, ec))
         return std::nullopt;
-    std::ifstream in(latest);
-    std::string name;
-    in >> name;
+    std::string text, unread, name;
+    if (!readBoundedFile(latest.string(), 4096, &text, &unread))
+        throw std::runtime_error(unread + " (" + latest.string() + " names the checkpoint to resume)");
+    std::istringstream(text) >> name;
     std::string complete; // the complete checkpoints found, for the message
     for (const auto& entry : fs::directory_iterator(dir, ec))
         if (std::regex_match(entry.path().filename().string(), std::regex("step-[0-9]+"))
@@ -70,13 +72,11 @@ std::optional<std::string> latestCheckpointChecked(const std::string& dir)
 void checkResumable(const std::string& folder, std::int64_t steps)
 {
     const fs::path file = fs::path(folder) / "checkpoint.json";
-    std::ifstream in(file, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (!in)
-        throw std::runtime_error("cannot read " + file.string());
+    std::string text, unread;
+    if (!readBoundedFile(file.string(), 64u << 20, &text, &unread)) // a FIFO here used to block --resume
+        throw std::runtime_error(unread);
     std::string why;
-    const nlohmann::json meta = parseJsonLimited(text.str(), &why);
+    const nlohmann::json meta = parseJsonLimited(text, &why);
     if (meta.is_discarded())
         throw std::runtime_error(file.string() + " is " + why);
     const auto field = [&](const char* key) -> const nlohmann::json& {

@@ -5,6 +5,7 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -170,6 +171,77 @@ private slots:
                 && !e.all().contains(QLatin1String("bad_alloc")),
             qPrintable(e.all()));
         QVERIFY2(t.elapsed() < 60000, "both refuse before allocating");
+    }
+
+    // plan search over more devices than any valid layout may use is refused at once with the limit (it used
+    // to run for minutes and report layouts of 67 M devices).
+    void searchBeyondTheRankLimitRefused()
+    {
+        const QByteArray wide = R"({"loom_profile": 1, "kind": "cluster", "name": "wide1024", "nodes": 1,
+            "devices_per_node": 1024, "device": {"name": "GPU", "memory_gb": 80, "memory_bandwidth_gbs": 2000,
+            "peak_tflops": {"fp32": 60, "fp16": 900, "bf16": 900}},
+            "intra_node": {"link": "nvlink", "bandwidth_gbs": 450, "latency_us": 2},
+            "inter_node": {"link": "infiniband", "bandwidth_gbs": 50, "latency_us": 5, "nics_per_node": 8}})";
+        QCOMPARE(
+            loom({ QStringLiteral("profiles"), QStringLiteral("import"), write(QStringLiteral("wide.json"), wide) })
+                .exitCode,
+            0);
+        for (const char* nodes : { "16384", "65536", "1048576", "9223372036854775807" }) {
+            const Run r = loom({ QStringLiteral("plan"), QStringLiteral("search"), QStringLiteral("--model"),
+                QStringLiteral("gpt3-175b"), QStringLiteral("--cluster"), QStringLiteral("wide1024"),
+                QStringLiteral("--nodes"), QString::fromLatin1(nodes), QStringLiteral("--global-batch"),
+                QStringLiteral("1536"), QStringLiteral("--json") });
+            QVERIFY2(r.exitCode == 2 && r.err.contains(QLatin1String("limit of 1048576 ranks"))
+                    && r.err.contains(QLatin1String("search at most 1024 nodes"))
+                    && !r.out.contains(QLatin1String("tp=")),
+                qPrintable(QStringLiteral("%1 nodes: %2").arg(QLatin1String(nodes), r.all().left(2000))));
+        }
+    }
+
+    // Profile names that print like another are refused; bidirectional controls are printed escaped.
+    void lookAlikeNamesRefused_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::newRow("trailing space") << QStringLiteral("gpt-tiny ");
+        QTest::newRow("leading space") << QStringLiteral(" gpt-tiny");
+        QTest::newRow("zero-width space") << QStringLiteral("gpt-tiny\u200b");
+        QTest::newRow("Cyrillic i") << QStringLiteral("gpt-t\u0456ny");
+        QTest::newRow("upper case") << QStringLiteral("GPT-TINY");
+        QTest::newRow("fullwidth g") << QStringLiteral("\uff47pt-tiny");
+        QTest::newRow("right-to-left override") << QStringLiteral("tiny\u202egpt");
+        QTest::newRow("no-break space") << QStringLiteral("gpt\u00a0tiny");
+    }
+    void lookAlikeNamesRefused()
+    {
+        QFETCH(QString, name);
+        QJsonObject model { { "loom_profile", 1 }, { "kind", "model" }, { "name", name }, { "layers", 2 },
+            { "hidden", 64 }, { "heads", 2 }, { "vocab", 256 }, { "ffn_hidden", 256 }, { "seq_len", 32 } };
+        const Run r = loom({ QStringLiteral("profiles"), QStringLiteral("import"),
+            write(QStringLiteral("alike.json"), QJsonDocument(model).toJson()) });
+        QVERIFY2(r.exitCode == 2, qPrintable(r.all()));
+        const Run list = loom({ QStringLiteral("profiles"), QStringLiteral("list"), QStringLiteral("--json") });
+        for (const QJsonValue& p : QJsonDocument::fromJson(list.out.toUtf8()).array())
+            QVERIFY2(p.toObject().value(QStringLiteral("name")).toString() != name, qPrintable(list.out));
+    }
+    void bidiControlsEscaped()
+    {
+        QJsonObject model { { "loom_profile", 1 }, { "kind", "model" }, { "name", "bidi-desc" },
+            { "description", QStringLiteral("abc\u202edcba\u2066x\u2069") }, { "layers", 2 }, { "hidden", 64 },
+            { "heads", 2 }, { "vocab", 256 }, { "ffn_hidden", 256 }, { "seq_len", 32 } };
+        QCOMPARE(loom({ QStringLiteral("profiles"), QStringLiteral("import"),
+                          write(QStringLiteral("bidi.json"), QJsonDocument(model).toJson()) })
+                     .exitCode,
+            0);
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("LOOM_DB"), m_dir.filePath(QStringLiteral("files.db")));
+        p.setProcessEnvironment(env);
+        p.start(QStringLiteral(LOOM_EXE),
+            { QStringLiteral("profiles"), QStringLiteral("show"), QStringLiteral("bidi-desc") });
+        QVERIFY(p.waitForFinished(30000));
+        const QByteArray out = p.readAllStandardOutput();
+        QVERIFY2(
+            !out.contains("\xe2\x80\xae") && !out.contains("\xe2\x81\xa6") && out.contains("\\u202e"), out.constData());
     }
 
     // --lr inf is refused like nan.

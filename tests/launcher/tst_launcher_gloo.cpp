@@ -209,6 +209,40 @@ private slots:
         QVERIFY2(show.exitCode == 0 && show.output.contains(QLatin1String("step 1:")), qPrintable(show.output));
     }
 
+    // A rank stopped with SIGSTOP: at the progress timeout the run fails naming it (it used to say only "a
+    // rank may be stuck").
+    void stoppedRankNamed()
+    {
+        QProcess p;
+        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+        e.insert(QStringLiteral("LOOM_DB"), db());
+        p.setProcessEnvironment(e);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(QStringLiteral(LOOM_EXE),
+            { QStringLiteral("run"), m_layout, QStringLiteral("--steps"), QStringLiteral("100000"),
+                QStringLiteral("--progress-timeout"), QStringLiteral("3") });
+        QElapsedTimer t;
+        t.start();
+        QByteArray seen;
+        while (t.elapsed() < 90000 && !seen.contains("step 3/") && p.state() != QProcess::NotRunning) {
+            p.waitForReadyRead(100);
+            seen += p.readAll();
+        }
+        QVERIFY2(seen.contains("step 3/"), seen.constData());
+        QList<qint64> all;
+        const auto ranks = ranksBelow(p.processId(), &all);
+        QVERIFY(ranks.count(1));
+        ::kill(static_cast<pid_t>(ranks.at(1)), SIGSTOP);
+        QVERIFY(p.waitForFinished(90000));
+        const QString out = QString::fromUtf8(seen + p.readAll());
+        QCOMPARE(p.exitCode(), 1);
+        const QString cause = loomtest::lastRun(db()).value("exit_cause").toString();
+        QVERIFY2(cause.contains(QStringLiteral("rank 1 (pid %1) is stopped").arg(ranks.at(1))),
+            qPrintable(cause + "\n" + out.right(2000)));
+        const QStringList left = loomtest::stillThere(all);
+        QVERIFY2(left.isEmpty(), qPrintable(QStringLiteral("still there after loom run returned: ") + left.join(", ")));
+    }
+
     void killedRankFailsTheRunNamingIt()
     {
         auto p = startLongRun();

@@ -61,6 +61,7 @@ class TestRunFrames : public QObject {
         launcher::LaunchRequest r;
         r.layout.name = "frames";
         r.layout.cluster.name = "local";
+        r.layout.parallel.dp = 2; // the world the events' ranks 0 and 1 belong to
         r.steps = 2;
         r.mpirun = mpirun;
         r.engine = mpirun; // must exist; the stand-in never starts it
@@ -146,6 +147,50 @@ private slots:
         QCOMPARE(steps.front().hardwareFlopsPerSecond, 1.25e9);
         QCOMPARE(steps.front().memoryHighWaterBytes, (std::vector<qint64> { 3'000'000, 5'000'000 }));
         QCOMPARE(steps.front().peakMemoryBytes(), qint64(5'000'000));
+    }
+
+    // Events that cannot belong to the run (a rank outside its world, an end before the start, a step
+    // beyond its steps) are not stored: the frame is skipped, saying why once.
+    void eventsOutsideTheRunRefused_data()
+    {
+        QTest::addColumn<int>("rank");
+        QTest::addColumn<qint64>("start");
+        QTest::addColumn<qint64>("end");
+        QTest::addColumn<int>("step");
+        QTest::addColumn<QString>("why");
+        QTest::newRow("rank -5") << -5 << qint64(1000) << qint64(2000) << 0 << "rank -5 is outside the run's 2 ranks";
+        QTest::newRow("rank 7") << 7 << qint64(1000) << qint64(2000) << 0 << "rank 7 is outside";
+        QTest::newRow("end before start")
+            << 0 << qint64(5000) << qint64(2000) << 0 << "it ends (2000 ns) before it starts (5000 ns)";
+        QTest::newRow("step 2^30") << 1 << qint64(1000) << qint64(2000) << (1 << 30) << "step 1073741824 is outside";
+    }
+    void eventsOutsideTheRunRefused()
+    {
+        QFETCH(int, rank);
+        QFETCH(qint64, start);
+        QFETCH(qint64, end);
+        QFETCH(int, step);
+        QFETCH(QString, why);
+        trace::TraceEvent bad = commEvent(rank);
+        bad.startNs = start;
+        bad.endNs = end;
+        bad.step = step;
+        std::string stream = trace::encode(trace::EventsFrame { { commEvent(0), bad } });
+        stream += trace::encode(trace::EventsFrame { { commEvent(1) } });
+        stream += trace::encode(trace::StepFrame { 1, 2.5, 100, 0.5, 1, 1e-3, 1e9, {} });
+        stream += trace::encode(trace::EndFrame { trace::EndReason::Finished });
+        profiles::Store store(m_dir.filePath(QStringLiteral("loom.db")));
+        profiles::RunStore runs(store);
+        launcher::RunController controller(&runs);
+        QSignalSpy finished(&controller, &launcher::RunController::finished);
+        const qint64 id = controller.start(request(fakeMpirun(stream, 0)));
+        QVERIFY(finished.wait(30000));
+        const QString tail = finished.first().at(2).toString();
+        QVERIFY2(
+            tail.contains(QStringLiteral("loom: skipped a telemetry frame: its event 1: ") + why), qPrintable(tail));
+        const auto stored = runs.events(id);
+        QCOMPARE(int(stored.size()), 1); // the good frame only
+        QCOMPARE(stored.front().rank, 1);
     }
 
     // A newer engine's stream: its frames are refused by version, the log says so, and without a readable

@@ -99,6 +99,10 @@ private slots:
                                            << "is not a regular file";
         QTest::newRow("tensor cut short") << "truncate"
                                           << "bytes; the layout's";
+        QTest::newRow("FIFO for checkpoint.json") << "fifo-meta"
+                                                  << "is not a regular file";
+        QTest::newRow("FIFO for latest") << "fifo-latest"
+                                         << "is not a regular file";
     }
     void tamperingRefused()
     {
@@ -129,9 +133,12 @@ private slots:
             const int end = text.indexOf(',', at);
             text.replace(at, end - at, "\"adam_steps\": 9223372036854775807");
             QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(text) == text.size());
-        } else if (tamper == QLatin1String("fifo")) {
-            QVERIFY(QFile::remove(tensor));
-            QVERIFY(::mkfifo(QFile::encodeName(tensor).constData(), 0644) == 0);
+        } else if (tamper.startsWith(QLatin1String("fifo"))) {
+            const QString target = tamper == QLatin1String("fifo") ? tensor
+                : tamper == QLatin1String("fifo-meta")             ? step + QStringLiteral("/checkpoint.json")
+                                                                   : dir + QStringLiteral("/latest");
+            QVERIFY(QFile::remove(target));
+            QVERIFY(::mkfifo(QFile::encodeName(target).constData(), 0644) == 0);
         }
         const Result r = train({ "--steps", "3", "--checkpoint-dir", dir, "--resume" }, 60000);
         QVERIFY2(r.exitCode > 0, qPrintable(QStringLiteral("exit %1: %2").arg(r.exitCode).arg(r.log)));
