@@ -26,8 +26,7 @@ nlohmann::json base(const char* cluster, int tp, int dp, const char* attention =
         { "parallel",
             { { "tp", tp }, { "pp", 1 }, { "dp", dp }, { "micro_batch", 1 }, { "global_batch", dp * 4 },
                 { "sp", tp > 1 } } },
-        { "memory", { { "zero", 1 }, { "recompute", "none" }, { "attention", attention } } },
-        { "precision", "bf16" } };
+        { "memory", { { "zero", 1 }, { "recompute", "none" }, { "attention", attention } } }, { "precision", "bf16" } };
 }
 
 Layout read(const nlohmann::json& j)
@@ -38,7 +37,7 @@ Layout read(const nlohmann::json& j)
     return *r.layout;
 }
 
-const ClusterSpec& cluster(const char* name)
+ClusterSpec cluster(const char* name)
 {
     return *loom::profiles::BuiltinProfiles::instance().findCluster(name);
 }
@@ -68,7 +67,7 @@ private slots:
         const CollectiveTime t = ncclCollective(cluster("dgx-a100"), Collective::AllReduce, S, { 8 * perNode, 8 });
         const double n = 8.0 * perNode, bandwidthPart = 2 * (n - 1) / n * S / (gbs * 1e9);
         QVERIFY(t.seconds >= bandwidthPart && t.seconds < bandwidthPart * 1.01);
-        QCOMPARE(t.algorithm, NcclAlgorithm::Ring);
+        QVERIFY(t.algorithm == NcclAlgorithm::Ring);
     }
 
     void treeForSmallMessagesAcrossManyNodes()
@@ -76,12 +75,12 @@ private slots:
         // 1 MB over 1,024 nodes, one GPU each: the ring pays 2·1,024 network steps (14 µs each, ×1.4), the
         // tree 2·log2(1,024) = 20: NCCL's tuner picks the tree. For 4 GB over 8 nodes the ring's bandwidth
         // (2·7/8 of S at 50 GB/s) beats the tree's (S at 50·0.92·½).
-        const ClusterSpec& c = cluster("dgx-h100");
+        const ClusterSpec c = cluster("dgx-h100");
         const CollectiveTime small = ncclCollective(c, Collective::AllReduce, 1 << 20, { 1024, 1024 });
-        QCOMPARE(small.algorithm, NcclAlgorithm::Tree);
+        QVERIFY(small.algorithm == NcclAlgorithm::Tree);
         QVERIFY(std::fabs(small.seconds - (2 * 10 * 28e-6 + (1 << 20) / (50e9 * 0.92 * 0.5 * 0.5))) < 1e-9);
         const CollectiveTime large = ncclCollective(c, Collective::AllReduce, 4e9, { 8, 8 });
-        QCOMPARE(large.algorithm, NcclAlgorithm::Ring);
+        QVERIFY(large.algorithm == NcclAlgorithm::Ring);
     }
 
     void nvlsInsideAnH100Node()
@@ -90,13 +89,14 @@ private slots:
         // has no SHARP, so its node keeps the ring.
         const double S = 256e6;
         const CollectiveTime h100 = ncclCollective(cluster("dgx-h100"), Collective::AllReduce, S, { 8, 1 });
-        QCOMPARE(h100.algorithm, NcclAlgorithm::Nvls);
+        QVERIFY(h100.algorithm == NcclAlgorithm::Nvls);
         QVERIFY(std::fabs(h100.seconds - (23e-6 + S / (450e9 * 5.0 / 6.0))) < 1e-12);
         const CollectiveTime a100 = ncclCollective(cluster("dgx-a100"), Collective::AllReduce, S, { 8, 1 });
-        QCOMPARE(a100.algorithm, NcclAlgorithm::Ring);
+        QVERIFY(a100.algorithm == NcclAlgorithm::Ring);
         QVERIFY(std::fabs(a100.seconds - ((8.4 + 14 * 3.4) * 1e-6 + 2 * 7.0 / 8 * S / 300e9)) < 1e-12);
         // All-gathers stay on the ring there: (n-1)/n·S/β beats NVLS's 6/5·S/β.
-        QCOMPARE(ncclCollective(cluster("dgx-h100"), Collective::AllGather, S, { 8, 1 }).algorithm, NcclAlgorithm::Ring);
+        QVERIFY(
+            ncclCollective(cluster("dgx-h100"), Collective::AllGather, S, { 8, 1 }).algorithm == NcclAlgorithm::Ring);
     }
 
     void fsdpAcrossNodesMovesEveryNic()
@@ -136,7 +136,7 @@ private slots:
         const Layout bf16 = read(j);
         j["fp8"] = "delayed";
         const Layout fp8 = read(j);
-        QCOMPARE(fp8.fp8, Fp8Recipe::Delayed);
+        QVERIFY(fp8.fp8 == Fp8Recipe::Delayed);
         const DeviceSpec& d = fp8.cluster.device;
         QCOMPARE(fp8Speedup(fp8), d.peakTflopsFp8 * d.fp8GemmMax() / (d.peakTflopsBf16 * d.gemmMax));
         QCOMPARE(fp8Speedup(bf16), 1.0);
@@ -148,7 +148,7 @@ private slots:
         // The layout writes its recipe back.
         auto again = readLayout(writeLayout(fp8), loom::profiles::BuiltinProfiles::instance());
         QVERIFY(again.ok());
-        QCOMPARE(again.layout->fp8, Fp8Recipe::Delayed);
+        QVERIFY(again.layout->fp8 == Fp8Recipe::Delayed);
     }
 
     void fp8NeedsTheTensorCores_data()
@@ -157,9 +157,18 @@ private slots:
         QTest::addColumn<QString>("recipe");
         QTest::addColumn<QString>("precision");
         QTest::addColumn<QString>("message");
-        QTest::newRow("A100 has no FP8") << "dgx-a100" << "delayed" << "bf16" << "needs FP8 tensor cores";
-        QTest::newRow("MXFP8 needs Blackwell") << "dgx-h100" << "mxfp8" << "bf16" << "peak_tflops.mxfp8";
-        QTest::newRow("fp32 training") << "dgx-h100" << "current" << "fp32" << "precision is fp32";
+        QTest::newRow("A100 has no FP8") << "dgx-a100"
+                                         << "delayed"
+                                         << "bf16"
+                                         << "needs FP8 tensor cores";
+        QTest::newRow("MXFP8 needs Blackwell") << "dgx-h100"
+                                               << "mxfp8"
+                                               << "bf16"
+                                               << "peak_tflops.mxfp8";
+        QTest::newRow("fp32 training") << "dgx-h100"
+                                       << "current"
+                                       << "fp32"
+                                       << "precision is fp32";
     }
     void fp8NeedsTheTensorCores()
     {
@@ -170,9 +179,10 @@ private slots:
         nlohmann::json j = base(cluster.toUtf8().constData(), 1, 8);
         j["fp8"] = recipe.toStdString();
         j["precision"] = precision.toStdString();
-        const Diagnostics d = validateRules(read(j));
-        QVERIFY(d.hasErrors());
-        QVERIFY2(d.format().find(message.toStdString()) != std::string::npos, d.format().c_str());
+        const auto r = readLayout(j.dump(), loom::profiles::BuiltinProfiles::instance());
+        QVERIFY(!r.ok());
+        const std::string text = r.diagnostics.format();
+        QVERIFY2(text.find(message.toStdString()) != std::string::npos, text.c_str());
         j["cluster"] = "dgx-b200";
         j["precision"] = "bf16";
         QVERIFY2(!validateRules(read(j)).hasErrors(), validateRules(read(j)).format().c_str());
@@ -229,14 +239,14 @@ private slots:
         QFETCH(int, devices);
         QFETCH(double, memory);
         QFETCH(bool, nvls);
-        const ClusterSpec& c = cluster(name.toUtf8().constData());
+        const ClusterSpec c = cluster(name.toUtf8().constData());
         QCOMPARE(c.devicesPerNode, std::int64_t(devices));
         QCOMPARE(c.device.memoryGB, memory);
         QCOMPARE(c.intraNode.nvls, nvls);
         QVERIFY(c.device.peakTflopsFp8 > c.device.peakTflopsBf16);
         // A whole NVL72 group is one node: its all-reduce stays on NVLink.
         if (devices == 72)
-            QCOMPARE(ncclCollective(c, Collective::AllReduce, 1e9, { 72, 1 }).algorithm, NcclAlgorithm::Nvls);
+            QVERIFY(ncclCollective(c, Collective::AllReduce, 1e9, { 72, 1 }).algorithm == NcclAlgorithm::Nvls);
     }
 };
 
