@@ -53,6 +53,17 @@ int predictCommand(CliContext& context, const QString& file, bool json)
             { "memory_capacity_gb", p.memoryCapacityGB }, { "fits", p.fits }, { "model_flops_per_step", p.modelFlops },
             { "gpus", l.parallel.worldSize() }, { "hardware_flops_per_step", p.hardwareFlops },
             { "hardware_tflops_per_gpu", p.hardwareTflopsPerGpu }, { "hfu", p.hfu } };
+        nlohmann::ordered_json collectives = nlohmann::ordered_json::array();
+        for (const auto& c : p.collectives)
+            collectives.push_back({ { "group", c.group }, { "collective", c.collective }, { "algorithm", c.algorithm },
+                { "bytes", c.bytes }, { "ranks", c.ranks }, { "nodes", c.nodes }, { "seconds", c.seconds },
+                { "bus_bandwidth_gbs", c.busBandwidthGBs } });
+        j["collectives"] = collectives;
+        j["memory_gb"]["gathered"] = p.memory.gathered;
+        j["fp8"] = std::string(plan::toString(l.fp8));
+        j["overlap"]
+            = { { "tp_comm_overlap", l.comm.tpCommOverlap }, { "overlap_grad_reduce", l.comm.gradReduceOverlapped() },
+                  { "overlap_param_gather", l.comm.overlapParamGather } };
         if (l.model.isMoe()) {
             j["step_split_s"]["ep_exposed"] = p.epExposed;
             j["parameters"] = { { "total", p.totalParameters }, { "active", p.activeParameters } };

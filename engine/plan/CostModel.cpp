@@ -454,6 +454,46 @@ EndOfStep endOfStep(
     return e;
 }
 
+CollectiveSummary summarise(const Layout& l, const char* group, Collective kind, double bytes, GroupShape g)
+{
+    CollectiveSummary s;
+    s.group = group;
+    s.collective = kind == Collective::AllReduce ? "all_reduce" : "reduce_scatter";
+    s.bytes = bytes;
+    s.ranks = g.ranks;
+    s.nodes = g.nodes;
+    if (usesNcclModel(l)) {
+        const CollectiveTime t = ncclCollective(l.cluster, kind, bytes, g);
+        s.algorithm = std::string(toString(t.algorithm));
+        s.seconds = t.seconds;
+        s.busBandwidthGBs = t.busBandwidthGBs;
+    } else {
+        s.algorithm = "alpha_beta";
+        s.seconds = collectiveSeconds(l, kind, bytes, g);
+        const double n = double(g.ranks);
+        s.busBandwidthGBs = s.seconds > 0
+            ? bytes / s.seconds * (kind == Collective::AllReduce ? 2.0 * (n - 1) / n : (n - 1) / n) / 1e9
+            : 0.0;
+    }
+    return s;
+}
+
+// The TP all-reduce of one micro-batch's activations and the gradients' reduction of pipeline rank 0 (a
+// reduce-scatter with the distributed optimizer on NCCL), for `loom plan predict --json`.
+std::vector<CollectiveSummary> collectiveSummaries(
+    const Layout& l, const Costs& c, std::int64_t tpSpan, std::int64_t dpSpan, double params)
+{
+    std::vector<CollectiveSummary> out;
+    if (c.t > 1)
+        out.push_back(summarise(l, "tp", Collective::AllReduce, c.T * c.h * c.actBytes, { c.t, tpSpan }));
+    if (c.d > 1) {
+        const bool distributed = l.memory.zero == 1 && usesNcclModel(l);
+        out.push_back(summarise(l, "dp", distributed ? Collective::ReduceScatter : Collective::AllReduce,
+            params * (l.precision == Precision::Fp32 ? 4.0 : 2.0), { c.d, dpSpan }));
+    }
+    return out;
+}
+
 trace::TraceEvent stepEvent(std::int32_t rank, std::int64_t stage, trace::EventKind kind, double start, double end,
     double bytes, trace::Algorithm algorithm = trace::Algorithm::Library)
 {
@@ -599,6 +639,8 @@ Prediction predict(const Layout& l, bool withEvents)
     out.mfu = rate.mfu;
     out.hardwareTflopsPerGpu = rate.hardwareTflopsPerDevice;
     out.hfu = rate.hfu;
+
+    out.collectives = collectiveSummaries(l, c, grid.maxNodesSpanned(GroupKind::Tensor), dpSpan, paramsOf(0));
 
     // Memory of the most loaded pipeline rank.
     out.memoryCapacityGB = dev.memoryGB;

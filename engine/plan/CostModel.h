@@ -20,6 +20,16 @@ struct MemoryEstimate {
     double modelStates() const { return params + grads + optimizer; }
 };
 
+// One collective of the step as the model prices it: which group, what it moves, and (on NCCL) the algorithm
+// NCCL's tuner would pick (CollectiveCost.h).
+struct CollectiveSummary {
+    std::string group; // "tp" (one activation all-reduce), "dp" (the gradients of pipeline rank 0)
+    std::string collective; // "all_reduce", "reduce_scatter"
+    std::string algorithm; // "ring", "tree", "nvls"; on Loom's own engine "alpha_beta"
+    double bytes = 0, seconds = 0, busBandwidthGBs = 0;
+    std::int64_t ranks = 1, nodes = 1;
+};
+
 // What a layout will cost, predicted before anything runs.
 struct Prediction {
     double stepTime = 0; // seconds per optimizer step
@@ -44,6 +54,7 @@ struct Prediction {
     double modelFlops = 0; // per step, whole model (plan::stepFlops: no recomputation)
     double hardwareFlops = 0; // per step, whole model, with what memory.recompute computes again
     std::vector<std::string> notes;
+    std::vector<CollectiveSummary> collectives; // the TP and DP collectives, one of each kind
     // The simulated timeline: compute and communication events of one representative rank per pipeline
     // stage (tp = 0, dp = 0), source = simulated.
     std::vector<trace::TraceEvent> events;

@@ -165,9 +165,10 @@ private slots:
         for (const auto& v : all)
             names << v.toObject().value(QStringLiteral("name")).toString();
         for (const char* expected : { "gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b", "gpt3-175b", "llama2-7b",
-                 "llama2-70b", "megatron-1t", "gpt-tiny", "gpt-mini", "dgx-a100", "dgx-h100", "pcie-4gpu", "local" })
+                 "llama2-70b", "megatron-1t", "gpt-tiny", "gpt-mini", "dgx-a100", "dgx-h100", "pcie-4gpu", "local",
+                 "dgx-h200", "hgx-h800", "dgx-b200", "gb200-nvl72", "mi300x-8", "grand-teton-h100" })
             QVERIFY2(names.contains(QLatin1String(expected)), expected);
-        QCOMPARE(all.size(), 18); // with llama-tiny, llama3-405b, mixtral-8x7b and moe-tiny
+        QCOMPARE(all.size(), 24); // with llama-tiny, llama3-405b, mixtral-8x7b and moe-tiny
 
         const Run show = loom({ QStringLiteral("profiles"), QStringLiteral("show"), QStringLiteral("llama2-7b") });
         QCOMPARE(show.exitCode, 0);
