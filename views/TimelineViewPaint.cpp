@@ -347,7 +347,7 @@ void TimelineView::paintFlows(QPainter& p)
         return;
     // Flows are ordered by the send's start: those in view are found from the window's start, less the
     // longest flow, so a paint walks only the flows near the window.
-    constexpr std::size_t kMaxFlows = 3000; // more arrows than this read as noise: zoom in to see them
+    constexpr std::size_t kMaxFlows = 6000; // more arrows than this read as noise: zoom in to see them
     std::vector<const trace::Flow*> drawn;
     if (m_flowMode == Flows::All) {
         const auto& ev = data().events();
@@ -368,12 +368,27 @@ void TimelineView::paintFlows(QPainter& p)
         for (const auto& f : m_flows)
             if (std::int64_t(f.from) == m_selected || std::int64_t(f.to) == m_selected)
                 drawn.push_back(&f);
-    p.setRenderHint(QPainter::Antialiasing, drawn.size() <= 200); // smooth lines only while they are few
-    const QColor ink = palette().color(QPalette::Text);
+    if (drawn.empty())
+        return;
+    // Every row's centre once, then all arrows as two batches of lines (plain and selected): one draw call
+    // each, so thousands of arrows cost little more than their pixels.
+    tracks();
+    std::vector<int> centre(data().rows().size(), -1);
+    for (std::size_t r = 0; r < centre.size(); ++r)
+        if (m_rowTrack[r] >= 0) {
+            const Track& t = m_tracks[std::size_t(m_rowTrack[r])];
+            centre[r] = trackY(t) + t.height / 2;
+        }
+    const auto yOf = [&](const trace::TraceEvent& e) {
+        const int row = data().rowIndex(e.rank, e.lane);
+        return row < 0 ? -1 : centre[std::size_t(row)];
+    };
+    QVector<QLineF> plain, chosen;
+    plain.reserve(qsizetype(drawn.size() * 3));
     for (const trace::Flow* f : drawn) {
         const auto& from = data().event(f->from);
         const auto& to = data().event(f->to);
-        const int y0 = rowCentre(f->from), y1 = rowCentre(f->to);
+        const int y0 = yOf(from), y1 = yOf(to);
         if (y0 < 0 || y1 < 0)
             continue;
         // From where the data leaves (the send's start) to where it has arrived (the receive's end, or
@@ -382,14 +397,18 @@ void TimelineView::paintFlows(QPainter& p)
         const QPointF b(xOf(to.kind == trace::EventKind::Recv ? to.endNs : to.startNs), y1);
         if (std::max(a.x(), b.x()) < labelWidth() || std::min(a.x(), b.x()) > viewport()->width())
             continue; // wholly outside the window
-        const bool selected = std::int64_t(f->from) == m_selected || std::int64_t(f->to) == m_selected;
-        p.setPen(QPen(selected ? palette().color(QPalette::Highlight) : ink, selected ? 2 : 1));
-        p.drawLine(a, b);
+        auto& lines = std::int64_t(f->from) == m_selected || std::int64_t(f->to) == m_selected ? chosen : plain;
+        lines.append(QLineF(a, b));
         const double angle = std::atan2(b.y() - a.y(), b.x() - a.x());
         for (double side : { -0.45, 0.45 })
-            p.drawLine(b, b - QPointF(7 * std::cos(angle + side), 7 * std::sin(angle + side)));
+            lines.append(QLineF(b, b - QPointF(7 * std::cos(angle + side), 7 * std::sin(angle + side))));
         ++m_lastFlows;
     }
+    p.setRenderHint(QPainter::Antialiasing, m_lastFlows <= 200); // smooth lines only while they are few
+    p.setPen(QPen(palette().color(QPalette::Text), 1));
+    p.drawLines(plain);
+    p.setPen(QPen(palette().color(QPalette::Highlight), 2));
+    p.drawLines(chosen);
     p.setRenderHint(QPainter::Antialiasing, false);
 }
 
