@@ -4,6 +4,7 @@
 #include "engine/plan/CostModel.h"
 #include "engine/plan/RankGrid.h"
 #include "engine/plan/Schedule.h"
+#include "engine/trace/DeviceStats.h"
 #include "engine/trace/TraceStats.h"
 
 #include <nlohmann/json.hpp>
@@ -202,9 +203,11 @@ std::string count(std::size_t n, const char* what)
 
 } // namespace
 
-Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEvent>& all,
+Calibration calibrate(const Layout& layoutIn, const std::vector<trace::TraceEvent>& traced,
     const std::map<std::int32_t, trace::GroupKind>& groupKinds)
 {
+    // An imported GPU trace times each pass by its kernels: one event per pass, as long as they kept the GPU busy.
+    const std::vector<trace::TraceEvent> all = trace::foldDevicePasses(traced);
     Layout layout = layoutIn;
     const ClusterSpec before = layout.cluster;
     const DeviceSpec& dev = before.device;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace loom::trace {
 
@@ -144,6 +145,30 @@ DeviceStats computeDeviceStats(
         out.kernelTypes.push_back({ label(mask), ns, total > 0 ? 100.0 * double(ns) / double(total) : 0 });
     std::stable_sort(out.kernelTypes.begin(), out.kernelTypes.end(),
         [](const KernelTypeTime& a, const KernelTypeTime& b) { return a.ns > b.ns; });
+    return out;
+}
+
+std::vector<TraceEvent> foldDevicePasses(const std::vector<TraceEvent>& events)
+{
+    std::vector<TraceEvent> out;
+    using Key = std::tuple<std::int32_t, int, std::int32_t, std::int32_t, std::int32_t, std::int32_t>;
+    std::map<Key, std::pair<TraceEvent, Intervals>> passes;
+    for (const auto& e : events) {
+        if (e.stream < 0 || (e.kind != EventKind::Forward && e.kind != EventKind::Backward)) {
+            out.push_back(e);
+            continue;
+        }
+        const Key key { e.rank, int(e.kind), e.step, e.microBatch, e.stage, e.chunk };
+        auto [it, fresh] = passes.try_emplace(key, e, Intervals {});
+        it->second.first.startNs = std::min(it->second.first.startNs, e.startNs);
+        it->second.second.emplace_back(e.startNs, e.endNs);
+    }
+    for (auto& [key, pass] : passes) {
+        TraceEvent e = pass.first;
+        e.stream = -1;
+        e.endNs = e.startNs + length(merged(std::move(pass.second)));
+        out.push_back(e);
+    }
     return out;
 }
 

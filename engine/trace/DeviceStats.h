@@ -49,6 +49,12 @@ struct DeviceStats {
 DeviceStats computeDeviceStats(
     const std::vector<TraceEvent>& events, const std::vector<ProfilerStepRange>& steps, bool allSteps);
 
+// The passes of an imported GPU trace as one event each: its forward and backward kernels (events with a
+// stream) of one (rank, kind, step, micro-batch, stage, chunk) become one event that starts with the first
+// and lasts as long as the kernels keep the device busy (their union), so that what counts a forward or a
+// backward (plan calibrate) sees passes, timed by the GPU. Every other event is kept as it is.
+std::vector<TraceEvent> foldDevicePasses(const std::vector<TraceEvent>& events);
+
 // Mean length of the ProfilerStep ranges (over ranks and steps, the first step left out when there are
 // several, as computeStats does); 0 when none.
 double profilerStepSeconds(const std::vector<ProfilerStepRange>& steps);

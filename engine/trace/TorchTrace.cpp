@@ -179,6 +179,11 @@ template <typename PerRank> void alignClocks(PerRank& perRank, bool needed, Torc
             e.startNs += shift;
             e.endNs += shift;
         }
+        for (auto& st : out.profilerSteps) // the rank's ProfilerStep ranges move with its events
+            if (st.rank == rank) {
+                st.startNs += shift;
+                st.endNs += shift;
+            }
     }
     if (aligned)
         out.notes.push_back("clocks: each process's trace starts at its own profiler start; ranks were put on rank "

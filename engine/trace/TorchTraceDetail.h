@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
+#include <streambuf>
 #include <string>
 #include <vector>
 
@@ -76,6 +78,10 @@ struct RankTrace {
 // at most kMaxTorchTraceStreamBytes read; throws TorchTraceError naming the file, the field and what was
 // expected.
 RankTrace readRankTrace(const TorchTraceFile& file, std::uint64_t maxBytes = kMaxTorchTraceStreamBytes);
+
+// The bytes of `path` ("-": standard input), gzip or plain, refused unless a regular file (a FIFO is never
+// waited on), at most `limit` of them after decompression; errors name `name`.
+std::unique_ptr<std::streambuf> openTraceStream(const std::string& path, const std::string& name, std::uint64_t limit);
 
 // Loom's kind for a collective's name as PyTorch or NCCL write it ("all_reduce", "allreduce",
 // "_allgather_base", "AllReduce", "recv_anysource", ...); nullopt for kinds Loom has none of.

@@ -1,23 +1,15 @@
-// Reading one PyTorch profiler trace as a stream: gzip or plain text through zlib, at most
-// kMaxTorchTraceStreamBytes, parsed event by event (nlohmann's SAX interface) so that memory holds the
-// compact events only, never the document.
+// Reading one PyTorch profiler trace as a stream (TorchTraceSource.cpp), parsed event by event (nlohmann's SAX
+// interface) so that memory holds the compact events only, never the document.
 #include "engine/trace/TorchTraceDetail.h"
 
 #include "engine/trace/JsonLimits.h"
 
 #include <nlohmann/json.hpp>
 
-#include <zlib.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fcntl.h>
 #include <iterator>
 #include <string_view>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <unordered_map>
 
 namespace loom::trace::torch {
@@ -31,75 +23,6 @@ using nlohmann::json;
 [[noreturn]] void fail(const std::string& file, const std::string& field, const std::string& expected)
 {
     throw TorchTraceError(file + ": " + field + ": " + expected);
-}
-
-// zlib's reader as a stream buffer: gzip-compressed or plain bytes alike, with a limit on what is read.
-class GzBuffer : public std::streambuf {
-public:
-    GzBuffer(gzFile gz, std::string file, std::uint64_t limit)
-        : m_gz(gz)
-        , m_file(std::move(file))
-        , m_limit(limit)
-    {
-        gzbuffer(m_gz, 1 << 18);
-    }
-    ~GzBuffer() override { gzclose(m_gz); }
-    GzBuffer(const GzBuffer&) = delete;
-    GzBuffer& operator=(const GzBuffer&) = delete;
-
-protected:
-    int_type underflow() override
-    {
-        const int n = gzread(m_gz, m_buf, sizeof m_buf);
-        if (n < 0) {
-            int code = 0;
-            const char* why = gzerror(m_gz, &code);
-            fail(m_file, "the data", std::string("not readable (") + (why ? why : "read error") + ")");
-        }
-        if (n == 0)
-            return traits_type::eof();
-        m_total += static_cast<std::uint64_t>(n);
-        if (m_total > m_limit)
-            fail(m_file, "more than " + std::to_string(m_limit >> 20) + " MiB",
-                "larger than Loom reads of one trace (after decompression)");
-        setg(m_buf, m_buf, m_buf + n);
-        return traits_type::to_int_type(*gptr());
-    }
-
-private:
-    gzFile m_gz;
-    std::string m_file;
-    std::uint64_t m_limit, m_total = 0;
-    char m_buf[1 << 18];
-};
-
-// Opens `path` for reading without blocking on a FIFO, and only when it is a regular file; "-" is standard
-// input (a pipe is fine there, as the user asked for it by name).
-gzFile openTrace(const std::string& path)
-{
-    int fd = -1;
-    if (path == "-") {
-        fd = dup(STDIN_FILENO);
-    } else {
-        fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0)
-            fail(path, "the file",
-                std::string(errno == ENOENT ? "does not exist" : std::strerror(errno)) + "; check the path");
-        struct stat st { };
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            close(fd);
-            fail(path, "the file",
-                "not a regular file (a device, FIFO or folder); expected a trace file, or \"-\" for standard input");
-        }
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    }
-    gzFile gz = fd >= 0 ? gzdopen(fd, "rb") : nullptr;
-    if (!gz) {
-        if (fd >= 0)
-            close(fd);
-        fail(path, "the file", "cannot be opened");
-    }
-    return gz;
 }
 
 // "1711964.123" (microseconds as Kineto writes them) -> 1711964123 ns, exactly; other forms through double.
@@ -523,9 +446,9 @@ RankTrace readRankTrace(const TorchTraceFile& file, std::uint64_t maxBytes)
                     + " levels; a profiler trace is a list of flat events");
         json::sax_parse(file.text, &h);
     } else {
-        GzBuffer buffer(openTrace(file.path), file.name, maxBytes);
-        // Buffer iterators, not the istream: the parser reads a character at a time, without a sentry each.
-        json::sax_parse(std::istreambuf_iterator<char>(&buffer), std::istreambuf_iterator<char>(), &h);
+        const auto buffer = openTraceStream(file.path, file.name, maxBytes);
+        // Buffer iterators, not an istream: the parser reads a character at a time, without a sentry each.
+        json::sax_parse(std::istreambuf_iterator<char>(buffer.get()), std::istreambuf_iterator<char>(), &h);
     }
     if (h.loomTrace)
         fail(file.name, "otherData.loom_trace", "this is already a Loom trace; open it with loom trace stats");

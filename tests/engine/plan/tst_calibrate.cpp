@@ -180,6 +180,34 @@ private slots:
         QVERIFY(fit.residuals.front().rmsAfter <= noise + 1e-4);
     }
 
+    // A GPU trace's passes are its kernels: each forward and backward cut into four kernels on a stream (with
+    // a gap the device idles) is fitted as the passes they make up, not as four passes of a quarter each.
+    void fitsPassesOfKernels()
+    {
+        const Layout layout = gptMini(1, 2, 2);
+        const ClusterSpec real = truth(layout.cluster);
+        std::vector<TraceEvent> kernels;
+        for (const auto& e : synthesise(layout, real, 0.0)) {
+            if (e.kind != EventKind::Forward && e.kind != EventKind::Backward) {
+                kernels.push_back(e);
+                continue;
+            }
+            const std::int64_t quarter = (e.endNs - e.startNs) / 4;
+            for (int k = 0; k < 4; ++k) {
+                TraceEvent part = e;
+                part.stream = 7;
+                part.startNs = e.startNs + k * quarter + (k == 3 ? 1 : 0); // a nanosecond the GPU waits
+                part.endNs = k == 3 ? e.endNs + 1 : part.startNs + quarter;
+                kernels.push_back(part);
+            }
+        }
+        const Calibration fit = calibrate(layout, kernels, kKinds);
+        QVERIFY2(std::fabs(fit.cluster.device.gemmMax / real.device.gemmMax - 1.0) <= 1e-2,
+            qPrintable(QString::number(fit.cluster.device.gemmMax)));
+        QVERIFY2(std::fabs(fit.cluster.device.memoryBandwidthGBs / real.device.memoryBandwidthGBs - 1.0) <= 1e-2,
+            qPrintable(QString::number(fit.cluster.device.memoryBandwidthGBs)));
+    }
+
     // Two nodes' worth of link classes: TP and PP inside a node, DP across nodes; each class gets its own fit.
     // Issue 31: the shared-memory all-reduces that "auto" runs on one machine are no longer dropped: they are
     // compared with the cost model's price of shm (plan::allreduceSeconds) under the calibrated device.
