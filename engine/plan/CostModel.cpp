@@ -610,8 +610,8 @@ Prediction predict(const Layout& l, bool withEvents)
                 rank, r, trace::EventKind::AllReduce, eDpStart, eDpStart + dpSeconds, params * gradWidth, dpAlgorithm));
         out.events.push_back(stepEvent(rank, r, trace::EventKind::Optimizer, optStart, optStart + opt, 0));
         if (after > 0)
-            out.events.push_back(stepEvent(rank, r, trace::EventKind::AllGather, optStart + opt,
-                optStart + opt + after, params * gradWidth, shardAlgorithm(dpAlgorithm)));
+            out.events.push_back(stepEvent(rank, r, trace::EventKind::AllGather, optStart + opt, optStart + opt + after,
+                params * gradWidth, shardAlgorithm(dpAlgorithm)));
     }
 
     const auto& crit = withTransfers[static_cast<std::size_t>(critical)];

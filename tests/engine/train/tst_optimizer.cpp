@@ -1,8 +1,8 @@
 // AdamW and the gradient norm: the vectorised, threaded float pass against a plain double loop; the same
 // bits for any thread count; ZeRO-1 shards (one range, or pieces of every bucket) that add up to the whole
 // update; threads per rank.
-#include "engine/plan/LayoutParser.h"
 #include "engine/plan/EngineSupport.h"
+#include "engine/plan/LayoutParser.h"
 #include "engine/train/Optimizer.h"
 #include "engine/train/Threads.h"
 #include "profiles/BuiltinProfiles.h"
