@@ -12,6 +12,8 @@
 #include "engine/trace/TraceStats.h"
 #include "profiles/BuiltinProfiles.h"
 
+#include "ProcessRun.h"
+
 #include <QDir>
 #include <QFile>
 #include <QJsonDocument>
@@ -27,12 +29,7 @@ using namespace loom;
 
 namespace {
 
-struct Run {
-    int exitCode = -1;
-    QString out, err;
-    QByteArray rawOut;
-    QString all() const { return out + err; }
-};
+using loomtest::Run;
 
 // gpt-sized blocks on a byte vocabulary: 12.6 M parameters, 50 MB of fp32 gradients, so that the default
 // 25 MiB buckets reach the measured table's 16 MiB crossing (auto runs shm at dp 2 on one machine).
@@ -79,21 +76,7 @@ class TestContract : public QObject {
 
     Run start(const QString& program, const QStringList& args, const QProcessEnvironment& env, int timeoutMs = 300000)
     {
-        QProcess p;
-        p.setProcessEnvironment(env);
-        p.setWorkingDirectory(m_dir.path());
-        p.start(program, args);
-        if (!p.waitForFinished(timeoutMs)) {
-            p.kill();
-            p.waitForFinished();
-            return {};
-        }
-        Run r;
-        r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-        r.rawOut = p.readAllStandardOutput();
-        r.out = QString::fromUtf8(r.rawOut);
-        r.err = QString::fromUtf8(p.readAllStandardError());
-        return r;
+        return loomtest::runProcess(program, args, env, m_dir.path(), timeoutMs);
     }
 
     QProcessEnvironment env() const

@@ -1,6 +1,8 @@
 // Hostile but fair input to the `loom` command line: layouts that try to run commands or start a million
 // processes, names with terminal escapes, JSON nested 100,000 deep, traces with impossible numbers, a trace
 // over 64 MiB, and planner answers that must fit their cause. Each case failed before it was fixed.
+#include "ProcessRun.h"
+
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -12,12 +14,7 @@
 
 namespace {
 
-struct Run {
-    int exitCode = -1; // -2: killed by a signal (a crash)
-    QString out, err;
-    QByteArray rawOut;
-    QString all() const { return out + err; }
-};
+using loomtest::Run;
 
 class TestHostile : public QObject {
     Q_OBJECT
@@ -25,23 +22,9 @@ class TestHostile : public QObject {
 
     Run loom(const QStringList& args, int timeoutMs = 120000)
     {
-        QProcess p;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert(QStringLiteral("LOOM_DB"), m_dir.filePath(QStringLiteral("hostile.db")));
-        p.setProcessEnvironment(env);
-        p.setWorkingDirectory(m_dir.path());
-        p.start(QStringLiteral(LOOM_EXE), args);
-        if (!p.waitForFinished(timeoutMs)) {
-            p.kill();
-            p.waitForFinished();
-            return {};
-        }
-        Run r;
-        r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-        r.rawOut = p.readAllStandardOutput();
-        r.out = QString::fromUtf8(r.rawOut);
-        r.err = QString::fromUtf8(p.readAllStandardError());
-        return r;
+        return loomtest::runProcess(QStringLiteral(LOOM_EXE), args, env, m_dir.path(), timeoutMs);
     }
 
     QString write(const QString& name, const QByteArray& text)

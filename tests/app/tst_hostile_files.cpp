@@ -2,6 +2,8 @@
 // inputs that are not regular files (a folder, a FIFO, /dev/zero on standard input), a device as the store,
 // keys given twice, a layout far beyond this machine's memory, and --lr inf. Each case failed before it was
 // fixed.
+#include "ProcessRun.h"
+
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -16,11 +18,7 @@
 
 namespace {
 
-struct Run {
-    int exitCode = -1; // -1: still running after the timeout (killed)
-    QString out, err;
-    QString all() const { return out + err; }
-};
+using loomtest::Run;
 
 class TestHostileFiles : public QObject {
     Q_OBJECT
@@ -29,21 +27,9 @@ class TestHostileFiles : public QObject {
     Run start(const QString& program, const QStringList& args, const QString& stdinFile = {}, const QString& db = {},
         int timeoutMs = 60000)
     {
-        QProcess p;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert(QStringLiteral("LOOM_DB"), db.isEmpty() ? m_dir.filePath(QStringLiteral("files.db")) : db);
-        p.setProcessEnvironment(env);
-        p.setWorkingDirectory(m_dir.path());
-        if (!stdinFile.isEmpty())
-            p.setStandardInputFile(stdinFile);
-        p.start(program, args);
-        if (!p.waitForFinished(timeoutMs)) {
-            p.kill();
-            p.waitForFinished();
-            return { -1, QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError()) };
-        }
-        return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2,
-            QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError()) };
+        return loomtest::runProcess(program, args, env, m_dir.path(), timeoutMs, stdinFile);
     }
     Run loom(const QStringList& args, const QString& stdinFile = {}, const QString& db = {})
     {
