@@ -24,27 +24,33 @@ class TestLauncherGloo : public QObject {
 
     QString db() const { return m_dir.filePath(QStringLiteral("loom.db")); }
 
-    // Starts `loom run` in the background and waits until its first steps are reported.
-    std::unique_ptr<QProcess> startLongRun()
+    // Starts `loom run` of the test layout in the background on the store `store` (with `extra` arguments) and
+    // waits until its first steps are reported; what it printed by then goes to `seen` when one is given.
+    std::unique_ptr<QProcess> startLongRun(
+        const QString& store, QByteArray* seen = nullptr, const QStringList& extra = {})
     {
         auto p = std::make_unique<QProcess>();
         QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
-        e.insert(QStringLiteral("LOOM_DB"), db());
+        e.insert(QStringLiteral("LOOM_DB"), store);
         p->setProcessEnvironment(e);
         p->setProcessChannelMode(QProcess::MergedChannels);
         p->start(QStringLiteral(LOOM_EXE),
-            { QStringLiteral("run"), m_layout, QStringLiteral("--steps"), QStringLiteral("100000") });
+            QStringList { QStringLiteral("run"), m_layout, QStringLiteral("--steps"), QStringLiteral("100000") }
+                + extra);
         QElapsedTimer t;
         t.start();
-        QByteArray seen;
-        while (t.elapsed() < 90000 && !seen.contains("step 3/") && p->state() != QProcess::NotRunning) {
+        QByteArray out;
+        while (t.elapsed() < 90000 && !out.contains("step 3/") && p->state() != QProcess::NotRunning) {
             p->waitForReadyRead(100);
-            seen += p->readAll();
+            out += p->readAll();
         }
-        if (!seen.contains("step 3/"))
-            qWarning("loom run did not reach step 3: %s", seen.right(2000).constData());
+        if (!out.contains("step 3/"))
+            qWarning("loom run did not reach step 3: %s", out.right(2000).constData());
+        if (seen)
+            *seen = out;
         return p;
     }
+    std::unique_ptr<QProcess> startLongRun() { return startLongRun(db()); }
 
     // The engine processes below `loom`: rank number -> pid.
     std::map<int, qint64> ranksBelow(qint64 loom, QList<qint64>* all)
@@ -172,20 +178,9 @@ private slots:
         } unmount { mount };
         const QString db = mount + QStringLiteral("/loom.db");
         QCOMPARE(loomtest::loom(db, { QStringLiteral("runs"), QStringLiteral("list") }).exitCode, 0);
-        QProcess p;
-        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
-        e.insert(QStringLiteral("LOOM_DB"), db);
-        p.setProcessEnvironment(e);
-        p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(QStringLiteral(LOOM_EXE),
-            { QStringLiteral("run"), m_layout, QStringLiteral("--steps"), QStringLiteral("100000") });
-        QElapsedTimer t;
-        t.start();
         QByteArray seen;
-        while (t.elapsed() < 90000 && !seen.contains("step 3/") && p.state() != QProcess::NotRunning) {
-            p.waitForReadyRead(100);
-            seen += p.readAll();
-        }
+        const auto process = startLongRun(db, &seen);
+        QProcess& p = *process;
         QVERIFY2(seen.contains("step 3/"), seen.constData());
         // Fill what is left of the disk.
         QFile filler(mount + QStringLiteral("/filler"));
@@ -213,21 +208,9 @@ private slots:
     // rank may be stuck").
     void stoppedRankNamed()
     {
-        QProcess p;
-        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
-        e.insert(QStringLiteral("LOOM_DB"), db());
-        p.setProcessEnvironment(e);
-        p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(QStringLiteral(LOOM_EXE),
-            { QStringLiteral("run"), m_layout, QStringLiteral("--steps"), QStringLiteral("100000"),
-                QStringLiteral("--progress-timeout"), QStringLiteral("3") });
-        QElapsedTimer t;
-        t.start();
         QByteArray seen;
-        while (t.elapsed() < 90000 && !seen.contains("step 3/") && p.state() != QProcess::NotRunning) {
-            p.waitForReadyRead(100);
-            seen += p.readAll();
-        }
+        const auto process = startLongRun(db(), &seen, { QStringLiteral("--progress-timeout"), QStringLiteral("3") });
+        QProcess& p = *process;
         QVERIFY2(seen.contains("step 3/"), seen.constData());
         QList<qint64> all;
         const auto ranks = ranksBelow(p.processId(), &all);
