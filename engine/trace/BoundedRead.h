@@ -15,28 +15,58 @@
 
 namespace loom {
 
+// A file opened for reading by openInput: its descriptor (the caller closes it), or why there is none.
+struct OpenedInput {
+    enum class Problem { None, CannotOpen, Folder, NotRegular };
+    int fd = -1;
+    Problem problem = Problem::None;
+    int error = 0; // errno of a failed open
+};
+
+// Opens `path` for reading, or a duplicate of standard input when `standardInput`. Anything but a regular file
+// is refused without blocking: the file is opened non-blocking (so a FIFO with no writer does not hang in
+// open()), checked, then set back to blocking reads.
+inline OpenedInput openInput(const std::string& path, bool standardInput)
+{
+    OpenedInput in;
+    in.fd = standardInput ? ::dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (in.fd < 0) {
+        in.error = errno;
+        in.problem = OpenedInput::Problem::CannotOpen;
+        return in;
+    }
+    if (standardInput)
+        return in;
+    struct stat st { };
+    if (::fstat(in.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        in.problem = S_ISDIR(st.st_mode) ? OpenedInput::Problem::Folder : OpenedInput::Problem::NotRegular;
+        ::close(in.fd);
+        in.fd = -1;
+        return in;
+    }
+    ::fcntl(in.fd, F_SETFL, ::fcntl(in.fd, F_GETFL) & ~O_NONBLOCK);
+    return in;
+}
+
 // True with the file's bytes in *text; false with one sentence in *why naming the file and what was wrong.
 inline bool readBoundedFile(const std::string& path, std::size_t maxBytes, std::string* text, std::string* why)
 {
     const bool standardInput = path == "-" || path == "/dev/stdin";
     const std::string shown = standardInput ? std::string("standard input") : "\"" + path + "\"";
-    const int fd = standardInput ? 0 : ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        *why = "cannot open " + shown + ": " + std::strerror(errno) + (errno == ENOENT ? "; check the path" : "");
+    const OpenedInput in = openInput(path, standardInput);
+    using Problem = OpenedInput::Problem;
+    if (in.problem == Problem::CannotOpen) {
+        *why = "cannot open " + shown + ": " + std::strerror(in.error) + (in.error == ENOENT ? "; check the path" : "");
         return false;
     }
-    struct stat st { };
-    if (::fstat(fd, &st) != 0 || (!standardInput && !S_ISREG(st.st_mode))) {
+    if (in.problem != Problem::None) {
         *why = shown
-            + (S_ISDIR(st.st_mode) ? " is a folder, not a file; name a file in it"
-                                   : " is not a regular file (a FIFO, device or socket); name a file, or - for "
-                                     "standard input");
-        if (!standardInput)
-            ::close(fd);
+            + (in.problem == Problem::Folder ? " is a folder, not a file; name a file in it"
+                                             : " is not a regular file (a FIFO, device or socket); name a file, or - "
+                                               "for standard input");
         return false;
     }
-    if (!standardInput)
-        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    const int fd = in.fd;
     text->clear();
     char buffer[65536];
     for (;;) {
@@ -58,8 +88,7 @@ inline bool readBoundedFile(const std::string& path, std::size_t maxBytes, std::
         }
         text->append(buffer, static_cast<std::size_t>(n));
     }
-    if (!standardInput)
-        ::close(fd);
+    ::close(fd);
     return why->empty();
 }
 

@@ -1,13 +1,12 @@
 // The bytes of one trace file: gzip or plain alike through zlib, only from a regular file or standard input,
 // with a limit on what is read after decompression.
+#include "engine/trace/BoundedRead.h"
 #include "engine/trace/TorchTraceDetail.h"
 
 #include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace loom::trace::torch {
@@ -63,22 +62,14 @@ private:
 // input (a pipe is fine there, as the user asked for it by name).
 gzFile openTrace(const std::string& path)
 {
-    int fd = -1;
-    if (path == "-") {
-        fd = dup(STDIN_FILENO);
-    } else {
-        fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0)
-            fail(path, "the file",
-                std::string(errno == ENOENT ? "does not exist" : std::strerror(errno)) + "; check the path");
-        struct stat st { };
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            close(fd);
-            fail(path, "the file",
-                "not a regular file (a device, FIFO or folder); expected a trace file, or \"-\" for standard input");
-        }
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    }
+    const OpenedInput in = openInput(path, path == "-");
+    if (in.problem == OpenedInput::Problem::CannotOpen)
+        fail(path, "the file",
+            std::string(in.error == ENOENT ? "does not exist" : std::strerror(in.error)) + "; check the path");
+    if (in.problem != OpenedInput::Problem::None)
+        fail(path, "the file",
+            "not a regular file (a device, FIFO or folder); expected a trace file, or \"-\" for standard input");
+    const int fd = in.fd;
     gzFile gz = fd >= 0 ? gzdopen(fd, "rb") : nullptr;
     if (!gz) {
         if (fd >= 0)
