@@ -37,7 +37,8 @@ void checkCuda(int status, const std::string& device, const char* call)
 {
     if (status != cudaSuccess) {
         const auto e = static_cast<cudaError_t>(status);
-        throw DeviceError(device + ": " + call + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+        throw DeviceError(
+            device + ": " + call + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
     }
 }
 

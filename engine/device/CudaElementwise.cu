@@ -45,8 +45,8 @@ __global__ void swigluBackwardKernel(
 }
 
 // One thread per (row, head, pair); the angle in double, as the CPU takes it.
-__global__ void ropeKernel(float* x, const std::int32_t* positions, int rows, int heads, int d, const double* freq,
-    double sign)
+__global__ void ropeKernel(
+    float* x, const std::int32_t* positions, int rows, int heads, int d, const double* freq, double sign)
 {
     const int half = d / 2;
     const std::size_t n = std::size_t(rows) * heads * half;

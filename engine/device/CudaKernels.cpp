@@ -135,8 +135,7 @@ void CudaKernels::matmul(bool transA, bool transB, int M, int N, int K, const fl
     float beta, Epilogue epilogue, const float* bias, float* aux)
 {
     const bool sixteen = m_precision != GemmPrecision::Fp32;
-    const cudaDataType_t in
-        = !sixteen ? CUDA_R_32F : (m_precision == GemmPrecision::Bf16 ? CUDA_R_16BF : CUDA_R_16F);
+    const cudaDataType_t in = !sixteen ? CUDA_R_32F : (m_precision == GemmPrecision::Bf16 ? CUDA_R_16BF : CUDA_R_16F);
     const void* a = sixteen ? static_cast<const void*>(half(0, A, std::size_t(M) * K)) : A;
     const void* b = sixteen ? static_cast<const void*>(half(1, B, std::size_t(K) * N)) : B;
 
@@ -172,16 +171,16 @@ void CudaKernels::matmul(bool transA, bool transB, int M, int N, int K, const fl
     cublasLtMatmulHeuristicResult_t heuristic {};
     int found = 0;
     const auto lt = static_cast<cublasLtHandle_t>(m_blasLt);
-    checkBlas(cublasLtMatmulAlgoGetHeuristic(
-                  lt, desc.handle, first.handle, second.handle, out.handle, out.handle, pref.handle, 1, &heuristic, &found),
+    checkBlas(cublasLtMatmulAlgoGetHeuristic(lt, desc.handle, first.handle, second.handle, out.handle, out.handle,
+                  pref.handle, 1, &heuristic, &found),
         m_device, "cublasLtMatmulAlgoGetHeuristic");
     if (found == 0)
         throw DeviceError(m_device.name() + ": cuBLASLt has no algorithm for " + gemmPrecisionName(m_precision) + " "
             + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
     const float alpha = 1.0f;
-    checkBlas(cublasLtMatmul(lt, desc.handle, &alpha, b, first.handle, a, second.handle, &beta, C, out.handle, C,
-                  out.handle, &heuristic.algo, m_scratch->workspace.data(), workspace,
-                  static_cast<cudaStream_t>(m_stream.handle)),
+    checkBlas(
+        cublasLtMatmul(lt, desc.handle, &alpha, b, first.handle, a, second.handle, &beta, C, out.handle, C, out.handle,
+            &heuristic.algo, m_scratch->workspace.data(), workspace, static_cast<cudaStream_t>(m_stream.handle)),
         m_device, "cublasLtMatmul");
 }
 
@@ -189,10 +188,10 @@ void CudaKernels::rowMajorBatched(bool transA, bool transB, int M, int N, int K,
     long long strideA, const float* B, int ldb, long long strideB, float* C, int ldc, long long strideC, int batch)
 {
     const float beta = 0.0f;
-    checkBlas(cublasGemmStridedBatchedEx(static_cast<cublasHandle_t>(m_blas), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
-                  transA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_32F, ldb, strideB, A, CUDA_R_32F, lda,
-                  strideA, &beta, C, CUDA_R_32F, ldc, strideC, batch, batchedComputeType(m_precision),
-                  CUBLAS_GEMM_DEFAULT),
+    checkBlas(
+        cublasGemmStridedBatchedEx(static_cast<cublasHandle_t>(m_blas), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+            transA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_32F, ldb, strideB, A, CUDA_R_32F, lda,
+            strideA, &beta, C, CUDA_R_32F, ldc, strideC, batch, batchedComputeType(m_precision), CUBLAS_GEMM_DEFAULT),
         m_device, "cublasGemmStridedBatchedEx");
 }
 

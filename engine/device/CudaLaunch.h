@@ -22,8 +22,8 @@ void launchGeluBackward(float* dIn, const float* dOut, const float* in, std::siz
 void launchSwiglu(float* out, const float* gate, const float* up, std::size_t n, void* stream);
 void launchSwigluBackward(
     float* dGate, float* dUp, const float* dOut, const float* gate, const float* up, std::size_t n, void* stream);
-void launchRope(float* x, const std::int32_t* positions, int rows, int heads, int d, const double* freq, double sign,
-    void* stream);
+void launchRope(
+    float* x, const std::int32_t* positions, int rows, int heads, int d, const double* freq, double sign, void* stream);
 void launchAddBias(float* out, const float* bias, int rows, int cols, void* stream);
 void launchBiasBackward(float* dBias, const float* dOut, int rows, int cols, void* stream);
 void launchToBf16(std::uint16_t* out, const float* in, std::size_t n, void* stream);

@@ -67,8 +67,8 @@ __global__ void layerNormDxKernel(float* dIn, const float* dOut, const float* in
 }
 
 // dGamma[c] += Σ_r dy·x̂, dBeta[c] += Σ_r dy (dBeta may be null: RMSNorm; mean may be null: x̂ = x·rstd).
-__global__ void normParamGradKernel(float* dGamma, float* dBeta, const float* dOut, const float* in,
-    const float* mean, const float* rstd, int rows, int cols)
+__global__ void normParamGradKernel(float* dGamma, float* dBeta, const float* dOut, const float* in, const float* mean,
+    const float* rstd, int rows, int cols)
 {
     const int c = int(blockIdx.x) * blockDim.x + threadIdx.x;
     if (c >= cols)
@@ -85,7 +85,8 @@ __global__ void normParamGradKernel(float* dGamma, float* dBeta, const float* dO
         dBeta[c] += b;
 }
 
-__global__ void rmsNormKernel(float* out, float* rstd, const float* in, const float* gamma, int rows, int cols, float eps)
+__global__ void rmsNormKernel(
+    float* out, float* rstd, const float* in, const float* gamma, int rows, int cols, float eps)
 {
     const int r = warpRow();
     if (r >= rows)
@@ -148,7 +149,8 @@ void launchLayerNormBackward(float* dIn, float* dGamma, float* dBeta, const floa
     const float* mean, const float* rstd, const float* gamma, int rows, int cols, void* s)
 {
     layerNormDxKernel<<<warpBlocks(rows), kThreads, 0, stream(s)>>>(dIn, dOut, in, mean, rstd, gamma, rows, cols);
-    normParamGradKernel<<<columnBlocks(cols), kThreads, 0, stream(s)>>>(dGamma, dBeta, dOut, in, mean, rstd, rows, cols);
+    normParamGradKernel<<<columnBlocks(cols), kThreads, 0, stream(s)>>>(
+        dGamma, dBeta, dOut, in, mean, rstd, rows, cols);
 }
 
 void launchRmsNorm(float* out, float* rstd, const float* in, const float* gamma, int rows, int cols, float eps, void* s)

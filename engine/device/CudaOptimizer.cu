@@ -11,8 +11,8 @@ using namespace grid;
 
 namespace {
 
-__global__ void adamwKernel(float* params, const float* grads, float* m, float* v, const std::uint8_t* decayMask,
-    std::size_t n, km::AdamStep k)
+__global__ void adamwKernel(
+    float* params, const float* grads, float* m, float* v, const std::uint8_t* decayMask, std::size_t n, km::AdamStep k)
 {
     for (std::size_t i = firstIndex(); i < n; i += strideAll()) {
         float p = params[i], mi = m[i], vi = v[i];

@@ -43,10 +43,10 @@ QString compare(const std::vector<float>& got, const std::vector<float>& want, d
     return {};
 }
 
-#define LOOM_COMPARE(got, want)                                                                                 \
-    do {                                                                                                       \
-        const QString why = compare(got, want, 1e-5);                                                          \
-        QVERIFY2(why.isEmpty(), qPrintable(why));                                                              \
+#define LOOM_COMPARE(got, want)                                                                                        \
+    do {                                                                                                               \
+        const QString why = compare(got, want, 1e-5);                                                                  \
+        QVERIFY2(why.isEmpty(), qPrintable(why));                                                                      \
     } while (0)
 
 } // namespace
@@ -106,8 +106,8 @@ private slots:
         const auto gamma = randomVector(std::size_t(cols), 6, 0.2f, 1.0f), beta = randomVector(std::size_t(cols), 7);
         train::CpuKernels cpu;
         std::vector<float> want(n), mean(rows), rstd(rows), dxWant(n, 0.0f), dgWant(cols, 0.0f), dbWant(cols, 0.0f);
-        cpu.layerNormForward(want.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), rows, cols,
-            1e-5f);
+        cpu.layerNormForward(
+            want.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), rows, cols, 1e-5f);
         cpu.layerNormBackward(dxWant.data(), dgWant.data(), dbWant.data(), dy.data(), x.data(), mean.data(),
             rstd.data(), gamma.data(), rows, cols);
 
