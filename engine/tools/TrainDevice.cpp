@@ -30,7 +30,8 @@ std::string deviceProblem(int rank, const DeviceChoice& choice, const device::Gp
         return who + " asked, but no usable GPU was found: " + probe.found + "; run with --device cpu"
             + (choice.why.rfind("--device", 0) == 0 ? "" : " (and comm.backend \"mpi\" or \"gloo\")")
             + " to train on CPU cores";
-    return who + " asked and " + probe.found + " found, but loom-train's trainer does not yet keep its buffers on a GPU (the CUDA kernels are built, the "
+    return who + " asked and " + probe.found
+        + " found, but loom-train's trainer does not yet keep its buffers on a GPU (the CUDA kernels are built, the "
           "device-generic trainer is not); run with --device cpu to train on CPU cores";
 }
 

@@ -46,12 +46,24 @@ private slots:
         QTest::addColumn<QString>("backend");
         QTest::addColumn<QString>("asked");
         QTest::addColumn<DeviceKind>("kind");
-        QTest::newRow("local: cpu") << "tiny-local.json" << "" << "" << DeviceKind::Cpu;
-        QTest::newRow("DGX on NCCL: cuda") << "gpt3-175b-1024-a100.json" << "" << "" << DeviceKind::Cuda;
-        QTest::newRow("DGX on MPI: cpu ranks") << "gpt3-175b-1024-a100.json" << "mpi" << "" << DeviceKind::Cpu;
-        QTest::newRow("DGX on Gloo: cpu ranks") << "gpt3-175b-1024-a100.json" << "gloo" << "" << DeviceKind::Cpu;
-        QTest::newRow("--device cpu wins") << "gpt3-175b-1024-a100.json" << "" << "cpu" << DeviceKind::Cpu;
-        QTest::newRow("--device cuda wins") << "tiny-local.json" << "" << "cuda" << DeviceKind::Cuda;
+        QTest::newRow("local: cpu") << "tiny-local.json"
+                                    << ""
+                                    << "" << DeviceKind::Cpu;
+        QTest::newRow("DGX on NCCL: cuda") << "gpt3-175b-1024-a100.json"
+                                           << ""
+                                           << "" << DeviceKind::Cuda;
+        QTest::newRow("DGX on MPI: cpu ranks") << "gpt3-175b-1024-a100.json"
+                                               << "mpi"
+                                               << "" << DeviceKind::Cpu;
+        QTest::newRow("DGX on Gloo: cpu ranks") << "gpt3-175b-1024-a100.json"
+                                                << "gloo"
+                                                << "" << DeviceKind::Cpu;
+        QTest::newRow("--device cpu wins") << "gpt3-175b-1024-a100.json"
+                                           << ""
+                                           << "cpu" << DeviceKind::Cpu;
+        QTest::newRow("--device cuda wins") << "tiny-local.json"
+                                            << ""
+                                            << "cuda" << DeviceKind::Cuda;
     }
     void defaults()
     {
@@ -59,8 +71,7 @@ private slots:
         QFETCH(QString, backend);
         QFETCH(QString, asked);
         QFETCH(DeviceKind, kind);
-        const auto askedKind
-            = asked.isEmpty() ? std::nullopt : tools::parseDeviceKind(asked.toStdString());
+        const auto askedKind = asked.isEmpty() ? std::nullopt : tools::parseDeviceKind(asked.toStdString());
         const tools::DeviceChoice choice = tools::chooseDevice(askedKind, example(file, backend.toStdString()));
         QCOMPARE(choice.kind, kind);
         QCOMPARE(choice.why.rfind("--device", 0) == 0, !asked.isEmpty());
@@ -150,12 +161,11 @@ private slots:
             }
             p.setProcessEnvironment(env);
             p.start(QStringLiteral(LOOM_TRAIN),
-                { "--layout", QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/tiny-local.json"), "--device",
-                    "cuda", "--steps", "1", "--metrics", metrics });
+                { "--layout", QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/tiny-local.json"), "--device", "cuda",
+                    "--steps", "1", "--metrics", metrics });
             QVERIFY(p.waitForFinished(120000));
             const QString out = QString::fromUtf8(p.readAll());
-            const std::string expected
-                = tools::deviceProblem(r, { DeviceKind::Cuda, "--device cuda" }, probe) + "\n";
+            const std::string expected = tools::deviceProblem(r, { DeviceKind::Cuda, "--device cuda" }, probe) + "\n";
             QCOMPARE(p.exitCode(), 2);
             QCOMPARE(out, QString::fromStdString(expected));
         }
