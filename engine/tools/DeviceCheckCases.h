@@ -1,0 +1,14 @@
+#pragma once
+
+#include "engine/device/CudaKernels.h"
+
+namespace loom::tools {
+
+// Runs every kernel of CudaKernels at `precision` against CpuKernels (DeviceCheck.cpp states the bounds),
+// printing one line per case; returns how many were outside their bound.
+int checkKernels(device::Device& gpu, device::GemmPrecision precision);
+
+// GELU, LayerNorm and AdamW as bytes moved per second, beside cudaMemcpy device-to-device in the same run.
+void benchBandwidth(device::Device& gpu);
+
+} // namespace loom::tools
