@@ -48,7 +48,7 @@ public:
     void gemm(bool transA, bool transB, int M, int N, int K, const float* A, const float* B, float* C,
         bool accumulate) override;
     // The same with a cuBLASLt epilogue (not accumulating): C = epi(op(A)·op(B)); bias has N entries; aux
-    // (BiasGelu only, may be null) receives op(A)·op(B) + bias, M×N.
+    // (BiasGelu only, may be null) receives op(A)·op(B) + bias, M×N; cuBLASLt wants N a multiple of 8 then.
     void gemmEpilogue(bool transA, bool transB, int M, int N, int K, const float* A, const float* B, float* C,
         Epilogue epilogue, const float* bias, float* aux);
     void layerNormForward(float* out, float* mean, float* rstd, const float* in, const float* gamma, const float* beta,

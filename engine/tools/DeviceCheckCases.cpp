@@ -93,6 +93,7 @@ struct Checker {
     }
 
     void gemms();
+    void epilogues(int M, int N, int K);
     void norms();
     void elementwise();
     void attention();
@@ -117,7 +118,13 @@ void Checker::gemms()
             expect(name.c_str(), down(c), want, &bound);
         }
     }
-    // Epilogues: bias, and GELU(· + bias) with the pre-activation kept.
+    // Epilogues: bias, and GELU(· + bias) with the pre-activation kept, whose leading dimension cuBLASLt wants
+    // a multiple of 8: N = 72 here.
+    epilogues(M, 72, K);
+}
+
+void Checker::epilogues(int M, int N, int K)
+{
     const Vec A = randomVec(std::size_t(M) * K, 20), B = randomVec(std::size_t(K) * N, 21), bias = randomVec(N, 22);
     Vec pre(std::size_t(M) * N), want(pre.size());
     cpu.gemm(false, false, M, N, K, A.data(), B.data(), pre.data(), false);
