@@ -31,6 +31,7 @@ set_source_files_properties(${train}/Gelu.cpp PROPERTIES COMPILE_OPTIONS "-O3;-f
 set_source_files_properties(${train}/Optimizer.cpp PROPERTIES COMPILE_OPTIONS "-O3;-fno-math-errno;-ffp-contract=off")
 
 set(tools ${PROJECT_SOURCE_DIR}/engine/tools)
-add_executable(loom-device-check ${tools}/DeviceCheck.cpp ${tools}/DeviceCheckCases.cpp ${tools}/DeviceBench.cpp)
+add_executable(loom-device-check ${tools}/DeviceCheck.cpp ${tools}/DeviceCheckCases.cpp ${tools}/DeviceCheckMemory.cpp
+                                 ${tools}/DeviceBench.cpp)
 target_link_libraries(loom-device-check PRIVATE loom_device_cuda loom_cpu_kernels)
 message(STATUS "Loom ${PROJECT_VERSION}, engine only: CUDA parts ${LOOM_HAVE_CUDA_TEXT}, OpenBLAS ${LOOM_OPENBLAS}")

@@ -39,7 +39,7 @@ int main(int argc, char** argv)
     try {
         device::CudaDevice gpu(0);
         std::printf("loom-device-check on %s\n", gpu.name().c_str());
-        int failures = 0;
+        int failures = tools::checkDevice(gpu);
         for (auto p : { device::GemmPrecision::Fp32, device::GemmPrecision::Bf16, device::GemmPrecision::Fp16 })
             failures += tools::checkKernels(gpu, p);
         if (bench)

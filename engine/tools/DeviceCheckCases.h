@@ -8,6 +8,9 @@ namespace loom::tools {
 // printing one line per case; returns how many were outside their bound.
 int checkKernels(device::Device& gpu, device::GemmPrecision precision);
 
+// The Device contract (Device.h) on the GPU: copies, streams, fills, events, errors; returns the failures.
+int checkDevice(device::Device& gpu);
+
 // GELU, LayerNorm and AdamW as bytes moved per second, beside cudaMemcpy device-to-device in the same run.
 void benchBandwidth(device::Device& gpu);
 
