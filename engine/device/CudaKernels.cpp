@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 namespace loom::device {
@@ -163,24 +164,35 @@ void CudaKernels::matmul(bool transA, bool transB, int M, int N, int K, const fl
         "MatrixLayoutCreate");
     checkBlas(cublasLtMatrixLayoutCreate(&out.handle, CUDA_R_32F, N, M, N), m_device, "MatrixLayoutCreate");
 
-    Preference pref;
-    checkBlas(cublasLtMatmulPreferenceCreate(&pref.handle), m_device, "MatmulPreferenceCreate");
     const std::size_t workspace = m_scratch->workspace.bytes();
-    cublasLtMatmulPreferenceSetAttribute(
-        pref.handle, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
-    cublasLtMatmulHeuristicResult_t heuristic {};
-    int found = 0;
     const auto lt = static_cast<cublasLtHandle_t>(m_blasLt);
-    checkBlas(cublasLtMatmulAlgoGetHeuristic(lt, desc.handle, first.handle, second.handle, out.handle, out.handle,
-                  pref.handle, 1, &heuristic, &found),
-        m_device, "cublasLtMatmulAlgoGetHeuristic");
-    if (found == 0)
-        throw DeviceError(m_device.name() + ": cuBLASLt has no algorithm for " + gemmPrecisionName(m_precision) + " "
-            + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
+    auto alignment = [](const void* p) { return static_cast<long long>(reinterpret_cast<std::uintptr_t>(p) % 16); };
+    const Scratch::GemmKey key { transA, transB, M, N, K, static_cast<long long>(epilogue), aux != nullptr,
+        beta != 0.0f, alignment(a) * 256 + alignment(b) * 16 + alignment(C) };
+    cublasLtMatmulAlgo_t algo {};
+    static_assert(sizeof algo == sizeof(Scratch::algorithms.begin()->second));
+    if (auto known = m_scratch->algorithms.find(key); known != m_scratch->algorithms.end()) {
+        std::memcpy(&algo, known->second.data(), sizeof algo);
+    } else {
+        Preference pref;
+        checkBlas(cublasLtMatmulPreferenceCreate(&pref.handle), m_device, "MatmulPreferenceCreate");
+        cublasLtMatmulPreferenceSetAttribute(
+            pref.handle, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
+        cublasLtMatmulHeuristicResult_t heuristic {};
+        int found = 0;
+        checkBlas(cublasLtMatmulAlgoGetHeuristic(lt, desc.handle, first.handle, second.handle, out.handle, out.handle,
+                      pref.handle, 1, &heuristic, &found),
+            m_device, "cublasLtMatmulAlgoGetHeuristic");
+        if (found == 0)
+            throw DeviceError(m_device.name() + ": cuBLASLt has no algorithm for " + gemmPrecisionName(m_precision)
+                + " " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
+        algo = heuristic.algo;
+        std::memcpy(m_scratch->algorithms[key].data(), &algo, sizeof algo);
+    }
     const float alpha = 1.0f;
     checkBlas(
         cublasLtMatmul(lt, desc.handle, &alpha, b, first.handle, a, second.handle, &beta, C, out.handle, C, out.handle,
-            &heuristic.algo, m_scratch->workspace.data(), workspace, static_cast<cudaStream_t>(m_stream.handle)),
+            &algo, m_scratch->workspace.data(), workspace, static_cast<cudaStream_t>(m_stream.handle)),
         m_device, "cublasLtMatmul");
 }
 
