@@ -19,7 +19,9 @@ enum class GemmPrecision { Fp32, Bf16, Fp16 };
 const char* gemmPrecisionName(GemmPrecision p);
 
 // What cuBLASLt applies to a product before writing it (row-major columns of C): nothing, + bias[c], or
-// GELU(· + bias[c]) (tanh form, as GPT-2's) with the pre-activation kept in `aux` for the backward.
+// GELU(· + bias[c]) with the pre-activation kept in `aux` for the backward. cuBLASLt's GELU is taken to be
+// the tanh form (GPT-2's; XLA hands only its approximate GELU to this epilogue): loom-device-check compares
+// it with the CPU's tanh GELU, so another form would show there.
 enum class Epilogue { None, Bias, BiasGelu };
 
 // The Kernels interface on one CUDA GPU: every pointer is device memory of `device` (freq and positions
