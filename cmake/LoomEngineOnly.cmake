@@ -1,9 +1,12 @@
 # LOOM_ENGINE_ONLY: engine/device, the CPU kernels (engine/train's CpuKernels, the Llama kernels, GELU, the
 # vocab softmax, AdamW) and loom-device-check. OpenBLAS and nlohmann_json's headers come from the system or
 # from LOOM_CARRY_DIR, Debian packages unpacked by tests/gpu/carry.sh for a machine that has neither.
-if(NOT LOOM_HAVE_CUDA)
+# The device parts need the CUDA toolkit (nvcc, cudart, cuBLAS), not NCCL, which a machine may have only
+# inside PyTorch's wheels: engine/device is built whenever the toolkit is there.
+if(NOT CMAKE_CUDA_COMPILER OR NOT CUDAToolkit_FOUND)
   message(FATAL_ERROR "LOOM_ENGINE_ONLY builds the CUDA device check, but the CUDA parts are ${LOOM_HAVE_CUDA_TEXT}")
 endif()
+set(LOOM_HAVE_CUDA ON)
 set(LOOM_CARRY_DIR "${PROJECT_SOURCE_DIR}/build/gpu-carry" CACHE PATH "Unpacked Debian packages (tests/gpu/carry.sh)")
 find_package(Threads REQUIRED)
 find_path(LOOM_CBLAS_INCLUDE cblas.h
@@ -34,4 +37,4 @@ set(tools ${PROJECT_SOURCE_DIR}/engine/tools)
 add_executable(loom-device-check ${tools}/DeviceCheck.cpp ${tools}/DeviceCheckCases.cpp ${tools}/DeviceCheckMemory.cpp
                                  ${tools}/DeviceBench.cpp)
 target_link_libraries(loom-device-check PRIVATE loom_device_cuda loom_cpu_kernels)
-message(STATUS "Loom ${PROJECT_VERSION}, engine only: CUDA parts ${LOOM_HAVE_CUDA_TEXT}, OpenBLAS ${LOOM_OPENBLAS}")
+message(STATUS "Loom ${PROJECT_VERSION}, engine only: nvcc ${CMAKE_CUDA_COMPILER_VERSION}, OpenBLAS ${LOOM_OPENBLAS}")
