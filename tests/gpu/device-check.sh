@@ -28,7 +28,9 @@ timeout 300 cmake --build build/gpu -j"$(nproc)" >build/gpu-build.log 2>&1 || { 
 check=build/gpu/bin/loom-device-check
 
 say "item 1: kernels against CpuKernels under compute-sanitizer"
-timeout 240 compute-sanitizer --tool memcheck --error-exitcode 3 "$check"
+# API errors are not the sanitizer's to report here: the check provokes two on purpose (an unrecorded event,
+# a 1 PiB cudaMalloc) and every other one already fails the check through checkCuda.
+timeout 240 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 "$check"
 sanitized=$?
 echo "exit status under compute-sanitizer: $sanitized"
 
