@@ -35,6 +35,6 @@ set_source_files_properties(${train}/Optimizer.cpp PROPERTIES COMPILE_OPTIONS "-
 
 set(tools ${PROJECT_SOURCE_DIR}/engine/tools)
 add_executable(loom-device-check ${tools}/DeviceCheck.cpp ${tools}/DeviceCheckCases.cpp ${tools}/DeviceCheckMemory.cpp
-                                 ${tools}/DeviceBench.cpp)
+                                 ${tools}/DeviceBench.cpp ${tools}/DeviceStepBench.cpp)
 target_link_libraries(loom-device-check PRIVATE loom_device_cuda loom_cpu_kernels)
 message(STATUS "Loom ${PROJECT_VERSION}, engine only: nvcc ${CMAKE_CUDA_COMPILER_VERSION}, OpenBLAS ${LOOM_OPENBLAS}")

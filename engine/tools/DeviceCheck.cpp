@@ -1,5 +1,6 @@
-// loom-device-check: every CUDA kernel (engine/device/CudaKernels) against CpuKernels on random inputs, and
-// with --bench the memory-bound kernels' bandwidth beside a device-to-device copy measured in the same run.
+// loom-device-check: every CUDA kernel (engine/device/CudaKernels) against CpuKernels on random inputs; with
+// --bench the memory-bound kernels' bandwidth beside a device-to-device copy measured in the same run; with
+// --step the kernel sequence of a GPT-2 124M bf16 step as tokens/s and MFU.
 // Exit status: 0 all within bounds, 1 some not, 77 no usable GPU (CTest's skip code). No Qt, no MPI.
 //
 // Bounds. fp32: 1e-5 relative plus 1e-6 absolute (strict fp32 products, no TF32). bf16 / fp16 products
@@ -22,12 +23,14 @@ using namespace loom;
 
 int main(int argc, char** argv)
 {
-    bool bench = false;
+    bool bench = false, stepBench = false;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--bench") == 0) {
             bench = true;
+        } else if (std::strcmp(argv[i], "--step") == 0) {
+            stepBench = true;
         } else {
-            std::fprintf(stderr, "usage: loom-device-check [--bench]\n");
+            std::fprintf(stderr, "usage: loom-device-check [--bench] [--step]\n");
             return 64;
         }
     }
@@ -44,6 +47,8 @@ int main(int argc, char** argv)
             failures += tools::checkKernels(gpu, p);
         if (bench)
             tools::benchBandwidth(gpu);
+        if (stepBench)
+            tools::benchStep(gpu, 989.4); // H100/H200 SXM bf16 dense peak (NVIDIA's data sheets)
         std::printf(
             "loom-device-check: %s (%d outside their bounds)\n", failures ? "FAILED" : "all within bounds", failures);
         return failures ? 1 : 0;

@@ -14,4 +14,8 @@ int checkDevice(device::Device& gpu);
 // GELU, LayerNorm and AdamW as bytes moved per second, beside cudaMemcpy device-to-device in the same run.
 void benchBandwidth(device::Device& gpu);
 
+// The kernel sequence of a GPT-2 124M bf16 step (device::KernelStep) at the largest micro-batch that fits:
+// tokens/s and MFU against `peakTflops` (DeviceStepBench.cpp).
+void benchStep(device::Device& gpu, double peakTflops);
+
 } // namespace loom::tools
