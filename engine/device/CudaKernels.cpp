@@ -81,13 +81,20 @@ CudaKernels::CudaKernels(Device& device, GemmPrecision precision, Stream stream)
     cublasHandle_t blas = nullptr;
     checkBlas(cublasCreate(&blas), device, "cublasCreate");
     m_blas = blas;
-    checkBlas(cublasSetStream(blas, static_cast<cudaStream_t>(stream.handle)), device, "cublasSetStream");
-    // Strict fp32 unless 16-bit products were asked for: TF32 would break the 1e-5 agreement with the CPU.
-    checkBlas(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH), device, "cublasSetMathMode");
-    cublasLtHandle_t lt = nullptr;
-    checkBlas(cublasLtCreate(&lt), device, "cublasLtCreate");
-    m_blasLt = lt;
-    Scratch::atLeast(m_scratch->workspace, device, kWorkspaceBytes);
+    try { // a constructor that throws runs no destructor: release the handles here
+        checkBlas(cublasSetStream(blas, static_cast<cudaStream_t>(stream.handle)), device, "cublasSetStream");
+        // Strict fp32 unless 16-bit products were asked for: TF32 would break the 1e-5 agreement with the CPU.
+        checkBlas(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH), device, "cublasSetMathMode");
+        cublasLtHandle_t lt = nullptr;
+        checkBlas(cublasLtCreate(&lt), device, "cublasLtCreate");
+        m_blasLt = lt;
+        Scratch::atLeast(m_scratch->workspace, device, kWorkspaceBytes);
+    } catch (...) {
+        if (m_blasLt)
+            cublasLtDestroy(static_cast<cublasLtHandle_t>(m_blasLt));
+        cublasDestroy(blas);
+        throw;
+    }
 }
 
 CudaKernels::~CudaKernels()
