@@ -7,6 +7,7 @@
 #include "engine/comm/CommError.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/MachineMemory.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "engine/tools/TrainReporter.h"
 #include "engine/train/Checkpoint.h"
 #include "engine/train/CpuKernels.h"
@@ -15,7 +16,6 @@
 #include "engine/train/LlmcModel.h"
 #include "engine/train/Threads.h"
 #include "engine/train/Trainer.h"
-#include "profiles/BuiltinProfiles.h"
 
 #include <nlohmann/json.hpp>
 
