@@ -8,6 +8,7 @@
 #include "engine/comm/CommError.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/MachineMemory.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "engine/tools/TrainDevice.h"
 #include "engine/tools/TrainReporter.h"
 #include "engine/train/Checkpoint.h"
@@ -17,7 +18,6 @@
 #include "engine/train/LlmcModel.h"
 #include "engine/train/Threads.h"
 #include "engine/train/Trainer.h"
-#include "profiles/BuiltinProfiles.h"
 
 #include <nlohmann/json.hpp>
 

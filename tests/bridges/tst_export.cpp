@@ -1,9 +1,9 @@
 // loom export: the golden files of three published or shipped layouts for every target, and every refusal
 // with its message. Set LOOM_UPDATE_GOLDEN=1 to rewrite the golden files (then read the diff).
-#include "engine/plan/Export.h"
+#include "engine/bridges/Export.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/LayoutValidator.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QFile>
 #include <QTest>

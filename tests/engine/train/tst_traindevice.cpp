@@ -4,7 +4,7 @@
 #include "engine/device/DeviceProbe.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/tools/TrainDevice.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QFile>
 #include <QProcess>
