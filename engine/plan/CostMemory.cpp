@@ -88,11 +88,11 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
     const double fullLayerAct
         = layerActivationBytes(m, c.b, c.t, sp, attention, Recompute::None, efficientNorm) * width / cp;
     const double params = paramsOfRank(l, c, r);
-    const ModelStateBytes state = modelStateBytesPerParameter(l.precision, l.memory.zero, c.d);
+    const ModelStateBytes state = modelStateBytesPerParameter(l.precision, l.optimizer, l.memory.zero, c.d);
     // Experts are replicated over the expert-data-parallel group only (dp/ep ranks): ZeRO shards them there.
     const double experts = m.isMoe() ? expertParamsOfRank(l, c, r) : 0.0;
-    const ModelStateBytes expertState = modelStateBytesPerParameter(
-        l.precision, l.memory.zero, std::max<std::int64_t>(1, c.d / std::max<std::int64_t>(1, l.parallel.ep)));
+    const ModelStateBytes expertState = modelStateBytesPerParameter(l.precision, l.optimizer, l.memory.zero,
+        std::max<std::int64_t>(1, c.d / std::max<std::int64_t>(1, l.parallel.ep)));
     MemoryEstimate mem;
     mem.params = ((params - experts) * state.params + experts * expertState.params) / 1e9;
     mem.grads = ((params - experts) * state.grads + experts * expertState.grads) / 1e9;
@@ -100,6 +100,8 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
     if (l.memory.zero >= 3 && c.d > 1) // two layers' parameters gathered (one in use, one prefetched) and
                                        // one layer's full gradients before their reduce-scatter
         mem.gathered = 3.0 * double(m.blockParameters()) / double(c.t) * c.actBytes / 1e9;
+    if (l.fp8 == Fp8Recipe::Delayed)
+        mem.fp8State = layersOfRank(c, r) * fp8ScalingStateBytesPerLayer() / 1e9;
     mem.activations = (heldLayers * perLayerAct + (full ? fullLayerAct : 0.0)) / 1e9;
     if (r == c.p - 1)
         mem.activations += c.T * c.V / double(c.t) * 4.0 / 1e9; // fp32 logits of one micro-batch

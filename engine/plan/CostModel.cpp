@@ -92,7 +92,7 @@ std::vector<CollectiveSummary> collectiveSummaries(
     if (c.d > 1) {
         const bool distributed = l.memory.zero == 1 && usesNcclModel(l);
         out.push_back(summarise(l, "dp", distributed ? Collective::ReduceScatter : Collective::AllReduce,
-            params * (l.precision == Precision::Fp32 ? 4.0 : 2.0), { c.d, dpSpan }));
+            params * gradientBytesPerValue(l.precision, l.optimizer), { c.d, dpSpan }));
     }
     return out;
 }
@@ -165,7 +165,7 @@ Prediction predict(const Layout& l, bool withEvents)
 
     const LinkSpec& dpLink = linkOf(l, dpSpan);
     const double memBw = dev.memoryBandwidthGBs * 1e9;
-    const double gradWidth = l.precision == Precision::Fp32 ? 4.0 : 2.0;
+    const double gradWidth = gradientBytesPerValue(l.precision, l.optimizer);
     double stepEnd = 0;
     std::int64_t critical = 0;
     std::vector<double> dpTime(static_cast<std::size_t>(p)), optTime(static_cast<std::size_t>(p));
@@ -214,7 +214,7 @@ Prediction predict(const Layout& l, bool withEvents)
         out.events.push_back(stepEvent(rank, r, trace::EventKind::Optimizer, optStart, optStart + opt, 0));
         if (after > 0)
             out.events.push_back(stepEvent(rank, r, trace::EventKind::AllGather, optStart + opt, optStart + opt + after,
-                params * gradWidth, shardAlgorithm(dpAlgorithm)));
+                params * actBytes, shardAlgorithm(dpAlgorithm)));
     }
 
     const auto& crit = withTransfers[static_cast<std::size_t>(critical)];

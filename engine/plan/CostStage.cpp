@@ -192,10 +192,17 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
             // ZeRO-3 all-gathers each layer's parameters before its forward and again before its backward;
             // ZeRO-2 and 3 reduce-scatter each layer's gradients after its backward (every micro-batch: only a
             // shard of the gradients is kept).
-            const double bytes = paramsOfVirtualStage(l, c.ranges, vs) * c.actBytes;
-            const double perLayer
-                = (usesNcclModel(l) ? collectiveSeconds(l, Collective::AllGather, bytes / layers, { c.d, dpSpan })
-                                    : ringAllGatherSeconds(bytes / layers, c.d, dpLink))
+            const double params = paramsOfVirtualStage(l, c.ranges, vs), bytes = params * c.actBytes;
+            // Each layer's gradients are reduce-scattered at their kept width (main_grads_dtype: fp32 for bf16
+            // training by default, as FSDP2's reduce_dtype and Megatron's main_grad keep them).
+            const double gradBytes = params * gradientBytesPerValue(l.precision, l.optimizer);
+            const bool nccl = usesNcclModel(l);
+            const double perLayer = (nccl ? collectiveSeconds(l, Collective::AllGather, bytes / layers, { c.d, dpSpan })
+                                          : ringAllGatherSeconds(bytes / layers, c.d, dpLink))
+                * layers;
+            const double perLayerScatter
+                = (nccl ? collectiveSeconds(l, Collective::ReduceScatter, gradBytes / layers, { c.d, dpSpan })
+                        : ringAllGatherSeconds(gradBytes / layers, c.d, dpLink))
                 * layers;
             sc.gatherBytes = bytes;
             // loom-train's ShardedParams gathers and scatters one block (a unit) per call, in fp32.
@@ -203,7 +210,7 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
                 { toString(l.commBackend()), static_cast<std::size_t>(bytes / c.actBytes * 4.0 / layers), int(c.d),
                     int(dpSpan) }));
             sc.forwardGather = l.memory.zero >= 3 ? perLayer : 0.0;
-            sc.backwardGather = perLayer + sc.forwardGather;
+            sc.backwardGather = perLayerScatter + sc.forwardGather;
             sc.forwardDp = exposedBeside(l, sc.forwardGather, computeF);
             sc.backwardDp = exposedBeside(l, sc.backwardGather, computeB);
         }
@@ -257,7 +264,8 @@ EndOfStep endOfStep(
     const Layout& l, double params, const LinkSpec& link, std::int64_t nodesSpanned, double expertParams)
 {
     const std::int64_t d = l.parallel.dp * l.parallel.cp; // a CP group's gradients are reduced like replicas
-    const double width = l.precision == Precision::Fp32 ? 4.0 : 2.0;
+    const double width = gradientBytesPerValue(l.precision, l.optimizer); // the gradients as reduced
+    const double weights = double(bytesPerElement(l.precision)); // the parameters as gathered
     EndOfStep e;
     // MoE: the experts' gradients are averaged over the expert-data-parallel group (dp/ep ranks) instead.
     const std::int64_t edp = d / std::max<std::int64_t>(1, l.parallel.ep);
@@ -282,9 +290,9 @@ EndOfStep endOfStep(
                                 : 0.0);
     else if (l.memory.zero == 2)
         e.after = usesNcclModel(l)
-            ? collectiveSeconds(l, Collective::AllGather, params * width, { d, nodesSpanned })
-                + collectiveSeconds(l, Collective::AllGather, expertParams * width, { edp, nodesSpanned })
-            : ringAllGatherSeconds(params * width, d, link) + ringAllGatherSeconds(expertParams * width, edp, link);
+            ? collectiveSeconds(l, Collective::AllGather, params * weights, { d, nodesSpanned })
+                + collectiveSeconds(l, Collective::AllGather, expertParams * weights, { edp, nodesSpanned })
+            : ringAllGatherSeconds(params * weights, d, link) + ringAllGatherSeconds(expertParams * weights, edp, link);
     return e;
 }
 
