@@ -135,8 +135,8 @@ std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
     // Memory-bound work moves about the layer's activation bytes once in and once out (MemoryTraffic.h); it
     // weighs most where h is small.
     const LossTraffic merge = ringMergeBytes(l), loss = lossTrafficBytes(l);
-    const double layerBytes = layerTrafficBytes(l) + fp8CastBytes(l) + merge.forward;
-    const double layerBackwardBytes = 2.0 * (layerTrafficBytes(l) + fp8CastBytes(l)) + merge.backward;
+    const double traffic = layerTrafficBytes(l) + fp8CastBytes(l);
+    const double layerBytes = traffic + merge.forward, layerBackwardBytes = 2.0 * traffic + merge.backward;
     const double headFlops = 2.0 * T * h * V / double(t) / shape;
     const bool full = l.memory.recompute == Recompute::Full;
     std::vector<StageWork> out(static_cast<std::size_t>(virtualStages));
