@@ -55,6 +55,7 @@ nlohmann::ordered_json deepSpeedConfig(const Layout& l, ExportResult& result)
         result.refusals.push_back(codecRefusal(l, "DeepSpeed",
             " (communication_data_type covers only \"fp16\" and \"bf16\"); use one of those or \"none\""));
     }
+    deepSpeedOptimizerConfig(l, c);
     if (l.memory.recompute == Recompute::Full)
         c["activation_checkpointing"] = { { "partition_activations", false },
             { "contiguous_memory_optimization", false }, { "cpu_checkpointing", false } };

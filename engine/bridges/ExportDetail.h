@@ -3,6 +3,8 @@
 
 #include "engine/bridges/Export.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,6 +62,18 @@ std::string companionName(const std::string& primary, const std::string& primary
 // that all-reduces through NCCL.
 std::string codecRefusal(const Layout& layout, const std::string& target, const std::string& alternative);
 void commonComm(const Layout& layout, const std::string& target, ExportResult& result);
+
+// The layout's optimizer section (ExportOptimizer.cpp). True when the layout gives one (any field away from
+// loom-train's defaults): only then are AdamW's constants and the schedule written out.
+bool optimizerSectionGiven(const Layout& layout);
+// Megatron-LM's (or Megatron-DeepSpeed's) optimizer, schedule and state-precision arguments.
+void megatronOptimizerArgs(
+    const Layout& layout, std::vector<Arg>& args, ExportResult& result, bool forDeepSpeed, int minor);
+// DeepSpeed's gradient_clipping and data_types.grad_accum_dtype.
+void deepSpeedOptimizerConfig(const Layout& layout, nlohmann::ordered_json& config);
+// torchtitan's [optimizer] and [lr_scheduler] tables (empty without the section); training.max_norm is
+// written with [training].
+std::string torchTitanOptimizer(const Layout& layout, ExportResult& result);
 
 // The targets.
 ExportResult exportMegatron(const Layout& layout, const std::string& primaryName, const std::string& version);

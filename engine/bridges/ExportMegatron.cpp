@@ -417,6 +417,7 @@ std::vector<Arg> megatronArgs(const Layout& layout, ExportResult& result, bool f
     modelArgs(layout.model, layout.parallel, layout.memory.attention, a, result, forDeepSpeed);
     parallelArgs(layout, a, result, forDeepSpeed, minor);
     memoryArgs(layout, a, result, forDeepSpeed, minor);
+    megatronOptimizerArgs(layout, a, result, forDeepSpeed, minor);
     if (!forDeepSpeed) {
         commArgs(layout, a);
         if (layout.comm.dpCodec.kind == Codec::Kind::Bf16)
@@ -438,7 +439,8 @@ ExportResult exportMegatron(const Layout& layout, const std::string& primaryName
     // A runnable default that the caller's own arguments override (argparse keeps the last value).
     args.push_back({ "--tokenizer-type", "NullTokenizer" });
     args.push_back({ "--train-iters", "100" });
-    args.push_back({ "--lr", "1.0e-4" });
+    if (!layout.optimizer.lr)
+        args.push_back({ "--lr", "1.0e-4" });
     const auto& p = layout.parallel;
     std::string preamble = "# For Megatron-LM " + version
         + " (written with the flags of its arguments.py; --framework-version picks another release).\n"

@@ -190,7 +190,10 @@ ExportResult exportTorchTitan(const Layout& l, const std::string& primaryName, c
     if (l.comm.dpCodec.kind != Codec::Kind::None)
         result.refusals.push_back(
             codecRefusal(l, "torchtitan", " (its mixed_precision_reduce takes only \"float32\"); use \"none\""));
-    t += "mixed_precision_reduce = \"float32\"\n\n";
+    t += "mixed_precision_reduce = \"float32\"\n";
+    if (optimizerSectionGiven(l))
+        t += "max_norm = " + number(l.optimizer.clipGrad) + "\n";
+    t += "\n" + torchTitanOptimizer(l, result);
     t += parallelism(l, result) + "\n";
     t += "[activation_checkpoint]\n";
     switch (l.memory.recompute) {
