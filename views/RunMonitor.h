@@ -96,6 +96,7 @@ private:
     std::vector<profiles::StepRecord> m_steps;
     trace::BandwidthSeries m_bandwidth;
     trace::TraceStats m_stats;
+    std::size_t m_statsEvents = 0; // the events the statistics were last computed over
     qint64 m_run = 0, m_total = 0;
     bool m_loading = false;
     profiles::RunState m_state = profiles::RunState::Running;

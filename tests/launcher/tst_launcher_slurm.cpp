@@ -37,13 +37,50 @@ class TestLauncherSlurm : public QObject {
         return { QStringLiteral("env"), QStringLiteral("-u"), QStringLiteral("SLURM_JOB_ID") };
     }
 
-    QString layout()
+    QString layout(const QString& cluster = QStringLiteral("slurm-here"))
     {
-        const QString file = m_dir.filePath(QStringLiteral("$(touch pwned).json"));
-        writeFile(
-            file, R"({"loom_layout": 1, "name": "$(touch pwned) slurm", "model": "gpt-tiny", "cluster": "slurm-here",
-            "nodes": 1, "parallel": {"tp": 1, "pp": 1, "dp": 2, "micro_batch": 1, "global_batch": 2}})");
+        const QString file = m_dir.filePath(QStringLiteral("$(touch pwned)-%1.json").arg(cluster));
+        writeFile(file,
+            QStringLiteral(R"({"loom_layout": 1, "name": "$(touch pwned) slurm", "model": "gpt-tiny", "cluster": "%1",
+            "nodes": 1, "parallel": {"tp": 1, "pp": 1, "dp": 2, "micro_batch": 1, "global_batch": 2}})")
+                .arg(cluster)
+                .toUtf8());
         return file;
+    }
+
+    // `loom run` in the background, outside any allocation, until its output shows `until`.
+    void startLoom(QProcess& p, const QStringList& args, const QByteArray& until, QByteArray& seen)
+    {
+        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+        e.insert(QStringLiteral("LOOM_DB"), db());
+        e.insert(slurmEnv());
+        e.remove(QStringLiteral("SLURM_JOB_ID"));
+        p.setProcessEnvironment(e);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(QStringLiteral(LOOM_EXE), QStringList { QStringLiteral("run") } + args);
+        QElapsedTimer t;
+        t.start();
+        while (t.elapsed() < 60000 && !seen.contains(until) && p.state() != QProcess::NotRunning) {
+            p.waitForReadyRead(100);
+            seen += p.readAll();
+        }
+    }
+
+    void importProfile(const QString& name, const QString& extraLaunch)
+    {
+        const QString profile = m_dir.filePath(name + QStringLiteral(".json"));
+        QVERIFY(writeFile(profile,
+            QStringLiteral(R"({"loom_profile": 1, "kind": "cluster", "name": "%1", "nodes": 1,
+            "devices_per_node": 2,
+            "device": {"name": "CPU core", "memory_gb": 2, "memory_bandwidth_gbs": 10,
+                       "peak_tflops": {"fp32": 0.09, "fp16": 0.09, "bf16": 0.09}},
+            "intra_node": {"link": "shm", "bandwidth_gbs": 5, "latency_us": 1},
+            "launch": {"method": "slurm", "partition": "loomtest", "time_limit": "00:10:00", "engine": "%2",
+                       "mpirun_options": ["--oversubscribe"]%3}})")
+                .arg(name, QStringLiteral(LOOM_TRAIN_EXE), extraLaunch)
+                .toUtf8()));
+        const LoomResult r = loomtest::loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), profile });
+        QVERIFY2(r.exitCode == 0, qPrintable(r.output));
     }
 
     QString slurm(const QString& program, const QStringList& args)
@@ -95,19 +132,9 @@ private slots:
         QVERIFY2(up.exitCode() == 0, qPrintable(out));
         m_conf = out.trimmed().section(QLatin1Char('='), 1);
         QVERIFY(QFile::exists(m_conf));
-        const QString profile = m_dir.filePath(QStringLiteral("slurm-here.json"));
-        QVERIFY(writeFile(profile,
-            QStringLiteral(R"({"loom_profile": 1, "kind": "cluster", "name": "slurm-here", "nodes": 1,
-            "devices_per_node": 2,
-            "device": {"name": "CPU core", "memory_gb": 2, "memory_bandwidth_gbs": 10,
-                       "peak_tflops": {"fp32": 0.09, "fp16": 0.09, "bf16": 0.09}},
-            "intra_node": {"link": "shm", "bandwidth_gbs": 5, "latency_us": 1},
-            "launch": {"method": "slurm", "partition": "loomtest", "time_limit": "00:10:00", "engine": "%1",
-                       "mpirun_options": ["--oversubscribe"]}})")
-                .arg(QStringLiteral(LOOM_TRAIN_EXE))
-                .toUtf8()));
-        const LoomResult r = loomtest::loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), profile });
-        QVERIFY2(r.exitCode == 0, qPrintable(r.output));
+        importProfile(QStringLiteral("slurm-here"), {});
+        // Two nodes asked of a one-node partition (sbatch's command line wins over the script's header).
+        importProfile(QStringLiteral("slurm-too-big"), QStringLiteral(R"(, "sbatch_options": ["--nodes=2"])"));
     }
 
     void cleanupTestCase()
@@ -144,30 +171,98 @@ private slots:
         QVERIFY(queueEmptyWithin(10000));
     }
 
-    void cancelAJob()
+    // A cancelled job saves its last step (scancel --batch --signal=USR1: mpirun passes it to the ranks), the
+    // job id is shown at submission and recorded, each rank's log is in the run folder, and --resume goes on
+    // from the saved step while a run without it refuses the used folder.
+    void cancelAJobSavesAndResumes()
     {
+        const QString ckpt = m_dir.filePath(QStringLiteral("ckpt-sbatch"));
         QProcess p;
-        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
-        e.insert(QStringLiteral("LOOM_DB"), db());
-        e.insert(slurmEnv());
-        e.remove(QStringLiteral("SLURM_JOB_ID"));
-        p.setProcessEnvironment(e);
-        p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(QStringLiteral(LOOM_EXE),
-            { QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("100000") });
-        QElapsedTimer t;
-        t.start();
         QByteArray seen;
-        while (t.elapsed() < 60000 && !seen.contains("step 2/") && p.state() != QProcess::NotRunning) {
-            p.waitForReadyRead(100);
-            seen += p.readAll();
-        }
+        startLoom(p,
+            { layout(), QStringLiteral("--steps"), QStringLiteral("100000"), QStringLiteral("--checkpoint-dir"), ckpt },
+            "step 2/", seen);
         QVERIFY2(seen.contains("step 2/"), seen.constData());
+        QVERIFY2(seen.contains("submitted Slurm job "), seen.constData());
         ::kill(static_cast<pid_t>(p.processId()), SIGINT);
         QVERIFY(p.waitForFinished(60000));
-        QVERIFY2(p.exitCode() == 130, (seen + p.readAll()).constData());
-        QCOMPARE(lastRun(db()).value("state").toString(), QStringLiteral("cancelled"));
+        seen += p.readAll();
+        QVERIFY2(p.exitCode() == 130, seen.constData());
+        const QJsonObject run = lastRun(db());
+        QCOMPARE(run.value("state").toString(), QStringLiteral("cancelled"));
+        const int saved = run.value("steps").toInt();
+        QVERIFY(saved >= 2);
+        QFile latest(ckpt + QStringLiteral("/latest"));
+        QVERIFY2(latest.open(QIODevice::ReadOnly), "cancel saved no checkpoint");
+        QCOMPARE(latest.readAll().trimmed(), QStringLiteral("step-%1").arg(saved).toUtf8());
+        const LoomResult show = loomtest::loom(
+            db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) });
+        QVERIFY2(show.output.contains(QStringLiteral("checkpoint at step %1").arg(saved))
+                && show.output.contains("(Slurm job ") && show.output.contains("log of rank.1 (stderr): "),
+            qPrintable(show.output));
         QVERIFY2(queueEmptyWithin(20000), qPrintable(slurm(QStringLiteral("squeue"), {})));
+
+        const QStringList again { QStringLiteral("run"), layout(), QStringLiteral("--steps"),
+            QString::number(saved + 2), QStringLiteral("--checkpoint-dir"), ckpt };
+        const LoomResult refused = loomtest::loom(db(), again, withoutJob(), slurmEnv());
+        QVERIFY2(refused.exitCode == 1 && refused.output.contains("already holds an earlier run's checkpoints"),
+            qPrintable(refused.output));
+        const LoomResult resumed
+            = loomtest::loom(db(), again + QStringList { QStringLiteral("--resume") }, withoutJob(), slurmEnv());
+        QVERIFY2(resumed.exitCode == 0
+                && resumed.output.contains(QStringLiteral("continues run %1 from its checkpoint at step %2")
+                                               .arg(run.value("id").toInt())
+                                               .arg(saved)),
+            qPrintable(resumed.output));
+        QCOMPARE(lastRun(db()).value("steps").toInt(), saved + 2);
+        QVERIFY(queueEmptyWithin(20000));
+    }
+
+    // A job that waits for resources is shown with its id, state and reason, and Ctrl-C removes it from the
+    // queue at once (a plain scancel, in the background), not after a refused signal and retries.
+    void pendingJobShownAndCancelled()
+    {
+        const QString blocker = slurm(QStringLiteral("sbatch"),
+            { QStringLiteral("--parsable"), QStringLiteral("-n"), QStringLiteral("4"), QStringLiteral("--wrap"),
+                QStringLiteral("sleep 300") })
+                                    .trimmed();
+        QProcess p;
+        QByteArray seen;
+        startLoom(p, { layout(), QStringLiteral("--steps"), QStringLiteral("3") }, "PENDING (", seen);
+        QVERIFY2(seen.contains("PENDING (Resources)") || seen.contains("PENDING (Priority)"), seen.constData());
+        QElapsedTimer t;
+        t.start();
+        ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+        QVERIFY(p.waitForFinished(30000));
+        const qint64 ms = t.elapsed();
+        seen += p.readAll();
+        QVERIFY2(p.exitCode() == 130, seen.constData());
+        // It took 106 s when scancel --signal was refused and retried; about 0.3 s now (busy machines: 10 s).
+        qInfo("cancel of a pending job: %lld ms", static_cast<long long>(ms));
+        QVERIFY2(ms < 10000, qPrintable(QStringLiteral("cancel of a pending job took %1 ms").arg(ms)));
+        const QJsonObject run = lastRun(db());
+        QCOMPARE(run.value("state").toString(), QStringLiteral("cancelled"));
+        QVERIFY2(
+            run.value("exit_cause").toString().contains("was pending"), qPrintable(run.value("exit_cause").toString()));
+        const QString queue
+            = slurm(QStringLiteral("squeue"), { QStringLiteral("-h"), QStringLiteral("-o"), QStringLiteral("%i") });
+        QCOMPARE(queue.trimmed(), blocker);
+        slurm(QStringLiteral("scancel"), { blocker });
+        QVERIFY(queueEmptyWithin(20000));
+    }
+
+    // More nodes than the partition has: Slurm keeps the job pending for ever; Loom says it can never start.
+    void jobThatCanNeverStartIsReported()
+    {
+        QProcess p;
+        QByteArray seen;
+        startLoom(p, { layout(QStringLiteral("slurm-too-big")), QStringLiteral("--steps"), QStringLiteral("3") },
+            "can never start", seen);
+        QVERIFY2(seen.contains("can never start as submitted: its reason is Partition"), seen.constData());
+        ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+        QVERIFY(p.waitForFinished(30000));
+        QCOMPARE(p.exitCode(), 130);
+        QVERIFY(queueEmptyWithin(20000));
     }
 
     // Every time form Loom lets through is one real sbatch takes (--test-only: parsed by slurmctld, nothing
