@@ -35,11 +35,16 @@ void onInterrupt(int)
 // folder is on this machine, else where it is on the cluster.
 void printRankLogs(CliContext& context, const QString& command)
 {
-    static const QRegularExpression where(QStringLiteral("--output-filename (\\S+)|each rank's output in (\\S+)>"));
+    // mpirun's own option (local runs), the head node's run folder (ssh), sbatch's --chdir (the run folder,
+    // whose job.sbatch runs mpirun --output-filename <run folder>/logs).
+    static const QRegularExpression where(
+        QStringLiteral("--output-filename (\\S+)|each rank's output in (\\S+)>|^sbatch .*--chdir (\\S+) "));
     const auto m = where.match(command);
     if (!m.hasMatch())
         return;
-    const QString dir = m.captured(1).isEmpty() ? m.captured(2) : m.captured(1);
+    const QString dir = !m.captured(1).isEmpty() ? m.captured(1)
+        : !m.captured(2).isEmpty()               ? m.captured(2)
+                                                 : m.captured(3) + QStringLiteral("/logs");
     QDirIterator files(
         dir, { QStringLiteral("stdout"), QStringLiteral("stderr") }, QDir::Files, QDirIterator::Subdirectories);
     QStringList found;

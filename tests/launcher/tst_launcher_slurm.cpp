@@ -257,7 +257,7 @@ private slots:
         QProcess p;
         QByteArray seen;
         startLoom(p, { layout(QStringLiteral("slurm-too-big")), QStringLiteral("--steps"), QStringLiteral("3") },
-            "can never start", seen);
+            "partition or time_limit", seen);
         QVERIFY2(seen.contains("can never start as submitted: its reason is Partition"), seen.constData());
         ::kill(static_cast<pid_t>(p.processId()), SIGINT);
         QVERIFY(p.waitForFinished(30000));
