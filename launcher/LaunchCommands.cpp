@@ -71,6 +71,14 @@ QString clusterEngine(const LaunchRequest& request)
     return e.empty() ? request.engine : QString::fromStdString(e);
 }
 
+// Open MPI hands the values of its MCA parameters (plm_rsh_args, orte_output_filename) to the shell of every
+// other host, on orted's command line, in double quotes at best: a `$(…)` there would run. So only plain
+// words (those shellQuote leaves as they are) go that way.
+bool passesThroughMpirun(const QString& word)
+{
+    return !word.isEmpty() && shellQuote(word) == word;
+}
+
 // The head node's mpirun reaches the other hosts by ssh with the settings Loom's own ssh uses: BatchMode, a
 // ConnectTimeout (a silent host fails in 10 s, not after the system's 2 minutes) and the profile's
 // ssh_options. Open MPI splits plm_rsh_args at spaces, so an option with a space in it stays out; a profile
@@ -82,9 +90,16 @@ QStringList headNodeSshArgs(const plan::LaunchSpec& l)
             return {};
     QStringList words { QStringLiteral("-o"), QStringLiteral("BatchMode=yes"), QStringLiteral("-o"),
         QStringLiteral("ConnectTimeout=10") };
-    for (const QString& o : asList(l.sshOptions))
-        if (!o.contains(QRegularExpression(QStringLiteral("\\s"))))
-            words << o;
+    const QStringList options = asList(l.sshOptions);
+    for (qsizetype i = 0; i < options.size(); ++i) {
+        // ssh's options that take a value (ssh(1)) go with it, or not at all: never a flag without its value.
+        const QString& o = options[i];
+        const bool takesValue = o.size() == 2 && o[0] == QLatin1Char('-')
+            && QStringLiteral("BbcDEeFIiJLlmOopQRSWw").contains(o[1]) && i + 1 < options.size();
+        const QStringList option = takesValue ? QStringList { o, options[++i] } : QStringList { o };
+        if (std::all_of(option.begin(), option.end(), passesThroughMpirun))
+            words << option;
+    }
     return { QStringLiteral("--mca"), QStringLiteral("plm_rsh_args"), words.join(QLatin1Char(' ')) };
 }
 
@@ -94,7 +109,7 @@ QStringList forwardedVariables()
 {
     QStringList out;
     for (const char* name : { "LOOM_COMM_TIMEOUT_S" })
-        if (const QString v = qEnvironmentVariable(name); !v.isEmpty())
+        if (const QString v = qEnvironmentVariable(name); passesThroughMpirun(v))
             out << QStringLiteral("-x") << QString::fromLatin1(name) + QLatin1Char('=') + v;
     return out;
 }
@@ -224,10 +239,12 @@ Command sshCommand(const LaunchRequest& request, const QString& layoutJson, cons
     }
     const QString runDir = remoteRunDir(request, runFolder);
     QStringList mpirun { QString::fromStdString(l.mpirun) };
-    mpirun << headNodeSshArgs(l) << asList(l.mpirunOptions) << forwardedVariables()
-           << QStringLiteral("--output-filename") << rankLogDir(runDir) << QStringLiteral("-np")
-           << QString::number(request.layout.parallel.worldSize()) << QStringLiteral("--hostfile")
-           << runDir + QStringLiteral("/hostfile") << QStringLiteral("--bind-to") << QStringLiteral("none")
+    mpirun << headNodeSshArgs(l) << asList(l.mpirunOptions) << forwardedVariables();
+    if (keepsRankLogs(request, runFolder))
+        mpirun << QStringLiteral("--output-filename") << rankLogDir(runDir);
+    mpirun << QStringLiteral("-np") << QString::number(request.layout.parallel.worldSize())
+           << QStringLiteral("--hostfile") << runDir + QStringLiteral("/hostfile") << QStringLiteral("--bind-to")
+           << QStringLiteral("none")
            << engineArgs(request, clusterEngine(request), runDir + QStringLiteral("/layout.json"));
     QStringList remote { QStringLiteral("sh"), QStringLiteral("-c"), QString::fromLatin1(kHeadScript),
         QStringLiteral("loom-run"), runDir, QString::fromLatin1(layoutJson.toUtf8().toBase64()),
@@ -245,6 +262,11 @@ QString remoteRunDir(const LaunchRequest& request, const QString& runFolder)
     const plan::LaunchSpec& l = request.layout.cluster.launch;
     return (l.runDir.empty() ? QStringLiteral("loom-runs") : QString::fromStdString(l.runDir)) + QLatin1Char('/')
         + runFolder;
+}
+
+bool keepsRankLogs(const LaunchRequest& request, const QString& runFolder)
+{
+    return passesThroughMpirun(rankLogDir(remoteRunDir(request, runFolder)));
 }
 
 int sshWatchdogSeconds(const LaunchRequest& request)

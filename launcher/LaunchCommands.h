@@ -113,6 +113,9 @@ QString hostfile(const plan::Layout& layout, QString* error);
 Command sshCommand(const LaunchRequest& request, const QString& layoutJson, const QString& runFolder, QString* error);
 // The run's folder on the head node: launch.run_dir (default loom-runs, under the home folder)/runFolder.
 QString remoteRunDir(const LaunchRequest& request, const QString& runFolder);
+// Over ssh: whether mpirun keeps each rank's output in the run folder. Not when that folder's path holds
+// characters a shell would read (Open MPI passes it to the other hosts' shells, where `$(…)` would run).
+bool keepsRankLogs(const LaunchRequest& request, const QString& runFolder);
 // The head node's watchdog: half the progress timeout (at least 4 s), so a lost link ends the job within it.
 int sshWatchdogSeconds(const LaunchRequest& request);
 // How often Loom tells the head node it is there: a third of the watchdog's time, at most 15 s.

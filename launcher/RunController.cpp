@@ -116,8 +116,10 @@ qint64 RunController::start(const LaunchRequest& request)
     // Over ssh the last argument is the whole remote script: store a shorter form of it.
     QStringList shown = m_command;
     if (m_mode == Mode::Ssh && !shown.isEmpty())
-        shown.last() = QStringLiteral("<head-node script running mpirun, each rank's output in %1>")
-                           .arg(rankLogDir(remoteRunDir(request, QFileInfo(request.workDir).fileName())));
+        shown.last() = keepsRankLogs(request, QFileInfo(request.workDir).fileName())
+            ? QStringLiteral("<head-node script running mpirun, each rank's output in %1>")
+                  .arg(rankLogDir(remoteRunDir(request, QFileInfo(request.workDir).fileName())))
+            : QStringLiteral("<head-node script running mpirun; no rank logs: run_dir holds characters a shell reads>");
     m_run = m_store ? m_store->startRun(QString::fromStdString(request.layout.name), layoutJson,
                 QString::fromStdString(request.layout.cluster.name), shown.join(QLatin1Char(' ')))
                     : 0;
