@@ -3,6 +3,7 @@
 // a cancel (scancel), and srun inside an allocation (salloc). Skipped, with the reason, where the daemons
 // cannot start (not root, slurm-wlm missing).
 #include "LoomTestHelpers.h"
+#include "ProcessTree.h"
 #include "launcher/LaunchCommands.h"
 
 #include <QDir>
@@ -334,6 +335,44 @@ private slots:
         QFile f(victim);
         QVERIFY(f.open(QIODevice::ReadOnly));
         QCOMPARE(f.readAll(), QByteArray("keep me\n"));
+    }
+
+    // Ctrl-C under srun: SIGUSR1 to srun, which passes it to every task; each saves its step and stops.
+    void cancelUnderSrunSaves()
+    {
+        const QString ckpt = m_dir.filePath(QStringLiteral("ckpt-srun"));
+        QProcess p;
+        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+        e.insert(QStringLiteral("LOOM_DB"), db());
+        e.insert(slurmEnv());
+        p.setProcessEnvironment(e);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(QStringLiteral("salloc"),
+            { QStringLiteral("--nodes=1"), QStringLiteral("--ntasks=2"), QStringLiteral(LOOM_EXE),
+                QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("100000"),
+                QStringLiteral("--checkpoint-dir"), ckpt });
+        QElapsedTimer t;
+        t.start();
+        QByteArray seen;
+        while (t.elapsed() < 60000 && !seen.contains("step 2/") && p.state() != QProcess::NotRunning) {
+            p.waitForReadyRead(100);
+            seen += p.readAll();
+        }
+        QVERIFY2(seen.contains("step 2/"), seen.constData());
+        qint64 loomPid = 0;
+        for (const qint64 pid : descendants(p.processId()))
+            if (commOf(pid) == QLatin1String("loom"))
+                loomPid = pid;
+        QVERIFY(loomPid > 0);
+        ::kill(static_cast<pid_t>(loomPid), SIGINT);
+        QVERIFY(p.waitForFinished(60000));
+        seen += p.readAll();
+        const QJsonObject run = lastRun(db());
+        QVERIFY2(run.value("state").toString() == QLatin1String("cancelled"), seen.constData());
+        QFile latest(ckpt + QStringLiteral("/latest"));
+        QVERIFY2(latest.open(QIODevice::ReadOnly), seen.constData());
+        QCOMPARE(latest.readAll().trimmed(), QStringLiteral("step-%1").arg(run.value("steps").toInt()).toUtf8());
+        QVERIFY(queueEmptyWithin(20000));
     }
 
     void srunInsideAnAllocation()
