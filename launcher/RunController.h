@@ -39,7 +39,7 @@ public:
     bool isRunning() const;
     // Whether the run has started and not ended: also while a Slurm job waits in the queue or runs under
     // sbatch, where nothing of it runs here.
-    bool isActive() const { return m_run != 0 && m_started && !m_ended; }
+    bool isActive() const { return m_started && !m_ended; }
     // The Slurm job's id once sbatch accepted it; empty otherwise.
     QString jobId() const { return m_jobId; }
     QStringList command() const { return m_command; }

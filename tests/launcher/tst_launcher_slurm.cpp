@@ -5,12 +5,14 @@
 #include "LoomTestHelpers.h"
 #include "ProcessTree.h"
 #include "launcher/LaunchCommands.h"
+#include "launcher/RunController.h"
 
 #include <QDir>
 #include <QElapsedTimer>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThread>
@@ -248,6 +250,47 @@ private slots:
         const QString queue
             = slurm(QStringLiteral("squeue"), { QStringLiteral("-h"), QStringLiteral("-o"), QStringLiteral("%i") });
         QCOMPARE(queue.trimmed(), blocker);
+        slurm(QStringLiteral("scancel"), { blocker });
+        QVERIFY(queueEmptyWithin(20000));
+    }
+
+    // What the workbench asks of the controller: a submitted job is active (Run disabled, Cancel enabled) though
+    // nothing of it runs here, its state comes as a signal, and cancel() ends it without blocking.
+    void controllerActiveWhilePending()
+    {
+        const QString blocker = slurm(QStringLiteral("sbatch"),
+            { QStringLiteral("--parsable"), QStringLiteral("-n"), QStringLiteral("4"), QStringLiteral("--wrap"),
+                QStringLiteral("sleep 300") })
+                                    .trimmed();
+        qputenv("SLURM_CONF", m_conf.toUtf8());
+        qunsetenv("SLURM_JOB_ID");
+        loom::launcher::LaunchRequest r;
+        r.layout.name = "pending";
+        r.layout.nodes = 1;
+        r.layout.parallel.dp = 2;
+        r.layout.cluster.launch.method = "slurm";
+        r.layout.cluster.launch.partition = "loomtest";
+        r.steps = 3;
+        r.engine = QStringLiteral(LOOM_TRAIN_EXE);
+        r.workDir = m_dir.filePath(QStringLiteral("runs/controller"));
+        loom::launcher::RunController controller(nullptr);
+        QSignalSpy states(&controller, &loom::launcher::RunController::jobStateChanged);
+        QSignalSpy finished(&controller, &loom::launcher::RunController::finished);
+        controller.start(r);
+        QVERIFY(controller.isActive() && !controller.isRunning());
+        QVERIFY(!controller.jobId().isEmpty());
+        QTRY_VERIFY_WITH_TIMEOUT(
+            !states.isEmpty() && states.last().at(1).toString() == QLatin1String("PENDING"), 20000);
+        QCOMPARE(states.last().at(0).toString(), controller.jobId());
+        controller.cancel();
+        QVERIFY(controller.isActive()); // until scancel has said yes
+        QVERIFY(finished.wait(20000));
+        QCOMPARE(toString(finished.first().at(0).value<loom::profiles::RunState>()),
+            toString(loom::profiles::RunState::Cancelled));
+        QVERIFY(!controller.isActive());
+        QCOMPARE(slurm(QStringLiteral("squeue"), { QStringLiteral("-h"), QStringLiteral("-o"), QStringLiteral("%i") })
+                     .trimmed(),
+            blocker);
         slurm(QStringLiteral("scancel"), { blocker });
         QVERIFY(queueEmptyWithin(20000));
     }

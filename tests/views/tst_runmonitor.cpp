@@ -68,8 +68,8 @@ private slots:
         f.close();
         const QString bin = m_dir.filePath(QStringLiteral("bin"));
         QVERIFY(QDir().mkpath(bin));
-        QVERIFY(writeExecutable(bin + QStringLiteral("/mpirun"),
-            QStringLiteral("#!/bin/sh\nexec cat '%1'\n").arg(frames).toUtf8()));
+        QVERIFY(writeExecutable(
+            bin + QStringLiteral("/mpirun"), QStringLiteral("#!/bin/sh\nexec cat '%1'\n").arg(frames).toUtf8()));
         qputenv("PATH", (bin + QLatin1Char(':')).toUtf8() + qgetenv("PATH"));
         qputenv("LOOM_TRAIN", (bin + QStringLiteral("/mpirun")).toUtf8()); // must exist; never started
 
