@@ -1,8 +1,8 @@
 // loom-train refuses what it cannot train on, before step 1 and with a message, instead of training on
 // garbage and exiting 0: NaN weights from --init-llmc, a checkpoint whose step is negative or beyond the
 // run, `latest` naming a missing folder, an llm.c token file cut below its header, an unwritable
-// --checkpoint-dir, a used one with --new-checkpoint-dir; and it stops a run whose loss or gradient norm is no longer finite, naming the step
-// and rank.
+// --checkpoint-dir, a used one with --new-checkpoint-dir; and it stops a run whose loss or gradient norm is no longer
+// finite, naming the step and rank.
 #include <QDir>
 #include <QFile>
 #include <QJsonDocument>
