@@ -69,6 +69,8 @@ signals:
     // The monitor now shows another run (start or open): views reset.
     void reset();
     void openFailed(const QString& why);
+    // While the run waits or runs elsewhere: "Slurm job 42 is PENDING (Resources)", a job that can never start.
+    void remoteStatus(const QString& text);
 
 private:
     struct Loaded {

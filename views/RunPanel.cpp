@@ -65,6 +65,10 @@ RunPanel::RunPanel(RunMonitor* monitor, QWidget* parent)
                              "then stops…"));
     });
     connect(monitor, &RunMonitor::stepAdded, this, &RunPanel::showStep);
+    connect(monitor, &RunMonitor::remoteStatus, this, [this](const QString& text) {
+        if (!m_cancelRequested)
+            m_status->setText(text);
+    });
     connect(monitor, &RunMonitor::finished, this,
         [this](profiles::RunState state, const QString& cause, const QString& tail) {
             m_cancelRequested = false;
