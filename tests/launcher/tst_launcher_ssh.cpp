@@ -40,7 +40,7 @@ class TestLauncherSsh : public QObject {
 
     // A cluster profile "NAME" of two nodes with 2 ranks each, launched over ssh through hosta.
     void importCluster(const QString& name, const QStringList& hosts, const QStringList& extraSsh = {},
-        const QString& engine = QStringLiteral(LOOM_TRAIN_EXE))
+        const QString& engine = QStringLiteral(LOOM_TRAIN_EXE), const QString& runDirectory = {})
     {
         QJsonArray hostList, ssh, mpirun;
         for (const QString& h : hosts)
@@ -65,7 +65,8 @@ class TestLauncherSsh : public QObject {
             { "hosts", hostList },
             { "launch",
                 QJsonObject { { "method", "ssh" }, { "head_node", "hosta" }, { "ssh_options", ssh },
-                    { "engine", engine }, { "mpirun_options", mpirun }, { "run_dir", runDir() } } } };
+                    { "engine", engine }, { "mpirun_options", mpirun },
+                    { "run_dir", runDirectory.isEmpty() ? runDir() : runDirectory } } } };
         const QString file = m_dir.filePath(name + QStringLiteral(".json"));
         QVERIFY(writeFile(file, QJsonDocument(profile).toJson()));
         const LoomResult r = loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), file });
@@ -159,6 +160,8 @@ private slots:
         importCluster(QStringLiteral("lab-silent-host"), { QStringLiteral("hosta"), m_net + QStringLiteral(".9") });
         importCluster(QStringLiteral("lab-no-engine"), { QStringLiteral("hosta"), QStringLiteral("hostb") }, {},
             m_dir.filePath(QStringLiteral("not-installed/loom-train")));
+        importCluster(QStringLiteral("lab-plain-dir"), { QStringLiteral("hosta"), QStringLiteral("hostb") }, {},
+            QStringLiteral(LOOM_TRAIN_EXE), m_dir.filePath(QStringLiteral("plain-runs")));
     }
 
     void cleanupTestCase()
@@ -317,6 +320,27 @@ private slots:
         QVERIFY2(QFile::exists(ckpt + QStringLiteral("/latest")), "the watchdog's stop saved no checkpoint");
         QVERIFY(p.waitForFinished(60000));
         QVERIFY2(noneLeftWithin(10000), qPrintable(leftovers().join(QLatin1Char('\n'))));
+    }
+
+    // Each rank's output in the run folder on the head node (mpirun --output-filename), named by runs show.
+    void rankLogsOverSsh()
+    {
+        const LoomResult r = loom(db(),
+            { QStringLiteral("run"), layout(QStringLiteral("lab-plain-dir")), QStringLiteral("--steps"),
+                QStringLiteral("2") },
+            inNamespace());
+        QVERIFY2(r.exitCode == 0, qPrintable(r.output));
+        const int id = lastRun(db()).value("id").toInt();
+        const LoomResult show = loom(db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(id) });
+        const QString base = m_dir.filePath(QStringLiteral("plain-runs"));
+        QVERIFY2(show.output.contains(QStringLiteral("each rank's output in %1/").arg(base)), qPrintable(show.output));
+        const QStringList runs = QDir(base).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+        QCOMPARE(runs.size(), 1);
+        for (int rank = 0; rank < 4; ++rank)
+            QVERIFY2(QFile::exists(QStringLiteral("%1/%2/logs/1/rank.%3/stdout").arg(base, runs.first()).arg(rank)),
+                qPrintable(QString::number(rank)));
+        QVERIFY2(show.output.contains(QStringLiteral("log of rank.3 (stdout): ")), qPrintable(show.output));
+        QVERIFY2(noneLeftWithin(5000), qPrintable(leftovers().join(QLatin1Char('\n'))));
     }
 
     // An engine missing on the hosts: named with the host within 15 s, in one sentence.
