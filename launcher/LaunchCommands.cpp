@@ -10,31 +10,46 @@
 #include <QStandardPaths>
 #include <QThread>
 
+#include <algorithm>
+
 #include <unistd.h>
 
 namespace loom::launcher {
 
 namespace {
 
-// Runs on the head node as `sh -c SCRIPT loom-run DIR LAYOUT_B64 HOSTFILE_B64 GRACE MPIRUN ARGS...`. Its text
-// is fixed: user values only ever arrive as its positional parameters. mpirun runs in the background with
-// its own standard input closed; a watcher waits for a line (cancel) or the end (Loom or ssh gone) of
-// ssh's standard input, then SIGTERMs mpirun (which stops the ranks on every host) and SIGKILLs it after
-// the grace period.
-const char* kHeadScript = "dir=$1; layout=$2; hosts=$3; grace=$4; shift 4\n"
-                          "mkdir -p -- \"$dir\" && printf %s \"$layout\" | base64 -d > \"$dir/layout.json\" &&"
-                          " printf %s \"$hosts\" | base64 -d > \"$dir/hostfile\" ||"
-                          " { echo \"loom: cannot write the run folder $dir on $(hostname)\" >&2; exit 97; }\n"
-                          "exec 3<&0\n"
-                          "\"$@\" </dev/null 3<&- &\n"
-                          "pid=$!\n"
-                          "( read line <&3; kill -TERM $pid 2>/dev/null; i=0;"
-                          " while [ $i -lt $grace ] && kill -0 $pid 2>/dev/null; do sleep 1; i=$((i+1)); done;"
-                          " kill -KILL $pid 2>/dev/null ) &\n"
-                          "watcher=$!\n"
-                          "wait $pid; rc=$?\n"
-                          "kill $watcher 2>/dev/null\n"
-                          "exit $rc\n";
+// Runs on the head node as `sh -c SCRIPT loom-run DIR LAYOUT_B64 HOSTFILE_B64 GRACE WATCHDOG MPIRUN ARGS...`.
+// Its text is fixed: user values only ever arrive as its positional parameters. mpirun runs in the
+// background with its own standard input closed (as root, Open MPI's two variables allow it). A reader
+// takes ssh's standard input: "alive" marks the run folder's .alive, "cancel" or the input's end (Loom or
+// ssh gone) stops the job. A watchdog stops it when no "alive" came for WATCHDOG seconds: with the link
+// down, sshd may not notice for hours. Stopping is SIGUSR1 (mpirun passes it to every rank, which finishes
+// its step, saves and stops), SIGTERM after the grace period, SIGKILL 2 s later. The loops sleep 1 s at a
+// time, so nothing of the script outlives mpirun by more than a second.
+const char* kHeadScript
+    = "dir=$1; layout=$2; hosts=$3; grace=$4; alive=$5; shift 5\n"
+      "mkdir -p -- \"$dir\" && printf %s \"$layout\" | base64 -d > \"$dir/layout.json\" &&"
+      " printf %s \"$hosts\" | base64 -d > \"$dir/hostfile\" ||"
+      " { echo \"loom: cannot write the run folder $dir on $(hostname)\" >&2; exit 97; }\n"
+      "[ \"$(id -u)\" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n"
+      "exec 3<&0\n"
+      ": > \"$dir/.alive\"\n"
+      "\"$@\" </dev/null 3<&- &\n"
+      "pid=$!\n"
+      "waitfor() { i=0; while [ $i -lt $1 ] && kill -0 $pid 2>/dev/null; do sleep 1; i=$((i+1)); done; }\n"
+      "stop() { kill -USR1 $pid 2>/dev/null; waitfor $grace; kill -TERM $pid 2>/dev/null; waitfor 2;"
+      " kill -KILL $pid 2>/dev/null; }\n"
+      "( while read line <&3; do [ \"$line\" = cancel ] && break; : > \"$dir/.alive\"; done; stop ) &\n"
+      "watcher=$!\n"
+      "( n=0; while kill -0 $pid 2>/dev/null; do sleep 1;"
+      " if [ -e \"$dir/.alive\" ]; then rm -f \"$dir/.alive\"; n=0; else n=$((n+1)); fi;"
+      " if [ $n -ge $alive ]; then echo \"loom: no word from Loom for $alive s (the link to it is down);"
+      " stopping the job on $(hostname)\" >&2; stop; break; fi; done ) 3<&- &\n"
+      "watchdog=$!\n"
+      "wait $pid; rc=$?\n"
+      "kill $watcher $watchdog 2>/dev/null\n"
+      "rm -f \"$dir/.alive\"\n"
+      "exit $rc\n";
 
 QString tasksPerNode(const plan::Layout& layout)
 {
@@ -54,6 +69,49 @@ QString clusterEngine(const LaunchRequest& request)
 {
     const auto& e = request.layout.cluster.launch.engine;
     return e.empty() ? request.engine : QString::fromStdString(e);
+}
+
+// Open MPI hands the values of its MCA parameters (plm_rsh_args, orte_output_filename) to the shell of every
+// other host, on orted's command line, in double quotes at best: a `$(…)` there would run. So only plain
+// words (those shellQuote leaves as they are) go that way.
+bool passesThroughMpirun(const QString& word)
+{
+    return !word.isEmpty() && shellQuote(word) == word;
+}
+
+// The head node's mpirun reaches the other hosts by ssh with the settings Loom's own ssh uses: BatchMode, a
+// ConnectTimeout (a silent host fails in 10 s, not after the system's 2 minutes) and the profile's
+// ssh_options. Open MPI splits plm_rsh_args at spaces, so an option with a space in it stays out; a profile
+// that sets plm_rsh_args itself keeps its own.
+QStringList headNodeSshArgs(const plan::LaunchSpec& l)
+{
+    for (const auto& o : l.mpirunOptions)
+        if (QString::fromStdString(o).contains(QLatin1String("plm_rsh_args")))
+            return {};
+    QStringList words { QStringLiteral("-o"), QStringLiteral("BatchMode=yes"), QStringLiteral("-o"),
+        QStringLiteral("ConnectTimeout=10") };
+    const QStringList options = asList(l.sshOptions);
+    for (qsizetype i = 0; i < options.size(); ++i) {
+        // ssh's options that take a value (ssh(1)) go with it, or not at all: never a flag without its value.
+        const QString& o = options[i];
+        const bool takesValue = o.size() == 2 && o[0] == QLatin1Char('-')
+            && QStringLiteral("BbcDEeFIiJLlmOopQRSWw").contains(o[1]) && i + 1 < options.size();
+        const QStringList option = takesValue ? QStringList { o, options[++i] } : QStringList { o };
+        if (std::all_of(option.begin(), option.end(), passesThroughMpirun))
+            words << option;
+    }
+    return { QStringLiteral("--mca"), QStringLiteral("plm_rsh_args"), words.join(QLatin1Char(' ')) };
+}
+
+// Variables of Loom's environment that the ranks on other hosts need too (mpirun -x): the collectives'
+// timeout (docs/launcher.md).
+QStringList forwardedVariables()
+{
+    QStringList out;
+    for (const char* name : { "LOOM_COMM_TIMEOUT_S" })
+        if (const QString v = qEnvironmentVariable(name); passesThroughMpirun(v))
+            out << QStringLiteral("-x") << QString::fromLatin1(name) + QLatin1Char('=') + v;
+    return out;
 }
 
 QStringList rootFlag()
@@ -89,8 +147,15 @@ QStringList engineArgs(const LaunchRequest& request, const QString& engine, cons
         a << QStringLiteral("--checkpoint-dir") << request.checkpointDir;
         if (request.checkpointEvery > 0)
             a << QStringLiteral("--checkpoint-every") << QString::number(request.checkpointEvery);
+        // The folder may be on the cluster: the engine, which sees it, refuses one in use unless resumed.
+        a << (request.resume ? QStringLiteral("--resume") : QStringLiteral("--new-checkpoint-dir"));
     }
     return a;
+}
+
+QString rankLogDir(const QString& runDir)
+{
+    return runDir + QStringLiteral("/logs");
 }
 
 Command localCommand(const LaunchRequest& request, const QString& layoutFile)
@@ -101,6 +166,7 @@ Command localCommand(const LaunchRequest& request, const QString& layoutFile)
          << QStringLiteral("none");
     if (!request.shmDir.isEmpty())
         args << QStringLiteral("--mca") << QStringLiteral("btl_vader_backing_directory") << request.shmDir;
+    args << QStringLiteral("--output-filename") << rankLogDir(request.workDir);
     args << engineArgs(request, request.engine, layoutFile);
     return { request.mpirun, args };
 }
@@ -171,21 +237,46 @@ Command sshCommand(const LaunchRequest& request, const QString& layoutJson, cons
         *error = QStringLiteral("the head node \"%1\" cannot start with '-'; write a host name").arg(head);
         return {};
     }
-    const QString runDir = (l.runDir.empty() ? QStringLiteral("loom-runs") : QString::fromStdString(l.runDir))
-        + QLatin1Char('/') + runFolder;
+    const QString runDir = remoteRunDir(request, runFolder);
     QStringList mpirun { QString::fromStdString(l.mpirun) };
-    mpirun << asList(l.mpirunOptions) << QStringLiteral("-np") << QString::number(request.layout.parallel.worldSize())
+    mpirun << headNodeSshArgs(l) << asList(l.mpirunOptions) << forwardedVariables();
+    if (keepsRankLogs(request, runFolder))
+        mpirun << QStringLiteral("--output-filename") << rankLogDir(runDir);
+    mpirun << QStringLiteral("-np") << QString::number(request.layout.parallel.worldSize())
            << QStringLiteral("--hostfile") << runDir + QStringLiteral("/hostfile") << QStringLiteral("--bind-to")
            << QStringLiteral("none")
            << engineArgs(request, clusterEngine(request), runDir + QStringLiteral("/layout.json"));
     QStringList remote { QStringLiteral("sh"), QStringLiteral("-c"), QString::fromLatin1(kHeadScript),
         QStringLiteral("loom-run"), runDir, QString::fromLatin1(layoutJson.toUtf8().toBase64()),
-        QString::fromLatin1(hosts.toUtf8().toBase64()), QString::number(static_cast<int>(request.cancelGraceSeconds)) };
+        QString::fromLatin1(hosts.toUtf8().toBase64()), QString::number(static_cast<int>(request.cancelGraceSeconds)),
+        QString::number(sshWatchdogSeconds(request)) };
     remote << mpirun;
     QStringList args { QStringLiteral("-o"), QStringLiteral("BatchMode=yes"), QStringLiteral("-o"),
         QStringLiteral("ConnectTimeout=10"), QStringLiteral("-o"), QStringLiteral("ServerAliveInterval=15") };
     args << asList(l.sshOptions) << QStringLiteral("--") << head << shellJoin(remote);
     return { QStringLiteral("ssh"), args };
+}
+
+QString remoteRunDir(const LaunchRequest& request, const QString& runFolder)
+{
+    const plan::LaunchSpec& l = request.layout.cluster.launch;
+    return (l.runDir.empty() ? QStringLiteral("loom-runs") : QString::fromStdString(l.runDir)) + QLatin1Char('/')
+        + runFolder;
+}
+
+bool keepsRankLogs(const LaunchRequest& request, const QString& runFolder)
+{
+    return passesThroughMpirun(rankLogDir(remoteRunDir(request, runFolder)));
+}
+
+int sshWatchdogSeconds(const LaunchRequest& request)
+{
+    return std::max(4, static_cast<int>(request.progressTimeoutSeconds / 2));
+}
+
+int sshHeartbeatSeconds(const LaunchRequest& request)
+{
+    return std::clamp(sshWatchdogSeconds(request) / 3, 1, 15);
 }
 
 QString sbatchScript(const LaunchRequest& request, const QString& layoutFile)
@@ -205,8 +296,9 @@ QString sbatchScript(const LaunchRequest& request, const QString& layoutFile)
     if (plan::isSlurmPartition(l.partition))
         s += QStringLiteral("#SBATCH --partition=%1\n").arg(QString::fromStdString(l.partition));
     QStringList mpirun { QString::fromStdString(l.mpirun) };
-    mpirun << rootFlag() << asList(l.mpirunOptions) << QStringLiteral("-np")
-           << QString::number(layout.parallel.worldSize()) << QStringLiteral("--bind-to") << QStringLiteral("none")
+    mpirun << rootFlag() << asList(l.mpirunOptions) << QStringLiteral("--output-filename")
+           << rankLogDir(request.workDir) << QStringLiteral("-np") << QString::number(layout.parallel.worldSize())
+           << QStringLiteral("--bind-to") << QStringLiteral("none")
            << engineArgs(request, clusterEngine(request), layoutFile);
     s += QStringLiteral("exec ") + shellJoin(mpirun) + QLatin1Char('\n');
     return s;

@@ -18,6 +18,9 @@ struct LaunchRequest {
     QString workDir; // the run's folder here: its layout file and output
     QString checkpointDir; // empty: no checkpoints
     std::int64_t checkpointEvery = 0;
+    // Continue from checkpointDir's `latest` (loom run --resume). Without it the engine refuses a folder that
+    // already holds a checkpoint (--new-checkpoint-dir), so an earlier run's steps are never overwritten.
+    bool resume = false;
     double progressTimeoutSeconds = 300; // no frame for this long: the run is stuck
     double cancelGraceSeconds = 10; // SIGTERM, then SIGKILL after this
     std::int64_t maxLocalRanks = 0; // local runs start at most this many ranks; 0: defaultMaxLocalRanks()
@@ -66,8 +69,13 @@ QString newRunFolder(const QString& storePath);
 QString shellQuote(const QString& word);
 QString shellJoin(const QStringList& words);
 
-// The engine's own arguments: ENGINE --layout FILE --steps N --stream [--checkpoint-dir D --checkpoint-every K].
+// The engine's own arguments: ENGINE --layout FILE --steps N --stream [--checkpoint-dir D --checkpoint-every K
+// (--resume | --new-checkpoint-dir)].
 QStringList engineArgs(const LaunchRequest& request, const QString& engine, const QString& layoutFile);
+
+// Where mpirun keeps each rank's output in the run folder `runDir`: Open MPI writes
+// <runDir>/logs/1/rank.N/stdout and stderr (--output-filename) and still passes it all on to Loom.
+QString rankLogDir(const QString& runDir);
 
 // mpirun on this machine.
 Command localCommand(const LaunchRequest& request, const QString& layoutFile);
@@ -95,10 +103,23 @@ std::vector<RankCommand> localRankCommands(
 QString hostfile(const plan::Layout& layout, QString* error);
 
 // ssh to the head node, where a small fixed sh script writes the layout and the hostfile into the run folder
-// and runs mpirun; every value reaches that script as a quoted positional argument. A line on ssh's
-// standard input (or its end, when Loom dies) makes the script SIGTERM mpirun, then SIGKILL it after the
-// grace period. `runFolder` is the run's folder name under launch.run_dir.
+// and runs mpirun; every value reaches that script as a quoted positional argument. "cancel" on ssh's
+// standard input (or its end, when Loom dies) makes the script send mpirun SIGUSR1, which mpirun passes to
+// every rank (they finish their step, save a checkpoint and stop), then SIGTERM and SIGKILL after the
+// grace period. Loom writes "alive" every sshHeartbeatSeconds(); when none arrives for
+// sshWatchdogSeconds() (the link or Loom is gone while sshd has not noticed) the script stops the job the
+// same way. mpirun's own ssh to the other hosts gets BatchMode, a ConnectTimeout and the profile's
+// ssh_options (plm_rsh_args). `runFolder` is the run's folder name under launch.run_dir.
 Command sshCommand(const LaunchRequest& request, const QString& layoutJson, const QString& runFolder, QString* error);
+// The run's folder on the head node: launch.run_dir (default loom-runs, under the home folder)/runFolder.
+QString remoteRunDir(const LaunchRequest& request, const QString& runFolder);
+// Over ssh: whether mpirun keeps each rank's output in the run folder. Not when that folder's path holds
+// characters a shell would read (Open MPI passes it to the other hosts' shells, where `$(…)` would run).
+bool keepsRankLogs(const LaunchRequest& request, const QString& runFolder);
+// The head node's watchdog: half the progress timeout (at least 4 s), so a lost link ends the job within it.
+int sshWatchdogSeconds(const LaunchRequest& request);
+// How often Loom tells the head node it is there: a third of the watchdog's time, at most 15 s.
+int sshHeartbeatSeconds(const LaunchRequest& request);
 
 // The batch script for sbatch: #SBATCH lines from the layout (nodes, tasks per node, GPUs per node) and the
 // profile (time limit, partition), then mpirun of the engine, each word quoted.

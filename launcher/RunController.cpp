@@ -57,7 +57,10 @@ bool RunController::isRunning() const
 qint64 RunController::start(const LaunchRequest& request)
 {
     m_request = request;
-    m_cancelling = m_ended = m_sawEnd = m_progressTimedOut = m_jobRunning = false;
+    m_cancelling = m_ended = m_sawEnd = m_progressTimedOut = m_jobRunning = m_started = m_warnedNeverRuns = false;
+    m_jobState.clear();
+    m_jobReason.clear();
+    m_tailLine.clear();
     m_steps = 0;
     m_badFrames = 0;
     m_errorCause.clear();
@@ -113,7 +116,10 @@ qint64 RunController::start(const LaunchRequest& request)
     // Over ssh the last argument is the whole remote script: store a shorter form of it.
     QStringList shown = m_command;
     if (m_mode == Mode::Ssh && !shown.isEmpty())
-        shown.last() = QStringLiteral("<head-node script running mpirun>");
+        shown.last() = keepsRankLogs(request, QFileInfo(request.workDir).fileName())
+            ? QStringLiteral("<head-node script running mpirun, each rank's output in %1>")
+                  .arg(rankLogDir(remoteRunDir(request, QFileInfo(request.workDir).fileName())))
+            : QStringLiteral("<head-node script running mpirun; no rank logs: run_dir holds characters a shell reads>");
     m_run = m_store ? m_store->startRun(QString::fromStdString(request.layout.name), layoutJson,
                 QString::fromStdString(request.layout.cluster.name), shown.join(QLatin1Char(' ')))
                     : 0;
@@ -130,7 +136,9 @@ qint64 RunController::start(const LaunchRequest& request)
         return m_run;
     }
     m_sinceFrame.start();
+    m_sinceHeartbeat.start();
     m_watchdog.start();
+    m_started = true;
     if (m_mode == Mode::Sbatch)
         startSbatch(layoutFile);
     else if (m_mode == Mode::Ranks)
@@ -203,103 +211,6 @@ void RunController::startProcess(const Command& command)
     m_process->start(command.program, command.args);
     if (m_process->waitForStarted(10000))
         m_pgid = m_process->processId();
-}
-
-void RunController::startSbatch(const QString& layoutFile)
-{
-    const QString script = QDir(m_request.workDir).filePath(QStringLiteral("job.sbatch"));
-    m_jobOutput = QDir(m_request.workDir).filePath(QStringLiteral("job.out"));
-    QFile f(script);
-    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)
-        || f.write(sbatchScript(m_request, layoutFile).toUtf8()) < 0) {
-        end(profiles::RunState::Failed, QStringLiteral("cannot write %1: %2").arg(script, f.errorString()));
-        return;
-    }
-    f.close();
-    QProcess sbatch;
-    sbatch.start(m_command.first(), m_command.mid(1));
-    if (!sbatch.waitForStarted(10000)) {
-        end(profiles::RunState::Failed,
-            QStringLiteral("sbatch could not be started (%1); install slurm-client (installer/bootstrap.sh)")
-                .arg(sbatch.errorString()));
-        return;
-    }
-    sbatch.waitForFinished(60000);
-    const QString out = QString::fromUtf8(sbatch.readAllStandardOutput()).trimmed();
-    const QString err = QString::fromUtf8(sbatch.readAllStandardError()).trimmed();
-    m_jobId = out.section(QLatin1Char(';'), 0, 0);
-    bool numeric = false;
-    m_jobId.toLongLong(&numeric);
-    if (sbatch.exitStatus() != QProcess::NormalExit || sbatch.exitCode() != 0 || !numeric) {
-        m_tail += err + QLatin1Char('\n');
-        end(profiles::RunState::Failed,
-            QStringLiteral("sbatch refused the job: %1")
-                .arg(err.isEmpty() ? QStringLiteral("exit code %1").arg(sbatch.exitCode())
-                                   : err.section(QLatin1Char('\n'), -1)));
-        return;
-    }
-    m_tail += QStringLiteral("loom: submitted Slurm job %1\n").arg(m_jobId);
-    try {
-        if (m_store && m_run)
-            m_store->setCommand(
-                m_run, m_command.join(QLatin1Char(' ')) + QStringLiteral("  (Slurm job %1)").arg(m_jobId));
-    } catch (const std::exception& e) {
-        storeFailed(QString::fromUtf8(e.what()));
-    }
-    m_jobPoll.setInterval(1000);
-    connect(&m_jobPoll, &QTimer::timeout, this, &RunController::pollJob, Qt::UniqueConnection);
-    m_jobPoll.start();
-}
-
-void RunController::pollJob()
-{
-    QFile out(m_jobOutput);
-    if (out.open(QIODevice::ReadOnly) && out.size() > m_jobOffset) {
-        out.seek(m_jobOffset);
-        const QByteArray chunk = out.readAll();
-        m_jobOffset += chunk.size();
-        feed(chunk);
-    }
-    QProcess scontrol;
-    scontrol.start(
-        QStringLiteral("scontrol"), { QStringLiteral("show"), QStringLiteral("job"), QStringLiteral("-o"), m_jobId });
-    if (!scontrol.waitForFinished(10000))
-        return; // the controller is busy: ask again next time
-    const QString text = QString::fromUtf8(scontrol.readAllStandardOutput() + scontrol.readAllStandardError());
-    static const QRegularExpression stateRe(QStringLiteral("JobState=(\\S+)"));
-    static const QRegularExpression exitRe(QStringLiteral("\\bExitCode=(\\d+):(\\d+)"));
-    static const QRegularExpression reasonRe(QStringLiteral("\\bReason=(\\S+)"));
-    const QString state = stateRe.match(text).captured(1);
-    if (state.isEmpty() && !text.contains(QLatin1String("Invalid job id")))
-        return;
-    if (state == QLatin1String("RUNNING") && !m_jobRunning) {
-        m_jobRunning = true;
-        m_sinceFrame.restart(); // waiting in the queue is not a lack of progress
-    }
-    if (state == QLatin1String("PENDING") || state == QLatin1String("RUNNING") || state == QLatin1String("CONFIGURING")
-        || state == QLatin1String("COMPLETING") || state == QLatin1String("SUSPENDED")
-        || state == QLatin1String("REQUEUED"))
-        return;
-    // The job is over: read what is left of its output, then decide.
-    if (out.isOpen() || out.open(QIODevice::ReadOnly)) {
-        out.seek(m_jobOffset);
-        const QByteArray rest = out.readAll();
-        m_jobOffset += rest.size();
-        feed(rest);
-    }
-    m_jobPoll.stop();
-    const auto exit = exitRe.match(text);
-    if (endIfStopped()) {
-    } else if ((state == QLatin1String("COMPLETED") || state.isEmpty()) && m_sawEnd) {
-        end(profiles::RunState::Finished, {});
-    } else {
-        QString cause = failureCause();
-        if (cause.isEmpty())
-            cause = QStringLiteral("Slurm job %1 ended %2 (exit code %3, reason %4)")
-                        .arg(m_jobId, state.isEmpty() ? QStringLiteral("without a trace") : state,
-                            exit.hasMatch() ? exit.captured(1) : QStringLiteral("?"), reasonRe.match(text).captured(1));
-        end(profiles::RunState::Failed, cause);
-    }
 }
 
 void RunController::signalJob(int signal)
@@ -397,24 +308,23 @@ void RunController::stopJob()
     case Mode::Ranks: // each rank finishes its step and stops
         m_ranks->signalAll(SIGTERM);
         break;
-    case Mode::Ssh: // the head node's script SIGTERMs mpirun, then SIGKILLs it after the grace period
+    case Mode::Ssh: // the head node's script: SIGUSR1 to mpirun (passed to the ranks), SIGTERM, SIGKILL
         m_process->write("cancel\n");
         break;
-    case Mode::Srun: // srun passes SIGTERM on to every task
-        ::kill(static_cast<pid_t>(m_pgid), SIGTERM);
-        break;
-    case Mode::Sbatch: {
-        QProcess::execute(
-            QStringLiteral("scancel"), { QStringLiteral("--full"), QStringLiteral("--signal=TERM"), m_jobId });
+    case Mode::Srun: // srun passes SIGUSR1 on to every task (on SIGTERM it would end the step at once)
+        ::kill(static_cast<pid_t>(m_pgid), SIGUSR1);
         QTimer::singleShot(static_cast<int>(m_request.cancelGraceSeconds * 1000), this, [this] {
-            if (!m_ended)
-                QProcess::execute(QStringLiteral("scancel"), { m_jobId });
+            if (isRunning())
+                ::kill(static_cast<pid_t>(m_pgid), SIGTERM);
         });
+        break;
+    case Mode::Sbatch:
+        cancelJob();
         return;
     }
-    }
-    // Over ssh the head node has its own grace period: give it time to report before ssh goes.
-    const double grace = m_request.cancelGraceSeconds + (m_mode == Mode::Ssh ? 5 : 0);
+    // Over ssh the head node has its own grace period (SIGUSR1, SIGTERM, SIGKILL): give it time to report
+    // before ssh goes; srun gets SIGTERM first, above.
+    const double grace = m_request.cancelGraceSeconds + (m_mode == Mode::Ssh ? 5 : m_mode == Mode::Srun ? 3 : 0);
     QTimer::singleShot(static_cast<int>(grace * 1000), this, [this] {
         if (isRunning())
             signalJob(SIGKILL);
@@ -433,8 +343,9 @@ void RunController::handleFrame(const trace::Frame& frame)
         return;
     }
     switch (trace::typeOf(typed)) {
-    case trace::FrameType::Run:
-        break; // the launcher wrote the layout itself; nothing here it does not know
+    case trace::FrameType::Run: // the launcher wrote the layout itself; only where the run starts is news
+        runFrame(std::get<trace::RunFrame>(typed));
+        break;
     case trace::FrameType::Groups:
         emit groupsReceived(std::get<trace::GroupsFrame>(typed).groups);
         break;
@@ -506,11 +417,7 @@ void RunController::readOutput()
 void RunController::feed(const QByteArray& chunk)
 {
     m_reader.feed(std::string_view(chunk.constData(), static_cast<std::size_t>(chunk.size())));
-    for (const QString& line : QString::fromUtf8(chunk).split(QLatin1Char('\n')))
-        if (!line.startsWith(QChar(0x1e)) && !line.isEmpty())
-            m_tail += line.left(400) + QLatin1Char('\n');
-    if (m_tail.size() > 6000)
-        m_tail = m_tail.right(4000);
+    addToTail(chunk);
     trace::Frame frame;
     while (m_reader.next(frame)) {
         try {
@@ -521,8 +428,67 @@ void RunController::feed(const QByteArray& chunk)
     }
 }
 
+void RunController::addToTail(const QByteArray& chunk)
+{
+    // Whole lines only: a frame that the pipe cut in two would otherwise leave its second half (JSON, CRC)
+    // in the failure's tail as if it were a message.
+    m_tailLine += chunk;
+    const qsizetype lastBreak = m_tailLine.lastIndexOf('\n');
+    if (lastBreak >= 0) {
+        for (const QByteArray& line : m_tailLine.left(lastBreak).split('\n'))
+            if (!line.isEmpty() && !line.startsWith('\x1e'))
+                m_tail += QString::fromUtf8(line.left(400)) + QLatin1Char('\n');
+        m_tailLine.remove(0, lastBreak + 1);
+    }
+    if (m_tailLine.size() > 4096 && !m_tailLine.startsWith('\x1e')) // a long line without an end: keep its start
+        m_tail += QString::fromUtf8(std::exchange(m_tailLine, QByteArray()).left(400)) + QLatin1Char('\n');
+    else if (m_tailLine.size() > 4096)
+        m_tailLine.clear(); // the rest of an over-long frame is not text either
+    if (m_tail.size() > 6000)
+        m_tail = m_tail.right(4000);
+}
+
+void RunController::runFrame(const trace::RunFrame& frame)
+{
+    if (frame.firstStep <= 1 || !m_request.resume)
+        return;
+    // A continuation: name the run whose checkpoint it starts from (the newest run with a checkpoint of
+    // that step in this folder), on record in the run's command.
+    const qint64 after = frame.firstStep - 1;
+    qint64 earlier = 0;
+    try {
+        if (m_store && m_run)
+            for (const auto& r : m_store->runs())
+                if (r.id != m_run)
+                    for (const auto& c : m_store->checkpoints(r.id))
+                        if (c.step == after && c.path.startsWith(m_request.checkpointDir))
+                            earlier = r.id;
+        const QString said = earlier > 0
+            ? QStringLiteral("continues run %1 from its checkpoint at step %2").arg(earlier).arg(after)
+            : QStringLiteral("continues from the checkpoint at step %1 in %2").arg(after).arg(m_request.checkpointDir);
+        m_tail += QStringLiteral("loom: this run %1\n").arg(said);
+        if (m_store && m_run)
+            m_store->setCommand(m_run, m_command.join(QLatin1Char(' ')) + QStringLiteral("  (%1)").arg(said));
+        emit notice(QStringLiteral("this run ") + said);
+    } catch (const std::exception& e) {
+        storeFailed(QString::fromUtf8(e.what()));
+    }
+}
+
+void RunController::heartbeat()
+{
+    // The head node's watchdog stops the job when these stop coming (LaunchCommands.h, sshCommand).
+    if (m_mode != Mode::Ssh || !m_process || m_process->state() != QProcess::Running
+        || m_sinceHeartbeat.elapsed() < sshHeartbeatSeconds(m_request) * 1000)
+        return;
+    m_sinceHeartbeat.restart();
+    if (!m_cancelling)
+        m_process->write("alive\n");
+}
+
 void RunController::checkProgress()
 {
+    heartbeat();
     if (m_ended || m_cancelling || (m_mode == Mode::Sbatch ? !m_jobRunning : !isRunning()))
         return;
     if (m_mode == Mode::Local)
@@ -541,35 +507,6 @@ void RunController::checkProgress()
     }
 }
 
-QString RunController::causeFromLog(const QString& log)
-{
-    static const QRegularExpression died(
-        QStringLiteral("process rank (\\d+) with PID \\d+ on node (\\S+) exited on signal (\\d+)"));
-    static const QRegularExpression rankError(QStringLiteral("loom-train: rank (\\d+): ([^\\n]+)"));
-    static const QRegularExpression layoutError(QStringLiteral("loom-train: (the layout[^\\n]+)"));
-    static const QRegularExpression folder(QStringLiteral("loom: (cannot write the run folder [^\\n]+)"));
-    static const QRegularExpression daemons(
-        QStringLiteral("ORTE was unable to reliably start one or more daemons|"
-                       "ORTE does not know how to route|An ORTE daemon has unexpectedly failed"));
-    static const QRegularExpression missing(
-        QStringLiteral("was unable to find the executable|could not access or execute"));
-    if (auto m = died.match(log); m.hasMatch())
-        return QStringLiteral("rank %1 died (signal %3 on node %2)").arg(m.captured(1), m.captured(2), m.captured(3));
-    if (auto m = rankError.match(log); m.hasMatch())
-        return QStringLiteral("rank %1 failed: %2").arg(m.captured(1), m.captured(2));
-    if (auto m = layoutError.match(log); m.hasMatch())
-        return m.captured(1);
-    if (auto m = folder.match(log); m.hasMatch())
-        return m.captured(1);
-    if (daemons.match(log).hasMatch())
-        return QStringLiteral(
-            "mpirun could not start its daemon on every host; check that the head node reaches each host "
-            "by ssh without a password");
-    if (missing.match(log).hasMatch())
-        return QStringLiteral("mpirun could not find or run the engine");
-    return {};
-}
-
 void RunController::processFinished(int exitCode, QProcess::ExitStatus status)
 {
     readOutput();
@@ -580,14 +517,21 @@ void RunController::processFinished(int exitCode, QProcess::ExitStatus status)
         return;
     }
     QString cause = failureCause();
-    if (m_mode == Mode::Ssh && status == QProcess::NormalExit && exitCode == 255 && cause.isEmpty()) {
+    const QString head = m_command.value(m_command.indexOf(QStringLiteral("--")) + 1);
+    // What the log says about ssh to the head node itself is Loom's own ssh failing, not mpirun's.
+    const bool aboutHead = cause.startsWith(QStringLiteral("host %1 ").arg(head))
+        || cause.contains(QStringLiteral(" host %1 by ssh").arg(head.section(QLatin1Char('@'), -1)));
+    if (m_mode == Mode::Ssh && status == QProcess::NormalExit && exitCode == 255 && (cause.isEmpty() || aboutHead)) {
         // ssh's own failure: its last message says why (connection refused, timed out, no route, key refused)
         QString why;
         for (const QString& line : m_tail.split(QLatin1Char('\n'), Qt::SkipEmptyParts))
             if (!line.startsWith(QLatin1String("loom:")))
                 why = line.trimmed();
-        const QString head = m_command.value(m_command.indexOf(QStringLiteral("--")) + 1);
         cause = QStringLiteral("ssh to %1 failed: %2").arg(head, why.isEmpty() ? QStringLiteral("exit code 255") : why);
+        if (m_steps > 0) // the link went down mid-run: the head node's watchdog ends the job
+            cause += QStringLiteral(
+                "; the job on the cluster stops itself within %1 s of Loom's last word (its watchdog)")
+                         .arg(sshWatchdogSeconds(m_request));
     }
     if (cause.isEmpty())
         cause = status == QProcess::CrashExit

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "engine/trace/TelemetryFrames.h"
 #include "engine/trace/TelemetryStream.h"
 #include "launcher/LaunchCommands.h"
 #include "launcher/LocalRanks.h"
@@ -20,8 +21,11 @@ namespace loom::launcher {
 // steps, events and checkpoints in the run store, and reports progress, failure (with its cause in one
 // sentence and the log's tail) and cancellation. A gloo layout on this machine needs no mpirun: its ranks are
 // started here, one process each (LocalRanks), with the same cancel, failure and clean-up. Local jobs run in their own
-// process group, so cancel reaches every rank: SIGTERM first (ranks finish their step and stop), SIGKILL after the
-// grace period; over ssh a line on ssh's input makes the head node do the same; under Slurm it is scancel.
+// process group, so cancel reaches every rank: SIGTERM first (ranks finish their step, save and stop), SIGKILL after
+// the grace period. Remote launchers kill their ranks on SIGTERM, so there the first signal is SIGUSR1, which mpirun
+// and srun pass on to every rank: over ssh a line on ssh's input makes the head node send it to mpirun, under
+// srun Loom sends it to srun, under sbatch it is `scancel --batch --signal=USR1` (a job still pending is simply
+// scancelled).
 class RunController : public QObject {
     Q_OBJECT
 public:
@@ -31,7 +35,13 @@ public:
     // Returns the run's id in the store; 0 when nothing could start (finished() has been emitted then).
     qint64 start(const LaunchRequest& request);
     void cancel();
+    // Whether processes of the run are running on this machine (mpirun, ssh, srun or the ranks).
     bool isRunning() const;
+    // Whether the run has started and not ended: also while a Slurm job waits in the queue or runs under
+    // sbatch, where nothing of it runs here.
+    bool isActive() const { return m_started && !m_ended; }
+    // The Slurm job's id once sbatch accepted it; empty otherwise.
+    QString jobId() const { return m_jobId; }
     QStringList command() const { return m_command; }
 
     // The sentence for a failed run's log: "rank 2 died (signal 9 on node vm)", or nothing recognised.
@@ -49,6 +59,11 @@ signals:
     void checkpointSaved(qint64 step, const QString& path);
     // The store could not record a step, events or a checkpoint: the run is being stopped and will fail.
     void recordFailed(const QString& cause);
+    // Slurm (sbatch): the job's id at submission, then each change of its state and reason ("PENDING",
+    // "Resources"; "RUNNING", "None").
+    void jobStateChanged(const QString& jobId, const QString& state, const QString& reason);
+    // A line for the user while the run goes on: a job Slurm says can never start, a resumed run.
+    void notice(const QString& text);
     // state: Finished, Failed or Cancelled.
     void finished(loom::profiles::RunState state, const QString& cause, const QString& logTail);
 
@@ -59,6 +74,13 @@ private:
     void ranksFinished(int failedRank, const QString& cause);
     void startSbatch(const QString& layoutFile);
     void pollJob();
+    void jobStateSeen(const QString& state, const QString& reason);
+    void cancelJob(); // sbatch: scancel, without waiting for it
+    // Runs `scancel ARGS JOB` in the background; `done` gets its exit code (-1 when it could not run).
+    void scancel(const QStringList& args, std::function<void(int)> done = {});
+    void runFrame(const trace::RunFrame& frame);
+    void heartbeat();
+    void addToTail(const QByteArray& chunk);
     void feed(const QByteArray& chunk);
     void readOutput();
     void processFinished(int exitCode, QProcess::ExitStatus status);
@@ -88,6 +110,11 @@ private:
     QString m_jobOutput; // Slurm: the job's output file, followed
     qint64 m_jobOffset = 0;
     bool m_jobRunning = false;
+    QString m_jobState, m_jobReason; // as scontrol said last
+    bool m_warnedNeverRuns = false;
+    bool m_started = false;
+    QByteArray m_tailLine; // the last output's unfinished line (a frame cut by the pipe is not text)
+    QElapsedTimer m_sinceHeartbeat; // ssh: since the last "alive" to the head node
     QTimer m_jobPoll;
     qint64 m_run = 0;
     qint64 m_steps = 0;

@@ -24,7 +24,7 @@ RunMonitor::RunMonitor(profiles::Store* store, QObject* parent)
 
 RunMonitor::~RunMonitor()
 {
-    if (m_controller && m_controller->isRunning())
+    if (m_controller && m_controller->isActive())
         m_controller->cancel();
 }
 
@@ -35,7 +35,8 @@ QString RunMonitor::enginePath()
 
 bool RunMonitor::running() const
 {
-    return m_controller && m_controller->isRunning();
+    // Active, not only running here: a Slurm job (sbatch) runs on the cluster while nothing of it runs here.
+    return m_controller && m_controller->isActive();
 }
 
 void RunMonitor::clear()
@@ -49,6 +50,7 @@ void RunMonitor::clear()
     m_timeline->clear();
     m_run = 0;
     m_total = 0;
+    m_statsEvents = 0;
 }
 
 void RunMonitor::setLayout(const plan::Layout& layout)
@@ -77,7 +79,10 @@ qint64 RunMonitor::start(const plan::Layout& layout, qint64 steps, QString* erro
         return 0;
     }
     const QString engine = enginePath();
-    if (!QFileInfo(engine).isExecutable()) {
+    // Over ssh or Slurm the engine is on the cluster (launch.engine): only a local run needs it here.
+    const std::string& method = layout.cluster.launch.method;
+    const bool here = method.empty() || method == "local";
+    if (here && !QFileInfo(engine).isExecutable()) {
         if (error)
             *error = tr("The training engine %1 is missing; build it (cmake --build) or set LOOM_TRAIN.").arg(engine);
         return 0;
@@ -97,6 +102,13 @@ qint64 RunMonitor::start(const plan::Layout& layout, qint64 steps, QString* erro
     connect(m_controller.get(), &launcher::RunController::groupsReceived, this,
         [this](const std::vector<trace::GroupInfo>& groups) { m_timeline->addGroups(groups); });
     connect(m_controller.get(), &launcher::RunController::eventsReceived, this, &RunMonitor::addEvents);
+    connect(m_controller.get(), &launcher::RunController::jobStateChanged, this,
+        [this](const QString& job, const QString& state, const QString& reason) {
+            emit remoteStatus(state == QLatin1String("SUBMITTED") ? tr("Submitted Slurm job %1.").arg(job)
+                    : state == QLatin1String("PENDING")           ? tr("Slurm job %1 is PENDING (%2).").arg(job, reason)
+                                                                  : tr("Slurm job %1 is %2.").arg(job, state));
+        });
+    connect(m_controller.get(), &launcher::RunController::notice, this, &RunMonitor::remoteStatus);
     connect(m_controller.get(), &launcher::RunController::finished, this,
         [this](profiles::RunState state, const QString& cause, const QString& tail) {
             m_state = state;
@@ -234,11 +246,16 @@ void RunMonitor::updateStats()
     const auto& events = m_timeline->timeline().events();
     if (events.empty())
         return;
-    // The statistics re-read every event: on big runs, refresh them every tenth step, and above two
-    // million events only when the run ends, so the window keeps its pace.
+    // The statistics re-read every event: while the run goes on, refresh them only when the events have grown
+    // by a tenth since the last time (so all refreshes together cost about ten passes over the final events,
+    // not one pass per step), and above two million events only when the run ends, so the window keeps its
+    // pace over any number of steps.
     const bool live = running();
-    if (live && (events.size() > 2000000 || (events.size() > 200000 && m_steps.size() % 10 != 0)))
+    if (live
+        && (events.size() > 2000000
+            || (m_statsEvents > 0 && events.size() < m_statsEvents + std::max<std::size_t>(m_statsEvents / 10, 2000))))
         return;
+    m_statsEvents = events.size();
     trace::StatsContext context = plan::statsContext(m_layout);
     context.groups = m_timeline->timeline().groups();
     m_stats = trace::computeStats(events, context);

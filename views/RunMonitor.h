@@ -69,6 +69,8 @@ signals:
     // The monitor now shows another run (start or open): views reset.
     void reset();
     void openFailed(const QString& why);
+    // While the run waits or runs elsewhere: "Slurm job 42 is PENDING (Resources)", a job that can never start.
+    void remoteStatus(const QString& text);
 
 private:
     struct Loaded {
@@ -96,6 +98,7 @@ private:
     std::vector<profiles::StepRecord> m_steps;
     trace::BandwidthSeries m_bandwidth;
     trace::TraceStats m_stats;
+    std::size_t m_statsEvents = 0; // the events the statistics were last computed over
     qint64 m_run = 0, m_total = 0;
     bool m_loading = false;
     profiles::RunState m_state = profiles::RunState::Running;

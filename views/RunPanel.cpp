@@ -60,11 +60,18 @@ RunPanel::RunPanel(RunMonitor* monitor, QWidget* parent)
     connect(m_run, &QPushButton::clicked, this, &RunPanel::run);
     connect(m_cancel, &QPushButton::clicked, this, [this] {
         m_monitor->cancel();
-        m_status->setText(tr("Cancelling: SIGTERM sent to every rank…"));
+        m_cancelRequested = m_monitor->running();
+        m_status->setText(tr("Cancelling: every rank finishes its step (and saves a checkpoint when asked to), "
+                             "then stops…"));
     });
     connect(monitor, &RunMonitor::stepAdded, this, &RunPanel::showStep);
+    connect(monitor, &RunMonitor::remoteStatus, this, [this](const QString& text) {
+        if (!m_cancelRequested)
+            m_status->setText(text);
+    });
     connect(monitor, &RunMonitor::finished, this,
         [this](profiles::RunState state, const QString& cause, const QString& tail) {
+            m_cancelRequested = false;
             QString text = tr("Run %1 %2.").arg(m_monitor->runId()).arg(profiles::toString(state));
             if (!cause.isEmpty())
                 text += QLatin1Char(' ') + cause;
@@ -142,6 +149,7 @@ bool RunPanel::run()
         return false;
     }
     QString error;
+    m_cancelRequested = false;
     if (m_monitor->start(m_layout, m_steps->value(), &error) == 0) {
         m_status->setText(tr("Cannot run: %1").arg(error));
         m_status->setStyleSheet(QStringLiteral("color: #C01F1F;"));
@@ -165,6 +173,12 @@ void RunPanel::showStep()
     const qint64 total = m_monitor->totalSteps();
     m_progress->setRange(0, int(total));
     m_progress->setValue(int(s.step));
+    if (m_cancelRequested) { // the ranks are finishing their step: say so, not the ETA of a run that stops
+        m_status->setText(tr("Cancelling run %1: every rank finishes its step, then stops (step %2 done)…")
+                              .arg(m_monitor->runId())
+                              .arg(s.step));
+        return;
+    }
     const double eta = s.stepTimeSeconds * double(std::max<qint64>(0, total - s.step));
     m_status->setText(tr("Run %1: step %2 of %3, loss %4, %5 tokens/s, ETA %6")
                           .arg(m_monitor->runId())

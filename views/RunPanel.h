@@ -43,6 +43,7 @@ private:
     RunMonitor* m_monitor;
     plan::Layout m_layout;
     bool m_valid = false;
+    bool m_cancelRequested = false; // until the run ends, step updates keep saying that it is being cancelled
     QString m_whyNot;
     QString m_engineRefusal; // why loom-train cannot train the valid layout (plan::engineSupport); empty if it can
     QLabel* m_target;

@@ -8,8 +8,11 @@
 #include "profiles/RunStore.h"
 
 #include <QCoreApplication>
+#include <QDir>
+#include <QDirIterator>
 #include <QFile>
 #include <QFileInfo>
+#include <QRegularExpression>
 #include <QTimer>
 
 #include <nlohmann/json.hpp>
@@ -28,7 +31,34 @@ void onInterrupt(int)
     g_interrupted = 1;
 }
 
-// $LOOM_TRAIN, else loom-train beside this loom (build/<preset>/bin, or the install prefix's bin), else on PATH.
+// Each rank's output, where mpirun kept it (--output-filename in the run's command): the files when the
+// folder is on this machine, else where it is on the cluster.
+void printRankLogs(CliContext& context, const QString& command)
+{
+    // mpirun's own option (local runs), the head node's run folder (ssh), sbatch's --chdir (the run folder,
+    // whose job.sbatch runs mpirun --output-filename <run folder>/logs).
+    static const QRegularExpression where(
+        QStringLiteral("--output-filename (\\S+)|each rank's output in (\\S+)>|^sbatch .*--chdir (\\S+) "));
+    const auto m = where.match(command);
+    if (!m.hasMatch())
+        return;
+    const QString dir = !m.captured(1).isEmpty() ? m.captured(1)
+        : !m.captured(2).isEmpty()               ? m.captured(2)
+                                                 : m.captured(3) + QStringLiteral("/logs");
+    QDirIterator files(
+        dir, { QStringLiteral("stdout"), QStringLiteral("stderr") }, QDir::Files, QDirIterator::Subdirectories);
+    QStringList found;
+    while (files.hasNext() && found.size() < 4096)
+        found << files.next();
+    if (found.isEmpty()) {
+        context.out << "  rank logs: " << dir.toStdString() << "/1/rank.N/stdout and stderr (on the cluster)\n";
+        return;
+    }
+    found.sort();
+    for (const QString& f : found)
+        context.out << "  log of " << QFileInfo(f).dir().dirName().toStdString() << " ("
+                    << QFileInfo(f).fileName().toStdString() << "): " << f.toStdString() << "\n";
+}
 } // namespace
 
 int runCommand(CliContext& context, const QStringList& args)
@@ -36,14 +66,17 @@ int runCommand(CliContext& context, const QStringList& args)
     QString file, cluster, checkpointDir;
     qint64 steps = 20, checkpointEvery = 0, maxLocalRanks = 0;
     double timeout = 300;
-    bool ignoreMemory = false;
-    const char* usage = "usage: loom run LAYOUT.json [--steps N] [--cluster NAME] [--progress-timeout S]\n"
-                        "                [--checkpoint-dir DIR [--checkpoint-every N]] [--max-local-ranks N]\n"
-                        "                [--ignore-memory]\n";
+    bool ignoreMemory = false, resume = false;
+    const char* usage
+        = "usage: loom run LAYOUT.json [--steps N] [--cluster NAME] [--progress-timeout S]\n"
+          "                [--checkpoint-dir DIR [--checkpoint-every N] [--resume]] [--max-local-ranks N]\n"
+          "                [--ignore-memory]\n";
     for (int i = 0; i < args.size(); ++i) {
         const bool hasValue = i + 1 < args.size();
         if (args[i] == QLatin1String("--ignore-memory"))
             ignoreMemory = true;
+        else if (args[i] == QLatin1String("--resume"))
+            resume = true;
         else if (args[i] == QLatin1String("--steps") && hasValue)
             steps = args[++i].toLongLong();
         else if (args[i] == QLatin1String("--progress-timeout") && hasValue)
@@ -64,7 +97,7 @@ int runCommand(CliContext& context, const QStringList& args)
         }
     }
     if (file.isEmpty() || steps < 1 || maxLocalRanks < 0 || timeout <= 0 || checkpointEvery < 0
-        || (checkpointEvery > 0 && checkpointDir.isEmpty())) {
+        || ((checkpointEvery > 0 || resume) && checkpointDir.isEmpty())) {
         context.err << usage;
         return ExitUsage;
     }
@@ -117,6 +150,7 @@ int runCommand(CliContext& context, const QStringList& args)
             ? checkpointDir
             : QFileInfo(checkpointDir).absoluteFilePath();
     request.checkpointEvery = checkpointEvery;
+    request.resume = resume;
     launcher::RunController controller(&runs);
     std::optional<profiles::RunState> state;
     QString cause, tail;
@@ -127,6 +161,21 @@ int runCommand(CliContext& context, const QStringList& args)
                 static_cast<long long>(s.step), static_cast<long long>(total), s.loss, s.tokensPerSecond, eta);
             std::fflush(stdout);
         });
+    QObject::connect(&controller, &launcher::RunController::jobStateChanged,
+        [&](const QString& job, const QString& jobState, const QString& reason) {
+            if (jobState == QLatin1String("SUBMITTED"))
+                std::fprintf(stdout, "submitted Slurm job %s (scancel %s stops it if Loom cannot)\n", qPrintable(job),
+                    qPrintable(job));
+            else if (jobState == QLatin1String("PENDING"))
+                std::fprintf(stdout, "Slurm job %s PENDING (%s)\n", qPrintable(job), qPrintable(reason));
+            else if (jobState == QLatin1String("RUNNING"))
+                std::fprintf(stdout, "Slurm job %s RUNNING\n", qPrintable(job));
+            std::fflush(stdout);
+        });
+    QObject::connect(&controller, &launcher::RunController::notice, [&](const QString& text) {
+        std::fprintf(stdout, "\n");
+        context.err << (text.startsWith(QLatin1String("Slurm")) ? "warning: " : "") << text.toStdString() << std::endl;
+    });
     QObject::connect(&controller, &launcher::RunController::recordFailed, [&](const QString& why) {
         std::fprintf(stdout, "\n");
         context.err << "error: " << why.toStdString() << "; stopping the run" << std::endl;
@@ -146,7 +195,8 @@ int runCommand(CliContext& context, const QStringList& args)
     QObject::connect(&poll, &QTimer::timeout, [&] {
         if (g_interrupted) {
             g_interrupted = 0;
-            std::fprintf(stdout, "\ncancelling (SIGTERM to every rank, SIGKILL after 10 s)...\n");
+            std::fprintf(stdout, "\ncancelling (every rank finishes its step%s and stops; killed after 10 s)...\n",
+                request.checkpointDir.isEmpty() ? "" : " and saves a checkpoint");
             controller.cancel();
         }
     });
@@ -194,7 +244,8 @@ int runsCommand(CliContext& context, const QStringList& argsIn)
         }
         for (const auto& r : all)
             context.out << r.id << "  " << profiles::toString(r.state).toStdString() << "  " << r.steps << " steps  "
-                        << r.name.toStdString() << "  " << r.startedAt.toStdString()
+                        << r.name.toStdString() << "  on " << (r.cluster.isEmpty() ? "?" : r.cluster.toStdString())
+                        << "  " << r.startedAt.toStdString()
                         << (r.exitCause.isEmpty() ? "" : "  (" + r.exitCause.toStdString() + ")") << "\n";
         return ExitOk;
     }
@@ -212,6 +263,7 @@ int runsCommand(CliContext& context, const QStringList& argsIn)
                     << run->command.toStdString() << "\n";
         for (const auto& c : runs.checkpoints(id))
             context.out << "  checkpoint at step " << c.step << ": " << c.path.toStdString() << "\n";
+        printRankLogs(context, run->command);
         for (const auto& s : runs.steps(id))
             context.out << "  step " << s.step << ": loss " << s.loss << ", " << s.tokensPerSecond << " tokens/s, "
                         << s.stepTimeSeconds << " s\n";

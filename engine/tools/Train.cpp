@@ -68,8 +68,11 @@ const char* kUsage
       "  --metrics FILE    one JSON object per step: step, loss, tokens_per_s, step_time_s, grad_norm, lr, "
       "flops_per_s\n"
       "  --checkpoint-dir DIR   save checkpoints there: every --checkpoint-every steps, at the end, and on SIGTERM\n"
+      "                    (or SIGUSR1/SIGUSR2, which mpirun and srun pass on to every rank)\n"
       "  --checkpoint-every N   steps between checkpoints (0: only at the end and on SIGTERM)\n"
       "  --resume          continue from the newest checkpoint in --checkpoint-dir (any layout of the same model)\n"
+      "  --new-checkpoint-dir  refuse a --checkpoint-dir that already holds a checkpoint (its `latest`) unless "
+      "--resume\n"
       "  --init-llmc FILE  start from the GPT-2 weights of an llm.c model file (magic 20240326, version 3)\n"
       "  --export-llmc FILE  at the end, write the weights as an llm.c model file\n"
       "  --init-safetensors DIR  start from Hugging Face weights: DIR/model.safetensors (or its index.json)\n"
@@ -89,6 +92,7 @@ struct Args {
     bool exportBf16 = false;
     std::int64_t steps = 20, warmup = 10, checkpointEvery = 0;
     bool resume = false;
+    bool newCheckpointDir = false; // loom run without --resume: an earlier run's checkpoints stay as they are
     bool stream = false;
     bool ignoreMemory = false; // also LOOM_IGNORE_MEMORY=1 (set by loom run --ignore-memory)
     std::optional<device::DeviceKind> device; // --device; the layout's default when absent (TrainDevice.h)
@@ -113,6 +117,10 @@ std::optional<Args> parse(int argc, char** argv, std::string& error)
         }
         if (k == "--resume") {
             a.resume = true;
+            continue;
+        }
+        if (k == "--new-checkpoint-dir") {
+            a.newCheckpointDir = true;
             continue;
         }
         if (k == "--stream") {
@@ -268,6 +276,8 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
         throw std::runtime_error("--init-llmc and --init-safetensors both give the initial weights; use one");
     if (!args.checkpointDir.empty())
         train::checkCheckpointDir(args.checkpointDir); // before step 1, not when the first checkpoint is due
+    if (args.newCheckpointDir && !args.resume)
+        train::checkUnusedCheckpointDir(args.checkpointDir);
     trace::TraceRecorder recorder(rank);
     auto comms = runtime.makeGrid(plan::RankGrid::forLayout(layout), &recorder);
     runtime.addExpertGroups(comms, plan::RankGrid::forLayout(layout), layout.parallel.ep, &recorder);
@@ -356,7 +366,7 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
             std::printf("loom-train: weights from %s\n", initFrom.c_str());
     }
     report.begin(first);
-    std::signal(SIGTERM, onTerminate);
+    std::signal(SIGTERM, onTerminate); // SIGUSR1 and SIGUSR2 since main(): see there
     for (std::int64_t s = first; s < args.steps; ++s) {
         const train::StepResult r = trainer.step(s);
         train::checkFiniteStep(r.loss, r.gradNorm, s + 1, rank);
@@ -418,6 +428,11 @@ int main(int argc, char** argv)
     // returning it to the system, so the next micro-batch does not pay page faults for fresh pages.
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    // mpirun and srun pass SIGUSR1 and SIGUSR2 on to every rank (SIGTERM makes them kill the ranks instead),
+    // so Loom cancels remote runs with SIGUSR1: each rank finishes its step, saves and stops, as on SIGTERM.
+    // Set before anything else, so a cancel during start-up is not the signals' default (termination).
+    std::signal(SIGUSR1, onTerminate);
+    std::signal(SIGUSR2, onTerminate);
     std::string error;
     auto args = parse(argc, argv, error);
     if (!args) {

@@ -41,6 +41,20 @@ void checkCheckpointDir(const std::string& dir)
     fs::remove(probe, ec);
 }
 
+void checkUnusedCheckpointDir(const std::string& dir)
+{
+    const fs::path latest = fs::path(dir) / "latest";
+    std::error_code ec;
+    if (!fs::exists(latest, ec))
+        return;
+    std::string text, unread, name;
+    if (readBoundedFile(latest.string(), 4096, &text, &unread))
+        std::istringstream(text) >> name;
+    throw std::runtime_error("--checkpoint-dir \"" + dir + "\" already holds an earlier run's checkpoints (latest: "
+        + (name.empty() ? std::string("unreadable") : name.substr(0, 80))
+        + "); continue that run with loom run --resume, or name an empty folder");
+}
+
 std::optional<std::string> latestCheckpointChecked(const std::string& dir)
 {
     const fs::path latest = fs::path(dir) / "latest";

@@ -15,6 +15,10 @@ namespace loom::train {
 // path that is a file) is found before step 1, not when the first checkpoint is due.
 void checkCheckpointDir(const std::string& dir);
 
+// Throws when DIR already holds a checkpoint (a `latest`): a run that is not a continuation would start at
+// step 1 and overwrite the earlier run's step folders and `latest` (loom run passes --new-checkpoint-dir).
+void checkUnusedCheckpointDir(const std::string& dir);
+
 // The checkpoint that DIR/latest names, or nullopt when DIR has no `latest` yet. Throws when `latest`
 // names something other than a folder step-N of DIR, or a folder that is missing or incomplete (naming the
 // complete ones found, so the user can point `latest` at one).

@@ -3,10 +3,12 @@
 // and hostfile and passes every word through unchanged, the hostfile, and the exact sbatch script.
 #include "engine/plan/ClusterSpec.h"
 #include "launcher/LaunchCommands.h"
+#include "launcher/RunController.h"
 
 #include <nlohmann/json.hpp>
 
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QProcess>
 #include <QRegularExpression>
@@ -153,12 +155,18 @@ private slots:
         QCOMPARE(exitCode, 0);
         const QString runDir = home.path() + QStringLiteral("/runs $(touch pwned)/run-1");
         const QString printed = QString::fromUtf8(p.readAllStandardOutput()).trimmed();
-        QVERIFY2(printed.startsWith(kEvil.simplified().left(10)), qPrintable(printed));
+        // mpirun's own ssh to the other hosts first (Loom's settings and the profile's options), then the
+        // profile's mpirun options, each word unchanged.
+        QVERIFY2(printed.startsWith(QStringLiteral("--mca plm_rsh_args -o BatchMode=yes -o ConnectTimeout=10 -p 2222 ")
+                     + kEvil.left(10)),
+            qPrintable(printed));
         QVERIFY2(printed.contains(QStringLiteral("--hostfile %1/hostfile").arg(runDir)), qPrintable(printed));
         QVERIFY2(printed.endsWith(QStringLiteral("/cluster/bin/loom-train --layout %1/layout.json --steps 7 --stream "
-                                                 "--checkpoint-dir ckpt dir --checkpoint-every 2")
+                                                 "--checkpoint-dir ckpt dir --checkpoint-every 2 --new-checkpoint-dir")
                                       .arg(runDir)),
             qPrintable(printed));
+        // Open MPI would hand this run folder's name to the other hosts' shells: no rank logs there.
+        QVERIFY2(!printed.contains(QStringLiteral("--output-filename")), qPrintable(printed));
         QFile layout(runDir + QStringLiteral("/layout.json"));
         QVERIFY(layout.open(QIODevice::ReadOnly));
         QCOMPARE(QString::fromUtf8(layout.readAll()), QStringLiteral("{\"name\": \"%1\"}").arg(kEvil));
@@ -209,7 +217,8 @@ private slots:
                 "#SBATCH --gpus-per-node=8\n"
                 "#SBATCH --time=01:30:00\n"
                 "#SBATCH --partition=gpu\n"
-                "exec /usr/bin/mpirun %1--mca btl '^openib' -np 8 --bind-to none "
+                "exec /usr/bin/mpirun %1--mca btl '^openib' --output-filename /shared/runs/20250101-000000-000/logs "
+                "-np 8 --bind-to none "
                 "/opt/loom/bin/loom-train --layout '/shared/runs/$(touch pwned)/layout.json' --steps 7 --stream\n")
                 .arg(root));
         // Without GPUs, time limit or partition those lines are left out.
@@ -324,6 +333,154 @@ private slots:
                 d.format().c_str());
     }
 
+    // The head node's script stops mpirun with SIGUSR1 first (mpirun passes it to every rank, which finishes
+    // its step, saves and stops): on "cancel", when ssh's input ends (Loom gone), and when no "alive" came
+    // for the watchdog's time (the link is down while sshd has not noticed); "alive" lines keep it running.
+    void headScriptStopsMpirunWithUsr1_data()
+    {
+        QTest::addColumn<QString>("how");
+        QTest::newRow("cancel line") << "cancel";
+        QTest::newRow("input closed") << "eof";
+        QTest::newRow("no word from Loom") << "silence";
+        QTest::newRow("alive lines, then cancel") << "alive";
+    }
+    void headScriptStopsMpirunWithUsr1()
+    {
+        QFETCH(QString, how);
+        QTemporaryDir dir;
+        const QString log = dir.filePath(QStringLiteral("signals"));
+        const QString fake = dir.filePath(QStringLiteral("mpirun"));
+        { // in mpirun's place: notes what reached it and ends as mpirun does once its ranks stopped
+            QFile f(fake);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(QStringLiteral("#!/bin/sh\ntrap 'echo USR1 >> \"%1\"; exit 0' USR1\n"
+                                   "trap 'echo TERM >> \"%1\"; exit 1' TERM\necho started >> \"%1\"\n"
+                                   "while :; do sleep 0.1; done\n")
+                        .arg(log)
+                        .toUtf8());
+            f.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+        }
+        LaunchRequest r = request(QStringLiteral("ssh"));
+        r.layout.cluster.launch.mpirun = fake.toStdString();
+        r.layout.cluster.launch.runDir = dir.filePath(QStringLiteral("runs")).toStdString();
+        r.progressTimeoutSeconds = 8;
+        QCOMPARE(sshWatchdogSeconds(r), 4);
+        QCOMPARE(sshHeartbeatSeconds(r), 1);
+        QString error;
+        const Command c = sshCommand(r, QStringLiteral("{}"), QStringLiteral("run-1"), &error);
+        QVERIFY2(error.isEmpty(), qPrintable(error));
+        QProcess p;
+        p.start(QStringLiteral("sh"), { QStringLiteral("-c"), c.args.last() });
+        const auto logText = [&log] {
+            QFile f(log);
+            return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
+        };
+        QElapsedTimer t;
+        t.start();
+        while (!logText().contains(QLatin1String("started")) && t.elapsed() < 20000)
+            p.waitForFinished(50);
+        QCOMPARE(logText(), QStringLiteral("started\n"));
+        if (how == QLatin1String("alive")) {
+            // Twice the watchdog's time with a word each second: still running.
+            for (t.restart(); t.elapsed() < 8000;) {
+                p.write("alive\n");
+                QVERIFY(!p.waitForFinished(1000));
+            }
+            QCOMPARE(logText(), QStringLiteral("started\n"));
+        }
+        if (how == QLatin1String("cancel") || how == QLatin1String("alive"))
+            p.write("cancel\n");
+        else if (how == QLatin1String("eof"))
+            p.closeWriteChannel();
+        QVERIFY(p.waitForFinished(30000));
+        QCOMPARE(logText(), QStringLiteral("started\nUSR1\n"));
+        const QString err = QString::fromUtf8(p.readAllStandardError());
+        QCOMPARE(err.contains(QLatin1String("no word from Loom for 4 s")), how == QLatin1String("silence"));
+        QCOMPARE(p.exitCode(), 0);
+    }
+
+    // Without --resume a run refuses a checkpoint folder in use (the engine, which sees the folder wherever it
+    // is, checks); with it, it continues from the folder's latest.
+    void resumeOrANewCheckpointFolder_data()
+    {
+        QTest::addColumn<QString>("method");
+        QTest::addColumn<bool>("resume");
+        for (const char* m : { "local", "ssh", "slurm" }) {
+            QTest::addRow("%s, new folder", m) << QString::fromLatin1(m) << false;
+            QTest::addRow("%s, --resume", m) << QString::fromLatin1(m) << true;
+        }
+    }
+    void resumeOrANewCheckpointFolder()
+    {
+        QFETCH(QString, method);
+        QFETCH(bool, resume);
+        LaunchRequest r = request(method);
+        r.checkpointDir = QStringLiteral("/shared/ckpt");
+        r.resume = resume;
+        QString error;
+        QStringList commands; // every command line the method may run
+        if (method == QLatin1String("local"))
+            commands << localCommand(r, QStringLiteral("l.json")).args.join(QLatin1Char(' '));
+        else if (method == QLatin1String("ssh"))
+            commands << sshCommand(r, QStringLiteral("{}"), QStringLiteral("run-1"), &error).args.last();
+        else
+            commands << srunCommand(r, QStringLiteral("l.json")).args.join(QLatin1Char(' '))
+                     << sbatchScript(r, QStringLiteral("l.json"));
+        if (method == QLatin1String("ssh")) { // a plain run folder: each rank's output is kept there
+            QVERIFY2(commands.first().contains(QLatin1String(" --output-filename loom-runs/run-1/logs -np 8 ")),
+                qPrintable(commands.first()));
+            // ssh options a shell would read stay out of what mpirun hands to the other hosts' shells.
+            r.layout.cluster.launch.sshOptions = { "-i", "/keys/$(touch pwned)", "-p", "2222" };
+            const QString script = sshCommand(r, QStringLiteral("{}"), QStringLiteral("run-1"), &error).args.last();
+            QVERIFY2(
+                script.contains(QLatin1String("'-o BatchMode=yes -o ConnectTimeout=10 -p 2222'")), qPrintable(script));
+        }
+        for (const QString& all : commands) {
+            QVERIFY2(all.contains(QLatin1String("--checkpoint-dir /shared/ckpt ")
+                         + (resume ? QLatin1String("--resume") : QLatin1String("--new-checkpoint-dir"))),
+                qPrintable(all));
+            QVERIFY(!all.contains(resume ? QLatin1String("--new-checkpoint-dir") : QLatin1String("--resume")));
+        }
+        r.checkpointDir.clear();
+        QVERIFY(!engineArgs(r, r.engine, QStringLiteral("l.json")).contains(QStringLiteral("--resume")));
+    }
+
+    // Start-up failures in one sentence naming the host (and the rank where Open MPI says it), from Open MPI
+    // 4.1's own messages with their line breaks.
+    void startFailuresNameTheHost_data()
+    {
+        QTest::addColumn<QString>("log");
+        QTest::addColumn<QString>("cause");
+        QTest::newRow("missing engine")
+            << "-----\nmpirun was unable to launch the specified application as it could not access\nor execute an "
+               "executable:\n\nExecutable: /opt/loom/bin/loom-train\nNode: hostb\n\nwhile attempting to start process "
+               "rank 2.\n-----\n"
+            << "mpirun could not start the engine /opt/loom/bin/loom-train on host hostb (rank 2): it is missing or "
+               "not "
+               "executable; install loom-train at that path there (the profile's launch.engine names it)";
+        QTest::newRow("engine for another machine")
+            << "Open MPI tried to fork a new process via the \"execve\" system call but\nfailed.  Open MPI checks many "
+               "things\n\n  Local host:        hosta\n  Working dir:       /tmp\n  Application name:  /opt/lt\n"
+               "  Error:             Exec format error\n-----\nmpirun was unable to start\nError code: 1\n"
+            << "mpirun could not start the engine /opt/lt on host hosta: Exec format error; install loom-train at that "
+               "path there (the profile's launch.engine names it)";
+        QTest::newRow("silent second host")
+            << "ssh: connect to host 10.234.5.9 port 22: Connection timed out\n-----\nORTE was unable to reliably "
+               "start one or more daemons.\n"
+            << "the head node could not reach host 10.234.5.9 by ssh (Connection timed out); check that it reaches "
+               "every host by ssh without a password";
+        QTest::newRow("key refused by a host")
+            << "root@hostb: Permission denied (publickey).\nORTE was unable to reliably start one or more daemons.\n"
+            << "host root@hostb refused the head node's ssh key (publickey); check that the head node reaches every "
+               "host by ssh without a password";
+    }
+    void startFailuresNameTheHost()
+    {
+        QFETCH(QString, log);
+        QFETCH(QString, cause);
+        QCOMPARE(RunController::causeFromLog(log), cause);
+    }
+
     void srunInsideAnAllocation()
     {
         LaunchRequest r = request(QStringLiteral("slurm"));
@@ -354,7 +511,8 @@ private slots:
             QCOMPARE(c.command.args,
                 (QStringList { QStringLiteral("--layout"), QStringLiteral("/runs/x/layout.json"),
                     QStringLiteral("--steps"), QStringLiteral("7"), QStringLiteral("--stream"),
-                    QStringLiteral("--checkpoint-dir"), QStringLiteral("/tmp/ck pt") }));
+                    QStringLiteral("--checkpoint-dir"), QStringLiteral("/tmp/ck pt"),
+                    QStringLiteral("--new-checkpoint-dir") }));
             QCOMPARE(c.environment,
                 (QStringList { QStringLiteral("LOOM_RANK=%1").arg(k), QStringLiteral("LOOM_WORLD_SIZE=8"),
                     QStringLiteral("LOOM_LOCAL_RANK=%1").arg(k), QStringLiteral("LOOM_RENDEZVOUS=") + rendezvous,

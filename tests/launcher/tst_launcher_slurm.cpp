@@ -3,13 +3,16 @@
 // a cancel (scancel), and srun inside an allocation (salloc). Skipped, with the reason, where the daemons
 // cannot start (not root, slurm-wlm missing).
 #include "LoomTestHelpers.h"
+#include "ProcessTree.h"
 #include "launcher/LaunchCommands.h"
+#include "launcher/RunController.h"
 
 #include <QDir>
 #include <QElapsedTimer>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThread>
@@ -37,13 +40,50 @@ class TestLauncherSlurm : public QObject {
         return { QStringLiteral("env"), QStringLiteral("-u"), QStringLiteral("SLURM_JOB_ID") };
     }
 
-    QString layout()
+    QString layout(const QString& cluster = QStringLiteral("slurm-here"))
     {
-        const QString file = m_dir.filePath(QStringLiteral("$(touch pwned).json"));
-        writeFile(
-            file, R"({"loom_layout": 1, "name": "$(touch pwned) slurm", "model": "gpt-tiny", "cluster": "slurm-here",
-            "nodes": 1, "parallel": {"tp": 1, "pp": 1, "dp": 2, "micro_batch": 1, "global_batch": 2}})");
+        const QString file = m_dir.filePath(QStringLiteral("$(touch pwned)-%1.json").arg(cluster));
+        writeFile(file,
+            QStringLiteral(R"({"loom_layout": 1, "name": "$(touch pwned) slurm", "model": "gpt-tiny", "cluster": "%1",
+            "nodes": 1, "parallel": {"tp": 1, "pp": 1, "dp": 2, "micro_batch": 1, "global_batch": 2}})")
+                .arg(cluster)
+                .toUtf8());
         return file;
+    }
+
+    // `loom run` in the background, outside any allocation, until its output shows `until`.
+    void startLoom(QProcess& p, const QStringList& args, const QByteArray& until, QByteArray& seen)
+    {
+        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+        e.insert(QStringLiteral("LOOM_DB"), db());
+        e.insert(slurmEnv());
+        e.remove(QStringLiteral("SLURM_JOB_ID"));
+        p.setProcessEnvironment(e);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(QStringLiteral(LOOM_EXE), QStringList { QStringLiteral("run") } + args);
+        QElapsedTimer t;
+        t.start();
+        while (t.elapsed() < 60000 && !seen.contains(until) && p.state() != QProcess::NotRunning) {
+            p.waitForReadyRead(100);
+            seen += p.readAll();
+        }
+    }
+
+    void importProfile(const QString& name, const QString& extraLaunch)
+    {
+        const QString profile = m_dir.filePath(name + QStringLiteral(".json"));
+        QVERIFY(writeFile(profile,
+            QStringLiteral(R"({"loom_profile": 1, "kind": "cluster", "name": "%1", "nodes": 1,
+            "devices_per_node": 2,
+            "device": {"name": "CPU core", "memory_gb": 2, "memory_bandwidth_gbs": 10,
+                       "peak_tflops": {"fp32": 0.09, "fp16": 0.09, "bf16": 0.09}},
+            "intra_node": {"link": "shm", "bandwidth_gbs": 5, "latency_us": 1},
+            "launch": {"method": "slurm", "partition": "loomtest", "time_limit": "00:10:00", "engine": "%2",
+                       "mpirun_options": ["--oversubscribe"]%3}})")
+                .arg(name, QStringLiteral(LOOM_TRAIN_EXE), extraLaunch)
+                .toUtf8()));
+        const LoomResult r = loomtest::loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), profile });
+        QVERIFY2(r.exitCode == 0, qPrintable(r.output));
     }
 
     QString slurm(const QString& program, const QStringList& args)
@@ -95,19 +135,9 @@ private slots:
         QVERIFY2(up.exitCode() == 0, qPrintable(out));
         m_conf = out.trimmed().section(QLatin1Char('='), 1);
         QVERIFY(QFile::exists(m_conf));
-        const QString profile = m_dir.filePath(QStringLiteral("slurm-here.json"));
-        QVERIFY(writeFile(profile,
-            QStringLiteral(R"({"loom_profile": 1, "kind": "cluster", "name": "slurm-here", "nodes": 1,
-            "devices_per_node": 2,
-            "device": {"name": "CPU core", "memory_gb": 2, "memory_bandwidth_gbs": 10,
-                       "peak_tflops": {"fp32": 0.09, "fp16": 0.09, "bf16": 0.09}},
-            "intra_node": {"link": "shm", "bandwidth_gbs": 5, "latency_us": 1},
-            "launch": {"method": "slurm", "partition": "loomtest", "time_limit": "00:10:00", "engine": "%1",
-                       "mpirun_options": ["--oversubscribe"]}})")
-                .arg(QStringLiteral(LOOM_TRAIN_EXE))
-                .toUtf8()));
-        const LoomResult r = loomtest::loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), profile });
-        QVERIFY2(r.exitCode == 0, qPrintable(r.output));
+        importProfile(QStringLiteral("slurm-here"), {});
+        // Two nodes asked of a one-node partition (sbatch's command line wins over the script's header).
+        importProfile(QStringLiteral("slurm-too-big"), QStringLiteral(R"(, "sbatch_options": ["--nodes=2"])"));
     }
 
     void cleanupTestCase()
@@ -144,30 +174,139 @@ private slots:
         QVERIFY(queueEmptyWithin(10000));
     }
 
-    void cancelAJob()
+    // A cancelled job saves its last step (scancel --batch --signal=USR1: mpirun passes it to the ranks), the
+    // job id is shown at submission and recorded, each rank's log is in the run folder, and --resume goes on
+    // from the saved step while a run without it refuses the used folder.
+    void cancelAJobSavesAndResumes()
     {
+        const QString ckpt = m_dir.filePath(QStringLiteral("ckpt-sbatch"));
         QProcess p;
-        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
-        e.insert(QStringLiteral("LOOM_DB"), db());
-        e.insert(slurmEnv());
-        e.remove(QStringLiteral("SLURM_JOB_ID"));
-        p.setProcessEnvironment(e);
-        p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(QStringLiteral(LOOM_EXE),
-            { QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("100000") });
-        QElapsedTimer t;
-        t.start();
         QByteArray seen;
-        while (t.elapsed() < 60000 && !seen.contains("step 2/") && p.state() != QProcess::NotRunning) {
-            p.waitForReadyRead(100);
-            seen += p.readAll();
-        }
+        startLoom(p,
+            { layout(), QStringLiteral("--steps"), QStringLiteral("100000"), QStringLiteral("--checkpoint-dir"), ckpt },
+            "step 2/", seen);
         QVERIFY2(seen.contains("step 2/"), seen.constData());
+        QVERIFY2(seen.contains("submitted Slurm job "), seen.constData());
         ::kill(static_cast<pid_t>(p.processId()), SIGINT);
         QVERIFY(p.waitForFinished(60000));
-        QVERIFY2(p.exitCode() == 130, (seen + p.readAll()).constData());
-        QCOMPARE(lastRun(db()).value("state").toString(), QStringLiteral("cancelled"));
+        seen += p.readAll();
+        QVERIFY2(p.exitCode() == 130, seen.constData());
+        const QJsonObject run = lastRun(db());
+        QCOMPARE(run.value("state").toString(), QStringLiteral("cancelled"));
+        const int saved = run.value("steps").toInt();
+        QVERIFY(saved >= 2);
+        QFile latest(ckpt + QStringLiteral("/latest"));
+        QVERIFY2(latest.open(QIODevice::ReadOnly), "cancel saved no checkpoint");
+        QCOMPARE(latest.readAll().trimmed(), QStringLiteral("step-%1").arg(saved).toUtf8());
+        const LoomResult show = loomtest::loom(
+            db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) });
+        QVERIFY2(show.output.contains(QStringLiteral("checkpoint at step %1").arg(saved))
+                && show.output.contains("(Slurm job ") && show.output.contains("log of rank.1 (stderr): "),
+            qPrintable(show.output));
         QVERIFY2(queueEmptyWithin(20000), qPrintable(slurm(QStringLiteral("squeue"), {})));
+
+        const QStringList again { QStringLiteral("run"), layout(), QStringLiteral("--steps"),
+            QString::number(saved + 2), QStringLiteral("--checkpoint-dir"), ckpt };
+        const LoomResult refused = loomtest::loom(db(), again, withoutJob(), slurmEnv());
+        QVERIFY2(refused.exitCode == 1 && refused.output.contains("already holds an earlier run's checkpoints"),
+            qPrintable(refused.output));
+        const LoomResult resumed
+            = loomtest::loom(db(), again + QStringList { QStringLiteral("--resume") }, withoutJob(), slurmEnv());
+        QVERIFY2(resumed.exitCode == 0
+                && resumed.output.contains(QStringLiteral("continues run %1 from its checkpoint at step %2")
+                                               .arg(run.value("id").toInt())
+                                               .arg(saved)),
+            qPrintable(resumed.output));
+        QCOMPARE(lastRun(db()).value("steps").toInt(), saved + 2);
+        QVERIFY(queueEmptyWithin(20000));
+    }
+
+    // A job that waits for resources is shown with its id, state and reason, and Ctrl-C removes it from the
+    // queue at once (a plain scancel, in the background), not after a refused signal and retries.
+    void pendingJobShownAndCancelled()
+    {
+        const QString blocker = slurm(QStringLiteral("sbatch"),
+            { QStringLiteral("--parsable"), QStringLiteral("-n"), QStringLiteral("4"), QStringLiteral("--wrap"),
+                QStringLiteral("sleep 300") })
+                                    .trimmed();
+        QProcess p;
+        QByteArray seen;
+        startLoom(p, { layout(), QStringLiteral("--steps"), QStringLiteral("3") }, "PENDING (", seen);
+        QVERIFY2(seen.contains("PENDING (Resources)") || seen.contains("PENDING (Priority)"), seen.constData());
+        QElapsedTimer t;
+        t.start();
+        ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+        QVERIFY(p.waitForFinished(30000));
+        const qint64 ms = t.elapsed();
+        seen += p.readAll();
+        QVERIFY2(p.exitCode() == 130, seen.constData());
+        // It took 106 s when scancel --signal was refused and retried; about 0.3 s now (busy machines: 10 s).
+        qInfo("cancel of a pending job: %lld ms", static_cast<long long>(ms));
+        QVERIFY2(ms < 10000, qPrintable(QStringLiteral("cancel of a pending job took %1 ms").arg(ms)));
+        const QJsonObject run = lastRun(db());
+        QCOMPARE(run.value("state").toString(), QStringLiteral("cancelled"));
+        QVERIFY2(
+            run.value("exit_cause").toString().contains("was pending"), qPrintable(run.value("exit_cause").toString()));
+        const QString queue
+            = slurm(QStringLiteral("squeue"), { QStringLiteral("-h"), QStringLiteral("-o"), QStringLiteral("%i") });
+        QCOMPARE(queue.trimmed(), blocker);
+        slurm(QStringLiteral("scancel"), { blocker });
+        QVERIFY(queueEmptyWithin(20000));
+    }
+
+    // What the workbench asks of the controller: a submitted job is active (Run disabled, Cancel enabled) though
+    // nothing of it runs here, its state comes as a signal, and cancel() ends it without blocking.
+    void controllerActiveWhilePending()
+    {
+        const QString blocker = slurm(QStringLiteral("sbatch"),
+            { QStringLiteral("--parsable"), QStringLiteral("-n"), QStringLiteral("4"), QStringLiteral("--wrap"),
+                QStringLiteral("sleep 300") })
+                                    .trimmed();
+        qputenv("SLURM_CONF", m_conf.toUtf8());
+        qunsetenv("SLURM_JOB_ID");
+        loom::launcher::LaunchRequest r;
+        r.layout.name = "pending";
+        r.layout.nodes = 1;
+        r.layout.parallel.dp = 2;
+        r.layout.cluster.launch.method = "slurm";
+        r.layout.cluster.launch.partition = "loomtest";
+        r.steps = 3;
+        r.engine = QStringLiteral(LOOM_TRAIN_EXE);
+        r.workDir = m_dir.filePath(QStringLiteral("runs/controller"));
+        loom::launcher::RunController controller(nullptr);
+        QSignalSpy states(&controller, &loom::launcher::RunController::jobStateChanged);
+        QSignalSpy finished(&controller, &loom::launcher::RunController::finished);
+        controller.start(r);
+        QVERIFY(controller.isActive() && !controller.isRunning());
+        QVERIFY(!controller.jobId().isEmpty());
+        QTRY_VERIFY_WITH_TIMEOUT(
+            !states.isEmpty() && states.last().at(1).toString() == QLatin1String("PENDING"), 20000);
+        QCOMPARE(states.last().at(0).toString(), controller.jobId());
+        controller.cancel();
+        QVERIFY(controller.isActive()); // until scancel has said yes
+        QVERIFY(finished.wait(20000));
+        QCOMPARE(toString(finished.first().at(0).value<loom::profiles::RunState>()),
+            toString(loom::profiles::RunState::Cancelled));
+        QVERIFY(!controller.isActive());
+        QCOMPARE(slurm(QStringLiteral("squeue"), { QStringLiteral("-h"), QStringLiteral("-o"), QStringLiteral("%i") })
+                     .trimmed(),
+            blocker);
+        slurm(QStringLiteral("scancel"), { blocker });
+        QVERIFY(queueEmptyWithin(20000));
+    }
+
+    // More nodes than the partition has: Slurm keeps the job pending for ever; Loom says it can never start.
+    void jobThatCanNeverStartIsReported()
+    {
+        QProcess p;
+        QByteArray seen;
+        startLoom(p, { layout(QStringLiteral("slurm-too-big")), QStringLiteral("--steps"), QStringLiteral("3") },
+            "partition or time_limit", seen);
+        QVERIFY2(seen.contains("can never start as submitted: its reason is Partition"), seen.constData());
+        ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+        QVERIFY(p.waitForFinished(30000));
+        QCOMPARE(p.exitCode(), 130);
+        QVERIFY(queueEmptyWithin(20000));
     }
 
     // Every time form Loom lets through is one real sbatch takes (--test-only: parsed by slurmctld, nothing
@@ -239,6 +378,44 @@ private slots:
         QFile f(victim);
         QVERIFY(f.open(QIODevice::ReadOnly));
         QCOMPARE(f.readAll(), QByteArray("keep me\n"));
+    }
+
+    // Ctrl-C under srun: SIGUSR1 to srun, which passes it to every task; each saves its step and stops.
+    void cancelUnderSrunSaves()
+    {
+        const QString ckpt = m_dir.filePath(QStringLiteral("ckpt-srun"));
+        QProcess p;
+        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+        e.insert(QStringLiteral("LOOM_DB"), db());
+        e.insert(slurmEnv());
+        p.setProcessEnvironment(e);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(QStringLiteral("salloc"),
+            { QStringLiteral("--nodes=1"), QStringLiteral("--ntasks=2"), QStringLiteral(LOOM_EXE),
+                QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("100000"),
+                QStringLiteral("--checkpoint-dir"), ckpt });
+        QElapsedTimer t;
+        t.start();
+        QByteArray seen;
+        while (t.elapsed() < 60000 && !seen.contains("step 2/") && p.state() != QProcess::NotRunning) {
+            p.waitForReadyRead(100);
+            seen += p.readAll();
+        }
+        QVERIFY2(seen.contains("step 2/"), seen.constData());
+        qint64 loomPid = 0;
+        for (const qint64 pid : descendants(p.processId()))
+            if (commOf(pid) == QLatin1String("loom"))
+                loomPid = pid;
+        QVERIFY(loomPid > 0);
+        ::kill(static_cast<pid_t>(loomPid), SIGINT);
+        QVERIFY(p.waitForFinished(60000));
+        seen += p.readAll();
+        const QJsonObject run = lastRun(db());
+        QVERIFY2(run.value("state").toString() == QLatin1String("cancelled"), seen.constData());
+        QFile latest(ckpt + QStringLiteral("/latest"));
+        QVERIFY2(latest.open(QIODevice::ReadOnly), seen.constData());
+        QCOMPARE(latest.readAll().trimmed(), QStringLiteral("step-%1").arg(run.value("steps").toInt()).toUtf8());
+        QVERIFY(queueEmptyWithin(20000));
     }
 
     void srunInsideAnAllocation()

@@ -2,10 +2,12 @@
 // host name, made by ssh-hosts.sh), a 2-host run through the head node, a cancel, and hosts that do not
 // answer. Skipped, with the reason, where namespaces or sshd are not available (not root, no openssh-server).
 #include "LoomTestHelpers.h"
+#include "ProcessTree.h"
 
 #include <QDir>
 #include <QElapsedTimer>
 #include <QJsonObject>
+#include <QMap>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -37,7 +39,8 @@ class TestLauncherSsh : public QObject {
     }
 
     // A cluster profile "NAME" of two nodes with 2 ranks each, launched over ssh through hosta.
-    void importCluster(const QString& name, const QStringList& hosts, const QStringList& extraSsh = {})
+    void importCluster(const QString& name, const QStringList& hosts, const QStringList& extraSsh = {},
+        const QString& engine = QStringLiteral(LOOM_TRAIN_EXE), const QString& runDirectory = {})
     {
         QJsonArray hostList, ssh, mpirun;
         for (const QString& h : hosts)
@@ -62,8 +65,8 @@ class TestLauncherSsh : public QObject {
             { "hosts", hostList },
             { "launch",
                 QJsonObject { { "method", "ssh" }, { "head_node", "hosta" }, { "ssh_options", ssh },
-                    { "engine", QStringLiteral(LOOM_TRAIN_EXE) }, { "mpirun_options", mpirun },
-                    { "run_dir", runDir() } } } };
+                    { "engine", engine }, { "mpirun_options", mpirun },
+                    { "run_dir", runDirectory.isEmpty() ? runDir() : runDirectory } } } };
         const QString file = m_dir.filePath(name + QStringLiteral(".json"));
         QVERIFY(writeFile(file, QJsonDocument(profile).toJson()));
         const LoomResult r = loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), file });
@@ -155,6 +158,10 @@ private slots:
         importCluster(QStringLiteral("lab-closed-port"), { QStringLiteral("hosta"), QStringLiteral("hostb") },
             { QStringLiteral("-p"), QStringLiteral("2999") });
         importCluster(QStringLiteral("lab-silent-host"), { QStringLiteral("hosta"), m_net + QStringLiteral(".9") });
+        importCluster(QStringLiteral("lab-no-engine"), { QStringLiteral("hosta"), QStringLiteral("hostb") }, {},
+            m_dir.filePath(QStringLiteral("not-installed/loom-train")));
+        importCluster(QStringLiteral("lab-plain-dir"), { QStringLiteral("hosta"), QStringLiteral("hostb") }, {},
+            QStringLiteral(LOOM_TRAIN_EXE), m_dir.filePath(QStringLiteral("plain-runs")));
     }
 
     void cleanupTestCase()
@@ -188,30 +195,169 @@ private slots:
         QVERIFY2(noneLeftWithin(5000), qPrintable(leftovers().join(QLatin1Char('\n'))));
     }
 
-    void cancelOverSsh()
+    // `loom run` in hosta's namespace, in the background, until its output shows `until`.
+    void startLoom(QProcess& p, const QStringList& args, const QByteArray& until, QByteArray& seen)
     {
-        QProcess p;
         QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
         e.insert(QStringLiteral("LOOM_DB"), db());
         p.setProcessEnvironment(e);
         p.setProcessChannelMode(QProcess::MergedChannels);
         p.start(QStringLiteral("ip"),
-            inNamespace().mid(1)
-                + QStringList { QStringLiteral(LOOM_EXE), QStringLiteral("run"), layout(QStringLiteral("lab-ssh")),
-                    QStringLiteral("--steps"), QStringLiteral("100000") });
+            inNamespace().mid(1) + QStringList { QStringLiteral(LOOM_EXE), QStringLiteral("run") } + args);
         QElapsedTimer t;
         t.start();
-        QByteArray seen;
-        while (t.elapsed() < 60000 && !seen.contains("step 2/") && p.state() != QProcess::NotRunning) {
+        while (t.elapsed() < 60000 && !seen.contains(until) && p.state() != QProcess::NotRunning) {
             p.waitForReadyRead(100);
             seen += p.readAll();
         }
+    }
+
+    // The losses `loom runs show` lists for run `id`, by step.
+    QMap<int, double> losses(int id)
+    {
+        QMap<int, double> out;
+        static const QRegularExpression line(QStringLiteral("  step (\\d+): loss ([0-9.e+-]+)"));
+        const LoomResult show = loom(db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(id) });
+        for (auto it = line.globalMatch(show.output); it.hasNext();) {
+            const auto m = it.next();
+            out[m.captured(1).toInt()] = m.captured(2).toDouble();
+        }
+        return out;
+    }
+
+    // Processes of a job (mpirun, orted, the ranks) left in the namespaces; ssh sessions do not count.
+    QStringList ranksLeft()
+    {
+        QStringList left;
+        for (const QString& l : leftovers()) {
+            const QString comm = commOf(l.section(QLatin1Char(' '), 0, 0).toLongLong());
+            if (comm == QLatin1String("loom-train") || comm == QLatin1String("orted")
+                || comm == QLatin1String("mpirun"))
+                left << l;
+        }
+        return left;
+    }
+
+    // Cancel over ssh: every rank on both hosts finishes its step and saves it (SIGUSR1 through mpirun), a
+    // second run refuses the used folder, and --resume continues with the losses of an uninterrupted run.
+    void cancelOverSshSavesAndResumes()
+    {
+        const QString ckpt = m_dir.filePath(QStringLiteral("ckpt-ssh"));
+        QProcess p;
+        QByteArray seen;
+        // The learning rate's schedule follows --steps: the three runs below all have the same.
+        const QString steps = QStringLiteral("400");
+        startLoom(p,
+            { layout(QStringLiteral("lab-ssh")), QStringLiteral("--steps"), steps, QStringLiteral("--checkpoint-dir"),
+                ckpt },
+            "step 2/", seen);
         QVERIFY2(seen.contains("step 2/"), seen.constData());
         // `ip netns exec` execs loom, so the pid is loom's own
         ::kill(static_cast<pid_t>(p.processId()), SIGINT);
         QVERIFY(p.waitForFinished(30000));
         QCOMPARE(p.exitCode(), 130);
-        QCOMPARE(lastRun(db()).value("state").toString(), QStringLiteral("cancelled"));
+        const QJsonObject run = lastRun(db());
+        QCOMPARE(run.value("state").toString(), QStringLiteral("cancelled"));
+        const int saved = run.value("steps").toInt();
+        QFile latest(ckpt + QStringLiteral("/latest"));
+        QVERIFY2(latest.open(QIODevice::ReadOnly), "cancel over ssh saved no checkpoint");
+        QCOMPARE(latest.readAll().trimmed(), QStringLiteral("step-%1").arg(saved).toUtf8());
+        QVERIFY2(noneLeftWithin(10000), qPrintable(leftovers().join(QLatin1Char('\n'))));
+
+        QVERIFY2(saved < steps.toInt(), "the run ended before the cancel reached it");
+        const QStringList again { QStringLiteral("run"), layout(QStringLiteral("lab-ssh")), QStringLiteral("--steps"),
+            steps, QStringLiteral("--checkpoint-dir"), ckpt };
+        const LoomResult refused = loom(db(), again, inNamespace());
+        QVERIFY2(refused.exitCode == 1 && refused.output.contains("already holds an earlier run's checkpoints"),
+            qPrintable(refused.output));
+        const LoomResult resumed = loom(db(), again + QStringList { QStringLiteral("--resume") }, inNamespace());
+        QVERIFY2(resumed.exitCode == 0 && resumed.output.contains("continues run "), qPrintable(resumed.output));
+        const QMap<int, double> continued = losses(lastRun(db()).value("id").toInt());
+        QCOMPARE(continued.firstKey(), saved + 1);
+        // The same steps in one uninterrupted run.
+        const LoomResult whole
+            = loom(db(), { QStringLiteral("run"), layout(QStringLiteral("lab-ssh")), QStringLiteral("--steps"), steps },
+                inNamespace());
+        QVERIFY2(whole.exitCode == 0, qPrintable(whole.output));
+        const QMap<int, double> reference = losses(lastRun(db()).value("id").toInt());
+        QCOMPARE(continued.lastKey(), steps.toInt());
+        for (int step = saved + 1; step <= steps.toInt(); ++step)
+            QVERIFY2(qAbs(continued.value(step) - reference.value(step)) <= 1e-5 * qAbs(reference.value(step)),
+                qPrintable(QStringLiteral("step %1: %2 resumed, %3 uninterrupted")
+                               .arg(step)
+                               .arg(continued.value(step))
+                               .arg(reference.value(step))));
+        QVERIFY2(noneLeftWithin(10000), qPrintable(leftovers().join(QLatin1Char('\n'))));
+    }
+
+    // The link to the head node lost (Loom's ssh stopped: nothing reaches the head node, and its sshd sees no
+    // end of input): the head node's watchdog ends the job, saving its step, within the progress timeout.
+    void lostLinkEndsTheJob()
+    {
+        const QString ckpt = m_dir.filePath(QStringLiteral("ckpt-lost"));
+        QProcess p;
+        QByteArray seen;
+        startLoom(p,
+            { layout(QStringLiteral("lab-ssh")), QStringLiteral("--steps"), QStringLiteral("100000"),
+                QStringLiteral("--progress-timeout"), QStringLiteral("20"), QStringLiteral("--checkpoint-dir"), ckpt },
+            "step 2/", seen);
+        QVERIFY2(seen.contains("step 2/"), seen.constData());
+        QList<qint64> ssh;
+        for (const qint64 pid : descendants(p.processId()))
+            if (commOf(pid) == QLatin1String("ssh"))
+                ssh << pid;
+        QCOMPARE(ssh.size(), 1);
+        ::kill(static_cast<pid_t>(ssh.first()), SIGSTOP);
+        QElapsedTimer t;
+        t.start();
+        while (!ranksLeft().isEmpty() && t.elapsed() < 20000)
+            QThread::msleep(200);
+        const qint64 ms = t.elapsed();
+        const QStringList left = ranksLeft();
+        ::kill(static_cast<pid_t>(ssh.first()), SIGCONT);
+        QVERIFY2(left.isEmpty(), qPrintable(left.join(QLatin1Char('\n'))));
+        qInfo("the job ended %lld ms after the link was lost (watchdog 10 s)", static_cast<long long>(ms));
+        QVERIFY2(QFile::exists(ckpt + QStringLiteral("/latest")), "the watchdog's stop saved no checkpoint");
+        QVERIFY(p.waitForFinished(60000));
+        QVERIFY2(noneLeftWithin(10000), qPrintable(leftovers().join(QLatin1Char('\n'))));
+    }
+
+    // Each rank's output in the run folder on the head node (mpirun --output-filename), named by runs show.
+    void rankLogsOverSsh()
+    {
+        const LoomResult r = loom(db(),
+            { QStringLiteral("run"), layout(QStringLiteral("lab-plain-dir")), QStringLiteral("--steps"),
+                QStringLiteral("2") },
+            inNamespace());
+        QVERIFY2(r.exitCode == 0, qPrintable(r.output));
+        const int id = lastRun(db()).value("id").toInt();
+        const LoomResult show = loom(db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(id) });
+        const QString base = m_dir.filePath(QStringLiteral("plain-runs"));
+        QVERIFY2(show.output.contains(QStringLiteral("each rank's output in %1/").arg(base)), qPrintable(show.output));
+        const QStringList runs = QDir(base).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+        QCOMPARE(runs.size(), 1);
+        for (int rank = 0; rank < 4; ++rank)
+            QVERIFY2(QFile::exists(QStringLiteral("%1/%2/logs/1/rank.%3/stdout").arg(base, runs.first()).arg(rank)),
+                qPrintable(QString::number(rank)));
+        QVERIFY2(show.output.contains(QStringLiteral("log of rank.3 (stdout): ")), qPrintable(show.output));
+        QVERIFY2(noneLeftWithin(5000), qPrintable(leftovers().join(QLatin1Char('\n'))));
+    }
+
+    // An engine missing on the hosts: named with the host within 15 s, in one sentence.
+    void missingEngineNamesTheHost()
+    {
+        QElapsedTimer t;
+        t.start();
+        const LoomResult r = loom(db(),
+            { QStringLiteral("run"), layout(QStringLiteral("lab-no-engine")), QStringLiteral("--steps"),
+                QStringLiteral("3") },
+            inNamespace());
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(t.elapsed() < 15000, qPrintable(QString::number(t.elapsed())));
+        const QString cause = lastRun(db()).value("exit_cause").toString();
+        QVERIFY2(cause.startsWith("mpirun could not start the engine ") && cause.contains(" on host host")
+                && !cause.contains('\n'),
+            qPrintable(cause + "\n" + r.output));
         QVERIFY2(noneLeftWithin(10000), qPrintable(leftovers().join(QLatin1Char('\n'))));
     }
 
@@ -236,6 +382,8 @@ private slots:
 
     void secondHostDoesNotAnswer()
     {
+        QElapsedTimer t;
+        t.start();
         const LoomResult r = loom(db(),
             { QStringLiteral("run"), layout(QStringLiteral("lab-silent-host")), QStringLiteral("--steps"),
                 QStringLiteral("3") },
@@ -244,8 +392,10 @@ private slots:
         const QJsonObject run = lastRun(db());
         QCOMPARE(run.value("state").toString(), QStringLiteral("failed"));
         const QString cause = run.value("exit_cause").toString();
-        QVERIFY2(cause.startsWith("mpirun could not start its daemon on every host") && !cause.contains('\n'),
+        // Named, within 15 s (ConnectTimeout for mpirun's ssh too), in one sentence.
+        QVERIFY2(cause.contains(QStringLiteral("host %1.9 ").arg(m_net)) && !cause.contains('\n'),
             qPrintable(cause + "\n" + r.output));
+        QVERIFY2(t.elapsed() < 15000, qPrintable(QString::number(t.elapsed())));
         QVERIFY2(noneLeftWithin(10000), qPrintable(leftovers().join(QLatin1Char('\n'))));
         checkNothingInjected();
     }

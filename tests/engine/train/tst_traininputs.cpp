@@ -1,8 +1,8 @@
 // loom-train refuses what it cannot train on, before step 1 and with a message, instead of training on
 // garbage and exiting 0: NaN weights from --init-llmc, a checkpoint whose step is negative or beyond the
 // run, `latest` naming a missing folder, an llm.c token file cut below its header, an unwritable
-// --checkpoint-dir; and it stops a run whose loss or gradient norm is no longer finite, naming the step
-// and rank.
+// --checkpoint-dir, a used one with --new-checkpoint-dir; and it stops a run whose loss or gradient norm is no longer
+// finite, naming the step and rank.
 #include <QDir>
 #include <QFile>
 #include <QJsonDocument>
@@ -108,6 +108,29 @@ private slots:
         QVERIFY2(r.exitCode != 0 && r.log.contains(QLatin1String("step-7, which is missing"))
                 && r.log.contains(QLatin1String("step-2")) && !trained(r),
             qPrintable(r.log));
+    }
+
+    // --new-checkpoint-dir (loom run without --resume): a folder holding an earlier run's checkpoints is
+    // refused before step 1 and left as it was; with --resume the run continues from it; an empty folder is fine.
+    void usedCheckpointDirRefusedUnlessResumed()
+    {
+        const QString dir = path(QStringLiteral("ck-used"));
+        checkpointed(dir);
+        const Result r = train({ QStringLiteral("--steps"), QStringLiteral("4"), QStringLiteral("--checkpoint-dir"),
+            dir, QStringLiteral("--new-checkpoint-dir") });
+        QVERIFY2(r.exitCode != 0
+                && r.log.contains(QLatin1String("already holds an earlier run's checkpoints (latest: step-2)"))
+                && !trained(r),
+            qPrintable(r.log));
+        QVERIFY(!QFile::exists(dir + QStringLiteral("/step-4")));
+        const Result resumed
+            = train({ QStringLiteral("--steps"), QStringLiteral("4"), QStringLiteral("--checkpoint-dir"), dir,
+                QStringLiteral("--new-checkpoint-dir"), QStringLiteral("--resume") });
+        QVERIFY2(resumed.exitCode == 0 && resumed.log.contains(QLatin1String("resumed from")), qPrintable(resumed.log));
+        QVERIFY(QFile::exists(dir + QStringLiteral("/step-4/checkpoint.json")));
+        const Result fresh = train({ QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--checkpoint-dir"),
+            path(QStringLiteral("ck-fresh")), QStringLiteral("--new-checkpoint-dir") });
+        QVERIFY2(fresh.exitCode == 0 && trained(fresh), qPrintable(fresh.log));
     }
 
     void unwritableCheckpointDirFoundBeforeStepOne()
