@@ -65,7 +65,8 @@ qint64 RunController::start(const LaunchRequest& request)
     m_jobOffset = 0;
     m_jobId.clear();
     m_tail.clear();
-    m_reader = trace::StreamReader();
+    m_frameLineOpen = false;
+    m_reader = trace::StreamReader(kMaxFrameBytes);
     // The engine resolves only built-in profiles: write the layout with its model and cluster inline.
     plan::Layout inlined = request.layout;
     inlined.modelProfile.clear();
@@ -254,12 +255,8 @@ void RunController::startSbatch(const QString& layoutFile)
 void RunController::pollJob()
 {
     QFile out(m_jobOutput);
-    if (out.open(QIODevice::ReadOnly) && out.size() > m_jobOffset) {
-        out.seek(m_jobOffset);
-        const QByteArray chunk = out.readAll();
-        m_jobOffset += chunk.size();
-        feed(chunk);
-    }
+    if (out.open(QIODevice::ReadOnly) && out.size() > m_jobOffset)
+        followJobOutput(out);
     QProcess scontrol;
     scontrol.start(
         QStringLiteral("scontrol"), { QStringLiteral("show"), QStringLiteral("job"), QStringLiteral("-o"), m_jobId });
@@ -282,10 +279,7 @@ void RunController::pollJob()
         return;
     // The job is over: read what is left of its output, then decide.
     if (out.isOpen() || out.open(QIODevice::ReadOnly)) {
-        out.seek(m_jobOffset);
-        const QByteArray rest = out.readAll();
-        m_jobOffset += rest.size();
-        feed(rest);
+        followJobOutput(out);
     }
     m_jobPoll.stop();
     const auto exit = exitRe.match(text);
@@ -299,6 +293,16 @@ void RunController::pollJob()
                         .arg(m_jobId, state.isEmpty() ? QStringLiteral("without a trace") : state,
                             exit.hasMatch() ? exit.captured(1) : QStringLiteral("?"), reasonRe.match(text).captured(1));
         end(profiles::RunState::Failed, cause);
+    }
+}
+
+void RunController::followJobOutput(QFile& out)
+{
+    // A megabyte at a time, as readOutput() reads a local job: a flood is never held whole.
+    out.seek(m_jobOffset);
+    for (QByteArray chunk = out.read(1 << 20); !chunk.isEmpty(); chunk = out.read(1 << 20)) {
+        m_jobOffset += chunk.size();
+        feed(chunk);
     }
 }
 
@@ -499,16 +503,44 @@ QString RunController::failureCause() const
 
 void RunController::readOutput()
 {
-    if (m_process)
-        feed(m_process->readAllStandardOutput());
+    // In pieces: a flood of output is parsed (and its frames stored) a megabyte at a time.
+    while (m_process && m_process->bytesAvailable() > 0)
+        feed(m_process->read(1 << 20));
+}
+
+void RunController::reportRefusedFrames()
+{
+    trace::RefusedFrame refused;
+    while (m_reader.nextRefused(refused)) {
+        // Every frame but an error frame comes from rank 0, which gathers the other ranks' events.
+        const QString type
+            = refused.type.empty() ? QStringLiteral("unknown type") : QString::fromStdString(refused.type);
+        const QString from = type == QLatin1String("error") ? QStringLiteral("a rank") : QStringLiteral("rank 0");
+        const QString size = refused.declaredBytes > 0
+            ? QStringLiteral("%1 MiB").arg(static_cast<double>(refused.declaredBytes) / (1 << 20), 0, 'f', 1)
+            : QStringLiteral("more than %1 MiB").arg(kMaxFrameBytes >> 20);
+        m_tail += QStringLiteral("loom: refused a telemetry frame (%1, %2) from %3: a frame may hold at most %4 MiB; "
+                                 "it is not stored\n")
+                      .arg(type, size, from)
+                      .arg(kMaxFrameBytes >> 20);
+    }
 }
 
 void RunController::feed(const QByteArray& chunk)
 {
+    if (chunk.isEmpty())
+        return;
     m_reader.feed(std::string_view(chunk.constData(), static_cast<std::size_t>(chunk.size())));
-    for (const QString& line : QString::fromUtf8(chunk).split(QLatin1Char('\n')))
-        if (!line.startsWith(QChar(0x1e)) && !line.isEmpty())
-            m_tail += line.left(400) + QLatin1Char('\n');
+    reportRefusedFrames();
+    // The log keeps other output, never frames: the first piece of a chunk may continue a frame's line.
+    const QStringList lines = QString::fromUtf8(chunk).split(QLatin1Char('\n'));
+    for (qsizetype i = 0; i < lines.size(); ++i) {
+        const bool frame = i == 0 && m_frameLineOpen ? true : lines[i].contains(QChar(0x1e));
+        if (!frame && !lines[i].isEmpty())
+            m_tail += lines[i].left(400) + QLatin1Char('\n');
+        if (i == lines.size() - 1)
+            m_frameLineOpen = frame && !lines[i].isEmpty();
+    }
     if (m_tail.size() > 6000)
         m_tail = m_tail.right(4000);
     trace::Frame frame;

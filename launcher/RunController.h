@@ -6,6 +6,7 @@
 #include "profiles/RunStore.h"
 
 #include <QElapsedTimer>
+#include <QFile>
 #include <QObject>
 #include <QProcess>
 #include <QSet>
@@ -34,6 +35,10 @@ public:
     bool isRunning() const;
     QStringList command() const { return m_command; }
 
+    // The largest telemetry frame the launcher reads (the engine splits its events into frames far below
+    // this); a longer one is refused as it arrives, so a run never buffers more than about this per line.
+    static constexpr std::size_t kMaxFrameBytes = 8u << 20;
+
     // The sentence for a failed run's log: "rank 2 died (signal 9 on node vm)", or nothing recognised.
     static QString causeFromLog(const QString& log);
     // Why the run failed: the first error frame's rank and message, else what causeFromLog finds.
@@ -59,6 +64,7 @@ private:
     void ranksFinished(int failedRank, const QString& cause);
     void startSbatch(const QString& layoutFile);
     void pollJob();
+    void followJobOutput(QFile& out);
     void feed(const QByteArray& chunk);
     void readOutput();
     void processFinished(int exitCode, QProcess::ExitStatus status);
@@ -76,12 +82,14 @@ private:
     bool endIfStopped();
     void storeFailed(const QString& why);
     void handleFrame(const trace::Frame& frame);
+    void reportRefusedFrames();
 
     profiles::RunStore* m_store;
     std::unique_ptr<QProcess> m_process;
     std::unique_ptr<LocalRanks> m_ranks;
-    trace::StreamReader m_reader;
+    trace::StreamReader m_reader { kMaxFrameBytes };
     QString m_tail; // the last output, for failure reports
+    bool m_frameLineOpen = false; // the last chunk ended inside a frame's line
     QStringList m_command;
     Mode m_mode = Mode::Local;
     QString m_jobId; // Slurm

@@ -193,6 +193,31 @@ private slots:
         QCOMPARE(stored.front().rank, 1);
     }
 
+    // An events frame above the launcher's limit is refused while it arrives, named (its type, size, rank
+    // 0 and the limit) in the log, and not stored; the frames after it are.
+    void oversizedFrameRefused()
+    {
+        const std::size_t size = launcher::RunController::kMaxFrameBytes + (1 << 20);
+        std::string stream = trace::encodeFrame("events", std::string(size, ' '));
+        stream += trace::encode(trace::EventsFrame { { commEvent(1) } });
+        stream += trace::encode(trace::StepFrame { 1, 2.5, 100, 0.5, 1, 1e-3, 1e9, {} });
+        stream += trace::encode(trace::EndFrame { trace::EndReason::Finished });
+        profiles::Store store(m_dir.filePath(QStringLiteral("big.db")));
+        profiles::RunStore runs(store);
+        launcher::RunController controller(&runs);
+        QSignalSpy finished(&controller, &launcher::RunController::finished);
+        const qint64 id = controller.start(request(fakeMpirun(stream, 0)));
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(toString(finished.first().at(0).value<RunState>()), toString(RunState::Finished));
+        const QString tail = finished.first().at(2).toString();
+        QVERIFY2(tail.contains(QStringLiteral("loom: refused a telemetry frame (events, 9.0 MiB) from rank 0: a "
+                                              "frame may hold at most 8 MiB; it is not stored")),
+            qPrintable(tail));
+        const auto stored = runs.events(id);
+        QCOMPARE(int(stored.size()), 1);
+        QCOMPARE(stored.front().rank, 1);
+    }
+
     // A newer engine's stream: its frames are refused by version, the log says so, and without a readable
     // end frame the run has not finished.
     void newerStreamFails()
