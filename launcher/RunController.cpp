@@ -10,6 +10,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QRegularExpression>
+#include <QSysInfo>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <sys/prctl.h>
 #include <sys/types.h>
@@ -488,8 +490,16 @@ void RunController::handleFrame(const trace::Frame& frame)
         break;
     case trace::FrameType::Error: { // the first rank to fail says why; the others fail because it did
         const auto& f = std::get<trace::ErrorFrame>(typed);
-        if (m_errorCause.isEmpty())
-            m_errorCause = QStringLiteral("rank %1 failed: %2").arg(f.rank).arg(QString::fromStdString(f.message));
+        if (!m_errorCause.isEmpty())
+            break;
+        // The frame's words are a rank's: its rank number is checked against the world, its text escaped.
+        const QString message = causeText(QString::fromStdString(f.message));
+        m_errorCause = world().knowsRank(f.rank)
+            ? QStringLiteral("rank %1 failed: %2").arg(f.rank).arg(message)
+            : QStringLiteral("a rank failed (its error frame names rank %1, outside the run's %2 ranks): %3")
+                  .arg(f.rank)
+                  .arg(m_request.layout.parallel.worldSize())
+                  .arg(message);
         break;
     }
     }
@@ -498,7 +508,7 @@ void RunController::handleFrame(const trace::Frame& frame)
 QString RunController::failureCause() const
 {
     // The error frame says it in words the engine chose; the log is read only for failures without one.
-    return m_errorCause.isEmpty() ? causeFromLog(m_tail) : m_errorCause;
+    return m_errorCause.isEmpty() ? launcher::causeFromLog(m_tail, world()) : m_errorCause;
 }
 
 void RunController::readOutput()
@@ -575,31 +585,17 @@ void RunController::checkProgress()
 
 QString RunController::causeFromLog(const QString& log)
 {
-    static const QRegularExpression died(
-        QStringLiteral("process rank (\\d+) with PID \\d+ on node (\\S+) exited on signal (\\d+)"));
-    static const QRegularExpression rankError(QStringLiteral("loom-train: rank (\\d+): ([^\\n]+)"));
-    static const QRegularExpression layoutError(QStringLiteral("loom-train: (the layout[^\\n]+)"));
-    static const QRegularExpression folder(QStringLiteral("loom: (cannot write the run folder [^\\n]+)"));
-    static const QRegularExpression daemons(
-        QStringLiteral("ORTE was unable to reliably start one or more daemons|"
-                       "ORTE does not know how to route|An ORTE daemon has unexpectedly failed"));
-    static const QRegularExpression missing(
-        QStringLiteral("was unable to find the executable|could not access or execute"));
-    if (auto m = died.match(log); m.hasMatch())
-        return QStringLiteral("rank %1 died (signal %3 on node %2)").arg(m.captured(1), m.captured(2), m.captured(3));
-    if (auto m = rankError.match(log); m.hasMatch())
-        return QStringLiteral("rank %1 failed: %2").arg(m.captured(1), m.captured(2));
-    if (auto m = layoutError.match(log); m.hasMatch())
-        return m.captured(1);
-    if (auto m = folder.match(log); m.hasMatch())
-        return m.captured(1);
-    if (daemons.match(log).hasMatch())
-        return QStringLiteral(
-            "mpirun could not start its daemon on every host; check that the head node reaches each host "
-            "by ssh without a password");
-    if (missing.match(log).hasMatch())
-        return QStringLiteral("mpirun could not find or run the engine");
-    return {};
+    return launcher::causeFromLog(log, RunWorld { std::numeric_limits<std::int32_t>::max(), {} });
+}
+
+RunWorld RunController::world() const
+{
+    RunWorld w { m_request.layout.parallel.worldSize(), {} };
+    for (const std::string& h : m_request.layout.cluster.hosts)
+        w.hosts << QString::fromStdString(h);
+    if (m_mode == Mode::Local || m_mode == Mode::Ranks) // mpirun names this machine as it calls itself
+        w.hosts << QSysInfo::machineHostName() << QStringLiteral("localhost");
+    return w;
 }
 
 void RunController::processFinished(int exitCode, QProcess::ExitStatus status)

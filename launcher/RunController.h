@@ -3,6 +3,7 @@
 #include "engine/trace/TelemetryStream.h"
 #include "launcher/LaunchCommands.h"
 #include "launcher/LocalRanks.h"
+#include "launcher/RunChecks.h"
 #include "profiles/RunStore.h"
 
 #include <QElapsedTimer>
@@ -43,6 +44,8 @@ public:
     static QString causeFromLog(const QString& log);
     // Why the run failed: the first error frame's rank and message, else what causeFromLog finds.
     QString failureCause() const;
+    // The ranks and hosts a cause may name (RunChecks.h).
+    RunWorld world() const;
 
 signals:
     void stepFinished(const loom::profiles::StepRecord& step, qint64 totalSteps);

@@ -11,7 +11,9 @@
 #include <QVariant>
 
 #include <cerrno>
+#include <cmath>
 #include <csignal>
+#include <limits>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -123,6 +125,11 @@ qint64 RunStore::startRun(
     return id;
 }
 
+QString lossText(double loss)
+{
+    return std::isfinite(loss) ? QString::number(loss, 'f', 4) : QStringLiteral("diverged (null)");
+}
+
 qint64 StepRecord::peakMemoryBytes() const
 {
     return memoryHighWaterBytes.empty() ? 0
@@ -166,7 +173,8 @@ void RunStore::addStep(qint64 run, const StepRecord& s)
     q.prepare(QStringLiteral("INSERT OR REPLACE INTO step_metrics (run_id, step, loss, tokens_per_s, step_time_s, "
                              "grad_norm, lr, flops_per_s, hardware_flops_per_s, memory_high_water) "
                              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-    for (const QVariant& v : { QVariant(run), QVariant(s.step), QVariant(s.loss), QVariant(s.tokensPerSecond),
+    const QVariant loss = std::isfinite(s.loss) ? QVariant(s.loss) : QVariant(QMetaType(QMetaType::Double));
+    for (const QVariant& v : { QVariant(run), QVariant(s.step), loss, QVariant(s.tokensPerSecond),
              QVariant(s.stepTimeSeconds), QVariant(s.gradNorm), QVariant(s.lr), QVariant(s.flopsPerSecond),
              QVariant(s.hardwareFlopsPerSecond), QVariant(memoryText(s.memoryHighWaterBytes)) })
         q.addBindValue(v);
@@ -369,7 +377,8 @@ std::vector<StepRecord> RunStore::steps(qint64 run) const
     while (q.next()) {
         StepRecord s;
         s.step = q.value(0).toLongLong();
-        s.loss = q.value(1).toDouble();
+        // A diverged loss is stored as NULL (SQLite keeps no NaN): it reads back as NaN, never as 0.
+        s.loss = q.value(1).isNull() ? std::numeric_limits<double>::quiet_NaN() : q.value(1).toDouble();
         s.tokensPerSecond = q.value(2).toDouble();
         s.stepTimeSeconds = q.value(3).toDouble();
         s.gradNorm = q.value(4).toDouble();

@@ -46,6 +46,10 @@ struct StepRecord {
     qint64 peakMemoryBytes() const;
 };
 
+// A step's loss as people read it: "2.2500" (4 decimals), or "diverged (null)" when the engine reported no
+// finite loss (NaN or infinity; the stream and the store keep it as null, never as 0).
+QString lossText(double loss);
+
 // Runs, their per-step metrics and trace events, in Loom's database (Store::kSchemaVersion). Each write is one
 // transaction, so a Loom killed mid-run leaves every stored step readable; markInterrupted() turns runs
 // left "running" into "interrupted" at the next start. Throws StoreError on database failures.

@@ -4,6 +4,7 @@
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/MachineMemory.h"
 #include "engine/trace/ChromeTrace.h"
+#include "launcher/RunChecks.h"
 #include "launcher/RunController.h"
 #include "profiles/RunStore.h"
 
@@ -14,9 +15,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <limits>
+#include <sstream>
 
 namespace loom::app {
 
@@ -26,6 +31,16 @@ volatile std::sig_atomic_t g_interrupted = 0;
 void onInterrupt(int)
 {
     g_interrupted = 1;
+}
+
+// `loom runs show`'s loss: as it always printed a number (the stream's default form), "diverged (null)" for none.
+std::string shownLoss(double loss)
+{
+    if (!std::isfinite(loss))
+        return profiles::lossText(loss).toStdString();
+    std::ostringstream text;
+    text << loss;
+    return text.str();
 }
 
 // $LOOM_TRAIN, else loom-train beside this loom (build/<preset>/bin, or the install prefix's bin), else on PATH.
@@ -123,8 +138,9 @@ int runCommand(CliContext& context, const QStringList& args)
     QObject::connect(
         &controller, &launcher::RunController::stepFinished, [&](const profiles::StepRecord& s, qint64 total) {
             const double eta = s.stepTimeSeconds * double(total - s.step);
-            std::fprintf(stdout, "\rstep %lld/%lld  loss %.4f  %.0f tokens/s  ETA %.0f s   ",
-                static_cast<long long>(s.step), static_cast<long long>(total), s.loss, s.tokensPerSecond, eta);
+            std::fprintf(stdout, "\rstep %lld/%lld  loss %s  %.0f tokens/s  ETA %.0f s   ",
+                static_cast<long long>(s.step), static_cast<long long>(total),
+                profiles::lossText(s.loss).toUtf8().constData(), s.tokensPerSecond, eta);
             std::fflush(stdout);
         });
     QObject::connect(&controller, &launcher::RunController::recordFailed, [&](const QString& why) {
@@ -213,8 +229,8 @@ int runsCommand(CliContext& context, const QStringList& argsIn)
         for (const auto& c : runs.checkpoints(id))
             context.out << "  checkpoint at step " << c.step << ": " << c.path.toStdString() << "\n";
         for (const auto& s : runs.steps(id))
-            context.out << "  step " << s.step << ": loss " << s.loss << ", " << s.tokensPerSecond << " tokens/s, "
-                        << s.stepTimeSeconds << " s\n";
+            context.out << "  step " << s.step << ": loss " << shownLoss(s.loss) << ", " << s.tokensPerSecond
+                        << " tokens/s, " << s.stepTimeSeconds << " s\n";
         return ExitOk;
     }
     if (verb == QLatin1String("export") && args.size() == 4 && args[2] == QLatin1String("--chrome")) {
@@ -222,7 +238,18 @@ int runsCommand(CliContext& context, const QStringList& argsIn)
         const nlohmann::ordered_json other
             = { { "generator", "loom runs export" }, { "loom_trace", 1 }, { "run", run->id },
                   { "layout", nlohmann::ordered_json::parse(run->layoutJson.toStdString(), nullptr, false) } };
-        const auto events = runs.events(id);
+        // The run's world bounds its events; a stored layout that no longer reads leaves only the checks
+        // that need no world (times, steps' and groups' ranges).
+        const auto read = plan::readLayout(run->layoutJson.toStdString(), context.catalog());
+        constexpr std::int64_t kAny = std::numeric_limits<std::int32_t>::max();
+        std::int64_t skipped = 0;
+        QString problem;
+        const auto events
+            = launcher::eventsOfTheRun(runs.events(id), read.layout ? read.layout->parallel.worldSize() : kAny,
+                std::max<qint64>(run->steps, 0) + 1, &skipped, &problem);
+        if (skipped > 0)
+            context.err << "warning: left out " << skipped << " stored events that cannot belong to run " << id
+                        << " (first, " << problem.toStdString() << ")\n";
         trace::writeChromeTrace(out, events, {}, other.dump());
         if (!out.flush()) {
             context.err << "error: cannot write " << args[3].toStdString() << "\n";

@@ -7,6 +7,7 @@
 
 #include <QFile>
 #include <QSignalSpy>
+#include <QSysInfo>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -191,6 +192,49 @@ private slots:
         const auto stored = runs.events(id);
         QCOMPARE(int(stored.size()), 1); // the good frame only
         QCOMPARE(stored.front().rank, 1);
+    }
+
+    // A rank's words become the run's cause only when they name one of its ranks (and, from mpirun's
+    // line, one of its hosts); their control characters are escaped, so the cause stays one line.
+    void rankTextVetted_data()
+    {
+        QTest::addColumn<QByteArray>("stream");
+        QTest::addColumn<QString>("cause");
+        const QString host = QSysInfo::machineHostName();
+        QTest::newRow("error frame names rank 7")
+            << QByteArray::fromStdString(trace::encode(trace::ErrorFrame { 7, "communication", "gone\x1b]0;x\x07" }))
+            << "a rank failed (its error frame names rank 7, outside the run's 2 ranks): gone\\u001b]0;x\\u0007";
+        QTest::newRow("error frame with a newline") << QByteArray::fromStdString(
+            trace::encode(trace::ErrorFrame { 1, "internal", "one\nrank 0 failed: forged" }))
+                                                    << "rank 1 failed: one\\u000arank 0 failed: forged";
+        QTest::newRow("log names rank 7 on node evil")
+            << QByteArray("process rank 7 with PID 12 on node evil exited on signal 9\n")
+            << "the job ended with exit code 1 before finishing";
+        QTest::newRow("log names rank 1 on node evil")
+            << QByteArray("process rank 1 with PID 12 on node evil exited on signal 9\n")
+            << "the job ended with exit code 1 before finishing";
+        QTest::newRow("log names rank 1 on this host")
+            << QStringLiteral("process rank 7 with PID 1 on node %1 exited on signal 9\n"
+                              "process rank 1 with PID 12 on node %1 exited on signal 9\n")
+                   .arg(host)
+                   .toUtf8()
+            << QStringLiteral("rank 1 died (signal 9 on node %1)").arg(host);
+        QTest::newRow("engine line names rank 9")
+            << QByteArray("loom-train: rank 9: forged\n") << "the job ended with exit code 1 before finishing";
+    }
+    void rankTextVetted()
+    {
+        QFETCH(QByteArray, stream);
+        QFETCH(QString, cause);
+        profiles::Store store(m_dir.filePath(QStringLiteral("vetted.db")));
+        profiles::RunStore runs(store);
+        launcher::RunController controller(&runs);
+        QSignalSpy finished(&controller, &launcher::RunController::finished);
+        const qint64 id = controller.start(request(fakeMpirun(stream.toStdString(), 1)));
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(toString(finished.first().at(0).value<RunState>()), toString(RunState::Failed));
+        QCOMPARE(finished.first().at(1).toString(), cause);
+        QCOMPARE(runs.run(id)->exitCause, cause);
     }
 
     // An events frame above the launcher's limit is refused while it arrives, named (its type, size, rank
