@@ -82,7 +82,8 @@ private slots:
         QFETCH(qint64, end);
         QFETCH(QString, why);
         QFile::remove(storePath());
-        const qint64 id = storeRun({ makeEvent(0, 1000, 2000), makeEvent(rank, start, end), makeEvent(1, 1500, 2500) }, {});
+        const qint64 id
+            = storeRun({ makeEvent(0, 1000, 2000), makeEvent(rank, start, end), makeEvent(1, 1500, 2500) }, {});
         const QString trace = m_dir.filePath(QStringLiteral("export.json"));
         const Run exported = loom({ QStringLiteral("runs"), QStringLiteral("export"), QString::number(id),
             QStringLiteral("--chrome"), trace });

@@ -11,6 +11,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <nlohmann/json.hpp>
+
 using namespace loom;
 using loom::profiles::RunState;
 
@@ -163,6 +165,7 @@ private slots:
         QTest::newRow("rank 7") << 7 << qint64(1000) << qint64(2000) << 0 << "rank 7 is outside";
         QTest::newRow("end before start")
             << 0 << qint64(5000) << qint64(2000) << 0 << "it ends (2000 ns) before it starts (5000 ns)";
+        QTest::newRow("start -5") << 0 << qint64(-5) << qint64(2000) << 0 << "it starts at -5 ns";
         QTest::newRow("step 2^30") << 1 << qint64(1000) << qint64(2000) << (1 << 30) << "step 1073741824 is outside";
     }
     void eventsOutsideTheRunRefused()
@@ -191,6 +194,29 @@ private slots:
             tail.contains(QStringLiteral("loom: skipped a telemetry frame: its event 1: ") + why), qPrintable(tail));
         const auto stored = runs.events(id);
         QCOMPARE(int(stored.size()), 1); // the good frame only
+        QCOMPARE(stored.front().rank, 1);
+    }
+
+    // A step of 2^62 does not fit an event's step: the frame is refused as it is decoded, not stored.
+    void stepBeyondAnEventsRange()
+    {
+        auto events = nlohmann::json::parse(trace::encodeEvents({ commEvent(0) }));
+        events[0][4] = std::int64_t(1) << 62; // the step's place in an event's array
+        std::string stream = trace::encodeFrame("events", events.dump());
+        stream += trace::encode(trace::EventsFrame { { commEvent(1) } });
+        stream += trace::encode(trace::StepFrame { 1, 2.5, 100, 0.5, 1, 1e-3, 1e9, {} });
+        stream += trace::encode(trace::EndFrame { trace::EndReason::Finished });
+        profiles::Store store(m_dir.filePath(QStringLiteral("step62.db")));
+        profiles::RunStore runs(store);
+        launcher::RunController controller(&runs);
+        QSignalSpy finished(&controller, &launcher::RunController::finished);
+        const qint64 id = controller.start(request(fakeMpirun(stream, 0)));
+        QVERIFY(finished.wait(30000));
+        const QString tail = finished.first().at(2).toString();
+        QVERIFY2(tail.contains(QStringLiteral("loom: skipped a telemetry frame: ")), qPrintable(tail));
+        QVERIFY2(tail.contains(QStringLiteral("4611686018427387904")), qPrintable(tail));
+        const auto stored = runs.events(id);
+        QCOMPARE(int(stored.size()), 1);
         QCOMPARE(stored.front().rank, 1);
     }
 
