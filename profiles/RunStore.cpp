@@ -1,5 +1,7 @@
 #include "profiles/RunStore.h"
 
+#include "profiles/RunLock.h"
+
 #include <algorithm>
 
 #include <QFile>
@@ -122,6 +124,7 @@ qint64 RunStore::startRun(
         fail(m_store, QStringLiteral("cannot record the run"), q.lastError());
     const qint64 id = q.lastInsertId().toLongLong();
     keepRoom(m_store, id);
+    m_locks[id] = std::make_shared<RunLock>(m_store.path(), id);
     return id;
 }
 
@@ -296,6 +299,8 @@ std::vector<CheckpointRecord> RunStore::checkpoints(qint64 run) const
 
 void RunStore::finishRun(qint64 run, RunState state, const QString& exitCause)
 {
+    // Whatever happens below the run is no longer followed: a failed update leaves it for markInterrupted.
+    const auto lock = m_locks.extract(run);
     // Tried twice: the second time with the room kept for it given back to the disk.
     for (int attempt = 0;; ++attempt) {
         QSqlQuery q(db(m_store));
@@ -323,9 +328,12 @@ int RunStore::markInterrupted()
     if (!q.exec(QStringLiteral("SELECT id, owner FROM runs WHERE state = 'running'")))
         fail(m_store, QStringLiteral("cannot list running runs"), q.lastError());
     QList<qint64> gone;
-    while (q.next())
-        if (ownerGone(q.value(1).toString()))
-            gone << q.value(0).toLongLong();
+    while (q.next()) {
+        const qint64 id = q.value(0).toLongLong();
+        const RunLock::Owner owner = RunLock::owner(m_store.path(), id);
+        if (owner == RunLock::Owner::Gone || (owner == RunLock::Owner::Unknown && ownerGone(q.value(1).toString())))
+            gone << id;
+    }
     int marked = 0;
     for (const qint64 id : gone) {
         QSqlQuery u(db(m_store));

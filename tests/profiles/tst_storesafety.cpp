@@ -3,6 +3,7 @@
 // interrupted, a read-only store is called read-only, and the catalog saves only profiles that read back.
 #include "profiles/BuiltinProfiles.h"
 #include "profiles/ProfileCatalog.h"
+#include "profiles/RunLock.h"
 #include "profiles/RunStore.h"
 #include "profiles/Store.h"
 
@@ -161,6 +162,10 @@ private slots:
                     .arg(dead),
                 QStringLiteral("UPDATE runs SET owner = '' WHERE id = %1").arg(legacy),
                 QStringLiteral("UPDATE runs SET owner = 'another-host-xyz 1 1' WHERE id = %1").arg(remote) });
+        // This process holds every run's lock (RunLock); the three are judged by their owner column only as
+        // runs of a Loom older than the lock, which left no lock file (tst_runlock covers the lock itself).
+        for (const qint64 id : { dead, legacy, remote })
+            QVERIFY(QFile::remove(RunLock::path(store.path(), id)));
         QCOMPARE(runs.markInterrupted(), 2);
         QCOMPARE(runState(runs, live), QStringLiteral("running"));
         QCOMPARE(runState(runs, dead), QStringLiteral("interrupted"));
