@@ -8,6 +8,7 @@
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/MachineMemory.h"
 #include "engine/tools/TrainReporter.h"
+#include "engine/trace/PlainWhat.h"
 #include "engine/train/Checkpoint.h"
 #include "engine/train/CpuKernels.h"
 #include "engine/train/HfWeights.h"
@@ -223,15 +224,11 @@ void sayLine(std::string line)
 
 // The exception's message in Loom's words where the library's would be raw ("std::bad_alloc",
 // "filesystem error: ...").
-std::string plainWhat(const std::exception& e)
+std::string rankWhat(const std::exception& e)
 {
-    if (dynamic_cast<const std::bad_alloc*>(&e))
-        return "out of memory: this rank could not allocate what the layout needs; lower the model's size or raise "
-               "tp, pp or memory.zero (loom validate shows the estimate per device)";
-    if (const auto* f = dynamic_cast<const std::filesystem::filesystem_error*>(&e))
-        return "cannot use " + f->path1().string() + (f->path2().empty() ? "" : " and " + f->path2().string()) + ": "
-            + f->code().message();
-    return e.what();
+    return loom::plainWhat(e,
+        "out of memory: this rank could not allocate what the layout needs; lower the model's size or raise "
+        "tp, pp or memory.zero (loom validate shows the estimate per device)");
 }
 
 volatile std::sig_atomic_t g_terminate = 0;
@@ -332,7 +329,7 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
                     train::importSafetensors(args.initSafetensors, layout.model, plan::writeLayout(layout), folder);
             } catch (const std::exception& e) {
                 ok = 0;
-                why = e.what();
+                why = rankWhat(e);
             }
         }
         world.broadcast(&ok, 1, comm::DType::I64, 0)->wait();
@@ -420,7 +417,7 @@ int main(int argc, char** argv)
     try {
         start = comm::processStartFromEnvironment();
     } catch (const std::exception& e) {
-        std::cerr << "loom-train: " << e.what() << "\n";
+        std::cerr << "loom-train: " << rankWhat(e) << "\n";
         return 2;
     }
     // Every rank reads and checks the layout; rank 0 says what is wrong; all stop before any work.
@@ -436,7 +433,7 @@ int main(int argc, char** argv)
         const std::string parent = std::filesystem::absolute(args->layout).parent_path().string();
         runtime.emplace(layout.commBackend(), start, &argc, &argv, parent);
     } catch (const std::exception& e) {
-        std::cerr << "loom-train: rank " << start.rank << ": " << e.what() << "\n";
+        std::cerr << "loom-train: rank " << start.rank << ": " << rankWhat(e) << "\n";
         return 1;
     }
     const int rank = runtime->rank(), size = runtime->size();
@@ -472,9 +469,9 @@ int main(int argc, char** argv)
     try {
         return runTraining(*args, layout, *runtime);
     } catch (const std::exception& e) {
-        sayLine("loom-train: rank " + std::to_string(rank) + ": " + plainWhat(e));
+        sayLine("loom-train: rank " + std::to_string(rank) + ": " + rankWhat(e));
         if (args->stream) // the launcher reads the failure from the stream, not from the log
-            tools::reportFailure(stdout, rank, failureKind(e), plainWhat(e));
+            tools::reportFailure(stdout, rank, failureKind(e), rankWhat(e));
         runtime->abortJob(1);
     }
 }

@@ -38,8 +38,9 @@ int holdRun(const char* storePath)
 {
     Store store(QString::fromLocal8Bit(storePath));
     RunStore runs(store);
-    std::printf("%lld\n", static_cast<long long>(runs.startRun(QStringLiteral("held"), QStringLiteral("{}"),
-                              QStringLiteral("local"), QStringLiteral("mpirun"))));
+    std::printf("%lld\n",
+        static_cast<long long>(runs.startRun(
+            QStringLiteral("held"), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("mpirun"))));
     std::fflush(stdout);
     for (;;)
         ::pause();
@@ -58,8 +59,8 @@ private slots:
         const QString path = m_dir.filePath(QStringLiteral("namespace.db"));
         Store store(path);
         RunStore owner(store);
-        const qint64 id = owner.startRun(QStringLiteral("container"), QStringLiteral("{}"), QStringLiteral("local"),
-            QStringLiteral("mpirun"));
+        const qint64 id = owner.startRun(
+            QStringLiteral("container"), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("mpirun"));
         setOwner(store, id, QSysInfo::machineHostName() + QStringLiteral(" 999999999 12345"));
         Store other(path);
         QCOMPARE(RunStore(other).markInterrupted(), 0);
@@ -73,7 +74,9 @@ private slots:
     void killedLoomIsInterrupted()
     {
         const QString path = m_dir.filePath(QStringLiteral("killed.db"));
-        { Store create(path); }
+        {
+            Store create(path);
+        }
         QProcess holder;
         holder.start(QCoreApplication::applicationFilePath(), { QStringLiteral("--hold-run"), path });
         QVERIFY(holder.waitForStarted());
