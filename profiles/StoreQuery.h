@@ -16,13 +16,12 @@ inline void prepareQuery(const QString& storePath, QSqlQuery& query, const QStri
     if (query.prepare(sql))
         return;
     const QString why = query.lastError().text();
-    throw StoreError(
-        (why.contains(QLatin1String("no such"))
-                ? QStringLiteral("store %1: its tables are not those of this Loom (%2); the store is damaged or was "
-                                 "changed by another program")
-                : QStringLiteral("store %1: cannot prepare a query on it (%2)"))
-            .arg(storePath, why.trimmed())
-            .toStdString());
+    throw StoreError((why.contains(QLatin1String("no such"))
+            ? QStringLiteral("store %1: its tables are not those of this Loom (%2); the store is damaged or was "
+                             "changed by another program")
+            : QStringLiteral("store %1: cannot prepare a query on it (%2)"))
+                         .arg(storePath, why.trimmed())
+                         .toStdString());
 }
 
 } // namespace loom::profiles

@@ -25,7 +25,8 @@ inline std::string plainWhat(const std::exception& e,
         const auto verb = what.find("cannot ");
         const auto colon = verb == std::string::npos ? std::string::npos : what.find(':', verb);
         const std::string doing = colon == std::string::npos ? "cannot use" : what.substr(verb, colon - verb);
-        const std::string paths = f->path1().empty() ? std::string()
+        const std::string paths = f->path1().empty()
+            ? std::string()
             : " " + f->path1().string() + (f->path2().empty() ? "" : " and " + f->path2().string());
         return doing + paths + ": " + f->code().message();
     }

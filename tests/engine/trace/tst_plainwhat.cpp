@@ -24,11 +24,18 @@ private slots:
         QTest::addColumn<QString>("from");
         QTest::addColumn<QString>("to");
         QTest::addColumn<QString>("said");
-        QTest::newRow("rename") << "cannot rename" << "/ckpt/latest.tmp" << "/ckpt/latest"
+        QTest::newRow("rename") << "cannot rename"
+                                << "/ckpt/latest.tmp"
+                                << "/ckpt/latest"
                                 << "cannot rename /ckpt/latest.tmp and /ckpt/latest: No space left on device";
-        QTest::newRow("create directories") << "cannot create directories" << "/proc/x/y" << ""
+        QTest::newRow("create directories") << "cannot create directories"
+                                            << "/proc/x/y"
+                                            << ""
                                             << "cannot create directories /proc/x/y: No space left on device";
-        QTest::newRow("no verb") << "odd" << "" << "" << "cannot use: No space left on device";
+        QTest::newRow("no verb") << "odd"
+                                 << ""
+                                 << ""
+                                 << "cannot use: No space left on device";
     }
     void filesystemErrors()
     {
@@ -37,8 +44,7 @@ private slots:
         QFETCH(QString, to);
         QFETCH(QString, said);
         const std::error_code nospace(ENOSPC, std::generic_category());
-        const std::filesystem::filesystem_error e(
-            what.toStdString(), from.toStdString(), to.toStdString(), nospace);
+        const std::filesystem::filesystem_error e(what.toStdString(), from.toStdString(), to.toStdString(), nospace);
         const QString text = QString::fromStdString(loom::plainWhat(e));
         QCOMPARE(text, said);
         QVERIFY(!text.contains(QLatin1String("filesystem error")));
