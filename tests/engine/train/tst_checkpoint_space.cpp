@@ -113,7 +113,8 @@ private slots:
         // ... and a resume reads it and trains step 2 (the half-written step took no space with it), failing
         // again only where step 2's checkpoint does not fit.
         const Result resumed = train({ "--steps", "2", "--checkpoint-dir", dir, "--resume" });
-        QVERIFY2(!resumed.log.contains(QLatin1String("cannot write in the checkpoint folder")), qPrintable(resumed.log));
+        QVERIFY2(
+            !resumed.log.contains(QLatin1String("cannot write in the checkpoint folder")), qPrintable(resumed.log));
         QVERIFY2(resumed.log.contains(QLatin1String("step-2.partial")), qPrintable(resumed.log));
     }
 
