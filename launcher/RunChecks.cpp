@@ -118,6 +118,23 @@ QString causeFromLog(const QString& log, const RunWorld& world)
     return {};
 }
 
+QStringList lastCollectives(const QString& log, const RunWorld& world, int maxRanks)
+{
+    static const QRegularExpression said(
+        QStringLiteral("loom-train: rank (\\d{1,9}): not stopped [^\\n]*; last collectives: ([^\\n]+)"));
+    QStringList out;
+    QList<qint64> seen;
+    for (auto it = said.globalMatch(log); it.hasNext() && out.size() < maxRanks;) {
+        const auto m = it.next();
+        const qint64 rank = m.captured(1).toLongLong();
+        if (!world.knowsRank(rank) || seen.contains(rank))
+            continue;
+        seen << rank;
+        out << QStringLiteral("rank %1: %2").arg(rank).arg(causeText(m.captured(2), 300));
+    }
+    return out;
+}
+
 QList<qint64> childProcesses(qint64 parent)
 {
     QList<qint64> out;

@@ -41,6 +41,11 @@ struct RunWorld {
 // evil" on a one-rank run) is passed over. Empty when nothing is recognised.
 QString causeFromLog(const QString& log, const RunWorld& world);
 
+// What the ranks of a hung run said of their last collectives (loom-train's flight record, printed when a
+// rank asked to stop does not), one entry per rank of `world`, at most `maxRanks`: "rank 0: all-reduce #12
+// on DP group of tp=0 pp=0, 4096 bytes, running for 301.2 s; ...". Empty when no rank said anything.
+QStringList lastCollectives(const QString& log, const RunWorld& world, int maxRanks = 8);
+
 // The processes whose parent is `parent`, from /proc (a gloo layout's ranks are Loom's own children).
 QList<qint64> childProcesses(qint64 parent);
 

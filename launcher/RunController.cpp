@@ -629,19 +629,27 @@ bool RunController::endIfStopped()
     if (!m_recordFailure.isEmpty())
         end(profiles::RunState::Failed, m_recordFailure);
     else if (m_progressTimedOut)
-        end(profiles::RunState::Failed,
-            m_stuck.isEmpty()
-                ? QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
-                      .arg(m_request.progressTimeoutSeconds)
-                : QStringLiteral("no progress for %1 s: %2 stopped (SIGSTOP or a debugger), so the other ranks "
-                                 "wait for it in their next collective")
-                      .arg(m_request.progressTimeoutSeconds)
-                      .arg(m_stuck));
+        end(profiles::RunState::Failed, hangCause());
     else if (m_cancelling)
         end(profiles::RunState::Cancelled, QStringLiteral("cancelled after step %1").arg(m_steps));
     else
         return false;
     return true;
+}
+
+QString RunController::hangCause() const
+{
+    QString cause = m_stuck.isEmpty()
+        ? QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
+              .arg(m_request.progressTimeoutSeconds)
+        : QStringLiteral("no progress for %1 s: %2 stopped (SIGSTOP or a debugger), so the other ranks "
+                         "wait for it in their next collective")
+              .arg(m_request.progressTimeoutSeconds)
+              .arg(m_stuck);
+    // The flight records of the ranks that could still speak: where each waits, newest collective first.
+    if (const QStringList last = lastCollectives(m_tail, world()); !last.isEmpty())
+        cause += QStringLiteral(". Last collectives: ") + last.join(QStringLiteral(" | "));
+    return cause;
 }
 
 void RunController::storeFailed(const QString& why)

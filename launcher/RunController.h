@@ -84,6 +84,8 @@ private:
     // Ends the run when Loom itself stopped it (the store failed, no progress, a cancel); false otherwise.
     bool endIfStopped();
     void storeFailed(const QString& why);
+    // The cause of a run stopped for lack of progress: the stopped ranks and the others' last collectives.
+    QString hangCause() const;
     void handleFrame(const trace::Frame& frame);
     void reportRefusedFrames();
 

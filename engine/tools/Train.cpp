@@ -5,6 +5,7 @@
 //                           [--metrics FILE] [--checkpoint-dir DIR] [--checkpoint-every N] [--resume]
 #include "engine/comm/Backends.h"
 #include "engine/comm/CommError.h"
+#include "engine/comm/FlightRecorder.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/MachineMemory.h"
 #include "engine/tools/TrainReporter.h"
@@ -25,6 +26,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -36,6 +38,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unistd.h>
 
 using namespace loom;
@@ -237,6 +240,21 @@ void onTerminate(int)
     g_terminate = 1;
 }
 
+// A rank asked to stop (SIGTERM: a cancel, or the launcher's progress timeout) that has not stopped within
+// kHangSeconds is waiting in a collective for a peer: it says which of its last collectives (the flight
+// record) are still running, in one line the launcher quotes in the cause of a hung run.
+constexpr int kHangSeconds = 2;
+void watchForAHang(int rank)
+{
+    std::thread([rank] {
+        while (!g_terminate)
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::this_thread::sleep_for(std::chrono::seconds(kHangSeconds));
+        sayLine("loom-train: rank " + std::to_string(rank) + ": not stopped " + std::to_string(kHangSeconds)
+            + " s after SIGTERM; last collectives: " + comm::FlightRecorder::instance().text());
+    }).detach();
+}
+
 // The run after the communicators exist: resume or import, the step loop, checkpoints, the end.
 int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime& runtime)
 {
@@ -346,6 +364,7 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
     }
     report.begin(first);
     std::signal(SIGTERM, onTerminate);
+    watchForAHang(rank);
     for (std::int64_t s = first; s < args.steps; ++s) {
         const train::StepResult r = trainer.step(s);
         train::checkFiniteStep(r.loss, r.gradNorm, s + 1, rank);
