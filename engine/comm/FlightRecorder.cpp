@@ -54,7 +54,10 @@ std::string FlightRecorder::text() const
         const double seconds = static_cast<double>((e.state == 0 ? now : e.endNs) - e.startNs) * 1e-9;
         std::snprintf(line, sizeof line, "%s #%llu on %s, %llu bytes, %s %.1f s", e.operation.c_str(),
             static_cast<unsigned long long>(e.sequence), e.group.c_str(), static_cast<unsigned long long>(e.bytes),
-            e.state == 0 ? "running for" : e.state == 1 ? "done in" : "failed after", seconds);
+            e.state == 0       ? "running for"
+                : e.state == 1 ? "done in"
+                               : "failed after",
+            seconds);
         out += (out.empty() ? "" : "; ") + std::string(line);
     }
     return out.empty() ? "none" : out;

@@ -21,7 +21,8 @@ public:
     static FlightRecorder& instance();
 
     // A collective starts: returns its slot's ticket for finish().
-    std::uint64_t start(std::string_view operation, const std::string& group, std::uint64_t sequence, std::uint64_t bytes);
+    std::uint64_t start(
+        std::string_view operation, const std::string& group, std::uint64_t sequence, std::uint64_t bytes);
     void finish(std::uint64_t ticket, bool ok);
 
     // "all-reduce #12 on DP group of tp=0 pp=0, 4096 bytes, running for 3.2 s; broadcast #11 ..., done",

@@ -23,9 +23,11 @@ private slots:
         const QString text = QString::fromStdString(r.text());
         const QStringList entries = text.split(QStringLiteral("; "));
         QCOMPARE(int(entries.size()), int(FlightRecorder::kSlots));
-        QVERIFY2(entries[0].startsWith(QStringLiteral("all-reduce #10 on DP group of tp=0 pp=0, 40960 bytes, running for")),
+        QVERIFY2(
+            entries[0].startsWith(QStringLiteral("all-reduce #10 on DP group of tp=0 pp=0, 40960 bytes, running for")),
             qPrintable(text));
-        QVERIFY2(entries[1].startsWith(QStringLiteral("all-reduce #9 on DP group of tp=0 pp=0, 36864 bytes, failed after")),
+        QVERIFY2(
+            entries[1].startsWith(QStringLiteral("all-reduce #9 on DP group of tp=0 pp=0, 36864 bytes, failed after")),
             qPrintable(text));
         QVERIFY2(entries[2].contains(QStringLiteral("#8 ")) && entries[2].contains(QStringLiteral("done in")),
             qPrintable(text));
