@@ -10,6 +10,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QRegularExpression>
+#include <QSysInfo>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <sys/prctl.h>
 #include <sys/types.h>
@@ -68,7 +70,7 @@ qint64 RunController::start(const LaunchRequest& request)
     m_jobOffset = 0;
     m_jobId.clear();
     m_tail.clear();
-    m_reader = trace::StreamReader();
+    m_reader = trace::StreamReader(kMaxFrameBytes);
     // The engine resolves only built-in profiles: write the layout with its model and cluster inline.
     plan::Layout inlined = request.layout;
     inlined.modelProfile.clear();
@@ -395,8 +397,16 @@ void RunController::handleFrame(const trace::Frame& frame)
         break;
     case trace::FrameType::Error: { // the first rank to fail says why; the others fail because it did
         const auto& f = std::get<trace::ErrorFrame>(typed);
-        if (m_errorCause.isEmpty())
-            m_errorCause = QStringLiteral("rank %1 failed: %2").arg(f.rank).arg(QString::fromStdString(f.message));
+        if (!m_errorCause.isEmpty())
+            break;
+        // The frame's words are a rank's: its rank number is checked against the world, its text escaped.
+        const QString message = causeText(QString::fromStdString(f.message));
+        m_errorCause = world().knowsRank(f.rank)
+            ? QStringLiteral("rank %1 failed: %2").arg(f.rank).arg(message)
+            : QStringLiteral("a rank failed (its error frame names rank %1, outside the run's %2 ranks): %3")
+                  .arg(f.rank)
+                  .arg(m_request.layout.parallel.worldSize())
+                  .arg(message);
         break;
     }
     }
@@ -405,19 +415,41 @@ void RunController::handleFrame(const trace::Frame& frame)
 QString RunController::failureCause() const
 {
     // The error frame says it in words the engine chose; the log is read only for failures without one.
-    return m_errorCause.isEmpty() ? causeFromLog(m_tail) : m_errorCause;
+    return m_errorCause.isEmpty() ? launcher::causeFromLog(m_tail, world()) : m_errorCause;
 }
 
 void RunController::readOutput()
 {
-    if (m_process)
-        feed(m_process->readAllStandardOutput());
+    // In pieces: a flood of output is parsed (and its frames stored) a megabyte at a time.
+    while (m_process && m_process->bytesAvailable() > 0)
+        feed(m_process->read(1 << 20));
+}
+
+void RunController::reportRefusedFrames()
+{
+    trace::RefusedFrame refused;
+    while (m_reader.nextRefused(refused)) {
+        // Every frame but an error frame comes from rank 0, which gathers the other ranks' events.
+        const QString type
+            = refused.type.empty() ? QStringLiteral("unknown type") : QString::fromStdString(refused.type);
+        const QString from = type == QLatin1String("error") ? QStringLiteral("a rank") : QStringLiteral("rank 0");
+        const QString size = refused.declaredBytes > 0
+            ? QStringLiteral("%1 MiB").arg(static_cast<double>(refused.declaredBytes) / (1 << 20), 0, 'f', 1)
+            : QStringLiteral("more than %1 MiB").arg(kMaxFrameBytes >> 20);
+        m_tail += QStringLiteral("loom: refused a telemetry frame (%1, %2) from %3: a frame may hold at most %4 MiB; "
+                                 "it is not stored\n")
+                      .arg(type, size, from)
+                      .arg(kMaxFrameBytes >> 20);
+    }
 }
 
 void RunController::feed(const QByteArray& chunk)
 {
+    if (chunk.isEmpty())
+        return;
     m_reader.feed(std::string_view(chunk.constData(), static_cast<std::size_t>(chunk.size())));
     addToTail(chunk);
+    reportRefusedFrames();
     trace::Frame frame;
     while (m_reader.next(frame)) {
         try {
@@ -507,6 +539,16 @@ void RunController::checkProgress()
     }
 }
 
+RunWorld RunController::world() const
+{
+    RunWorld w { m_request.layout.parallel.worldSize(), {} };
+    for (const std::string& h : m_request.layout.cluster.hosts)
+        w.hosts << QString::fromStdString(h);
+    if (m_mode == Mode::Local || m_mode == Mode::Ranks) // mpirun names this machine as it calls itself
+        w.hosts << QSysInfo::machineHostName() << QStringLiteral("localhost");
+    return w;
+}
+
 void RunController::processFinished(int exitCode, QProcess::ExitStatus status)
 {
     readOutput();
@@ -545,19 +587,27 @@ bool RunController::endIfStopped()
     if (!m_recordFailure.isEmpty())
         end(profiles::RunState::Failed, m_recordFailure);
     else if (m_progressTimedOut)
-        end(profiles::RunState::Failed,
-            m_stuck.isEmpty()
-                ? QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
-                      .arg(m_request.progressTimeoutSeconds)
-                : QStringLiteral("no progress for %1 s: %2 stopped (SIGSTOP or a debugger), so the other ranks "
-                                 "wait for it in their next collective")
-                      .arg(m_request.progressTimeoutSeconds)
-                      .arg(m_stuck));
+        end(profiles::RunState::Failed, hangCause());
     else if (m_cancelling)
         end(profiles::RunState::Cancelled, QStringLiteral("cancelled after step %1").arg(m_steps));
     else
         return false;
     return true;
+}
+
+QString RunController::hangCause() const
+{
+    QString cause = m_stuck.isEmpty()
+        ? QStringLiteral("no progress for %1 s: no step finished in that time (a rank may be stuck)")
+              .arg(m_request.progressTimeoutSeconds)
+        : QStringLiteral("no progress for %1 s: %2 stopped (SIGSTOP or a debugger), so the other ranks "
+                         "wait for it in their next collective")
+              .arg(m_request.progressTimeoutSeconds)
+              .arg(m_stuck);
+    // The flight records of the ranks that could still speak: where each waits, newest collective first.
+    if (const QStringList last = lastCollectives(m_tail, world()); !last.isEmpty())
+        cause += QStringLiteral(". Last collectives: ") + last.join(QStringLiteral(" | "));
+    return cause;
 }
 
 void RunController::storeFailed(const QString& why)

@@ -4,9 +4,11 @@
 #include "engine/trace/TelemetryStream.h"
 #include "launcher/LaunchCommands.h"
 #include "launcher/LocalRanks.h"
+#include "launcher/RunChecks.h"
 #include "profiles/RunStore.h"
 
 #include <QElapsedTimer>
+#include <QFile>
 #include <QObject>
 #include <QProcess>
 #include <QSet>
@@ -44,10 +46,16 @@ public:
     QString jobId() const { return m_jobId; }
     QStringList command() const { return m_command; }
 
+    // The largest telemetry frame the launcher reads (the engine splits its events into frames far below
+    // this); a longer one is refused as it arrives, so a run never buffers more than about this per line.
+    static constexpr std::size_t kMaxFrameBytes = 8u << 20;
+
     // The sentence for a failed run's log: "rank 2 died (signal 9 on node vm)", or nothing recognised.
     static QString causeFromLog(const QString& log);
     // Why the run failed: the first error frame's rank and message, else what causeFromLog finds.
     QString failureCause() const;
+    // The ranks and hosts a cause may name (RunChecks.h).
+    RunWorld world() const;
 
 signals:
     void stepFinished(const loom::profiles::StepRecord& step, qint64 totalSteps);
@@ -81,6 +89,7 @@ private:
     void runFrame(const trace::RunFrame& frame);
     void heartbeat();
     void addToTail(const QByteArray& chunk);
+    void followJobOutput(QFile& out);
     void feed(const QByteArray& chunk);
     void readOutput();
     void processFinished(int exitCode, QProcess::ExitStatus status);
@@ -97,12 +106,15 @@ private:
     // Ends the run when Loom itself stopped it (the store failed, no progress, a cancel); false otherwise.
     bool endIfStopped();
     void storeFailed(const QString& why);
+    // The cause of a run stopped for lack of progress: the stopped ranks and the others' last collectives.
+    QString hangCause() const;
     void handleFrame(const trace::Frame& frame);
+    void reportRefusedFrames();
 
     profiles::RunStore* m_store;
     std::unique_ptr<QProcess> m_process;
     std::unique_ptr<LocalRanks> m_ranks;
-    trace::StreamReader m_reader;
+    trace::StreamReader m_reader { kMaxFrameBytes };
     QString m_tail; // the last output, for failure reports
     QStringList m_command;
     Mode m_mode = Mode::Local;

@@ -86,12 +86,8 @@ void RunController::pollJob()
     if (m_ended)
         return;
     QFile out(m_jobOutput);
-    if (out.open(QIODevice::ReadOnly) && out.size() > m_jobOffset) {
-        out.seek(m_jobOffset);
-        const QByteArray chunk = out.readAll();
-        m_jobOffset += chunk.size();
-        feed(chunk);
-    }
+    if (out.open(QIODevice::ReadOnly) && out.size() > m_jobOffset)
+        followJobOutput(out);
     QProcess scontrol;
     scontrol.start(
         QStringLiteral("scontrol"), { QStringLiteral("show"), QStringLiteral("job"), QStringLiteral("-o"), m_jobId });
@@ -110,12 +106,8 @@ void RunController::pollJob()
     if (stillQueuedOrRunning(state))
         return;
     // The job is over: read what is left of its output, then decide.
-    if (out.isOpen() || out.open(QIODevice::ReadOnly)) {
-        out.seek(m_jobOffset);
-        const QByteArray rest = out.readAll();
-        m_jobOffset += rest.size();
-        feed(rest);
-    }
+    if (out.isOpen() || out.open(QIODevice::ReadOnly))
+        followJobOutput(out);
     m_jobPoll.stop();
     const auto exit = exitRe.match(text);
     if (endIfStopped()) {
@@ -199,6 +191,16 @@ void RunController::cancelJob()
         if (!m_ended)
             scancel({});
     });
+}
+
+void RunController::followJobOutput(QFile& out)
+{
+    // A megabyte at a time, as readOutput() reads a local job: a flood is never held whole.
+    out.seek(m_jobOffset);
+    for (QByteArray chunk = out.read(1 << 20); !chunk.isEmpty(); chunk = out.read(1 << 20)) {
+        m_jobOffset += chunk.size();
+        feed(chunk);
+    }
 }
 
 } // namespace loom::launcher

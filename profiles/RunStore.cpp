@@ -1,5 +1,8 @@
 #include "profiles/RunStore.h"
 
+#include "profiles/RunLock.h"
+#include "profiles/StoreQuery.h"
+
 #include <algorithm>
 
 #include <QFile>
@@ -11,7 +14,9 @@
 #include <QVariant>
 
 #include <cerrno>
+#include <cmath>
 #include <csignal>
+#include <limits>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -109,8 +114,9 @@ qint64 RunStore::startRun(
     const QString& name, const QString& layoutJson, const QString& cluster, const QString& command)
 {
     QSqlQuery q(db(m_store));
-    q.prepare(QStringLiteral(
-        "INSERT INTO runs (name, layout_json, cluster, command, state, owner) VALUES (?, ?, ?, ?, 'running', ?)"));
+    prepareQuery(m_store.path(), q,
+        QStringLiteral(
+            "INSERT INTO runs (name, layout_json, cluster, command, state, owner) VALUES (?, ?, ?, ?, 'running', ?)"));
     q.addBindValue(name);
     q.addBindValue(layoutJson);
     q.addBindValue(cluster);
@@ -120,7 +126,13 @@ qint64 RunStore::startRun(
         fail(m_store, QStringLiteral("cannot record the run"), q.lastError());
     const qint64 id = q.lastInsertId().toLongLong();
     keepRoom(m_store, id);
+    m_locks[id] = std::make_shared<RunLock>(m_store.path(), id);
     return id;
+}
+
+QString lossText(double loss)
+{
+    return std::isfinite(loss) ? QString::number(loss, 'f', 4) : QStringLiteral("diverged (null)");
 }
 
 qint64 StepRecord::peakMemoryBytes() const
@@ -163,17 +175,19 @@ std::vector<qint64> memoryFromText(const QString& text)
 void RunStore::addStep(qint64 run, const StepRecord& s)
 {
     QSqlQuery q(db(m_store));
-    q.prepare(QStringLiteral("INSERT OR REPLACE INTO step_metrics (run_id, step, loss, tokens_per_s, step_time_s, "
-                             "grad_norm, lr, flops_per_s, hardware_flops_per_s, memory_high_water) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-    for (const QVariant& v : { QVariant(run), QVariant(s.step), QVariant(s.loss), QVariant(s.tokensPerSecond),
+    prepareQuery(m_store.path(), q,
+        QStringLiteral("INSERT OR REPLACE INTO step_metrics (run_id, step, loss, tokens_per_s, step_time_s, "
+                       "grad_norm, lr, flops_per_s, hardware_flops_per_s, memory_high_water) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    const QVariant loss = std::isfinite(s.loss) ? QVariant(s.loss) : QVariant(QMetaType(QMetaType::Double));
+    for (const QVariant& v : { QVariant(run), QVariant(s.step), loss, QVariant(s.tokensPerSecond),
              QVariant(s.stepTimeSeconds), QVariant(s.gradNorm), QVariant(s.lr), QVariant(s.flopsPerSecond),
              QVariant(s.hardwareFlopsPerSecond), QVariant(memoryText(s.memoryHighWaterBytes)) })
         q.addBindValue(v);
     if (!q.exec())
         fail(m_store, QStringLiteral("cannot store step %1 of run %2").arg(s.step).arg(run), q.lastError());
     QSqlQuery u(db(m_store));
-    u.prepare(QStringLiteral("UPDATE runs SET steps = MAX(steps, ?) WHERE id = ?"));
+    prepareQuery(m_store.path(), u, QStringLiteral("UPDATE runs SET steps = MAX(steps, ?) WHERE id = ?"));
     u.addBindValue(s.step);
     u.addBindValue(run);
     if (!u.exec())
@@ -255,7 +269,8 @@ void RunStore::addEvents(qint64 run, const std::vector<trace::TraceEvent>& event
 void RunStore::addCheckpoint(qint64 run, qint64 step, const QString& path)
 {
     QSqlQuery q(db(m_store));
-    q.prepare(QStringLiteral("INSERT OR REPLACE INTO checkpoints (run_id, step, path) VALUES (?, ?, ?)"));
+    prepareQuery(
+        m_store.path(), q, QStringLiteral("INSERT OR REPLACE INTO checkpoints (run_id, step, path) VALUES (?, ?, ?)"));
     q.addBindValue(run);
     q.addBindValue(step);
     q.addBindValue(path);
@@ -266,7 +281,7 @@ void RunStore::addCheckpoint(qint64 run, qint64 step, const QString& path)
 void RunStore::setCommand(qint64 run, const QString& command)
 {
     QSqlQuery q(db(m_store));
-    q.prepare(QStringLiteral("UPDATE runs SET command = ? WHERE id = ?"));
+    prepareQuery(m_store.path(), q, QStringLiteral("UPDATE runs SET command = ? WHERE id = ?"));
     q.addBindValue(command);
     q.addBindValue(run);
     if (!q.exec())
@@ -277,7 +292,8 @@ std::vector<CheckpointRecord> RunStore::checkpoints(qint64 run) const
 {
     std::vector<CheckpointRecord> out;
     QSqlQuery q(db(m_store));
-    q.prepare(QStringLiteral("SELECT step, path FROM checkpoints WHERE run_id = ? ORDER BY step"));
+    prepareQuery(
+        m_store.path(), q, QStringLiteral("SELECT step, path FROM checkpoints WHERE run_id = ? ORDER BY step"));
     q.addBindValue(run);
     if (!q.exec())
         fail(m_store, QStringLiteral("cannot read the checkpoints of run %1").arg(run), q.lastError());
@@ -288,12 +304,15 @@ std::vector<CheckpointRecord> RunStore::checkpoints(qint64 run) const
 
 void RunStore::finishRun(qint64 run, RunState state, const QString& exitCause)
 {
+    // Whatever happens below the run is no longer followed: a failed update leaves it for markInterrupted.
+    const auto lock = m_locks.extract(run);
     // Tried twice: the second time with the room kept for it given back to the disk.
     for (int attempt = 0;; ++attempt) {
         QSqlQuery q(db(m_store));
-        q.prepare(QStringLiteral(
-            "UPDATE runs SET state = ?, exit_cause = ?, ended_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') "
-            "WHERE id = ?"));
+        prepareQuery(m_store.path(), q,
+            QStringLiteral(
+                "UPDATE runs SET state = ?, exit_cause = ?, ended_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') "
+                "WHERE id = ?"));
         q.addBindValue(toString(state));
         q.addBindValue(exitCause.isNull() ? QStringLiteral("") : exitCause);
         q.addBindValue(run);
@@ -315,15 +334,19 @@ int RunStore::markInterrupted()
     if (!q.exec(QStringLiteral("SELECT id, owner FROM runs WHERE state = 'running'")))
         fail(m_store, QStringLiteral("cannot list running runs"), q.lastError());
     QList<qint64> gone;
-    while (q.next())
-        if (ownerGone(q.value(1).toString()))
-            gone << q.value(0).toLongLong();
+    while (q.next()) {
+        const qint64 id = q.value(0).toLongLong();
+        const RunLock::Owner owner = RunLock::owner(m_store.path(), id);
+        if (owner == RunLock::Owner::Gone || (owner == RunLock::Owner::Unknown && ownerGone(q.value(1).toString())))
+            gone << id;
+    }
     int marked = 0;
     for (const qint64 id : gone) {
         QSqlQuery u(db(m_store));
-        u.prepare(QStringLiteral(
-            "UPDATE runs SET state = 'interrupted', exit_cause = 'Loom stopped while the run was going', "
-            "ended_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ? AND state = 'running'"));
+        prepareQuery(m_store.path(), u,
+            QStringLiteral(
+                "UPDATE runs SET state = 'interrupted', exit_cause = 'Loom stopped while the run was going', "
+                "ended_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ? AND state = 'running'"));
         u.addBindValue(id);
         if (!u.exec())
             fail(m_store, QStringLiteral("cannot mark run %1 interrupted").arg(id), u.lastError());
@@ -347,7 +370,7 @@ std::vector<RunRecord> RunStore::runs() const
 std::optional<RunRecord> RunStore::run(qint64 id) const
 {
     QSqlQuery q(db(m_store));
-    q.prepare(QStringLiteral("SELECT %1 FROM runs WHERE id = ?").arg(QLatin1String(kRunColumns)));
+    prepareQuery(m_store.path(), q, QStringLiteral("SELECT %1 FROM runs WHERE id = ?").arg(QLatin1String(kRunColumns)));
     q.addBindValue(id);
     if (!q.exec())
         fail(m_store, QStringLiteral("cannot read run %1").arg(id), q.lastError());
@@ -360,7 +383,7 @@ std::vector<StepRecord> RunStore::steps(qint64 run) const
 {
     std::vector<StepRecord> out;
     QSqlQuery q(db(m_store));
-    q.prepare(
+    prepareQuery(m_store.path(), q,
         QStringLiteral("SELECT step, loss, tokens_per_s, step_time_s, grad_norm, lr, flops_per_s, "
                        "hardware_flops_per_s, memory_high_water FROM step_metrics WHERE run_id = ? ORDER BY step"));
     q.addBindValue(run);
@@ -369,7 +392,8 @@ std::vector<StepRecord> RunStore::steps(qint64 run) const
     while (q.next()) {
         StepRecord s;
         s.step = q.value(0).toLongLong();
-        s.loss = q.value(1).toDouble();
+        // A diverged loss is stored as NULL (SQLite keeps no NaN): it reads back as NaN, never as 0.
+        s.loss = q.value(1).isNull() ? std::numeric_limits<double>::quiet_NaN() : q.value(1).toDouble();
         s.tokensPerSecond = q.value(2).toDouble();
         s.stepTimeSeconds = q.value(3).toDouble();
         s.gradNorm = q.value(4).toDouble();
@@ -387,9 +411,10 @@ std::vector<trace::TraceEvent> RunStore::events(qint64 run) const
     std::vector<trace::TraceEvent> out;
     QSqlQuery q(db(m_store));
     q.setForwardOnly(true);
-    q.prepare(QStringLiteral(
-        "SELECT rank, lane, kind, source, step, micro_batch, stage, chunk, start_ns, end_ns, bytes, wire_bytes, "
-        "grp, group_size, peer, algorithm, codec FROM events WHERE run_id = ? ORDER BY rank, start_ns"));
+    prepareQuery(m_store.path(), q,
+        QStringLiteral(
+            "SELECT rank, lane, kind, source, step, micro_batch, stage, chunk, start_ns, end_ns, bytes, wire_bytes, "
+            "grp, group_size, peer, algorithm, codec FROM events WHERE run_id = ? ORDER BY rank, start_ns"));
     q.addBindValue(run);
     if (!q.exec())
         fail(m_store, QStringLiteral("cannot read the events of run %1").arg(run), q.lastError());
@@ -420,7 +445,7 @@ std::vector<trace::TraceEvent> RunStore::events(qint64 run) const
 bool RunStore::removeRun(qint64 id)
 {
     QSqlQuery q(db(m_store));
-    q.prepare(QStringLiteral("DELETE FROM runs WHERE id = ?"));
+    prepareQuery(m_store.path(), q, QStringLiteral("DELETE FROM runs WHERE id = ?"));
     q.addBindValue(id);
     if (!q.exec())
         fail(m_store, QStringLiteral("cannot delete run %1").arg(id), q.lastError());

@@ -6,6 +6,8 @@
 
 #include <QString>
 
+#include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -46,6 +48,10 @@ struct StepRecord {
     qint64 peakMemoryBytes() const;
 };
 
+// A step's loss as people read it: "2.2500" (4 decimals), or "diverged (null)" when the engine reported no
+// finite loss (NaN or infinity; the stream and the store keep it as null, never as 0).
+QString lossText(double loss);
+
 // Runs, their per-step metrics and trace events, in Loom's database (Store::kSchemaVersion). Each write is one
 // transaction, so a Loom killed mid-run leaves every stored step readable; markInterrupted() turns runs
 // left "running" into "interrupted" at the next start. Throws StoreError on database failures.
@@ -64,8 +70,10 @@ public:
     // The command as finally known (a Slurm job's id arrives after the run is recorded).
     void setCommand(qint64 run, const QString& command);
     void finishRun(qint64 run, RunState state, const QString& exitCause);
-    // Runs still "running" whose owner (the Loom process that recorded them: host, pid and its start
-    // time) is provably gone become "interrupted"; live runs of another Loom are left alone. Returns how many.
+    // Runs still "running" whose owner is provably gone become "interrupted"; live runs of another Loom are
+    // left alone. The owner is asked through the run's lock (RunLock: gone once no process holds it, in
+    // whatever PID namespace); runs without a lock file (an older Loom) through their host, pid and its
+    // start time. Returns how many.
     int markInterrupted();
 
     std::vector<RunRecord> runs() const;
@@ -77,6 +85,9 @@ public:
 
 private:
     Store& m_store;
+    // The lock each run this RunStore started holds until finishRun (RunLock.h): shared, so a copy of
+    // this RunStore does not release it twice.
+    std::map<qint64, std::shared_ptr<class RunLock>> m_locks;
 };
 
 } // namespace loom::profiles

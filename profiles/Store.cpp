@@ -1,5 +1,7 @@
 #include "profiles/Store.h"
 
+#include "profiles/StoreQuery.h"
+
 #include <QDeadlineTimer>
 #include <QDir>
 #include <QFileInfo>
@@ -325,9 +327,10 @@ int Store::schemaVersion() const
 void Store::saveProfile(const Profile& profile)
 {
     QSqlQuery q(database(m_connection));
-    q.prepare(QStringLiteral("INSERT INTO profiles (kind, name, json) VALUES (?, ?, ?) "
-                             "ON CONFLICT (kind, name) DO UPDATE SET json = excluded.json, "
-                             "updated_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"));
+    prepareQuery(m_path, q,
+        QStringLiteral("INSERT INTO profiles (kind, name, json) VALUES (?, ?, ?) "
+                       "ON CONFLICT (kind, name) DO UPDATE SET json = excluded.json, "
+                       "updated_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"));
     q.addBindValue(QString::fromUtf8(toString(profile.kind()).data()));
     q.addBindValue(QString::fromStdString(profile.name()));
     q.addBindValue(QString::fromStdString(writeProfile(profile)));
@@ -354,7 +357,7 @@ std::vector<Profile> Store::profiles() const
 bool Store::removeProfile(Profile::Kind kind, const QString& name)
 {
     QSqlQuery q(database(m_connection));
-    q.prepare(QStringLiteral("DELETE FROM profiles WHERE kind = ? AND name = ?"));
+    prepareQuery(m_path, q, QStringLiteral("DELETE FROM profiles WHERE kind = ? AND name = ?"));
     q.addBindValue(QString::fromUtf8(toString(kind).data()));
     q.addBindValue(name);
     if (!q.exec())
@@ -365,9 +368,10 @@ bool Store::removeProfile(Profile::Kind kind, const QString& name)
 void Store::saveLayout(const QString& name, const QString& json)
 {
     QSqlQuery q(database(m_connection));
-    q.prepare(QStringLiteral("INSERT INTO layouts (name, json) VALUES (?, ?) "
-                             "ON CONFLICT (name) DO UPDATE SET json = excluded.json, "
-                             "updated_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"));
+    prepareQuery(m_path, q,
+        QStringLiteral("INSERT INTO layouts (name, json) VALUES (?, ?) "
+                       "ON CONFLICT (name) DO UPDATE SET json = excluded.json, "
+                       "updated_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"));
     q.addBindValue(name);
     q.addBindValue(json);
     if (!q.exec())
@@ -387,7 +391,7 @@ std::vector<SavedLayout> Store::layouts() const
 std::optional<SavedLayout> Store::layout(const QString& name) const
 {
     QSqlQuery q(database(m_connection));
-    q.prepare(QStringLiteral("SELECT name, json, updated_at FROM layouts WHERE name = ?"));
+    prepareQuery(m_path, q, QStringLiteral("SELECT name, json, updated_at FROM layouts WHERE name = ?"));
     q.addBindValue(name);
     if (!q.exec())
         fail(m_path, QStringLiteral("cannot read layout %1").arg(name), q.lastError());
@@ -399,7 +403,7 @@ std::optional<SavedLayout> Store::layout(const QString& name) const
 bool Store::removeLayout(const QString& name)
 {
     QSqlQuery q(database(m_connection));
-    q.prepare(QStringLiteral("DELETE FROM layouts WHERE name = ?"));
+    prepareQuery(m_path, q, QStringLiteral("DELETE FROM layouts WHERE name = ?"));
     q.addBindValue(name);
     if (!q.exec())
         fail(m_path, QStringLiteral("cannot remove layout %1").arg(name), q.lastError());

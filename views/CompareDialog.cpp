@@ -33,7 +33,7 @@ QString summary(const RunMonitor* m)
              .arg(p.globalBatch);
     if (!m->steps().empty())
         s += QObject::tr("<br>final loss %1 after %2 steps, %3 tokens/s, bubble %4 %")
-                 .arg(m->steps().back().loss, 0, 'f', 4)
+                 .arg(profiles::lossText(m->steps().back().loss))
                  .arg(m->steps().back().step)
                  .arg(QLocale().toString(m->steps().back().tokensPerSecond, 'f', 0))
                  .arg(QLocale().toString(

@@ -78,7 +78,7 @@ RunPanel::RunPanel(RunMonitor* monitor, QWidget* parent)
             if (!m_monitor->steps().empty())
                 text += tr(" Last step %1: loss %2.")
                             .arg(m_monitor->steps().back().step)
-                            .arg(m_monitor->steps().back().loss, 0, 'f', 4);
+                            .arg(profiles::lossText(m_monitor->steps().back().loss));
             m_status->setText(text);
             m_status->setStyleSheet(
                 state == profiles::RunState::Finished ? QString() : QStringLiteral("color: #C01F1F;"));
@@ -184,7 +184,7 @@ void RunPanel::showStep()
                           .arg(m_monitor->runId())
                           .arg(s.step)
                           .arg(total)
-                          .arg(s.loss, 0, 'f', 4)
+                          .arg(profiles::lossText(s.loss))
                           .arg(QLocale().toString(s.tokensPerSecond, 'f', 0))
                           .arg(formatSeconds(eta))
         + measuredMemoryText(s, m_monitor->prediction()));

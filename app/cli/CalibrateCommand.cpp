@@ -6,6 +6,7 @@
 #include "engine/plan/Calibrate.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/TextUtil.h"
+#include "engine/trace/PlainWhat.h"
 
 #include <nlohmann/json.hpp>
 
@@ -73,7 +74,7 @@ int calibrateCommand(CliContext& context, const QStringList& args, bool json)
     try {
         measured = plan::readCalibrationTrace(*text);
     } catch (const std::exception& e) {
-        context.err << "error: " << traceFile.toStdString() << ": " << e.what() << "\n";
+        context.err << "error: " << traceFile.toStdString() << ": " << plainWhat(e) << "\n";
         return ExitInvalid;
     }
     if (measured.layoutJson.empty()) {
@@ -101,7 +102,7 @@ int calibrateCommand(CliContext& context, const QStringList& args, bool json)
     try {
         fit = plan::calibrate(layout, measured.events, measured.groupKinds);
     } catch (const std::exception& e) {
-        context.err << "error: " << traceFile.toStdString() << ": " << e.what() << "\n";
+        context.err << "error: " << traceFile.toStdString() << ": " << plainWhat(e) << "\n";
         return ExitInvalid;
     }
 

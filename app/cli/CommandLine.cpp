@@ -3,6 +3,7 @@
 #include "app/cli/Commands.h"
 #include "app/cli/SafeOutput.h"
 #include "engine/json/JsonLimits.h"
+#include "engine/trace/PlainWhat.h"
 
 #include <exception>
 
@@ -86,7 +87,12 @@ int runCommandLine(const QStringList& args, std::ostream& rawOut, std::ostream& 
         err << "loom: unknown command \"" << command.toStdString() << "\"\n" << kUsage;
         return ExitUsage;
     } catch (const std::exception& e) {
-        err << "error: " << jsonErrorDetail(e) << "\n"; // never the JSON library's "[json.exception...]" prefix
+        // Never the libraries' own words ("std::bad_alloc", "[json.exception...]", "filesystem error: ...").
+        err << "error: "
+            << plainWhat(e,
+                   "out of memory: loom could not allocate what this command needs; give it a smaller input or "
+                   "free memory")
+            << "\n";
         return ExitFailure;
     }
 }

@@ -6,6 +6,7 @@
 #include "engine/plan/Search.h"
 #include "engine/plan/Simulator.h"
 #include "engine/trace/ChromeTrace.h"
+#include "engine/trace/PlainWhat.h"
 
 #include <nlohmann/json.hpp>
 
@@ -250,7 +251,7 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
     try {
         result = plan::search(request);
     } catch (const std::invalid_argument& e) {
-        context.err << "error: " << e.what() << "\n";
+        context.err << "error: " << plainWhat(e) << "\n";
         return ExitInvalid;
     }
     if (json) {

@@ -4,6 +4,7 @@
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/MachineMemory.h"
 #include "engine/trace/ChromeTrace.h"
+#include "launcher/RunChecks.h"
 #include "launcher/RunController.h"
 #include "profiles/RunStore.h"
 
@@ -17,9 +18,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <limits>
+#include <sstream>
 
 namespace loom::app {
 
@@ -59,6 +64,17 @@ void printRankLogs(CliContext& context, const QString& command)
         context.out << "  log of " << QFileInfo(f).dir().dirName().toStdString() << " ("
                     << QFileInfo(f).fileName().toStdString() << "): " << f.toStdString() << "\n";
 }
+
+// `loom runs show`'s loss: as it always printed a number (the stream's default form), "diverged (null)" for none.
+std::string shownLoss(double loss)
+{
+    if (!std::isfinite(loss))
+        return profiles::lossText(loss).toStdString();
+    std::ostringstream text;
+    text << loss;
+    return text.str();
+}
+
 } // namespace
 
 int runCommand(CliContext& context, const QStringList& args)
@@ -157,8 +173,9 @@ int runCommand(CliContext& context, const QStringList& args)
     QObject::connect(
         &controller, &launcher::RunController::stepFinished, [&](const profiles::StepRecord& s, qint64 total) {
             const double eta = s.stepTimeSeconds * double(total - s.step);
-            std::fprintf(stdout, "\rstep %lld/%lld  loss %.4f  %.0f tokens/s  ETA %.0f s   ",
-                static_cast<long long>(s.step), static_cast<long long>(total), s.loss, s.tokensPerSecond, eta);
+            std::fprintf(stdout, "\rstep %lld/%lld  loss %s  %.0f tokens/s  ETA %.0f s   ",
+                static_cast<long long>(s.step), static_cast<long long>(total),
+                profiles::lossText(s.loss).toUtf8().constData(), s.tokensPerSecond, eta);
             std::fflush(stdout);
         });
     QObject::connect(&controller, &launcher::RunController::jobStateChanged,
@@ -265,8 +282,8 @@ int runsCommand(CliContext& context, const QStringList& argsIn)
             context.out << "  checkpoint at step " << c.step << ": " << c.path.toStdString() << "\n";
         printRankLogs(context, run->command);
         for (const auto& s : runs.steps(id))
-            context.out << "  step " << s.step << ": loss " << s.loss << ", " << s.tokensPerSecond << " tokens/s, "
-                        << s.stepTimeSeconds << " s\n";
+            context.out << "  step " << s.step << ": loss " << shownLoss(s.loss) << ", " << s.tokensPerSecond
+                        << " tokens/s, " << s.stepTimeSeconds << " s\n";
         return ExitOk;
     }
     if (verb == QLatin1String("export") && args.size() == 4 && args[2] == QLatin1String("--chrome")) {
@@ -274,7 +291,18 @@ int runsCommand(CliContext& context, const QStringList& argsIn)
         const nlohmann::ordered_json other
             = { { "generator", "loom runs export" }, { "loom_trace", 1 }, { "run", run->id },
                   { "layout", nlohmann::ordered_json::parse(run->layoutJson.toStdString(), nullptr, false) } };
-        const auto events = runs.events(id);
+        // The run's world bounds its events; a stored layout that no longer reads leaves only the checks
+        // that need no world (times, steps' and groups' ranges).
+        const auto read = plan::readLayout(run->layoutJson.toStdString(), context.catalog());
+        constexpr std::int64_t kAny = std::numeric_limits<std::int32_t>::max();
+        std::int64_t skipped = 0;
+        QString problem;
+        const auto events
+            = launcher::eventsOfTheRun(runs.events(id), read.layout ? read.layout->parallel.worldSize() : kAny,
+                std::max<qint64>(run->steps, 0) + 1, &skipped, &problem);
+        if (skipped > 0)
+            context.err << "warning: left out " << skipped << " stored events that cannot belong to run " << id
+                        << " (first, " << problem.toStdString() << ")\n";
         trace::writeChromeTrace(out, events, {}, other.dump());
         if (!out.flush()) {
             context.err << "error: cannot write " << args[3].toStdString() << "\n";

@@ -4,6 +4,7 @@
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/trace/DeviceStats.h"
+#include "engine/trace/PlainWhat.h"
 #include "engine/trace/TraceStats.h"
 
 #include <QFileInfo>
@@ -106,7 +107,7 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
     try {
         events = trace::readChromeTraceFile(args[1].toStdString(), &other, &c.groups);
     } catch (const std::exception& e) {
-        context.err << "error: " << args[1].toStdString() << " is " << e.what() << "\n";
+        context.err << "error: " << args[1].toStdString() << " is " << plainWhat(e) << "\n";
         return ExitInvalid;
     }
     const nlohmann::json meta = nlohmann::json::parse(other, nullptr, false);

@@ -6,6 +6,7 @@
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/RankGrid.h"
 #include "engine/trace/ChromeTrace.h"
+#include "engine/trace/PlainWhat.h"
 
 #include <QFile>
 #include <QFileInfo>
@@ -139,7 +140,7 @@ int traceImportCommand(CliContext& context, const QStringList& args)
     try {
         imported = importTraceFiles(files, layout);
     } catch (const trace::TorchTraceError& e) {
-        context.err << "error: " << e.what() << "\n";
+        context.err << "error: " << plainWhat(e) << "\n";
         return ExitInvalid;
     }
     context.err << describeImport(imported, files);

@@ -2,6 +2,7 @@
 
 #include "engine/comm/Agreement.h"
 #include "engine/comm/CollectiveCalls.h"
+#include "engine/comm/FlightRecorder.h"
 #include "engine/plan/AllreduceChoice.h"
 
 #include <algorithm>
@@ -89,8 +90,12 @@ void HostCommunicator::execute(Item& item)
             stats);
         return;
     }
+    // In the flight record until it ends: a hung run's ranks say which collective they wait in.
+    const std::uint64_t ticket
+        = FlightRecorder::instance().start(trace::toString(call.kind), m_group.name, call.sequence, stats.bytes);
     try {
         const CollectiveOutcome out = runCollective(*this, call, m_group, m_rank, size(), m_nodeOf, m_config);
+        FlightRecorder::instance().finish(ticket, true);
         stats.algorithm = out.algorithm;
         stats.wireBytes = out.wireBytes;
     } catch (const std::exception& e) {
@@ -98,6 +103,7 @@ void HostCommunicator::execute(Item& item)
         const std::string message
             = dynamic_cast<const CommError*>(&e) ? std::string(e.what()) : describe(call, m_group) + ": " + e.what();
         m_brokenBy = message;
+        FlightRecorder::instance().finish(ticket, false);
         transport().abandon();
         stats.endNs = trace::nowNs();
         item.work->fail(message, stats);

@@ -4,6 +4,7 @@
 #include "engine/comm/Backends.h"
 #include "engine/comm/GradientCodec.h"
 #include "engine/tools/CommBenchOptions.h"
+#include "engine/trace/PlainWhat.h"
 #if LOOM_WITH_NCCL
 #include <cuda_runtime_api.h>
 #endif
@@ -457,13 +458,13 @@ int main(int argc, char** argv)
             reference.emplace(plan::CommBackend::Mpi, start, &argc, &argv, ".", config);
         runtime.emplace(backendOf(options->backend), start, &argc, &argv, ".", config);
     } catch (const std::exception& e) {
-        std::cerr << "loom-commbench: rank " << start.rank << ": " << e.what() << "\n";
+        std::cerr << "loom-commbench: rank " << start.rank << ": " << loom::plainWhat(e) << "\n";
         return 1;
     }
     try {
         return run(*options, *runtime, reference ? &*reference : nullptr);
     } catch (const std::exception& e) {
-        std::cerr << "loom-commbench: " << e.what() << "\n";
+        std::cerr << "loom-commbench: " << loom::plainWhat(e) << "\n";
         runtime->abortJob(1);
     }
 }

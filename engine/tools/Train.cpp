@@ -6,11 +6,13 @@
 //                           [--device cpu|cuda]
 #include "engine/comm/Backends.h"
 #include "engine/comm/CommError.h"
+#include "engine/comm/FlightRecorder.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/MachineMemory.h"
 #include "engine/profiles/BuiltinProfiles.h"
 #include "engine/tools/TrainDevice.h"
 #include "engine/tools/TrainReporter.h"
+#include "engine/trace/PlainWhat.h"
 #include "engine/train/Checkpoint.h"
 #include "engine/train/CpuKernels.h"
 #include "engine/train/HfWeights.h"
@@ -26,6 +28,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -37,6 +40,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unistd.h>
 
 using namespace loom;
@@ -239,21 +243,32 @@ void sayLine(std::string line)
 
 // The exception's message in Loom's words where the library's would be raw ("std::bad_alloc",
 // "filesystem error: ...").
-std::string plainWhat(const std::exception& e)
+std::string rankWhat(const std::exception& e)
 {
-    if (dynamic_cast<const std::bad_alloc*>(&e))
-        return "out of memory: this rank could not allocate what the layout needs; lower the model's size or raise "
-               "tp, pp or memory.zero (loom validate shows the estimate per device)";
-    if (const auto* f = dynamic_cast<const std::filesystem::filesystem_error*>(&e))
-        return "cannot use " + f->path1().string() + (f->path2().empty() ? "" : " and " + f->path2().string()) + ": "
-            + f->code().message();
-    return e.what();
+    return loom::plainWhat(e,
+        "out of memory: this rank could not allocate what the layout needs; lower the model's size or raise "
+        "tp, pp or memory.zero (loom validate shows the estimate per device)");
 }
 
 volatile std::sig_atomic_t g_terminate = 0;
 void onTerminate(int)
 {
     g_terminate = 1;
+}
+
+// A rank asked to stop (SIGTERM: a cancel, or the launcher's progress timeout) that has not stopped within
+// kHangSeconds is waiting in a collective for a peer: it says which of its last collectives (the flight
+// record) are still running, in one line the launcher quotes in the cause of a hung run.
+constexpr int kHangSeconds = 2;
+void watchForAHang(int rank)
+{
+    std::thread([rank] {
+        while (!g_terminate)
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::this_thread::sleep_for(std::chrono::seconds(kHangSeconds));
+        sayLine("loom-train: rank " + std::to_string(rank) + ": not stopped " + std::to_string(kHangSeconds)
+            + " s after SIGTERM; last collectives: " + comm::FlightRecorder::instance().text());
+    }).detach();
 }
 
 // The run after the communicators exist: resume or import, the step loop, checkpoints, the end.
@@ -350,7 +365,7 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
                     train::importSafetensors(args.initSafetensors, layout.model, plan::writeLayout(layout), folder);
             } catch (const std::exception& e) {
                 ok = 0;
-                why = e.what();
+                why = rankWhat(e);
             }
         }
         world.broadcast(&ok, 1, comm::DType::I64, 0)->wait();
@@ -367,6 +382,7 @@ int runTraining(const Args& args, const plan::Layout& layout, comm::CommRuntime&
     }
     report.begin(first);
     std::signal(SIGTERM, onTerminate); // SIGUSR1 and SIGUSR2 since main(): see there
+    watchForAHang(rank);
     for (std::int64_t s = first; s < args.steps; ++s) {
         const train::StepResult r = trainer.step(s);
         train::checkFiniteStep(r.loss, r.gradNorm, s + 1, rank);
@@ -443,7 +459,7 @@ int main(int argc, char** argv)
     try {
         start = comm::processStartFromEnvironment();
     } catch (const std::exception& e) {
-        std::cerr << "loom-train: " << e.what() << "\n";
+        std::cerr << "loom-train: " << rankWhat(e) << "\n";
         return 2;
     }
     // Every rank reads and checks the layout; rank 0 says what is wrong; all stop before any work.
@@ -469,7 +485,7 @@ int main(int argc, char** argv)
         const std::string parent = std::filesystem::absolute(args->layout).parent_path().string();
         runtime.emplace(layout.commBackend(), start, &argc, &argv, parent);
     } catch (const std::exception& e) {
-        std::cerr << "loom-train: rank " << start.rank << ": " << e.what() << "\n";
+        std::cerr << "loom-train: rank " << start.rank << ": " << rankWhat(e) << "\n";
         return 1;
     }
     const int rank = runtime->rank(), size = runtime->size();
@@ -507,9 +523,9 @@ int main(int argc, char** argv)
     try {
         return runTraining(*args, layout, *runtime);
     } catch (const std::exception& e) {
-        sayLine("loom-train: rank " + std::to_string(rank) + ": " + plainWhat(e));
+        sayLine("loom-train: rank " + std::to_string(rank) + ": " + rankWhat(e));
         if (args->stream) // the launcher reads the failure from the stream, not from the log
-            tools::reportFailure(stdout, rank, failureKind(e), plainWhat(e));
+            tools::reportFailure(stdout, rank, failureKind(e), rankWhat(e));
         runtime->abortJob(1);
     }
 }

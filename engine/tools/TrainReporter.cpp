@@ -8,6 +8,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
@@ -97,7 +98,12 @@ void TrainReporter::stepDone(std::int64_t s, const train::StepResult& r)
             }
             if (!m_options.traceOut.empty())
                 m_streamed.insert(m_streamed.end(), events.begin(), events.end());
-            emit(trace::EventsFrame { std::move(events) });
+            for (std::size_t at = 0; at == 0 || at < events.size(); at += kEventsPerFrame) { // an empty step too
+                const auto first = events.begin() + static_cast<std::ptrdiff_t>(at);
+                const auto last
+                    = events.begin() + static_cast<std::ptrdiff_t>(std::min(at + kEventsPerFrame, events.size()));
+                emit(trace::EventsFrame { std::vector<trace::TraceEvent>(first, last) });
+            }
             emit(stepFrame(s, r, std::move(memory)));
         }
     }

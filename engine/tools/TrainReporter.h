@@ -30,6 +30,9 @@ struct ReportOptions {
 class TrainReporter {
 public:
     static constexpr std::int64_t kClockRefreshSteps = 25;
+    // A step's events go out in frames of at most this many (about 100 bytes each), far below the
+    // launcher's frame limit (RunController::kMaxFrameBytes, 8 MiB), however many ranks there are.
+    static constexpr std::size_t kEventsPerFrame = 16384;
 
     TrainReporter(comm::Communicator& world, trace::TraceRecorder& recorder, const plan::Layout& layout,
         ReportOptions options, std::FILE* out = stdout);

@@ -1,9 +1,11 @@
 #include "engine/trace/TelemetryStream.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 namespace loom::trace {
@@ -56,6 +58,45 @@ std::string encodeFrame(std::string_view type, std::string_view payload)
     return out;
 }
 
+namespace {
+
+// The type and declared payload length of the frame whose line starts `text`, once its header has arrived
+// ("\x1eLOOM<n> <type> <length> "); nothing while it has not, or when `text` holds no frame header.
+std::optional<RefusedFrame> frameHeader(std::string_view text)
+{
+    const auto at = text.find(kStart);
+    if (at == std::string_view::npos || text.substr(at + 1, kMagic.size()) != kMagic)
+        return std::nullopt;
+    std::string_view rest = text.substr(at + 1 + kMagic.size());
+    std::string_view words[3];
+    for (auto& w : words) {
+        const auto space = rest.find(' ');
+        if (space == std::string_view::npos)
+            return std::nullopt;
+        w = rest.substr(0, space);
+        rest.remove_prefix(space + 1);
+    }
+    RefusedFrame f { std::string(words[1].substr(0, 32)), 0 };
+    if (std::from_chars(words[2].data(), words[2].data() + words[2].size(), f.declaredBytes).ec != std::errc())
+        f.declaredBytes = 0;
+    return f;
+}
+
+constexpr std::size_t kHeaderBytes = 128; // more than any frame header: a frame's header is read from this
+
+} // namespace
+
+void StreamReader::startDiscarding()
+{
+    // A line that is a frame is remembered (its type and declared size) so that the reader's user can say
+    // what was refused; other over-long output is only counted.
+    if (const auto header = frameHeader(std::string_view(m_partial).substr(0, kHeaderBytes)))
+        m_refused.push_back(*header);
+    m_droppedBytes += m_partial.size();
+    m_partial.clear();
+    m_discarding = true;
+}
+
 void StreamReader::feed(std::string_view bytes)
 {
     while (!bytes.empty()) {
@@ -63,12 +104,18 @@ void StreamReader::feed(std::string_view bytes)
         const std::string_view piece = bytes.substr(0, newline);
         if (m_discarding) {
             m_droppedBytes += piece.size() + (newline != std::string_view::npos);
-        } else if (m_partial.size() + piece.size() > kMaxLine) {
-            m_droppedBytes += m_partial.size() + piece.size();
-            m_partial.clear();
-            m_discarding = true;
+        } else if (m_partial.size() + piece.size() > m_maxLine) {
+            m_partial.append(piece.substr(0, kHeaderBytes));
+            m_droppedBytes += piece.size() - std::min(piece.size(), kHeaderBytes);
+            startDiscarding();
         } else {
+            const bool headerPending = m_partial.size() < kHeaderBytes;
             m_partial.append(piece);
+            // A header that declares more than the limit: refuse now rather than buffer up to the limit.
+            if (headerPending)
+                if (const auto header = frameHeader(std::string_view(m_partial).substr(0, kHeaderBytes));
+                    header && header->declaredBytes > m_maxLine)
+                    startDiscarding();
         }
         if (newline == std::string_view::npos)
             return; // the rest of this line comes with a later chunk
@@ -117,6 +164,15 @@ void StreamReader::line(std::string_view text)
     }
     ++m_frames;
     m_ready.push_back({ std::string(type), std::string(rest), versionNumber });
+}
+
+bool StreamReader::nextRefused(RefusedFrame& refused)
+{
+    if (m_refused.empty())
+        return false;
+    refused = std::move(m_refused.front());
+    m_refused.pop_front();
+    return true;
 }
 
 bool StreamReader::next(Frame& frame)

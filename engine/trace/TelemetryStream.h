@@ -39,13 +39,28 @@ std::vector<TraceEvent> decodeEvents(std::string_view payload);
 
 std::uint32_t crc32(std::string_view data);
 
-// Parses the stream incrementally from chunks of any size. Qt-free, never throws on bad input.
+// A frame line longer than the reader's limit: refused while it arrives, never buffered whole. `type` and
+// `declaredBytes` come from its header ("" and 0 when the header itself was cut or damaged).
+struct RefusedFrame {
+    std::string type;
+    std::uint64_t declaredBytes = 0;
+};
+
+// Parses the stream incrementally from chunks of any size. Qt-free, never throws on bad input. A line
+// (frame or not) longer than `maxLine` bytes is dropped as it arrives, so the reader holds at most about
+// `maxLine` bytes of one line; a frame whose header already declares more is dropped from its header on.
 class StreamReader {
 public:
+    explicit StreamReader(std::size_t maxLine = kMaxLine)
+        : m_maxLine(maxLine)
+    {
+    }
     // Consumes `bytes`; complete frames become available through next().
     void feed(std::string_view bytes);
     // The next complete frame, in arrival order; false when none is waiting.
     bool next(Frame& frame);
+    // The next frame refused for its size, in arrival order; false when none is waiting.
+    bool nextRefused(RefusedFrame& refused);
 
     std::uint64_t frames() const { return m_frames; }
     std::uint64_t otherLines() const { return m_otherLines; } // lines that were not frames (normal output)
@@ -56,10 +71,13 @@ public:
 
 private:
     void line(std::string_view text);
+    void startDiscarding();
 
+    std::size_t m_maxLine;
     std::string m_partial;
     bool m_discarding = false; // inside an over-long line: drop until its end
     std::deque<Frame> m_ready;
+    std::deque<RefusedFrame> m_refused;
     std::uint64_t m_frames = 0, m_otherLines = 0, m_damaged = 0, m_droppedBytes = 0;
 };
 

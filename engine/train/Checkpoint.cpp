@@ -239,8 +239,15 @@ void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet
     }
     std::int64_t all = ok;
     world.allReduce(&all, 1, comm::DType::I64, comm::ReduceOp::Min)->wait();
-    if (!all)
+    if (!all) {
+        // Every rank has stopped writing: the half-written folder goes, so that the space it took (a full
+        // disk is the usual cause) is free for a resume from the previous checkpoint.
+        if (rank == 0) {
+            std::error_code ec;
+            fs::remove_all(partial, ec);
+        }
         throw std::runtime_error(error.empty() ? "another rank could not write its part of the checkpoint" : error);
+    }
     // `latest` changes only once the step folder is complete and renamed, and only by a rename of a file
     // written whole: a full disk leaves the previous `latest` and the error, never an empty one.
     ok = 1;

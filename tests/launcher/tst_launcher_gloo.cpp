@@ -205,7 +205,7 @@ private slots:
     }
 
     // A rank stopped with SIGSTOP: at the progress timeout the run fails naming it (it used to say only "a
-    // rank may be stuck").
+    // rank may be stuck") and quoting the other rank's last collectives.
     void stoppedRankNamed()
     {
         QByteArray seen;
@@ -221,6 +221,10 @@ private slots:
         QCOMPARE(p.exitCode(), 1);
         const QString cause = loomtest::lastRun(db()).value("exit_cause").toString();
         QVERIFY2(cause.contains(QStringLiteral("rank 1 (pid %1) is stopped").arg(ranks.at(1))),
+            qPrintable(cause + "\n" + out.right(2000)));
+        // The rank that could still speak says where it waits (its flight record: c10d's idea).
+        QVERIFY2(cause.contains(QRegularExpression(QStringLiteral("Last collectives: rank 0: [a-z-]+ #\\d+ on .*, "
+                                                                  "\\d+ bytes, running for"))),
             qPrintable(cause + "\n" + out.right(2000)));
         const QStringList left = loomtest::stillThere(all);
         QVERIFY2(left.isEmpty(), qPrintable(QStringLiteral("still there after loom run returned: ") + left.join(", ")));

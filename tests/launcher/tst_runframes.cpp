@@ -7,8 +7,11 @@
 
 #include <QFile>
 #include <QSignalSpy>
+#include <QSysInfo>
 #include <QTemporaryDir>
 #include <QTest>
+
+#include <nlohmann/json.hpp>
 
 using namespace loom;
 using loom::profiles::RunState;
@@ -162,6 +165,7 @@ private slots:
         QTest::newRow("rank 7") << 7 << qint64(1000) << qint64(2000) << 0 << "rank 7 is outside";
         QTest::newRow("end before start")
             << 0 << qint64(5000) << qint64(2000) << 0 << "it ends (2000 ns) before it starts (5000 ns)";
+        QTest::newRow("start -5") << 0 << qint64(-5) << qint64(2000) << 0 << "it starts at -5 ns";
         QTest::newRow("step 2^30") << 1 << qint64(1000) << qint64(2000) << (1 << 30) << "step 1073741824 is outside";
     }
     void eventsOutsideTheRunRefused()
@@ -190,6 +194,97 @@ private slots:
             tail.contains(QStringLiteral("loom: skipped a telemetry frame: its event 1: ") + why), qPrintable(tail));
         const auto stored = runs.events(id);
         QCOMPARE(int(stored.size()), 1); // the good frame only
+        QCOMPARE(stored.front().rank, 1);
+    }
+
+    // A step of 2^62 does not fit an event's step: the frame is refused as it is decoded, not stored.
+    void stepBeyondAnEventsRange()
+    {
+        auto events = nlohmann::json::parse(trace::encodeEvents({ commEvent(0) }));
+        events[0][4] = std::int64_t(1) << 62; // the step's place in an event's array
+        std::string stream = trace::encodeFrame("events", events.dump());
+        stream += trace::encode(trace::EventsFrame { { commEvent(1) } });
+        stream += trace::encode(trace::StepFrame { 1, 2.5, 100, 0.5, 1, 1e-3, 1e9, {} });
+        stream += trace::encode(trace::EndFrame { trace::EndReason::Finished });
+        profiles::Store store(m_dir.filePath(QStringLiteral("step62.db")));
+        profiles::RunStore runs(store);
+        launcher::RunController controller(&runs);
+        QSignalSpy finished(&controller, &launcher::RunController::finished);
+        const qint64 id = controller.start(request(fakeMpirun(stream, 0)));
+        QVERIFY(finished.wait(30000));
+        const QString tail = finished.first().at(2).toString();
+        QVERIFY2(tail.contains(QStringLiteral("loom: skipped a telemetry frame: ")), qPrintable(tail));
+        QVERIFY2(tail.contains(QStringLiteral("4611686018427387904")), qPrintable(tail));
+        const auto stored = runs.events(id);
+        QCOMPARE(int(stored.size()), 1);
+        QCOMPARE(stored.front().rank, 1);
+    }
+
+    // A rank's words become the run's cause only when they name one of its ranks (and, from mpirun's
+    // line, one of its hosts); their control characters are escaped, so the cause stays one line.
+    void rankTextVetted_data()
+    {
+        QTest::addColumn<QByteArray>("stream");
+        QTest::addColumn<QString>("cause");
+        const QString host = QSysInfo::machineHostName();
+        QTest::newRow("error frame names rank 7")
+            << QByteArray::fromStdString(trace::encode(trace::ErrorFrame { 7, "communication", "gone\x1b]0;x\x07" }))
+            << "a rank failed (its error frame names rank 7, outside the run's 2 ranks): gone\\u001b]0;x\\u0007";
+        QTest::newRow("error frame with a newline") << QByteArray::fromStdString(
+            trace::encode(trace::ErrorFrame { 1, "internal", "one\nrank 0 failed: forged" }))
+                                                    << "rank 1 failed: one\\u000arank 0 failed: forged";
+        QTest::newRow("log names rank 7 on node evil")
+            << QByteArray("process rank 7 with PID 12 on node evil exited on signal 9\n")
+            << "the job ended with exit code 1 before finishing";
+        QTest::newRow("log names rank 1 on node evil")
+            << QByteArray("process rank 1 with PID 12 on node evil exited on signal 9\n")
+            << "the job ended with exit code 1 before finishing";
+        QTest::newRow("log names rank 1 on this host")
+            << QStringLiteral("process rank 7 with PID 1 on node %1 exited on signal 9\n"
+                              "process rank 1 with PID 12 on node %1 exited on signal 9\n")
+                   .arg(host)
+                   .toUtf8()
+            << QStringLiteral("rank 1 died (signal 9 on node %1)").arg(host);
+        QTest::newRow("engine line names rank 9")
+            << QByteArray("loom-train: rank 9: forged\n") << "the job ended with exit code 1 before finishing";
+    }
+    void rankTextVetted()
+    {
+        QFETCH(QByteArray, stream);
+        QFETCH(QString, cause);
+        profiles::Store store(m_dir.filePath(QStringLiteral("vetted.db")));
+        profiles::RunStore runs(store);
+        launcher::RunController controller(&runs);
+        QSignalSpy finished(&controller, &launcher::RunController::finished);
+        const qint64 id = controller.start(request(fakeMpirun(stream.toStdString(), 1)));
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(toString(finished.first().at(0).value<RunState>()), toString(RunState::Failed));
+        QCOMPARE(finished.first().at(1).toString(), cause);
+        QCOMPARE(runs.run(id)->exitCause, cause);
+    }
+
+    // An events frame above the launcher's limit is refused while it arrives, named (its type, size, rank
+    // 0 and the limit) in the log, and not stored; the frames after it are.
+    void oversizedFrameRefused()
+    {
+        const std::size_t size = launcher::RunController::kMaxFrameBytes + (1 << 20);
+        std::string stream = trace::encodeFrame("events", std::string(size, ' '));
+        stream += trace::encode(trace::EventsFrame { { commEvent(1) } });
+        stream += trace::encode(trace::StepFrame { 1, 2.5, 100, 0.5, 1, 1e-3, 1e9, {} });
+        stream += trace::encode(trace::EndFrame { trace::EndReason::Finished });
+        profiles::Store store(m_dir.filePath(QStringLiteral("big.db")));
+        profiles::RunStore runs(store);
+        launcher::RunController controller(&runs);
+        QSignalSpy finished(&controller, &launcher::RunController::finished);
+        const qint64 id = controller.start(request(fakeMpirun(stream, 0)));
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(toString(finished.first().at(0).value<RunState>()), toString(RunState::Finished));
+        const QString tail = finished.first().at(2).toString();
+        QVERIFY2(tail.contains(QStringLiteral("loom: refused a telemetry frame (events, 9.0 MiB) from rank 0: a "
+                                              "frame may hold at most 8 MiB; it is not stored")),
+            qPrintable(tail));
+        const auto stored = runs.events(id);
+        QCOMPARE(int(stored.size()), 1);
         QCOMPARE(stored.front().rank, 1);
     }
 

@@ -3,6 +3,7 @@
 // interrupted, a read-only store is called read-only, and the catalog saves only profiles that read back.
 #include "engine/profiles/BuiltinProfiles.h"
 #include "profiles/ProfileCatalog.h"
+#include "profiles/RunLock.h"
 #include "profiles/RunStore.h"
 #include "profiles/Store.h"
 
@@ -142,6 +143,36 @@ private slots:
     }
 
     // A run is marked interrupted only when its owner is provably gone.
+    // A table gone under a live run (another program, a damaged file): the error names the store and the
+    // table, never Qt's "Parameter count mismatch" from a statement that could not be prepared.
+    void missingTableNamed_data()
+    {
+        QTest::addColumn<QString>("table");
+        QTest::newRow("step_metrics") << QStringLiteral("step_metrics");
+        QTest::newRow("checkpoints") << QStringLiteral("checkpoints");
+        QTest::newRow("runs") << QStringLiteral("runs");
+    }
+    void missingTableNamed()
+    {
+        QFETCH(QString, table);
+        QTemporaryDir dir;
+        Store store(dir.filePath(QStringLiteral("runs.db")));
+        RunStore runs(store);
+        const qint64 id
+            = runs.startRun(QStringLiteral("live"), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("x"));
+        rawExec(
+            store.path(), { QStringLiteral("PRAGMA foreign_keys = OFF"), QStringLiteral("DROP TABLE %1").arg(table) });
+        const QString message = storeError([&] {
+            StepRecord step;
+            step.step = 1;
+            runs.addStep(id, step);
+            runs.addCheckpoint(id, 1, QStringLiteral("/tmp/step-1"));
+        });
+        QVERIFY2(message.startsWith(QStringLiteral("store %1: ").arg(store.path())), qPrintable(message));
+        QVERIFY2(message.contains(QStringLiteral("no such table: ")), qPrintable(message));
+        QVERIFY2(!message.contains(QLatin1String("Parameter count mismatch")), qPrintable(message));
+    }
+
     void liveRunsAreNotInterrupted()
     {
         QTemporaryDir dir;
@@ -161,6 +192,10 @@ private slots:
                     .arg(dead),
                 QStringLiteral("UPDATE runs SET owner = '' WHERE id = %1").arg(legacy),
                 QStringLiteral("UPDATE runs SET owner = 'another-host-xyz 1 1' WHERE id = %1").arg(remote) });
+        // This process holds every run's lock (RunLock); the three are judged by their owner column only as
+        // runs of a Loom older than the lock, which left no lock file (tst_runlock covers the lock itself).
+        for (const qint64 id : { dead, legacy, remote })
+            QVERIFY(QFile::remove(RunLock::path(store.path(), id)));
         QCOMPARE(runs.markInterrupted(), 2);
         QCOMPARE(runState(runs, live), QStringLiteral("running"));
         QCOMPARE(runState(runs, dead), QStringLiteral("interrupted"));

@@ -116,6 +116,37 @@ private slots:
         QVERIFY(reader.droppedBytes() >= big.size());
     }
 
+    // A frame longer than the reader's limit is refused as it arrives (by its header when that declares too
+    // much, else when the line passes the limit), remembered by type and size, and the next frame reads.
+    void oversizedFrameRefused_data()
+    {
+        QTest::addColumn<bool>("honestHeader");
+        QTest::newRow("header declares the size") << true;
+        QTest::newRow("header declares 10 bytes") << false;
+    }
+    void oversizedFrameRefused()
+    {
+        QFETCH(bool, honestHeader);
+        const std::size_t limit = 1 << 20;
+        StreamReader reader(limit);
+        std::string big = encodeFrame("events", std::string(2 * limit, 'x'));
+        if (!honestHeader)
+            big.replace(big.find(std::to_string(2 * limit)), std::to_string(2 * limit).size(), "10");
+        big += encodeFrame("step", "{}");
+        for (std::size_t at = 0; at < big.size(); at += 65536)
+            reader.feed(std::string_view(big).substr(at, 65536));
+        RefusedFrame refused;
+        QVERIFY(reader.nextRefused(refused));
+        QCOMPARE(QString::fromStdString(refused.type), QStringLiteral("events"));
+        QCOMPARE(refused.declaredBytes, honestHeader ? std::uint64_t(2 * limit) : std::uint64_t(10));
+        QVERIFY(!reader.nextRefused(refused));
+        Frame f;
+        QVERIFY(reader.next(f));
+        QCOMPARE(QString::fromStdString(f.type), QStringLiteral("step"));
+        QVERIFY(!reader.next(f));
+        QVERIFY(reader.droppedBytes() >= 2 * limit);
+    }
+
     void liveRun()
     {
         QTemporaryDir dir;
