@@ -1,5 +1,6 @@
 #include "app/gui/MainWindow.h"
 #include "app/gui/Bridges.h"
+#include "views/FileDialogs.h"
 
 #include "profiles/BuiltinProfiles.h"
 #include "views/AllReduceStepper.h"
@@ -32,7 +33,6 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QGuiApplication>
 #include <QLabel>
@@ -342,8 +342,7 @@ void MainWindow::open()
 {
     if (!maybeSave())
         return;
-    const QString path
-        = QFileDialog::getOpenFileName(this, tr("Open layout"), QString(), tr("Layouts (*.json);;All files (*)"));
+    const QString path = views::openFileName(this, tr("Open layout"), QString(), tr("Layouts (*.json);;All files (*)"));
     if (!path.isEmpty())
         openFile(path);
 }
@@ -360,7 +359,7 @@ bool MainWindow::saveAs()
     QString suggested = m_doc->filePath();
     if (suggested.isEmpty())
         suggested = QString::fromStdString(m_doc->layout().name) + QStringLiteral(".json");
-    const QString path = QFileDialog::getSaveFileName(this, tr("Save layout"), suggested, tr("Layouts (*.json)"));
+    const QString path = views::saveFileName(this, tr("Save layout"), suggested, tr("Layouts (*.json)"));
     return !path.isEmpty() && saveTo(path);
 }
 
