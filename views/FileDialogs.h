@@ -23,8 +23,7 @@ void configureFileDialog(QFileDialog& dialog);
 
 // QFileDialog::getOpenFileName, getOpenFileNames and getSaveFileName through configureFileDialog.
 QString openFileName(QWidget* parent, const QString& caption, const QString& dir = {}, const QString& filter = {});
-QStringList openFileNames(
-    QWidget* parent, const QString& caption, const QString& dir = {}, const QString& filter = {});
+QStringList openFileNames(QWidget* parent, const QString& caption, const QString& dir = {}, const QString& filter = {});
 QString saveFileName(QWidget* parent, const QString& caption, const QString& dir = {}, const QString& filter = {});
 
 } // namespace loom::views

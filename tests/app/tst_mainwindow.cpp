@@ -186,6 +186,30 @@ private slots:
         QCOMPARE(again.document()->layout().parallel.pp, 8);
     }
 
+    // Issue 36: a lesson's layout never goes over the file the learner had open: starting a lesson drops the
+    // file name (Save then asks where), and the file stays as it was.
+    void lessonDropsTheFileName()
+    {
+        app::MainWindow w(m_profiles);
+        QVERIFY(w.openFile(QString::fromLatin1(app::MainWindow::kExample)));
+        const QString path = m_dir.filePath(QStringLiteral("mine.json"));
+        QVERIFY(w.saveTo(path));
+        QVERIFY(w.openFile(path));
+        QCOMPARE(w.document()->filePath(), path);
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray before = f.readAll();
+        f.close();
+        QVERIFY(w.startLesson(QStringLiteral("one-device")));
+        QVERIFY(w.document()->filePath().isEmpty());
+        QVERIFY(!w.windowTitle().contains(QStringLiteral("mine.json")));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QCOMPARE(f.readAll(), before);
+        // The learner's own layout is still one undo away.
+        w.document()->undoStack()->undo();
+        QVERIFY(!w.document()->isModified());
+    }
+
     void recommendFindsAndAppliesALayout()
     {
         app::MainWindow w(m_profiles);

@@ -213,8 +213,8 @@ private slots:
                             .arg(q.value(0).toString(), q.value(1).toString(), q.value(2).toString(),
                                 q.value(3).toString());
             QCOMPARE(rows,
-                QStringList({ QStringLiteral("before-dialog finished 3 10"),
-                    QStringLiteral("after-dialog finished 3 10") }));
+                QStringList(
+                    { QStringLiteral("before-dialog finished 3 10"), QStringLiteral("after-dialog finished 3 10") }));
         }
         QSqlDatabase::removeDatabase(QStringLiteral("check"));
     }
