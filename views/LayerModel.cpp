@@ -1,7 +1,9 @@
 #include "views/LayerModel.h"
 
+#include "engine/plan/Formulas.h"
 #include "engine/plan/LayoutSummary.h"
 #include "views/Colors.h"
+#include "views/Units.h"
 
 #include <QLocale>
 #include <QMimeData>
@@ -31,29 +33,36 @@ void LayerModel::setLayout(const plan::Layout& layout)
 
 LayerModel::DeviceShare LayerModel::deviceShare() const
 {
-    const bool mixed = m_layout.precision != plan::Precision::Fp32;
-    const double weight = mixed ? 2 : 4, grad = mixed ? 2 : 4, optimizer = mixed ? 12 : 8;
-    const bool zero = m_layout.memory.zero >= 1 && m_layout.parallel.dp > 1;
+    // The Prediction panel's per-parameter state (plan::modelStateBytesPerParameter): ZeRO-1 shards the
+    // optimizer state, ZeRO-2 the gradients too, ZeRO-3 the weights too, over the dp·cp ranks that hold the
+    // same parameters (a CP group's gradients are reduced like replicas).
+    const int zero = m_layout.memory.zero;
+    const std::int64_t shards = std::max<std::int64_t>(1, m_layout.parallel.dp * m_layout.parallel.cp);
+    const plan::ModelStateBytes state = plan::modelStateBytesPerParameter(m_layout.precision, zero, shards);
+    const plan::ModelStateBytes whole = plan::modelStateBytesPerParameter(m_layout.precision, 0, 1);
     DeviceShare s;
     s.tp = std::max<std::int64_t>(1, m_layout.parallel.tp);
-    s.bytesPerParameter = weight + grad + optimizer / (zero ? double(m_layout.parallel.dp) : 1.0);
-    s.why = zero ? tr("%1 weight + %2 gradient + %3 optimizer state ÷ dp %4 under ZeRO-1")
-                       .arg(weight)
-                       .arg(grad)
-                       .arg(optimizer)
-                       .arg(m_layout.parallel.dp)
-                 : tr("%1 weight + %2 gradient + %3 optimizer state, %4")
-                       .arg(weight)
-                       .arg(grad)
-                       .arg(optimizer)
-                       .arg(QString::fromStdString(std::string(plan::toString(m_layout.precision))));
+    s.bytesPerParameter = state.total();
+    const auto part = [shards](double wholeBytes, bool sharded) {
+        return sharded ? QStringLiteral("%1/%2").arg(wholeBytes).arg(shards) : QString::number(wholeBytes);
+    };
+    const bool sharding = zero >= 1 && shards > 1;
+    s.why = sharding
+        ? tr("%1 weight + %2 gradient + %3 optimizer state, sharded over dp·cp %4 under ZeRO-%5")
+              .arg(part(whole.params, zero >= 3), part(whole.grads, zero >= 2), part(whole.optimizer, zero >= 1))
+              .arg(shards)
+              .arg(zero)
+        : tr("%1 weight + %2 gradient + %3 optimizer state, %4")
+              .arg(whole.params)
+              .arg(whole.grads)
+              .arg(whole.optimizer)
+              .arg(QString::fromStdString(std::string(plan::toString(m_layout.precision))));
     return s;
 }
 
 QString LayerModel::sizeText(double bytes)
 {
-    return bytes >= 1e9 ? QLocale().toString(bytes / 1e9, 'f', 2) + QStringLiteral(" GB")
-                        : QLocale().toString(bytes / 1e6, 'f', 1) + QStringLiteral(" MB");
+    return memoryText(bytes);
 }
 
 int LayerModel::rowCount(const QModelIndex& parent) const
@@ -107,8 +116,8 @@ QVariant LayerModel::data(const QModelIndex& index, int role) const
     const std::int64_t params = parametersOfRow(row);
     // Weights, gradients and Adam state: 16 bytes a parameter in mixed precision (2 + 2 + 12), 16 in fp32
     // (4 + 4 + 8) (docs/formulas.md; the ZeRO paper). On one device: the tp-th share (Megatron-LM splits
-    // every matrix of a block, and the embedding and head by vocabulary), the optimizer state further
-    // divided by dp under ZeRO-1.
+    // every matrix of a block, and the embedding and head by vocabulary), ZeRO's shards further divided
+    // (deviceShare).
     const double bytes = double(params) * 16.0;
     const DeviceShare share = deviceShare();
     const double onDevice = double(params) / double(share.tp) * share.bytesPerParameter;

@@ -5,6 +5,7 @@
 #include "views/LayerModel.h"
 #include "views/LessonDock.h"
 #include "views/TopologyScene.h"
+#include "views/Units.h"
 
 #include "ViewsTest.h"
 
@@ -173,6 +174,50 @@ private slots:
         QCOMPARE(
             model.data(block).toString(), QLocale().toString(params / 8 * 6 / 1e9, 'f', 2) + QStringLiteral(" GB"));
         QVERIFY(model.data(block, Qt::ToolTipRole).toString().contains(QStringLiteral("ZeRO-1")));
+    }
+
+    // Issue 36: the Layers table shards like the Prediction panel: ZeRO-2 the gradients too (2 + 2/6 + 12/6
+    // bytes a parameter at dp 6), ZeRO-3 the weights too (16/6); it ignored both (89 GB a device on an 80 GB
+    // card while Prediction said 49.4 GB).
+    void layersShardLikeThePrediction_data()
+    {
+        QTest::addColumn<int>("zero");
+        QTest::addColumn<double>("bytesPerParameter");
+        QTest::newRow("ZeRO-2") << 2 << 2.0 + 2.0 / 6 + 12.0 / 6;
+        QTest::newRow("ZeRO-3") << 3 << 16.0 / 6;
+    }
+    void layersShardLikeThePrediction()
+    {
+        QFETCH(int, zero);
+        QFETCH(double, bytesPerParameter);
+        LayerModel model;
+        plan::Layout l = test::megatron1t();
+        QCOMPARE(l.parallel.dp * l.parallel.cp, 6);
+        l.memory.zero = zero;
+        model.setLayout(l);
+        const QModelIndex block = model.index(model.rowOfBlock(0), LayerModel::Memory);
+        const double params = double(l.model.blockParameters());
+        QCOMPARE(model.data(block).toString(),
+            QLocale().toString(params / 8 * bytesPerParameter / 1e9, 'f', 2) + QStringLiteral(" GB"));
+        const QString tip = model.data(block, Qt::ToolTipRole).toString();
+        QVERIFY2(tip.contains(QStringLiteral("ZeRO-%1").arg(zero)), qPrintable(tip));
+    }
+
+    // Small figures in a unit that fits, never "0.00 GB".
+    void memoryInUnitsThatFit_data()
+    {
+        QTest::addColumn<double>("bytes");
+        QTest::addColumn<QString>("text");
+        QTest::newRow("GB") << 2.5e9 << QLocale().toString(2.5, 'f', 2) + QStringLiteral(" GB");
+        QTest::newRow("MB") << 8.21e6 << QLocale().toString(8.2, 'f', 1) + QStringLiteral(" MB");
+        QTest::newRow("kB") << 3400.0 << QLocale().toString(3.4, 'f', 1) + QStringLiteral(" kB");
+        QTest::newRow("B") << 12.0 << QStringLiteral("12 B");
+    }
+    void memoryInUnitsThatFit()
+    {
+        QFETCH(double, bytes);
+        QFETCH(QString, text);
+        QCOMPARE(memoryText(bytes), text);
     }
 };
 
