@@ -434,7 +434,9 @@ void MainWindow::showAnalysis(const LayoutAnalysis& a)
         m_validation->setText(tr("<span style=\"color:#B06000\">✓ valid, %1 warning(s)</span>").arg(warnings.size()));
     else
         m_validation->setText(tr("<span style=\"color:#2E7D32\">✓ valid</span>"));
-    m_validation->setToolTip(all.isEmpty() ? tr("No problems.") : all.join(QStringLiteral("<br>")));
+    // Always rich text: with one problem and no <br>, Qt would show the escaped "dp &gt; 1" as it is.
+    m_validation->setToolTip(
+        all.isEmpty() ? tr("No problems.") : QStringLiteral("<p>%1</p>").arg(all.join(QStringLiteral("<br>"))));
     if (!errors.empty())
         statusBar()->showMessage(QString::fromStdString(errors.front().message), 15000);
     m_timing->setText(tr("analysed in %1 ms").arg(QString::number(a.elapsedMs, 'f', 0)));

@@ -27,6 +27,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTextDocument>
 #include <QTimer>
 #include <QUndoStack>
 
@@ -208,6 +209,26 @@ private slots:
         // The learner's own layout is still one undo away.
         w.document()->undoStack()->undo();
         QVERIFY(!w.document()->isModified());
+    }
+
+    // Issue 36: the validation tooltip is always rich text, so a single warning's "dp > 1" never shows as
+    // "dp &gt; 1"; its advice leaves out recompute when recompute is already full.
+    void validationTooltipIsRichText()
+    {
+        app::MainWindow w(m_profiles);
+        QVERIFY(w.openFile(QString::fromLatin1(app::MainWindow::kExample)));
+        QVERIFY(waitForAnalysis(w));
+        plan::Layout l = w.document()->layout();
+        l.cluster.device.memoryGB = 0.001;
+        l.parallel.dp = 1;
+        l.memory.zero = 0;
+        l.memory.recompute = plan::Recompute::Full;
+        w.document()->edit(l, QStringLiteral("tiny device"));
+        QVERIFY(waitForAnalysis(w));
+        const QString tip = w.validationLabel()->toolTip();
+        QVERIFY2(tip.contains(QStringLiteral("dp &gt; 1")), qPrintable(tip));
+        QVERIFY2(Qt::mightBeRichText(tip), qPrintable(tip));
+        QVERIFY2(!tip.contains(QStringLiteral("recompute activations")), qPrintable(tip));
     }
 
     void recommendFindsAndAppliesALayout()
