@@ -1,6 +1,7 @@
 #pragma once
 
 #include <QLocale>
+#include <QObject>
 #include <QString>
 
 namespace loom::views {
@@ -24,6 +25,12 @@ inline QString memoryText(double bytes)
 inline QString rateText(double bytesPerSecond)
 {
     return memoryText(bytesPerSecond) + QStringLiteral("/s");
+}
+
+// A range of transformer blocks in words: "block 42" for one, "blocks 40–42" for several.
+inline QString blocksText(long long first, long long last)
+{
+    return first == last ? QObject::tr("block %1").arg(first) : QObject::tr("blocks %1–%2").arg(first).arg(last);
 }
 
 } // namespace loom::views

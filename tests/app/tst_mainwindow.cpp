@@ -17,7 +17,10 @@
 #include "views/TopologyScene.h"
 #include "views/TopologyView.h"
 
+#include <QApplication>
+#include <QComboBox>
 #include <QDockWidget>
+#include <QDoubleSpinBox>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QLabel>
@@ -30,6 +33,7 @@
 #include <QTextDocument>
 #include <QTimer>
 #include <QUndoStack>
+#include <QWheelEvent>
 
 #include <algorithm>
 
@@ -155,6 +159,15 @@ private slots:
         QCoreApplication::sendEvent(map->viewport(), &drop);
         const plan::Layout after = w.document()->layout();
         QCOMPARE(after.parallel.stages, (std::vector<plan::StageRange> { { 0, 0 }, { 1, 3 } }));
+        // One block is "block 1", not "blocks 1–1" (issue 36).
+        QVERIFY2(w.document()->undoStack()->undoText().startsWith(QStringLiteral("Move block 1 to rank ")),
+            qPrintable(w.document()->undoStack()->undoText()));
+        // The toolbar's Undo keeps its short label while the menu names the edit.
+        for (QAction* a : w.findChildren<QAction*>())
+            if (a->shortcut() == QKeySequence(QStringLiteral("Ctrl+Z"))) {
+                QCOMPARE(a->iconText(), QStringLiteral("Undo"));
+                QVERIFY(a->text().contains(QStringLiteral("block 1")));
+            }
         // The palette shows block 1 on stage 1 now.
         QCOMPARE(layers->data(layers->index(layers->rowOfBlock(1), 0), LayerModel::StageRole).toLongLong(), 1);
         QVERIFY(waitForAnalysis(w));
@@ -229,6 +242,47 @@ private slots:
         QVERIFY2(tip.contains(QStringLiteral("dp &gt; 1")), qPrintable(tip));
         QVERIFY2(Qt::mightBeRichText(tip), qPrintable(tip));
         QVERIFY2(!tip.contains(QStringLiteral("recompute activations")), qPrintable(tip));
+    }
+
+    // Issue 36: a wheel over a box without focus leaves the value (and the redo history) alone; with focus it
+    // steps the value. Ctrl+Z with focus in a degree box undoes the layout edit.
+    void wheelNeedsFocusAndUndoFromABox()
+    {
+        app::MainWindow w(m_profiles);
+        w.show();
+        QApplication::setActiveWindow(&w);
+        QVERIFY(QTest::qWaitForWindowActive(&w));
+        QVERIFY(w.openFile(QString::fromLatin1(app::MainWindow::kExample)));
+        QVERIFY(waitForAnalysis(w));
+        QDoubleSpinBox* bucket = nullptr;
+        for (auto* box : w.strategyPanel()->findChildren<QDoubleSpinBox*>())
+            if (box->value() == w.document()->layout().comm.bucketMb && box->isEnabled())
+                bucket = box;
+        QVERIFY(bucket);
+        const plan::Layout before = w.document()->layout();
+        auto wheel = [bucket] {
+            const QPointF at(bucket->width() / 2.0, bucket->height() / 2.0);
+            QWheelEvent e(at, bucket->mapToGlobal(at), QPoint(), QPoint(0, -120), Qt::NoButton, Qt::NoModifier,
+                Qt::NoScrollPhase, false);
+            QCoreApplication::sendEvent(bucket, &e);
+        };
+        w.topologyView()->setFocus();
+        wheel();
+        QCOMPARE(w.document()->layout(), before);
+        bucket->setFocus();
+        QVERIFY(bucket->hasFocus());
+        wheel();
+        QCOMPARE(w.document()->layout().comm.bucketMb, before.comm.bucketMb - bucket->singleStep());
+        w.document()->undoStack()->undo();
+        QCOMPARE(w.document()->layout(), before);
+
+        QVERIFY(w.strategyPanel()->requestDegree(Degree::Dp, before.parallel.dp == 1 ? 2 : 1));
+        QVERIFY(!(w.document()->layout() == before));
+        QComboBox* dp = w.strategyPanel()->degreeBox(Degree::Dp);
+        dp->setFocus();
+        QVERIFY(dp->hasFocus());
+        QTest::keyClick(QApplication::focusWidget(), Qt::Key_Z, Qt::ControlModifier);
+        QCOMPARE(w.document()->layout(), before);
     }
 
     void recommendFindsAndAppliesALayout()
