@@ -314,6 +314,28 @@ private slots:
         QVERIFY(cancelled.message().contains(QStringLiteral("cancelled")) || cancelled.candidates()->rowCount() > 0);
     }
 
+    // Issue 36: Recommend on the default example (a "local" cluster without a fixed device count) searches the
+    // layouts of the current ranks instead of failing under a progress bar at 100 %.
+    void recommendOnTheDefaultExample()
+    {
+        app::MainWindow w(m_profiles);
+        QVERIFY(w.openFile(QString::fromLatin1(app::MainWindow::kExample)));
+        QVERIFY(w.document()->layout().cluster.autoDevices());
+        RecommendDialog dialog(w.document()->layout(), &w);
+        QSignalSpy finished(&dialog, &RecommendDialog::searchFinished);
+        dialog.start();
+        QVERIFY(finished.wait(kWaitMs));
+        QVERIFY2(dialog.candidates()->rowCount() > 0, qPrintable(dialog.message()));
+        QVERIFY2(dialog.message().contains(QStringLiteral("keeps the current")), qPrintable(dialog.message()));
+        const plan::Layout chosen = dialog.layoutFor(0);
+        QVERIFY(chosen.cluster.autoDevices());
+        QCOMPARE(chosen.parallel.worldSize(), w.document()->layout().parallel.worldSize());
+        w.document()->edit(chosen, QStringLiteral("recommended"));
+        QVERIFY(waitForAnalysis(w));
+        QVERIFY2(!w.validationLabel()->text().contains(QStringLiteral("problem")),
+            qPrintable(w.validationLabel()->toolTip()));
+    }
+
     void docksAreRemembered()
     {
         {
