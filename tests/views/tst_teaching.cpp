@@ -9,10 +9,12 @@
 
 #include "ViewsTest.h"
 
+#include <QDockWidget>
 #include <QGraphicsObject>
 #include <QLabel>
 #include <QMainWindow>
 #include <QPushButton>
+#include <QStandardPaths>
 #include <QTableWidget>
 #include <QTextBrowser>
 
@@ -26,6 +28,22 @@ QGraphicsObject* overlayOf(const TopologyScene& scene)
         if (auto* o = item->toGraphicsObject())
             return o;
     return nullptr;
+}
+// Facts that satisfy `check` (each leaf's value moved to the passing side).
+void satisfy(const LessonCheck& check, Facts& facts)
+{
+    for (const auto& c : check.all)
+        satisfy(c, facts);
+    if (check.fact.empty())
+        return;
+    FactValue v = check.value;
+    if (auto* x = std::get_if<double>(&v))
+        *x += check.op == "<" ? -1.0 : check.op == ">" ? 1.0 : check.op == "!=" ? 1.0 : 0.0;
+    else if (auto* b = std::get_if<bool>(&v))
+        *b = check.op == "!=" ? !*b : *b;
+    else if (check.op == "!=")
+        v = std::get<std::string>(v) + "-other";
+    facts[check.fact] = v;
 }
 } // namespace
 
@@ -151,6 +169,52 @@ private slots:
         QVERIFY(!highlight.isVisible());
         highlight.setTarget(nullptr);
         QVERIFY(!highlight.isVisible());
+    }
+
+    // Issue 36: a passed step stays passed when the facts move on; Done at the last step leads to the next
+    // lesson, and after the last lesson back to the list with the frame taken away.
+    void passedStepsStayAndDoneLeadsOn()
+    {
+        QStandardPaths::setTestModeEnabled(true); // lesson progress goes to the test's settings, not the user's
+        QStringList errors;
+        std::vector<Lesson> all = loadLessons(profiles::BuiltinProfiles::instance(), &errors);
+        QVERIFY2(all.size() >= 2, qPrintable(errors.join(QLatin1Char('\n'))));
+        std::vector<Lesson> two(all.begin(), all.begin() + 2);
+        Facts facts;
+        QMainWindow window;
+        auto* target = new QLabel(QStringLiteral("figure"));
+        window.setCentralWidget(target);
+        LessonDock::Hooks hooks;
+        hooks.facts = [&facts] { return facts; };
+        hooks.widget = [target](const QString&) { return target; };
+        auto* dock = new LessonDock(two, hooks);
+        auto* d = new QDockWidget;
+        d->setWidget(dock);
+        window.addDockWidget(Qt::LeftDockWidgetArea, d);
+        window.show();
+        QVERIFY(dock->startLesson(two[0].id));
+        for (int lesson = 0; lesson < 2; ++lesson) {
+            const Lesson& l = two[std::size_t(lesson)];
+            QCOMPARE(dock->current()->id, l.id);
+            for (std::size_t i = 0; i < l.steps.size(); ++i) {
+                facts.clear();
+                QVERIFY(!dock->refresh().pass);
+                QVERIFY(!dock->nextButton()->isEnabled());
+                satisfy(l.steps[i].check, facts);
+                QVERIFY2(dock->refresh().pass, qPrintable(dock->statusText()));
+                facts.clear(); // the learner looks at another figure
+                QVERIFY(!dock->refresh().pass);
+                QVERIFY2(dock->passed() && dock->nextButton()->isEnabled(), qPrintable(dock->statusText()));
+                QVERIFY2(dock->statusText().startsWith(QStringLiteral("✓")), qPrintable(dock->statusText()));
+                QCOMPARE(dock->highlight()->target(), target);
+                if (i + 1 == l.steps.size() && lesson == 0)
+                    QVERIFY2(dock->nextButton()->text().contains(QStringLiteral("next lesson")),
+                        qPrintable(dock->nextButton()->text()));
+                QVERIFY(dock->next());
+            }
+        }
+        QVERIFY(!dock->current());
+        QVERIFY(!dock->highlight()->target());
     }
 
     void layersShowWhatOneDeviceHolds()
