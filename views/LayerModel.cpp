@@ -92,6 +92,11 @@ std::int64_t LayerModel::parametersOfRow(int row) const
     return m.tieEmbeddings ? 0 : m.paddedVocab() * m.hidden;
 }
 
+std::int64_t LayerModel::physicalStage(std::int64_t virtualStage) const
+{
+    return virtualStage % std::max<std::int64_t>(1, m_layout.parallel.pp);
+}
+
 std::int64_t LayerModel::stageOfRow(int row) const
 {
     if (m_ranges.empty())
@@ -139,7 +144,15 @@ QVariant LayerModel::data(const QModelIndex& index, int role) const
         case Memory:
             return sizeText(onDevice);
         case Stage:
-            return stage >= 0 ? QVariant(qlonglong(stage)) : QVariant(QStringLiteral("–"));
+            if (stage < 0)
+                return QStringLiteral("–");
+            // Interleaved: the physical stage the map colours, and which of its chunks (virtual stage
+            // chunk·pp + stage, Megatron-LM's order).
+            if (m_layout.parallel.vpp > 1)
+                return tr("%1 · chunk %2")
+                    .arg(physicalStage(stage))
+                    .arg(stage / std::max<std::int64_t>(1, m_layout.parallel.pp));
+            return qlonglong(stage);
         }
         break;
     case Qt::ToolTipRole:
@@ -152,17 +165,21 @@ QVariant LayerModel::data(const QModelIndex& index, int role) const
                 .arg(share.tp)
                 .arg(QLocale().toString(share.bytesPerParameter, 'g', 4), share.why, sizeText(bytes));
         if (block >= 0)
-            return tr("Transformer block %1 on pipeline stage %2. Select a range of blocks and drag it onto a device "
-                      "of the topology map to move them to that device's stage.")
+            return tr("Transformer block %1 on pipeline stage %2%3. Select a range of blocks and drag it onto a "
+                      "device of the topology map to move them to that device's stage.")
                 .arg(block)
-                .arg(stage);
+                .arg(physicalStage(stage))
+                .arg(m_layout.parallel.vpp > 1 ? tr(" (chunk %1, virtual stage %2)")
+                                                     .arg(stage / std::max<std::int64_t>(1, m_layout.parallel.pp))
+                                                     .arg(stage)
+                                               : QString());
         if (row == 0)
             return tr("The token%1 embedding always lives on the first pipeline stage.")
                 .arg(m_layout.model.position == plan::ModelSpec::Position::Learned ? tr(" and position") : QString());
         return tr("The final norm and the LM head always live on the last pipeline stage.");
     case Qt::DecorationRole:
         if (index.column() == Stage && stage >= 0)
-            return stageColor(stage);
+            return stageColor(physicalStage(stage)); // the map's colour of the devices holding it
         break;
     case Qt::TextAlignmentRole:
         if (index.column() != Name)

@@ -1,6 +1,7 @@
 // The teaching views on their own: the all-reduce stepper (its groups, steps, table and arrows on the map),
 // the Explain dock, the lesson highlight following its widget, and the Layers table's per-device memory.
 #include "views/AllReduceStepper.h"
+#include "views/Colors.h"
 #include "views/ExplainDock.h"
 #include "views/LayerModel.h"
 #include "views/LessonDock.h"
@@ -265,6 +266,25 @@ private slots:
             QLocale().toString(params / 8 * bytesPerParameter / 1e9, 'f', 2) + QStringLiteral(" GB"));
         const QString tip = model.data(block, Qt::ToolTipRole).toString();
         QVERIFY2(tip.contains(QStringLiteral("ZeRO-%1").arg(zero)), qPrintable(tip));
+    }
+
+    // Issue 36: with interleaving the Stage column names the physical stage (the map's colour) and the chunk;
+    // it showed virtual stages in colours that matched no device.
+    void interleavedStagesMatchTheMap()
+    {
+        plan::Layout l = test::megatron1t();
+        l.parallel.vpp = 2;
+        l.parallel.stages.clear();
+        LayerModel model;
+        model.setLayout(l);
+        QVERIFY(model.rowCount() > 0);
+        const std::int64_t pp = l.parallel.pp;
+        const std::int64_t perVirtual = l.model.layers / (pp * 2);
+        const int row = model.rowOfBlock(int(perVirtual * pp)); // the first block of chunk 1 on stage 0
+        const QModelIndex stage = model.index(row, LayerModel::Stage);
+        QCOMPARE(model.data(stage, LayerModel::StageRole).toLongLong(), pp);
+        QCOMPARE(model.data(stage).toString(), QStringLiteral("0 · chunk 1"));
+        QCOMPARE(model.data(stage, Qt::DecorationRole).value<QColor>(), stageColor(0));
     }
 
     // Small figures in a unit that fits, never "0.00 GB".
