@@ -1,7 +1,9 @@
 #include "views/LayerModel.h"
 
+#include "engine/plan/Formulas.h"
 #include "engine/plan/LayoutSummary.h"
 #include "views/Colors.h"
+#include "views/Units.h"
 
 #include <QLocale>
 #include <QMimeData>
@@ -31,29 +33,36 @@ void LayerModel::setLayout(const plan::Layout& layout)
 
 LayerModel::DeviceShare LayerModel::deviceShare() const
 {
-    const bool mixed = m_layout.precision != plan::Precision::Fp32;
-    const double weight = mixed ? 2 : 4, grad = mixed ? 2 : 4, optimizer = mixed ? 12 : 8;
-    const bool zero = m_layout.memory.zero >= 1 && m_layout.parallel.dp > 1;
+    // The Prediction panel's per-parameter state (plan::modelStateBytesPerParameter): ZeRO-1 shards the
+    // optimizer state, ZeRO-2 the gradients too, ZeRO-3 the weights too, over the dp·cp ranks that hold the
+    // same parameters (a CP group's gradients are reduced like replicas).
+    const int zero = m_layout.memory.zero;
+    const std::int64_t shards = std::max<std::int64_t>(1, m_layout.parallel.dp * m_layout.parallel.cp);
+    const plan::ModelStateBytes state = plan::modelStateBytesPerParameter(m_layout.precision, zero, shards);
+    const plan::ModelStateBytes whole = plan::modelStateBytesPerParameter(m_layout.precision, 0, 1);
     DeviceShare s;
     s.tp = std::max<std::int64_t>(1, m_layout.parallel.tp);
-    s.bytesPerParameter = weight + grad + optimizer / (zero ? double(m_layout.parallel.dp) : 1.0);
-    s.why = zero ? tr("%1 weight + %2 gradient + %3 optimizer state ÷ dp %4 under ZeRO-1")
-                       .arg(weight)
-                       .arg(grad)
-                       .arg(optimizer)
-                       .arg(m_layout.parallel.dp)
-                 : tr("%1 weight + %2 gradient + %3 optimizer state, %4")
-                       .arg(weight)
-                       .arg(grad)
-                       .arg(optimizer)
-                       .arg(QString::fromStdString(std::string(plan::toString(m_layout.precision))));
+    s.bytesPerParameter = state.total();
+    const auto part = [shards](double wholeBytes, bool sharded) {
+        return sharded ? QStringLiteral("%1/%2").arg(wholeBytes).arg(shards) : QString::number(wholeBytes);
+    };
+    const bool sharding = zero >= 1 && shards > 1;
+    s.why = sharding
+        ? tr("%1 weight + %2 gradient + %3 optimizer state, sharded over dp·cp %4 under ZeRO-%5")
+              .arg(part(whole.params, zero >= 3), part(whole.grads, zero >= 2), part(whole.optimizer, zero >= 1))
+              .arg(shards)
+              .arg(zero)
+        : tr("%1 weight + %2 gradient + %3 optimizer state, %4")
+              .arg(whole.params)
+              .arg(whole.grads)
+              .arg(whole.optimizer)
+              .arg(QString::fromStdString(std::string(plan::toString(m_layout.precision))));
     return s;
 }
 
 QString LayerModel::sizeText(double bytes)
 {
-    return bytes >= 1e9 ? QLocale().toString(bytes / 1e9, 'f', 2) + QStringLiteral(" GB")
-                        : QLocale().toString(bytes / 1e6, 'f', 1) + QStringLiteral(" MB");
+    return memoryText(bytes);
 }
 
 int LayerModel::rowCount(const QModelIndex& parent) const
@@ -83,6 +92,11 @@ std::int64_t LayerModel::parametersOfRow(int row) const
     return m.tieEmbeddings ? 0 : m.paddedVocab() * m.hidden;
 }
 
+std::int64_t LayerModel::physicalStage(std::int64_t virtualStage) const
+{
+    return virtualStage % std::max<std::int64_t>(1, m_layout.parallel.pp);
+}
+
 std::int64_t LayerModel::stageOfRow(int row) const
 {
     if (m_ranges.empty())
@@ -107,8 +121,8 @@ QVariant LayerModel::data(const QModelIndex& index, int role) const
     const std::int64_t params = parametersOfRow(row);
     // Weights, gradients and Adam state: 16 bytes a parameter in mixed precision (2 + 2 + 12), 16 in fp32
     // (4 + 4 + 8) (docs/formulas.md; the ZeRO paper). On one device: the tp-th share (Megatron-LM splits
-    // every matrix of a block, and the embedding and head by vocabulary), the optimizer state further
-    // divided by dp under ZeRO-1.
+    // every matrix of a block, and the embedding and head by vocabulary), ZeRO's shards further divided
+    // (deviceShare).
     const double bytes = double(params) * 16.0;
     const DeviceShare share = deviceShare();
     const double onDevice = double(params) / double(share.tp) * share.bytesPerParameter;
@@ -130,7 +144,15 @@ QVariant LayerModel::data(const QModelIndex& index, int role) const
         case Memory:
             return sizeText(onDevice);
         case Stage:
-            return stage >= 0 ? QVariant(qlonglong(stage)) : QVariant(QStringLiteral("–"));
+            if (stage < 0)
+                return QStringLiteral("–");
+            // Interleaved: the physical stage the map colours, and which of its chunks (virtual stage
+            // chunk·pp + stage, Megatron-LM's order).
+            if (m_layout.parallel.vpp > 1)
+                return tr("%1 · chunk %2")
+                    .arg(physicalStage(stage))
+                    .arg(stage / std::max<std::int64_t>(1, m_layout.parallel.pp));
+            return qlonglong(stage);
         }
         break;
     case Qt::ToolTipRole:
@@ -143,17 +165,21 @@ QVariant LayerModel::data(const QModelIndex& index, int role) const
                 .arg(share.tp)
                 .arg(QLocale().toString(share.bytesPerParameter, 'g', 4), share.why, sizeText(bytes));
         if (block >= 0)
-            return tr("Transformer block %1 on pipeline stage %2. Select a range of blocks and drag it onto a device "
-                      "of the topology map to move them to that device's stage.")
+            return tr("Transformer block %1 on pipeline stage %2%3. Select a range of blocks and drag it onto a "
+                      "device of the topology map to move them to that device's stage.")
                 .arg(block)
-                .arg(stage);
+                .arg(physicalStage(stage))
+                .arg(m_layout.parallel.vpp > 1 ? tr(" (chunk %1, virtual stage %2)")
+                                                     .arg(stage / std::max<std::int64_t>(1, m_layout.parallel.pp))
+                                                     .arg(stage)
+                                               : QString());
         if (row == 0)
             return tr("The token%1 embedding always lives on the first pipeline stage.")
                 .arg(m_layout.model.position == plan::ModelSpec::Position::Learned ? tr(" and position") : QString());
         return tr("The final norm and the LM head always live on the last pipeline stage.");
     case Qt::DecorationRole:
         if (index.column() == Stage && stage >= 0)
-            return stageColor(stage);
+            return stageColor(physicalStage(stage)); // the map's colour of the devices holding it
         break;
     case Qt::TextAlignmentRole:
         if (index.column() != Name)

@@ -46,6 +46,8 @@ private:
         QString why;
     };
     DeviceShare deviceShare() const;
+    // The pipeline stage (0..pp-1) holding virtual stage `virtualStage` of an interleaved schedule.
+    std::int64_t physicalStage(std::int64_t virtualStage) const;
     static QString sizeText(double bytes);
     std::int64_t parametersOfRow(int row) const;
     std::int64_t stageOfRow(int row) const;

@@ -82,6 +82,14 @@ void LayoutDocument::reset(const plan::Layout& layout, const QString& path)
     emit modifiedChanged(false);
 }
 
+void LayoutDocument::forgetFile()
+{
+    if (m_path.isEmpty())
+        return;
+    m_path.clear();
+    emit filePathChanged(m_path);
+}
+
 bool LayoutDocument::open(const QString& path, const plan::ProfileResolver& profiles, QString* error)
 {
     QFile file(path);

@@ -41,6 +41,9 @@ public:
     // errors, so the user can fix them in the editor; returns false with the reason when nothing could be
     // read (the current layout stays).
     bool open(const QString& path, const plan::ProfileResolver& profiles, QString* error);
+    // Keeps the layout and its history but no longer names a file, so that Save asks where (a lesson's layout
+    // must never be saved over the file the learner had open).
+    void forgetFile();
     // Writes the layout (atomically: a crash leaves the old file intact) and marks the history clean.
     bool save(const QString& path, QString* error);
 

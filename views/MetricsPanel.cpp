@@ -1,9 +1,9 @@
 #include "views/MetricsPanel.h"
+#include "views/FileDialogs.h"
 
 #include "views/Colors.h"
 #include "views/RunMonitor.h"
 
-#include <QFileDialog>
 #include <QGridLayout>
 #include <QMenu>
 #include <QPdfWriter>
@@ -36,8 +36,8 @@ QCustomPlot* makePlot(const QString& title, const QString& xLabel, const QString
     QObject::connect(plot, &QWidget::customContextMenuRequested, plot, [plot](const QPoint& pos) {
         QMenu menu;
         menu.addAction(QObject::tr("Save as PNG, SVG or PDF…"), plot, [plot] {
-            const QString path = QFileDialog::getSaveFileName(plot, QObject::tr("Export plot"),
-                QStringLiteral("plot.png"), QObject::tr("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
+            const QString path = saveFileName(plot, QObject::tr("Export plot"), QStringLiteral("plot.png"),
+                QObject::tr("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
             QString error;
             if (!path.isEmpty() && !exportPlot(plot, path, &error))
                 QMessageBox::warning(plot, QObject::tr("Export plot"), error);

@@ -1,4 +1,5 @@
 #include "views/PredictionPanel.h"
+#include "views/Units.h"
 
 #include "views/Colors.h"
 #include "views/Explain.h"
@@ -46,6 +47,8 @@ QString swatch(const QColor& c)
 }
 QString gb(double x)
 {
+    if (x != 0 && x < 0.1) // a tiny model's memory in MB or kB, never "0.00 GB"
+        return memoryText(x * 1e9);
     return QLocale().toString(x, 'f', x < 10 ? 2 : 1) + QStringLiteral(" GB");
 }
 

@@ -94,6 +94,18 @@ void RecommendDialog::start()
     request.globalBatch = m_current.parallel.globalBatch;
     request.precision = m_current.precision;
     request.top = 10;
+    QString scope;
+    if (request.cluster.autoDevices()) {
+        // A cluster whose device count the layout sets (the example's "local": processes on this machine):
+        // search the layouts of as many ranks as the current one has, on one node of that many devices.
+        const std::int64_t ranks = std::max<std::int64_t>(1, m_current.parallel.worldSize());
+        request.cluster.devicesPerNode = ranks;
+        request.nodes = 1;
+        scope = tr("%1 has no fixed number of devices, so the search keeps the current %2 rank(s). ")
+                    .arg(QString::fromStdString(m_current.cluster.name))
+                    .arg(ranks);
+    }
+    m_scope = scope;
     auto shared = m_shared;
     request.progress = [shared](double fraction) {
         shared->progress = fraction;
@@ -117,6 +129,8 @@ void RecommendDialog::finished()
     m_poll->stop();
     plan::SearchResult r = m_watcher.result();
     m_progress->setValue(1000);
+    if (r.why.rfind("error: ", 0) == 0)
+        m_progress->hide(); // nothing was searched: no bar at 100 %
     if (r.cancelled) {
         m_message->setText(tr("Search cancelled after %1 layouts.").arg(r.evaluated));
     } else if (r.why.rfind("error: ", 0) == 0) {
@@ -126,10 +140,11 @@ void RecommendDialog::finished()
                               "a smaller global batch.")
                                .arg(r.evaluated));
     } else {
-        m_message->setText(tr("%1 valid layouts evaluated, %2 fit. %3")
-                               .arg(r.evaluated)
-                               .arg(r.fitting)
-                               .arg(QString::fromStdString(r.why.empty() ? std::string() : r.why + ".")));
+        m_message->setText(m_scope
+            + tr("%1 valid layouts evaluated, %2 fit. %3")
+                  .arg(r.evaluated)
+                  .arg(r.fitting)
+                  .arg(QString::fromStdString(r.why.empty() ? std::string() : r.why + ".")));
     }
     m_model->setCandidates(std::move(r.ranked));
     if (m_model->rowCount() > 0) {
@@ -146,6 +161,8 @@ plan::Layout RecommendDialog::layoutFor(int row) const
     l.name = m_current.name;
     l.description = m_current.description;
     l.comm = m_current.comm;
+    if (m_current.cluster.autoDevices()) // the search's stand-in cluster gives way to the layout's own
+        l.cluster = m_current.cluster;
     if (l.parallel.dp == 1)
         l.comm.dpCodec = {};
     return l;

@@ -58,6 +58,7 @@ private:
     QProgressBar* m_progress;
     QPushButton *m_apply, *m_cancel;
     QTimer* m_poll;
+    QString m_scope; // what the search kept of the current layout, said before its result
 };
 
 } // namespace loom::views

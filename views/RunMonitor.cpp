@@ -115,7 +115,10 @@ qint64 RunMonitor::start(const plan::Layout& layout, qint64 steps, QString* erro
             m_cause = cause;
             m_log = tail;
             updateStats();
-            emit finished(state, cause, tail);
+            if (m_starting)
+                m_endedWhileStarting = true; // reported by start(), after started()
+            else
+                emit finished(state, cause, tail);
         });
     launcher::LaunchRequest request;
     request.layout = layout;
@@ -123,13 +126,22 @@ qint64 RunMonitor::start(const plan::Layout& layout, qint64 steps, QString* erro
     request.engine = engine;
     request.workDir = launcher::newRunFolder(m_store->path());
     m_state = profiles::RunState::Running;
+    // A refusal (the launch policy, the local-rank cap, a missing engine) ends the run inside start(): its
+    // finished() is held back until the run's id is known and started() has gone out, so every listener
+    // sees started, then finished, and the panels return to idle.
+    m_starting = true;
+    m_endedWhileStarting = false;
     m_run = m_controller->start(request);
-    if (m_run == 0) {
+    m_starting = false;
+    if (m_run != 0)
+        emit started(m_run);
+    if (m_run == 0 || m_endedWhileStarting) {
+        if (m_run != 0)
+            emit finished(m_state, m_cause, m_log);
         if (error)
             *error = m_cause.isEmpty() ? tr("The run could not start.") : m_cause;
         return 0;
     }
-    emit started(m_run);
     return m_run;
 }
 

@@ -29,7 +29,8 @@ public:
     explicit RunMonitor(profiles::Store* store, QObject* parent = nullptr);
     ~RunMonitor() override;
 
-    // Launches `layout` for `steps` steps; returns the run's id, or 0 with the reason in `error`.
+    // Launches `layout` for `steps` steps; returns the run's id, or 0 with the reason in `error`. A launch the
+    // launcher refuses is still recorded (failed): started() and then finished() have been emitted by then.
     qint64 start(const plan::Layout& layout, qint64 steps, QString* error);
     void cancel();
     bool running() const;
@@ -101,6 +102,7 @@ private:
     std::size_t m_statsEvents = 0; // the events the statistics were last computed over
     qint64 m_run = 0, m_total = 0;
     bool m_loading = false;
+    bool m_starting = false, m_endedWhileStarting = false; // inside start(); the run ended there
     profiles::RunState m_state = profiles::RunState::Running;
     QString m_cause, m_log;
 };

@@ -1,6 +1,7 @@
 #include "views/RunPanel.h"
 
 #include "engine/plan/EngineSupport.h"
+#include "launcher/LaunchCommands.h"
 #include "views/Explain.h"
 #include "views/RunMonitor.h"
 
@@ -121,6 +122,11 @@ void RunPanel::setLayout(const plan::Layout& layout, bool valid, const QString& 
     // A valid layout the bundled engine cannot train: Run stays disabled and says why (plan::engineSupport).
     const plan::EngineSupport support = plan::engineSupport(layout);
     m_engineRefusal = valid && !support.trainable() ? QString::fromStdString(support.reason()) : QString();
+    // What the launcher would refuse before starting a rank (8,192 local processes, a policy, a Slurm
+    // header value) disables Run too, so a click never ends in a run that fails at once.
+    launcher::LaunchRequest request;
+    request.layout = layout;
+    m_launchRefusal = valid && m_engineRefusal.isEmpty() ? launcher::launchRefusal(request) : QString();
     m_target->setText(target());
     updateButtons();
 }
@@ -128,11 +134,12 @@ void RunPanel::setLayout(const plan::Layout& layout, bool valid, const QString& 
 void RunPanel::updateButtons()
 {
     const bool running = m_monitor->running();
-    m_run->setEnabled(!running && m_valid && m_engineRefusal.isEmpty());
+    m_run->setEnabled(!running && m_valid && m_engineRefusal.isEmpty() && m_launchRefusal.isEmpty());
     m_run->setToolTip(!m_valid ? tr("The layout is not valid: %1").arg(m_whyNot)
             : !m_engineRefusal.isEmpty()
             ? tr("The planner models this; loom-train cannot train it: %1").arg(m_engineRefusal)
-            : tr("Launch the training engine with this layout (Ctrl+R)."));
+            : !m_launchRefusal.isEmpty() ? tr("Loom would refuse to launch this: %1").arg(m_launchRefusal)
+                                         : tr("Launch the training engine with this layout (Ctrl+R)."));
     m_cancel->setEnabled(running);
     m_steps->setEnabled(!running);
 }
@@ -146,6 +153,10 @@ bool RunPanel::run()
     if (!m_engineRefusal.isEmpty()) {
         m_status->setText(
             tr("Cannot run: the planner models this; loom-train cannot train it: %1").arg(m_engineRefusal));
+        return false;
+    }
+    if (!m_launchRefusal.isEmpty()) {
+        m_status->setText(tr("Cannot run: %1").arg(m_launchRefusal));
         return false;
     }
     QString error;

@@ -46,6 +46,7 @@ private:
     bool m_cancelRequested = false; // until the run ends, step updates keep saying that it is being cancelled
     QString m_whyNot;
     QString m_engineRefusal; // why loom-train cannot train the valid layout (plan::engineSupport); empty if it can
+    QString m_launchRefusal; // why the launcher would refuse it here (policy, local-rank cap: launchRefusal)
     QLabel* m_target;
     QSpinBox* m_steps;
     QPushButton *m_run, *m_cancel;

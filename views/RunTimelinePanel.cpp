@@ -1,4 +1,5 @@
 #include "views/RunTimelinePanel.h"
+#include "views/FileDialogs.h"
 
 #include "views/Explain.h"
 #include "views/MetricsPanel.h"
@@ -7,7 +8,6 @@
 #include "views/TimelineView.h"
 
 #include <QCheckBox>
-#include <QFileDialog>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -93,7 +93,7 @@ RunTimelinePanel::RunTimelinePanel(RunMonitor* monitor, QWidget* parent)
         updateOverlay();
     });
     connect(exportButton, &QPushButton::clicked, this, [this] {
-        const QString path = QFileDialog::getSaveFileName(
+        const QString path = saveFileName(
             this, tr("Export timeline"), QStringLiteral("timeline.png"), tr("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
         QString error;
         if (!path.isEmpty() && !exportWidget(m_view, path, &error))

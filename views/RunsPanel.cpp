@@ -1,10 +1,10 @@
 #include "views/RunsPanel.h"
+#include "views/FileDialogs.h"
 
 #include "engine/trace/ChromeTrace.h"
 #include "profiles/RunStore.h"
 #include "views/RunHistoryModel.h"
 
-#include <QFileDialog>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QMessageBox>
@@ -77,7 +77,7 @@ RunsPanel::RunsPanel(profiles::Store* store, QWidget* parent)
         const auto runs = selectedRuns();
         if (runs.isEmpty())
             return;
-        const QString path = QFileDialog::getSaveFileName(this, tr("Export Chrome trace"),
+        const QString path = saveFileName(this, tr("Export Chrome trace"),
             QStringLiteral("run-%1.json").arg(runs.front()), tr("Chrome trace (*.json)"));
         QString error;
         if (!path.isEmpty() && !exportChrome(runs.front(), path, &error))

@@ -3,6 +3,7 @@
 #include "views/Colors.h"
 #include "views/Explain.h"
 #include "views/TimelineView.h"
+#include "views/Units.h"
 
 #include <QLocale>
 #include <QPainter>
@@ -459,13 +460,14 @@ void TimelineView::paintSelectionInfo(QPainter& p)
     p.fillRect(QRectF(x0, 0, std::max(1.0, x1 - x0), viewport()->height()), shade);
     const RangeStats& r = m_selection;
     const QString text
-        = tr("%1 selected: compute busy %2 %, waiting %3 %, comm busy %4 %, %5 MB moved (%6 GB/s), %7 events")
+        = tr("%1 selected: compute busy %2 %, waiting %3 %, comm busy %4 %, %5 moved (%6 while communicating), "
+             "%7 events")
               .arg(formatSeconds(double(r.t1 - r.t0) * 1e-9))
               .arg(QLocale().toString(100 * r.computeBusy, 'f', 1))
               .arg(QLocale().toString(100 * r.waitFraction, 'f', 1))
               .arg(QLocale().toString(100 * r.commBusy, 'f', 1))
-              .arg(QLocale().toString(r.bytes / 1e6, 'f', 2))
-              .arg(QLocale().toString(r.gbPerSecond, 'f', 2))
+              .arg(memoryText(r.bytes))
+              .arg(rateText(r.gbPerSecond * 1e9))
               .arg(r.events);
     const QRect box(labelWidth() + 4, kRulerHeight + 4, fm.horizontalAdvance(text) + 12, fm.height() + 6);
     p.fillRect(box, pal.color(QPalette::ToolTipBase));

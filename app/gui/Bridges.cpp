@@ -1,4 +1,5 @@
 #include "app/gui/Bridges.h"
+#include "views/FileDialogs.h"
 
 #include "app/cli/TraceImport.h"
 #include "engine/trace/TraceStats.h"
@@ -9,7 +10,6 @@
 #include <QAction>
 #include <QDockWidget>
 #include <QFile>
-#include <QFileDialog>
 #include <QMainWindow>
 #include <QMenu>
 #include <QMessageBox>
@@ -104,7 +104,7 @@ void Bridges::chooseExport(plan::ExportTarget target)
         QMessageBox::warning(m_window, tr("Export to %1").arg(targetTitle(target)), exportTo(target, {}, &ok));
         return;
     }
-    const QString path = QFileDialog::getSaveFileName(m_window, tr("Export to %1").arg(targetTitle(target)), suggested);
+    const QString path = views::saveFileName(m_window, tr("Export to %1").arg(targetTitle(target)), suggested);
     if (path.isEmpty())
         return;
     bool ok = false;
@@ -155,9 +155,9 @@ void Bridges::openTraces(const QStringList& files)
 
 void Bridges::chooseTraces()
 {
-    const QStringList files = QFileDialog::getOpenFileNames(m_window,
-        tr("Open trace (one PyTorch profiler trace per rank, or a Loom trace)"), QString(),
-        tr("Traces (*.json);;All files (*)"));
+    const QStringList files
+        = views::openFileNames(m_window, tr("Open trace (one PyTorch profiler trace per rank, or a Loom trace)"),
+            QString(), tr("Traces (*.json);;All files (*)"));
     openTraces(files);
 }
 

@@ -1,5 +1,8 @@
 #include "app/gui/MainWindow.h"
 #include "app/gui/Bridges.h"
+#include "views/FileDialogs.h"
+#include "views/FocusedInput.h"
+#include "views/Units.h"
 
 #include "engine/profiles/BuiltinProfiles.h"
 #include "views/CompareDialog.h"
@@ -32,7 +35,6 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QGuiApplication>
 #include <QLabel>
@@ -90,6 +92,7 @@ MainWindow::MainWindow(const plan::ProfileResolver& profiles, profiles::Store* s
     buildDocks();
     buildRunSide();
     buildTeaching();
+    guardInputs(this); // wheels change a box only with focus; Ctrl+Z in a box undoes the layout
     buildActions();
 
     m_validation = new QLabel;
@@ -108,14 +111,12 @@ MainWindow::MainWindow(const plan::ProfileResolver& profiles, profiles::Store* s
         m_map, &TopologyView::blocksDropped, this, [this](std::int64_t rank, std::int64_t first, std::int64_t last) {
             const EditResult r = dropBlocksOnRank(m_doc->layout(), rank, first, last);
             if (!r.ok()) {
-                statusBar()->showMessage(tr("Cannot move blocks %1–%2 there: %3")
-                                             .arg(first)
-                                             .arg(last)
-                                             .arg(QString::fromStdString(r.refusal)),
+                statusBar()->showMessage(
+                    tr("Cannot move %1 there: %2").arg(blocksText(first, last)).arg(QString::fromStdString(r.refusal)),
                     10000);
                 return;
             }
-            m_doc->edit(*r.layout, tr("Move blocks %1–%2 to rank %3's stage").arg(first).arg(last).arg(rank));
+            m_doc->edit(*r.layout, tr("Move %1 to rank %2's stage").arg(blocksText(first, last)).arg(rank));
         });
     connect(
         m_map, &TopologyView::dropRefused, this, [this](const QString& why) { statusBar()->showMessage(why, 8000); });
@@ -254,6 +255,10 @@ void MainWindow::buildActions()
     QAction* redo = m_doc->undoStack()->createRedoAction(this, tr("&Redo"));
     redo->setShortcuts({ QKeySequence(QStringLiteral("Ctrl+Shift+Z")), QKeySequence(QStringLiteral("Ctrl+Y")) });
     redo->setIcon(QIcon::fromTheme(QStringLiteral("edit-redo")));
+    // The menu says what would be undone; the toolbar's buttons keep one short label, so that the buttons
+    // after them do not move as the undo text grows.
+    undo->setIconText(tr("Undo"));
+    redo->setIconText(tr("Redo"));
     edit->addAction(undo);
     edit->addAction(redo);
 
@@ -342,8 +347,7 @@ void MainWindow::open()
 {
     if (!maybeSave())
         return;
-    const QString path
-        = QFileDialog::getOpenFileName(this, tr("Open layout"), QString(), tr("Layouts (*.json);;All files (*)"));
+    const QString path = views::openFileName(this, tr("Open layout"), QString(), tr("Layouts (*.json);;All files (*)"));
     if (!path.isEmpty())
         openFile(path);
 }
@@ -360,7 +364,7 @@ bool MainWindow::saveAs()
     QString suggested = m_doc->filePath();
     if (suggested.isEmpty())
         suggested = QString::fromStdString(m_doc->layout().name) + QStringLiteral(".json");
-    const QString path = QFileDialog::getSaveFileName(this, tr("Save layout"), suggested, tr("Layouts (*.json)"));
+    const QString path = views::saveFileName(this, tr("Save layout"), suggested, tr("Layouts (*.json)"));
     return !path.isEmpty() && saveTo(path);
 }
 
@@ -435,7 +439,9 @@ void MainWindow::showAnalysis(const LayoutAnalysis& a)
         m_validation->setText(tr("<span style=\"color:#B06000\">✓ valid, %1 warning(s)</span>").arg(warnings.size()));
     else
         m_validation->setText(tr("<span style=\"color:#2E7D32\">✓ valid</span>"));
-    m_validation->setToolTip(all.isEmpty() ? tr("No problems.") : all.join(QStringLiteral("<br>")));
+    // Always rich text: with one problem and no <br>, Qt would show the escaped "dp &gt; 1" as it is.
+    m_validation->setToolTip(
+        all.isEmpty() ? tr("No problems.") : QStringLiteral("<p>%1</p>").arg(all.join(QStringLiteral("<br>"))));
     if (!errors.empty())
         statusBar()->showMessage(QString::fromStdString(errors.front().message), 15000);
     m_timing->setText(tr("analysed in %1 ms").arg(QString::number(a.elapsedMs, 'f', 0)));

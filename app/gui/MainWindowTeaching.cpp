@@ -70,6 +70,7 @@ void MainWindow::buildTeaching()
         plan::Layout l = lesson.layout;
         l.name = lesson.id.toStdString();
         m_doc->edit(l, tr("Start the lesson “%1”").arg(lesson.title));
+        m_doc->forgetFile(); // Save (and the quit prompt's Save) then asks for a new file
         m_stepper->reset();
         m_explain->showTopic(QString());
         findChild<QDockWidget*>(QStringLiteral("scheduleDock"))->raise();

@@ -175,8 +175,11 @@ int runWorkbench(int& argc, char** argv, const QStringList& args)
             &window, &MainWindow::analysisShown, &window,
             [&window, &parsed] {
                 window.runPanel()->stepsBox()->setValue(int(parsed.runSteps));
-                if (!window.runPanel()->run())
+                if (!window.runPanel()->run()) {
                     std::cerr << "loom: " << window.runPanel()->status().toStdString() << "\n";
+                    if (!parsed.screenshot.isEmpty())
+                        QApplication::exit(2); // no run will end to take the screenshot after
+                }
             },
             Qt::SingleShotConnection);
         if (!parsed.screenshot.isEmpty())

@@ -496,6 +496,24 @@ Diagnostics validateLayout(const Layout& layout, const Diagnostics& alreadyRepor
     return out;
 }
 
+// What may still lower the memory: only the choices the layout has not made already (advising recompute
+// when recompute is already full sent users in circles).
+static std::string fitAdvice(const Layout& l)
+{
+    std::vector<std::string> ways { "raise tp or pp" };
+    const int zero = l.memory.zero;
+    if (l.parallel.dp > 1 && zero < 3)
+        ways.push_back("raise memory.zero (now " + std::to_string(zero) + ") to shard more of the model state");
+    else if (l.parallel.dp == 1 && zero < 3)
+        ways.push_back("use memory.zero " + std::to_string(std::max(1, zero)) + " with dp > 1");
+    if (l.memory.recompute != Recompute::Full)
+        ways.push_back("recompute activations (memory.recompute full)");
+    std::string out;
+    for (std::size_t i = 0; i < ways.size(); ++i)
+        out += (i == 0 ? "" : i + 1 == ways.size() ? ", or " : ", ") + ways[i];
+    return out;
+}
+
 void warnIfItDoesNotFit(const Layout& l, const Prediction& prediction, Diagnostics& d)
 {
     if (prediction.fits)
@@ -505,8 +523,8 @@ void warnIfItDoesNotFit(const Layout& l, const Prediction& prediction, Diagnosti
     d.warning("memory",
         "the layout needs about " + gb(mem.total()) + " GB per device (parameters " + gb(mem.params) + ", gradients "
             + gb(mem.grads) + ", optimizer " + gb(mem.optimizer) + ", activations " + gb(mem.activations) + ", reserve "
-            + gb(mem.reserve) + ") but " + l.cluster.device.name + " has " + gb(prediction.memoryCapacityGB)
-            + " GB; raise tp or pp, use memory.zero 1 with dp > 1, or recompute activations");
+            + gb(mem.reserve) + ") but " + l.cluster.device.name + " has " + gb(prediction.memoryCapacityGB) + " GB; "
+            + fitAdvice(l));
 }
 
 Diagnostics validateRules(const Layout& layout)

@@ -17,7 +17,10 @@
 #include "views/TopologyScene.h"
 #include "views/TopologyView.h"
 
+#include <QApplication>
+#include <QComboBox>
 #include <QDockWidget>
+#include <QDoubleSpinBox>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QLabel>
@@ -27,8 +30,10 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTextDocument>
 #include <QTimer>
 #include <QUndoStack>
+#include <QWheelEvent>
 
 #include <algorithm>
 
@@ -154,6 +159,15 @@ private slots:
         QCoreApplication::sendEvent(map->viewport(), &drop);
         const plan::Layout after = w.document()->layout();
         QCOMPARE(after.parallel.stages, (std::vector<plan::StageRange> { { 0, 0 }, { 1, 3 } }));
+        // One block is "block 1", not "blocks 1–1" (issue 36).
+        QVERIFY2(w.document()->undoStack()->undoText().startsWith(QStringLiteral("Move block 1 to rank ")),
+            qPrintable(w.document()->undoStack()->undoText()));
+        // The toolbar's Undo keeps its short label while the menu names the edit.
+        for (QAction* a : w.findChildren<QAction*>())
+            if (a->shortcut() == QKeySequence(QStringLiteral("Ctrl+Z"))) {
+                QCOMPARE(a->iconText(), QStringLiteral("Undo"));
+                QVERIFY(a->text().contains(QStringLiteral("block 1")));
+            }
         // The palette shows block 1 on stage 1 now.
         QCOMPARE(layers->data(layers->index(layers->rowOfBlock(1), 0), LayerModel::StageRole).toLongLong(), 1);
         QVERIFY(waitForAnalysis(w));
@@ -186,6 +200,91 @@ private slots:
         QCOMPARE(again.document()->layout().parallel.pp, 8);
     }
 
+    // Issue 36: a lesson's layout never goes over the file the learner had open: starting a lesson drops the
+    // file name (Save then asks where), and the file stays as it was.
+    void lessonDropsTheFileName()
+    {
+        app::MainWindow w(m_profiles);
+        QVERIFY(w.openFile(QString::fromLatin1(app::MainWindow::kExample)));
+        const QString path = m_dir.filePath(QStringLiteral("mine.json"));
+        QVERIFY(w.saveTo(path));
+        QVERIFY(w.openFile(path));
+        QCOMPARE(w.document()->filePath(), path);
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray before = f.readAll();
+        f.close();
+        QVERIFY(w.startLesson(QStringLiteral("one-device")));
+        QVERIFY(w.document()->filePath().isEmpty());
+        QVERIFY(!w.windowTitle().contains(QStringLiteral("mine.json")));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QCOMPARE(f.readAll(), before);
+        // The learner's own layout is still one undo away.
+        w.document()->undoStack()->undo();
+        QVERIFY(!w.document()->isModified());
+    }
+
+    // Issue 36: the validation tooltip is always rich text, so a single warning's "dp > 1" never shows as
+    // "dp &gt; 1"; its advice leaves out recompute when recompute is already full.
+    void validationTooltipIsRichText()
+    {
+        app::MainWindow w(m_profiles);
+        QVERIFY(w.openFile(QString::fromLatin1(app::MainWindow::kExample)));
+        QVERIFY(waitForAnalysis(w));
+        plan::Layout l = w.document()->layout();
+        l.cluster.device.memoryGB = 0.001;
+        l.parallel.dp = 1;
+        l.memory.zero = 0;
+        l.memory.recompute = plan::Recompute::Full;
+        w.document()->edit(l, QStringLiteral("tiny device"));
+        QVERIFY(waitForAnalysis(w));
+        const QString tip = w.validationLabel()->toolTip();
+        QVERIFY2(tip.contains(QStringLiteral("dp &gt; 1")), qPrintable(tip));
+        QVERIFY2(Qt::mightBeRichText(tip), qPrintable(tip));
+        QVERIFY2(!tip.contains(QStringLiteral("recompute activations")), qPrintable(tip));
+    }
+
+    // Issue 36: a wheel over a box without focus leaves the value (and the redo history) alone; with focus it
+    // steps the value. Ctrl+Z with focus in a degree box undoes the layout edit.
+    void wheelNeedsFocusAndUndoFromABox()
+    {
+        app::MainWindow w(m_profiles);
+        w.show();
+        QApplication::setActiveWindow(&w);
+        QVERIFY(QTest::qWaitForWindowActive(&w));
+        QVERIFY(w.openFile(QString::fromLatin1(app::MainWindow::kExample)));
+        QVERIFY(waitForAnalysis(w));
+        QDoubleSpinBox* bucket = nullptr;
+        for (auto* box : w.strategyPanel()->findChildren<QDoubleSpinBox*>())
+            if (box->value() == w.document()->layout().comm.bucketMb && box->isEnabled())
+                bucket = box;
+        QVERIFY(bucket);
+        const plan::Layout before = w.document()->layout();
+        auto wheel = [bucket] {
+            const QPointF at(bucket->width() / 2.0, bucket->height() / 2.0);
+            QWheelEvent e(at, bucket->mapToGlobal(at), QPoint(), QPoint(0, -120), Qt::NoButton, Qt::NoModifier,
+                Qt::NoScrollPhase, false);
+            QCoreApplication::sendEvent(bucket, &e);
+        };
+        w.topologyView()->setFocus();
+        wheel();
+        QCOMPARE(w.document()->layout(), before);
+        bucket->setFocus();
+        QVERIFY(bucket->hasFocus());
+        wheel();
+        QCOMPARE(w.document()->layout().comm.bucketMb, before.comm.bucketMb - bucket->singleStep());
+        w.document()->undoStack()->undo();
+        QCOMPARE(w.document()->layout(), before);
+
+        QVERIFY(w.strategyPanel()->requestDegree(Degree::Dp, before.parallel.dp == 1 ? 2 : 1));
+        QVERIFY(!(w.document()->layout() == before));
+        QComboBox* dp = w.strategyPanel()->degreeBox(Degree::Dp);
+        dp->setFocus();
+        QVERIFY(dp->hasFocus());
+        QTest::keyClick(QApplication::focusWidget(), Qt::Key_Z, Qt::ControlModifier);
+        QCOMPARE(w.document()->layout(), before);
+    }
+
     void recommendFindsAndAppliesALayout()
     {
         app::MainWindow w(m_profiles);
@@ -213,6 +312,28 @@ private slots:
                 b->click();
         QVERIFY(done.wait(20000));
         QVERIFY(cancelled.message().contains(QStringLiteral("cancelled")) || cancelled.candidates()->rowCount() > 0);
+    }
+
+    // Issue 36: Recommend on the default example (a "local" cluster without a fixed device count) searches the
+    // layouts of the current ranks instead of failing under a progress bar at 100 %.
+    void recommendOnTheDefaultExample()
+    {
+        app::MainWindow w(m_profiles);
+        QVERIFY(w.openFile(QString::fromLatin1(app::MainWindow::kExample)));
+        QVERIFY(w.document()->layout().cluster.autoDevices());
+        RecommendDialog dialog(w.document()->layout(), &w);
+        QSignalSpy finished(&dialog, &RecommendDialog::searchFinished);
+        dialog.start();
+        QVERIFY(finished.wait(kWaitMs));
+        QVERIFY2(dialog.candidates()->rowCount() > 0, qPrintable(dialog.message()));
+        QVERIFY2(dialog.message().contains(QStringLiteral("keeps the current")), qPrintable(dialog.message()));
+        const plan::Layout chosen = dialog.layoutFor(0);
+        QVERIFY(chosen.cluster.autoDevices());
+        QCOMPARE(chosen.parallel.worldSize(), w.document()->layout().parallel.worldSize());
+        w.document()->edit(chosen, QStringLiteral("recommended"));
+        QVERIFY(waitForAnalysis(w));
+        QVERIFY2(!w.validationLabel()->text().contains(QStringLiteral("problem")),
+            qPrintable(w.validationLabel()->toolTip()));
     }
 
     void docksAreRemembered()

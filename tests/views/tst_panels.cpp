@@ -4,6 +4,7 @@
 #include "ViewsTest.h"
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutValidator.h"
+#include "profiles/Store.h"
 #include "views/LayoutAnalysis.h"
 #include "views/PredictionPanel.h"
 #include "views/RunMonitor.h"
@@ -19,6 +20,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QStandardItemModel>
+#include <QTemporaryDir>
 
 using namespace loom;
 using namespace loom::views;
@@ -171,7 +173,64 @@ private slots:
         QVERIFY(!panel.run());
         l.comm.backend = plan::CommBackend::Mpi;
         panel.setLayout(l, true);
-        QVERIFY(panel.runButton()->isEnabled());
+        QVERIFY2(!panel.runButton()->toolTip().contains(QStringLiteral("loom-train cannot train it")),
+            qPrintable(panel.runButton()->toolTip()));
+        // loom-train could train it now, but 3,072 ranks on this machine is the launcher's refusal (issue 36);
+        // launched as a Slurm job it may run.
+        QVERIFY(!panel.runButton()->isEnabled());
+        QVERIFY2(panel.runButton()->toolTip().contains(QStringLiteral("3072 ranks")),
+            qPrintable(panel.runButton()->toolTip()));
+        l.cluster.launch.method = "slurm";
+        panel.setLayout(l, true);
+        QVERIFY2(panel.runButton()->isEnabled(), qPrintable(panel.runButton()->toolTip()));
+    }
+
+    // Issue 36: a layout the launcher would refuse here (more local ranks than this machine may start) leaves
+    // Run disabled with the launcher's reason, before any click.
+    void runButtonAsksTheLauncher()
+    {
+        RunMonitor monitor(nullptr);
+        RunPanel panel(&monitor);
+        plan::Layout l = test::tinyLayout();
+        QCOMPARE(QString::fromStdString(l.cluster.launch.method), QStringLiteral("local"));
+        panel.setLayout(l, true);
+        QVERIFY2(panel.runButton()->isEnabled(), qPrintable(panel.runButton()->toolTip()));
+        l.parallel.dp = 8192;
+        panel.setLayout(l, true);
+        QVERIFY(!panel.runButton()->isEnabled());
+        QVERIFY2(panel.runButton()->toolTip().contains(QStringLiteral("a local run starts at most")),
+            qPrintable(panel.runButton()->toolTip()));
+        QVERIFY(!panel.run());
+        QVERIFY2(panel.status().contains(QStringLiteral("a local run starts at most")), qPrintable(panel.status()));
+    }
+
+    // Issue 36: a launch refused inside the launcher is recorded as failed and the panel returns to idle:
+    // started() comes before finished() (it came after, leaving "Run N starting…" and a live Cancel).
+    void refusedLaunchReturnsToIdle()
+    {
+        QTemporaryDir dir;
+        profiles::Store store(dir.filePath(QStringLiteral("loom.db")));
+        qputenv("LOOM_TRAIN", "/bin/true"); // an executable engine: the refusal is the launcher's
+        RunMonitor monitor(&store);
+        RunPanel panel(&monitor);
+        QStringList order;
+        connect(&monitor, &RunMonitor::started, this, [&order] { order << QStringLiteral("started"); });
+        connect(&monitor, &RunMonitor::finished, this, [&order] { order << QStringLiteral("finished"); });
+        plan::Layout l = test::tinyLayout();
+        l.parallel.dp = 8192;
+        QString error;
+        QCOMPARE(monitor.start(l, 5, &error), 0);
+        QVERIFY2(error.contains(QStringLiteral("a local run starts at most")), qPrintable(error));
+        QCOMPARE(order, QStringList({ QStringLiteral("started"), QStringLiteral("finished") }));
+        QVERIFY(!monitor.running());
+        QVERIFY(monitor.runId() > 0);
+        QVERIFY(!panel.cancelButton()->isEnabled());
+        QVERIFY2(
+            panel.status().contains(QStringLiteral("Run %1 failed").arg(monitor.runId())), qPrintable(panel.status()));
+        const auto runs = profiles::RunStore(store).runs();
+        QCOMPARE(int(runs.size()), 1);
+        QVERIFY(runs.front().state == profiles::RunState::Failed);
+        qunsetenv("LOOM_TRAIN");
     }
 
     // The step frame's memory high-water marks are shown beside the prediction.

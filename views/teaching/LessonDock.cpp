@@ -205,6 +205,7 @@ bool LessonDock::startLesson(const QString& id)
         return false;
     m_current = int(it - m_lessons.begin());
     m_step = 0;
+    m_passedSteps.clear();
     QSettings().setValue(QStringLiteral("lessons/current"), id);
     if (m_hooks.start)
         m_hooks.start(*it);
@@ -284,13 +285,21 @@ CheckResult LessonDock::refresh()
     if (!s)
         return {};
     const CheckResult r = evaluateCheck(s->check, m_hooks.facts ? m_hooks.facts() : Facts {});
-    m_passed = r.pass;
-    m_status->setText((r.pass ? QStringLiteral("✓ ") : QStringLiteral("… ")) + r.detail);
-    m_status->setStyleSheet(r.pass ? QStringLiteral("color: #2E7D32;") : QString());
-    m_feedback->setText(r.pass ? s->pass : s->fail);
+    // A step passed once stays passed: looking at another figure afterwards must not fail it again.
+    if (r.pass)
+        m_passedSteps.insert(m_step);
+    m_passed = m_passedSteps.count(m_step) > 0;
+    m_status->setText(r.pass ? QStringLiteral("✓ ") + r.detail
+            : m_passed       ? tr("✓ done (now: %1)").arg(r.detail)
+                             : QStringLiteral("… ") + r.detail);
+    m_status->setStyleSheet(m_passed ? QStringLiteral("color: #2E7D32;") : QString());
+    m_feedback->setText(m_passed ? s->pass : s->fail);
     const Lesson* l = current();
-    m_next->setEnabled(r.pass && m_step + 1 < int(l->steps.size()));
-    m_next->setText(m_step + 1 < int(l->steps.size()) ? tr("Next ▶") : tr("Done"));
+    const bool last = m_step + 1 >= int(l->steps.size());
+    m_next->setEnabled(m_passed);
+    m_next->setText(!last                           ? tr("Next ▶")
+            : m_current + 1 < int(m_lessons.size()) ? tr("Done: next lesson ▶")
+                                                    : tr("Done"));
     if (r.pass)
         saveProgress();
     if (r.pass && m_playTo > m_step)
@@ -339,8 +348,18 @@ bool LessonDock::showMe(QString* why)
 bool LessonDock::next()
 {
     const Lesson* l = current();
-    if (!l || !m_passed || m_step + 1 >= int(l->steps.size()))
+    if (!l || !m_passed)
         return false;
+    if (m_step + 1 >= int(l->steps.size())) {
+        // Done: the next lesson, or the list of lessons (showStep without a lesson takes the frame away).
+        if (m_current + 1 < int(m_lessons.size()))
+            return startLesson(m_lessons[std::size_t(m_current + 1)].id);
+        m_current = -1;
+        m_step = 0;
+        fillLessonBox();
+        showStep();
+        return true;
+    }
     ++m_step;
     showStep();
     return true;

@@ -6,6 +6,7 @@
 #include <QWidget>
 
 #include <functional>
+#include <set>
 
 class QButtonGroup;
 class QComboBox;
@@ -61,7 +62,8 @@ public:
     bool passed() const { return m_passed; }
     // Performs the current step's action (as "Show me" does).
     bool showMe(QString* why = nullptr);
-    // To the next step (only once this one passed); false at the end or when it has not passed.
+    // To the next step (only once this one passed); at the last step, once passed (Done), to the next lesson,
+    // or back to the list of lessons after the last one, with the frame taken away. False when not passed.
     bool next();
     bool back();
     // Plays the lesson up to step `step` (0-based): performs each step's action, waits for its check and
@@ -89,6 +91,7 @@ private:
     Hooks m_hooks;
     int m_current = -1, m_step = 0, m_playTo = -1;
     bool m_passed = false;
+    std::set<int> m_passedSteps; // steps of the current lesson whose check passed once: they stay passed
     QComboBox* m_lessonBox;
     QTextBrowser* m_text;
     QLabel *m_position, *m_instruction, *m_status, *m_feedback;

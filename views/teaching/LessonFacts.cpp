@@ -97,6 +97,36 @@ bool isFraction(const std::string& name)
         || name == "measured.bubble" || name == "predicted.dpShare" || name == "predicted.tpShare";
 }
 
+// A fact's meaning splits into words and a unit: "optimizer state on the most loaded device (GB)" is the
+// label "optimizer state on the most loaded device" and the unit "GB". Other parentheses stay in the label.
+std::pair<QString, QString> labelAndUnit(const std::string& name)
+{
+    const FactInfo* info = findFact(name);
+    if (!info)
+        return { QString::fromStdString(name), QString() };
+    const QString meaning = QString::fromUtf8(info->meaning);
+    static const QStringList units { QStringLiteral("GB"), QStringLiteral("s"), QStringLiteral("MB"),
+        QStringLiteral("KB"), QStringLiteral("GB/s"), QStringLiteral("points") };
+    const int open = meaning.lastIndexOf(QLatin1String(" ("));
+    if (open > 0 && meaning.endsWith(QLatin1Char(')'))) {
+        const QString unit = meaning.mid(open + 2, meaning.size() - open - 3);
+        if (unit.startsWith(QLatin1String("fraction"))) // shown as a percentage
+            return { meaning.left(open), QString() };
+        if (units.contains(unit))
+            return { meaning.left(open), unit };
+    }
+    return { meaning, QString() };
+}
+
+// A value as a check message shows it: with its unit when it has one.
+QString valueText(const std::string& name, const FactValue& value, const QString& unit)
+{
+    const QString text = describeFact(name, value);
+    return unit.isEmpty() || !std::holds_alternative<double>(value) || isFraction(name)
+        ? text
+        : text + QLatin1Char(' ') + unit;
+}
+
 } // namespace
 
 const std::vector<FactInfo>& lessonFacts()
@@ -137,8 +167,10 @@ CheckResult evaluateCheck(const LessonCheck& check, const Facts& facts)
         out.detail = details.join(QStringLiteral("; "));
         return out;
     }
-    const QString name = QString::fromStdString(check.fact);
-    const QString wanted = QString::fromStdString(check.op) + QLatin1Char(' ') + describeFact(check.fact, check.value);
+    // In words, never the fact's internal name ("predicted.optimizerGB is 80.86, needs < 20" read as code).
+    const auto [name, unit] = labelAndUnit(check.fact);
+    const QString wanted
+        = QString::fromStdString(check.op) + QLatin1Char(' ') + valueText(check.fact, check.value, unit);
     const auto it = facts.find(check.fact);
     if (it == facts.end())
         return { false, QObject::tr("%1 is not known yet (needs %2)").arg(name, wanted) };
@@ -150,7 +182,7 @@ CheckResult evaluateCheck(const LessonCheck& check, const Facts& facts)
         pass = compare(*x, check.op, std::get<double>(check.value));
     else
         pass = (v == check.value) == (check.op == "==");
-    return { pass, QObject::tr("%1 is %2, needs %3").arg(name, describeFact(check.fact, v), wanted) };
+    return { pass, QObject::tr("%1 is %2, needs %3").arg(name, valueText(check.fact, v, unit), wanted) };
 }
 
 void addLayoutFacts(const plan::Layout& l, bool valid, const plan::Prediction* p, Facts* facts)

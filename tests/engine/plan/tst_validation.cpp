@@ -1,5 +1,6 @@
 // One case per validation rule: each row patches a valid base layout (JSON merge patch, RFC 7386; null
 // deletes a field) and names the field and the words the message must contain.
+#include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/LayoutValidator.h"
 #include "engine/profiles/BuiltinProfiles.h"
@@ -51,6 +52,41 @@ private slots:
         auto r = readPatched("{}");
         QVERIFY2(r.ok(), r.diagnostics.format().c_str());
         QVERIFY2(r.diagnostics.empty(), r.diagnostics.format().c_str());
+    }
+
+    // Issue 36: the does-not-fit advice names only what the layout has not done yet (it advised recompute when
+    // recompute was already full, and ZeRO when ZeRO-3 was on).
+    void fitAdviceNamesWhatIsLeft_data()
+    {
+        QTest::addColumn<QString>("patch");
+        QTest::addColumn<bool>("advisesZero");
+        QTest::addColumn<bool>("advisesRecompute");
+        QTest::newRow("nothing done") << R"({"nodes": 2, "parallel": {"dp": 2, "global_batch": 16}})" << true << true;
+        QTest::newRow("recompute full")
+            << R"({"nodes": 2, "parallel": {"dp": 2, "global_batch": 16}, "memory": {"recompute": "full"}})" << true
+            << false;
+        QTest::newRow("ZeRO-3 and full")
+            << R"({"nodes": 2, "parallel": {"dp": 2, "global_batch": 16}, "memory": {"zero": 3, "recompute": "full"}})"
+            << false << false;
+    }
+    void fitAdviceNamesWhatIsLeft()
+    {
+        QFETCH(QString, patch);
+        QFETCH(bool, advisesZero);
+        QFETCH(bool, advisesRecompute);
+        auto r = readPatched(patch.toStdString());
+        QVERIFY2(r.ok(), r.diagnostics.format().c_str());
+        Layout l = *r.layout;
+        l.cluster.device.memoryGB = 0.01; // nothing fits
+        const Prediction p = predict(l);
+        QVERIFY(!p.fits);
+        Diagnostics d;
+        warnIfItDoesNotFit(l, p, d);
+        QCOMPARE(int(d.warnings().size()), 1);
+        const QString message = QString::fromStdString(d.warnings().front().message);
+        QVERIFY2(message.contains(QLatin1String("raise tp or pp")), qPrintable(message));
+        QVERIFY2(message.contains(QLatin1String("memory.zero")) == advisesZero, qPrintable(message));
+        QVERIFY2(message.contains(QLatin1String("recompute")) == advisesRecompute, qPrintable(message));
     }
 
     void unevenInterleavedStages()

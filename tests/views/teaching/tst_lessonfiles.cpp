@@ -161,7 +161,12 @@ private slots:
         LessonCheck below { "predicted.bubble", "<", 0.10, {} };
         CheckResult r = evaluateCheck(below, facts);
         QVERIFY(!r.pass);
-        QCOMPARE(r.detail, QStringLiteral("predicted.bubble is 14.3 %, needs < 10.0 %"));
+        // In words, not the fact's internal name (issue 36), with the unit of a figure.
+        QCOMPARE(r.detail, QStringLiteral("simulated bubble is 14.3 %, needs < 10.0 %"));
+        facts["predicted.optimizerGB"] = 80.86;
+        QCOMPARE(evaluateCheck({ "predicted.optimizerGB", "<", 20.0, {} }, facts).detail,
+            QStringLiteral("optimizer state on the most loaded device is %1 GB, needs < 20 GB")
+                .arg(QLocale().toString(80.86, 'g', 4)));
         facts["predicted.bubble"] = 0.05;
         QVERIFY(evaluateCheck(below, facts).pass);
         QVERIFY(evaluateCheck({ "layout.schedule", "==", std::string("1f1b"), {} }, facts).pass);

@@ -1,17 +1,21 @@
 // The teaching views on their own: the all-reduce stepper (its groups, steps, table and arrows on the map),
 // the Explain dock, the lesson highlight following its widget, and the Layers table's per-device memory.
+#include "views/Colors.h"
 #include "views/ExplainDock.h"
 #include "views/LayerModel.h"
 #include "views/TopologyScene.h"
+#include "views/Units.h"
 #include "views/teaching/AllReduceStepper.h"
 #include "views/teaching/LessonDock.h"
 
 #include "tests/views/ViewsTest.h"
 
+#include <QDockWidget>
 #include <QGraphicsObject>
 #include <QLabel>
 #include <QMainWindow>
 #include <QPushButton>
+#include <QStandardPaths>
 #include <QTableWidget>
 #include <QTextBrowser>
 
@@ -25,6 +29,22 @@ QGraphicsObject* overlayOf(const TopologyScene& scene)
         if (auto* o = item->toGraphicsObject())
             return o;
     return nullptr;
+}
+// Facts that satisfy `check` (each leaf's value moved to the passing side).
+void satisfy(const LessonCheck& check, Facts& facts)
+{
+    for (const auto& c : check.all)
+        satisfy(c, facts);
+    if (check.fact.empty())
+        return;
+    FactValue v = check.value;
+    if (auto* x = std::get_if<double>(&v))
+        *x += check.op == "<" ? -1.0 : check.op == ">" ? 1.0 : check.op == "!=" ? 1.0 : 0.0;
+    else if (auto* b = std::get_if<bool>(&v))
+        *b = check.op == "!=" ? !*b : *b;
+    else if (check.op == "!=")
+        v = std::get<std::string>(v) + "-other";
+    facts[check.fact] = v;
 }
 } // namespace
 
@@ -152,6 +172,52 @@ private slots:
         QVERIFY(!highlight.isVisible());
     }
 
+    // Issue 36: a passed step stays passed when the facts move on; Done at the last step leads to the next
+    // lesson, and after the last lesson back to the list with the frame taken away.
+    void passedStepsStayAndDoneLeadsOn()
+    {
+        QStandardPaths::setTestModeEnabled(true); // lesson progress goes to the test's settings, not the user's
+        QStringList errors;
+        std::vector<Lesson> all = loadLessons(profiles::BuiltinProfiles::instance(), &errors);
+        QVERIFY2(all.size() >= 2, qPrintable(errors.join(QLatin1Char('\n'))));
+        std::vector<Lesson> two(all.begin(), all.begin() + 2);
+        Facts facts;
+        QMainWindow window;
+        auto* target = new QLabel(QStringLiteral("figure"));
+        window.setCentralWidget(target);
+        LessonDock::Hooks hooks;
+        hooks.facts = [&facts] { return facts; };
+        hooks.widget = [target](const QString&) { return target; };
+        auto* dock = new LessonDock(two, hooks);
+        auto* d = new QDockWidget;
+        d->setWidget(dock);
+        window.addDockWidget(Qt::LeftDockWidgetArea, d);
+        window.show();
+        QVERIFY(dock->startLesson(two[0].id));
+        for (int lesson = 0; lesson < 2; ++lesson) {
+            const Lesson& l = two[std::size_t(lesson)];
+            QCOMPARE(dock->current()->id, l.id);
+            for (std::size_t i = 0; i < l.steps.size(); ++i) {
+                facts.clear();
+                QVERIFY(!dock->refresh().pass);
+                QVERIFY(!dock->nextButton()->isEnabled());
+                satisfy(l.steps[i].check, facts);
+                QVERIFY2(dock->refresh().pass, qPrintable(dock->statusText()));
+                facts.clear(); // the learner looks at another figure
+                QVERIFY(!dock->refresh().pass);
+                QVERIFY2(dock->passed() && dock->nextButton()->isEnabled(), qPrintable(dock->statusText()));
+                QVERIFY2(dock->statusText().startsWith(QStringLiteral("✓")), qPrintable(dock->statusText()));
+                QCOMPARE(dock->highlight()->target(), target);
+                if (i + 1 == l.steps.size() && lesson == 0)
+                    QVERIFY2(dock->nextButton()->text().contains(QStringLiteral("next lesson")),
+                        qPrintable(dock->nextButton()->text()));
+                QVERIFY(dock->next());
+            }
+        }
+        QVERIFY(!dock->current());
+        QVERIFY(!dock->highlight()->target());
+    }
+
     void layersShowWhatOneDeviceHolds()
     {
         // megatron-1t: a block is 125.83 GB whole; on a device of tp 8 in fp16 it is 1/8 of it.
@@ -173,6 +239,69 @@ private slots:
         QCOMPARE(
             model.data(block).toString(), QLocale().toString(params / 8 * 6 / 1e9, 'f', 2) + QStringLiteral(" GB"));
         QVERIFY(model.data(block, Qt::ToolTipRole).toString().contains(QStringLiteral("ZeRO-1")));
+    }
+
+    // Issue 36: the Layers table shards like the Prediction panel: ZeRO-2 the gradients too (2 + 2/6 + 12/6
+    // bytes a parameter at dp 6), ZeRO-3 the weights too (16/6); it ignored both (89 GB a device on an 80 GB
+    // card while Prediction said 49.4 GB).
+    void layersShardLikeThePrediction_data()
+    {
+        QTest::addColumn<int>("zero");
+        QTest::addColumn<double>("bytesPerParameter");
+        QTest::newRow("ZeRO-2") << 2 << 2.0 + 2.0 / 6 + 12.0 / 6;
+        QTest::newRow("ZeRO-3") << 3 << 16.0 / 6;
+    }
+    void layersShardLikeThePrediction()
+    {
+        QFETCH(int, zero);
+        QFETCH(double, bytesPerParameter);
+        LayerModel model;
+        plan::Layout l = test::megatron1t();
+        QCOMPARE(l.parallel.dp * l.parallel.cp, 6);
+        l.memory.zero = zero;
+        model.setLayout(l);
+        const QModelIndex block = model.index(model.rowOfBlock(0), LayerModel::Memory);
+        const double params = double(l.model.blockParameters());
+        QCOMPARE(model.data(block).toString(),
+            QLocale().toString(params / 8 * bytesPerParameter / 1e9, 'f', 2) + QStringLiteral(" GB"));
+        const QString tip = model.data(block, Qt::ToolTipRole).toString();
+        QVERIFY2(tip.contains(QStringLiteral("ZeRO-%1").arg(zero)), qPrintable(tip));
+    }
+
+    // Issue 36: with interleaving the Stage column names the physical stage (the map's colour) and the chunk;
+    // it showed virtual stages in colours that matched no device.
+    void interleavedStagesMatchTheMap()
+    {
+        plan::Layout l = test::megatron1t();
+        l.parallel.vpp = 2;
+        l.parallel.stages.clear();
+        LayerModel model;
+        model.setLayout(l);
+        QVERIFY(model.rowCount() > 0);
+        const std::int64_t pp = l.parallel.pp;
+        const std::int64_t perVirtual = l.model.layers / (pp * 2);
+        const int row = model.rowOfBlock(int(perVirtual * pp)); // the first block of chunk 1 on stage 0
+        const QModelIndex stage = model.index(row, LayerModel::Stage);
+        QCOMPARE(model.data(stage, LayerModel::StageRole).toLongLong(), pp);
+        QCOMPARE(model.data(stage).toString(), QStringLiteral("0 · chunk 1"));
+        QCOMPARE(model.data(stage, Qt::DecorationRole).value<QColor>(), stageColor(0));
+    }
+
+    // Small figures in a unit that fits, never "0.00 GB".
+    void memoryInUnitsThatFit_data()
+    {
+        QTest::addColumn<double>("bytes");
+        QTest::addColumn<QString>("text");
+        QTest::newRow("GB") << 2.5e9 << QLocale().toString(2.5, 'f', 2) + QStringLiteral(" GB");
+        QTest::newRow("MB") << 8.21e6 << QLocale().toString(8.2, 'f', 1) + QStringLiteral(" MB");
+        QTest::newRow("kB") << 3400.0 << QLocale().toString(3.4, 'f', 1) + QStringLiteral(" kB");
+        QTest::newRow("B") << 12.0 << QStringLiteral("12 B");
+    }
+    void memoryInUnitsThatFit()
+    {
+        QFETCH(double, bytes);
+        QFETCH(QString, text);
+        QCOMPARE(memoryText(bytes), text);
     }
 };
 
