@@ -33,7 +33,8 @@ float initialValue(std::uint64_t seed, const std::string& tensor, std::uint64_t 
 int ParamSet::add(
     std::string name, std::int64_t rows, std::int64_t cols, Shard shard, Init init, float stddev, bool decay)
 {
-    ParamSpec p { std::move(name), rows, cols, shard, init, stddev, decay, rows, cols, 0 };
+    ParamSpec p { std::move(name), rows, cols, shard, init, stddev, decay, rows, cols, 0,
+        m_block >= 0 ? TensorRole::Block : TensorRole::Outer, m_block };
     const std::int64_t t = m_tpSize;
     switch (shard) {
     case Shard::Replicated:

@@ -18,6 +18,14 @@ enum class Shard : std::uint8_t {
 
 enum class Init : std::uint8_t { Normal, Zeros, Ones };
 
+// Where a tensor belongs in the model, set when it is added (ParamSet::beginBlock, ParamSet::add's caller):
+// what the trainer reads to reduce, bucket and count it, instead of its name.
+enum class TensorRole : std::uint8_t {
+    Outer, // outside the blocks: embeddings, final norm, LM head (reduced after the backward)
+    Block, // a transformer block's own tensor (reduced when the block's backward is done)
+    Expert, // a block's expert of a mixture of experts (reduced over the expert-data-parallel group)
+};
+
 // One parameter tensor: its global shape, its shard on this rank and where it sits in the flat buffers.
 struct ParamSpec {
     std::string name;
@@ -28,6 +36,8 @@ struct ParamSpec {
     bool decay = false; // AdamW weight decay applies (matrices, not biases or norms)
     std::int64_t localRows = 0, localCols = 0;
     std::size_t offset = 0; // in ParamSet::values / grads
+    TensorRole role = TensorRole::Outer;
+    std::int64_t layer = -1; // the block it belongs to (-1: Outer)
     std::size_t size() const { return static_cast<std::size_t>(localRows * localCols); }
 };
 
@@ -76,8 +86,13 @@ public:
     {
     }
 
-    // Adds a tensor; returns its index. Call allocate() after the last add().
+    // Adds a tensor; returns its index. Call allocate() after the last add(). Between beginBlock(layer) and
+    // endBlock() the tensors added belong to block `layer` (TensorRole::Block); others are Outer.
     int add(std::string name, std::int64_t rows, std::int64_t cols, Shard shard, Init init, float stddev, bool decay);
+    void beginBlock(std::int64_t layer) { m_block = layer; }
+    void endBlock() { m_block = -1; }
+    // A block's tensor `index` is an expert's (MoeLayer).
+    void setExpert(int index) { m_specs.at(static_cast<std::size_t>(index)).role = TensorRole::Expert; }
     void allocate();
     void initialise(std::uint64_t seed);
 
@@ -120,6 +135,7 @@ private:
     int m_tpRank, m_tpSize;
     std::vector<ParamSpec> m_specs;
     std::size_t m_flatSize = 0;
+    std::int64_t m_block = -1; // beginBlock
     std::vector<float*> m_valueAt, m_gradAt; // empty: the flat buffers
     std::vector<std::pair<std::size_t, std::size_t>> m_unwritten; // setUnwrittenGrads, in flat order
 };
