@@ -181,8 +181,7 @@ public:
         m_ctx.sync.setShardedReduction(
             m_ctx.tuning.shardOptions(m_ctx.largestBucket, static_cast<int>(m_ctx.replicas)));
         const auto& o = optimizerOf(m_ctx);
-        m_adam = std::make_unique<AdamW>(
-            m_ctx.sync.ownedPieces(), o.adamBeta1, o.adamBeta2, o.adamEps, o.weightDecay);
+        m_adam = std::make_unique<AdamW>(m_ctx.sync.ownedPieces(), o.adamBeta1, o.adamBeta2, o.adamEps, o.weightDecay);
     }
     ShardingKind kind() const override { return ShardingKind::DistributedOptimizer; }
     bool shardsMoments() const override { return true; }

@@ -75,7 +75,7 @@ public:
     // step, ZeRO-2/3's whole-step buffers.
     virtual void beginStep(std::int64_t step) = 0;
     // After GradientSync::finish(): ZeRO-2/3's last reduce-scatters.
-    virtual void finishGradients() {}
+    virtual void finishGradients() { }
     // Where each member holds the reduced gradient of its pieces only: the sum of squares of those pieces
     // over the tensors `counts` accepts (the DP group then adds them). Empty where every member holds the
     // whole gradient (the trainer sums it, with the squares it took in the backward).
@@ -84,13 +84,13 @@ public:
     // norm `norm`; returns the gradient norm to report.
     virtual double update(std::int64_t step, double norm, double clip, double lr) = 0;
     // After the update: every member's parameters complete again.
-    virtual void gatherParameters() {}
+    virtual void gatherParameters() { }
     // Whether each member keeps AdamW's moments of a part only (each writes its part to a checkpoint).
     virtual bool shardsMoments() const { return false; }
     virtual ModelStateBytes bytes() const;
     // A checkpoint of this member's state (collective over `world`), and its reading.
-    virtual void save(const std::string& dir, const CheckpointInfo& info, const CheckpointRole& role,
-        comm::Communicator& world);
+    virtual void save(
+        const std::string& dir, const CheckpointInfo& info, const CheckpointRole& role, comm::Communicator& world);
     virtual void load(const std::string& folder);
 
 protected:

@@ -82,8 +82,8 @@ std::vector<BucketGroup> Trainer::bucketGroups() const
     if (lossy && p.dp * p.cp > 1)
         for (int i = 0; i < static_cast<int>(n); ++i)
             groups.push_back(i == m_stage->tokenEmbedding() && m_tiedAcrossStages ? BucketGroup::TiedEmbedding
-                    : p.tp > 1 && params.spec(i).shard == Shard::Replicated        ? BucketGroup::TpReplicated
-                                                                                   : BucketGroup::Plain);
+                    : p.tp > 1 && params.spec(i).shard == Shard::Replicated       ? BucketGroup::TpReplicated
+                                                                                  : BucketGroup::Plain);
     if (p.ep > 1) { // MoE: experts' gradients in buckets of their own, over the expert-data group
         groups.resize(n, BucketGroup::Plain);
         for (int i = 0; i < static_cast<int>(n); ++i)
