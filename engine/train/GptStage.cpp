@@ -32,7 +32,7 @@ GptStage::GptStage(Config config, Kernels& kernels)
     , m_kvHeads(m_model.effectiveKvHeads())
     , m_ropeFreq(ropeFrequencies(m_model))
     , m_eps(static_cast<float>(m_model.normEps))
-    , m_params(m_tpRank, m_tpSize)
+    , m_params(m_tpRank, m_tpSize, config.device ? *config.device : hostDevice())
 {
     const plan::ModelSpec& model = m_model;
     const int tpSize = m_tpSize;

@@ -57,6 +57,7 @@ public:
         bool fullRecompute = false;
         bool sequenceParallel = false;
         plan::InitSpec init = {};
+        device::Device* device = nullptr; // where the parameters and gradients live (null: hostDevice())
     };
     // Throws std::invalid_argument when the model does not split over tensor.size or its rotary head size
     // is odd.

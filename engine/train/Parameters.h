@@ -1,5 +1,7 @@
 #pragma once
 
+#include "engine/device/Device.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,12 +43,18 @@ struct ParamSpec {
     std::size_t size() const { return static_cast<std::size_t>(localRows * localCols); }
 };
 
-// The flat parameter values: a vector of this rank's own, or (share) memory that other processes map too.
-// Reads like a std::vector<float>; only assign() and release() change its length.
+// The host as a Device (one CpuDevice for the process): where ParamSet allocates unless told otherwise.
+device::Device& hostDevice();
+
+// A flat float buffer on a Device: this rank's own allocation, or (share, host memory only) memory that other
+// processes map too. Reads like a std::vector<float>; only assign() and release() change its length.
 class FlatValues {
 public:
-    FlatValues() = default;
-    FlatValues(const FlatValues&) = delete; // m_data would point into the other's vector
+    explicit FlatValues(device::Device& device = hostDevice())
+        : m_device(&device)
+    {
+    }
+    FlatValues(const FlatValues&) = delete; // m_data would point into the other's buffer
     FlatValues& operator=(const FlatValues&) = delete;
     float* data() { return m_data; }
     const float* data() const { return m_data; }
@@ -58,16 +66,18 @@ public:
     float* end() { return m_data + m_size; }
     const float* begin() const { return m_data; }
     const float* end() const { return m_data + m_size; }
-    // `n` copies of `v` in a vector of its own (the memory shared before, if any, is let go).
+    // `n` copies of `v` in an allocation of its own on the device (the memory shared before, if any, is let go).
     void assign(std::size_t n, float v);
     void release() { assign(0, 0.0f); }
-    // From now on the values live in `memory` (at least size() floats, kept alive here), which
-    // receives the current values when `copy` is set; this rank's own vector is freed.
+    // From now on the values live in `memory` (host memory of at least size() floats, kept alive here),
+    // which receives the current values when `copy` is set; this rank's own allocation is freed.
     void share(std::shared_ptr<void> memory, bool copy);
     bool shared() const { return m_shared != nullptr; }
+    device::Device& device() const { return *m_device; }
 
 private:
-    std::vector<float> m_own;
+    device::Device* m_device;
+    device::Buffer<float> m_own;
     std::shared_ptr<void> m_shared;
     float* m_data = nullptr;
     std::size_t m_size = 0;
@@ -80,8 +90,11 @@ private:
 // counter-based generator), never on the layout: every layout starts from the same model.
 class ParamSet {
 public:
-    ParamSet(int tpRank, int tpSize)
-        : m_tpRank(tpRank)
+    // The flat values and gradients are allocated on `device`.
+    ParamSet(int tpRank, int tpSize, device::Device& device = hostDevice())
+        : values(device)
+        , grads(device)
+        , m_tpRank(tpRank)
         , m_tpSize(tpSize)
     {
     }
@@ -121,7 +134,7 @@ public:
     std::pair<std::int64_t, std::int64_t> globalPosition(int index, std::int64_t r, std::int64_t c) const;
 
     FlatValues values; // shared by the data-parallel ranks of one machine under ZeRO-1 (Trainer)
-    std::vector<float> grads;
+    FlatValues grads;
 
     // ZeRO-2/3 (ShardedParams) keep tensors outside the flat buffers. releaseFlat() frees the flat value
     // and/or gradient buffer; from then on value(i) / grad(i) return what bindValue / bindGrad last set

@@ -2,7 +2,6 @@
 
 #include "engine/comm/AlgorithmTuner.h"
 #include "engine/plan/CostModel.h"
-#include "engine/plan/EngineSupport.h"
 #include "engine/plan/Flops.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/train/Checkpoint.h"

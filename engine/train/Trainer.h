@@ -29,6 +29,8 @@ struct TrainOptions {
     // ZeRO-1's distributed optimizer with the DP group on one machine: its ranks keep one copy of the
     // parameters in shared memory (Trainer::sharesParameters); false only to compare (bench_step --share).
     bool shareParameters = true;
+    // Where the parameters and gradients live (null: the host, hostDevice()).
+    device::Device* device = nullptr;
 };
 
 struct StepResult {
@@ -51,7 +53,8 @@ struct StepResult {
 };
 
 // One rank's training: the GPT stage it holds, the pipeline schedule it runs, data-parallel gradient sync,
-// global-norm clipping and AdamW (sharded across the DP group with ZeRO-1). Collective over the world:
+// global-norm clipping and AdamW, the DP group sharing gradients and optimizer as the layout's sharding
+// strategy says (Sharding.h: chosen once, in the constructor). Collective over the world:
 // every rank constructs one and calls step() the same number of times. It speaks only comm::Communicator,
 // so it trains the same way on every backend; world-wide operations go through `comms.world`.
 class Trainer {

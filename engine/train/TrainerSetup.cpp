@@ -37,6 +37,7 @@ GptStage::Config Trainer::stageConfig() const
     c.fullRecompute = m_layout.memory.recompute == plan::Recompute::Full;
     c.sequenceParallel = p.sp;
     c.init = m_layout.init;
+    c.device = m_options.device;
     return c;
 }
 

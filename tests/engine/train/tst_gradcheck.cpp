@@ -173,7 +173,7 @@ private:
         params.zeroGrads();
         stage.forward(0, 0, 2, tokens.data(), targets.data(), nullptr, nullptr);
         stage.backward(0, 0, nullptr, nullptr, 1.0f);
-        return params.grads;
+        return std::vector<float>(params.grads.begin(), params.grads.end());
     }
 
     // Floats the forward of one micro-batch of 2 sequences keeps for its backward.
@@ -203,7 +203,7 @@ private:
         params.zeroGrads();
         loss();
         stage.backward(0, 0, nullptr, nullptr, 1.0f);
-        const std::vector<float> analytic = params.grads;
+        const std::vector<float> analytic(params.grads.begin(), params.grads.end());
 
         int checked = 0;
         double maxRelative = 0; // over gradients above 1e-2, where a relative error means something

@@ -91,7 +91,7 @@ private slots:
         params.zeroGrads();
         const double base = loss();
         stage.backward(0, 0, nullptr, nullptr, 1.0f);
-        const std::vector<float> analytic = params.grads;
+        const std::vector<float> analytic(params.grads.begin(), params.grads.end());
 
         std::mt19937 rng(9);
         int checked = 0, skipped = 0, router = 0, experts = 0, shared = 0;
