@@ -91,9 +91,13 @@ void CpuDevice::destroyStream(Stream stream) noexcept
     delete static_cast<CpuStream*>(stream.handle);
 }
 
-void CpuDevice::synchronize(Stream) { }
+void CpuDevice::synchronize(Stream)
+{
+}
 
-void CpuDevice::synchronize() { }
+void CpuDevice::synchronize()
+{
+}
 
 Event CpuDevice::createEvent()
 {

@@ -81,8 +81,7 @@ public:
 
 // An owned, typed allocation on one Device (move-only; frees on destruction). Copies to and from host spans
 // go through the device's default stream and synchronise, so the host data is ready on return.
-template <class T>
-class Buffer {
+template <class T> class Buffer {
 public:
     Buffer() = default;
     Buffer(Device& device, std::size_t count)
