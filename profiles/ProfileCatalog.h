@@ -1,7 +1,7 @@
 #pragma once
 
 #include "engine/plan/ProfileResolver.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "profiles/Store.h"
 
 #include <string>

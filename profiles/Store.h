@@ -1,6 +1,6 @@
 #pragma once
 
-#include "profiles/ProfileFile.h"
+#include "engine/profiles/ProfileFile.h"
 
 #include <QString>
 

@@ -2,7 +2,7 @@
 
 #include "app/cli/Commands.h"
 #include "app/cli/SafeOutput.h"
-#include "engine/trace/JsonLimits.h"
+#include "engine/json/JsonLimits.h"
 
 #include <exception>
 

@@ -3,7 +3,7 @@
 #include "app/cli/CommandLine.h"
 #include "app/cli/Commands.h"
 
-#include "engine/plan/Export.h"
+#include "engine/bridges/Export.h"
 #include "engine/plan/LayoutParser.h"
 
 #include <QFile>

@@ -4,7 +4,7 @@
 #include "app/cli/CommandLine.h"
 #include "app/cli/Commands.h"
 
-#include "views/Lesson.h"
+#include "views/teaching/Lesson.h"
 
 #include <QFile>
 #include <QFileInfo>

@@ -16,6 +16,20 @@ namespace loom::app {
 
 namespace {
 
+// The model states' dtypes and bytes per parameter before ZeRO's sharding (plan::modelStateBytesPerParameter).
+nlohmann::ordered_json optimizerStateJson(const plan::Layout& l)
+{
+    const auto& o = l.optimizer;
+    const plan::ModelStateBytes b = plan::modelStateBytesPerParameter(l.precision, o, 0, 1);
+    const double grads = plan::gradientBytesPerValue(l.precision, o);
+    return { { "main_params_dtype", l.precision == plan::Precision::Fp32 ? "none" : plan::toString(o.mainParamsDtype) },
+        { "exp_avg_dtype", plan::toString(o.expAvgDtype) }, { "exp_avg_sq_dtype", plan::toString(o.expAvgSqDtype) },
+        { "main_grads_dtype",
+            o.mainGradsDtype ? plan::toString(*o.mainGradsDtype)
+                             : (grads == 4.0 ? "fp32" : std::string(plan::toString(l.precision))) },
+        { "bytes_per_parameter", { { "params", b.params }, { "grads", b.grads }, { "optimizer", b.optimizer } } } };
+}
+
 std::string fixed(double v, int digits)
 {
     char buf[64];
@@ -60,6 +74,8 @@ int predictCommand(CliContext& context, const QString& file, bool json)
                 { "bus_bandwidth_gbs", c.busBandwidthGBs } });
         j["collectives"] = collectives;
         j["memory_gb"]["gathered"] = p.memory.gathered;
+        j["memory_gb"]["fp8_state"] = p.memory.fp8State;
+        j["optimizer_state"] = optimizerStateJson(l);
         j["fp8"] = std::string(plan::toString(l.fp8));
         j["overlap"]
             = { { "tp_comm_overlap", l.comm.tpCommOverlap }, { "overlap_grad_reduce", l.comm.gradReduceOverlapped() },

@@ -1,7 +1,7 @@
 #pragma once
 
+#include "engine/bridges/TorchTrace.h"
 #include "engine/plan/Layout.h"
-#include "engine/trace/TorchTrace.h"
 
 #include <QStringList>
 

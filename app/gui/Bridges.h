@@ -1,6 +1,6 @@
 #pragma once
 
-#include "engine/plan/Export.h"
+#include "engine/bridges/Export.h"
 #include "engine/trace/TraceEvent.h"
 
 #include <QFutureWatcher>

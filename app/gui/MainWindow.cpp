@@ -1,8 +1,7 @@
 #include "app/gui/MainWindow.h"
 #include "app/gui/Bridges.h"
 
-#include "profiles/BuiltinProfiles.h"
-#include "views/AllReduceStepper.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "views/CompareDialog.h"
 #include "views/Explain.h"
 #include "views/ExplainDock.h"
@@ -11,8 +10,6 @@
 #include "views/LayoutAnalysis.h"
 #include "views/LayoutDocument.h"
 #include "views/LayoutEdits.h"
-#include "views/LessonActions.h"
-#include "views/LessonDock.h"
 #include "views/MapLegend.h"
 #include "views/MetricsPanel.h"
 #include "views/PredictionPanel.h"
@@ -27,6 +24,9 @@
 #include "views/TimelineView.h"
 #include "views/TopologyScene.h"
 #include "views/TopologyView.h"
+#include "views/teaching/AllReduceStepper.h"
+#include "views/teaching/LessonActions.h"
+#include "views/teaching/LessonDock.h"
 
 #include <QAction>
 #include <QApplication>

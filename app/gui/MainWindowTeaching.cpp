@@ -3,14 +3,14 @@
 
 #include "app/gui/MainWindow.h"
 
-#include "views/AllReduceStepper.h"
 #include "views/Explain.h"
 #include "views/ExplainDock.h"
 #include "views/LayerPalette.h"
 #include "views/LayoutDocument.h"
-#include "views/LessonActions.h"
-#include "views/LessonDock.h"
 #include "views/MetricsPanel.h"
+#include "views/teaching/AllReduceStepper.h"
+#include "views/teaching/LessonActions.h"
+#include "views/teaching/LessonDock.h"
 
 #include "views/PredictionPanel.h"
 #include "views/RunMonitor.h"

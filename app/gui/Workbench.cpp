@@ -4,9 +4,9 @@
 #include "app/gui/MainWindow.h"
 #include "profiles/ProfileCatalog.h"
 #include "profiles/Store.h"
-#include "views/LessonDock.h"
 #include "views/RunMonitor.h"
 #include "views/RunPanel.h"
+#include "views/teaching/LessonDock.h"
 
 #include <QApplication>
 #include <QDockWidget>

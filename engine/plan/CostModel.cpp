@@ -2,8 +2,8 @@
 
 #include "engine/plan/AllreduceChoice.h"
 #include "engine/plan/CollectiveCost.h"
+#include "engine/plan/CostModelDetail.h"
 #include "engine/plan/ExpertGroups.h"
-#include "engine/plan/MemoryTraffic.h"
 #include "engine/plan/RankGrid.h"
 #include "engine/plan/Schedule.h"
 #include "engine/plan/Simulator.h"
@@ -15,6 +15,9 @@
 #include <string>
 
 namespace loom::plan {
+
+// The stage costs and memory terms (CostModelDetail.h) are this file's own vocabulary.
+using namespace cost;
 
 trace::StatsContext statsContext(const Layout& l)
 {
@@ -34,54 +37,6 @@ trace::StatsContext statsContext(const Layout& l)
     return c;
 }
 
-namespace {
-
-// The link a group uses: the inter-node link when it spans nodes, else the node's own.
-const LinkSpec& linkOf(const Layout& l, std::int64_t nodesSpanned)
-{
-    return nodesSpanned > 1 && l.cluster.interNode ? *l.cluster.interNode : l.cluster.intraNode;
-}
-
-double dpAllReduceSeconds(const Layout& l, double gradBytes, std::int64_t dp, const LinkSpec& link,
-    std::int64_t nodesSpanned, trace::Algorithm algorithm)
-{
-    if (dp <= 1)
-        return 0;
-    const auto& codec = l.comm.dpCodec;
-    const double count = gradBytes / 4.0; // values, whatever their width on the device
-    const double beta = link.bandwidthGBs * 1e9, alpha = link.latencyUs * 1e-6;
-    const double memBw = l.cluster.device.memoryBandwidthGBs * 1e9;
-    using K = Codec::Kind;
-    if (codec.kind == K::TopK) { // sparse all-gather: (n-1)·8k bytes in and out per rank
-        const double k = std::ceil(codec.topkFraction * count);
-        return double(dp - 1) * alpha + double(dp - 1) * 8.0 * k / beta + 3.0 * gradBytes / memBw;
-    }
-    double ratio = 1.0;
-    const double wire = gradBytes / count; // bytes per value as reduced
-    switch (codec.kind) {
-    case K::Fp16:
-    case K::Bf16:
-        ratio = std::min(1.0, 2.0 / wire);
-        break;
-    case K::Int8:
-        ratio = (1.0 + 4.0 / double(256)) / wire;
-        break;
-    case K::Int4:
-        ratio = (0.5 + 4.0 / double(256)) / wire;
-        break;
-    default:
-        break;
-    }
-    const double codecCost = codec.kind == K::None ? 0 : 4.0 * gradBytes / memBw; // encode + decode, twice
-    // GPU clusters on NCCL: one ring (or tree) per NIC, as NCCL's tuner picks (CollectiveCost.h); the
-    // two-level algorithm and Loom's CPU engine's choices are priced as loom-train runs them (AllreduceChoice.h).
-    if (usesNcclModel(l) && algorithm != trace::Algorithm::Hierarchical)
-        return collectiveSeconds(l, Collective::AllReduce, gradBytes * ratio, { dp, nodesSpanned }) + codecCost;
-    return allreduceSeconds(l, algorithm, gradBytes * ratio, dp, nodesSpanned, link) + codecCost;
-}
-
-} // namespace
-
 bool simulatable(const Layout& l)
 {
     const auto& p = l.parallel;
@@ -89,201 +44,6 @@ bool simulatable(const Layout& l)
 }
 
 namespace {
-
-// Everything the replay and the estimate share: per-virtual-stage costs, links and sizes.
-struct Costs {
-    std::int64_t t, p, d, b, v, mb, virtualStages; // d: the ranks that reduce gradients together, dp·cp
-    std::int64_t cp = 1;
-    double actBytes, peak, T, h, s, V;
-    std::vector<StageCost> stage;
-    double p2p = 0;
-    std::vector<StageRange> ranges;
-};
-
-// Expert parameters of virtual stage vs on one device: its MoE blocks' experts / ep.
-double expertParamsOfVirtualStage(const Layout& l, const std::vector<StageRange>& ranges, std::int64_t vs)
-{
-    const ModelSpec& m = l.model;
-    if (!m.isMoe())
-        return 0;
-    const StageRange& range = ranges[static_cast<std::size_t>(vs)];
-    return double(m.moeLayersIn(range.first, range.last)) * double(m.experts * m.expertParameters())
-        / double(std::max<std::int64_t>(1, l.parallel.ep));
-}
-
-// Parameters of virtual stage vs (its layers over t; the embedding on the first, the head on the last).
-double paramsOfVirtualStage(const Layout& l, const std::vector<StageRange>& ranges, std::int64_t vs)
-{
-    const ModelSpec& m = l.model;
-    const double t = double(l.parallel.tp);
-    const auto last = static_cast<std::int64_t>(ranges.size()) - 1;
-    const StageRange& range = ranges[static_cast<std::size_t>(vs)];
-    double n = double(range.size()) * double(m.blockParameters()) / t;
-    if (m.isMoe()) { // everything but the experts split over t; the experts whole (expert TP 1), E/ep of them
-        const double moeBlocks = double(m.moeLayersIn(range.first, range.last));
-        n += moeBlocks * double(m.moeBlockParameters() - m.experts * m.expertParameters() - m.blockParameters()) / t
-            + expertParamsOfVirtualStage(l, ranges, vs);
-    }
-    if (vs == 0)
-        n += double(m.embeddingParameters()) / t;
-    if (vs == last) { // the final norm, and the LM head split over t (tied: a copy of the embedding unless vs = 0)
-        const double head = double(m.paddedVocab() * m.hidden) / t;
-        n += double(m.headParameters()) - (m.tieEmbeddings ? 0.0 : double(m.paddedVocab() * m.hidden))
-            + (!m.tieEmbeddings || vs != 0 ? head : 0.0);
-    }
-    return n;
-}
-
-// What ZeRO-2 and ZeRO-3 add to an op that computes for `compute` seconds while `comm` seconds of its
-// collectives run on their own stream: gathers are prefetched (the next layer's, and the next op's first
-// layer's during the op before) and gradient reduce-scatters wait for nothing, so only what the link cannot
-// finish beside the compute is exposed: max(0, comm - compute). Without comm.overlap all of it waits.
-double exposedBeside(const Layout& l, double comm, double compute)
-{
-    if (comm <= 0)
-        return 0;
-    return l.comm.overlap ? std::max(0.0, comm - compute) : comm;
-}
-
-// Ring attention on a stage of `layers` layers: the exposed and the whole exchange per op (StageCost's cp
-// fields), from the block time on the CP link and the attention compute that hides it (docs/planner.md).
-void ringAttentionCosts(const Layout& l, const Costs& c, const LinkSpec& link, double layers, StageCost& sc)
-{
-    const ModelSpec& m = l.model;
-    const DeviceSpec& dev = l.cluster.device;
-    const RingAttentionVolume vol = ringAttentionVolume(m, c.b, c.t, c.cp, c.actBytes);
-    const double step = link.latencyUs * 1e-6 + vol.blockBytes / (link.bandwidthGBs * 1e9);
-    const double shape = dev.gemmMax > 0 ? gemmEfficiency(dev, c.h / double(c.t), c.T) / dev.gemmMax : 1.0;
-    const bool flashKernel = usesFlashKernel(l);
-    const double attention = attentionCoreFlops(l)
-        / (flashKernel ? c.peak * dev.flashEfficiency : shape * c.peak * dev.gemmMax); // forward, as executed
-    const bool flash = l.memory.attention == Attention::Flash;
-    const double attentionBackward = (flash ? 2.5 : 2.0) * attention; // flash recomputes the scores
-    const double full = l.memory.recompute == Recompute::Full ? 1.0 : 0.0;
-    sc.forwardCp = layers * ringExposedForward(c.cp, step, attention);
-    sc.backwardCp = layers * (ringExposedBackward(c.cp, step, attentionBackward) + full * sc.forwardCp / layers);
-    sc.forwardCpComm = layers * double(vol.forwardBlocks) * step;
-    sc.backwardCpComm = layers * (double(vol.backwardBlocks) + full * double(vol.forwardBlocks)) * step;
-    sc.forwardCpBytes = layers * vol.forwardBytes();
-    sc.backwardCpBytes = layers * (vol.backwardBytes() + full * vol.forwardBytes());
-}
-
-Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, std::int64_t chunks,
-    std::int64_t microBatches, std::int64_t dpSpan = 1, std::int64_t cpSpan = 1, std::int64_t epSpan = 1)
-{
-    Costs c;
-    const ModelSpec& m = l.model;
-    const auto& par = l.parallel;
-    const DeviceSpec& dev = l.cluster.device;
-    c.t = par.tp;
-    c.p = par.pp;
-    c.cp = par.cp;
-    c.d = par.dp * par.cp;
-    c.b = par.microBatch;
-    c.v = chunks;
-    c.mb = microBatches;
-    c.ranges = l.stageRanges();
-    c.virtualStages = c.p * c.v;
-    c.actBytes = l.precision == Precision::Fp32 ? 4.0 : 2.0;
-    c.peak = dev.peakTflops(l.precision) * 1e12;
-    c.T = double(c.b * m.seqLen / c.cp);
-    c.h = double(m.hidden);
-    c.s = double(m.seqLen);
-    c.V = double(m.paddedVocab());
-    const std::int64_t t = c.t;
-    const LinkSpec& tpLink = linkOf(l, tpSpan);
-    const LinkSpec& dpLink = linkOf(l, dpSpan);
-    const double tpAllReduce = usesNcclModel(l)
-        ? collectiveSeconds(l, Collective::AllReduce, c.T * c.h * c.actBytes, { t, tpSpan })
-        : ringAllReduceSeconds(c.T * c.h * c.actBytes, t, tpLink);
-    const bool full = l.memory.recompute == Recompute::Full;
-    const std::vector<StageWork> work = stageWork(l, chunks);
-    c.stage.resize(static_cast<std::size_t>(c.virtualStages));
-    for (std::int64_t vs = 0; vs < c.virtualStages; ++vs) {
-        const double layers = double(c.ranges[static_cast<std::size_t>(vs)].size());
-        const StageWork& w = work[static_cast<std::size_t>(vs)];
-        StageCost& sc = c.stage[static_cast<std::size_t>(vs)];
-        sc.layers = layers;
-        // Two all-reduces of T·h per layer each way (two more for full recomputation's forward); sequence
-        // parallelism turns each into an all-gather and a reduce-scatter of the same bytes and time.
-        sc.forwardTp = layers * 2.0 * tpAllReduce;
-        sc.backwardTp = layers * (2.0 + (full ? 2.0 : 0.0)) * tpAllReduce;
-        if (t > 1) {
-            sc.forwardTpBytes = layers * 2.0 * c.T * c.h * c.actBytes;
-            sc.backwardTpBytes = layers * (2.0 + (full ? 2.0 : 0.0)) * c.T * c.h * c.actBytes;
-        }
-        const double computeF = w.forward.seconds(dev, l.precision), computeB = w.backward.seconds(dev, l.precision);
-        if (l.comm.tpCommOverlap && t > 1 && layers > 0) {
-            // Userbuffers pipeline each TP collective with the GEMM beside it in t chunks: the first chunk
-            // waits, the rest hides behind the GEMMs as long as the link keeps up (docs/formulas.md).
-            const double gemmF = w.forward.flops / (c.peak * dev.gemmMax),
-                         gemmB = w.backward.flops / (c.peak * dev.gemmMax);
-            const double fullF = sc.forwardTp, fullB = sc.backwardTp;
-            sc.forwardTp = std::max(0.0, fullF - gemmF) + fullF / double(t);
-            sc.backwardTp = std::max(0.0, fullB - gemmB) + fullB / double(t);
-            sc.forwardTp = std::min(sc.forwardTp, fullF);
-            sc.backwardTp = std::min(sc.backwardTp, fullB);
-        }
-        if (l.memory.zero >= 2 && c.d > 1 && layers > 0) {
-            // ZeRO-3 all-gathers each layer's parameters before its forward and again before its backward;
-            // ZeRO-2 and 3 reduce-scatter each layer's gradients after its backward (every micro-batch: only a
-            // shard of the gradients is kept).
-            const double bytes = paramsOfVirtualStage(l, c.ranges, vs) * c.actBytes;
-            const double perLayer
-                = (usesNcclModel(l) ? collectiveSeconds(l, Collective::AllGather, bytes / layers, { c.d, dpSpan })
-                                    : ringAllGatherSeconds(bytes / layers, c.d, dpLink))
-                * layers;
-            sc.gatherBytes = bytes;
-            // loom-train's ShardedParams gathers and scatters one block (a unit) per call, in fp32.
-            sc.gatherAlgorithm = shardAlgorithm(resolveAllreduce(l.comm.allreduce,
-                { toString(l.commBackend()), static_cast<std::size_t>(bytes / c.actBytes * 4.0 / layers), int(c.d),
-                    int(dpSpan) }));
-            sc.forwardGather = l.memory.zero >= 3 ? perLayer : 0.0;
-            sc.backwardGather = perLayer + sc.forwardGather;
-            sc.forwardDp = exposedBeside(l, sc.forwardGather, computeF);
-            sc.backwardDp = exposedBeside(l, sc.backwardGather, computeB);
-        }
-        if (c.cp > 1 && layers > 0)
-            ringAttentionCosts(l, c, linkOf(l, cpSpan), layers, sc);
-        if (m.isMoe() && par.ep > 1) {
-            // Dispatch and combine per MoE block: two all-to-alls forward, two backward (four with full
-            // recomputation, which dispatches again).
-            const StageRange& range = c.ranges[static_cast<std::size_t>(vs)];
-            const double blocks = double(m.moeLayersIn(range.first, range.last));
-            const double bytes = moeAllToAllBytes(m, c.b, c.actBytes);
-            const double one = allToAllSeconds(bytes, par.ep, linkOf(l, epSpan));
-            sc.forwardEp = blocks * 2.0 * one;
-            sc.backwardEp = blocks * (2.0 + (full ? 2.0 : 0.0)) * one;
-            sc.forwardEpBytes = blocks * 2.0 * bytes;
-            sc.backwardEpBytes = blocks * (2.0 + (full ? 2.0 : 0.0)) * bytes;
-        }
-        sc.forward = computeF + sc.forwardTp + sc.forwardDp + sc.forwardCp + sc.forwardEp;
-        sc.backward = computeB + sc.backwardTp + sc.backwardDp + sc.backwardCp + sc.backwardEp;
-    }
-    const LinkSpec& ppLink = linkOf(l, ppSpan);
-    c.p2p = c.p > 1 ? ppLink.latencyUs * 1e-6 + c.T * c.h * c.actBytes / (ppLink.bandwidthGBs * 1e9) : 0.0;
-    return c;
-}
-
-// Parameters held by pipeline rank r (its layers over t; embeddings on the first, head on the last).
-double paramsOfRank(const Layout& l, const Costs& c, std::int64_t r)
-{
-    double n = 0;
-    for (std::int64_t ch = 0; ch < c.v; ++ch)
-        n += paramsOfVirtualStage(l, c.ranges, ch * c.p + r);
-    return n;
-}
-
-// Expert parameters held by pipeline rank r.
-double expertParamsOfRank(const Layout& l, const Costs& c, std::int64_t r)
-{
-    if (!l.model.isMoe())
-        return 0;
-    double n = 0;
-    for (std::int64_t ch = 0; ch < c.v; ++ch)
-        n += expertParamsOfVirtualStage(l, c.ranges, ch * c.p + r);
-    return n;
-}
 
 // The nodes rank 0's expert group spans (every expert group has the same shape).
 std::int64_t expertGroupNodes(const Layout& l, const RankGrid& grid)
@@ -295,163 +55,6 @@ std::int64_t expertGroupNodes(const Layout& l, const RankGrid& grid)
         nodes.push_back(grid.nodeOf(r));
     std::sort(nodes.begin(), nodes.end());
     return std::unique(nodes.begin(), nodes.end()) - nodes.begin();
-}
-
-// The clipping norm reads the gradients; AdamW reads weights, gradients and both moments and writes three of
-// them: ~32 bytes a parameter.
-double optimizerBytesOf(const Layout& l, const Costs& c, std::int64_t r)
-{
-    return paramsOfRank(l, c, r) * 32.0 / (l.memory.zero >= 1 ? double(c.d) : 1.0);
-}
-
-// What loom-train holds on CPU ranks (processes sharing a node's memory) beyond the textbook terms,
-// calibrated against getrusage's ru_maxrss (docs/planner.md, "Memory on CPU ranks"): its weight-decay mask
-// (one byte per parameter) and, with dp > 1, the all-reduce's staging of the largest bucket (a whole copy
-// for the library's all-reduce, one ring segment of 1/dp for Loom's algorithms). A bucket is at least
-// bucket_mb and at least the largest tensor (the token embedding for GPT-2).
-double cpuEngineBytes(const Layout& l, const Costs& c, double params)
-{
-    double bytes = params;
-    if (c.d > 1) {
-        const ModelSpec& m = l.model;
-        const double largest
-            = 4.0 * std::max(double(m.vocab) * double(m.hidden), double(m.ffnHidden) * double(m.hidden)) / double(c.t);
-        const double bucket = std::max(l.comm.bucketMb * double(1 << 20), largest);
-        bytes += l.comm.allreduce == AllreduceAlgorithm::Library ? bucket : bucket / double(c.d);
-    }
-    return bytes;
-}
-
-// The blocks pipeline rank r holds over its chunks.
-double layersOfRank(const Costs& c, std::int64_t r)
-{
-    double layers = 0;
-    for (std::int64_t ch = 0; ch < c.v; ++ch)
-        layers += double(c.ranges[static_cast<std::size_t>(ch * c.p + r)].size());
-    return layers;
-}
-
-// Layer-micro-batches pipeline rank r holds at its schedule's first peak, in closed form (what
-// Schedule::peakInFlight finds by replaying, without the replay): GPipe all m forwards, 1F1B min(p − r, m),
-// interleaved its warm-up of (p − r − 1)·2 + (v − 1)·N forwards and one more, run through the chunks in
-// groups of N micro-batches, each weighing its chunk's layers.
-double heldLayersAtFirstPeak(const Layout& l, const Costs& c, std::int64_t r, std::int64_t m)
-{
-    const auto& par = l.parallel;
-    const std::int64_t p = c.p, v = c.v;
-    if (par.schedule != ScheduleKind::Interleaved) {
-        const std::int64_t held = par.schedule == ScheduleKind::GPipe ? m : std::min(p - r, m);
-        return double(held) * layersOfRank(c, r);
-    }
-    const std::int64_t n = std::min(par.group(), m);
-    const std::int64_t inFlight = m == p ? m * v : std::min(m * v, (p - r - 1) * 2 + (v - 1) * n + 1);
-    const std::int64_t groups = inFlight / n, rest = inFlight % n;
-    double layers = 0;
-    for (std::int64_t j = 0; j < v; ++j) {
-        const std::int64_t count = (groups / v + (j < groups % v ? 1 : 0)) * n + (j == groups % v ? rest : 0);
-        layers += double(std::min(count, m)) * double(c.ranges[static_cast<std::size_t>(j * p + r)].size());
-    }
-    return layers;
-}
-
-// Memory of pipeline rank r holding `heldLayers` layer-micro-batches of activations at its peak (its in-flight
-// chunk-micro-batches, each weighing its chunk's layers).
-MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, double heldLayers)
-{
-    const ModelSpec& m = l.model;
-    const bool mixed = l.precision != Precision::Fp32, full = l.memory.recompute == Recompute::Full;
-    const bool sp = l.parallel.sp;
-    const Attention attention = l.memory.attention;
-    const double width = mixed ? 1.0 : 2.0;
-    // Context parallelism keeps s/cp of each sequence's activations (and s/cp rows of any scores) per rank.
-    const double cp = double(c.cp);
-    const bool efficientNorm = l.memory.efficientNorm;
-    const double perLayerAct
-        = layerActivationBytes(m, c.b, c.t, sp, attention, l.memory.recompute, efficientNorm) * width / cp
-        - fp8ActivationSavingBytes(l, c.b);
-    const double fullLayerAct
-        = layerActivationBytes(m, c.b, c.t, sp, attention, Recompute::None, efficientNorm) * width / cp;
-    const double params = paramsOfRank(l, c, r);
-    const ModelStateBytes state = modelStateBytesPerParameter(l.precision, l.memory.zero, c.d);
-    // Experts are replicated over the expert-data-parallel group only (dp/ep ranks): ZeRO shards them there.
-    const double experts = m.isMoe() ? expertParamsOfRank(l, c, r) : 0.0;
-    const ModelStateBytes expertState = modelStateBytesPerParameter(
-        l.precision, l.memory.zero, std::max<std::int64_t>(1, c.d / std::max<std::int64_t>(1, l.parallel.ep)));
-    MemoryEstimate mem;
-    mem.params = ((params - experts) * state.params + experts * expertState.params) / 1e9;
-    mem.grads = ((params - experts) * state.grads + experts * expertState.grads) / 1e9;
-    mem.optimizer = ((params - experts) * state.optimizer + experts * expertState.optimizer) / 1e9;
-    if (l.memory.zero >= 3 && c.d > 1) // two layers' parameters gathered (one in use, one prefetched) and
-                                       // one layer's full gradients before their reduce-scatter
-        mem.gathered = 3.0 * double(m.blockParameters()) / double(c.t) * c.actBytes / 1e9;
-    mem.activations = (heldLayers * perLayerAct + (full ? fullLayerAct : 0.0)) / 1e9;
-    if (r == c.p - 1)
-        mem.activations += c.T * c.V / double(c.t) * 4.0 / 1e9; // fp32 logits of one micro-batch
-    mem.reserve = 0.05 * l.cluster.device.memoryGB;
-    if (l.cluster.intraNode.kind == LinkKind::Shm)
-        mem.reserve += cpuEngineBytes(l, c, params) / 1e9;
-    return mem;
-}
-
-} // namespace
-
-double optimizerBytes(const Layout& l, std::int64_t r)
-{
-    const std::int64_t chunks = l.parallel.schedule == ScheduleKind::Interleaved ? l.parallel.vpp : 1;
-    const Costs c = computeCosts(l, 1, 1, chunks, l.parallel.microBatches());
-    return optimizerBytesOf(l, c, r);
-}
-
-namespace {
-
-// The data-parallel work at the end of a step on a pipeline rank holding `params` parameters: `reduce`, the
-// gradients' all-reduce (ZeRO 0 and 1), which may start with the last backward, and `after`, ZeRO-2's
-// all-gather of the updated 16-bit parameters after the optimizer. ZeRO-2 and 3 reduce-scatter gradients
-// inside the backward ops instead, and ZeRO-3 gathers parameters when a layer needs them.
-struct EndOfStep {
-    double reduce = 0, after = 0;
-    bool gatherOverlappable = false; // `after` may hide behind the next step's first forward
-};
-
-// With overlap_param_gather the parameter all-gather runs bucket by bucket ahead of the next step's first
-// forward on the rank: only what outlasts that forward is exposed.
-double exposedAfter(const EndOfStep& e, double firstForward)
-{
-    return e.gatherOverlappable ? std::max(0.0, e.after - firstForward) : e.after;
-}
-EndOfStep endOfStep(
-    const Layout& l, double params, const LinkSpec& link, std::int64_t nodesSpanned, double expertParams = 0)
-{
-    const std::int64_t d = l.parallel.dp * l.parallel.cp; // a CP group's gradients are reduced like replicas
-    const double width = l.precision == Precision::Fp32 ? 4.0 : 2.0;
-    EndOfStep e;
-    // MoE: the experts' gradients are averaged over the expert-data-parallel group (dp/ep ranks) instead.
-    const std::int64_t edp = d / std::max<std::int64_t>(1, l.parallel.ep);
-    // loom-train chooses one algorithm for all its buckets, at the stage's largest (AllreduceChoice.h).
-    const trace::Algorithm algorithm = dpAllreduceAlgorithm(l, params, int(d), int(nodesSpanned));
-    params -= expertParams;
-    if (l.memory.zero == 1 && d > 1 && usesNcclModel(l) && l.comm.dpCodec.kind == Codec::Kind::None) {
-        // The distributed optimizer (Megatron-Core, DeepSpeed ZeRO-1): a reduce-scatter of the gradients, then,
-        // after the optimizer updated its shard, an all-gather of the 16-bit parameters; with
-        // overlap_param_gather that runs during the next step's first forward (distributedOptimizerGather).
-        const GroupShape g { d, nodesSpanned }, ge { edp, nodesSpanned };
-        e.reduce = collectiveSeconds(l, Collective::ReduceScatter, params * width, g)
-            + collectiveSeconds(l, Collective::ReduceScatter, expertParams * width, ge);
-        e.after = collectiveSeconds(l, Collective::AllGather, params * 2.0, g)
-            + collectiveSeconds(l, Collective::AllGather, expertParams * 2.0, ge);
-        e.gatherOverlappable = l.comm.overlapParamGather;
-        return e;
-    }
-    if (l.memory.zero <= 1)
-        e.reduce = dpAllReduceSeconds(l, params * width, d, link, nodesSpanned, algorithm)
-            + (expertParams > 0 ? dpAllReduceSeconds(l, expertParams * width, edp, link, nodesSpanned, algorithm)
-                                : 0.0);
-    else if (l.memory.zero == 2)
-        e.after = usesNcclModel(l)
-            ? collectiveSeconds(l, Collective::AllGather, params * width, { d, nodesSpanned })
-                + collectiveSeconds(l, Collective::AllGather, expertParams * width, { edp, nodesSpanned })
-            : ringAllGatherSeconds(params * width, d, link) + ringAllGatherSeconds(expertParams * width, edp, link);
-    return e;
 }
 
 CollectiveSummary summarise(const Layout& l, const char* group, Collective kind, double bytes, GroupShape g)
@@ -489,7 +92,7 @@ std::vector<CollectiveSummary> collectiveSummaries(
     if (c.d > 1) {
         const bool distributed = l.memory.zero == 1 && usesNcclModel(l);
         out.push_back(summarise(l, "dp", distributed ? Collective::ReduceScatter : Collective::AllReduce,
-            params * (l.precision == Precision::Fp32 ? 4.0 : 2.0), { c.d, dpSpan }));
+            params * gradientBytesPerValue(l.precision, l.optimizer), { c.d, dpSpan }));
     }
     return out;
 }
@@ -562,7 +165,7 @@ Prediction predict(const Layout& l, bool withEvents)
 
     const LinkSpec& dpLink = linkOf(l, dpSpan);
     const double memBw = dev.memoryBandwidthGBs * 1e9;
-    const double gradWidth = l.precision == Precision::Fp32 ? 4.0 : 2.0;
+    const double gradWidth = gradientBytesPerValue(l.precision, l.optimizer);
     double stepEnd = 0;
     std::int64_t critical = 0;
     std::vector<double> dpTime(static_cast<std::size_t>(p)), optTime(static_cast<std::size_t>(p));
@@ -611,7 +214,7 @@ Prediction predict(const Layout& l, bool withEvents)
         out.events.push_back(stepEvent(rank, r, trace::EventKind::Optimizer, optStart, optStart + opt, 0));
         if (after > 0)
             out.events.push_back(stepEvent(rank, r, trace::EventKind::AllGather, optStart + opt, optStart + opt + after,
-                params * gradWidth, shardAlgorithm(dpAlgorithm)));
+                params * actBytes, shardAlgorithm(dpAlgorithm)));
     }
 
     const auto& crit = withTransfers[static_cast<std::size_t>(critical)];

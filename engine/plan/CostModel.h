@@ -16,7 +16,10 @@ namespace loom::plan {
 struct MemoryEstimate {
     double params = 0, grads = 0, optimizer = 0, activations = 0, reserve = 0;
     double gathered = 0; // ZeRO-3: the parameters of the layers in use, gathered from the DP group
-    double total() const { return params + grads + optimizer + activations + reserve + gathered; }
+    // FP8 delayed scaling: Transformer Engine's amax history (and scales) of every FP8 tensor of the rank's
+    // linear layers.
+    double fp8State = 0;
+    double total() const { return params + grads + optimizer + activations + reserve + gathered + fp8State; }
     double modelStates() const { return params + grads + optimizer; }
 };
 

@@ -48,12 +48,12 @@ void shardingRules(const Layout& l, std::vector<std::string>& out)
 void optimizerRules(const Layout& l, std::vector<std::string>& out)
 {
     const auto& o = l.optimizer;
-    for (auto [dtype, field] :
-        { std::pair { o.expAvgDtype, "exp_avg_dtype" }, { o.expAvgSqDtype, "exp_avg_sq_dtype" } })
+    for (auto [dtype, field] : { std::pair { o.expAvgDtype, "exp_avg_dtype" }, { o.expAvgSqDtype, "exp_avg_sq_dtype" },
+             { o.mainParamsDtype, "main_params_dtype" } })
         if (dtype != OptimizerSpec::StateDtype::Fp32)
-            out.push_back(std::string("optimizer.") + field
-                + " is \"bf16\", but loom-train keeps AdamW's moments in fp32 (the planner counts bf16 states); "
-                  "remove it or use \"fp32\"");
+            out.push_back(std::string("optimizer.") + field + " is \"" + toString(dtype)
+                + "\", but loom-train keeps AdamW's moments and master weights in fp32 (the planner counts "
+                  "smaller states); remove it or use \"fp32\"");
 }
 
 } // namespace

@@ -109,6 +109,27 @@ ModelStateBytes modelStateBytesPerParameter(Precision precision, int zero, std::
     return b;
 }
 
+double fp8ScalingStateBytesPerLayer()
+{
+    return 4.0 * 5.0 * double(kFp8AmaxHistory + 2) * 4.0;
+}
+
+double gradientBytesPerValue(Precision precision, const OptimizerSpec& o)
+{
+    return o.mainGradsDtype ? bytesOf(*o.mainGradsDtype) : double(bytesPerElement(precision));
+}
+
+ModelStateBytes modelStateBytesPerParameter(Precision precision, const OptimizerSpec& o, int zero, std::int64_t dp)
+{
+    const double d = double(dp > 0 ? dp : 1);
+    const double master = precision == Precision::Fp32 ? 0.0 : bytesOf(o.mainParamsDtype);
+    ModelStateBytes b;
+    b.params = double(bytesPerElement(precision)) / (zero >= 3 ? d : 1.0);
+    b.grads = gradientBytesPerValue(precision, o) / (zero >= 2 ? d : 1.0);
+    b.optimizer = (master + bytesOf(o.expAvgDtype) + bytesOf(o.expAvgSqDtype)) / (zero >= 1 ? d : 1.0);
+    return b;
+}
+
 double ringAllReduceSeconds(double bytes, std::int64_t n, const LinkSpec& link)
 {
     if (n <= 1 || bytes <= 0)

@@ -58,6 +58,21 @@ struct ModelStateBytes {
     double total() const { return params + grads + optimizer; }
 };
 ModelStateBytes modelStateBytesPerParameter(Precision precision, int zero, std::int64_t dp);
+// The same with the optimizer section's state dtypes (Megatron-LM's precision-aware optimizer): weights at
+// the training precision; gradients at main_grads_dtype (absent: the training precision, as before the field
+// existed; Megatron-Core's own default for bf16 is fp32); the optimizer a master copy at main_params_dtype (none
+// for fp32 training, whose weights are the master) plus exp_avg and exp_avg_sq at theirs. bf16 training
+// with fp32 gradients: 2 + 4 + 12 = 18 bytes (Megatron's distributed-optimizer table).
+ModelStateBytes modelStateBytesPerParameter(
+    Precision precision, const OptimizerSpec& optimizer, int zero, std::int64_t dp);
+// FP8 delayed scaling's state of one block (Transformer Engine): its four FP8 linear modules (QKV,
+// projection, FC1, FC2) each keep an amax history of kFp8AmaxHistory fp32 values for each of their five FP8
+// tensors (input, weight and output forward; output and input gradients backward), and a scale and its
+// inverse for each: 4·5·(history + 2)·4 bytes.
+inline constexpr int kFp8AmaxHistory = 1024; // TE's DelayedScaling default, and NeMo's fp8_amax_history_len
+double fp8ScalingStateBytesPerLayer();
+// Bytes per gradient value as kept and reduced over DP (main_grads_dtype, or its default above).
+double gradientBytesPerValue(Precision precision, const OptimizerSpec& optimizer);
 
 // α-β ring collectives over n members whose slowest link is `link` (nccl-tests' bus-bandwidth factors):
 // all-reduce 2(n-1)·α + 2(n-1)/n·S/β; all-gather and reduce-scatter (n-1)·α + (n-1)/n·S/β, S the whole array.

@@ -1,6 +1,6 @@
 #include "engine/plan/LayoutParser.h"
+#include "engine/json/JsonLimits.h"
 #include "engine/trace/BoundedRead.h"
-#include "engine/trace/JsonLimits.h"
 
 #include "engine/plan/JsonFields.h"
 #include "engine/plan/LayoutValidator.h"

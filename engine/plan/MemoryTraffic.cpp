@@ -19,6 +19,27 @@ double layerTrafficBytes(const Layout& l)
         / double(l.parallel.cp) * (l.precision == Precision::Fp32 ? 2.0 : 1.0);
 }
 
+LossTraffic lossTrafficBytes(const Layout& l)
+{
+    if (!l.onGpuCluster())
+        return {};
+    const ModelSpec& m = l.model;
+    const double logits
+        = double(l.parallel.microBatch * m.seqLen / l.parallel.cp) * double(m.paddedVocab()) / double(l.parallel.tp);
+    return { 26.0 * logits, 14.0 * logits };
+}
+
+LossTraffic ringMergeBytes(const Layout& l)
+{
+    const auto& p = l.parallel;
+    if (p.cp <= 1 || !l.onGpuCluster())
+        return {};
+    const ModelSpec& m = l.model;
+    const double T = double(p.microBatch * m.seqLen / p.cp), cp = double(p.cp), t = double(p.tp);
+    const double q = T * double(m.hidden) / t, kv = 2.0 * T * double(m.effectiveKvHeads() * m.headDim()) / t;
+    return { 6.0 * cp * q, 6.0 * cp * (q + kv) };
+}
+
 bool usesFlashKernel(const Layout& l)
 {
     // FlashAttention's and cuDNN's fused kernels take 16-bit inputs only; fp32 attention runs as GEMMs.
@@ -113,7 +134,9 @@ std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
         = flash ? attentionFlops / 2.0 : (l.memory.recompute == Recompute::Selective ? attentionFlops : 0.0);
     // Memory-bound work moves about the layer's activation bytes once in and once out (MemoryTraffic.h); it
     // weighs most where h is small.
-    const double layerBytes = layerTrafficBytes(l) + fp8CastBytes(l);
+    const LossTraffic merge = ringMergeBytes(l), loss = lossTrafficBytes(l);
+    const double traffic = layerTrafficBytes(l) + fp8CastBytes(l);
+    const double layerBytes = traffic + merge.forward, layerBackwardBytes = 2.0 * traffic + merge.backward;
     const double headFlops = 2.0 * T * h * V / double(t) / shape;
     const bool full = l.memory.recompute == Recompute::Full;
     std::vector<StageWork> out(static_cast<std::size_t>(virtualStages));
@@ -122,11 +145,14 @@ std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
         StageWork& w = out[static_cast<std::size_t>(vs)];
         const double recompute = full ? 1.0 : 0.0;
         w.forward = { layers * layerFlops, layers * layerBytes };
+        // Full recomputation runs each layer's forward again in the backward.
         w.backward = { layers * ((2.0 + recompute) * layerFlops + attentionRecompute),
-            layers * (2.0 + recompute) * layerBytes };
+            layers * (layerBackwardBytes + recompute * layerBytes) };
         if (vs == virtualStages - 1) {
             w.forward.flops += headFlops;
             w.backward.flops += 2.0 * headFlops;
+            w.forward.bytes += loss.forward;
+            w.backward.bytes += loss.backward;
         }
     }
     return out;

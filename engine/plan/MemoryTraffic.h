@@ -14,6 +14,24 @@ namespace loom::plan {
 // materialised attention they are (the softmax, its mask and dropout read and write them).
 double layerTrafficBytes(const Layout& layout);
 
+// Bytes the cross-entropy loss moves over the T·V/t logits of one micro-batch on the last stage (GPU
+// clusters), in the passes of Megatron-Core's vocab-parallel cross entropy with its fused steps: forward, the
+// 16-bit logits read and widened to fp32 (2 + 4), the maximum (4), the subtraction, exponential and sum in one
+// pass writing the exponentials (4 + 4), their division into the softmax kept for the backward (4 + 4): 26
+// bytes a logit; backward, the gradient from the softmax in one pass (4 + 4) and narrowed back to 16 bits for
+// the head's GEMMs (4 + 2): 14. (The CPU engine's loss is inside its calibrated figures.)
+struct LossTraffic {
+    double forward = 0, backward = 0;
+};
+LossTraffic lossTrafficBytes(const Layout& layout);
+
+// Ring attention's merges per layer and micro-batch on one rank (cp > 1, GPU clusters): each of the cp steps
+// writes a partial output that is read (2 bytes an element) and folded into the running output (read and
+// written, 2 + 2), the softmax statistics beside it; the backward folds each step's dQ into its accumulator
+// and each step's dK and dV into theirs alike. Elements: T·h/t for the output and dQ, 2·T·kv·d_head/t for dK
+// and dV. Forward 6·cp·T·h/t bytes, backward 6·cp·(T·h + 2·T·kv·d_head)/t.
+LossTraffic ringMergeBytes(const Layout& layout);
+
 // The attention core's FLOPs per layer and micro-batch on one rank as the kernel executes them, forward:
 // 4·T·s·h/t for materialised attention (the whole s×s product, masked afterwards), half of it with flash
 // attention on a causal model, whose kernel skips the blocks above the diagonal. T = b·s/cp.

@@ -15,7 +15,13 @@ namespace {
 
 const std::vector<std::string> kStyles { "cosine", "linear", "WSD", "constant" };
 const std::vector<std::string> kGroups { "matrices", "embedding", "lm_head", "router", "norm", "bias" };
-const std::vector<std::string> kDtypes { "fp32", "bf16" };
+const std::vector<std::string> kDtypes { "fp32", "bf16", "fp16", "fp8" };
+
+OptimizerSpec::StateDtype dtypeOf(const std::string& s)
+{
+    const auto it = std::find(kDtypes.begin(), kDtypes.end(), s);
+    return static_cast<OptimizerSpec::StateDtype>(it == kDtypes.end() ? 0 : it - kDtypes.begin());
+}
 
 OptimizerSpec::DecayStyle styleOf(const std::string& s)
 {
@@ -46,6 +52,30 @@ double fall(OptimizerSpec::DecayStyle style, double progress)
 bool OptimizerSpec::decays(DecayGroup g) const
 {
     return std::find(weightDecayOn.begin(), weightDecayOn.end(), g) != weightDecayOn.end();
+}
+
+bool OptimizerSpec::precisionAware() const
+{
+    return expAvgDtype != StateDtype::Fp32 || expAvgSqDtype != StateDtype::Fp32 || mainParamsDtype != StateDtype::Fp32;
+}
+
+double bytesOf(OptimizerSpec::StateDtype dtype)
+{
+    switch (dtype) {
+    case OptimizerSpec::StateDtype::Fp32:
+        return 4.0;
+    case OptimizerSpec::StateDtype::Bf16:
+    case OptimizerSpec::StateDtype::Fp16:
+        return 2.0;
+    case OptimizerSpec::StateDtype::Fp8:
+        return 1.0;
+    }
+    return 4.0;
+}
+
+std::string toString(OptimizerSpec::StateDtype dtype)
+{
+    return kDtypes[static_cast<std::size_t>(dtype)];
 }
 
 void readOptimizerSpec(const json& object, OptimizerSpec& o, Diagnostics& d)
@@ -105,12 +135,16 @@ void readOptimizerSpec(const json& object, OptimizerSpec& o, Diagnostics& d)
         if (r.find(key) && o.lrDecayStyle != OptimizerSpec::DecayStyle::Wsd)
             d.error(r.pathOf(key), r.pathOf(key) + " is given but optimizer.lr_decay_style is not \"WSD\"");
     if (auto v = r.choice("exp_avg_dtype", Presence::Optional, kDtypes))
-        o.expAvgDtype = *v == "bf16" ? OptimizerSpec::StateDtype::Bf16 : OptimizerSpec::StateDtype::Fp32;
+        o.expAvgDtype = dtypeOf(*v);
     if (auto v = r.choice("exp_avg_sq_dtype", Presence::Optional, kDtypes))
-        o.expAvgSqDtype = *v == "bf16" ? OptimizerSpec::StateDtype::Bf16 : OptimizerSpec::StateDtype::Fp32;
+        o.expAvgSqDtype = dtypeOf(*v);
+    if (auto v = r.choice("main_params_dtype", Presence::Optional, { "fp32", "fp16" }))
+        o.mainParamsDtype = dtypeOf(*v);
+    if (auto v = r.choice("main_grads_dtype", Presence::Optional, { "fp32", "bf16" }))
+        o.mainGradsDtype = dtypeOf(*v);
     r.warnUnknown({ "adam_beta1", "adam_beta2", "adam_eps", "weight_decay", "weight_decay_on", "clip_grad", "lr",
         "min_lr", "min_lr_fraction", "lr_decay_style", "lr_warmup_iters", "lr_decay_iters", "lr_wsd_decay_iters",
-        "lr_wsd_decay_style", "exp_avg_dtype", "exp_avg_sq_dtype" });
+        "lr_wsd_decay_style", "exp_avg_dtype", "exp_avg_sq_dtype", "main_params_dtype", "main_grads_dtype" });
 }
 
 void readInitSpec(const json& object, InitSpec& out, Diagnostics& d)
@@ -159,9 +193,13 @@ nlohmann::ordered_json toJson(const OptimizerSpec& o)
     if (o.lrWsdDecayStyle != def.lrWsdDecayStyle)
         j["lr_wsd_decay_style"] = nameOf(o.lrWsdDecayStyle);
     if (o.expAvgDtype != def.expAvgDtype)
-        j["exp_avg_dtype"] = "bf16";
+        j["exp_avg_dtype"] = toString(o.expAvgDtype);
     if (o.expAvgSqDtype != def.expAvgSqDtype)
-        j["exp_avg_sq_dtype"] = "bf16";
+        j["exp_avg_sq_dtype"] = toString(o.expAvgSqDtype);
+    if (o.mainParamsDtype != def.mainParamsDtype)
+        j["main_params_dtype"] = toString(o.mainParamsDtype);
+    if (o.mainGradsDtype)
+        j["main_grads_dtype"] = toString(*o.mainGradsDtype);
     return j;
 }
 

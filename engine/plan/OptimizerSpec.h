@@ -17,7 +17,9 @@ namespace loom::plan {
 // defaults, which are the values before the section existed.
 struct OptimizerSpec {
     enum class DecayStyle { Cosine, Linear, Wsd, Constant };
-    enum class StateDtype { Fp32, Bf16 };
+    // Megatron's choices for --exp-avg-dtype and --exp-avg-sq-dtype (fp8 moments keep a per-tensor scale),
+    // --main-params-dtype (fp32, fp16) and --main-grads-dtype (fp32, bf16).
+    enum class StateDtype { Fp32, Bf16, Fp16, Fp8 };
     // What decays: "matrices" (the blocks' and experts' weight matrices), "embedding" (token and position),
     // "lm_head" (an untied head), "router", "norm" (gains and shifts), "bias".
     enum class DecayGroup { Matrices, Embedding, LmHead, Router, Norm, Bias };
@@ -41,10 +43,21 @@ struct OptimizerSpec {
     DecayStyle lrWsdDecayStyle = DecayStyle::Linear;
     StateDtype expAvgDtype = StateDtype::Fp32; // Megatron's --exp-avg-dtype, --exp-avg-sq-dtype
     StateDtype expAvgSqDtype = StateDtype::Fp32;
+    StateDtype mainParamsDtype = StateDtype::Fp32; // the optimizer's master copy of 16-bit weights
+    // The gradients as kept, accumulated and reduced over DP: absent, the training precision (what the planner
+    // counted before the field; Megatron-Core and torchtitan's FSDP2 keep bf16 training's in fp32).
+    std::optional<StateDtype> mainGradsDtype;
 
     bool operator==(const OptimizerSpec&) const = default;
     bool decays(DecayGroup g) const;
+    // Megatron-LM's --use-precision-aware-optimizer: needed for any state away from fp32.
+    bool precisionAware() const;
 };
+
+// Bytes a value of `dtype` takes.
+double bytesOf(OptimizerSpec::StateDtype dtype);
+// Its name as the layout and Megatron-LM spell it ("fp32", "bf16", "fp16", "fp8").
+std::string toString(OptimizerSpec::StateDtype dtype);
 
 // The layout's `init` section: "gpt2" (normal of std, output projections scaled by 1/√(2·layers), the
 // position embedding at half the std: loom-train's initialisation before the section existed) or "normal"

@@ -3,10 +3,13 @@
 //
 //   mpirun -np N loom-train --layout FILE [--steps N] [--seed S] [--data FILE] [--lr X] [--warmup N]
 //                           [--metrics FILE] [--checkpoint-dir DIR] [--checkpoint-every N] [--resume]
+//                           [--device cpu|cuda]
 #include "engine/comm/Backends.h"
 #include "engine/comm/CommError.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/MachineMemory.h"
+#include "engine/profiles/BuiltinProfiles.h"
+#include "engine/tools/TrainDevice.h"
 #include "engine/tools/TrainReporter.h"
 #include "engine/train/Checkpoint.h"
 #include "engine/train/CpuKernels.h"
@@ -15,7 +18,6 @@
 #include "engine/train/LlmcModel.h"
 #include "engine/train/Threads.h"
 #include "engine/train/Trainer.h"
-#include "profiles/BuiltinProfiles.h"
 
 #include <nlohmann/json.hpp>
 
@@ -72,6 +74,9 @@ const char* kUsage
       "  --export-llmc FILE  at the end, write the weights as an llm.c model file\n"
       "  --init-safetensors DIR  start from Hugging Face weights: DIR/model.safetensors (or its index.json)\n"
       "  --export-safetensors DIR  at the end, write DIR/model.safetensors and DIR/config.json (transformers)\n"
+      "  --device cpu|cuda  where to compute (default: cuda for a GPU cluster's layout on NCCL, else cpu; the\n"
+      "                    trainer runs on the CPU only so far, so cuda stops every rank before step 1 with the "
+      "reason)\n"
       "  --export-dtype fp32|bf16  the exported safetensors' dtype (fp32)\n"
       "  --trace-out FILE  write every rank's events as a Chrome trace (Perfetto, chrome://tracing, loom trace stats)\n"
       "  --ignore-memory   start even when the planner's memory estimate exceeds this machine's memory\n"
@@ -86,6 +91,7 @@ struct Args {
     bool resume = false;
     bool stream = false;
     bool ignoreMemory = false; // also LOOM_IGNORE_MEMORY=1 (set by loom run --ignore-memory)
+    std::optional<device::DeviceKind> device; // --device; the layout's default when absent (TrainDevice.h)
     std::uint64_t seed = 1234;
     double lr = 1e-3;
 };
@@ -141,6 +147,8 @@ std::optional<Args> parse(int argc, char** argv, std::string& error)
             a.initSafetensors = v;
         else if (k == "--export-safetensors")
             a.exportSafetensors = v;
+        else if (k == "--device")
+            ok = (a.device = tools::parseDeviceKind(v)).has_value();
         else if (k == "--export-dtype")
             ok = (a.exportBf16 = v == "bf16") || v == "fp32";
         else if (k == "--checkpoint-every")
@@ -431,6 +439,16 @@ int main(int argc, char** argv)
         return 2;
     }
     const plan::Layout& layout = *read.layout;
+    // Before the communicators: a GPU layout on a machine without a usable GPU stops every rank here, each
+    // with its own line (ranks on different nodes may find different things).
+    const tools::DeviceChoice deviceChoice = tools::chooseDevice(args->device, layout);
+    if (deviceChoice.kind == device::DeviceKind::Cuda) {
+        if (const std::string problem = tools::deviceProblem(start.rank, deviceChoice, device::probeGpus());
+            !problem.empty()) {
+            sayLine(problem);
+            return 2;
+        }
+    }
     std::optional<comm::CommRuntime> runtime;
     try {
         const std::string parent = std::filesystem::absolute(args->layout).parent_path().string();
@@ -468,6 +486,8 @@ int main(int argc, char** argv)
                 : "");
         if (!bindingNote.empty())
             std::cerr << "loom-train: " << bindingNote << "\n";
+        if (const std::string note = tools::precisionNote(deviceChoice, layout); !note.empty())
+            std::cerr << note << "\n";
     }
     try {
         return runTraining(*args, layout, *runtime);

@@ -1,6 +1,6 @@
 #include "engine/trace/ChromeTrace.h"
 
-#include "engine/trace/JsonLimits.h"
+#include "engine/json/JsonLimits.h"
 #include "engine/trace/TraceStats.h"
 
 #include <nlohmann/json.hpp>

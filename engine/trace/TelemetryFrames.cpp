@@ -1,6 +1,6 @@
 #include "engine/trace/TelemetryFrames.h"
 
-#include "engine/trace/JsonLimits.h"
+#include "engine/json/JsonLimits.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,7 @@
 #include "engine/train/InputChecks.h"
 
+#include "engine/json/JsonLimits.h"
 #include "engine/trace/BoundedRead.h"
-#include "engine/trace/JsonLimits.h"
 
 #include <nlohmann/json.hpp>
 

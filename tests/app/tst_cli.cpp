@@ -275,6 +275,14 @@ private slots:
             QVERIFY2(mem.value(QLatin1String(key)).toDouble() > 0, key);
         QVERIFY(j.value("fits").toBool());
         QVERIFY(j.value("tflops_per_gpu").toDouble() > 100 && j.value("tflops_per_gpu").toDouble() < 200);
+        // The model states' dtypes and bytes per parameter (fp16 training: 2 + 2 + 12), and no FP8 state.
+        QVERIFY(mem.contains(QLatin1String("fp8_state")) && mem.value("fp8_state").toDouble() == 0);
+        const QJsonObject states = j.value("optimizer_state").toObject();
+        QCOMPARE(states.value("exp_avg_dtype").toString(), QStringLiteral("fp32"));
+        const QJsonObject perParameter = states.value("bytes_per_parameter").toObject();
+        QCOMPARE(perParameter.value("params").toDouble() + perParameter.value("grads").toDouble()
+                + perParameter.value("optimizer").toDouble(),
+            16.0);
 
         const QString trace = m_dir.filePath(QStringLiteral("sim.json"));
         const Run sim = loom({ QStringLiteral("simulate"), layout, QStringLiteral("--out"), trace });

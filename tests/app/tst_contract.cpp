@@ -8,9 +8,9 @@
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/LayoutValidator.h"
 #include "engine/plan/Simulator.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "engine/trace/TelemetryFrames.h"
 #include "engine/trace/TraceStats.h"
-#include "profiles/BuiltinProfiles.h"
 
 #include "ProcessRun.h"
 

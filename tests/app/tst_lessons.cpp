@@ -7,14 +7,14 @@
 #include "app/gui/MainWindow.h"
 #include "profiles/ProfileCatalog.h"
 #include "profiles/Store.h"
-#include "views/AllReduceStepper.h"
 #include "views/ExplainDock.h"
 #include "views/LayoutAnalysis.h"
 #include "views/LayoutDocument.h"
-#include "views/LessonDock.h"
 #include "views/MetricsPanel.h"
 #include "views/PredictionPanel.h"
 #include "views/RunMonitor.h"
+#include "views/teaching/AllReduceStepper.h"
+#include "views/teaching/LessonDock.h"
 
 #include <QAction>
 #include <QDockWidget>

@@ -3,7 +3,7 @@
 
 #include "app/gui/MainWindow.h"
 #include "engine/plan/LayoutParser.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "views/CandidateModel.h"
 #include "views/LayerModel.h"
 #include "views/LayerPalette.h"

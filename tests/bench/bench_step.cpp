@@ -8,10 +8,10 @@
 // in docs/training.md) and the optimizer under 8 % of the step.
 #include "engine/comm/MpiCommunicator.h"
 #include "engine/plan/LayoutParser.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "engine/train/CpuKernels.h"
 #include "engine/train/Threads.h"
 #include "engine/train/Trainer.h"
-#include "profiles/BuiltinProfiles.h"
 #include "tests/bench/MemoryFloor.h"
 #include "tests/bench/ReferenceGpt2.h"
 

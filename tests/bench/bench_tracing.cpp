@@ -4,10 +4,10 @@
 #include "engine/comm/MpiCommunicator.h"
 #include "engine/comm/TraceGather.h"
 #include "engine/plan/LayoutParser.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "engine/trace/TelemetryStream.h"
 #include "engine/train/CpuKernels.h"
 #include "engine/train/Trainer.h"
-#include "profiles/BuiltinProfiles.h"
 
 #include <cblas.h>
 #include <malloc.h>

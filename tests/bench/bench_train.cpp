@@ -4,9 +4,9 @@
 #include "engine/comm/MpiCommunicator.h"
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "engine/train/CpuKernels.h"
 #include "engine/train/Trainer.h"
-#include "profiles/BuiltinProfiles.h"
 
 #include <cblas.h>
 #include <malloc.h>

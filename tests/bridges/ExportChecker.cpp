@@ -1,5 +1,5 @@
 #include "ExportChecker.h"
-#include "engine/plan/ExportDetail.h"
+#include "engine/bridges/ExportDetail.h"
 
 #include <QDir>
 #include <QFile>

@@ -4,7 +4,7 @@
 // TransformerConfig that Loom's layouts can reach, DeepSpeed's batch identity and torchtitan's pipeline
 // split. The launch script really runs (bash, with fake torchrun, srun and scontrol first on PATH that
 // record what they were given), so what is checked is what torchrun would have started.
-#include "engine/plan/Export.h"
+#include "engine/bridges/Export.h"
 
 #include <map>
 #include <string>

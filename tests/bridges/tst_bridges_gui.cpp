@@ -2,7 +2,7 @@
 // File → Open Trace reads PyTorch profiler traces in the background into the Trace dock's timeline.
 #include "app/gui/Bridges.h"
 #include "app/gui/MainWindow.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "views/TimelineView.h"
 
 #include <QAction>

@@ -1,9 +1,10 @@
 // loom export: the golden files of three published or shipped layouts for every target, and every refusal
 // with its message. Set LOOM_UPDATE_GOLDEN=1 to rewrite the golden files (then read the diff).
-#include "engine/plan/Export.h"
+#include "engine/bridges/Export.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/LayoutValidator.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/plan/OptimizerSpec.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QFile>
 #include <QTest>
@@ -45,6 +46,88 @@ class TestExport : public QObject {
     Q_OBJECT
 
 private slots:
+    // The layout's optimizer section in each framework's terms: every constant and the schedule once the
+    // section is given, none of it without (the goldens), and a refusal for what a framework cannot run.
+    void optimizerSection_data()
+    {
+        QTest::addColumn<int>("target");
+        QTest::addColumn<QString>("section");
+        QTest::addColumn<QString>("expected"); // substrings of the export, '|' between them
+        QTest::addColumn<QString>("refusal"); // a substring of a refusal, or empty
+        const int megatron = int(ExportTarget::Megatron), deepSpeed = int(ExportTarget::DeepSpeed),
+                  titan = int(ExportTarget::TorchTitan);
+        const QString llama2 = R"({"lr":3e-4,"adam_eps":1e-5,"weight_decay":0.1,"lr_warmup_iters":2000,)"
+                               R"("lr_decay_iters":500000,"clip_grad":1.0})";
+        QTest::newRow("megatron: Llama 2's AdamW")
+            << megatron << llama2
+            << "--adam-beta1 0.9\n|--adam-beta2 0.95\n|--adam-eps 1e-05\n|--weight-decay 0.1\n|--clip-grad 1\n|"
+               "--lr 0.0003\n|--min-lr 3e-05\n|--lr-decay-style cosine\n|--lr-warmup-iters 2000\n|"
+               "--lr-decay-iters 500000\n"
+            << "";
+        QTest::newRow("megatron: WSD") << megatron << R"({"lr_decay_style":"WSD","lr_wsd_decay_iters":100,"lr":1e-3})"
+                                       << "--lr-decay-style WSD\n|--lr-wsd-decay-iters 100\n|"
+                                          "--lr-wsd-decay-style linear\n|--min-lr 0.0001\n"
+                                       << "";
+        QTest::newRow("megatron: precision-aware optimizer")
+            << megatron << R"({"exp_avg_dtype":"bf16","exp_avg_sq_dtype":"fp8"})"
+            << "--use-precision-aware-optimizer\n|--exp-avg-dtype bf16\n|--exp-avg-sq-dtype fp8\n|"
+               "--main-params-dtype fp32\n"
+            << "";
+        QTest::newRow("megatron: bf16 gradients") << megatron << R"({"main_grads_dtype":"bf16"})"
+                                                  << "--grad-reduce-in-bf16\n"
+                                                  << "";
+        QTest::newRow("deepspeed: clipping in the config")
+            << deepSpeed << R"({"clip_grad":0.5,"lr":2e-4})"
+            << "\"gradient_clipping\": 0.5|--lr 0.0002\n|--adam-beta2 0.95\n|--min-lr 2e-05\n"
+            << "";
+        QTest::newRow("deepspeed: no WSD") << deepSpeed << R"({"lr_decay_style":"WSD"})"
+                                           << ""
+                                           << "WSD";
+        QTest::newRow("deepspeed: no bf16 moments") << deepSpeed << R"({"exp_avg_dtype":"bf16"})"
+                                                    << ""
+                                                    << "keeps AdamW's states in fp32";
+        QTest::newRow("torchtitan: tables")
+            << titan << R"({"lr":3e-4,"adam_eps":1e-5,"lr_warmup_iters":200,"clip_grad":0.5})"
+            << "max_norm = 0.5\n|[optimizer]\nname = \"AdamW\"\nlr = 0.0003\nbeta1 = 0.9\nbeta2 = 0.95\n"
+               "eps = 1e-05\nweight_decay = 0.1\n|[lr_scheduler]\nwarmup_steps = 200\ndecay_type = \"cosine\"\n"
+               "min_lr_factor = 0.1\n"
+            << "";
+        QTest::newRow("torchtitan: WSD's last part") << titan
+                                                     << R"({"lr_decay_style":"WSD","lr_wsd_decay_iters":50,)"
+                                                        R"("lr_decay_iters":1000})"
+                                                     << "decay_ratio = 0.05\ndecay_type = \"linear\"\n"
+                                                     << "";
+        QTest::newRow("torchtitan: reduces in fp32") << titan << R"({"main_grads_dtype":"bf16"})"
+                                                     << ""
+                                                     << "reduces gradients in float32";
+    }
+    void optimizerSection()
+    {
+        QFETCH(int, target);
+        QFETCH(QString, section);
+        QFETCH(QString, expected);
+        QFETCH(QString, refusal);
+        plan::Layout l = layoutFile(QStringLiteral("llama2-7b-slurm.json"));
+        l.memory.zero = target == int(ExportTarget::TorchTitan) ? 3 : 1;
+        plan::Diagnostics d;
+        plan::readOptimizerSpec(nlohmann::json::parse(section.toStdString()), l.optimizer, d);
+        QVERIFY2(!d.hasErrors(), d.format().c_str());
+        const auto r = plan::exportLayout(l, static_cast<ExportTarget>(target));
+        const std::string text = render(r);
+        if (!refusal.isEmpty()) {
+            QVERIFY2(!r.ok() && text.find(refusal.toStdString()) != std::string::npos, text.c_str());
+            return;
+        }
+        QVERIFY2(r.ok(), text.c_str());
+        for (const QString& part : expected.split('|'))
+            QVERIFY2(text.find(part.toStdString()) != std::string::npos, qPrintable(part + "\n" + text.c_str()));
+        // Without the section none of it is written.
+        l.optimizer = {};
+        const std::string plain = render(plan::exportLayout(l, static_cast<ExportTarget>(target)));
+        for (const char* key : { "--adam-beta2", "[optimizer]", "gradient_clipping", "--lr-decay-style" })
+            QVERIFY2(plain.find(key) == std::string::npos, key);
+    }
+
     void golden_data()
     {
         QTest::addColumn<QString>("layout");

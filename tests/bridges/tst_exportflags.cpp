@@ -6,7 +6,7 @@
 
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/LayoutValidator.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QDir>
 #include <QFile>
@@ -88,6 +88,16 @@ std::vector<std::pair<std::string, plan::Layout>> variants()
     accounted.parallel.schedule = plan::ScheduleKind::Interleaved, accounted.parallel.globalBatch = 16;
     accounted.parallel.stages = { { 0, 0 }, { 1, 2 }, { 3, 4 }, { 5, 5 } };
     out.emplace_back("interleaved, one layer fewer at both ends", accounted);
+    auto adam = llama; // the optimizer section: Llama 2's AdamW, clipping and a cosine to 5 %
+    adam.optimizer.lr = 3e-4, adam.optimizer.adamEps = 1e-5, adam.optimizer.clipGrad = 0.5;
+    adam.optimizer.lrWarmupIters = 2000, adam.optimizer.lrDecayIters = 500000, adam.optimizer.minLrFraction = 0.05;
+    adam.optimizer.mainGradsDtype = plan::OptimizerSpec::StateDtype::Bf16, adam.memory.zero = 1;
+    out.emplace_back("optimizer section, cosine", adam);
+    auto wsd = adam; // WSD and Megatron's precision-aware optimizer (refused where a framework lacks them)
+    wsd.optimizer.lrDecayStyle = plan::OptimizerSpec::DecayStyle::Wsd, wsd.optimizer.lrWsdDecayIters = 50000;
+    wsd.optimizer.expAvgDtype = plan::OptimizerSpec::StateDtype::Bf16;
+    wsd.optimizer.expAvgSqDtype = plan::OptimizerSpec::StateDtype::Fp8;
+    out.emplace_back("optimizer section, WSD, bf16 and fp8 moments", wsd);
     auto named = readLayout(kRoot + "/tests/bridges/layouts/llama2-7b-ddp.json");
     named.name = "ev\x7fil\n==> x <== 'q'", named.description = "d\x7f\n";
     out.emplace_back("control characters in the name", named);

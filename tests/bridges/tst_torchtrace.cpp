@@ -2,7 +2,7 @@
 // make-torch-traces.py with Debian's python3-torch 1.13 and the gloo backend) read as Loom's trace: ranks,
 // steps, compute and collectives as the jobs ran them, the pipeline's bubble per stage from loom trace stats
 // against the same trace measured by hand here, the Kineto form, and refusals of files that are not traces.
-#include "engine/trace/TorchTrace.h"
+#include "engine/bridges/TorchTrace.h"
 
 #include <QFile>
 #include <QJsonArray>

@@ -2,8 +2,8 @@
 // named by the op around each kernel's launch (and NCCL's own kernel names, old and new), a group of one,
 // exact timestamps, checks across files, ProfilerStep names that are no step, and sources that are not
 // regular files (a device, a FIFO) or that never end.
-#include "engine/trace/TorchTrace.h"
-#include "engine/trace/TorchTraceDetail.h"
+#include "engine/bridges/TorchTrace.h"
+#include "engine/bridges/TorchTraceDetail.h"
 
 #include <QProcess>
 #include <QTemporaryDir>

@@ -6,7 +6,7 @@
 // default (the profiler steps but the last) and with include_last_profiler_step=True (--all-steps).
 // Collective counts by kind are those of an independent walk from each NCCL kernel's correlation to its
 // launch and the c10d / nccl / record_param_comms op around it.
-#include "engine/trace/TorchTrace.h"
+#include "engine/bridges/TorchTrace.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>

@@ -2,7 +2,7 @@
 // pipeline's ranks, steps, sends and receives, and each stage's bubble from computeStats within 5 points of
 // the job's own clock. Minutes of CPU time, so it runs on request: ctest -L torch (installer/bootstrap.sh
 // --torch installs the package; without it the test is skipped, and says so).
-#include "engine/trace/TorchTrace.h"
+#include "engine/bridges/TorchTrace.h"
 #include "engine/trace/TraceStats.h"
 
 #include <QFile>

@@ -4,8 +4,8 @@
 // zombie.
 #include "ProcessTree.h"
 #include "engine/plan/LayoutParser.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "launcher/RunController.h"
-#include "profiles/BuiltinProfiles.h"
 
 #include <QCoreApplication>
 #include <QElapsedTimer>

@@ -1,7 +1,7 @@
 // The store among other programs and other Looms: another application's SQLite file is refused untouched,
 // two processes creating one store at once both succeed, a live run of another Loom is never marked
 // interrupted, a read-only store is called read-only, and the catalog saves only profiles that read back.
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "profiles/ProfileCatalog.h"
 #include "profiles/RunStore.h"
 #include "profiles/Store.h"

@@ -3,7 +3,7 @@
 // Shared by the views tests: layouts read from the examples with the built-in profiles.
 
 #include "engine/plan/LayoutParser.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QFile>
 #include <QtTest>

@@ -4,7 +4,7 @@
 // against the prediction. Usage: shot_timeline IMAGES_DIR [--db STORE --run ID]
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "profiles/Store.h"
 #include "views/RunMonitor.h"
 #include "views/RunTimelinePanel.h"

@@ -7,8 +7,8 @@
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/RankGrid.h"
 #include "engine/plan/Schedule.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "engine/trace/ChromeTrace.h"
-#include "profiles/BuiltinProfiles.h"
 
 #include <QTest>
 

@@ -4,7 +4,7 @@
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/Search.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QTest>
 

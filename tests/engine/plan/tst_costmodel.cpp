@@ -2,7 +2,7 @@
 // Korthikanti et al.'s activation-memory formulas; the simulated bubble against the closed form.
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QTest>
 

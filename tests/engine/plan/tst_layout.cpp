@@ -1,6 +1,6 @@
 // Layout round trip: read -> write -> read gives the same Layout, for the examples and for inline profiles.
 #include "engine/plan/LayoutParser.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QDir>
 #include <QTest>

@@ -1,7 +1,7 @@
 // Malformed input never crashes, hangs or throws: every case below is rejected with a message.
 // Besides the named cases: every truncation of the example, and thousands of seeded random mutations.
 #include "engine/plan/LayoutParser.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QFile>
 #include <QTemporaryDir>

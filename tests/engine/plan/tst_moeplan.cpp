@@ -7,7 +7,7 @@
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/LayoutValidator.h"
 #include "engine/plan/Search.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QTest>
 

@@ -4,8 +4,8 @@
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/Search.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "engine/trace/ChromeTrace.h"
-#include "profiles/BuiltinProfiles.h"
 
 #include <QElapsedTimer>
 #include <QFileInfo>

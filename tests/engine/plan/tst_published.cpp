@@ -6,7 +6,7 @@
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/LayoutValidator.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QTest>
 
@@ -182,10 +182,15 @@ Layout layoutOf(const PublishedRun& run)
     nlohmann::json comm = { { "tp_comm_overlap", run.tpOverlap } };
     if (run.zero == 1)
         comm["overlap_param_gather"] = true;
-    return read({ { "loom_layout", 1 }, { "name", run.name }, { "model", run.model }, { "cluster", run.cluster },
-        { "nodes", (run.gpus + 7) / 8 }, { "parallel", parallel },
+    nlohmann::json layout = { { "loom_layout", 1 }, { "name", run.name }, { "model", run.model },
+        { "cluster", run.cluster }, { "nodes", (run.gpus + 7) / 8 }, { "parallel", parallel },
         { "memory", { { "zero", run.zero }, { "recompute", run.recompute }, { "attention", "flash" } } },
-        { "precision", "bf16" }, { "fp8", run.fp8 }, { "comm", comm } });
+        { "precision", "bf16" }, { "fp8", run.fp8 }, { "comm", comm } };
+    // torchtitan's FSDP2 reduces gradients in float32 (mixed_precision_reduce has no other choice); NeMo's
+    // performance recipes reduce in bf16, the planner's default.
+    if (std::string_view(run.source).starts_with("torchtitan"))
+        layout["optimizer"] = { { "main_grads_dtype", "fp32" } };
+    return read(layout);
 }
 
 } // namespace

@@ -1,7 +1,7 @@
 // The rank grid's worked examples (docs/rank-grid.md shows the same ones) and its invariants.
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/RankGrid.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QTest>
 

@@ -2,7 +2,7 @@
 // stated reason. (Its speed is measured by `loom plan search` itself, not asserted here.)
 #include "engine/plan/LayoutValidator.h"
 #include "engine/plan/Search.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QTest>
 

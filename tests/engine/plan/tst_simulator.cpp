@@ -3,7 +3,7 @@
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/Simulator.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QTest>
 

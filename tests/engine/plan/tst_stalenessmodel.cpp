@@ -3,7 +3,7 @@
 // trace draws it from the step's start.
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QTest>
 

@@ -7,7 +7,7 @@
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/LayoutValidator.h"
 #include "engine/plan/MemoryTraffic.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QTest>
 
@@ -128,6 +128,30 @@ private slots:
         QCOMPARE(attentionCoreFlops(flash), 4.0 * 4096 * 4096 * 4096 / 2);
         QCOMPARE(attentionCoreFlops(materialised), 4.0 * 4096 * 4096 * 4096);
         QVERIFY(predict(flash).stepTime < predict(materialised).stepTime);
+    }
+
+    // The loss's passes over the logits (26 bytes a logit forward, 14 backward) on the last stage only, and
+    // ring attention's merges (6·cp bytes an element of the output, and of dQ, dK, dV backward).
+    void lossAndRingMergeTraffic()
+    {
+        nlohmann::json j = base("dgx-h100", 2, 2);
+        j["parallel"]["pp"] = 2;
+        const Layout l = read(j);
+        const double T = 4096.0, V = double(l.model.paddedVocab()), logits = T * V / 2.0;
+        QCOMPARE(lossTrafficBytes(l).forward, 26.0 * logits);
+        QCOMPARE(lossTrafficBytes(l).backward, 14.0 * logits);
+        const std::vector<StageWork> w = stageWork(l, 1);
+        QVERIFY(std::fabs(w[1].forward.bytes - w[0].forward.bytes - 26.0 * logits) < 1.0);
+        QVERIFY(std::fabs(w[1].backward.bytes - w[0].backward.bytes - 14.0 * logits) < 1.0);
+        QCOMPARE(ringMergeBytes(l).forward, 0.0); // cp 1: no ring
+        nlohmann::json c = base("dgx-h100", 1, 4);
+        c["parallel"]["cp"] = 2;
+        const Layout ring = read(c);
+        const double q = 2048.0 * 4096.0, kv = 2.0 * 2048.0 * 4096.0; // Llama 2 7B: kv heads = heads
+        QCOMPARE(ringMergeBytes(ring).forward, 6.0 * 2 * q);
+        QCOMPARE(ringMergeBytes(ring).backward, 6.0 * 2 * (q + kv));
+        // Loom's CPU engine: neither (its loss is in its calibrated figures, it has no ring attention).
+        QCOMPARE(lossTrafficBytes(read(base("local", 1, 2))).forward, 0.0);
     }
 
     void fp8RunsTheLinearLayersFaster()

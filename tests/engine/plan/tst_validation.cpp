@@ -2,7 +2,7 @@
 // deletes a field) and names the field and the words the message must contain.
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/LayoutValidator.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QTest>
 

@@ -4,14 +4,14 @@
 // hang, no other exception. A few seconds in the default suite (LOOM_FUZZ_SECONDS changes it); the seed is
 // printed, so a failure can be replayed with LOOM_FUZZ_SEED.
 #include "engine/plan/LayoutParser.h"
+#include "engine/profiles/BuiltinProfiles.h"
+#include "engine/profiles/ProfileFile.h"
 #include "engine/trace/ChromeTrace.h"
 #include "engine/trace/TelemetryStream.h"
 #include "engine/trace/TraceStats.h"
 #include "engine/train/Corpus.h"
 #include "engine/train/InputChecks.h"
 #include "engine/train/LlmcModel.h"
-#include "profiles/BuiltinProfiles.h"
-#include "profiles/ProfileFile.h"
 
 #include <QElapsedTimer>
 #include <QFile>
@@ -219,13 +219,13 @@ private slots:
 
     void profileFiles()
     {
-        fuzz("profile", readSource("profiles/builtin/cluster-dgx-a100.json"), 0.1, [](const std::string& text) {
+        fuzz("profile", readSource("engine/profiles/builtin/cluster-dgx-a100.json"), 0.1, [](const std::string& text) {
             const auto r = profiles::readProfile(text);
             noLibraryText(r.diagnostics, "profile");
             if (r.profile && !r.diagnostics.hasErrors())
                 (void)profiles::writeProfile(*r.profile);
         });
-        fuzz("model profile", readSource("profiles/builtin/model-gpt-tiny.json"), 0.05,
+        fuzz("model profile", readSource("engine/profiles/builtin/model-gpt-tiny.json"), 0.05,
             [](const std::string& text) { noLibraryText(profiles::readProfile(text).diagnostics, "model profile"); });
     }
 

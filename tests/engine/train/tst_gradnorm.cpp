@@ -3,9 +3,9 @@
 // the rest at the block's end) and some micro-batches only add a share (gradient accumulation): squares
 // taken before a gradient is final would differ. Run: mpirun -np 1 tst_gradnorm
 #include "engine/plan/LayoutParser.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "engine/train/CpuKernels.h"
 #include "engine/train/Trainer.h"
-#include "profiles/BuiltinProfiles.h"
 #include "tests/engine/comm/MpiTest.h"
 
 #include <cmath>

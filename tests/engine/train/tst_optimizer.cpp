@@ -3,9 +3,9 @@
 // update; threads per rank.
 #include "engine/plan/EngineSupport.h"
 #include "engine/plan/LayoutParser.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "engine/train/Optimizer.h"
 #include "engine/train/Threads.h"
-#include "profiles/BuiltinProfiles.h"
 
 #include <QTest>
 

@@ -4,9 +4,9 @@
 // on the whole bucket (top-k's selection, int8's block scales), so these copies need buckets of their own
 // (GradientSync's groups). Run: mpirun -np 8 tst_replicas
 #include "engine/plan/LayoutParser.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "engine/train/CpuKernels.h"
 #include "engine/train/Trainer.h"
-#include "profiles/BuiltinProfiles.h"
 #include "tests/engine/comm/MpiTest.h"
 
 #include <cstring>

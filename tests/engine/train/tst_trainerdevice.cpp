@@ -3,9 +3,9 @@
 // host -> device once when resumed, and the resumed values equal the saved ones. Run: mpirun -np 1
 // tst_trainerdevice
 #include "engine/plan/LayoutParser.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "engine/train/CpuKernels.h"
 #include "engine/train/Trainer.h"
-#include "profiles/BuiltinProfiles.h"
 #include "tests/engine/comm/MpiTest.h"
 
 #include "CountingDevice.h"

@@ -5,10 +5,10 @@
 // pieces of the gradient. The model's parameters gathered back from the ZeRO-3 pieces equal the unsharded
 // run's after the same steps. Run: mpirun -np 3 tst_zero_memory
 #include "engine/plan/LayoutParser.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "engine/train/Checkpoint.h"
 #include "engine/train/CpuKernels.h"
 #include "engine/train/Trainer.h"
-#include "profiles/BuiltinProfiles.h"
 #include "tests/engine/comm/MpiTest.h"
 
 #include <QDir>

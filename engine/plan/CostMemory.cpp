@@ -1,0 +1,125 @@
+// Memory per pipeline rank: parameters, gradients and optimizer state under ZeRO, activations at the
+// schedule's peak, and what loom-train holds on CPU ranks.
+#include "engine/plan/CostModelDetail.h"
+
+#include "engine/plan/MemoryTraffic.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace loom::plan::cost {
+
+// The clipping norm reads the gradients; AdamW reads weights, gradients and both moments and writes three of
+// them: ~32 bytes a parameter.
+double optimizerBytesOf(const Layout& l, const Costs& c, std::int64_t r)
+{
+    return paramsOfRank(l, c, r) * 32.0 / (l.memory.zero >= 1 ? double(c.d) : 1.0);
+}
+
+namespace {
+
+// What loom-train holds on CPU ranks (processes sharing a node's memory) beyond the textbook terms,
+// calibrated against getrusage's ru_maxrss (docs/planner.md, "Memory on CPU ranks"): its weight-decay mask
+// (one byte per parameter) and, with dp > 1, the all-reduce's staging of the largest bucket (a whole copy
+// for the library's all-reduce, one ring segment of 1/dp for Loom's algorithms). A bucket is at least
+// bucket_mb and at least the largest tensor (the token embedding for GPT-2).
+double cpuEngineBytes(const Layout& l, const Costs& c, double params)
+{
+    double bytes = params;
+    if (c.d > 1) {
+        const ModelSpec& m = l.model;
+        const double largest
+            = 4.0 * std::max(double(m.vocab) * double(m.hidden), double(m.ffnHidden) * double(m.hidden)) / double(c.t);
+        const double bucket = std::max(l.comm.bucketMb * double(1 << 20), largest);
+        bytes += l.comm.allreduce == AllreduceAlgorithm::Library ? bucket : bucket / double(c.d);
+    }
+    return bytes;
+}
+
+// The blocks pipeline rank r holds over its chunks.
+double layersOfRank(const Costs& c, std::int64_t r)
+{
+    double layers = 0;
+    for (std::int64_t ch = 0; ch < c.v; ++ch)
+        layers += double(c.ranges[static_cast<std::size_t>(ch * c.p + r)].size());
+    return layers;
+}
+
+} // namespace
+
+// Layer-micro-batches pipeline rank r holds at its schedule's first peak, in closed form (what
+// Schedule::peakInFlight finds by replaying, without the replay): GPipe all m forwards, 1F1B min(p − r, m),
+// interleaved its warm-up of (p − r − 1)·2 + (v − 1)·N forwards and one more, run through the chunks in
+// groups of N micro-batches, each weighing its chunk's layers.
+double heldLayersAtFirstPeak(const Layout& l, const Costs& c, std::int64_t r, std::int64_t m)
+{
+    const auto& par = l.parallel;
+    const std::int64_t p = c.p, v = c.v;
+    if (par.schedule != ScheduleKind::Interleaved) {
+        const std::int64_t held = par.schedule == ScheduleKind::GPipe ? m : std::min(p - r, m);
+        return double(held) * layersOfRank(c, r);
+    }
+    const std::int64_t n = std::min(par.group(), m);
+    const std::int64_t inFlight = m == p ? m * v : std::min(m * v, (p - r - 1) * 2 + (v - 1) * n + 1);
+    const std::int64_t groups = inFlight / n, rest = inFlight % n;
+    double layers = 0;
+    for (std::int64_t j = 0; j < v; ++j) {
+        const std::int64_t count = (groups / v + (j < groups % v ? 1 : 0)) * n + (j == groups % v ? rest : 0);
+        layers += double(std::min(count, m)) * double(c.ranges[static_cast<std::size_t>(j * p + r)].size());
+    }
+    return layers;
+}
+
+// Memory of pipeline rank r holding `heldLayers` layer-micro-batches of activations at its peak (its in-flight
+// chunk-micro-batches, each weighing its chunk's layers).
+MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, double heldLayers)
+{
+    const ModelSpec& m = l.model;
+    const bool mixed = l.precision != Precision::Fp32, full = l.memory.recompute == Recompute::Full;
+    const bool sp = l.parallel.sp;
+    const Attention attention = l.memory.attention;
+    const double width = mixed ? 1.0 : 2.0;
+    // Context parallelism keeps s/cp of each sequence's activations (and s/cp rows of any scores) per rank.
+    const double cp = double(c.cp);
+    const bool efficientNorm = l.memory.efficientNorm;
+    const double perLayerAct
+        = layerActivationBytes(m, c.b, c.t, sp, attention, l.memory.recompute, efficientNorm) * width / cp
+        - fp8ActivationSavingBytes(l, c.b);
+    const double fullLayerAct
+        = layerActivationBytes(m, c.b, c.t, sp, attention, Recompute::None, efficientNorm) * width / cp;
+    const double params = paramsOfRank(l, c, r);
+    const ModelStateBytes state = modelStateBytesPerParameter(l.precision, l.optimizer, l.memory.zero, c.d);
+    // Experts are replicated over the expert-data-parallel group only (dp/ep ranks): ZeRO shards them there.
+    const double experts = m.isMoe() ? expertParamsOfRank(l, c, r) : 0.0;
+    const ModelStateBytes expertState = modelStateBytesPerParameter(l.precision, l.optimizer, l.memory.zero,
+        std::max<std::int64_t>(1, c.d / std::max<std::int64_t>(1, l.parallel.ep)));
+    MemoryEstimate mem;
+    mem.params = ((params - experts) * state.params + experts * expertState.params) / 1e9;
+    mem.grads = ((params - experts) * state.grads + experts * expertState.grads) / 1e9;
+    mem.optimizer = ((params - experts) * state.optimizer + experts * expertState.optimizer) / 1e9;
+    if (l.memory.zero >= 3 && c.d > 1) // two layers' parameters gathered (one in use, one prefetched) and
+                                       // one layer's full gradients before their reduce-scatter
+        mem.gathered = 3.0 * double(m.blockParameters()) / double(c.t) * c.actBytes / 1e9;
+    if (l.fp8 == Fp8Recipe::Delayed)
+        mem.fp8State = layersOfRank(c, r) * fp8ScalingStateBytesPerLayer() / 1e9;
+    mem.activations = (heldLayers * perLayerAct + (full ? fullLayerAct : 0.0)) / 1e9;
+    if (r == c.p - 1)
+        mem.activations += c.T * c.V / double(c.t) * 4.0 / 1e9; // fp32 logits of one micro-batch
+    mem.reserve = 0.05 * l.cluster.device.memoryGB;
+    if (l.cluster.intraNode.kind == LinkKind::Shm)
+        mem.reserve += cpuEngineBytes(l, c, params) / 1e9;
+    return mem;
+}
+
+} // namespace loom::plan::cost
+
+namespace loom::plan {
+
+double optimizerBytes(const Layout& l, std::int64_t r)
+{
+    const std::int64_t chunks = l.parallel.schedule == ScheduleKind::Interleaved ? l.parallel.vpp : 1;
+    const cost::Costs c = cost::computeCosts(l, 1, 1, chunks, l.parallel.microBatches());
+    return cost::optimizerBytesOf(l, c, r);
+}
+
+} // namespace loom::plan

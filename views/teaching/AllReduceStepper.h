@@ -1,0 +1,83 @@
+#pragma once
+
+#include "engine/plan/Layout.h"
+#include "views/teaching/AllReduceSteps.h"
+
+#include <QPointer>
+#include <QWidget>
+
+class QComboBox;
+class QLabel;
+class QPushButton;
+class QSpinBox;
+class QTableWidget;
+class QTimer;
+
+namespace loom::views {
+
+class AllReduceOverlay;
+class TopologyScene;
+
+// The ring (or hierarchical) all-reduce of one DP or TP group of the layout, one step at a time: which
+// chunk moves on which link at each of the steps (engine/plan/AllReduceSteps), with bytes per link and the
+// α-β time of the cluster profile's links, drawn as arrows over the topology map. The buffer is what the
+// layout all-reduces: a DP group its stage's gradients, a TP group one block's b·s·h activations.
+class AllReduceStepper : public QWidget {
+    Q_OBJECT
+public:
+    explicit AllReduceStepper(TopologyScene* scene, QWidget* parent = nullptr);
+    ~AllReduceStepper() override;
+
+    void setLayout(const plan::Layout& layout);
+    // "dp" or "tp"; "ring" or "hierarchical". Both go back to step 0.
+    void setGroupKind(const QString& kind);
+    void setAlgorithm(const QString& algorithm);
+    QString groupKind() const;
+    QString algorithm() const;
+    // Steps shown so far: 0 (none yet) … stepCount().
+    int step() const { return m_step; }
+    int stepCount() const { return int(m_steps.size()); }
+    void setStep(int step);
+    void next();
+    void back();
+    void reset() { setStep(0); }
+    const std::vector<plan::AllReduceStep>& steps() const { return m_steps; }
+    const std::vector<std::int64_t>& ranks() const { return m_ranks; }
+    double bufferBytes() const { return m_bytes; }
+    // The most bytes any member sends over inter-node links in the whole all-reduce.
+    double interNodeBytes() const;
+    QTableWidget* table() const { return m_table; }
+    QLabel* summary() const { return m_summary; }
+
+signals:
+    void stepChanged(int step);
+
+protected:
+    void showEvent(QShowEvent* event) override;
+    void hideEvent(QHideEvent* event) override;
+
+private:
+    void recompute();
+    void display();
+
+    TopologyScene* m_scene;
+    QPointer<AllReduceOverlay> m_overlay;
+    plan::Layout m_layout;
+    std::vector<std::int64_t> m_ranks;
+    std::vector<plan::AllReduceStep> m_steps;
+    double m_bytes = 0;
+    int m_step = 0;
+    QComboBox *m_kind, *m_algorithm;
+    QSpinBox* m_group;
+    QPushButton *m_back, *m_next, *m_play;
+    QLabel *m_position, *m_summary;
+    QTableWidget* m_table;
+    QTimer* m_timer;
+};
+
+// Bytes of the all-reduce the layout runs for a group of that kind: a DP group reduces pipeline rank
+// `pipelineRank`'s gradients (its parameters ÷ tp, 4 bytes each in fp32, 2 in fp16 / bf16); a TP group one
+// micro-batch's b·s·h activations.
+double allReduceBytes(const plan::Layout& layout, bool dataParallel, std::int64_t pipelineRank);
+
+} // namespace loom::views
