@@ -32,6 +32,18 @@ void moeRules(const Layout& l, std::vector<std::string>& out)
             + " are not supported together in loom-train; use another codec or ep 1");
 }
 
+// ZeRO-2/3 reduce-scatter each block's gradient as it is finished, uncompressed: sparse Adam's top-k
+// exchange needs the whole local gradient, which those stages never hold (the update would read freed memory).
+void shardingRules(const Layout& l, std::vector<std::string>& out)
+{
+    if (l.memory.zero >= 2 && l.parallel.dp * l.parallel.cp > 1 && l.comm.dpCodec.kind == Codec::Kind::TopK
+        && l.comm.errorFeedback)
+        out.push_back(
+            "comm.dp_codec top-k with error feedback (sparse Adam) and memory.zero=" + std::to_string(l.memory.zero)
+            + " are not supported together in loom-train (ZeRO-2/3 reduce-scatter each block's gradient "
+              "uncompressed as soon as it is done); use memory.zero 0 or 1");
+}
+
 // loom-train keeps AdamW's moments in fp32; the planner also prices bf16 states.
 void optimizerRules(const Layout& l, std::vector<std::string>& out)
 {
@@ -65,6 +77,7 @@ EngineSupport engineSupport(const Layout& l)
             + ", but loom-train computes on the CPU and NCCL needs GPU memory; set comm.backend to \"mpi\" or "
               "\"gloo\" to train this layout on CPU ranks");
     moeRules(l, s.problems);
+    shardingRules(l, s.problems);
     optimizerRules(l, s.problems);
     return s;
 }

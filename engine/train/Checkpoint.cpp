@@ -133,10 +133,18 @@ void renameChecked(const fs::path& from, const fs::path& to)
         throw std::runtime_error("cannot rename " + from.string() + " to " + to.string() + ": " + ec.message());
 }
 
-// `data` holds the local elements [from, to) of tensor `index`, starting with element `from`.
-void writeSlice(
-    const fs::path& file, const ParamSet& params, int index, const float* data, std::size_t from, std::size_t to)
+// `data` holds the local elements [from, to) of tensor `index`, starting with element `from`; on `device`
+// (copied to the host first) unless that is null.
+void writeSlice(const fs::path& file, const ParamSet& params, int index, const float* data, std::size_t from,
+    std::size_t to, device::Device* device)
 {
+    std::vector<float> host;
+    if (device) {
+        host.resize(to - from);
+        device->copyBytes(host.data(), data, host.size() * sizeof(float), device::CopyKind::DeviceToHost);
+        device->synchronize();
+        data = host.data();
+    }
     File f(file, true);
     forEachRun(params, index, from, to,
         [&](std::size_t k, std::int64_t global, std::size_t n) { f.put(data + (k - from), n, global); });
@@ -146,8 +154,14 @@ void writeSlice(
 // appended, or a file of another shape, mean a damaged or foreign checkpoint) and only finite numbers
 // (a second moment must also not be negative: its square root divides the update).
 void readSlice(const fs::path& file, const ParamSet& params, int index, float* data, std::size_t from, std::size_t to,
-    bool nonNegative)
+    bool nonNegative, device::Device* device = nullptr)
 {
+    float* const target = data;
+    std::vector<float> host;
+    if (device) { // read and checked on the host, then copied to the device
+        host.resize(to - from);
+        data = host.data();
+    }
     std::error_code ec;
     if (!fs::exists(fs::symlink_status(file, ec)))
         throw std::runtime_error(
@@ -165,6 +179,10 @@ void readSlice(const fs::path& file, const ParamSet& params, int index, float* d
         if (!std::isfinite(data[k]) || (nonNegative && data[k] < 0))
             throw std::runtime_error(file.string() + " holds " + std::to_string(data[k]) + " at element "
                 + std::to_string(from + k) + "; a checkpoint holds finite numbers only (damaged or edited)");
+    if (device) {
+        device->copyBytes(target, host.data(), host.size() * sizeof(float), device::CopyKind::HostToDevice);
+        device->synchronize();
+    }
 }
 
 // The part of tensor `index` (local element range) that falls in the flat range [begin, end).
@@ -182,7 +200,7 @@ void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet
     // Parameters whole from DP rank 0; moments over the optimizer's range (each DP rank's under ZeRO-1).
     std::vector<CheckpointSlice> slices;
     if (role.writesParams)
-        slices.push_back({ 0, params.flatSize(), params.values.data(), nullptr, nullptr });
+        slices.push_back({ 0, params.flatSize(), params.values.data(), nullptr, nullptr, &params.values.device() });
     if (role.writesMoments)
         for (CheckpointSlice s : momentSlices(const_cast<AdamW&>(adam)))
             slices.push_back(s);
@@ -226,11 +244,11 @@ void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet
                     continue;
                 const std::size_t at = s.offset + from - slice.begin; // the slice's element for `from`
                 if (slice.values)
-                    writeSlice(partial / (s.name + ".f32"), params, i, slice.values + at, from, to);
+                    writeSlice(partial / (s.name + ".f32"), params, i, slice.values + at, from, to, slice.device);
                 if (slice.m)
-                    writeSlice(partial / (s.name + ".adam_m.f32"), params, i, slice.m + at, from, to);
+                    writeSlice(partial / (s.name + ".adam_m.f32"), params, i, slice.m + at, from, to, nullptr);
                 if (slice.v)
-                    writeSlice(partial / (s.name + ".adam_v.f32"), params, i, slice.v + at, from, to);
+                    writeSlice(partial / (s.name + ".adam_v.f32"), params, i, slice.v + at, from, to, nullptr);
             }
         }
     } catch (const std::exception& e) {
@@ -307,7 +325,8 @@ CheckpointInfo readCheckpointInfo(const std::string& folder)
 
 void loadCheckpoint(const std::string& folder, ParamSet& params, AdamW& adam)
 {
-    std::vector<CheckpointSlice> slices { { 0, params.flatSize(), params.values.data(), nullptr, nullptr } };
+    std::vector<CheckpointSlice> slices { { 0, params.flatSize(), params.values.data(), nullptr, nullptr,
+        &params.values.device() } };
     for (CheckpointSlice s : momentSlices(adam))
         slices.push_back(s);
     loadCheckpoint(folder, params, slices);
@@ -324,7 +343,7 @@ void loadCheckpoint(const std::string& folder, const ParamSet& params, const std
                 continue;
             const std::size_t at = s.offset + from - slice.begin;
             if (slice.values)
-                readSlice(dir / (s.name + ".f32"), params, i, slice.values + at, from, to, false);
+                readSlice(dir / (s.name + ".f32"), params, i, slice.values + at, from, to, false, slice.device);
             if (slice.m)
                 readSlice(dir / (s.name + ".adam_m.f32"), params, i, slice.m + at, from, to, false);
             if (slice.v)

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "engine/comm/Communicator.h"
+#include "engine/device/Device.h"
 #include "engine/train/Optimizer.h"
 #include "engine/train/Parameters.h"
 
@@ -42,6 +43,9 @@ struct CheckpointSlice {
     float* values = nullptr;
     float* m = nullptr;
     float* v = nullptr;
+    // Where `values` lives (ParamSet::values.device()): written and read through a host copy. Null: host
+    // memory (ZeRO-2/3's shard, the moments), used in place.
+    device::Device* device = nullptr;
 };
 
 // Collective over `world` (rank 0 writes the metadata and renames the folder; every rank learns whether

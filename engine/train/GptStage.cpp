@@ -11,31 +11,31 @@
 
 namespace loom::train {
 
-GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize,
-    comm::Communicator* tp, Kernels& kernels, bool fullRecompute, bool sequenceParallel, int epRank, int epSize,
-    comm::Communicator* ep, const plan::InitSpec& init)
-    : m_h(model.hidden)
-    , m_heads(model.heads)
-    , m_ffn(model.ffnHidden)
-    , m_vocab(model.vocab)
-    , m_paddedVocab(model.paddedVocab())
-    , m_seq(model.seqLen)
-    , m_chunks(std::move(chunks))
-    , m_tpRank(tpRank)
-    , m_tpSize(tpSize)
-    , m_tp(tp)
+GptStage::GptStage(Config config, Kernels& kernels)
+    : m_h(config.model.hidden)
+    , m_heads(config.model.heads)
+    , m_ffn(config.model.ffnHidden)
+    , m_vocab(config.model.vocab)
+    , m_paddedVocab(config.model.paddedVocab())
+    , m_seq(config.model.seqLen)
+    , m_chunks(std::move(config.chunks))
+    , m_tpRank(config.tensor.rank)
+    , m_tpSize(config.tensor.size)
+    , m_tp(config.tensor.comm)
     , m_k(kernels)
-    , m_recompute(fullRecompute)
-    , m_model(model)
-    , m_gpt2(model.mlp == plan::ModelSpec::Mlp::Gelu && model.norm == plan::ModelSpec::Norm::LayerNorm
-          && model.position == plan::ModelSpec::Position::Learned && model.bias && model.tieEmbeddings
-          && model.effectiveKvHeads() == model.heads)
-    , m_sp(sequenceParallel && tpSize > 1)
-    , m_kvHeads(model.effectiveKvHeads())
-    , m_ropeFreq(ropeFrequencies(model))
-    , m_eps(static_cast<float>(model.normEps))
-    , m_params(tpRank, tpSize)
+    , m_recompute(config.fullRecompute)
+    , m_model(config.model)
+    , m_gpt2(m_model.mlp == plan::ModelSpec::Mlp::Gelu && m_model.norm == plan::ModelSpec::Norm::LayerNorm
+          && m_model.position == plan::ModelSpec::Position::Learned && m_model.bias && m_model.tieEmbeddings
+          && m_model.effectiveKvHeads() == m_model.heads)
+    , m_sp(config.sequenceParallel && m_tpSize > 1)
+    , m_kvHeads(m_model.effectiveKvHeads())
+    , m_ropeFreq(ropeFrequencies(m_model))
+    , m_eps(static_cast<float>(m_model.normEps))
+    , m_params(m_tpRank, m_tpSize, config.device ? *config.device : hostDevice())
 {
+    const plan::ModelSpec& model = m_model;
+    const int tpSize = m_tpSize;
     if (m_heads % tpSize || m_kvHeads % tpSize || m_heads % m_kvHeads)
         throw std::invalid_argument("model " + model.name + ": tp=" + std::to_string(tpSize)
             + " must divide heads=" + std::to_string(m_heads) + " and kv_heads=" + std::to_string(m_kvHeads)
@@ -47,15 +47,15 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
         throw std::invalid_argument("model " + model.name
             + ": parallel.sp with mixture-of-experts blocks is not implemented in loom-train (the load-balancing loss "
               "is a product of means over the whole sequence); set parallel.sp to false");
-    if (m_sp && (m_seq % tpSize || !tp))
+    if (m_sp && (m_seq % tpSize || !m_tp))
         throw std::invalid_argument("parallel.sp splits seq_len=" + std::to_string(m_seq)
             + " over tp=" + std::to_string(tpSize) + ": tp must divide it");
     m_zeros.assign(static_cast<std::size_t>(m_h), 0.0f);
     m_scratch.assign(static_cast<std::size_t>(m_h), 0.0f);
     // init.method gpt2: GPT-2's residual scaling of the output projections and a position embedding at half
     // the std; normal: every matrix at the std.
-    const bool gpt2Init = init.method == plan::InitSpec::Method::Gpt2;
-    const auto std = static_cast<float>(init.std);
+    const bool gpt2Init = config.init.method == plan::InitSpec::Method::Gpt2;
+    const auto std = static_cast<float>(config.init.std);
     const float projStd = gpt2Init ? std / std::sqrt(2.0f * static_cast<float>(model.layers)) : std;
     // Flat order is the reverse of backward's: the head first, then blocks from the last down, then the
     // embedding, so gradient buckets fill from the front while backward runs.
@@ -77,36 +77,43 @@ GptStage::GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int 
             layers.push_back(l);
     std::sort(layers.rbegin(), layers.rend());
     for (auto l : layers) {
-        if (!m_gpt2) {
-            addLlamaBlock(l, std, projStd, epRank, epSize, ep);
-            continue;
-        }
-        const std::string p = "h" + std::to_string(l) + ".";
-        BlockParams b;
-        b.ln1g = m_params.add(p + "ln1.g", 1, m_h, Shard::Replicated, Init::Ones, 0, false);
-        b.ln1b = m_params.add(p + "ln1.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
-        b.wqkv = m_params.add(p + "qkv.w", m_h, 3 * m_h, Shard::QkvColumns, Init::Normal, std, true);
-        b.bqkv = m_params.add(p + "qkv.b", 1, 3 * m_h, Shard::QkvColumns, Init::Zeros, 0, false);
-        b.wo = m_params.add(p + "proj.w", m_h, m_h, Shard::Rows, Init::Normal, projStd, true);
-        b.bo = m_params.add(p + "proj.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
-        b.ln2g = m_params.add(p + "ln2.g", 1, m_h, Shard::Replicated, Init::Ones, 0, false);
-        b.ln2b = m_params.add(p + "ln2.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
-        b.wfc = b.bfc = b.wpr = b.bpr = -1;
-        if (model.moeLayer(l)) { // a mixture of experts in place of the MLP
-            m_moe[l] = std::make_unique<MoeLayer>(model, p, m_params, epRank, epSize, ep, kernels, std, projStd);
-        } else {
-            b.wfc = m_params.add(p + "fc.w", m_h, m_ffn, Shard::Columns, Init::Normal, std, true);
-            b.bfc = m_params.add(p + "fc.b", 1, m_ffn, Shard::Columns, Init::Zeros, 0, false);
-            b.wpr = m_params.add(p + "fcproj.w", m_ffn, m_h, Shard::Rows, Init::Normal, projStd, true);
-            b.bpr = m_params.add(p + "fcproj.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
-        }
-        m_block[l] = b;
+        m_params.beginBlock(l);
+        if (m_gpt2)
+            addGpt2Block(l, std, projStd, config.expert);
+        else
+            addLlamaBlock(l, std, projStd, config.expert);
+        m_params.endBlock();
     }
     if ((anyHead && model.tieEmbeddings) || anyEmbedding)
         m_wte = m_params.add("wte", m_paddedVocab, m_h, Shard::Rows, Init::Normal, std, true);
     if (anyEmbedding && model.position == plan::ModelSpec::Position::Learned)
         m_wpe = m_params.add("wpe", m_seq, m_h, Shard::Replicated, Init::Normal, gpt2Init ? std / 2 : std, true);
     m_params.allocate();
+}
+
+void GptStage::addGpt2Block(std::int64_t l, float std, float projStd, const Group& expert)
+{
+    const std::string p = "h" + std::to_string(l) + ".";
+    BlockParams b;
+    b.ln1g = m_params.add(p + "ln1.g", 1, m_h, Shard::Replicated, Init::Ones, 0, false);
+    b.ln1b = m_params.add(p + "ln1.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+    b.wqkv = m_params.add(p + "qkv.w", m_h, 3 * m_h, Shard::QkvColumns, Init::Normal, std, true);
+    b.bqkv = m_params.add(p + "qkv.b", 1, 3 * m_h, Shard::QkvColumns, Init::Zeros, 0, false);
+    b.wo = m_params.add(p + "proj.w", m_h, m_h, Shard::Rows, Init::Normal, projStd, true);
+    b.bo = m_params.add(p + "proj.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+    b.ln2g = m_params.add(p + "ln2.g", 1, m_h, Shard::Replicated, Init::Ones, 0, false);
+    b.ln2b = m_params.add(p + "ln2.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+    b.wfc = b.bfc = b.wpr = b.bpr = -1;
+    if (m_model.moeLayer(l)) { // a mixture of experts in place of the MLP
+        m_moe[l] = std::make_unique<MoeLayer>(
+            m_model, p, m_params, expert.rank, expert.size, expert.comm, m_k, std, projStd);
+    } else {
+        b.wfc = m_params.add(p + "fc.w", m_h, m_ffn, Shard::Columns, Init::Normal, std, true);
+        b.bfc = m_params.add(p + "fc.b", 1, m_ffn, Shard::Columns, Init::Zeros, 0, false);
+        b.wpr = m_params.add(p + "fcproj.w", m_ffn, m_h, Shard::Rows, Init::Normal, projStd, true);
+        b.bpr = m_params.add(p + "fcproj.b", 1, m_h, Shard::Replicated, Init::Zeros, 0, false);
+    }
+    m_block[l] = b;
 }
 
 void GptStage::setContextParallel(comm::Communicator* cp, int cpRank, int cpSize)
@@ -174,15 +181,6 @@ std::vector<int> GptStage::blockParams(std::int64_t layer) const
             out.push_back(i);
     }
     return out;
-}
-
-bool GptStage::isExpertParam(int index) const
-{
-    for (const auto& [layer, moe] : m_moe)
-        for (int i : moe->expertParams())
-            if (i == index)
-                return true;
-    return false;
 }
 
 double GptStage::takeAuxLoss()

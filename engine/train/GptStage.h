@@ -38,16 +38,30 @@ public:
         bool head = false; // the last virtual stage
     };
 
-    // `tp` may be null when tp = 1. `fullRecompute` keeps only each block's input and re-runs its forward
-    // (with its all-reduces) during backward.
-    // `sequenceParallel` (with tpSize > 1) needs seq_len divisible by tpSize. Throws std::invalid_argument when
-    // the model does not split over tpSize or its rotary head size is odd.
-    // Mixture-of-experts blocks (model.moeLayer) hold experts [epRank·E/epSize, ...) and trade tokens over
-    // `ep` (null when epSize = 1); see MoeLayer.h. MoE blocks refuse sequence parallelism and context
-    // parallelism (their load-balancing loss is a product of per-sequence means).
-    GptStage(const plan::ModelSpec& model, std::vector<Chunk> chunks, int tpRank, int tpSize, comm::Communicator* tp,
-        Kernels& kernels, bool fullRecompute, bool sequenceParallel = false, int epRank = 0, int epSize = 1,
-        comm::Communicator* ep = nullptr, const plan::InitSpec& init = {});
+    // Who holds what of the model on this rank and how it runs. `tensor.comm` may be null when tensor.size
+    // = 1. `fullRecompute` keeps only each block's input and re-runs its forward (with its all-reduces)
+    // during backward. `sequenceParallel` (with tensor.size > 1) needs seq_len divisible by it.
+    // Mixture-of-experts blocks (model.moeLayer) hold experts [rank·E/size, ...) of `expert` and trade
+    // tokens over it (comm null when size = 1); see MoeLayer.h. MoE blocks refuse sequence parallelism and
+    // context parallelism (their load-balancing loss is a product of per-sequence means).
+    struct Group {
+        comm::Communicator* comm = nullptr;
+        int rank = 0;
+        int size = 1;
+    };
+    struct Config {
+        plan::ModelSpec model = {};
+        std::vector<Chunk> chunks = {};
+        Group tensor = {}; // tensor parallelism
+        Group expert = {}; // expert parallelism
+        bool fullRecompute = false;
+        bool sequenceParallel = false;
+        plan::InitSpec init = {};
+        device::Device* device = nullptr; // where the parameters and gradients live (null: hostDevice())
+    };
+    // Throws std::invalid_argument when the model does not split over tensor.size or its rotary head size
+    // is odd.
+    GptStage(Config config, Kernels& kernels);
 
     // Context parallelism (call once, before the first forward): this rank holds chunks cpRank and
     // 2·cp-1-cpRank of every sequence (RingAttention.h); attention runs as ring attention over `cp`, the
@@ -85,7 +99,7 @@ public:
     // Mixture of experts: whether parameter `index` is an expert's (reduced over the expert-data-parallel
     // group), and the auxiliary losses of the forwards since the last call (Σ over MoE blocks of
     // aux_loss_coeff·aux + router_z_loss·z), which the trainer adds to the loss.
-    bool isExpertParam(int index) const;
+    bool isExpertParam(int index) const { return m_params.spec(index).role == TensorRole::Expert; }
     double takeAuxLoss();
 
     // Forward of micro-batch `mb` (B sequences) through `chunk`. The embedding chunk reads `tokens`; others
@@ -165,9 +179,10 @@ private:
     void blockForward(std::int64_t layer, BlockCache& c, int B, const float* in, float* out);
     void blockBackward(std::int64_t layer, BlockCache& c, int B, const float* dOut, float* dIn);
     void allReduce(float* data, std::size_t n, comm::ReduceOp op = comm::ReduceOp::Sum);
+    // The tensors of block `layer` in the GPT-2 form; LlamaBlock.cpp the general form.
+    void addGpt2Block(std::int64_t layer, float stddev, float projStddev, const Group& expert);
     // LlamaBlock.cpp
-    void addLlamaBlock(
-        std::int64_t layer, float stddev, float projStddev, int epRank, int epSize, comm::Communicator* ep);
+    void addLlamaBlock(std::int64_t layer, float stddev, float projStddev, const Group& expert);
     void llamaBlockForward(std::int64_t layer, BlockCache& c, int B, const float* in, float* out);
     void llamaBlockBackward(std::int64_t layer, BlockCache& c, int B, const float* dOut, float* dIn);
     // The block's backward from the second norm down: dX2 holds d/dx2 from the residual, dLn2 [Tl, h] the

@@ -7,7 +7,7 @@
 namespace loom::train {
 
 GradientSync::GradientSync(ParamSet& params, comm::Communicator* dp, std::size_t bucketBytes, bool overlap,
-    comm::CollectiveOptions options, bool errorFeedback, const std::vector<int>& groups)
+    comm::CollectiveOptions options, bool errorFeedback, const std::vector<BucketGroup>& groups)
     : m_params(params)
     , m_dp(dp)
     , m_overlap(overlap)
@@ -24,8 +24,8 @@ GradientSync::GradientSync(ParamSet& params, comm::Communicator* dp, std::size_t
         const bool startNew
             = m_buckets.empty() || otherGroup || (m_buckets.back().end - m_buckets.back().begin) * 4 >= bucketBytes;
         if (startNew)
-            m_buckets.push_back(
-                { s.offset, s.offset, 0, 0, nullptr, nullptr, {}, groups.empty() ? 0 : groups[std::size_t(i)] });
+            m_buckets.push_back({ s.offset, s.offset, 0, 0, nullptr, nullptr, {},
+                groups.empty() ? BucketGroup::Plain : groups[std::size_t(i)] });
         m_buckets.back().end = s.offset + s.size();
         ++m_buckets.back().size;
         m_bucketOf[static_cast<std::size_t>(i)] = static_cast<int>(m_buckets.size()) - 1;
@@ -133,7 +133,7 @@ void GradientSync::skipReduction(int index)
     m_buckets[static_cast<std::size_t>(m_bucketOf[static_cast<std::size_t>(index)])].skipped = true;
 }
 
-void GradientSync::setGroupCommunicator(int group, comm::Communicator* c)
+void GradientSync::setGroupCommunicator(BucketGroup group, comm::Communicator* c)
 {
     for (auto& b : m_buckets)
         if (b.group == group)

@@ -4,9 +4,21 @@
 #include "engine/comm/Communicator.h"
 #include "engine/train/Parameters.h"
 
+#include <cstdint>
 #include <vector>
 
 namespace loom::train {
+
+// What keeps a tensor's gradient out of a bucket with others (GradientSync's `groups`): buckets hold one
+// group each. The values are only names; their order does not matter.
+enum class BucketGroup : std::uint8_t {
+    Plain, // reduced over the DP group with the others
+    TpReplicated, // a lossy codec: copies on every TP rank must see the same bucket
+    TiedEmbedding, // a lossy codec: the first and the last stage's copies of the tied embedding
+    Experts, // MoE: reduced over the expert-data-parallel group (setGroupCommunicator)
+    SharedEmbeddingRows, // ZeRO-1: each member completes its rows itself (Trainer::shareRows)
+    SharedWeightRows, // the same for a block weight; such tensors are never adjacent, so each is a bucket
+};
 
 // Data-parallel gradient reduction in buckets (PyTorch DDP's scheme): parameters are grouped into
 // contiguous ranges of the flat gradient buffer of about `bucketBytes`; with overlap on, a bucket's
@@ -20,7 +32,7 @@ namespace loom::train {
 class GradientSync {
 public:
     GradientSync(ParamSet& params, comm::Communicator* dp, std::size_t bucketBytes, bool overlap,
-        comm::CollectiveOptions options, bool errorFeedback, const std::vector<int>& groups = {});
+        comm::CollectiveOptions options, bool errorFeedback, const std::vector<BucketGroup>& groups = {});
 
     ~GradientSync();
     GradientSync(const GradientSync&) = delete;
@@ -50,7 +62,7 @@ public:
     void setEnabled(bool on) { m_enabled = on; }
     // Buckets of parameters in `group` (the constructor's `groups`) are reduced over `c` instead of the DP
     // group: experts' gradients over the expert-data-parallel group.
-    void setGroupCommunicator(int group, comm::Communicator* c);
+    void setGroupCommunicator(BucketGroup group, comm::Communicator* c);
     // ZeRO-1 as Megatron's distributed optimizer does it: member r of the DP group owns piece r of every
     // bucket (pieces of ceil(size / members) elements) and needs the sum of that piece only, so a bucket is
     // reduce-scattered in place with `options` (half the all-reduce's traffic) instead of all-reduced;
@@ -78,7 +90,7 @@ private:
         comm::WorkPtr work;
         comm::WorkPtr delayed; // staleness 1: the previous step's all-reduce, in flight on m_delayed
         comm::ErrorFeedback feedback;
-        int group = 0;
+        BucketGroup group = BucketGroup::Plain;
         comm::Communicator* comm = nullptr; // null: the DP group
         bool skipped = false; // skipReduction
     };

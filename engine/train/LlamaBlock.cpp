@@ -54,8 +54,7 @@ void unpackQkv(float* dq, float* dk, float* dv, const float* dqkv, int T, int H,
 
 } // namespace
 
-void GptStage::addLlamaBlock(
-    std::int64_t l, float stddev, float projStddev, int epRank, int epSize, comm::Communicator* ep)
+void GptStage::addLlamaBlock(std::int64_t l, float stddev, float projStddev, const Group& expert)
 {
     const std::string p = "h" + std::to_string(l) + ".";
     const bool bias = m_model.bias, layerNorm = m_model.norm == plan::ModelSpec::Norm::LayerNorm;
@@ -83,7 +82,8 @@ void GptStage::addLlamaBlock(
     rows("proj", m_h, q.wo, q.bo);
     norm("ln2", q.ln2g, q.ln2b);
     if (m_model.moeLayer(l)) { // MoeLayer.h: experts of the model's MLP, whole on every TP rank
-        m_moe[l] = std::make_unique<MoeLayer>(m_model, p, m_params, epRank, epSize, ep, m_k, stddev, projStddev);
+        m_moe[l] = std::make_unique<MoeLayer>(
+            m_model, p, m_params, expert.rank, expert.size, expert.comm, m_k, stddev, projStddev);
     } else if (m_model.mlp == plan::ModelSpec::Mlp::SwiGlu) {
         columns("gate", m_ffn, q.wgate, q.bgate);
         columns("up", m_ffn, q.wup, q.bup);

@@ -36,8 +36,10 @@ MoeLayer::MoeLayer(const plan::ModelSpec& model, const std::string& prefix, Para
             = addMlp(prefix + "expert" + std::to_string(m_epRank * m_local + j) + ".", m_f, stddev, projStddev);
         m_experts.push_back(x);
         for (int i : { x.gatew, x.gateb, x.upw, x.upb, x.downw, x.downb })
-            if (i >= 0)
+            if (i >= 0) {
                 m_expertParams.push_back(i);
+                params.setExpert(i);
+            }
     }
     std::reverse(m_experts.begin(), m_experts.end()); // m_experts[j] is local expert j
     if (m_sharedF > 0) // on every EP member: reduced over the whole DP group like the attention

@@ -1,5 +1,6 @@
 #include "engine/train/Parameters.h"
 
+#include "engine/device/CpuDevice.h"
 #include "engine/train/Mix.h"
 #include "engine/train/Threads.h"
 
@@ -33,7 +34,8 @@ float initialValue(std::uint64_t seed, const std::string& tensor, std::uint64_t 
 int ParamSet::add(
     std::string name, std::int64_t rows, std::int64_t cols, Shard shard, Init init, float stddev, bool decay)
 {
-    ParamSpec p { std::move(name), rows, cols, shard, init, stddev, decay, rows, cols, 0 };
+    ParamSpec p { std::move(name), rows, cols, shard, init, stddev, decay, rows, cols, 0,
+        m_block >= 0 ? TensorRole::Block : TensorRole::Outer, m_block };
     const std::int64_t t = m_tpSize;
     switch (shard) {
     case Shard::Replicated:
@@ -56,12 +58,21 @@ int ParamSet::add(
     return static_cast<int>(m_specs.size()) - 1;
 }
 
+device::Device& hostDevice()
+{
+    static device::CpuDevice host;
+    return host;
+}
+
 void FlatValues::assign(std::size_t n, float v)
 {
     m_shared.reset();
-    m_own.assign(n, v);
-    if (n == 0)
-        std::vector<float>().swap(m_own);
+    m_own = device::Buffer<float>(); // the old allocation goes before the new one comes
+    if (n > 0) {
+        m_own = device::Buffer<float>(*m_device, n);
+        m_device->fillFloats(m_own.data(), v, n);
+        m_device->synchronize();
+    }
     m_data = m_own.data();
     m_size = n;
 }
@@ -69,10 +80,12 @@ void FlatValues::assign(std::size_t n, float v)
 void FlatValues::share(std::shared_ptr<void> memory, bool copy)
 {
     auto* into = static_cast<float*>(memory.get());
-    if (copy)
-        std::copy(begin(), end(), into);
+    if (copy && m_size > 0) {
+        m_device->copyBytes(into, m_data, m_size * sizeof(float), device::CopyKind::DeviceToHost);
+        m_device->synchronize();
+    }
     m_shared = std::move(memory);
-    std::vector<float>().swap(m_own);
+    m_own = device::Buffer<float>();
     m_data = into;
 }
 
@@ -95,7 +108,7 @@ void ParamSet::releaseFlat(bool releaseValues, bool releaseGrads)
         m_valueAt.assign(m_specs.size(), nullptr);
     }
     if (releaseGrads) {
-        std::vector<float>().swap(grads);
+        grads.release();
         m_gradAt.assign(m_specs.size(), nullptr);
     }
 }
@@ -120,9 +133,11 @@ std::pair<std::int64_t, std::int64_t> ParamSet::globalPosition(int index, std::i
 
 void ParamSet::initialise(std::uint64_t seed)
 {
+    // Computed on the host, a tensor at a time, and copied to where the values live.
+    std::vector<float> v;
     for (int i = 0; i < static_cast<int>(m_specs.size()); ++i) {
         const auto& s = m_specs[static_cast<std::size_t>(i)];
-        float* v = value(i);
+        v.assign(s.size(), 0.0f);
         for (std::int64_t r = 0; r < s.localRows; ++r)
             for (std::int64_t c = 0; c < s.localCols; ++c) {
                 float x = 0;
@@ -132,9 +147,12 @@ void ParamSet::initialise(std::uint64_t seed)
                     const auto [gr, gc] = globalPosition(i, r, c);
                     x = s.stddev * initialValue(seed, s.name, static_cast<std::uint64_t>(gr * s.cols + gc));
                 }
-                v[r * s.localCols + c] = x;
+                v[static_cast<std::size_t>(r * s.localCols + c)] = x;
             }
+        if (!v.empty())
+            values.device().copyBytes(value(i), v.data(), v.size() * sizeof(float), device::CopyKind::HostToDevice);
     }
+    values.device().synchronize();
 }
 
 int ParamSet::find(const std::string& name) const
@@ -150,6 +168,10 @@ void ParamSet::zeroGrads()
     // Half a gigabyte for GPT-2 124M: memory bound, but one core does not reach the memory's bandwidth.
     std::size_t from = 0;
     auto zero = [this](std::size_t begin, std::size_t end) {
+        if (grads.device().kind() != device::DeviceKind::Cpu) {
+            grads.device().fillFloats(grads.data() + begin, 0.0f, end - begin);
+            return;
+        }
         parallelFor(end - begin, computeThreads(), [this, begin](std::size_t, std::size_t b, std::size_t e) {
             std::fill(grads.data() + begin + b, grads.data() + begin + e, 0.0f);
         });

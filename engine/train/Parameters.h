@@ -1,5 +1,7 @@
 #pragma once
 
+#include "engine/device/Device.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,6 +20,14 @@ enum class Shard : std::uint8_t {
 
 enum class Init : std::uint8_t { Normal, Zeros, Ones };
 
+// Where a tensor belongs in the model, set when it is added (ParamSet::beginBlock, ParamSet::add's caller):
+// what the trainer reads to reduce, bucket and count it, instead of its name.
+enum class TensorRole : std::uint8_t {
+    Outer, // outside the blocks: embeddings, final norm, LM head (reduced after the backward)
+    Block, // a transformer block's own tensor (reduced when the block's backward is done)
+    Expert, // a block's expert of a mixture of experts (reduced over the expert-data-parallel group)
+};
+
 // One parameter tensor: its global shape, its shard on this rank and where it sits in the flat buffers.
 struct ParamSpec {
     std::string name;
@@ -28,15 +38,23 @@ struct ParamSpec {
     bool decay = false; // AdamW weight decay applies (matrices, not biases or norms)
     std::int64_t localRows = 0, localCols = 0;
     std::size_t offset = 0; // in ParamSet::values / grads
+    TensorRole role = TensorRole::Outer;
+    std::int64_t layer = -1; // the block it belongs to (-1: Outer)
     std::size_t size() const { return static_cast<std::size_t>(localRows * localCols); }
 };
 
-// The flat parameter values: a vector of this rank's own, or (share) memory that other processes map too.
-// Reads like a std::vector<float>; only assign() and release() change its length.
+// The host as a Device (one CpuDevice for the process): where ParamSet allocates unless told otherwise.
+device::Device& hostDevice();
+
+// A flat float buffer on a Device: this rank's own allocation, or (share, host memory only) memory that other
+// processes map too. Reads like a std::vector<float>; only assign() and release() change its length.
 class FlatValues {
 public:
-    FlatValues() = default;
-    FlatValues(const FlatValues&) = delete; // m_data would point into the other's vector
+    explicit FlatValues(device::Device& device = hostDevice())
+        : m_device(&device)
+    {
+    }
+    FlatValues(const FlatValues&) = delete; // m_data would point into the other's buffer
     FlatValues& operator=(const FlatValues&) = delete;
     float* data() { return m_data; }
     const float* data() const { return m_data; }
@@ -48,16 +66,18 @@ public:
     float* end() { return m_data + m_size; }
     const float* begin() const { return m_data; }
     const float* end() const { return m_data + m_size; }
-    // `n` copies of `v` in a vector of its own (the memory shared before, if any, is let go).
+    // `n` copies of `v` in an allocation of its own on the device (the memory shared before, if any, is let go).
     void assign(std::size_t n, float v);
     void release() { assign(0, 0.0f); }
-    // From now on the values live in `memory` (at least size() floats, kept alive here), which
-    // receives the current values when `copy` is set; this rank's own vector is freed.
+    // From now on the values live in `memory` (host memory of at least size() floats, kept alive here),
+    // which receives the current values when `copy` is set; this rank's own allocation is freed.
     void share(std::shared_ptr<void> memory, bool copy);
     bool shared() const { return m_shared != nullptr; }
+    device::Device& device() const { return *m_device; }
 
 private:
-    std::vector<float> m_own;
+    device::Device* m_device;
+    device::Buffer<float> m_own;
     std::shared_ptr<void> m_shared;
     float* m_data = nullptr;
     std::size_t m_size = 0;
@@ -70,14 +90,22 @@ private:
 // counter-based generator), never on the layout: every layout starts from the same model.
 class ParamSet {
 public:
-    ParamSet(int tpRank, int tpSize)
-        : m_tpRank(tpRank)
+    // The flat values and gradients are allocated on `device`.
+    ParamSet(int tpRank, int tpSize, device::Device& device = hostDevice())
+        : values(device)
+        , grads(device)
+        , m_tpRank(tpRank)
         , m_tpSize(tpSize)
     {
     }
 
-    // Adds a tensor; returns its index. Call allocate() after the last add().
+    // Adds a tensor; returns its index. Call allocate() after the last add(). Between beginBlock(layer) and
+    // endBlock() the tensors added belong to block `layer` (TensorRole::Block); others are Outer.
     int add(std::string name, std::int64_t rows, std::int64_t cols, Shard shard, Init init, float stddev, bool decay);
+    void beginBlock(std::int64_t layer) { m_block = layer; }
+    void endBlock() { m_block = -1; }
+    // A block's tensor `index` is an expert's (MoeLayer).
+    void setExpert(int index) { m_specs.at(static_cast<std::size_t>(index)).role = TensorRole::Expert; }
     void allocate();
     void initialise(std::uint64_t seed);
 
@@ -106,7 +134,7 @@ public:
     std::pair<std::int64_t, std::int64_t> globalPosition(int index, std::int64_t r, std::int64_t c) const;
 
     FlatValues values; // shared by the data-parallel ranks of one machine under ZeRO-1 (Trainer)
-    std::vector<float> grads;
+    FlatValues grads;
 
     // ZeRO-2/3 (ShardedParams) keep tensors outside the flat buffers. releaseFlat() frees the flat value
     // and/or gradient buffer; from then on value(i) / grad(i) return what bindValue / bindGrad last set
@@ -120,6 +148,7 @@ private:
     int m_tpRank, m_tpSize;
     std::vector<ParamSpec> m_specs;
     std::size_t m_flatSize = 0;
+    std::int64_t m_block = -1; // beginBlock
     std::vector<float*> m_valueAt, m_gradAt; // empty: the flat buffers
     std::vector<std::pair<std::size_t, std::size_t>> m_unwritten; // setUnwrittenGrads, in flat order
 };

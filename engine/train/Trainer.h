@@ -9,8 +9,7 @@
 #include "engine/train/GptStage.h"
 #include "engine/train/GradientSync.h"
 #include "engine/train/Optimizer.h"
-#include "engine/train/ShardedParams.h"
-#include "engine/train/SparseAdam.h"
+#include "engine/train/Sharding.h"
 
 #include <memory>
 #include <optional>
@@ -30,6 +29,8 @@ struct TrainOptions {
     // ZeRO-1's distributed optimizer with the DP group on one machine: its ranks keep one copy of the
     // parameters in shared memory (Trainer::sharesParameters); false only to compare (bench_step --share).
     bool shareParameters = true;
+    // Where the parameters and gradients live (null: the host, hostDevice()).
+    device::Device* device = nullptr;
 };
 
 struct StepResult {
@@ -52,7 +53,8 @@ struct StepResult {
 };
 
 // One rank's training: the GPT stage it holds, the pipeline schedule it runs, data-parallel gradient sync,
-// global-norm clipping and AdamW (sharded across the DP group with ZeRO-1). Collective over the world:
+// global-norm clipping and AdamW, the DP group sharing gradients and optimizer as the layout's sharding
+// strategy says (Sharding.h: chosen once, in the constructor). Collective over the world:
 // every rank constructs one and calls step() the same number of times. It speaks only comm::Communicator,
 // so it trains the same way on every backend; world-wide operations go through `comms.world`.
 class Trainer {
@@ -76,21 +78,30 @@ public:
     GptStage& stage() { return *m_stage; }
     // Bytes of model state this rank holds now (between steps) and the most it held during a step:
     // parameters (with ZeRO-2 the full buffer and the master shard), gradients, AdamW's moments.
-    struct ModelStateBytes {
-        std::size_t params = 0, grads = 0, optimizer = 0, peakParams = 0, peakGrads = 0;
-    };
-    ModelStateBytes modelStateBytes() const;
+    using ModelStateBytes = train::ModelStateBytes;
+    ModelStateBytes modelStateBytes() const { return m_sharding->bytes(); }
+    // How the DP group shares gradients and the optimizer (shardingKind of the layout).
+    ShardingKind sharding() const { return m_sharding->kind(); }
     const plan::RankCoord& coord() const { return m_coord; }
 
 private:
     void runSchedule(std::int64_t step, double& lossSum);
     void batchOf(
         std::int64_t step, int microBatch, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const;
+    // TrainerSetup.cpp: the constructor's parts.
+    void refuseUntrainable() const;
+    GptStage::Config stageConfig() const;
+    void setWeightDecay();
+    comm::CollectiveTuning dataTuning() const;
+    comm::CollectiveOptions dataOptions(std::size_t largestBucket) const;
+    std::vector<BucketGroup> bucketGroups() const;
+    std::unique_ptr<GradientSync> makeGradientSync(const comm::CollectiveOptions& options) const;
+    ShardingContext shardingContext(const comm::CollectiveOptions& options, std::size_t largestBucket) const;
+    void prepareNormSquares();
+    void findLastBackwards();
     // TrainerRows.cpp: whether DP members complete their own rows of the tied embedding's gradient, and of
     // which block weights, and the sharing itself (after GradientSync::setShardedReduction); and whether the
     // DP group keeps one copy of the parameters (shareParameters, before anything points into them).
-    // ZeRO-1 over `replicas` DP members as Megatron's distributed optimizer (GradientSync::setShardedReduction).
-    bool distributedOptimizer(std::int64_t replicas) const;
     bool rowsMayBeShared(const comm::Communicator& data) const;
     bool embeddingRowsPay(const comm::Communicator& data) const;
     std::vector<int> weightRowsThatPay(const comm::Communicator& data) const;
@@ -114,16 +125,12 @@ private:
     plan::Schedule m_schedule;
     std::unique_ptr<GptStage> m_stage;
     std::unique_ptr<GradientSync> m_sync;
-    std::unique_ptr<AdamW> m_adam; // over the shard with ZeRO-2/3
-    std::unique_ptr<ShardedParams> m_sharded; // ZeRO-2/3 with dp > 1
+    std::unique_ptr<ShardingStrategy> m_sharding;
     bool m_sharesEmbeddingRows = false;
     int m_sharedWeightRows = 0;
-    bool m_zero1Pieces = false; // ZeRO-1 over this rank's piece of every bucket (GradientSync::setShardedReduction)
     comm::CollectiveTuning m_tuning; // the DP group's algorithm choice for ZeRO's reduce-scatters and all-gathers
     bool countsInNorm(int tensor) const;
-    std::unique_ptr<SparseAdam> m_sparse; // top-k with error feedback after the codec warm-up
     std::int64_t m_codecWarmup = 0; // steps with an uncompressed data-parallel all-reduce
-    std::vector<std::uint8_t> m_decay;
     plan::LrSchedule m_lr; // the layout's optimizer section, --lr and --warmup for what it leaves out
     double m_clip = 1.0; // optimizer.clip_grad (infinite: no clipping)
     bool m_tiedAcrossStages = false; // the token embedding lives on the first and the last pipeline rank

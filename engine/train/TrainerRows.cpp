@@ -10,19 +10,13 @@
 
 namespace loom::train {
 
-bool Trainer::distributedOptimizer(std::int64_t replicas) const
-{
-    // ZeRO-1 as Megatron's distributed optimizer: staleness 0, no codec, no experts.
-    const bool plainSync = m_layout.comm.staleness == 0 && m_layout.comm.dpCodec.kind == plan::Codec::Kind::None;
-    return m_layout.memory.zero == 1 && replicas > 1 && plainSync && m_layout.parallel.ep == 1;
-}
-
 bool Trainer::rowsMayBeShared(const comm::Communicator& data) const
 {
     // The distributed optimizer on one stage without TP or CP (GptStage.h), in host memory (the products pack
     // X's columns on the CPU).
     const auto& p = m_layout.parallel;
-    return distributedOptimizer(data.size()) && !data.onDevice() && p.tp == 1 && p.pp == 1 && p.cp == 1;
+    return shardingKind(m_layout) == ShardingKind::DistributedOptimizer && !data.onDevice() && p.tp == 1 && p.pp == 1
+        && p.cp == 1;
 }
 
 bool Trainer::embeddingRowsPay(const comm::Communicator& data) const
@@ -95,7 +89,7 @@ void Trainer::shareParameters(comm::Communicator& data)
     // Every member holds the same initial values: member 0's go into the shared memory, and the barrier
     // keeps the others from reading it before they are there.
     ParamSet& params = m_stage->params();
-    if (!m_options.shareParameters || !distributedOptimizer(data.size()) || data.onDevice())
+    if (!m_options.shareParameters || shardingKind(m_layout) != ShardingKind::DistributedOptimizer || data.onDevice())
         return;
     std::string why;
     std::shared_ptr<void> memory = data.sharedMemory(params.values.size() * sizeof(float), why);

@@ -3,8 +3,8 @@
 #include "engine/bridges/Export.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/LayoutValidator.h"
-#include "engine/profiles/BuiltinProfiles.h"
 #include "engine/plan/OptimizerSpec.h"
+#include "engine/profiles/BuiltinProfiles.h"
 
 #include <QFile>
 #include <QTest>

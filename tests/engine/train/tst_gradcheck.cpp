@@ -163,7 +163,7 @@ private:
         const plan::ModelSpec& model, bool efficientNorm, const std::string& zeroGain = {})
     {
         CpuKernels kernels;
-        GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false);
+        GptStage stage({ .model = model, .chunks = { { { 0, 1 }, true, true } } }, kernels);
         stage.setEfficientNorm(efficientNorm);
         ParamSet& params = stage.params();
         test::initialiseForGradCheck(params, 7);
@@ -173,14 +173,14 @@ private:
         params.zeroGrads();
         stage.forward(0, 0, 2, tokens.data(), targets.data(), nullptr, nullptr);
         stage.backward(0, 0, nullptr, nullptr, 1.0f);
-        return params.grads;
+        return std::vector<float>(params.grads.begin(), params.grads.end());
     }
 
     // Floats the forward of one micro-batch of 2 sequences keeps for its backward.
     static std::size_t held(const plan::ModelSpec& model, bool efficientNorm)
     {
         CpuKernels kernels;
-        GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false);
+        GptStage stage({ .model = model, .chunks = { { { 0, 1 }, true, true } } }, kernels);
         stage.setEfficientNorm(efficientNorm);
         test::initialiseForGradCheck(stage.params(), 7);
         const auto [tokens, targets] = test::randomBatch(model, 2 * static_cast<int>(model.seqLen), 3);
@@ -191,7 +191,7 @@ private:
     void runCheck(const plan::ModelSpec& model, bool recompute, bool efficientNorm, const QStringList& tensors)
     {
         CpuKernels kernels;
-        GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, recompute);
+        GptStage stage({ .model = model, .chunks = { { { 0, 1 }, true, true } }, .fullRecompute = recompute }, kernels);
         stage.setEfficientNorm(efficientNorm);
         ParamSet& params = stage.params();
         test::initialiseForGradCheck(params, 7);
@@ -203,7 +203,7 @@ private:
         params.zeroGrads();
         loss();
         stage.backward(0, 0, nullptr, nullptr, 1.0f);
-        const std::vector<float> analytic = params.grads;
+        const std::vector<float> analytic(params.grads.begin(), params.grads.end());
 
         int checked = 0;
         double maxRelative = 0; // over gradients above 1e-2, where a relative error means something
@@ -253,8 +253,8 @@ private slots:
         // The same element of a tensor gets the same value whichever TP rank holds it.
         const plan::ModelSpec model = smallModel();
         CpuKernels kernels;
-        GptStage whole(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false);
-        GptStage half(model, { { { 0, 1 }, true, true } }, 1, 2, nullptr, kernels, false);
+        GptStage whole({ .model = model, .chunks = { { { 0, 1 }, true, true } } }, kernels);
+        GptStage half({ .model = model, .chunks = { { { 0, 1 }, true, true } }, .tensor = { nullptr, 1, 2 } }, kernels);
         whole.params().initialise(42);
         half.params().initialise(42);
         for (const auto* name : { "h1.qkv.w", "h0.fc.w", "h1.fcproj.w", "wte" }) {
@@ -269,8 +269,9 @@ private slots:
                         QFAIL(name);
                 }
         }
-        GptStage llamaWhole(llamaModel(), { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false);
-        GptStage llamaHalf(llamaModel(), { { { 0, 1 }, true, true } }, 1, 2, nullptr, kernels, false);
+        GptStage llamaWhole({ .model = llamaModel(), .chunks = { { { 0, 1 }, true, true } } }, kernels);
+        GptStage llamaHalf(
+            { .model = llamaModel(), .chunks = { { { 0, 1 }, true, true } }, .tensor = { nullptr, 1, 2 } }, kernels);
         llamaWhole.params().initialise(42);
         llamaHalf.params().initialise(42);
         for (const auto* name : { "h1.k.w", "h0.gate.w", "h1.down.w", "lm_head" }) {
@@ -292,11 +293,12 @@ private slots:
     {
         CpuKernels kernels;
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
-            GptStage(llamaModel(), { { { 0, 1 }, true, true } }, 0, 4, nullptr, kernels, false)); // 2 KV heads
+            GptStage({ .model = llamaModel(), .chunks = { { { 0, 1 }, true, true } }, .tensor = { nullptr, 0, 4 } },
+                kernels)); // 2 KV heads
         plan::ModelSpec odd = llamaModel();
         odd.hidden = 12; // head size 3
         QVERIFY_THROWS_EXCEPTION(
-            std::invalid_argument, GptStage(odd, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false));
+            std::invalid_argument, GptStage({ .model = odd, .chunks = { { { 0, 1 }, true, true } } }, kernels));
     }
 };
 

@@ -79,7 +79,7 @@ private slots:
         QFETCH(int, form);
         const plan::ModelSpec model = form == 0 ? moeModel() : form == 1 ? mixtralForm() : deepseekForm();
         CpuKernels kernels;
-        GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false);
+        GptStage stage({ .model = model, .chunks = { { { 0, 1 }, true, true } } }, kernels);
         ParamSet& params = stage.params();
         test::initialiseForGradCheck(params, 11);
         const int B = 2, T = B * static_cast<int>(model.seqLen);
@@ -91,7 +91,7 @@ private slots:
         params.zeroGrads();
         const double base = loss();
         stage.backward(0, 0, nullptr, nullptr, 1.0f);
-        const std::vector<float> analytic = params.grads;
+        const std::vector<float> analytic(params.grads.begin(), params.grads.end());
 
         std::mt19937 rng(9);
         int checked = 0, skipped = 0, router = 0, experts = 0, shared = 0;
@@ -218,7 +218,7 @@ private slots:
         plan::ModelSpec model = moeModel();
         model.auxLossCoeff = 1.0;
         CpuKernels kernels;
-        GptStage stage(model, { { { 0, 1 }, true, true } }, 0, 1, nullptr, kernels, false);
+        GptStage stage({ .model = model, .chunks = { { { 0, 1 }, true, true } } }, kernels);
         ParamSet& params = stage.params();
         params.initialise(3);
         const auto& router = params.spec(params.find("h0.router.w"));

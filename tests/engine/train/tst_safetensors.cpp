@@ -159,7 +159,7 @@ private slots:
         QFETCH(int, which);
         const plan::ModelSpec m = form(which);
         CpuKernels kernels;
-        GptStage stage(m, { { { 0, m.layers - 1 }, true, true } }, 0, 1, nullptr, kernels, false);
+        GptStage stage({ .model = m, .chunks = { { { 0, m.layers - 1 }, true, true } } }, kernels);
         ParamSet& params = stage.params();
         params.initialise(5);
         QTemporaryDir dir;
@@ -231,7 +231,7 @@ private slots:
     {
         const plan::ModelSpec m = form(1);
         CpuKernels kernels;
-        GptStage stage(m, { { { 0, m.layers - 1 }, true, true } }, 0, 1, nullptr, kernels, false);
+        GptStage stage({ .model = m, .chunks = { { { 0, m.layers - 1 }, true, true } } }, kernels);
         ParamSet& params = stage.params();
         params.initialise(8);
         QTemporaryDir dir;

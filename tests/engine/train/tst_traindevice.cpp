@@ -3,8 +3,8 @@
 // step 1 (no metrics written).
 #include "engine/device/DeviceProbe.h"
 #include "engine/plan/LayoutParser.h"
-#include "engine/tools/TrainDevice.h"
 #include "engine/profiles/BuiltinProfiles.h"
+#include "engine/tools/TrainDevice.h"
 
 #include <QFile>
 #include <QProcess>
