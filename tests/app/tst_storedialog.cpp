@@ -5,7 +5,7 @@
 // it can be killed with SIGKILL as a crash would; every run it recorded must be in the store afterwards.
 
 #include "app/gui/MainWindow.h"
-#include "profiles/BuiltinProfiles.h"
+#include "engine/profiles/BuiltinProfiles.h"
 #include "profiles/RunStore.h"
 #include "profiles/Store.h"
 #include "views/FileDialogs.h"
