@@ -16,8 +16,35 @@ std::string_view toString(ScheduleKind kind)
         return "1f1b";
     case ScheduleKind::Interleaved:
         return "interleaved";
+    case ScheduleKind::ZbH1:
+        return "zb-h1";
+    case ScheduleKind::ZbH2:
+        return "zb-h2";
+    case ScheduleKind::ZbV:
+        return "zb-v";
+    case ScheduleKind::DualPipe:
+        return "dualpipe";
     }
     return "1f1b";
+}
+
+ScheduleKind scheduleKindOf(std::string_view name)
+{
+    for (ScheduleKind k : { ScheduleKind::GPipe, ScheduleKind::Interleaved, ScheduleKind::ZbH1, ScheduleKind::ZbH2,
+             ScheduleKind::ZbV, ScheduleKind::DualPipe })
+        if (toString(k) == name)
+            return k;
+    return ScheduleKind::OneFOneB;
+}
+
+bool splitsBackward(ScheduleKind kind)
+{
+    return kind == ScheduleKind::ZbH1 || kind == ScheduleKind::ZbH2 || vShaped(kind);
+}
+
+bool vShaped(ScheduleKind kind)
+{
+    return kind == ScheduleKind::ZbV || kind == ScheduleKind::DualPipe;
 }
 
 std::string_view toString(Recompute recompute)

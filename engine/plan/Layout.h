@@ -16,7 +16,9 @@
 
 namespace loom::plan {
 
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
+// ZbH1, ZbH2, ZbV and DualPipe split each backward into B (input gradients) and W (weight gradients);
+// ZbV and DualPipe hold two chunks per rank in a V (Schedule.h).
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZbH1, ZbH2, ZbV, DualPipe };
 enum class Recompute { None, Selective, Full };
 // The all-reduce a layout asks for: one enum with the communication layer (comm::CollectiveAlgorithm) and
 // the trace (what ran), trace::Algorithm; comm.allreduce names one of kLayoutAllreduceAlgorithms, written
@@ -38,6 +40,11 @@ enum class CommBackend { Mpi, Gloo, Nccl };
 enum class Attention { Flash, Materialized };
 
 std::string_view toString(ScheduleKind kind);
+// The kind of a schedule name toString() writes (OneFOneB for any other text; the parser checks names).
+ScheduleKind scheduleKindOf(std::string_view name);
+// Whether the schedule splits backwards into B and W, and whether it places two chunks per rank in a V.
+bool splitsBackward(ScheduleKind kind);
+bool vShaped(ScheduleKind kind);
 std::string_view toString(Recompute recompute);
 std::string_view toString(RankOrder order);
 std::string_view toString(CommBackend backend);

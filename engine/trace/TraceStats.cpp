@@ -13,7 +13,7 @@ namespace {
 
 bool isCompute(EventKind k)
 {
-    return k == EventKind::Forward || k == EventKind::Backward || k == EventKind::Recompute;
+    return isPass(k);
 }
 
 // A union of intervals: add them in any order, finish(), then ask how much of [a, b) they cover
