@@ -31,6 +31,8 @@ trace::StatsContext statsContext(const Layout& l)
     c.hardwareFlopsPerStep = flops.hardware;
     c.devices = p.worldSize();
     c.peakTflops = l.cluster.device.peakTflops(l.precision);
+    if (splitsBackward(p.schedule) && p.pp > 1)
+        c.bubbleTheory = predict(l, false).bubbleTheory; // Qi et al.'s forms need the ops' costs
     return c;
 }
 
@@ -98,6 +100,7 @@ struct Costs {
     std::vector<StageCost> stage;
     double p2p = 0;
     std::vector<StageRange> ranges;
+    ScheduleKind kind = ScheduleKind::OneFOneB;
 };
 
 // Expert parameters of virtual stage vs on one device: its MoE blocks' experts / ep.
@@ -183,6 +186,7 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
     c.v = chunks;
     c.mb = microBatches;
     c.ranges = l.stageRanges();
+    c.kind = par.schedule;
     c.virtualStages = c.p * c.v;
     c.actBytes = l.precision == Precision::Fp32 ? 4.0 : 2.0;
     c.peak = dev.peakTflops(l.precision) * 1e12;
@@ -259,6 +263,14 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
         }
         sc.forward = computeF + sc.forwardTp + sc.forwardDp + sc.forwardCp + sc.forwardEp;
         sc.backward = computeB + sc.backwardTp + sc.backwardDp + sc.backwardCp + sc.backwardEp;
+        if (splitsBackward(par.schedule) && layers > 0) {
+            // W, the weight-gradient products: as many FLOPs as the forward's products with weights (2·P a
+            // token for P weights), of a backward of 2·(2·P + 4·s·h per layer); the score products, the TP
+            // and EP collectives stay in B. P counts every expert (an upper bound for MoE stages).
+            const double P = paramsOfVirtualStage(l, c.ranges, vs); // this TP rank's
+            const double attention = 4.0 * c.s * c.h * layers / double(t);
+            sc.weight = computeB * P / (2.0 * P + attention);
+        }
     }
     const LinkSpec& ppLink = linkOf(l, ppSpan);
     c.p2p = c.p > 1 ? ppLink.latencyUs * 1e-6 + c.T * c.h * c.actBytes / (ppLink.bandwidthGBs * 1e9) : 0.0;
@@ -270,7 +282,7 @@ double paramsOfRank(const Layout& l, const Costs& c, std::int64_t r)
 {
     double n = 0;
     for (std::int64_t ch = 0; ch < c.v; ++ch)
-        n += paramsOfVirtualStage(l, c.ranges, ch * c.p + r);
+        n += paramsOfVirtualStage(l, c.ranges, stageOfChunk(l.parallel.schedule, c.p, r, ch));
     return n;
 }
 
@@ -281,7 +293,7 @@ double expertParamsOfRank(const Layout& l, const Costs& c, std::int64_t r)
         return 0;
     double n = 0;
     for (std::int64_t ch = 0; ch < c.v; ++ch)
-        n += expertParamsOfVirtualStage(l, c.ranges, ch * c.p + r);
+        n += expertParamsOfVirtualStage(l, c.ranges, stageOfChunk(l.parallel.schedule, c.p, r, ch));
     return n;
 }
 
@@ -327,8 +339,30 @@ double layersOfRank(const Costs& c, std::int64_t r)
 {
     double layers = 0;
     for (std::int64_t ch = 0; ch < c.v; ++ch)
-        layers += double(c.ranges[static_cast<std::size_t>(ch * c.p + r)].size());
+        layers += double(c.ranges[static_cast<std::size_t>(stageOfChunk(c.kind, c.p, r, ch))].size());
     return layers;
+}
+
+// The zero-bubble schedules' bubble as a fraction of the step, in closed form from rank r's F, B and W of a
+// micro-batch (its chunks together): ZB-H1 (p-1)(F+B-W), ZB-H2 (p-1)(F+B-2W) (Qi et al. 2024, table 2);
+// ZB-V the same on chunks of half a stage, (p-1)(F+B-2W)/2; DualPipe (DeepSeek-V3, table 2)
+// (p/2-1)(F&B+B-3W) with F&B = F+B (here one after the other) on half-stage chunks. None below 0.
+double zeroBubbleTheory(ScheduleKind kind, std::int64_t p, std::int64_t m, const Costs& c, std::int64_t r)
+{
+    double f = 0, b = 0, w = 0;
+    for (std::int64_t ch = 0; ch < c.v; ++ch) {
+        const StageCost& sc = c.stage[static_cast<std::size_t>(stageOfChunk(kind, p, r, ch))];
+        f += sc.forward;
+        w += sc.weight;
+        b += sc.backward - sc.weight;
+    }
+    const double q = double(p - 1);
+    const double bubble = kind == ScheduleKind::ZbH1 ? q * (f + b - w)
+        : kind == ScheduleKind::ZbH2                 ? q * (f + b - 2 * w)
+        : kind == ScheduleKind::ZbV                  ? q * (f + b - 2 * w) / 2
+                                                     : (double(p) / 2 - 1) * ((f + b) / 2 + b / 2 - 3 * w / 2);
+    const double work = double(m) * (f + b + w);
+    return work > 0 ? std::max(0.0, bubble) / (work + std::max(0.0, bubble)) : 0.0;
 }
 
 // Layer-micro-batches pipeline rank r holds at its schedule's first peak, in closed form (what
@@ -339,6 +373,12 @@ double heldLayersAtFirstPeak(const Layout& l, const Costs& c, std::int64_t r, st
 {
     const auto& par = l.parallel;
     const std::int64_t p = c.p, v = c.v;
+    if (splitsBackward(par.schedule)) {
+        // From F to W (loom-train's W keeps copies of what it reads): ZB-H1 up to p on every rank, ZB-H2
+        // 2p - 1, the V's 2p chunks of half a stage, which is p of a whole rank's layers.
+        const std::int64_t held = par.schedule == ScheduleKind::ZbH2 ? 2 * p - 1 : p;
+        return double(std::min(held, m)) * layersOfRank(c, r);
+    }
     if (par.schedule != ScheduleKind::Interleaved) {
         const std::int64_t held = par.schedule == ScheduleKind::GPipe ? m : std::min(p - r, m);
         return double(held) * layersOfRank(c, r);
@@ -397,7 +437,7 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
 
 double optimizerBytes(const Layout& l, std::int64_t r)
 {
-    const std::int64_t chunks = l.parallel.schedule == ScheduleKind::Interleaved ? l.parallel.vpp : 1;
+    const std::int64_t chunks = scheduleChunks(l.parallel.schedule, l.parallel.vpp);
     const Costs c = computeCosts(l, 1, 1, chunks, l.parallel.microBatches());
     return optimizerBytesOf(l, c, r);
 }
@@ -525,7 +565,7 @@ Prediction predict(const Layout& l, bool withEvents)
     const ModelSpec& m = l.model;
     const auto& par = l.parallel;
     const DeviceSpec& dev = l.cluster.device;
-    const std::int64_t chunks = par.schedule == ScheduleKind::Interleaved ? par.vpp : 1;
+    const std::int64_t chunks = scheduleChunks(par.schedule, par.vpp);
     const RankGrid grid = RankGrid::forLayout(l);
     const std::int64_t dpSpan = grid.gradientNodesSpanned();
     const std::int64_t epSpan = expertGroupNodes(l, grid);
@@ -629,6 +669,8 @@ Prediction predict(const Layout& l, bool withEvents)
     out.optimizer = optTime[static_cast<std::size_t>(critical)];
     out.bubbleFraction = out.bubble / out.stepTime;
     out.bubbleTheory = p > 1 ? double(p - 1) / double(v * mb + p - 1) : 0.0;
+    if (splitsBackward(par.schedule) && p > 1)
+        out.bubbleTheory = zeroBubbleTheory(par.schedule, p, mb, c, 0);
     const StepFlops flops = stepFlops(l);
     out.modelFlops = flops.model;
     out.hardwareFlops = flops.hardware;
@@ -669,7 +711,7 @@ Estimate estimate(const Layout& l)
     const std::int64_t ppSpan = tc * par.pp > D ? 2 : 1;
     const std::int64_t dpSpan = tc * par.pp * par.dp > D ? std::min(par.dp * par.cp, (tc * par.pp * par.dp + D - 1) / D)
                                                          : (cpSpan > 1 ? cpSpan : 1);
-    const std::int64_t v = par.schedule == ScheduleKind::Interleaved ? par.vpp : 1;
+    const std::int64_t v = scheduleChunks(par.schedule, par.vpp);
     const std::int64_t m = par.microBatches();
     // The expert group: ep DP ranks tp·cp·pp apart.
     const std::int64_t epStride = tc * par.pp;
@@ -683,7 +725,7 @@ Estimate estimate(const Layout& l)
     for (std::int64_t r = 0; r < p; ++r) {
         double total = 0, tp = 0, dp = 0, cpTime = 0, ep = 0;
         for (std::int64_t ch = 0; ch < v; ++ch) {
-            const StageCost& sc = c.stage[static_cast<std::size_t>(ch * p + r)];
+            const StageCost& sc = c.stage[static_cast<std::size_t>(stageOfChunk(par.schedule, p, r, ch))];
             total += sc.forward + sc.backward;
             tp += sc.forwardTp + sc.backwardTp;
             dp += sc.forwardDp + sc.backwardDp;

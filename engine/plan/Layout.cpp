@@ -47,6 +47,16 @@ bool vShaped(ScheduleKind kind)
     return kind == ScheduleKind::ZbV || kind == ScheduleKind::DualPipe;
 }
 
+std::int64_t scheduleChunks(ScheduleKind kind, std::int64_t vpp)
+{
+    return kind == ScheduleKind::Interleaved ? vpp : vShaped(kind) ? 2 : 1;
+}
+
+std::int64_t stageOfChunk(ScheduleKind kind, std::int64_t pp, std::int64_t r, std::int64_t ch)
+{
+    return vShaped(kind) && ch == 1 ? 2 * pp - 1 - r : ch * pp + r;
+}
+
 std::string_view toString(Recompute recompute)
 {
     switch (recompute) {

@@ -45,6 +45,10 @@ ScheduleKind scheduleKindOf(std::string_view name);
 // Whether the schedule splits backwards into B and W, and whether it places two chunks per rank in a V.
 bool splitsBackward(ScheduleKind kind);
 bool vShaped(ScheduleKind kind);
+// Model chunks per pipeline rank the schedule runs (vpp for interleaved, 2 for the V, else 1), and the
+// virtual stage of rank r's chunk ch (chunk·pp + r; the V's way back 2·pp-1-r).
+std::int64_t scheduleChunks(ScheduleKind kind, std::int64_t vpp);
+std::int64_t stageOfChunk(ScheduleKind kind, std::int64_t pp, std::int64_t r, std::int64_t ch);
 std::string_view toString(Recompute recompute);
 std::string_view toString(RankOrder order);
 std::string_view toString(CommBackend backend);

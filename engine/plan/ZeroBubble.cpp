@@ -46,8 +46,8 @@ std::vector<std::vector<PipelineOp>> filledOneFOneB(std::int64_t p, std::int64_t
         k.defer = h2 ? 2 * r : r;
     }
     // Ticks at which each (stage, micro-batch)'s F and B end.
-    std::vector<std::vector<std::int64_t>> fEnd(static_cast<std::size_t>(p),
-        std::vector<std::int64_t>(static_cast<std::size_t>(m), kNever)),
+    std::vector<std::vector<std::int64_t>> fEnd(
+        static_cast<std::size_t>(p), std::vector<std::int64_t>(static_cast<std::size_t>(m), kNever)),
         bEnd = fEnd;
     auto at = [](std::vector<std::vector<std::int64_t>>& v, std::int64_t s, std::int64_t mb) -> std::int64_t& {
         return v[static_cast<std::size_t>(s)][static_cast<std::size_t>(mb)];
@@ -238,10 +238,26 @@ public:
     {
         const std::int64_t p = m_p, r = m_r;
         repeat(2 * (p - r - 1), [&] { forward(0); });
-        repeat(r + 1, [&] { forward(0); forward(1); });
-        repeat(p - r - 1, [&] { backward(1, true); weight(); forward(1); });
-        repeat(m_m - 2 * p + r + 1, [&] { forward(0); backward(1, false); forward(1); backward(0, false); });
-        repeat(p - r - 1, [&] { backward(1, false); forward(1); backward(0, false); });
+        repeat(r + 1, [&] {
+            forward(0);
+            forward(1);
+        });
+        repeat(p - r - 1, [&] {
+            backward(1, true);
+            weight();
+            forward(1);
+        });
+        repeat(m_m - 2 * p + r + 1, [&] {
+            forward(0);
+            backward(1, false);
+            forward(1);
+            backward(0, false);
+        });
+        repeat(p - r - 1, [&] {
+            backward(1, false);
+            forward(1);
+            backward(0, false);
+        });
         bool deferred = false; // the second half of these backwards defer their W
         for (std::int64_t i = 0; i < r + 1; ++i) {
             if (i == (r + 1) / 2 && r % 2 == 1)
@@ -251,7 +267,10 @@ public:
                 deferred = true;
             backward(0, deferred);
         }
-        repeat(p - r - 1, [&] { weight(); backward(0, true); });
+        repeat(p - r - 1, [&] {
+            weight();
+            backward(0, true);
+        });
         repeat(r + 1, [&] { weight(); });
         return std::move(m_ops);
     }

@@ -55,7 +55,9 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     const std::int64_t replicas = p.dp * p.cp, replicaIndex = m_coord.dp * p.cp + m_coord.cp;
     params.initialise(options.seed);
     shareParameters(*comms.data); // before anything keeps a pointer into the values
-    m_tiedAcrossStages = p.pp > 1 && layout.model.tieEmbeddings && m_stage->tokenEmbedding() >= 0;
+    // The V (ZB-V, DualPipe) puts the embedding and the head both on rank 0: one copy, nothing to add.
+    m_tiedAcrossStages
+        = p.pp > 1 && layout.model.tieEmbeddings && m_stage->tokenEmbedding() >= 0 && !m_schedule.vShaped();
 
     m_tuning.backend = plan::toString(layout.commBackend());
     m_tuning.nodes = comm::nodesSpanned(comms.data->group().ranks, m_grid.devicesPerNode());

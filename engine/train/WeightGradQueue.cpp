@@ -43,8 +43,8 @@ WeightGradQueue::Work WeightGradQueue::take()
     return out;
 }
 
-void WeightGradQueue::run(Kernels& k, Work& work, const std::function<void(int)>& done,
-    const std::function<void(std::int64_t)>& blockDone)
+void WeightGradQueue::run(
+    Kernels& k, Work& work, const std::function<void(int)>& done, const std::function<void(std::int64_t)>& blockDone)
 {
     std::size_t next = 0;
     auto closeBlocks = [&](std::size_t upTo) {

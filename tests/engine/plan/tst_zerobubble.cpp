@@ -132,7 +132,8 @@ private slots:
         const double work = 3.0 * m;
         const double oneF = replay(Schedule(ScheduleKind::OneFOneB, pp, 1, m), 1, 1, 1) - work;
         QCOMPARE(oneF, 3.0 * (pp - 1));
-        const Schedule h1(ScheduleKind::ZbH1, pp, 1, m), h2(ScheduleKind::ZbH2, pp, 1, m), v(ScheduleKind::ZbV, pp, 1, m);
+        const Schedule h1(ScheduleKind::ZbH1, pp, 1, m), h2(ScheduleKind::ZbH2, pp, 1, m),
+            v(ScheduleKind::ZbV, pp, 1, m);
         const double bubbleH1 = replay(h1, 1, 1, 1) - work;
         QVERIFY2(bubbleH1 <= pp - 1, qPrintable(QString::number(bubbleH1)));
         // ZB-H2's extra warm-up forwards cannot remove the last stage's (p-1)·F wait at the start within a

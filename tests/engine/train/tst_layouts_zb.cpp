@@ -73,8 +73,8 @@ class TestLayoutsZeroBubble : public QObject {
     // The one-process losses of `model` (trained once, then kept).
     const std::vector<double>& baseline(const QJsonValue& model, int globalBatch)
     {
-        const QString key = QString::fromUtf8(QJsonDocument(QJsonObject { { "m", model } }).toJson())
-            + QString::number(globalBatch);
+        const QString key
+            = QString::fromUtf8(QJsonDocument(QJsonObject { { "m", model } }).toJson()) + QString::number(globalBatch);
         auto it = m_baseline.find(key);
         if (it == m_baseline.end()) {
             QString log;
@@ -99,8 +99,8 @@ private slots:
                 };
                 row("pp2 tp2", layout(QStringLiteral("%1-%2-pp2-tp2").arg(schedule, model), model, 2, 2, 1, schedule));
                 row("pp4", layout(QStringLiteral("%1-%2-pp4").arg(schedule, model), deep, 1, 4, 1, schedule));
-                QJsonObject zero = layout(QStringLiteral("%1-%2-pp2-dp2-zero1").arg(schedule, model), model, 1, 2, 2,
-                    schedule);
+                QJsonObject zero
+                    = layout(QStringLiteral("%1-%2-pp2-dp2-zero1").arg(schedule, model), model, 1, 2, 2, schedule);
                 zero.insert("memory", QJsonObject { { "zero", 1 } });
                 row("pp2 dp2 ZeRO-1", zero);
             }
