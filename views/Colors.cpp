@@ -14,6 +14,8 @@ QColor eventColor(trace::EventKind kind, trace::GroupKind group)
         return colors::backward;
     case EventKind::Recompute:
         return colors::recompute;
+    case EventKind::Weight:
+        return colors::weight;
     case EventKind::Send:
     case EventKind::Recv: // pipeline sends; ring attention's K/V blocks on a CP group
         return group == trace::GroupKind::Context ? colors::contextComm : colors::pipelineComm;

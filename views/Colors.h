@@ -24,6 +24,9 @@ inline const QColor overBudget { 0xC0, 0x1F, 0x1F };
 // Okabe–Ito event colours above.
 inline const QColor contextComm { 0x6A, 0x3D, 0x9A };
 inline const QColor expertComm { 0x00, 0x00, 0x00 }; // the palette's black: MoE all-to-all
+// Zero-bubble schedules' W (weight gradients of a split backward): Paul Tol's colour-blind-safe olive, apart
+// from the backward's green and the greys.
+inline const QColor weight { 0x99, 0x99, 0x33 };
 } // namespace colors
 
 // How a CP group is outlined on the map and in its legend: dashed, in the context colour.

@@ -88,7 +88,9 @@ QGroupBox* StrategyPanel::buildParallelism()
     m_schedule->setToolTip(
         tr("GPipe: all forwards then all backwards (holds m micro-batches); 1F1B: one forward, one "
            "backward (holds at most p); interleaved 1F1B: v chunks per rank, needs m divisible by p (or a micro-batch "
-           "group that fits m)."));
+           "group that fits m). Zero-bubble (backward split into B, input gradients, and W, weight gradients, "
+           "which fill the bubbles): zb-h1 at 1F1B's memory, zb-h2 with more warm-up forwards, zb-v with two "
+           "chunks per rank in a V, dualpipe (DualPipeV's order, m ≥ 2p) on the same V."));
     parForm->addRow(tr("Virtual stages (vpp)"), m_vpp);
     m_group = spin(0, 1 << 24);
     m_group->setSpecialValueText(tr("pp (default)"));

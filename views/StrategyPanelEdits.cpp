@@ -116,7 +116,10 @@ void StrategyPanel::connectParallelism()
     connect(m_schedule, &QComboBox::activated, this, [this](int i) {
         Layout next = m_layout;
         next.parallel.schedule = chosen<plan::ScheduleKind>(m_schedule, i);
-        if (next.parallel.schedule != plan::ScheduleKind::Interleaved && next.parallel.vpp != 1)
+        const bool v = plan::vShaped(next.parallel.schedule); // ZB-V and DualPipe: two chunks in a V
+        if (v && next.parallel.vpp != 2)
+            next = withVpp(next, 2);
+        if (!v && next.parallel.schedule != plan::ScheduleKind::Interleaved && next.parallel.vpp != 1)
             next = withVpp(next, 1);
         if (next.parallel.schedule == plan::ScheduleKind::Interleaved && next.parallel.vpp == 1)
             next = withVpp(next, 2);

@@ -32,7 +32,7 @@ int TimelineData::mixKind(trace::Lane lane, trace::EventKind kind, trace::GroupK
     using trace::EventKind;
     if (lane == trace::Lane::Compute)
         return kind == EventKind::Forward || kind == EventKind::Recompute ? 0
-            : kind == EventKind::Backward                                 ? 1
+            : kind == EventKind::Backward || kind == EventKind::Weight    ? 1
             : kind == EventKind::Optimizer                                ? 2
                                                                           : 3;
     switch (kind) {

@@ -19,6 +19,8 @@ LegendKind legendKindOf(trace::EventKind kind, trace::GroupKind group)
         return LegendKind::Backward;
     case EventKind::Recompute:
         return LegendKind::Recompute;
+    case EventKind::Weight:
+        return LegendKind::Weight;
     case EventKind::Optimizer:
         return LegendKind::Optimizer;
     case EventKind::Wait:
@@ -43,8 +45,9 @@ LegendKind legendKindOf(trace::EventKind kind, trace::GroupKind group)
 
 QString legendName(LegendKind kind)
 {
-    static const char* names[kLegendKinds] = { "forward", "backward", "recompute", "optimizer",
-        "TP all-reduce / gather", "PP send / recv", "DP all-reduce", "CP K/V", "all-to-all", "wait", "other" };
+    static const char* names[kLegendKinds]
+        = { "forward", "backward", "recompute", "optimizer", "TP all-reduce / gather", "PP send / recv",
+              "DP all-reduce", "CP K/V", "all-to-all", "wait", "other", "weight gradients (W)" };
     return QObject::tr(names[int(kind)]);
 }
 
@@ -52,7 +55,7 @@ QColor legendColor(LegendKind kind)
 {
     static const QColor c[kLegendKinds] = { colors::forward, colors::backward, colors::recompute, colors::optimizer,
         colors::tensorComm, colors::pipelineComm, colors::dataComm, colors::contextComm, colors::expertComm,
-        colors::idle, colors::misc };
+        colors::idle, colors::misc, colors::weight };
     return c[int(kind)];
 }
 

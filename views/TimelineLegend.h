@@ -25,8 +25,9 @@ enum class LegendKind : std::uint8_t {
     AllToAll,
     Wait,
     Other,
+    Weight, // appended: the W of zero-bubble schedules
 };
-constexpr int kLegendKinds = 11;
+constexpr int kLegendKinds = 12;
 LegendKind legendKindOf(trace::EventKind kind, trace::GroupKind group);
 QString legendName(LegendKind kind);
 QColor legendColor(LegendKind kind);

@@ -40,7 +40,7 @@ bool mixHidden(std::uint32_t hidden, trace::Lane lane, int k)
         return false;
     if (lane == trace::Lane::Compute)
         return k == 0 ? all({ LegendKind::Forward, LegendKind::Recompute })
-            : k == 1  ? all({ LegendKind::Backward })
+            : k == 1  ? all({ LegendKind::Backward, LegendKind::Weight })
             : k == 2  ? all({ LegendKind::Optimizer })
                       : all({ LegendKind::Wait, LegendKind::Other });
     return k == 0 ? all({ LegendKind::TensorComm })
@@ -233,6 +233,7 @@ void TimelineView::paintLane(QPainter& p, const TimelineData::Row& row, int top,
             if (it == labels.end()) {
                 QString text = (e.kind == trace::EventKind::Forward           ? QStringLiteral("F")
                                        : e.kind == trace::EventKind::Backward ? QStringLiteral("B")
+                                       : e.kind == trace::EventKind::Weight   ? QStringLiteral("W")
                                        : e.kind == trace::EventKind::Wait     ? QStringLiteral("wait ")
                                                                               : QString())
                     + QString::number(e.microBatch);

@@ -116,7 +116,9 @@ int predictCommand(CliContext& context, const QString& file, bool json)
           << ") over ep=" << l.parallel.ep << ": " << fixed(p.totalParameters / 1e9, 2) << " B parameters, "
           << fixed(p.activeParameters / 1e9, 2) << " B active per token\n";
     o << "  bubble         " << fixed(100 * p.bubbleFraction, 1) << " % of the step (closed form "
-      << fixed(100 * p.bubbleTheory, 1) << " %: (p-1)/(v·m+p-1))\n";
+      << fixed(100 * p.bubbleTheory, 1)
+      << " %: " << (plan::splitsBackward(l.parallel.schedule) ? "the schedule's form with F, B, W" : "(p-1)/(v·m+p-1)")
+      << ")\n";
     o << "  memory/device  params " << fixed(p.memory.params, 2) << " GB, grads " << fixed(p.memory.grads, 2)
       << " GB, optimizer " << fixed(p.memory.optimizer, 2) << " GB, activations " << fixed(p.memory.activations, 2)
       << " GB, reserve " << fixed(p.memory.reserve, 2) << " GB = " << fixed(p.memory.total(), 2) << " of "

@@ -192,10 +192,13 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
             context.out << " " << fmt(g, "%.3f");
         context.out << "\n";
     }
+    // The zero-bubble schedules' closed forms take the ops' costs (Qi et al. 2024; DualPipe's table).
+    const char* form = layout && plan::splitsBackward(layout->parallel.schedule) ? "the schedule's form with F, B, W"
+                                                                                 : "(p-1)/(v·m+p-1)";
     for (const auto& st : s.stages)
         context.out << "  stage " << st.stage << ": bubble " << fmt(100 * st.bubbleFraction, "%.1f")
                     << " % of the pipeline phase"
-                    << " (closed form " << fmt(100 * st.bubbleTheory, "%.1f") << " %: (p-1)/(v·m+p-1))\n";
+                    << " (closed form " << fmt(100 * st.bubbleTheory, "%.1f") << " %: " << form << ")\n";
     deviceTable(context.out, device);
     for (const auto& cs : s.collectives)
         context.out << "  " << cs.kind << " (" << cs.algorithm << "): " << cs.count << " calls, " << cs.bytes

@@ -207,6 +207,12 @@ void parallelArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bo
         result.refusals.push_back(std::string("parallel.schedule \"gpipe\": ")
             + (forDeepSpeed ? "DeepSpeed's pipeline engine" : "Megatron-LM") + " runs only 1F1B"
             + (forDeepSpeed ? "" : " or interleaved 1F1B") + " pipelines; choose \"1f1b\"");
+    if (p.pp > 1 && splitsBackward(p.schedule))
+        result.refusals.push_back("parallel.schedule \"" + std::string(toString(p.schedule))
+            + "\": " + (forDeepSpeed ? "DeepSpeed's pipeline engine" : "Megatron-LM")
+            + " has no zero-bubble schedule (no split of the backward into input and weight gradients); choose "
+              "\"1f1b\""
+            + (forDeepSpeed ? "" : " or \"interleaved\"") + ", or export zb-v to torchtitan");
     ExportResult stages;
     std::vector<Arg> stageArgs;
     classicStageArgs(l, stageArgs, stages, forDeepSpeed);

@@ -106,9 +106,22 @@ std::string parallelism(const Layout& l, ExportResult& result)
     s += "tensor_parallel_degree = " + std::to_string(p.tp) + "\n";
     s += "pipeline_parallel_degree = " + std::to_string(p.pp) + "\n";
     if (p.pp > 1) {
+        // torch.distributed.pipelining's schedule names; ZB-V is its ZBVZeroBubble (two stages per rank in a
+        // V, the split placed by pipeline_parallel_schedule's "v" style). Its other zero-bubble schedule,
+        // InterleavedZeroBubble, loops the chunks like interleaved 1F1B rather than either of Loom's
+        // one-chunk forms, and DualPipeV is newer than the torchtitan releases whose facts are checked here.
         const char* schedule = p.schedule == ScheduleKind::GPipe ? "GPipe"
             : p.schedule == ScheduleKind::Interleaved            ? "Interleaved1F1B"
+            : p.schedule == ScheduleKind::ZbV                    ? "ZBVZeroBubble"
                                                                  : "1F1B";
+        if (p.schedule == ScheduleKind::ZbH1 || p.schedule == ScheduleKind::ZbH2)
+            result.refusals.push_back("parallel.schedule \"" + std::string(toString(p.schedule))
+                + "\": torchtitan has no one-chunk zero-bubble schedule (its InterleavedZeroBubble loops two or "
+                  "more chunks a rank, as interleaved 1F1B does); choose \"zb-v\" (ZBVZeroBubble) or \"1f1b\"");
+        if (p.schedule == ScheduleKind::DualPipe)
+            result.refusals.push_back("parallel.schedule \"dualpipe\": the torchtitan releases Loom exports for "
+                                      "(v0.2.0, v0.2.2) name no DualPipe schedule; choose \"zb-v\" (ZBVZeroBubble), "
+                                      "the same V placement");
         s += "pipeline_parallel_schedule = " + quoted(schedule) + "\n";
         // torch.distributed.pipelining's Interleaved1F1B runs m / ⌊m/pp⌋ micro-batches per chunk (pp when pp
         // divides m) and has no setting for it.

@@ -12,9 +12,10 @@ namespace loom::plan {
 // is the layout file's word for each, so a list built from these is the file format's list; a value added
 // to an enum goes here too (tst_strategychoices checks that each one round-trips through a layout file).
 
-constexpr std::array<ScheduleKind, 3> allScheduleKinds()
+constexpr std::array<ScheduleKind, 7> allScheduleKinds()
 {
-    return { ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved };
+    return { ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved, ScheduleKind::ZbH1,
+        ScheduleKind::ZbH2, ScheduleKind::ZbV, ScheduleKind::DualPipe };
 }
 
 constexpr std::array<Recompute, 3> allRecomputes()

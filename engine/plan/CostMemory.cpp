@@ -41,7 +41,7 @@ double layersOfRank(const Costs& c, std::int64_t r)
 {
     double layers = 0;
     for (std::int64_t ch = 0; ch < c.v; ++ch)
-        layers += double(c.ranges[static_cast<std::size_t>(ch * c.p + r)].size());
+        layers += double(c.ranges[static_cast<std::size_t>(stageOfChunk(c.kind, c.p, r, ch))].size());
     return layers;
 }
 
@@ -55,6 +55,12 @@ double heldLayersAtFirstPeak(const Layout& l, const Costs& c, std::int64_t r, st
 {
     const auto& par = l.parallel;
     const std::int64_t p = c.p, v = c.v;
+    if (splitsBackward(par.schedule)) {
+        // From F to W (loom-train's W keeps copies of what it reads): ZB-H1 up to p on every rank, ZB-H2
+        // 2p - 1, the V's 2p chunks of half a stage, which is p of a whole rank's layers.
+        const std::int64_t held = par.schedule == ScheduleKind::ZbH2 ? 2 * p - 1 : p;
+        return double(std::min(held, m)) * layersOfRank(c, r);
+    }
     if (par.schedule != ScheduleKind::Interleaved) {
         const std::int64_t held = par.schedule == ScheduleKind::GPipe ? m : std::min(p - r, m);
         return double(held) * layersOfRank(c, r);
@@ -117,7 +123,7 @@ namespace loom::plan {
 
 double optimizerBytes(const Layout& l, std::int64_t r)
 {
-    const std::int64_t chunks = l.parallel.schedule == ScheduleKind::Interleaved ? l.parallel.vpp : 1;
+    const std::int64_t chunks = scheduleChunks(l.parallel.schedule, l.parallel.vpp);
     const cost::Costs c = cost::computeCosts(l, 1, 1, chunks, l.parallel.microBatches());
     return cost::optimizerBytesOf(l, c, r);
 }

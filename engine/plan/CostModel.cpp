@@ -34,6 +34,8 @@ trace::StatsContext statsContext(const Layout& l)
     c.hardwareFlopsPerStep = flops.hardware;
     c.devices = p.worldSize();
     c.peakTflops = l.cluster.device.peakTflops(l.precision);
+    if (splitsBackward(p.schedule) && p.pp > 1)
+        c.bubbleTheory = predict(l, false).bubbleTheory; // Qi et al.'s forms need the ops' costs
     return c;
 }
 
@@ -128,7 +130,7 @@ Prediction predict(const Layout& l, bool withEvents)
     const ModelSpec& m = l.model;
     const auto& par = l.parallel;
     const DeviceSpec& dev = l.cluster.device;
-    const std::int64_t chunks = par.schedule == ScheduleKind::Interleaved ? par.vpp : 1;
+    const std::int64_t chunks = scheduleChunks(par.schedule, par.vpp);
     const RankGrid grid = RankGrid::forLayout(l);
     const std::int64_t dpSpan = grid.gradientNodesSpanned();
     const std::int64_t epSpan = expertGroupNodes(l, grid);
@@ -232,6 +234,8 @@ Prediction predict(const Layout& l, bool withEvents)
     out.optimizer = optTime[static_cast<std::size_t>(critical)];
     out.bubbleFraction = out.bubble / out.stepTime;
     out.bubbleTheory = p > 1 ? double(p - 1) / double(v * mb + p - 1) : 0.0;
+    if (splitsBackward(par.schedule) && p > 1)
+        out.bubbleTheory = zeroBubbleTheory(par.schedule, p, mb, c, 0);
     const StepFlops flops = stepFlops(l);
     out.modelFlops = flops.model;
     out.hardwareFlops = flops.hardware;
@@ -272,7 +276,7 @@ Estimate estimate(const Layout& l)
     const std::int64_t ppSpan = tc * par.pp > D ? 2 : 1;
     const std::int64_t dpSpan = tc * par.pp * par.dp > D ? std::min(par.dp * par.cp, (tc * par.pp * par.dp + D - 1) / D)
                                                          : (cpSpan > 1 ? cpSpan : 1);
-    const std::int64_t v = par.schedule == ScheduleKind::Interleaved ? par.vpp : 1;
+    const std::int64_t v = scheduleChunks(par.schedule, par.vpp);
     const std::int64_t m = par.microBatches();
     // The expert group: ep DP ranks tp·cp·pp apart.
     const std::int64_t epStride = tc * par.pp;
@@ -286,7 +290,7 @@ Estimate estimate(const Layout& l)
     for (std::int64_t r = 0; r < p; ++r) {
         double total = 0, tp = 0, dp = 0, cpTime = 0, ep = 0;
         for (std::int64_t ch = 0; ch < v; ++ch) {
-            const StageCost& sc = c.stage[static_cast<std::size_t>(ch * p + r)];
+            const StageCost& sc = c.stage[static_cast<std::size_t>(stageOfChunk(par.schedule, p, r, ch))];
             total += sc.forward + sc.backward;
             tp += sc.forwardTp + sc.backwardTp;
             dp += sc.forwardDp + sc.backwardDp;

@@ -24,6 +24,7 @@ struct Costs {
     std::vector<StageCost> stage;
     double p2p = 0;
     std::vector<StageRange> ranges;
+    ScheduleKind kind = ScheduleKind::OneFOneB;
 };
 
 Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, std::int64_t chunks,
@@ -46,6 +47,8 @@ double optimizerBytesOf(const Layout& l, const Costs& c, std::int64_t r);
 // interleaved its warm-up of (p − r − 1)·2 + (v − 1)·N forwards and one more, run through the chunks in
 // groups of N micro-batches, each weighing its chunk's layers.
 double heldLayersAtFirstPeak(const Layout& l, const Costs& c, std::int64_t r, std::int64_t m);
+// The zero-bubble schedules' bubble as a fraction of the step, in closed form (CostStage.cpp).
+double zeroBubbleTheory(ScheduleKind kind, std::int64_t p, std::int64_t m, const Costs& c, std::int64_t r);
 // Memory of pipeline rank r holding `heldLayers` layer-micro-batches of activations at its peak (its in-flight
 // chunk-micro-batches, each weighing its chunk's layers).
 MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, double heldLayers);

@@ -147,6 +147,7 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
     c.v = chunks;
     c.mb = microBatches;
     c.ranges = l.stageRanges();
+    c.kind = par.schedule;
     c.virtualStages = c.p * c.v;
     c.actBytes = l.precision == Precision::Fp32 ? 4.0 : 2.0;
     c.peak = dev.peakTflops(l.precision) * 1e12;
@@ -230,6 +231,14 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
         }
         sc.forward = computeF + sc.forwardTp + sc.forwardDp + sc.forwardCp + sc.forwardEp;
         sc.backward = computeB + sc.backwardTp + sc.backwardDp + sc.backwardCp + sc.backwardEp;
+        if (splitsBackward(par.schedule) && layers > 0) {
+            // W, the weight-gradient products: as many FLOPs as the forward's products with weights (2·P a
+            // token for P weights), of a backward of 2·(2·P + 4·s·h per layer); the score products, the TP
+            // and EP collectives stay in B. P counts every expert (an upper bound for MoE stages).
+            const double P = paramsOfVirtualStage(l, c.ranges, vs); // this TP rank's
+            const double attention = 4.0 * c.s * c.h * layers / double(t);
+            sc.weight = computeB * P / (2.0 * P + attention);
+        }
     }
     const LinkSpec& ppLink = linkOf(l, ppSpan);
     c.p2p = c.p > 1 ? ppLink.latencyUs * 1e-6 + c.T * c.h * c.actBytes / (ppLink.bandwidthGBs * 1e9) : 0.0;
@@ -241,7 +250,7 @@ double paramsOfRank(const Layout& l, const Costs& c, std::int64_t r)
 {
     double n = 0;
     for (std::int64_t ch = 0; ch < c.v; ++ch)
-        n += paramsOfVirtualStage(l, c.ranges, ch * c.p + r);
+        n += paramsOfVirtualStage(l, c.ranges, stageOfChunk(l.parallel.schedule, c.p, r, ch));
     return n;
 }
 
@@ -252,7 +261,7 @@ double expertParamsOfRank(const Layout& l, const Costs& c, std::int64_t r)
         return 0;
     double n = 0;
     for (std::int64_t ch = 0; ch < c.v; ++ch)
-        n += expertParamsOfVirtualStage(l, c.ranges, ch * c.p + r);
+        n += expertParamsOfVirtualStage(l, c.ranges, stageOfChunk(l.parallel.schedule, c.p, r, ch));
     return n;
 }
 
@@ -294,6 +303,28 @@ EndOfStep endOfStep(
                 + collectiveSeconds(l, Collective::AllGather, expertParams * weights, { edp, nodesSpanned })
             : ringAllGatherSeconds(params * weights, d, link) + ringAllGatherSeconds(expertParams * weights, edp, link);
     return e;
+}
+
+// The zero-bubble schedules' bubble as a fraction of the step, in closed form from rank r's F, B and W of a
+// micro-batch (its chunks together): ZB-H1 (p-1)(F+B-W), ZB-H2 (p-1)(F+B-2W) (Qi et al. 2024, table 2);
+// ZB-V the same on chunks of half a stage, (p-1)(F+B-2W)/2; DualPipe (DeepSeek-V3, table 2)
+// (p/2-1)(F&B+B-3W) with F&B = F+B (here one after the other) on half-stage chunks. None below 0.
+double zeroBubbleTheory(ScheduleKind kind, std::int64_t p, std::int64_t m, const Costs& c, std::int64_t r)
+{
+    double f = 0, b = 0, w = 0;
+    for (std::int64_t ch = 0; ch < c.v; ++ch) {
+        const StageCost& sc = c.stage[static_cast<std::size_t>(stageOfChunk(kind, p, r, ch))];
+        f += sc.forward;
+        w += sc.weight;
+        b += sc.backward - sc.weight;
+    }
+    const double q = double(p - 1);
+    const double bubble = kind == ScheduleKind::ZbH1 ? q * (f + b - w)
+        : kind == ScheduleKind::ZbH2                 ? q * (f + b - 2 * w)
+        : kind == ScheduleKind::ZbV                  ? q * (f + b - 2 * w) / 2
+                                                     : (double(p) / 2 - 1) * ((f + b) / 2 + b / 2 - 3 * w / 2);
+    const double work = double(m) * (f + b + w);
+    return work > 0 ? std::max(0.0, bubble) / (work + std::max(0.0, bubble)) : 0.0;
 }
 
 } // namespace loom::plan::cost

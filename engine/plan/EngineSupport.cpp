@@ -56,6 +56,17 @@ void optimizerRules(const Layout& l, std::vector<std::string>& out)
                   "smaller states); remove it or use \"fp32\"");
 }
 
+// Zero-bubble schedules defer the weight gradients to W; ZeRO-2/3 reduce-scatter (and ZeRO-3 frees) each
+// block's gradients right after its backward pass, before W has added them.
+void scheduleRules(const Layout& l, std::vector<std::string>& out)
+{
+    if (splitsBackward(l.parallel.schedule) && l.memory.zero >= 2)
+        out.push_back("parallel.schedule \"" + std::string(toString(l.parallel.schedule))
+            + "\" with memory.zero=" + std::to_string(l.memory.zero)
+            + ": loom-train reduce-scatters each block's gradients after its backward, before the deferred weight "
+              "gradients (W) are added; use memory.zero 0 or 1, or schedule \"1f1b\"");
+}
+
 } // namespace
 
 std::string EngineSupport::reason() const
@@ -79,6 +90,7 @@ EngineSupport engineSupport(const Layout& l)
     moeRules(l, s.problems);
     shardingRules(l, s.problems);
     optimizerRules(l, s.problems);
+    scheduleRules(l, s.problems);
     return s;
 }
 

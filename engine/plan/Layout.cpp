@@ -16,8 +16,45 @@ std::string_view toString(ScheduleKind kind)
         return "1f1b";
     case ScheduleKind::Interleaved:
         return "interleaved";
+    case ScheduleKind::ZbH1:
+        return "zb-h1";
+    case ScheduleKind::ZbH2:
+        return "zb-h2";
+    case ScheduleKind::ZbV:
+        return "zb-v";
+    case ScheduleKind::DualPipe:
+        return "dualpipe";
     }
     return "1f1b";
+}
+
+ScheduleKind scheduleKindOf(std::string_view name)
+{
+    for (ScheduleKind k : { ScheduleKind::GPipe, ScheduleKind::Interleaved, ScheduleKind::ZbH1, ScheduleKind::ZbH2,
+             ScheduleKind::ZbV, ScheduleKind::DualPipe })
+        if (toString(k) == name)
+            return k;
+    return ScheduleKind::OneFOneB;
+}
+
+bool splitsBackward(ScheduleKind kind)
+{
+    return kind == ScheduleKind::ZbH1 || kind == ScheduleKind::ZbH2 || vShaped(kind);
+}
+
+bool vShaped(ScheduleKind kind)
+{
+    return kind == ScheduleKind::ZbV || kind == ScheduleKind::DualPipe;
+}
+
+std::int64_t scheduleChunks(ScheduleKind kind, std::int64_t vpp)
+{
+    return kind == ScheduleKind::Interleaved ? vpp : vShaped(kind) ? 2 : 1;
+}
+
+std::int64_t stageOfChunk(ScheduleKind kind, std::int64_t pp, std::int64_t r, std::int64_t ch)
+{
+    return vShaped(kind) && ch == 1 ? 2 * pp - 1 - r : ch * pp + r;
 }
 
 std::string_view toString(Recompute recompute)

@@ -16,7 +16,9 @@
 
 namespace loom::plan {
 
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
+// ZbH1, ZbH2, ZbV and DualPipe split each backward into B (input gradients) and W (weight gradients);
+// ZbV and DualPipe hold two chunks per rank in a V (Schedule.h).
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZbH1, ZbH2, ZbV, DualPipe };
 enum class Recompute { None, Selective, Full };
 // The all-reduce a layout asks for: one enum with the communication layer (comm::CollectiveAlgorithm) and
 // the trace (what ran), trace::Algorithm; comm.allreduce names one of kLayoutAllreduceAlgorithms, written
@@ -38,6 +40,15 @@ enum class CommBackend { Mpi, Gloo, Nccl };
 enum class Attention { Flash, Materialized };
 
 std::string_view toString(ScheduleKind kind);
+// The kind of a schedule name toString() writes (OneFOneB for any other text; the parser checks names).
+ScheduleKind scheduleKindOf(std::string_view name);
+// Whether the schedule splits backwards into B and W, and whether it places two chunks per rank in a V.
+bool splitsBackward(ScheduleKind kind);
+bool vShaped(ScheduleKind kind);
+// Model chunks per pipeline rank the schedule runs (vpp for interleaved, 2 for the V, else 1), and the
+// virtual stage of rank r's chunk ch (chunk·pp + r; the V's way back 2·pp-1-r).
+std::int64_t scheduleChunks(ScheduleKind kind, std::int64_t vpp);
+std::int64_t stageOfChunk(ScheduleKind kind, std::int64_t pp, std::int64_t r, std::int64_t ch);
 std::string_view toString(Recompute recompute);
 std::string_view toString(RankOrder order);
 std::string_view toString(CommBackend backend);

@@ -85,10 +85,9 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
         p.microBatch = *v;
     if (auto v = r.integer("global_batch", Presence::Required, 1, kMaxBatch))
         p.globalBatch = *v;
-    if (auto v = r.choice("schedule", Presence::Optional, { "gpipe", "1f1b", "interleaved" }))
-        p.schedule = *v == "gpipe" ? ScheduleKind::GPipe
-            : *v == "1f1b"         ? ScheduleKind::OneFOneB
-                                   : ScheduleKind::Interleaved;
+    if (auto v = r.choice(
+            "schedule", Presence::Optional, { "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe" }))
+        p.schedule = scheduleKindOf(*v);
     // cp always follows tp: the long forms name the same two orders (tp-cp-ep-dp-pp is Megatron-LM's).
     if (auto v = r.choice(
             "order", Presence::Optional, { "tp-pp-dp", "tp-dp-pp", "tp-cp-pp-dp", "tp-cp-dp-pp", "tp-cp-ep-dp-pp" }))

@@ -291,6 +291,10 @@ private:
     {
         if (!fine({ "parallel.schedule", "parallel.vpp", "parallel.pp" }))
             return;
+        if (splitsBackward(p.schedule)) {
+            zeroBubble();
+            return;
+        }
         if (p.schedule != ScheduleKind::Interleaved) {
             if (p.vpp > 1)
                 d.error("parallel.vpp",
@@ -325,6 +329,34 @@ private:
                 "schedule \"interleaved\" needs the micro-batches per step (global_batch / (micro_batch·dp) = "
                     + to_string(p.microBatches()) + ") divisible by pp=" + to_string(p.pp)
                     + "; use global_batch a multiple of " + to_string(p.microBatch * p.dp * p.pp));
+    }
+
+    // ZB-H1/H2 keep one chunk a rank; ZB-V and DualPipe two in a V (vpp 2); all need a pipeline.
+    void zeroBubble()
+    {
+        const std::string name = "parallel.schedule=\"" + std::string(toString(p.schedule)) + "\"";
+        if (p.pp < 2)
+            d.error("parallel.schedule",
+                name + " needs a pipeline (pp ≥ 2, here pp=" + to_string(p.pp)
+                    + "); use schedule \"1f1b\" or raise pp");
+        const std::int64_t chunks = vShaped(p.schedule) ? 2 : 1;
+        if (p.vpp != chunks)
+            d.error("parallel.vpp",
+                name
+                    + (chunks == 2 ? " holds two model chunks per pipeline rank in a V"
+                                   : " holds one model chunk per rank")
+                    + "; set vpp to " + to_string(chunks) + " (here vpp=" + to_string(p.vpp) + ")");
+        else if (chunks == 2 && fine({ "model" }) && m.layers % l.virtualStages() != 0 && p.stages.empty())
+            d.error("parallel.vpp",
+                name + " needs model.layers=" + to_string(m.layers) + " divisible by 2·pp = "
+                    + to_string(l.virtualStages()) + ", or uneven parallel.stages (2·pp entries)");
+        if (p.schedule == ScheduleKind::DualPipe
+            && fine({ "parallel.dp", "parallel.micro_batch", "parallel.global_batch" })
+            && p.globalBatch % (p.microBatch * p.dp) == 0 && p.microBatches() < 2 * p.pp)
+            d.error("parallel.global_batch",
+                name + " needs at least 2·pp = " + to_string(2 * p.pp) + " micro-batches per step (here "
+                    + to_string(p.microBatches()) + "); use global_batch at least "
+                    + to_string(2 * p.pp * p.microBatch * p.dp));
     }
 
     void fp8()

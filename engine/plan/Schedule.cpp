@@ -1,5 +1,7 @@
 #include "engine/plan/Schedule.h"
 
+#include "engine/plan/ZeroBubble.h"
+
 #include <algorithm>
 
 namespace loom::plan {
@@ -78,8 +80,19 @@ Schedule::Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::in
     , m_m(std::max<std::int64_t>(microBatches, 1))
     , m_group(std::clamp<std::int64_t>(group > 0 ? group : m_pp, 1, m_m))
 {
-    if (m_kind != ScheduleKind::Interleaved)
+    m_v = plan::vShaped(m_kind);
+    if (m_v)
+        m_vpp = 2;
+    else if (m_kind != ScheduleKind::Interleaved)
         m_vpp = 1;
+    if (m_kind == ScheduleKind::DualPipe) {
+        m_ops = dualPipeOps(m_pp, m_m);
+        return;
+    }
+    if (splitsBackward()) {
+        m_ops = zeroBubbleOps(m_kind, m_pp, m_m);
+        return;
+    }
     for (std::int64_t r = 0; r < m_pp; ++r) {
         switch (m_kind) {
         case ScheduleKind::GPipe:
@@ -90,6 +103,8 @@ Schedule::Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::in
             break;
         case ScheduleKind::Interleaved:
             m_ops.push_back(interleaved(m_pp, m_vpp, r, m_m, m_group));
+            break;
+        default: // the split schedules above
             break;
         }
     }
@@ -109,8 +124,9 @@ const std::vector<PipelineOp>& Schedule::opsOf(std::int64_t pipelineRank) const
 std::int64_t Schedule::peakInFlight(std::int64_t pipelineRank) const
 {
     std::int64_t live = 0, peak = 0;
+    const Kind frees = splitsBackward() ? Kind::Weight : Kind::Backward;
     for (const auto& op : opsOf(pipelineRank)) {
-        live += op.kind == Kind::Forward ? 1 : -1;
+        live += op.kind == Kind::Forward ? 1 : op.kind == frees ? -1 : 0;
         peak = std::max(peak, live);
     }
     return peak;
@@ -119,9 +135,10 @@ std::int64_t Schedule::peakInFlight(std::int64_t pipelineRank) const
 double Schedule::peakInFlight(std::int64_t pipelineRank, const std::vector<double>& chunkWeight) const
 {
     double live = 0, peak = 0;
+    const Kind frees = splitsBackward() ? Kind::Weight : Kind::Backward;
     for (const auto& op : opsOf(pipelineRank)) {
         const double w = chunkWeight.at(static_cast<std::size_t>(op.chunk));
-        live += op.kind == Kind::Forward ? w : -w;
+        live += op.kind == Kind::Forward ? w : op.kind == frees ? -w : 0;
         peak = std::max(peak, live);
     }
     return peak;
@@ -133,7 +150,7 @@ std::string Schedule::toString() const
     for (std::int64_t r = 0; r < m_pp; ++r) {
         out += "rank " + std::to_string(r) + ":";
         for (const auto& op : opsOf(r)) {
-            out += op.kind == Kind::Forward ? " F" : " B";
+            out += op.kind == Kind::Forward ? " F" : op.kind == Kind::Backward ? " B" : " W";
             out += std::to_string(op.microBatch);
             if (m_vpp > 1)
                 out += "." + std::to_string(op.chunk);

@@ -10,8 +10,10 @@ namespace loom::plan {
 
 // One step of a pipeline rank's work: the forward or backward pass of one micro-batch through one of its
 // model chunks (virtual stage chunk·pp + rank).
+// In the zero-bubble schedules a Backward is B, the gradients of the inputs only, and Weight is W, the
+// weight gradients of that micro-batch and chunk (Schedule::splitsBackward()).
 struct PipelineOp {
-    enum class Kind : std::uint8_t { Forward, Backward };
+    enum class Kind : std::uint8_t { Forward, Backward, Weight };
     Kind kind = Kind::Forward;
     std::int32_t microBatch = 0;
     std::int32_t chunk = 0;
@@ -32,6 +34,13 @@ struct PipelineOp {
 //   --microbatch-group-size-per-virtual-pipeline-stage; the Llama 3 paper's tunable N. Needs p ≤ N ≤ m and
 //   m mod N either 0 or at least p: with N < p (or a last group smaller than p) a micro-batch's next chunk
 //   is due on rank 0 before it has come round the ring, and with this warm-up the ranks wait on each other.
+// - ZB-H1, ZB-H2 (Qi et al., ICLR 2024): each backward split into B and W, with W filling the bubbles. Built
+//   by list scheduling of unit-time F, B and W (ZeroBubble.cpp): B first, then F while the rank holds fewer
+//   micro-batches (F to W) than its cap, then the oldest W. ZB-H1's cap is 1F1B's p - r, ZB-H2's 2(p-r) - 1.
+// - ZB-V: two chunks per rank in a V, rank r holding virtual stages r and 2p-1-r (the embedding and the
+//   head both on rank 0), capped at 2p chunks (1F1B's first rank's memory) on every rank.
+// - DualPipe: DualPipeV's order (the V form of DeepSeek-V3's DualPipe from its repository: eight phases,
+//   the paired F and B of its steady state one after the other here); needs microBatches >= 2·pp.
 class Schedule {
 public:
     // Preconditions (the validator checks them for layouts): pp, vpp, microBatches >= 1; interleaved needs
@@ -51,9 +60,17 @@ public:
     // The virtual stage a rank's chunk is: chunk·pp + rank. Virtual stages run in order 0, 1, ..., pp·vpp-1.
     std::int64_t virtualStage(std::int64_t pipelineRank, std::int64_t chunk) const
     {
+        if (m_v && chunk == 1)
+            return 2 * m_pp - 1 - pipelineRank; // the V's way back
         return chunk * m_pp + pipelineRank;
     }
-    // Micro-batches whose activations rank r holds at once at most (for memory estimates).
+    // The pipeline rank that holds virtual stage `vs` (the inverse of virtualStage).
+    std::int64_t rankOf(std::int64_t vs) const { return m_v && vs >= m_pp ? 2 * m_pp - 1 - vs : vs % m_pp; }
+    // Backwards split into B and W (Weight ops present); two chunks per rank in a V (ZB-V, DualPipe).
+    bool splitsBackward() const { return plan::splitsBackward(m_kind); }
+    bool vShaped() const { return m_v; }
+    // Micro-batches whose activations rank r holds at once at most (for memory estimates): from F to B, or
+    // to W when the backward is split (W reads the activations and keeps B's output gradients).
     std::int64_t peakInFlight(std::int64_t pipelineRank) const;
     // The same peak with each chunk-micro-batch weighing chunkWeight[chunk] (its layers): chunks of
     // different sizes, such as a first chunk holding only the embedding, hold different activations.
@@ -65,6 +82,7 @@ private:
     ScheduleKind m_kind;
     std::int64_t m_pp, m_vpp, m_m;
     std::int64_t m_group;
+    bool m_v = false;
     std::vector<std::vector<PipelineOp>> m_ops;
 };
 

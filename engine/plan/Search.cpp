@@ -154,6 +154,17 @@ SearchResult search(const SearchRequest& r)
                             else if (auto split = accountedStageSplit(m.layers, pp * v); !split.empty())
                                 schedules.emplace_back(ScheduleKind::Interleaved, v, std::move(split));
                         }
+                    // The zero-bubble schedules: ZB-H1 and ZB-H2 on one chunk a rank, ZB-V and DualPipe on two
+                    // in a V (layers over 2·pp; DualPipe with at least 2·pp micro-batches).
+                    if (pp > 1) {
+                        schedules.emplace_back(ScheduleKind::ZbH1, 1, std::vector<StageRange> {});
+                        schedules.emplace_back(ScheduleKind::ZbH2, 1, std::vector<StageRange> {});
+                        if (m.layers % (2 * pp) == 0) {
+                            schedules.emplace_back(ScheduleKind::ZbV, 2, std::vector<StageRange> {});
+                            if (micro >= 2 * pp)
+                                schedules.emplace_back(ScheduleKind::DualPipe, 2, std::vector<StageRange> {});
+                        }
+                    }
                     for (const auto& [schedule, vpp, stages] : schedules) {
                         work.parallel.stages = stages; // the same for every candidate below
                         for (int zero = 0; zero <= 3; ++zero) {

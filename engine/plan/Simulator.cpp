@@ -33,7 +33,9 @@ trace::TraceEvent computeEvent(std::int32_t rank, const PipelineOp& op, std::int
 {
     trace::TraceEvent e;
     e.rank = rank;
-    e.kind = op.kind == PipelineOp::Kind::Forward ? trace::EventKind::Forward : trace::EventKind::Backward;
+    e.kind = op.kind == PipelineOp::Kind::Forward ? trace::EventKind::Forward
+        : op.kind == PipelineOp::Kind::Weight     ? trace::EventKind::Weight
+                                                  : trace::EventKind::Backward;
     e.lane = trace::Lane::Compute;
     e.source = trace::EventSource::Simulated;
     e.step = 0;
@@ -127,9 +129,14 @@ std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vecto
             while (i < ops.size()) {
                 const PipelineOp& op = ops[i];
                 const std::int64_t vs = schedule.virtualStage(r, op.chunk);
-                const bool fwd = op.kind == PipelineOp::Kind::Forward;
+                const bool fwd = op.kind == PipelineOp::Kind::Forward, weight = op.kind == PipelineOp::Kind::Weight;
                 double ready = 0;
-                if (fwd && vs > 0) {
+                if (weight) { // its own B, on this rank
+                    const double at = done.at(false, vs, op.microBatch);
+                    if (at != at)
+                        break;
+                    ready = at;
+                } else if (fwd && vs > 0) {
                     const double at = done.at(true, vs - 1, op.microBatch);
                     if (at != at)
                         break;
@@ -142,20 +149,30 @@ std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vecto
                     ready = at + (last ? 0.0 : transfer);
                 }
                 const StageCost& c = cost[static_cast<std::size_t>(vs)];
-                const double duration = fwd ? c.forward : c.backward;
+                const double w = schedule.splitsBackward() ? std::min(c.weight, c.backward) : 0.0;
+                const double duration = fwd ? c.forward : weight ? w : c.backward - w;
                 double& now = clock[static_cast<std::size_t>(r)];
                 const double start = std::max(now, ready);
                 now = start + duration;
-                done.at(fwd, vs, op.microBatch) = now;
+                if (!weight)
+                    done.at(fwd, vs, op.microBatch) = now;
                 RankTimes& rt = times[static_cast<std::size_t>(r)];
                 rt.busy += duration;
+                if (weight) { // no collectives of its own; the last one ends the rank's gradients
+                    rt.lastBackwardEnd = now;
+                    if (events && naming)
+                        events->push_back(computeEvent(naming->rankOf(r), op, vs, start, now));
+                    ++i;
+                    progress = true;
+                    continue;
+                }
                 rt.tp += fwd ? c.forwardTp : c.backwardTp;
                 rt.dp += fwd ? c.forwardDp : c.backwardDp;
                 rt.cp += fwd ? c.forwardCp : c.backwardCp;
                 rt.ep += fwd ? c.forwardEp : c.backwardEp;
                 if (!fwd) {
                     rt.lastBackwardStart = start;
-                    rt.lastBackwardEnd = now;
+                    rt.lastBackwardEnd = std::max(rt.lastBackwardEnd, now);
                 }
                 if (events && naming) {
                     trace::TraceEvent e = computeEvent(naming->rankOf(r), op, vs, start, now);
@@ -169,7 +186,7 @@ std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vecto
                         s.startNs = e.endNs;
                         s.endNs = static_cast<std::int64_t>((now + transfer) * 1e9);
                         s.bytes = s.wireBytes = naming->sendBytes;
-                        s.peer = naming->rankOf((fwd ? vs + 1 : vs - 1 + virtualStages) % p);
+                        s.peer = naming->rankOf(schedule.rankOf(fwd ? vs + 1 : vs - 1));
                         events->push_back(s);
                     }
                 }
@@ -210,11 +227,12 @@ RankTimes extrapolate(const RankTimes& a, const RankTimes& b, double steps)
 }
 
 // The layers of rank r's chunks, in chunk order.
-std::vector<double> chunkLayers(const std::vector<StageCost>& cost, std::int64_t pp, std::int64_t v, std::int64_t r)
+std::vector<double> chunkLayers(
+    const std::vector<StageCost>& cost, ScheduleKind kind, std::int64_t pp, std::int64_t v, std::int64_t r)
 {
     std::vector<double> out;
     for (std::int64_t ch = 0; ch < v; ++ch)
-        out.push_back(cost.at(static_cast<std::size_t>(ch * pp + r)).layers);
+        out.push_back(cost.at(static_cast<std::size_t>(stageOfChunk(kind, pp, r, ch))).layers);
     return out;
 }
 
@@ -232,8 +250,7 @@ std::string replayLimitText()
 bool pipelineSimulatable(
     ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t microBatches, std::int64_t group)
 {
-    if (kind != ScheduleKind::Interleaved)
-        chunks = 1;
+    chunks = scheduleChunks(kind, chunks);
     if (pipelineOps(pp, chunks, microBatches) <= kMaxReplayOps)
         return true;
     const std::int64_t longer = sampleLengths(kind, pp, microBatches, group).second;
@@ -244,7 +261,7 @@ PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t 
     const std::vector<StageCost>& cost, double transfer, const EventNaming* naming,
     std::vector<trace::TraceEvent>* events, std::int64_t group)
 {
-    const std::int64_t v = kind == ScheduleKind::Interleaved ? chunks : 1;
+    const std::int64_t v = scheduleChunks(kind, chunks);
     const std::int64_t n = group > 0 ? group : pp; // the interleaved schedule's micro-batch group
     PipelineTimes out;
     out.microBatches = m;
@@ -263,7 +280,7 @@ PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t 
         out.noTransfers = replaySchedule(schedule, cost, 0.0);
         for (std::int64_t r = 0; r < pp; ++r) {
             out.peakInFlight.push_back(schedule.peakInFlight(r));
-            out.peakLayersInFlight.push_back(schedule.peakInFlight(r, chunkLayers(cost, pp, v, r)));
+            out.peakLayersInFlight.push_back(schedule.peakInFlight(r, chunkLayers(cost, kind, pp, v, r)));
         }
     } else {
         out.extrapolated = true;
@@ -279,7 +296,7 @@ PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t 
             // GPipe holds every micro-batch; the others reach their peak in the warm-up, within the first
             // two groups.
             out.peakInFlight.push_back(kind == ScheduleKind::GPipe ? m : b.peakInFlight(r));
-            const auto layers = chunkLayers(cost, pp, v, r);
+            const auto layers = chunkLayers(cost, kind, pp, v, r);
             out.peakLayersInFlight.push_back(kind == ScheduleKind::GPipe
                     ? double(m) * std::accumulate(layers.begin(), layers.end(), 0.0)
                     : b.peakInFlight(r, layers));

@@ -30,6 +30,9 @@ struct StageCost {
     double forwardEp = 0, backwardEp = 0, forwardEpBytes = 0, backwardEpBytes = 0;
     // The stage's blocks: what one held micro-batch of its activations weighs (0 for an embedding-only chunk).
     double layers = 0;
+    // Zero-bubble schedules: of `backward`, the seconds of W (the weight-gradient products), which the
+    // replay runs as its own op; B takes the rest.
+    double weight = 0;
 };
 
 // What the replay measured on one pipeline rank.

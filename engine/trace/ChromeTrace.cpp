@@ -88,8 +88,7 @@ void writeChromeTrace(std::ostream& out, const std::vector<TraceEvent>& events, 
         if (e.group >= 0 && static_cast<std::size_t>(e.group) < groups.size())
             args += ", \"group_name\": " + jsonQuoted(groups[static_cast<std::size_t>(e.group)].name);
         std::string name = std::string(toString(e.kind));
-        if (e.microBatch >= 0
-            && (e.kind == EventKind::Forward || e.kind == EventKind::Backward || e.kind == EventKind::Recompute))
+        if (e.microBatch >= 0 && isPass(e.kind))
             name += " mb" + std::to_string(e.microBatch);
         line("{\"ph\": \"X\", \"name\": " + jsonQuoted(name) + ", \"cat\": " + jsonQuoted(std::string(toString(e.lane)))
             + ", \"pid\": " + std::to_string(e.rank) + ", \"tid\": "
@@ -115,7 +114,7 @@ using nlohmann::json;
 
 std::optional<EventKind> kindFromName(const std::string& name)
 {
-    for (int k = 0; k <= static_cast<int>(EventKind::Collective); ++k)
+    for (int k = 0; k <= static_cast<int>(EventKind::Weight); ++k)
         if (name == toString(static_cast<EventKind>(k)))
             return static_cast<EventKind>(k);
     return std::nullopt;

@@ -20,6 +20,7 @@ int rowOf(const TraceEvent& e, GroupKind group)
     case EventKind::Forward:
         return 0;
     case EventKind::Backward:
+    case EventKind::Weight: // a split backward's W counts with its B
         return 1;
     case EventKind::Recompute:
         return 2;

@@ -45,8 +45,16 @@ std::string_view toString(EventKind kind)
         return "memset";
     case EventKind::Collective:
         return "collective";
+    case EventKind::Weight:
+        return "weight";
     }
     return "unknown";
+}
+
+bool isPass(EventKind kind)
+{
+    return kind == EventKind::Forward || kind == EventKind::Backward || kind == EventKind::Weight
+        || kind == EventKind::Recompute;
 }
 
 std::string_view toString(Lane lane)

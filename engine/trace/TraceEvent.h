@@ -29,7 +29,12 @@ enum class EventKind : std::uint8_t {
     Memcpy,
     Memset,
     Collective, // a communication kernel whose collective no trace field names (still communication)
+    // Zero-bubble schedules (appended likewise): the weight-gradient part W of a split backward, whose
+    // Backward event is then B, the input gradients only.
+    Weight,
 };
+// Forward, backward (B), weight gradients (W) and recompute: a pipeline stage's passes.
+bool isPass(EventKind kind);
 
 enum class Lane : std::uint8_t { Compute, Comm };
 enum class EventSource : std::uint8_t { Measured, Simulated };

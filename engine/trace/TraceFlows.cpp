@@ -15,7 +15,7 @@ bool isCollective(EventKind k)
 
 bool isWork(EventKind k)
 {
-    return k == EventKind::Forward || k == EventKind::Backward || k == EventKind::Recompute;
+    return isPass(k);
 }
 
 // Indexes of `events` sorted by start (stable, so equal starts keep the record's order).

@@ -13,7 +13,7 @@ namespace {
 
 bool isCompute(EventKind k)
 {
-    return k == EventKind::Forward || k == EventKind::Backward || k == EventKind::Recompute;
+    return isPass(k);
 }
 
 // A union of intervals: add them in any order, finish(), then ask how much of [a, b) they cover
@@ -112,7 +112,7 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
         ++b.second;
     }
     const double p = double(c.pp), m = double(c.microBatches), v = double(c.interleaved ? c.vpp : 1);
-    const double theory = c.pp > 1 ? (p - 1) / (v * m + p - 1) : 0.0;
+    const double theory = c.bubbleTheory >= 0 ? c.bubbleTheory : c.pp > 1 ? (p - 1) / (v * m + p - 1) : 0.0;
     for (const auto& [stage, b] : bubble)
         s.stages.push_back({ stage, b.first / b.second, theory });
 

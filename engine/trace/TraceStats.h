@@ -13,6 +13,9 @@ namespace loom::trace {
 struct StatsContext {
     std::int64_t pp = 1, vpp = 1, microBatches = 1;
     bool interleaved = false;
+    // The schedule's bubble in closed form when set (≥ 0; the zero-bubble schedules, from plan::predict);
+    // else (p-1)/(v·m+p-1).
+    double bubbleTheory = -1;
     std::int64_t tokensPerStep = 0;
     // What each event's `group` is (from the trace's group names or the stream's groups frame). With it,
     // tensor- and pipeline-parallel collectives count as blocking: the compute thread waits in them, so the

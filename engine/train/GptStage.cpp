@@ -433,8 +433,8 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
         if (!m_rowsOf.empty())
             sharedHeadGradient(dLogits.data(), cache.lnf.data(), T);
         else
-            m_k.gemm(true, false, Vl, h, T, dLogits.data(), gatherTokens(cache.lnf.data(), full, B),
-                m_params.grad(headW), true);
+            m_wgrad.add(m_k, m_params.grad(headW), -1, Vl, h, T, dLogits.data(),
+                gatherTokens(cache.lnf.data(), full, B)); // -1: the tied head's gradient is not final here
         normBackward(m_lnfg, m_lnfb, dx.data(), dLnfMine, cache.headIn.data(), cache.lnf.data(), cache.lnfMean.data(),
             cache.lnfRstd.data(), Tl);
     } else {
@@ -447,6 +447,11 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
         blockBackward(l, cache.blocks[static_cast<std::size_t>(l - ch.blocks.first)], B, dx.data(), dPrev.data());
         finishRowProducts(m_exchanging); // the previous block's shared rows, exchanged during this block
         m_exchanging.swap(m_started);
+        m_wgrad.endBlock(l);
+        if (m_wgrad.deferring()) { // W finishes the block's gradients
+            dx.swap(dPrev);
+            continue;
+        }
         // The trainer's per-block work (sequence parallelism's TP sum of replicated gradients) comes before the
         // hook that may reduce-scatter and release the block's gradients (ZeRO-2/3).
         if (onBlockDone)
@@ -484,6 +489,33 @@ void GptStage::backward(int mb, int chunk, const float* dOutput, float* dInput, 
         std::copy(dx.begin(), dx.end(), dInput);
     }
     m_cache.erase(it);
+    if (m_wgrad.deferring())
+        m_deferred[{ mb, chunk }] = m_wgrad.take();
+}
+
+void GptStage::setSplitBackward(bool on)
+{
+    m_wgrad.setDeferring(on);
+    for (auto& [layer, moe] : m_moe)
+        moe->setWeightGradQueue(&m_wgrad);
+}
+
+void GptStage::weightBackward(int mb, int chunk, const std::function<void(std::int64_t)>& onBlockDone)
+{
+    auto it = m_deferred.find({ mb, chunk });
+    if (it == m_deferred.end())
+        throw std::logic_error("weight gradients of micro-batch " + std::to_string(mb) + " chunk "
+            + std::to_string(chunk) + " before its input gradients (or twice)");
+    WeightGradQueue::run(m_k, it->second, m_weightGradientDone, onBlockDone);
+    m_deferred.erase(it);
+}
+
+std::size_t GptStage::deferredFloats() const
+{
+    std::size_t n = 0;
+    for (const auto& [key, work] : m_deferred)
+        n += work.floats();
+    return n;
 }
 
 } // namespace loom::train

@@ -6,6 +6,7 @@
 #include "engine/train/MoeLayer.h"
 #include "engine/train/Parameters.h"
 #include "engine/train/RingAttention.h"
+#include "engine/train/WeightGradQueue.h"
 
 #include <cstdint>
 #include <functional>
@@ -114,6 +115,15 @@ public:
     // after the next block's backward (or at the end of this one) and are not reduced.
     void backward(int mb, int chunk, const float* dOutput, float* dInput, float lossScale,
         const std::function<void(std::int64_t layer)>& onBlockDone = {});
+    // Zero-bubble schedules (call before the first backward): backward() is then B, the gradients of the
+    // inputs, norms and biases, and keeps the weight matrices' products (WeightGradQueue) for W,
+    // weightBackward() of the same micro-batch and chunk, which runs them and calls `onBlockDone(layer)`
+    // after each block's (backward() then calls none). B then W adds the same gradients as one backward.
+    void setSplitBackward(bool on);
+    bool splitBackward() const { return m_wgrad.deferring(); }
+    void weightBackward(int mb, int chunk, const std::function<void(std::int64_t layer)>& onBlockDone = {});
+    // Floats the deferred W passes hold now (their copies of activations and output gradients).
+    std::size_t deferredFloats() const;
     // Run around each block's forward and backward (ZeRO-3 gathers a block's parameters before it and frees
     // them after; ZeRO-2/3 reduce-scatter its gradients after its backward). Unset ones are skipped.
     struct BlockHooks {
@@ -256,6 +266,8 @@ private:
     std::vector<RowRange> m_rowsOf; // the embedding's (empty: not shared)
     std::map<int, std::vector<RowRange>> m_weightRows; // shareWeightGradient
     std::vector<RowProduct> m_started, m_exchanging; // this block's shared weight gradients, the previous block's
+    WeightGradQueue m_wgrad; // the weight matrices' products (deferred while splitting B and W)
+    std::map<std::pair<int, int>, WeightGradQueue::Work> m_deferred; // (micro-batch, chunk): W not yet run
 };
 
 } // namespace loom::train

@@ -148,12 +148,13 @@ void project(Kernels& k, ParamSet& params, const float* in, int w, int b, float*
 }
 
 // The weight and bias gradients of project(), and dIn (+)= dOut · Wᵀ.
-void projectBackward(Kernels& k, ParamSet& params, const float* in, const float* dOut, int w, int b, float* dIn, int T,
-    int K, int N, bool accumulate)
+// The weight's product goes through `q` (deferred to W in zero-bubble schedules).
+void projectBackward(Kernels& k, WeightGradQueue& q, ParamSet& params, const float* in, const float* dOut, int w, int b,
+    float* dIn, int T, int K, int N, bool accumulate)
 {
     if (b >= 0)
         k.biasBackward(params.grad(b), dOut, T, N);
-    k.gemm(true, false, K, N, T, in, dOut, params.grad(w), true);
+    q.add(k, params.grad(w), w, K, N, T, in, dOut);
     k.gemm(false, true, T, K, N, dOut, params.value(w), dIn, accumulate);
 }
 
@@ -238,18 +239,18 @@ void GptStage::llamaBlockBackward(std::int64_t layer, BlockCache& c, int B, cons
     if (p.bdown >= 0)
         m_k.biasBackward(m_params.grad(p.bdown), dOut, Tl, h);
     const float* dOutAll = gatherTokens(dOut, full, B);
-    m_k.gemm(true, false, fl, h, T, c.act.data(), dOutAll, m_params.grad(p.wdown), true);
+    m_wgrad.add(m_k, m_params.grad(p.wdown), p.wdown, fl, h, T, c.act.data(), dOutAll);
     m_k.gemm(false, true, T, fl, h, dOutAll, m_params.value(p.wdown), dAct.data(), false);
     const float* ln2 = gatherTokens(c.ln2.data(), full, B);
     if (p.wgate >= 0) {
         std::vector<float> dGate(n * fl), dUp(n * fl);
         m_k.swigluBackward(dGate.data(), dUp.data(), dAct.data(), c.fc.data(), c.up.data(), n * fl);
-        projectBackward(m_k, m_params, ln2, dGate.data(), p.wgate, p.bgate, dLn2.data(), T, h, fl, false);
-        projectBackward(m_k, m_params, ln2, dUp.data(), p.wup, p.bup, dLn2.data(), T, h, fl, true);
+        projectBackward(m_k, m_wgrad, m_params, ln2, dGate.data(), p.wgate, p.bgate, dLn2.data(), T, h, fl, false);
+        projectBackward(m_k, m_wgrad, m_params, ln2, dUp.data(), p.wup, p.bup, dLn2.data(), T, h, fl, true);
     } else {
         std::vector<float> dFc(n * fl);
         m_k.geluBackward(dFc.data(), dAct.data(), c.fc.data(), n * fl);
-        projectBackward(m_k, m_params, ln2, dFc.data(), p.wup, p.bup, dLn2.data(), T, h, fl, false);
+        projectBackward(m_k, m_wgrad, m_params, ln2, dFc.data(), p.wup, p.bup, dLn2.data(), T, h, fl, false);
     }
     float* dLn2Local = m_sp ? dLocal.data() : dLn2.data();
     reduceTokens(dLn2.data(), dLn2Local, B);
@@ -270,7 +271,7 @@ void GptStage::llamaAttentionBackward(
         m_k.biasBackward(m_params.grad(p.bo), dX2.data(), Tl, h);
     const float* dX2All = gatherTokens(dX2.data(), full, B);
     std::vector<float> dAtt(n * hl), dQkv(n * 3 * hl);
-    m_k.gemm(true, false, hl, h, T, c.att.data(), dX2All, m_params.grad(p.wo), true);
+    m_wgrad.add(m_k, m_params.grad(p.wo), p.wo, hl, h, T, c.att.data(), dX2All);
     m_k.gemm(false, true, T, hl, h, dX2All, m_params.value(p.wo), dAtt.data(), false);
     attentionBackward(c, dQkv.data(), dAtt.data(), B, Hl, d);
     std::vector<float> dq(n * hl), dk(n * kvl), dv(n * kvl), dLn1(n * h);
@@ -281,9 +282,9 @@ void GptStage::llamaAttentionBackward(
         m_k.ropeBackward(dk.data(), positions.data(), T, KVl, d, m_ropeFreq.data());
     }
     const float* ln1 = gatherTokens(c.ln1.data(), full, B);
-    projectBackward(m_k, m_params, ln1, dq.data(), p.wq, p.bq, dLn1.data(), T, h, hl, false);
-    projectBackward(m_k, m_params, ln1, dk.data(), p.wk, p.bk, dLn1.data(), T, h, kvl, true);
-    projectBackward(m_k, m_params, ln1, dv.data(), p.wv, p.bv, dLn1.data(), T, h, kvl, true);
+    projectBackward(m_k, m_wgrad, m_params, ln1, dq.data(), p.wq, p.bq, dLn1.data(), T, h, hl, false);
+    projectBackward(m_k, m_wgrad, m_params, ln1, dk.data(), p.wk, p.bk, dLn1.data(), T, h, kvl, true);
+    projectBackward(m_k, m_wgrad, m_params, ln1, dv.data(), p.wv, p.bv, dLn1.data(), T, h, kvl, true);
     float* dLn1Local = m_sp ? dLocal.data() : dLn1.data();
     reduceTokens(dLn1.data(), dLn1Local, B);
     std::copy(dX2.begin(), dX2.end(), dIn);

@@ -100,6 +100,14 @@ void MoeLayer::mlpForward(const Expert& p, const float* in, int R, int F, std::v
     project(p.downw, p.downb, act.data(), y, R, F, H);
 }
 
+void MoeLayer::weightGradient(int tensor, int K, int N, int T, const float* X, const float* dY)
+{
+    if (m_wgrad)
+        m_wgrad->add(m_kern, m_params.grad(tensor), tensor, K, N, T, X, dY);
+    else
+        m_kern.gemm(true, false, K, N, T, X, dY, m_params.grad(tensor), true);
+}
+
 void MoeLayer::mlpBackward(const Expert& p, const float* in, int R, int F, const std::vector<float>& fc,
     const std::vector<float>& up, const std::vector<float>& act, const float* dY, float* dIn)
 {
@@ -108,12 +116,12 @@ void MoeLayer::mlpBackward(const Expert& p, const float* in, int R, int F, const
     std::vector<float> dAct(n), dA(n), dB(m_swiglu ? n : 0);
     if (p.downb >= 0)
         m_kern.biasBackward(m_params.grad(p.downb), dY, R, H);
-    m_kern.gemm(true, false, F, H, R, act.data(), dY, m_params.grad(p.downw), true);
+    weightGradient(p.downw, F, H, R, act.data(), dY);
     m_kern.gemm(false, true, R, F, H, dY, m_params.value(p.downw), dAct.data(), false);
     auto back = [&](int w, int b, const float* d, bool accumulate) {
         if (b >= 0)
             m_kern.biasBackward(m_params.grad(b), d, R, F);
-        m_kern.gemm(true, false, H, F, R, in, d, m_params.grad(w), true);
+        weightGradient(w, H, F, R, in, d);
         m_kern.gemm(false, true, R, H, F, d, m_params.value(w), dIn, accumulate);
     };
     if (m_swiglu) {
@@ -372,7 +380,7 @@ void MoeLayer::backward(MoeCache& c, const float* dOut, float* dx, float lossSca
     }
     if (n == 0)
         return;
-    m_kern.gemm(true, false, H, static_cast<int>(E), T, c.x.data(), dLogits.data(), m_params.grad(m_router), true);
+    weightGradient(m_router, H, static_cast<int>(E), T, c.x.data(), dLogits.data());
     m_kern.gemm(false, true, T, H, static_cast<int>(E), dLogits.data(), m_params.value(m_router), dx, true);
 }
 

@@ -5,6 +5,7 @@
 #include "engine/plan/ModelSpec.h"
 #include "engine/train/Kernels.h"
 #include "engine/train/Parameters.h"
+#include "engine/train/WeightGradQueue.h"
 
 #include <cstdint>
 #include <string>
@@ -69,6 +70,8 @@ public:
     std::vector<int> params() const;
     int router() const { return m_router; }
     const std::vector<int>& expertParams() const { return m_expertParams; }
+    // The weight matrices' products go through `queue` (GptStage::setSplitBackward); null: run at once.
+    void setWeightGradQueue(WeightGradQueue* queue) { m_wgrad = queue; }
 
 private:
     // GELU: up (fc) and down (proj); SwiGLU: gate, up and down. -1: absent.
@@ -83,6 +86,8 @@ private:
     void mlpBackward(const Expert& p, const float* in, int R, int F, const std::vector<float>& fc,
         const std::vector<float>& up, const std::vector<float>& act, const float* dY, float* dIn);
     void route(MoeCache& c, int T);
+    // dW[K×N] += Xᵀ·dY for parameter `tensor`, now or through m_wgrad.
+    void weightGradient(int tensor, int K, int N, int T, const float* X, const float* dY);
     // Sends rows to the experts' holders (forward: dispatch) or back (combine), `rowsOut` rows laid out
     // as `outCounts`; returns what arrives, laid out as `inCounts`.
     std::vector<float> exchange(const std::vector<float>& rows, const std::vector<std::size_t>& outCounts,
@@ -101,6 +106,7 @@ private:
     int m_router = -1;
     std::vector<Expert> m_experts;
     std::vector<int> m_expertParams;
+    WeightGradQueue* m_wgrad = nullptr;
 };
 
 } // namespace loom::train

@@ -121,9 +121,7 @@ void GptStage::weightGradient(int index, int K, int N, int T, const float* X, co
 {
     auto shared = m_weightRows.find(index);
     if (shared == m_weightRows.end()) {
-        m_k.gemm(true, false, K, N, T, X, dY, m_params.grad(index), true);
-        if (m_weightGradientDone)
-            m_weightGradientDone(index);
+        m_wgrad.add(m_k, m_params.grad(index), index, K, N, T, X, dY, m_weightGradientDone);
         return;
     }
     m_started.push_back(startRowProduct(shared->second, X, K, dY, N, T, m_params.grad(index)));

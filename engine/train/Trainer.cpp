@@ -36,7 +36,9 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     setWeightDecay();
     m_stage->params().initialise(options.seed);
     shareParameters(*comms.data); // before anything keeps a pointer into the values
-    m_tiedAcrossStages = p.pp > 1 && layout.model.tieEmbeddings && m_stage->tokenEmbedding() >= 0;
+    // The V (ZB-V, DualPipe) puts the embedding and the head both on rank 0: one copy, nothing to add.
+    m_tiedAcrossStages
+        = p.pp > 1 && layout.model.tieEmbeddings && m_stage->tokenEmbedding() >= 0 && !m_schedule.vShaped();
 
     m_tuning = dataTuning();
     // What the table is read at: the same bytes the cost model and the simulator read it at (before ZeRO-2/3
@@ -51,6 +53,9 @@ Trainer::Trainer(const plan::Layout& layout, comm::GridCommunicators& comms, con
     m_lr = plan::lrSchedule(layout.optimizer, options.lr, options.warmup, options.steps);
     m_clip = layout.optimizer.clipGrad > 0 ? layout.optimizer.clipGrad : INFINITY;
     prepareNormSquares();
+    // Zero-bubble schedules: B leaves the weight matrices' products to W, and a chunk's gradients are
+    // final after its last W (TrainerSchedule.cpp).
+    m_stage->setSplitBackward(m_schedule.splitsBackward());
     findLastBackwards();
 }
 
@@ -98,91 +103,6 @@ void Trainer::record(
     e.startNs = start;
     e.endNs = trace::nowNs();
     m_options.recorder->record(std::move(e));
-}
-
-void Trainer::runSchedule(std::int64_t step, double& lossSum)
-{
-    const auto& p = m_layout.parallel;
-    const int B = static_cast<int>(p.microBatch);
-    // With sequence parallelism the stages pass this rank's part of the sequence
-    // (of its s/cp tokens under context parallelism).
-    const std::size_t activation = static_cast<std::size_t>(m_stage->localTokens(B) * m_layout.model.hidden);
-    const std::int64_t stages = p.pp * m_schedule.chunks();
-    // Each CP rank's loss is the mean over its s/cp tokens: the sequence's mean is their average.
-    const float lossScale = 1.0f / static_cast<float>(p.microBatches() * p.dp * p.cp);
-    comm::Communicator& pipe = *m_comms.pipeline;
-    struct InFlight {
-        comm::WorkPtr work;
-        std::vector<float> buffer;
-    };
-    std::deque<InFlight> sends;
-    std::vector<std::int32_t> tokens, targets;
-    std::vector<float> in(activation), out(activation);
-    const auto& ops = m_schedule.opsOf(m_coord.pp);
-    for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
-        const PipelineOp& op = ops[static_cast<std::size_t>(i)];
-        const std::int64_t vs = m_schedule.virtualStage(m_coord.pp, op.chunk);
-        const int prev = static_cast<int>((vs - 1 + stages) % p.pp), next = static_cast<int>((vs + 1) % p.pp);
-        const auto& chunk = m_stage->chunks()[static_cast<std::size_t>(op.chunk)];
-        if (op.kind == PipelineOp::Kind::Forward) {
-            if (chunk.embedding || chunk.head) {
-                const auto t0 = trace::nowNs();
-                batchOf(step, op.microBatch, tokens, targets);
-                record(trace::EventKind::DataLoad, t0, step, op.microBatch, vs, op.chunk);
-            }
-            if (!chunk.embedding) {
-                const auto t0 = trace::nowNs();
-                pipe.recv(in.data(), activation, comm::DType::F32, prev, tag(0, op.microBatch, vs))->wait();
-                record(trace::EventKind::Wait, t0, step, op.microBatch, vs, op.chunk);
-            }
-            const auto t0 = trace::nowNs();
-            const double loss
-                = m_stage->forward(op.microBatch, op.chunk, B, tokens.data(), targets.data(), in.data(), out.data());
-            record(trace::EventKind::Forward, t0, step, op.microBatch, vs, op.chunk);
-            m_auxSum += m_stage->takeAuxLoss(); // MoE blocks' load-balancing losses (0 without)
-            if (chunk.head) {
-                lossSum += loss;
-            } else {
-                InFlight f { nullptr, out };
-                f.work = pipe.send(f.buffer.data(), activation, comm::DType::F32, next, tag(0, op.microBatch, vs + 1));
-                sends.push_back(std::move(f));
-            }
-        } else {
-            if (!chunk.head) {
-                const auto t0 = trace::nowNs();
-                pipe.recv(out.data(), activation, comm::DType::F32, next, tag(1, op.microBatch, vs))->wait();
-                record(trace::EventKind::Wait, t0, step, op.microBatch, vs, op.chunk);
-            }
-            const bool lastForChunk = m_lastBackward[static_cast<std::size_t>(op.chunk)] == i;
-            auto ready = [&](std::int64_t layer) {
-                if (!lastForChunk)
-                    return;
-                m_stage->sumSequenceParallelGrads(m_stage->blockParams(layer)); // before the DP reduction
-                for (int index : m_stage->blockParams(layer))
-                    m_sync->markReady(index);
-                if (!m_squares.empty())
-                    takeSquares(m_stage->blockParams(layer));
-            };
-            // The last share of a weight matrix's gradient: its squares while the product's output is in cache.
-            if (lastForChunk && !m_squares.empty())
-                m_stage->setWeightGradientDone([this](int tensor) { takeSquares({ tensor }); });
-            const auto t0 = trace::nowNs();
-            m_stage->backward(op.microBatch, op.chunk, out.data(), in.data(), lossScale, ready);
-            m_stage->setWeightGradientDone({});
-            record(trace::EventKind::Backward, t0, step, op.microBatch, vs, op.chunk);
-            if (!chunk.embedding) {
-                InFlight f { nullptr, in };
-                f.work = pipe.send(f.buffer.data(), activation, comm::DType::F32, prev, tag(1, op.microBatch, vs - 1));
-                sends.push_back(std::move(f));
-            }
-        }
-        while (!sends.empty() && sends.front().work->isCompleted()) {
-            sends.front().work->wait(); // raises a failed send's error
-            sends.pop_front();
-        }
-    }
-    for (auto& f : sends)
-        f.work->wait();
 }
 
 void Trainer::syncTiedEmbedding()

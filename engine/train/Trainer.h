@@ -85,7 +85,11 @@ public:
     const plan::RankCoord& coord() const { return m_coord; }
 
 private:
+    // TrainerSchedule.cpp: this rank's ops of the pipeline schedule for one step (F, B and, split, W).
     void runSchedule(std::int64_t step, double& lossSum);
+    // After a chunk's last backward (W when split): its blocks' gradients are final; `layer`'s go to the
+    // DP reduction (and the norm's squares).
+    void blockGradientsDone(std::int64_t layer);
     void batchOf(
         std::int64_t step, int microBatch, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const;
     // TrainerSetup.cpp: the constructor's parts.
@@ -134,7 +138,7 @@ private:
     plan::LrSchedule m_lr; // the layout's optimizer section, --lr and --warmup for what it leaves out
     double m_clip = 1.0; // optimizer.clip_grad (infinite: no clipping)
     bool m_tiedAcrossStages = false; // the token embedding lives on the first and the last pipeline rank
-    std::vector<int> m_lastBackward; // per chunk: index in the schedule of its last backward
+    std::vector<int> m_lastBackward; // per chunk: index in the schedule of its last backward (W when split)
     double m_auxSum = 0; // MoE: this step's load-balancing losses on this rank
     // One replica, tp = pp = 1: a block's gradients are final in its last backward and nothing reduces them
     // after; their squares are taken there (a weight matrix's right after its product, the others when the

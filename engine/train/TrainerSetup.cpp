@@ -133,10 +133,13 @@ void Trainer::prepareNormSquares()
 
 void Trainer::findLastBackwards()
 {
+    // A chunk's gradients are final after its last backward, or its last W where the backward is split.
+    const auto finishing
+        = m_schedule.splitsBackward() ? plan::PipelineOp::Kind::Weight : plan::PipelineOp::Kind::Backward;
     m_lastBackward.assign(static_cast<std::size_t>(m_schedule.chunks()), -1);
     const auto& ops = m_schedule.opsOf(m_coord.pp);
     for (int i = 0; i < static_cast<int>(ops.size()); ++i)
-        if (ops[static_cast<std::size_t>(i)].kind == plan::PipelineOp::Kind::Backward)
+        if (ops[static_cast<std::size_t>(i)].kind == finishing)
             m_lastBackward[static_cast<std::size_t>(ops[static_cast<std::size_t>(i)].chunk)] = i;
 }
 

@@ -373,6 +373,33 @@ private slots:
         QVERIFY2(titan.ok(), render(titan).c_str());
     }
 
+    // Zero-bubble schedules: ZB-V is torchtitan's ZBVZeroBubble (2·pp model parts in stage order); ZB-H1,
+    // ZB-H2 and DualPipe have no torchtitan counterpart, and Megatron-LM and DeepSpeed none at all.
+    void zeroBubbleSchedules()
+    {
+        plan::Layout llama = layoutFile(QStringLiteral("llama2-7b-slurm.json"));
+        llama.memory.zero = 3, llama.parallel.vpp = 2, llama.parallel.schedule = plan::ScheduleKind::ZbV;
+        const auto titan = plan::exportLayout(llama, ExportTarget::TorchTitan);
+        QVERIFY2(titan.ok(), render(titan).c_str());
+        const std::string& config = titan.files.at(0).text;
+        QVERIFY2(config.find("pipeline_parallel_schedule = \"ZBVZeroBubble\"") != std::string::npos, config.c_str());
+        for (auto kind : { plan::ScheduleKind::ZbH1, plan::ScheduleKind::ZbH2, plan::ScheduleKind::DualPipe }) {
+            llama.parallel.schedule = kind;
+            llama.parallel.vpp = plan::vShaped(kind) ? 2 : 1;
+            const auto refused = plan::exportLayout(llama, ExportTarget::TorchTitan);
+            QVERIFY(refused.files.empty());
+            QVERIFY2(
+                render(refused).find(std::string(plan::toString(kind))) != std::string::npos, render(refused).c_str());
+        }
+        plan::Layout l = layoutFile(QStringLiteral("gpt-mini-local.json"));
+        l.parallel.schedule = plan::ScheduleKind::ZbH1;
+        for (auto target : { ExportTarget::Megatron, ExportTarget::DeepSpeed }) {
+            const auto refused = plan::exportLayout(l, target);
+            QVERIFY(refused.files.empty());
+            QVERIFY2(render(refused).find("has no zero-bubble schedule") != std::string::npos, render(refused).c_str());
+        }
+    }
+
     // Llama 3's pipeline: one layer fewer on the first and the last virtual stage, or none at all ([]), is
     // Megatron-LM's split with the embedding and the loss counted as a layer each; DeepSpeed and torchtitan
     // refuse it.

@@ -33,7 +33,7 @@ const std::vector<Settable>& settables()
         { "vpp", FactType::Number, {} },
         { "microBatch", FactType::Number, {} },
         { "globalBatch", FactType::Number, {} },
-        { "schedule", FactType::Text, { "gpipe", "1f1b", "interleaved" } },
+        { "schedule", FactType::Text, { "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe" } },
         { "zero", FactType::Number, {} },
         { "recompute", FactType::Text, { "none", "selective", "full" } },
         { "precision", FactType::Text, { "fp32", "fp16", "bf16" } },

@@ -1,0 +1,152 @@
+// The pipeline executor: one rank's ops of the schedule for a step, F, B and W (Schedule.h).
+#include "engine/train/Trainer.h"
+
+#include <deque>
+#include <map>
+
+namespace loom::train {
+
+using plan::PipelineOp;
+
+namespace {
+
+// Activations and their gradients between virtual stages: sends in flight keep their buffers until done;
+// a message to this rank itself (the V's turn, virtual stages p-1 and p both on the last rank) is kept by
+// its tag instead of going through the communicator.
+class StageMail {
+public:
+    StageMail(comm::Communicator& pipe, std::size_t count)
+        : m_pipe(pipe)
+        , m_count(count)
+    {
+    }
+    void send(const std::vector<float>& data, int peer, int tag)
+    {
+        if (peer == m_pipe.rank()) {
+            m_own[tag] = data;
+            return;
+        }
+        InFlight f { nullptr, data };
+        f.work = m_pipe.send(f.buffer.data(), m_count, comm::DType::F32, peer, tag);
+        m_sends.push_back(std::move(f));
+    }
+    void recv(float* into, int peer, int tag)
+    {
+        if (peer == m_pipe.rank()) {
+            auto it = m_own.find(tag);
+            if (it == m_own.end())
+                throw std::logic_error("pipeline schedule: a stage reads its own rank's output before it is made");
+            std::copy(it->second.begin(), it->second.end(), into);
+            m_own.erase(it);
+            return;
+        }
+        m_pipe.recv(into, m_count, comm::DType::F32, peer, tag)->wait();
+    }
+    void reap()
+    {
+        while (!m_sends.empty() && m_sends.front().work->isCompleted()) {
+            m_sends.front().work->wait(); // raises a failed send's error
+            m_sends.pop_front();
+        }
+    }
+    void finish()
+    {
+        for (auto& f : m_sends)
+            f.work->wait();
+    }
+
+private:
+    struct InFlight {
+        comm::WorkPtr work;
+        std::vector<float> buffer;
+    };
+    comm::Communicator& m_pipe;
+    std::size_t m_count;
+    std::deque<InFlight> m_sends;
+    std::map<int, std::vector<float>> m_own;
+};
+
+} // namespace
+
+void Trainer::blockGradientsDone(std::int64_t layer)
+{
+    m_stage->sumSequenceParallelGrads(m_stage->blockParams(layer)); // before the DP reduction
+    for (int index : m_stage->blockParams(layer))
+        m_sync->markReady(index);
+    if (!m_squares.empty())
+        takeSquares(m_stage->blockParams(layer));
+}
+
+void Trainer::runSchedule(std::int64_t step, double& lossSum)
+{
+    const auto& p = m_layout.parallel;
+    const int B = static_cast<int>(p.microBatch);
+    // With sequence parallelism the stages pass this rank's part of the sequence
+    // (of its s/cp tokens under context parallelism).
+    const std::size_t activation = static_cast<std::size_t>(m_stage->localTokens(B) * m_layout.model.hidden);
+    // Each CP rank's loss is the mean over its s/cp tokens: the sequence's mean is their average.
+    const float lossScale = 1.0f / static_cast<float>(p.microBatches() * p.dp * p.cp);
+    const bool split = m_schedule.splitsBackward();
+    StageMail mail(*m_comms.pipeline, activation);
+    std::vector<std::int32_t> tokens, targets;
+    std::vector<float> in(activation), out(activation);
+    const auto& ops = m_schedule.opsOf(m_coord.pp);
+    for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+        const PipelineOp& op = ops[static_cast<std::size_t>(i)];
+        const std::int64_t vs = m_schedule.virtualStage(m_coord.pp, op.chunk);
+        const auto rankOf = [&](std::int64_t stage) { return static_cast<int>(m_schedule.rankOf(stage)); };
+        const auto& chunk = m_stage->chunks()[static_cast<std::size_t>(op.chunk)];
+        const bool lastForChunk = m_lastBackward[static_cast<std::size_t>(op.chunk)] == i;
+        // The chunk's gradients are final: its blocks' go to the DP reduction as each completes, and a weight
+        // matrix's squares are taken while its last share is in cache.
+        std::function<void(std::int64_t)> ready;
+        if (lastForChunk) {
+            ready = [this](std::int64_t layer) { blockGradientsDone(layer); };
+            if (!m_squares.empty())
+                m_stage->setWeightGradientDone([this](int tensor) { takeSquares({ tensor }); });
+        }
+        if (op.kind == PipelineOp::Kind::Forward) {
+            if (chunk.embedding || chunk.head) {
+                const auto t0 = trace::nowNs();
+                batchOf(step, op.microBatch, tokens, targets);
+                record(trace::EventKind::DataLoad, t0, step, op.microBatch, vs, op.chunk);
+            }
+            if (!chunk.embedding) {
+                const auto t0 = trace::nowNs();
+                mail.recv(in.data(), rankOf(vs - 1), tag(0, op.microBatch, vs));
+                record(trace::EventKind::Wait, t0, step, op.microBatch, vs, op.chunk);
+            }
+            const auto t0 = trace::nowNs();
+            const double loss
+                = m_stage->forward(op.microBatch, op.chunk, B, tokens.data(), targets.data(), in.data(), out.data());
+            record(trace::EventKind::Forward, t0, step, op.microBatch, vs, op.chunk);
+            m_auxSum += m_stage->takeAuxLoss(); // MoE blocks' load-balancing losses (0 without)
+            if (chunk.head)
+                lossSum += loss;
+            else
+                mail.send(out, rankOf(vs + 1), tag(0, op.microBatch, vs + 1));
+        } else if (op.kind == PipelineOp::Kind::Backward) {
+            if (!chunk.head) {
+                const auto t0 = trace::nowNs();
+                mail.recv(out.data(), rankOf(vs + 1), tag(1, op.microBatch, vs));
+                record(trace::EventKind::Wait, t0, step, op.microBatch, vs, op.chunk);
+            }
+            const auto t0 = trace::nowNs();
+            m_stage->backward(op.microBatch, op.chunk, out.data(), in.data(), lossScale,
+                split ? std::function<void(std::int64_t)> {} : ready);
+            record(trace::EventKind::Backward, t0, step, op.microBatch, vs, op.chunk);
+            // B's result goes upstream at once: the previous stage waits for it, not for W.
+            if (!chunk.embedding)
+                mail.send(in, rankOf(vs - 1), tag(1, op.microBatch, vs - 1));
+        } else {
+            const auto t0 = trace::nowNs();
+            m_stage->weightBackward(op.microBatch, op.chunk, ready);
+            record(trace::EventKind::Weight, t0, step, op.microBatch, vs, op.chunk);
+        }
+        m_stage->setWeightGradientDone({});
+        mail.reap();
+    }
+    mail.finish();
+}
+
+} // namespace loom::train
