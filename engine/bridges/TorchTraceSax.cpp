@@ -439,7 +439,8 @@ RankTrace readRankTrace(const TorchTraceFile& file, std::uint64_t maxBytes)
     Handler h(t);
     if (!file.text.empty() || file.path.empty()) {
         if (file.text.size() > kMaxTorchTraceBytes)
-            fail(file.name, std::to_string(file.text.size()) + " bytes", "larger than the 1 GiB that Loom reads");
+            fail(file.name, std::to_string(file.text.size()) + " bytes",
+                "larger than the " + std::to_string(kMaxTorchTraceBytes >> 30) + " GiB that Loom reads");
         if (!jsonNestingProblem(file.text, kMaxTorchTraceDepth).empty())
             fail(file.name, "nesting",
                 "deeper than " + std::to_string(kMaxTorchTraceDepth)

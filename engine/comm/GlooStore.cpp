@@ -207,7 +207,8 @@ TcpStore::~TcpStore()
 std::vector<char> TcpStore::request(char op, const std::string& key, const std::vector<char>& value)
 {
     if (key.size() > kMaxField || value.size() > kMaxField)
-        throw CommError("rendezvous key \"" + key.substr(0, 64) + "\" or its value is over 1 MiB");
+        throw CommError("rendezvous key \"" + key.substr(0, 64) + "\" or its value is over "
+            + std::to_string(kMaxField >> 20) + " MiB");
     std::lock_guard lock(m_mutex);
     const auto deadline = Clock::now() + m_timeout;
     std::vector<char> reply;

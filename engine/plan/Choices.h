@@ -8,64 +8,45 @@
 
 namespace loom::plan {
 
-// Every value of a layout's enumerated choices, in the order the workbench offers them. Their toString()
-// is the layout file's word for each, so a list built from these is the file format's list; a value added
-// to an enum goes here too (tst_strategychoices checks that each one round-trips through a layout file).
+// Every value of a layout's enumerated choices, in the order the workbench offers them: the values of each
+// enum's word table (Layout.h, Precision.h), so a value added to a table is offered here too
+// (tst_strategychoices and tst_words check that each one round-trips through a layout file).
 
-constexpr std::array<ScheduleKind, 7> allScheduleKinds()
+constexpr std::array<ScheduleKind, kScheduleWords.size()> allScheduleKinds()
 {
-    return { ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved, ScheduleKind::ZbH1,
-        ScheduleKind::ZbH2, ScheduleKind::ZbV, ScheduleKind::DualPipe };
+    return valuesOf(kScheduleWords);
 }
 
-constexpr std::array<Recompute, 3> allRecomputes()
+constexpr std::array<Recompute, kRecomputeWords.size()> allRecomputes()
 {
-    return { Recompute::None, Recompute::Selective, Recompute::Full };
+    return valuesOf(kRecomputeWords);
 }
 
-constexpr std::array<AllreduceAlgorithm, 5> allAllreduceAlgorithms()
+constexpr std::array<AllreduceAlgorithm, kAllreduceWords.size()> allAllreduceAlgorithms()
 {
-    return { AllreduceAlgorithm::Auto, AllreduceAlgorithm::Library, AllreduceAlgorithm::Ring,
-        AllreduceAlgorithm::Hierarchical, AllreduceAlgorithm::SharedMemory };
+    return valuesOf(kAllreduceWords);
 }
 
-constexpr std::array<RankOrder, 2> allRankOrders()
+constexpr std::array<RankOrder, kRankOrderWords.size()> allRankOrders()
 {
-    return { RankOrder::TpPpDp, RankOrder::TpDpPp };
+    return valuesOf(kRankOrderWords);
 }
 
-constexpr std::array<Precision, 3> allPrecisions()
+constexpr std::array<Precision, kPrecisionWords.size()> allPrecisions()
 {
-    return { Precision::Fp32, Precision::Fp16, Precision::Bf16 };
+    return valuesOf(kPrecisionWords);
 }
 
-constexpr std::array<Codec::Kind, 7> allCodecKinds()
+constexpr std::array<Codec::Kind, kCodecWords.size()> allCodecKinds()
 {
-    using K = Codec::Kind;
-    return { K::None, K::Fp16, K::Bf16, K::Int8, K::Int4, K::TopK, K::Lz4 };
+    return valuesOf(kCodecWords);
 }
 
 // A codec kind's word: "none", "fp16", "bf16", "int8", "int4", "topk" (whose layout text adds
 // ":<fraction>"), "lz4".
 constexpr std::string_view toString(Codec::Kind kind)
 {
-    switch (kind) {
-    case Codec::Kind::None:
-        return "none";
-    case Codec::Kind::Fp16:
-        return "fp16";
-    case Codec::Kind::Bf16:
-        return "bf16";
-    case Codec::Kind::Int8:
-        return "int8";
-    case Codec::Kind::Int4:
-        return "int4";
-    case Codec::Kind::TopK:
-        return "topk";
-    case Codec::Kind::Lz4:
-        return "lz4";
-    }
-    return "none";
+    return wordOf(kCodecWords, kind);
 }
 
 } // namespace loom::plan

@@ -9,23 +9,7 @@ namespace loom::plan {
 
 std::string_view toString(ScheduleKind kind)
 {
-    switch (kind) {
-    case ScheduleKind::GPipe:
-        return "gpipe";
-    case ScheduleKind::OneFOneB:
-        return "1f1b";
-    case ScheduleKind::Interleaved:
-        return "interleaved";
-    case ScheduleKind::ZbH1:
-        return "zb-h1";
-    case ScheduleKind::ZbH2:
-        return "zb-h2";
-    case ScheduleKind::ZbV:
-        return "zb-v";
-    case ScheduleKind::DualPipe:
-        return "dualpipe";
-    }
-    return "1f1b";
+    return wordOf(kScheduleWords, kind);
 }
 
 ScheduleKind scheduleKindOf(std::string_view name)
@@ -59,38 +43,22 @@ std::int64_t stageOfChunk(ScheduleKind kind, std::int64_t pp, std::int64_t r, st
 
 std::string_view toString(Recompute recompute)
 {
-    switch (recompute) {
-    case Recompute::None:
-        return "none";
-    case Recompute::Selective:
-        return "selective";
-    case Recompute::Full:
-        return "full";
-    }
-    return "none";
+    return wordOf(kRecomputeWords, recompute);
 }
 
 std::string_view toString(Attention attention)
 {
-    return attention == Attention::Flash ? "flash" : "materialized";
+    return wordOf(kAttentionWords, attention);
 }
 
 std::string_view toString(RankOrder order)
 {
-    return order == RankOrder::TpPpDp ? "tp-pp-dp" : "tp-dp-pp";
+    return wordOf(kRankOrderWords, order);
 }
 
 std::string_view toString(CommBackend backend)
 {
-    switch (backend) {
-    case CommBackend::Mpi:
-        return "mpi";
-    case CommBackend::Gloo:
-        return "gloo";
-    case CommBackend::Nccl:
-        return "nccl";
-    }
-    return "mpi";
+    return wordOf(kCommBackendWords, backend);
 }
 
 bool Layout::onGpuCluster() const
@@ -106,32 +74,14 @@ CommBackend Layout::commBackend() const
 
 std::string Codec::toString() const
 {
-    switch (kind) {
-    case Kind::None:
-        return "none";
-    case Kind::Fp16:
-        return "fp16";
-    case Kind::Bf16:
-        return "bf16";
-    case Kind::Int8:
-        return "int8";
-    case Kind::Int4:
-        return "int4";
-    case Kind::TopK:
-        return "topk:" + text::number(topkFraction);
-    case Kind::Lz4:
-        return "lz4";
-    }
-    return "none";
+    const std::string word(wordOf(kCodecWords, kind));
+    return kind == Kind::TopK ? word + ":" + text::number(topkFraction) : word;
 }
 
 std::optional<Codec> Codec::parse(std::string_view s, std::string* why)
 {
-    static const std::pair<std::string_view, Kind> simple[] = { { "none", Kind::None }, { "fp16", Kind::Fp16 },
-        { "bf16", Kind::Bf16 }, { "int8", Kind::Int8 }, { "int4", Kind::Int4 }, { "lz4", Kind::Lz4 } };
-    for (auto [name, kind] : simple)
-        if (s == name)
-            return Codec { kind, 0 };
+    if (const auto kind = valueOf(kCodecWords, s); kind && *kind != Kind::TopK)
+        return Codec { *kind, 0 };
     if (s.starts_with("topk:")) {
         std::string_view f = s.substr(5);
         double fraction = 0;
@@ -148,8 +98,12 @@ std::optional<Codec> Codec::parse(std::string_view s, std::string* why)
         }
         return Codec { Kind::TopK, fraction };
     }
-    if (why)
-        *why = "use one of \"none\", \"fp16\", \"bf16\", \"int8\", \"int4\", \"topk:<fraction in (0,1)>\", \"lz4\"";
+    if (why) {
+        *why = "use one of ";
+        for (const auto& w : kCodecWords)
+            *why += (w.value == Kind::None ? "\"" : ", \"") + std::string(w.word)
+                + (w.value == Kind::TopK ? ":<fraction in (0,1)>\"" : "\"");
+    }
     return std::nullopt;
 }
 

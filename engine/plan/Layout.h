@@ -4,6 +4,7 @@
 #include "engine/plan/ModelSpec.h"
 #include "engine/plan/OptimizerSpec.h"
 #include "engine/plan/Precision.h"
+#include "engine/plan/WordTable.h"
 #include "engine/trace/TraceEvent.h"
 
 #include <array>
@@ -26,9 +27,10 @@ enum class Recompute { None, Selective, Full };
 // and group by plan::chooseAllreduce (engine/plan/AllreduceChoice.h) before a communicator sees it, the same
 // choice the cost model prices and the simulator names.
 using AllreduceAlgorithm = trace::Algorithm;
-inline constexpr std::array<AllreduceAlgorithm, 5> kLayoutAllreduceAlgorithms { AllreduceAlgorithm::Auto,
-    AllreduceAlgorithm::Library, AllreduceAlgorithm::Ring, AllreduceAlgorithm::Hierarchical,
-    AllreduceAlgorithm::SharedMemory };
+inline constexpr WordTable<AllreduceAlgorithm, 5> kAllreduceWords { { { AllreduceAlgorithm::Auto, "auto" },
+    { AllreduceAlgorithm::Library, "library" }, { AllreduceAlgorithm::Ring, "ring" },
+    { AllreduceAlgorithm::Hierarchical, "hierarchical" }, { AllreduceAlgorithm::SharedMemory, "shm" } } };
+inline constexpr std::array<AllreduceAlgorithm, 5> kLayoutAllreduceAlgorithms = valuesOf(kAllreduceWords);
 // Which parallel dimension varies fastest across consecutive ranks (see RankGrid.h). Context parallelism
 // (cp) always comes right after tp, so both orders read with cp inserted: tp-cp-pp-dp and tp-cp-dp-pp (the
 // latter is Megatron-LM's tp-cp-ep-dp-pp; expert groups add no ranks, they are carved out of dp·cp).
@@ -38,6 +40,21 @@ enum class CommBackend { Mpi, Gloo, Nccl };
 // How attention keeps its scores: "flash" never stores the s×s matrix (the backward recomputes it),
 // "materialized" keeps the softmax output (and its dropout mask) for the backward.
 enum class Attention { Flash, Materialized };
+
+// Each enum's words in the layout file (WordTable.h), in the order the workbench offers them. The reader
+// accepts exactly these (parallel.order also its long forms with cp and ep), the writer and toString print
+// them, the panels and the lessons list them.
+inline constexpr WordTable<ScheduleKind, 7> kScheduleWords { { { ScheduleKind::GPipe, "gpipe" },
+    { ScheduleKind::OneFOneB, "1f1b" }, { ScheduleKind::Interleaved, "interleaved" }, { ScheduleKind::ZbH1, "zb-h1" },
+    { ScheduleKind::ZbH2, "zb-h2" }, { ScheduleKind::ZbV, "zb-v" }, { ScheduleKind::DualPipe, "dualpipe" } } };
+inline constexpr WordTable<Recompute, 3> kRecomputeWords { { { Recompute::None, "none" },
+    { Recompute::Selective, "selective" }, { Recompute::Full, "full" } } };
+inline constexpr WordTable<RankOrder, 2> kRankOrderWords { { { RankOrder::TpPpDp, "tp-pp-dp" },
+    { RankOrder::TpDpPp, "tp-dp-pp" } } };
+inline constexpr WordTable<CommBackend, 3> kCommBackendWords { { { CommBackend::Mpi, "mpi" },
+    { CommBackend::Gloo, "gloo" }, { CommBackend::Nccl, "nccl" } } };
+inline constexpr WordTable<Attention, 2> kAttentionWords { { { Attention::Flash, "flash" },
+    { Attention::Materialized, "materialized" } } };
 
 std::string_view toString(ScheduleKind kind);
 // The kind of a schedule name toString() writes (OneFOneB for any other text; the parser checks names).
@@ -66,6 +83,11 @@ struct Codec {
     static std::optional<Codec> parse(std::string_view text, std::string* why = nullptr);
     bool lossy() const { return kind != Kind::None && kind != Kind::Lz4; }
 };
+
+// The codec kinds' words; topk's layout text adds ":<fraction>".
+inline constexpr WordTable<Codec::Kind, 7> kCodecWords { { { Codec::Kind::None, "none" }, { Codec::Kind::Fp16, "fp16" },
+    { Codec::Kind::Bf16, "bf16" }, { Codec::Kind::Int8, "int8" }, { Codec::Kind::Int4, "int4" },
+    { Codec::Kind::TopK, "topk" }, { Codec::Kind::Lz4, "lz4" } } };
 
 // Transformer blocks [first, last], both inclusive, counted from 0. A range with last = first - 1 holds no
 // blocks: the first virtual stage with only the embedding, or the last with only the LM head and the loss

@@ -85,13 +85,16 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
         p.microBatch = *v;
     if (auto v = r.integer("global_batch", Presence::Required, 1, kMaxBatch))
         p.globalBatch = *v;
-    if (auto v = r.choice(
-            "schedule", Presence::Optional, { "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe" }))
-        p.schedule = scheduleKindOf(*v);
+    if (auto v = r.choice("schedule", Presence::Optional, wordsOf(kScheduleWords)))
+        p.schedule = *valueOf(kScheduleWords, *v);
     // cp always follows tp: the long forms name the same two orders (tp-cp-ep-dp-pp is Megatron-LM's).
-    if (auto v = r.choice(
-            "order", Presence::Optional, { "tp-pp-dp", "tp-dp-pp", "tp-cp-pp-dp", "tp-cp-dp-pp", "tp-cp-ep-dp-pp" }))
-        p.order = *v == "tp-pp-dp" || *v == "tp-cp-pp-dp" ? RankOrder::TpPpDp : RankOrder::TpDpPp;
+    static constexpr WordTable<RankOrder, 3> kLongOrders { { { RankOrder::TpPpDp, "tp-cp-pp-dp" },
+        { RankOrder::TpDpPp, "tp-cp-dp-pp" }, { RankOrder::TpDpPp, "tp-cp-ep-dp-pp" } } };
+    std::vector<std::string> orders = wordsOf(kRankOrderWords);
+    for (const std::string& o : wordsOf(kLongOrders))
+        orders.push_back(o);
+    if (auto v = r.choice("order", Presence::Optional, orders))
+        p.order = valueOf(kRankOrderWords, *v).value_or(valueOf(kLongOrders, *v).value_or(RankOrder::TpPpDp));
     if (auto v = r.boolean("sp", Presence::Optional))
         p.sp = *v;
     if (auto v = r.integer("cp", Presence::Optional, 1, kMaxDegree))
@@ -153,12 +156,10 @@ void readMemory(const json& j, Layout& layout, Diagnostics& d)
     ObjectReader r(j, "memory", d);
     if (auto v = r.integer("zero", Presence::Optional, 0, 3))
         layout.memory.zero = static_cast<int>(*v);
-    if (auto v = r.choice("recompute", Presence::Optional, { "none", "selective", "full" }))
-        layout.memory.recompute = *v == "none" ? Recompute::None
-            : *v == "selective"                ? Recompute::Selective
-                                               : Recompute::Full;
-    if (auto v = r.choice("attention", Presence::Optional, { "flash", "materialized" }))
-        layout.memory.attention = *v == "flash" ? Attention::Flash : Attention::Materialized;
+    if (auto v = r.choice("recompute", Presence::Optional, wordsOf(kRecomputeWords)))
+        layout.memory.recompute = *valueOf(kRecomputeWords, *v);
+    if (auto v = r.choice("attention", Presence::Optional, wordsOf(kAttentionWords)))
+        layout.memory.attention = *valueOf(kAttentionWords, *v);
     if (auto v = r.boolean("efficient_norm", Presence::Optional))
         layout.memory.efficientNorm = *v;
     r.warnUnknown({ "zero", "recompute", "attention", "efficient_norm" });
@@ -183,14 +184,12 @@ void readComm(const json& j, Layout& layout, Diagnostics& d)
         c.bucketMb = *v;
     if (auto v = r.number("chunk_kb", Presence::Optional, 0, 1e7, true))
         c.chunkKb = *v;
-    if (auto v = r.choice("allreduce", Presence::Optional, { "auto", "library", "ring", "hierarchical", "shm" }))
-        for (const AllreduceAlgorithm a : kLayoutAllreduceAlgorithms)
-            if (trace::toString(a) == *v)
-                c.allreduce = a;
+    if (auto v = r.choice("allreduce", Presence::Optional, wordsOf(kAllreduceWords)))
+        c.allreduce = *valueOf(kAllreduceWords, *v);
     if (auto v = r.integer("codec_warmup", Presence::Optional, 0, 1000000000))
         c.codecWarmup = *v;
-    if (auto v = r.choice("backend", Presence::Optional, { "mpi", "gloo", "nccl" }))
-        c.backend = *v == "mpi" ? CommBackend::Mpi : *v == "gloo" ? CommBackend::Gloo : CommBackend::Nccl;
+    if (auto v = r.choice("backend", Presence::Optional, wordsOf(kCommBackendWords)))
+        c.backend = *valueOf(kCommBackendWords, *v);
     if (auto v = r.integer("staleness", Presence::Optional, 0, 1))
         c.staleness = static_cast<int>(*v);
     if (auto v = r.boolean("tp_comm_overlap", Presence::Optional))
@@ -291,9 +290,9 @@ LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profil
     }
     if (version->get<double>() != Layout::kVersion) {
         d.error("loom_layout",
-            "loom_layout=" + jsonSnippet(*version)
-                + " is not supported: this Loom reads layout version 1; write the layout in "
-                  "version 1 or use a newer Loom");
+            "loom_layout=" + jsonSnippet(*version) + " is not supported: this Loom reads layout version "
+                + std::to_string(Layout::kVersion) + "; write the layout in version " + std::to_string(Layout::kVersion)
+                + " or use a newer Loom");
         return result;
     }
 
@@ -351,9 +350,9 @@ LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profil
 
     if (const json* m = optionalObject(r, "memory", "an object such as {\"zero\": 0, \"recompute\": \"none\"}"))
         readMemory(*m, layout, d);
-    if (auto v = r.choice("precision", Presence::Optional, { "fp32", "fp16", "bf16" }))
+    if (auto v = r.choice("precision", Presence::Optional, wordsOf(kPrecisionWords)))
         layout.precision = *precisionFromString(*v);
-    if (auto v = r.choice("fp8", Presence::Optional, { "none", "delayed", "current", "mxfp8", "blockwise" }))
+    if (auto v = r.choice("fp8", Presence::Optional, wordsOf(kFp8RecipeWords)))
         layout.fp8 = *fp8RecipeFromString(*v);
     if (const json* c = optionalObject(r, "comm", "an object such as {\"dp_codec\": \"none\", \"overlap\": true}"))
         readComm(*c, layout, d);
@@ -438,7 +437,7 @@ std::string writeLayout(const Layout& layout)
     j["precision"] = toString(layout.precision);
     const auto& c = layout.comm;
     j["comm"] = { { "dp_codec", c.dpCodec.toString() }, { "error_feedback", c.errorFeedback }, { "overlap", c.overlap },
-        { "bucket_mb", c.bucketMb }, { "chunk_kb", c.chunkKb }, { "allreduce", toString(c.allreduce) } };
+        { "bucket_mb", c.bucketMb }, { "chunk_kb", c.chunkKb }, { "allreduce", wordOf(kAllreduceWords, c.allreduce) } };
     if (c.codecWarmup >= 0)
         j["comm"]["codec_warmup"] = c.codecWarmup;
     if (c.backend)

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "engine/plan/WordTable.h"
+
 #include <optional>
 #include <string_view>
 
@@ -7,28 +9,18 @@ namespace loom::plan {
 
 enum class Precision { Fp32, Fp16, Bf16 };
 
+// The layout's words for precision ("fp32", "fp16", "bf16"), in the order the workbench offers them.
+inline constexpr WordTable<Precision, 3> kPrecisionWords { { { Precision::Fp32, "fp32" }, { Precision::Fp16, "fp16" },
+    { Precision::Bf16, "bf16" } } };
+
 constexpr std::string_view toString(Precision p)
 {
-    switch (p) {
-    case Precision::Fp32:
-        return "fp32";
-    case Precision::Fp16:
-        return "fp16";
-    case Precision::Bf16:
-        return "bf16";
-    }
-    return "fp32";
+    return wordOf(kPrecisionWords, p);
 }
 
 constexpr std::optional<Precision> precisionFromString(std::string_view s)
 {
-    if (s == "fp32")
-        return Precision::Fp32;
-    if (s == "fp16")
-        return Precision::Fp16;
-    if (s == "bf16")
-        return Precision::Bf16;
-    return std::nullopt;
+    return valueOf(kPrecisionWords, s);
 }
 
 // FP8 training (Transformer Engine): the block's linear layers run their GEMMs in FP8 while the rest of the
@@ -38,30 +30,19 @@ constexpr std::optional<Precision> precisionFromString(std::string_view s)
 // recipe on Hopper). Layout key "fp8"; absent: none.
 enum class Fp8Recipe { None, Delayed, Current, Mxfp8, Blockwise };
 
+// The layout's words for the fp8 key.
+inline constexpr WordTable<Fp8Recipe, 5> kFp8RecipeWords { { { Fp8Recipe::None, "none" },
+    { Fp8Recipe::Delayed, "delayed" }, { Fp8Recipe::Current, "current" }, { Fp8Recipe::Mxfp8, "mxfp8" },
+    { Fp8Recipe::Blockwise, "blockwise" } } };
+
 constexpr std::string_view toString(Fp8Recipe r)
 {
-    switch (r) {
-    case Fp8Recipe::None:
-        return "none";
-    case Fp8Recipe::Delayed:
-        return "delayed";
-    case Fp8Recipe::Current:
-        return "current";
-    case Fp8Recipe::Mxfp8:
-        return "mxfp8";
-    case Fp8Recipe::Blockwise:
-        return "blockwise";
-    }
-    return "none";
+    return wordOf(kFp8RecipeWords, r);
 }
 
 constexpr std::optional<Fp8Recipe> fp8RecipeFromString(std::string_view s)
 {
-    for (Fp8Recipe r :
-        { Fp8Recipe::None, Fp8Recipe::Delayed, Fp8Recipe::Current, Fp8Recipe::Mxfp8, Fp8Recipe::Blockwise })
-        if (toString(r) == s)
-            return r;
-    return std::nullopt;
+    return valueOf(kFp8RecipeWords, s);
 }
 
 // Bytes per element of a tensor held in this precision.

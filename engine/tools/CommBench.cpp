@@ -76,6 +76,7 @@ public:
     // `nodes`: the nodes the ranks span, for --algo auto.
     Bench(const tools::CommBenchOptions& o, Communicator& c, Communicator& control, int nodes = 1)
         : m_o(o)
+        , m_d(*tools::findCollective(o.op)) // parseCommBenchOptions refused any other --op
         , m_c(c)
         , m_control(control)
         , m_n(c.size())
@@ -89,29 +90,17 @@ public:
     Result run(std::uint64_t bytes)
     {
         const std::size_t es = sizeOf(m_o.type);
-        const bool perRank = m_o.op == "allgather" || m_o.op == "reducescatter" || m_o.op == "alltoall";
         const std::size_t total = bytes / es;
-        const std::size_t count = perRank ? total / static_cast<std::size_t>(m_n) : total;
+        const std::size_t count = m_d.perRank ? total / static_cast<std::size_t>(m_n) : total;
         const bool fractional = m_o.codec.lossy();
+        // Buffers as the descriptor sizes them (all-to-all: block j of every rank's input goes to rank j).
+        const auto blocks = [this](int b) { return b == 0 ? static_cast<std::size_t>(m_n) : std::size_t(b); };
         std::vector<std::uint8_t> pristine, input, output;
-        if (m_o.op == "allgather") {
-            pristine.resize(count * es);
-            fill(pristine, count, m_o.type, m_r, 0, fractional);
-            output.resize(count * es * static_cast<std::size_t>(m_n));
-        } else if (m_o.op == "alltoall") { // block j of every rank's buffer goes to rank j
-            pristine.resize(count * es * static_cast<std::size_t>(m_n));
-            fill(pristine, count * static_cast<std::size_t>(m_n), m_o.type, m_r, 0, fractional);
-            output.resize(pristine.size());
-        } else if (m_o.op == "reducescatter") {
-            pristine.resize(count * es * static_cast<std::size_t>(m_n));
-            fill(pristine, count * static_cast<std::size_t>(m_n), m_o.type, m_r, 0, fractional);
-            output.resize(count * es);
-        } else {
-            pristine.resize(count * es);
-            fill(pristine, count, m_o.type, m_r, 0, fractional);
-            if (m_o.op == "sendrecv")
-                output.resize(count * es);
-        }
+        const std::size_t inputCount = count * blocks(m_d.inputBlocks);
+        pristine.resize(inputCount * es);
+        fill(pristine, inputCount, m_o.type, m_r, 0, fractional);
+        if (m_d.outputBlocks >= 0)
+            output.resize(count * blocks(m_d.outputBlocks) * es);
         const auto expected = expectation(count, fractional);
 
         CollectiveOptions options;
@@ -141,12 +130,7 @@ public:
             result.seconds += elapsed;
             result.wire = stats.wireBytes;
             if (m_o.check)
-                result.wrong = std::max(result.wrong,
-                    countWrong(m_o.op == "allgather" || m_o.op == "reducescatter" || m_o.op == "sendrecv"
-                                || m_o.op == "alltoall"
-                            ? output
-                            : input,
-                        expected));
+                result.wrong = std::max(result.wrong, countWrong(m_d.outputBlocks >= 0 ? output : input, expected));
         }
         result.seconds /= m_o.iters;
         std::sort(times.begin(), times.end());
@@ -214,16 +198,25 @@ private:
     WorkStats launch(Staging& b, std::size_t count, const CollectiveOptions& options)
     {
         WorkPtr w;
-        if (m_o.op == "allreduce")
+        switch (m_d.op) {
+        case tools::BenchOp::AllReduce:
             w = m_c.allReduce(b.in(), count, m_o.type, ReduceOp::Sum, options);
-        else if (m_o.op == "allgather")
+            break;
+        case tools::BenchOp::AllGather:
             w = m_c.allGather(b.in(), b.out(), count, m_o.type, options);
-        else if (m_o.op == "reducescatter")
+            break;
+        case tools::BenchOp::ReduceScatter:
             w = m_c.reduceScatter(b.in(), b.out(), count, m_o.type, ReduceOp::Sum, options);
-        else if (m_o.op == "broadcast")
+            break;
+        case tools::BenchOp::Broadcast:
             w = m_c.broadcast(b.in(), count, m_o.type, 0);
-        else if (m_o.op == "alltoall")
+            break;
+        case tools::BenchOp::AllToAll:
             w = m_c.allToAll(b.in(), b.out(), count, m_o.type, options);
+            break;
+        case tools::BenchOp::SendRecv:
+            break;
+        }
         if (w) {
             w->wait();
             return w->stats();
@@ -249,28 +242,28 @@ private:
         if (!m_o.check)
             return e;
         const std::size_t n = static_cast<std::size_t>(m_n);
-        if (m_o.op == "allgather") {
+        if (m_d.op == tools::BenchOp::AllGather) {
             for (int p = 0; p < m_n; ++p)
                 for (std::size_t i = 0; i < count; ++i)
                     e.value.push_back(inputValue(p, i, false));
             e.tolerance.assign(e.value.size(), 0);
             return e;
         }
-        if (m_o.op == "alltoall") { // block p comes from rank p: its block for this rank
+        if (m_d.op == tools::BenchOp::AllToAll) { // block p comes from rank p: its block for this rank
             for (int p = 0; p < m_n; ++p)
                 for (std::size_t i = 0; i < count; ++i)
                     e.value.push_back(inputValue(p, count * static_cast<std::size_t>(m_r) + i, false));
             e.tolerance.assign(e.value.size(), 0);
             return e;
         }
-        if (m_o.op == "broadcast" || m_o.op == "sendrecv") {
-            const int source = m_o.op == "broadcast" ? 0 : (m_r + m_n - 1) % m_n;
+        if (m_d.op == tools::BenchOp::Broadcast || m_d.op == tools::BenchOp::SendRecv) {
+            const int source = m_d.op == tools::BenchOp::Broadcast ? 0 : (m_r + m_n - 1) % m_n;
             for (std::size_t i = 0; i < count; ++i)
                 e.value.push_back(inputValue(source, i, false));
             e.tolerance.assign(e.value.size(), 0);
             return e;
         }
-        const std::size_t offset = m_o.op == "reducescatter" ? count * static_cast<std::size_t>(m_r) : 0;
+        const std::size_t offset = m_d.op == tools::BenchOp::ReduceScatter ? count * static_cast<std::size_t>(m_r) : 0;
         e.value.assign(count, 0);
         e.tolerance.assign(count, 0);
         auto codec = makeCodec(m_o.codec, m_o.codecBlock);
@@ -323,6 +316,7 @@ private:
     }
 
     const tools::CommBenchOptions& m_o;
+    const tools::CollectiveDescriptor& m_d;
     Communicator& m_c;
     Communicator& m_control;
     int m_n, m_r;
@@ -383,8 +377,8 @@ int run(const tools::CommBenchOptions& o, comm::CommRuntime& runtime, comm::Comm
     if (mpiWorld)
         mpiBench.emplace(o, *mpiWorld, *control, nodeCount);
     const std::size_t es = sizeOf(o.type);
-    const bool perRank = o.op == "allgather" || o.op == "reducescatter" || o.op == "alltoall";
-    const std::uint64_t unit = es * (perRank ? static_cast<std::uint64_t>(n) : 1);
+    const tools::CollectiveDescriptor& op = *tools::findCollective(o.op);
+    const std::uint64_t unit = es * (op.perRank ? static_cast<std::uint64_t>(n) : 1);
     int result = 0;
     for (double size = double(o.minBytes); size <= double(o.maxBytes) * 1.0000001;
          size = std::max(size * o.factor, size + 1)) {
@@ -395,12 +389,7 @@ int run(const tools::CommBenchOptions& o, comm::CommRuntime& runtime, comm::Comm
             ref = measure(*mpiBench, *control, bytes);
         if (m.wrong > 0 || (ref && ref->wrong > 0))
             result = 1;
-        const double busFactor = trace::busBandwidthFactor(o.op == "allreduce" ? trace::EventKind::AllReduce
-                : o.op == "allgather"                                          ? trace::EventKind::AllGather
-                : o.op == "reducescatter"                                      ? trace::EventKind::ReduceScatter
-                : o.op == "alltoall"                                           ? trace::EventKind::AllToAll
-                                                                               : trace::EventKind::Send,
-            n);
+        const double busFactor = trace::busBandwidthFactor(op.busKind, n);
         const double algbw = m.seconds > 0 ? double(bytes) / m.seconds / 1e9 : 0;
         const double busbw = algbw * busFactor;
         const double refBusbw = ref && ref->seconds > 0 ? double(bytes) / ref->seconds / 1e9 * busFactor : 0;

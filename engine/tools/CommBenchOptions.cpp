@@ -72,6 +72,26 @@ std::optional<long> parseInt(const std::string& s, long min, long max)
 }
 } // namespace
 
+const CollectiveDescriptor* findCollective(std::string_view name)
+{
+    for (const CollectiveDescriptor& c : kCollectives)
+        if (c.name == name)
+            return &c;
+    return nullptr;
+}
+
+std::string collectiveNames(std::string_view lastSeparator)
+{
+    std::string text;
+    const std::size_t n = std::size(kCollectives);
+    for (std::size_t i = 0; i < n; ++i) {
+        if (i > 0)
+            text += i + 1 == n ? std::string(lastSeparator) : std::string(", ");
+        text += kCollectives[i].name;
+    }
+    return text;
+}
+
 std::optional<CommBenchOptions> parseCommBenchOptions(
     const std::vector<std::string>& args, std::string& error, bool& help)
 {
@@ -98,9 +118,8 @@ std::optional<CommBenchOptions> parseCommBenchOptions(
             auto v = value("an operation");
             if (!v)
                 return std::nullopt;
-            if (*v != "allreduce" && *v != "allgather" && *v != "reducescatter" && *v != "broadcast" && *v != "sendrecv"
-                && *v != "alltoall")
-                return bad(*v, "allreduce, allgather, reducescatter, broadcast, sendrecv or alltoall");
+            if (!findCollective(*v))
+                return bad(*v, collectiveNames());
             o.op = *v;
         } else if (a == "--algo") {
             auto v = value("an algorithm");
@@ -204,28 +223,29 @@ std::optional<CommBenchOptions> parseCommBenchOptions(
         error = "--min " + std::to_string(o.minBytes) + " is above --max " + std::to_string(o.maxBytes);
         return std::nullopt;
     }
-    if (o.codec.kind != plan::Codec::Kind::None && (o.op != "allreduce" || o.type != comm::DType::F32)) {
+    const BenchOp op = findCollective(o.op)->op; // --op was checked above
+    if (o.codec.kind != plan::Codec::Kind::None && (op != BenchOp::AllReduce || o.type != comm::DType::F32)) {
         error = "--codec compresses fp32 all-reduces; use --op allreduce --dtype fp32";
         return std::nullopt;
     }
-    if (o.autoAlgorithm && o.op != "allreduce") {
+    if (o.autoAlgorithm && op != BenchOp::AllReduce) {
         error = "--algo auto chooses all-reduce algorithms; use it with --op allreduce";
         return std::nullopt;
     }
-    if (o.algorithm != comm::CollectiveAlgorithm::Library && (o.op == "broadcast" || o.op == "sendrecv")) {
+    if (o.algorithm != comm::CollectiveAlgorithm::Library && (op == BenchOp::Broadcast || op == BenchOp::SendRecv)) {
         error = "--op " + o.op + " runs with --algo library only";
         return std::nullopt;
     }
-    if (o.op == "alltoall" && o.algorithm == comm::CollectiveAlgorithm::ChunkedRing) {
+    if (op == BenchOp::AllToAll && o.algorithm == comm::CollectiveAlgorithm::ChunkedRing) {
         error = "--op alltoall runs with --algo library or ring (Loom's pairwise exchange)";
         return std::nullopt;
     }
-    if (o.algorithm == comm::CollectiveAlgorithm::Hierarchical && o.op != "allreduce") {
+    if (o.algorithm == comm::CollectiveAlgorithm::Hierarchical && op != BenchOp::AllReduce) {
         error = "--algo " + std::string(trace::toString(o.algorithm))
             + " is an all-reduce algorithm; use ring or chunked for " + o.op;
         return std::nullopt;
     }
-    if (o.algorithm == comm::CollectiveAlgorithm::SharedMemory && o.op == "alltoall") {
+    if (o.algorithm == comm::CollectiveAlgorithm::SharedMemory && op == BenchOp::AllToAll) {
         error = "--algo shm runs all-reduce, reduce-scatter and all-gather; use library or ring for alltoall";
         return std::nullopt;
     }

@@ -134,7 +134,7 @@ void importLlmc(
         throw std::runtime_error("\"" + file + "\" is not an llm.c model file (no magic 20240326)");
     if (header[1] != kVersion)
         throw std::runtime_error("\"" + file + "\" is an llm.c model file of version " + std::to_string(header[1])
-            + "; Loom reads version 3 (fp32, padded vocabulary)");
+            + "; Loom reads version " + std::to_string(kVersion) + " (fp32, padded vocabulary)");
     const std::int64_t maxT = header[2], V = header[3], L = header[4], NH = header[5], C = header[6], Vp = header[7];
     if (V != m.vocab || L != m.layers || NH != m.heads || C != m.hidden)
         throw std::runtime_error("\"" + file + "\" holds a GPT-2 with vocab " + std::to_string(V) + ", "

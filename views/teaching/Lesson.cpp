@@ -17,35 +17,56 @@ namespace loom::views {
 
 namespace {
 
+// A Strategy setting a "set" action may change: the layout file's field path a lesson names it by, the
+// Strategy panel's widget that edits it, and the widget name earlier lesson files used (still read).
 struct Settable {
-    const char* name;
+    const char* field;
+    const char* widget;
     FactType type;
-    QStringList choices; // for Text
+    QStringList choices; // for Text: the layout's words
 };
+
+template <typename E, std::size_t N> QStringList choiceWords(const plan::WordTable<E, N>& table)
+{
+    QStringList words;
+    for (const std::string& w : plan::wordsOf(table))
+        words << QString::fromStdString(w);
+    return words;
+}
 
 const std::vector<Settable>& settables()
 {
+    using T = FactType;
     static const std::vector<Settable> s = {
-        { "nodes", FactType::Number, {} },
-        { "tp", FactType::Number, {} },
-        { "pp", FactType::Number, {} },
-        { "dp", FactType::Number, {} },
-        { "vpp", FactType::Number, {} },
-        { "microBatch", FactType::Number, {} },
-        { "globalBatch", FactType::Number, {} },
-        { "schedule", FactType::Text, { "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe" } },
-        { "zero", FactType::Number, {} },
-        { "recompute", FactType::Text, { "none", "selective", "full" } },
-        { "precision", FactType::Text, { "fp32", "fp16", "bf16" } },
-        { "codec", FactType::Text, { "none", "fp16", "bf16", "int8", "int4", "topk", "lz4" } },
-        { "topk", FactType::Number, {} },
-        { "errorFeedback", FactType::Bool, {} },
-        { "overlap", FactType::Bool, {} },
-        { "bucket", FactType::Number, {} },
-        { "chunk", FactType::Number, {} },
-        { "allreduce", FactType::Text, { "auto", "library", "ring", "hierarchical", "shm" } },
+        { "nodes", "nodes", T::Number, {} },
+        { "parallel.tp", "tp", T::Number, {} },
+        { "parallel.pp", "pp", T::Number, {} },
+        { "parallel.dp", "dp", T::Number, {} },
+        { "parallel.vpp", "vpp", T::Number, {} },
+        { "parallel.micro_batch", "microBatch", T::Number, {} },
+        { "parallel.global_batch", "globalBatch", T::Number, {} },
+        { "parallel.schedule", "schedule", T::Text, choiceWords(plan::kScheduleWords) },
+        { "memory.zero", "zero", T::Number, {} },
+        { "memory.recompute", "recompute", T::Text, choiceWords(plan::kRecomputeWords) },
+        { "precision", "precision", T::Text, choiceWords(plan::kPrecisionWords) },
+        // comm.dp_codec's kind, and the fraction its "topk:<fraction>" form carries.
+        { "comm.dp_codec", "codec", T::Text, choiceWords(plan::kCodecWords) },
+        { "comm.dp_codec.topk", "topk", T::Number, {} },
+        { "comm.error_feedback", "errorFeedback", T::Bool, {} },
+        { "comm.overlap", "overlap", T::Bool, {} },
+        { "comm.bucket_mb", "bucket", T::Number, {} },
+        { "comm.chunk_kb", "chunk", T::Number, {} },
+        { "comm.allreduce", "allreduce", T::Text, choiceWords(plan::kAllreduceWords) },
     };
     return s;
+}
+
+const Settable* findSettable(const QString& name)
+{
+    for (const Settable& s : settables())
+        if (name == QLatin1String(s.field) || name == QLatin1String(s.widget))
+            return &s;
+    return nullptr;
 }
 
 // Collects problems with the file name and field in front.
@@ -176,23 +197,24 @@ LessonAction readAction(const QJsonValue& value, const QString& field, Problems&
     };
     if (o.contains(QLatin1String("set"))) {
         a.kind = LessonAction::Kind::Set;
-        a.target = o.value(QLatin1String("set")).toString();
+        const QString name = o.value(QLatin1String("set")).toString();
         a.value = o.value(QLatin1String("value"));
-        const auto& all = settables();
-        const auto it = std::find_if(
-            all.begin(), all.end(), [&](const Settable& s) { return a.target == QLatin1String(s.name); });
-        if (it == all.end()) {
+        const Settable* it = findSettable(name);
+        if (!it) {
+            a.target = name;
             p.add(field + QStringLiteral(".set"),
                 QStringLiteral("\"%1\" is not a Strategy setting; use one of %2")
-                    .arg(a.target, lessonSettableNames().join(QStringLiteral(", "))));
+                    .arg(name, lessonSettableFields().join(QStringLiteral(", "))));
             return a;
         }
+        // The action drives the widget; the file may name it by the field path or the old widget name.
+        a.target = QLatin1String(it->widget);
         const auto v = valueOf(a.value);
         if (!v || !hasType(*v, it->type))
-            p.add(field + QStringLiteral(".value"), QStringLiteral("%1 takes %2").arg(a.target, typeName(it->type)));
+            p.add(field + QStringLiteral(".value"), QStringLiteral("%1 takes %2").arg(name, typeName(it->type)));
         else if (it->type == FactType::Text && !it->choices.contains(a.value.toString()))
             p.add(field + QStringLiteral(".value"),
-                QStringLiteral("%1 is one of %2").arg(a.target, it->choices.join(QStringLiteral(", "))));
+                QStringLiteral("%1 is one of %2").arg(name, it->choices.join(QStringLiteral(", "))));
     } else if (o.contains(QLatin1String("open"))) {
         a.kind = LessonAction::Kind::Open;
         a.target = o.value(QLatin1String("open")).toString();
@@ -267,7 +289,18 @@ const QStringList& lessonSettableNames()
     static const QStringList names = [] {
         QStringList n;
         for (const auto& s : settables())
-            n << QString::fromLatin1(s.name);
+            n << QString::fromLatin1(s.widget);
+        return n;
+    }();
+    return names;
+}
+
+const QStringList& lessonSettableFields()
+{
+    static const QStringList names = [] {
+        QStringList n;
+        for (const auto& s : settables())
+            n << QString::fromLatin1(s.field);
         return n;
     }();
     return names;

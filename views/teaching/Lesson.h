@@ -35,7 +35,7 @@ enum class FactType { Number, Bool, Text };
 struct FactInfo {
     const char* name;
     FactType type;
-    const char* meaning; // for the documentation and for messages
+    std::string meaning; // for the documentation and for messages; choices list the layout's words
 };
 
 // Every fact a check may name.
@@ -96,8 +96,11 @@ struct Lesson {
 const QStringList& lessonWidgetNames();
 // The docks an "open" action may raise, by short name ("schedule" -> "scheduleDock").
 const QStringList& lessonDockNames();
-// The Strategy panel widgets a "set" action may change.
+// The Strategy panel widgets a "set" action may change (also the names earlier lesson files gave "set").
 const QStringList& lessonSettableNames();
+// The same settings by their layout file field paths ("parallel.micro_batch", "comm.allreduce"), the names a
+// lesson's "set" uses.
+const QStringList& lessonSettableFields();
 
 // The largest lesson file read.
 constexpr qsizetype kMaxLessonBytes = 256 * 1024;

@@ -26,16 +26,16 @@ const std::vector<FactInfo> kFacts = {
     { "layout.microBatch", T::Number, "sequences per micro-batch (b)" },
     { "layout.globalBatch", T::Number, "sequences per step (B)" },
     { "layout.microBatches", T::Number, "micro-batches per pipeline: m = B/(b·dp)" },
-    { "layout.schedule", T::Text, "gpipe, 1f1b or interleaved" },
+    { "layout.schedule", T::Text, plan::wordList(plan::kScheduleWords) },
     { "layout.zero", T::Number, "ZeRO stage (0 or 1)" },
-    { "layout.recompute", T::Text, "none, selective or full" },
-    { "layout.precision", T::Text, "fp32, fp16 or bf16" },
-    { "layout.codec", T::Text, "the DP codec: none, fp16, bf16, int8, int4, topk, lz4" },
+    { "layout.recompute", T::Text, plan::wordList(plan::kRecomputeWords) },
+    { "layout.precision", T::Text, plan::wordList(plan::kPrecisionWords) },
+    { "layout.codec", T::Text, "the DP codec: " + plan::wordList(plan::kCodecWords) },
     { "layout.errorFeedback", T::Bool, "error feedback on" },
     { "layout.overlap", T::Bool, "DP all-reduce overlapped with backward" },
     { "layout.bucketMb", T::Number, "gradient bucket size (MB)" },
     { "layout.chunkKb", T::Number, "chunk size of the chunked ring (KB)" },
-    { "layout.allreduce", T::Text, "auto, library, ring, hierarchical or shm" },
+    { "layout.allreduce", T::Text, plan::wordList(plan::kAllreduceWords) },
     { "layout.stage0Blocks", T::Number, "transformer blocks on the first pipeline stage" },
     { "layout.tpNodes", T::Number, "nodes the widest TP group spans" },
     { "layout.dpNodes", T::Number, "nodes the widest DP group spans" },
@@ -211,7 +211,7 @@ void addLayoutFacts(const plan::Layout& l, bool valid, const plan::Prediction* p
     f["layout.overlap"] = l.comm.overlap;
     f["layout.bucketMb"] = l.comm.bucketMb;
     f["layout.chunkKb"] = l.comm.chunkKb;
-    f["layout.allreduce"] = std::string(trace::toString(l.comm.allreduce));
+    f["layout.allreduce"] = std::string(plan::wordOf(plan::kAllreduceWords, l.comm.allreduce));
     if (par.pp * par.vpp <= l.model.layers && par.pp >= 1 && par.vpp >= 1)
         f["layout.stage0Blocks"] = double(l.stageRanges().front().size());
     if (par.tp >= 1 && par.pp >= 1 && par.dp >= 1) {

@@ -130,6 +130,61 @@ private slots:
             QVERIFY2(e.startsWith(QStringLiteral("04-pipeline-bubble.json: ")), qPrintable(e));
     }
 
+    // A "set" names the layout file's field path; the widget names earlier lesson files used still read,
+    // and both drive the same Strategy widget. Text settings offer the layout's words (plan's tables).
+    void settingsByFieldPath_data()
+    {
+        QTest::addColumn<QString>("field");
+        QTest::addColumn<QString>("oldName");
+        QTest::addColumn<QJsonValue>("value");
+        QTest::newRow("micro-batch") << "parallel.micro_batch"
+                                     << "microBatch" << QJsonValue(2);
+        QTest::newRow("bucket") << "comm.bucket_mb"
+                                << "bucket" << QJsonValue(8);
+        QTest::newRow("chunk") << "comm.chunk_kb"
+                               << "chunk" << QJsonValue(64);
+        QTest::newRow("zero") << "memory.zero"
+                              << "zero" << QJsonValue(1);
+        QTest::newRow("error feedback") << "comm.error_feedback"
+                                        << "errorFeedback" << QJsonValue(true);
+        const auto word = [](std::string_view w) { return QJsonValue(QString::fromLatin1(w.data(), w.size())); };
+        for (const auto& w : plan::kScheduleWords)
+            QTest::addRow("schedule %s", w.word.data()) << "parallel.schedule"
+                                                        << "schedule" << word(w.word);
+        for (const auto& w : plan::kRecomputeWords)
+            QTest::addRow("recompute %s", w.word.data()) << "memory.recompute"
+                                                         << "recompute" << word(w.word);
+        for (const auto& w : plan::kPrecisionWords)
+            QTest::addRow("precision %s", w.word.data()) << "precision"
+                                                         << "precision" << word(w.word);
+        for (const auto& w : plan::kCodecWords)
+            QTest::addRow("codec %s", w.word.data()) << "comm.dp_codec"
+                                                     << "codec" << word(w.word);
+        for (const auto& w : plan::kAllreduceWords)
+            QTest::addRow("allreduce %s", w.word.data()) << "comm.allreduce"
+                                                         << "allreduce" << word(w.word);
+    }
+
+    void settingsByFieldPath()
+    {
+        QFETCH(QString, field);
+        QFETCH(QString, oldName);
+        QFETCH(QJsonValue, value);
+        QVERIFY(lessonSettableFields().contains(field));
+        QVERIFY(lessonSettableNames().contains(oldName));
+        for (const QString& name : { field, oldName }) {
+            const QJsonObject lesson = setAt(lessonJson("04-pipeline-bubble.json"), { "steps", "0", "action" },
+                QJsonObject { { "set", name },
+                    { "value", value } }).toObject();
+            QStringList errors;
+            const auto read = readLesson(
+                QJsonDocument(lesson).toJson(), QStringLiteral("04-pipeline-bubble.json"), m_profiles, &errors);
+            QVERIFY2(read, qPrintable(errors.join(QLatin1Char('\n'))));
+            QCOMPARE(read->steps[0].action.kind, LessonAction::Kind::Set);
+            QCOMPARE(read->steps[0].action.target, oldName); // the widget the action drives
+        }
+    }
+
     void unreadableFiles()
     {
         QStringList errors;
