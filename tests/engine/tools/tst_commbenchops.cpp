@@ -40,7 +40,8 @@ private slots:
         bool help = false;
         QVERIFY(!parseCommBenchOptions({ "--op", "allreduc" }, error, help));
         QVERIFY2(error.find(collectiveNames()) != std::string::npos, error.c_str());
-        QCOMPARE(collectiveNames(), std::string("allreduce, allgather, reducescatter, broadcast, sendrecv or alltoall"));
+        QCOMPARE(
+            collectiveNames(), std::string("allreduce, allgather, reducescatter, broadcast, sendrecv or alltoall"));
         QVERIFY(!findCollective("allreduc"));
     }
 

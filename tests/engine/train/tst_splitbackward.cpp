@@ -53,8 +53,9 @@ struct Result {
 Result run(const plan::ModelSpec& model, bool recompute, bool split)
 {
     CpuKernels kernels;
-    GptStage stage(
-        { .model = model, .chunks = { { { 0, 1 }, true, false }, { { 2, 3 }, false, true } }, .fullRecompute = recompute },
+    GptStage stage({ .model = model,
+                       .chunks = { { { 0, 1 }, true, false }, { { 2, 3 }, false, true } },
+                       .fullRecompute = recompute },
         kernels);
     stage.setSplitBackward(split);
     test::initialiseForGradCheck(stage.params(), 7);
