@@ -406,6 +406,24 @@ std::vector<StepRecord> RunStore::steps(qint64 run) const
     return out;
 }
 
+std::map<qint64, StepRecord> RunStore::lastSteps() const
+{
+    std::map<qint64, StepRecord> out;
+    QSqlQuery q(db(m_store));
+    if (!q.exec(QStringLiteral("SELECT s.run_id, s.step, s.loss, s.tokens_per_s FROM step_metrics s JOIN "
+                               "(SELECT run_id, MAX(step) AS last FROM step_metrics GROUP BY run_id) m "
+                               "ON s.run_id = m.run_id AND s.step = m.last")))
+        fail(m_store, QStringLiteral("cannot read the runs' last steps"), q.lastError());
+    while (q.next()) {
+        StepRecord s;
+        s.step = q.value(1).toLongLong();
+        s.loss = q.value(2).isNull() ? std::numeric_limits<double>::quiet_NaN() : q.value(2).toDouble();
+        s.tokensPerSecond = q.value(3).toDouble();
+        out[q.value(0).toLongLong()] = std::move(s);
+    }
+    return out;
+}
+
 std::vector<trace::TraceEvent> RunStore::events(qint64 run) const
 {
     std::vector<trace::TraceEvent> out;

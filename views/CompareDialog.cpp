@@ -18,7 +18,16 @@ namespace loom::views {
 
 namespace {
 
-QString summary(const RunMonitor* m)
+// The run's bubble is the idle share of its busiest stage (the one that sets the step's pace); the other
+// stages wait longer because of it, so stage 0's idle time overstates the run's.
+const trace::StageStats* busiestStage(const trace::TraceStats& stats)
+{
+    const auto it = std::min_element(stats.stages.begin(), stats.stages.end(),
+        [](const auto& a, const auto& b) { return a.bubbleFraction < b.bubbleFraction; });
+    return it == stats.stages.end() ? nullptr : &*it;
+}
+
+QString summaryText(const RunMonitor* m)
 {
     QString s = QObject::tr("<b>Run %1</b> — %2, %3")
                     .arg(m->runId())
@@ -31,13 +40,16 @@ QString summary(const RunMonitor* m)
              .arg(QString::fromLatin1(plan::toString(p.schedule).data()))
              .arg(p.microBatch)
              .arg(p.globalBatch);
+    s += QObject::tr(", codec %1").arg(QString::fromStdString(m->layout().comm.dpCodec.toString()));
     if (!m->steps().empty())
-        s += QObject::tr("<br>final loss %1 after %2 steps, %3 tokens/s, bubble %4 %")
+        s += QObject::tr("<br>final loss %1 after %2 steps, %3 tokens/s")
                  .arg(profiles::lossText(m->steps().back().loss))
                  .arg(m->steps().back().step)
-                 .arg(QLocale().toString(m->steps().back().tokensPerSecond, 'f', 0))
-                 .arg(QLocale().toString(
-                     m->stats().stages.empty() ? 0.0 : 100 * m->stats().stages.front().bubbleFraction, 'f', 1));
+                 .arg(QLocale().toString(m->steps().back().tokensPerSecond, 'f', 0));
+    if (const auto* bottleneck = busiestStage(m->stats()))
+        s += QObject::tr(", bubble %1 % (stage %2, the busiest)")
+                 .arg(QLocale().toString(100 * bottleneck->bubbleFraction, 'f', 1))
+                 .arg(bottleneck->stage);
     return s;
 }
 
@@ -59,6 +71,7 @@ CompareDialog::CompareDialog(profiles::Store* store, qint64 left, qint64 right, 
         auto* head = new QLabel(tr("Loading…"));
         head->setTextFormat(Qt::RichText);
         head->setWordWrap(true);
+        m_heads.push_back(head);
         column->addWidget(head);
         auto* metrics = new MetricsPanel(m);
         panels.push_back(metrics);
@@ -70,7 +83,7 @@ CompareDialog::CompareDialog(profiles::Store* store, qint64 left, qint64 right, 
         timeline->followBox()->setChecked(false);
         m_timelines.push_back(timeline->view());
         timelines->addWidget(timeline);
-        connect(m, &RunMonitor::statsChanged, head, [head, m] { head->setText(summary(m)); });
+        connect(m, &RunMonitor::statsChanged, head, [head, m] { head->setText(summaryText(m)); });
         connect(m, &RunMonitor::openFailed, this, [this, head](const QString& why) {
             m_error = why;
             head->setText(why.toHtmlEscaped());

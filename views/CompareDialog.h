@@ -17,9 +17,9 @@ class RunMonitor;
 class TimelineView;
 
 // Two stored runs compared: their configuration difference (every layout value that differs), for each a
-// summary line (layout, state, final loss, tokens/s) and its plots side by side, on the same scales where
-// they share an axis (steps, loss), and their timelines one above the other, aligned on the start of their
-// last complete step and panned and zoomed together, so differences show.
+// summary line (layout, state, codec, final loss, tokens/s, bubble) and its plots side by side, on the same scales
+// where they share an axis (steps, loss), and their timelines one above the other, aligned on the start of their last
+// complete step and panned and zoomed together, so differences show.
 class CompareDialog : public QDialog {
     Q_OBJECT
 public:
@@ -31,6 +31,8 @@ public:
     RunMonitor* monitor(int side) const { return side == 0 ? m_left : m_right; }
     TimelineView* timeline(int side) const { return m_timelines[std::size_t(side)]; }
     QLabel* difference() const { return m_difference; }
+    // A run's summary: layout, degrees, codec, final loss, tokens/s, and its bubble (the busiest stage's).
+    QLabel* summary(int side) const { return m_heads[std::size_t(side)]; }
 
 private:
     void sameScales(const std::vector<class MetricsPanel*>& panels);
@@ -41,6 +43,7 @@ private:
     RunMonitor *m_left, *m_right;
     QString m_error;
     std::vector<TimelineView*> m_timelines;
+    std::vector<QLabel*> m_heads;
     QLabel* m_difference = nullptr;
     bool m_aligning = false;
 };

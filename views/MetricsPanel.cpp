@@ -71,7 +71,12 @@ MetricsPanel::MetricsPanel(RunMonitor* monitor, QWidget* parent)
         refreshLoss();
         refreshBandwidth();
     });
-    connect(monitor, &RunMonitor::statsChanged, this, &MetricsPanel::refreshBubble);
+    // A run opened from the store resets before its events arrive: the bandwidth series fills after the
+    // reset, so the plots redraw with the statistics (which follow the events) as well as per live step.
+    connect(monitor, &RunMonitor::statsChanged, this, [this] {
+        refreshBubble();
+        refreshBandwidth();
+    });
     connect(monitor, &RunMonitor::finished, this, &MetricsPanel::refresh);
     refresh();
 }

@@ -4,14 +4,30 @@
 
 #include <QAbstractTableModel>
 
+#include <optional>
+#include <vector>
+
 namespace loom::views {
 
-// The runs in the store, newest first: id, name, state (with the cause when it did not finish), steps,
-// start and end.
+// The runs in the store, newest first: id, name, state (with the cause when it did not finish), steps, the
+// layout's degrees (tp/pp/dp) and gradient codec, the last step's loss and tokens/s, start and end.
 class RunHistoryModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { Id, Name, State, Steps, Started, Ended, Cause, ColumnCount };
+    enum Column {
+        Id,
+        Name,
+        State,
+        Steps,
+        Degrees,
+        Codec,
+        FinalLoss,
+        TokensPerSecond,
+        Started,
+        Ended,
+        Cause,
+        ColumnCount
+    };
     // StateRole: the run's profiles::RunState, as an int.
     enum Role { RunIdRole = Qt::UserRole + 1, StateRole };
 
@@ -30,8 +46,17 @@ public:
     QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
 private:
+    // A run with what its columns show beyond the record: read once in refresh(), not per paint.
+    struct Row {
+        profiles::RunRecord record;
+        QString degrees, codec; // empty when the stored layout cannot be read
+        std::optional<profiles::StepRecord> last;
+    };
+    static std::vector<Row> readRows(profiles::Store& store);
+    QVariant display(const Row& row, int column) const;
+
     profiles::Store* m_store;
-    std::vector<profiles::RunRecord> m_runs;
+    std::vector<Row> m_runs;
 };
 
 } // namespace loom::views

@@ -6,7 +6,9 @@
 #include "engine/plan/LayoutParser.h"
 #include "engine/trace/TelemetryFrames.h"
 #include "profiles/ProfileCatalog.h"
+#include "profiles/RunStore.h"
 #include "profiles/Store.h"
+#include "views/MetricsPanel.h"
 #include "views/RunMonitor.h"
 
 #include <QDir>
@@ -14,6 +16,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <qcustomplot.h>
 
 using namespace loom;
 
@@ -90,6 +93,41 @@ private slots:
         // 10,000, one per step over every event so far.
         QVERIFY2(stats.count() >= 2 && stats.count() <= 20, qPrintable(QString::number(stats.count())));
         QVERIFY(!monitor.running());
+    }
+
+    // A finished run reopened from the store fills the bandwidth and link plots from its stored events, as
+    // they were live (they stayed empty: the plots redrew on the reset, before the events came in).
+    void reopenedRunFillsBandwidthPlots()
+    {
+        profiles::Store store(m_dir.filePath(QStringLiteral("reopen.db")));
+        const profiles::ProfileCatalog catalog(&store);
+        auto read = plan::readLayoutFile(LOOM_SOURCE_DIR "/resources/examples/tiny-local.json", catalog);
+        QVERIFY(read.layout);
+        profiles::RunStore runs(store);
+        const qint64 id = runs.startRun(QStringLiteral("stored"),
+            QString::fromStdString(plan::writeLayout(*read.layout)), QStringLiteral("local"), QStringLiteral("x"));
+        std::vector<trace::TraceEvent> events;
+        for (std::int64_t step = 0; step < 3; ++step) {
+            events.push_back(commEvent(0, step));
+            events.push_back(commEvent(1, step));
+            profiles::StepRecord s;
+            s.step = step + 1;
+            s.loss = 3.0;
+            s.tokensPerSecond = 100;
+            runs.addStep(id, s);
+        }
+        runs.addEvents(id, events);
+        runs.finishRun(id, profiles::RunState::Finished, {});
+
+        views::RunMonitor monitor(&store);
+        views::MetricsPanel panel(&monitor);
+        QString error;
+        QVERIFY2(monitor.open(id, &error), qPrintable(error));
+        QCOMPARE(monitor.bandwidth().size(), std::size_t(3));
+        QVERIFY(panel.collectivePlot()->graphCount() >= 1);
+        QVERIFY(panel.linkPlot()->graphCount() >= 1);
+        QCOMPARE(panel.collectivePlot()->graph(0)->dataCount(), 3);
+        QCOMPARE(panel.linkPlot()->graph(0)->dataCount(), 3);
     }
 };
 

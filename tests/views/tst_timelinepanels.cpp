@@ -105,6 +105,7 @@ private slots:
         plan::Layout other = test::tinyLayout();
         other.name = "tiny, twice the batch";
         other.parallel.globalBatch *= 2;
+        other.comm.dpCodec = *plan::Codec::parse("int8");
         const qint64 a = storeRun(store, test::tinyLayout(), 0, 3);
         const qint64 b = storeRun(store, other, 12345678, 4);
         CompareDialog dialog(&store, a, b);
@@ -117,6 +118,21 @@ private slots:
         QVERIFY2(diff.contains(QStringLiteral("name")), qPrintable(diff));
         QVERIFY2(diff.contains(QStringLiteral("global_batch")) || diff.contains(QStringLiteral("globalBatch")),
             qPrintable(diff));
+        QVERIFY2(diff.contains(QStringLiteral("dp_codec")), qPrintable(diff));
+        // Each summary names its codec and the run's bubble: the busiest stage's idle share, not stage 0's.
+        QTRY_VERIFY(dialog.summary(1)->text().contains(QStringLiteral("codec int8")));
+        QVERIFY(dialog.summary(0)->text().contains(QStringLiteral("codec none")));
+        for (int side = 0; side < 2; ++side) {
+            const auto& stages = dialog.monitor(side)->stats().stages;
+            QVERIFY(stages.size() >= 2);
+            const auto busiest = *std::min_element(stages.begin(), stages.end(),
+                [](const auto& x, const auto& y) { return x.bubbleFraction < y.bubbleFraction; });
+            const QString text = dialog.summary(side)->text();
+            QVERIFY2(text.contains(QStringLiteral("bubble %1 % (stage %2, the busiest)")
+                                       .arg(QLocale().toString(100 * busiest.bubbleFraction, 'f', 1))
+                                       .arg(busiest.stage)),
+                qPrintable(text));
+        }
         // Each timeline starts at its own last complete step: the same offset from it in both.
         const auto offset = [&dialog](int side) {
             return dialog.timeline(side)->window().first - lastStepStart(dialog.timeline(side)->timeline());

@@ -193,6 +193,61 @@ private slots:
                 QVERIFY(!colour.isValid());
         }
     }
+
+    // The history's configuration and outcome columns: tp/pp/dp and codec from the stored layout, loss and
+    // tokens/s of the last stored step (a diverged loss in words), empty for a run with no steps or a layout
+    // that cannot be read.
+    void runHistoryColumns()
+    {
+        QTemporaryDir dir;
+        profiles::Store store(dir.filePath(QStringLiteral("loom.db")));
+        profiles::RunStore runs(store);
+        plan::Layout layout = test::tinyLayout();
+        layout.parallel.tp = 1;
+        layout.parallel.pp = 2;
+        layout.parallel.dp = 4;
+        layout.comm.dpCodec = *plan::Codec::parse("int8");
+        const QString json = QString::fromStdString(plan::writeLayout(layout));
+        const qint64 trained
+            = runs.startRun(QStringLiteral("int8"), json, QStringLiteral("local"), QStringLiteral("x"));
+        for (qint64 step = 1; step <= 3; ++step) {
+            profiles::StepRecord s;
+            s.step = step;
+            s.loss = 4.0 - double(step);
+            s.tokensPerSecond = 1000.0 * double(step);
+            runs.addStep(trained, s);
+        }
+        runs.finishRun(trained, profiles::RunState::Finished, {});
+        const qint64 diverged
+            = runs.startRun(QStringLiteral("nan"), json, QStringLiteral("local"), QStringLiteral("x"));
+        profiles::StepRecord bad;
+        bad.step = 1;
+        bad.loss = std::numeric_limits<double>::quiet_NaN();
+        bad.tokensPerSecond = 10;
+        runs.addStep(diverged, bad);
+        const qint64 empty = runs.startRun(
+            QStringLiteral("empty"), QStringLiteral("{}"), QStringLiteral("local"), QStringLiteral("x"));
+
+        RunHistoryModel model(&store);
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        auto cell = [&](qint64 id, int column) {
+            for (int row = 0; row < model.rowCount(); ++row)
+                if (model.runIdAt(row) == id)
+                    return model.data(model.index(row, column)).toString();
+            return QStringLiteral("<no row>");
+        };
+        QCOMPARE(model.headerData(RunHistoryModel::Degrees, Qt::Horizontal).toString(), QStringLiteral("tp/pp/dp"));
+        QCOMPARE(cell(trained, RunHistoryModel::Degrees), QStringLiteral("1/2/4"));
+        QCOMPARE(cell(trained, RunHistoryModel::Codec), QStringLiteral("int8"));
+        QCOMPARE(cell(trained, RunHistoryModel::FinalLoss), profiles::lossText(1.0));
+        QCOMPARE(cell(trained, RunHistoryModel::TokensPerSecond), QLocale().toString(3000.0, 'f', 0));
+        QCOMPARE(cell(diverged, RunHistoryModel::FinalLoss), profiles::lossText(bad.loss));
+        QVERIFY(cell(diverged, RunHistoryModel::FinalLoss).startsWith(QStringLiteral("diverged")));
+        QCOMPARE(cell(empty, RunHistoryModel::Degrees), QString());
+        QCOMPARE(cell(empty, RunHistoryModel::FinalLoss), QString());
+        QCOMPARE(cell(empty, RunHistoryModel::TokensPerSecond), QString());
+        QCOMPARE(cell(empty, RunHistoryModel::Name), QStringLiteral("empty"));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestViewModels)
