@@ -19,7 +19,9 @@ struct MemoryEstimate {
     // FP8 delayed scaling: Transformer Engine's amax history (and scales) of every FP8 tensor of the rank's
     // linear layers.
     double fp8State = 0;
-    double total() const { return params + grads + optimizer + activations + reserve + gathered + fp8State; }
+    // A lossy dp codec with error feedback: what compression lost, kept per rank to add back next step.
+    double residual = 0;
+    double total() const { return params + grads + optimizer + activations + reserve + gathered + fp8State + residual; }
     double modelStates() const { return params + grads + optimizer; }
 };
 
