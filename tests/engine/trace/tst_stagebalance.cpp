@@ -41,8 +41,8 @@ private slots:
         QTest::newRow("stage 0 overloaded") << QList<int> { 0, 80, 60, 100 } << 0 << 0.2 << 1.0 - 60.0 / 80.0;
         // Equal work: all the idle time is the pipeline's own bubble.
         QTest::newRow("balanced") << QList<int> { 0, 60, 40, 100 } << 0 << 0.4 << 0.0;
-        QTest::newRow("three stages")
-            << QList<int> { 0, 50, 10, 100, 30, 70 } << 1 << 0.1 << 1.0 - (50.0 + 90.0 + 40.0) / 3.0 / 90.0;
+        QTest::newRow("three stages") << QList<int> { 0, 50, 10, 100, 30, 70 } << 1 << 0.1
+                                      << 1.0 - (50.0 + 90.0 + 40.0) / 3.0 / 90.0;
     }
     void bottleneck()
     {
