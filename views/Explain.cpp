@@ -134,11 +134,26 @@ QString bubble(const plan::Layout& l, const plan::Prediction& p)
                              "(%2−1)/(%3+%2−1) = <b>%4</b>")
                      .arg(QString::fromStdString(std::string(plan::toString(l.parallel.schedule))), big(x.p), big(x.m),
                          percent(p.bubbleTheory));
-    return QObject::tr("<b>Pipeline bubble</b>: idle time of the busiest stage ÷ step time in the simulated schedule = "
-                       "%1 ÷ %2 = <b>%3</b>.<br>Closed form (Narayanan et al., SC21; Huang et al., GPipe) for "
-                       "p = %4 stages and m = B/(b·dp) = %5/(%6·%7) = %8 micro-batches, %9.")
-        .arg(formatSeconds(p.bubble), formatSeconds(p.stepTime), percent(p.bubbleFraction), big(x.p), big(x.B),
-            big(x.b), big(x.d), big(x.m), closed);
+    return QObject::tr("<b>Pipeline bubble</b>: idle time of stage %10, the bottleneck (the busiest stage), ÷ step "
+                       "time in the simulated schedule = %1 ÷ %2 = <b>%3</b>.<br>Closed form (Narayanan et al., "
+                       "SC21; Huang et al., GPipe) for p = %4 stages and m = B/(b·dp) = %5/(%6·%7) = %8 "
+                       "micro-batches, %9.<br>Stages with less work idle longer: that is load imbalance (%11), "
+                       "not bubble.")
+        .arg(formatSeconds(p.bottleneckBubble), formatSeconds(p.stepTime), percent(p.bottleneckBubbleFraction),
+            big(x.p), big(x.B), big(x.b), big(x.d), big(x.m), closed)
+        .arg(p.bottleneckStage)
+        .arg(percent(p.loadImbalance));
+}
+
+QString imbalance(const plan::Layout& l, const plan::Prediction& p)
+{
+    return QObject::tr("<b>Load imbalance</b> = 1 − mean busy time of the %1 stages ÷ the busy time of the bottleneck "
+                       "(stage %2, the busiest) = <b>%3</b>: the share of the bottleneck's work the other stages lack "
+                       "on average, and idle for beside the pipeline bubble. 0 when every stage carries the same "
+                       "work; move blocks off stage %2 (Layers) to lower it.")
+        .arg(big(double(l.parallel.pp)))
+        .arg(p.bottleneckStage)
+        .arg(percent(p.loadImbalance));
 }
 
 QString stepPart(const plan::Layout& l, const plan::Prediction& p, const QString& part)

@@ -17,6 +17,8 @@ QString tokensPerSecond(const plan::Layout& layout, const plan::Prediction& pred
 QString tflopsPerGpu(const plan::Layout& layout, const plan::Prediction& prediction);
 QString mfu(const plan::Layout& layout, const plan::Prediction& prediction);
 QString bubble(const plan::Layout& layout, const plan::Prediction& prediction);
+// Load imbalance: the stages' uneven work, apart from the bubble.
+QString imbalance(const plan::Layout& layout, const plan::Prediction& prediction);
 // One part of the step split: "compute", "tp", "pp", "dp", "bubble", "optimizer".
 QString stepPart(const plan::Layout& layout, const plan::Prediction& prediction, const QString& part);
 // One kind of memory: "params", "grads", "optimizer", "activations", "reserve", "total".

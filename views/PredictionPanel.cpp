@@ -66,7 +66,8 @@ PredictionPanel::PredictionPanel(QWidget* parent)
     addFigure(figures, 2, QStringLiteral("tflops"), tr("TFLOP/s per GPU"));
     addFigure(figures, 3, QStringLiteral("mfu"), tr("MFU"));
     addFigure(figures, 4, QStringLiteral("bubble"), tr("Bubble"));
-    addFigure(figures, 5, QStringLiteral("memory"), tr("Memory"));
+    addFigure(figures, 5, QStringLiteral("imbalance"), tr("Load imbalance"));
+    addFigure(figures, 6, QStringLiteral("memory"), tr("Memory"));
     figures->setColumnStretch(1, 1);
     outer->addLayout(figures);
 
@@ -162,11 +163,15 @@ void PredictionPanel::setAnalysis(const LayoutAnalysis& a)
         QLocale().toString(100.0 * p.mfu, 'f', 1) + QStringLiteral(" %")
             + (p.hfu > p.mfu ? tr(" (HFU %1 %)").arg(QLocale().toString(100.0 * p.hfu, 'f', 1)) : QString()),
         explain::mfu(l, p));
+    // The bubble the pipeline costs is the busiest stage's; the others' extra idle time is imbalance.
+    const auto pct = [](double f) { return QLocale().toString(100.0 * f, 'f', 1) + QStringLiteral(" %"); };
     set("bubble",
-        tr("%1 (closed form %2)")
-            .arg(QLocale().toString(100.0 * p.bubbleFraction, 'f', 1) + QStringLiteral(" %"),
-                QLocale().toString(100.0 * p.bubbleTheory, 'f', 1) + QStringLiteral(" %")),
+        tr("%1 at stage %2, the bottleneck (closed form %3)")
+            .arg(pct(p.bottleneckBubbleFraction))
+            .arg(p.bottleneckStage)
+            .arg(pct(p.bubbleTheory)),
         explain::bubble(l, p));
+    set("imbalance", pct(p.loadImbalance), explain::imbalance(l, p));
     set("memory",
         tr("%1 of %2 — %3").arg(gb(p.memory.total()), gb(p.memoryCapacityGB), p.fits ? tr("fits") : tr("does not fit")),
         explain::memory(l, p, QStringLiteral("total")));

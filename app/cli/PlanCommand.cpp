@@ -76,6 +76,10 @@ int predictCommand(CliContext& context, const QString& file, bool json)
         j["collectives"] = collectives;
         j["memory_gb"]["gathered"] = p.memory.gathered;
         j["memory_gb"]["fp8_state"] = p.memory.fp8State;
+        j["memory_gb"]["codec_residual"] = p.memory.residual;
+        j["bottleneck_stage"] = p.bottleneckStage;
+        j["bottleneck_bubble_fraction"] = p.bottleneckBubbleFraction;
+        j["load_imbalance"] = p.loadImbalance;
         j["optimizer_state"] = optimizerStateJson(l);
         j["fp8"] = std::string(plan::toString(l.fp8));
         j["overlap"]

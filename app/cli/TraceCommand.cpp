@@ -153,7 +153,7 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
         auto stages = nlohmann::ordered_json::array();
         for (const auto& st : s.stages)
             stages.push_back({ { "stage", st.stage }, { "bubble_fraction", st.bubbleFraction },
-                { "bubble_theory", st.bubbleTheory } });
+                { "bubble_theory", st.bubbleTheory }, { "busy_s", st.busySeconds } });
         auto coll = nlohmann::ordered_json::array();
         for (const auto& cs : s.collectives)
             coll.push_back(
@@ -168,6 +168,8 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
                 { "mfu", mfu }, { "hardware_tflops_per_gpu", rate.hardwareTflopsPerDevice }, { "hfu", rate.hfu },
                 { "memory_high_water_gb", memoryGB }, { "stages", stages }, { "collectives", coll },
                 { "per_rank", deviceJson(device) }, { "kernel_types", kinds },
+                { "bottleneck_stage", s.bottleneckStage }, { "bottleneck_bubble_fraction", s.bottleneckBubble },
+                { "load_imbalance", s.loadImbalance },
                 { "window", allSteps ? "all profiler steps" : "profiler steps but the last" } })
                            .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
                     << "\n";
@@ -199,6 +201,10 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
         context.out << "  stage " << st.stage << ": bubble " << fmt(100 * st.bubbleFraction, "%.1f")
                     << " % of the pipeline phase"
                     << " (closed form " << fmt(100 * st.bubbleTheory, "%.1f") << " %: " << form << ")\n";
+    if (s.stages.size() > 1) // the bubble the step pays is the busiest stage's; the rest is uneven work
+        context.out << "  bottleneck stage " << s.bottleneckStage << " (the busiest): bubble "
+                    << fmt(100 * s.bottleneckBubble, "%.1f") << " %; load imbalance "
+                    << fmt(100 * s.loadImbalance, "%.1f") << " % (1 − mean busy ÷ the bottleneck's)\n";
     deviceTable(context.out, device);
     for (const auto& cs : s.collectives)
         context.out << "  " << cs.kind << " (" << cs.algorithm << "): " << cs.count << " calls, " << cs.bytes

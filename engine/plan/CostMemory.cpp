@@ -36,6 +36,18 @@ double cpuEngineBytes(const Layout& l, const Costs& c, double params)
     return bytes;
 }
 
+// Error feedback's residuals (engine/comm ErrorFeedback): one of the rank's whole gradient (what encoding its
+// input lost) and, for the two-phase scheme, one of the 1/dp segment it reduces; top-k's sparse all-gather has
+// no second phase. Each is kept in the width the gradients are reduced in (loom-train: fp32).
+double residualBytes(const Layout& l, const Costs& c, double params)
+{
+    if (c.d <= 1 || !l.comm.dpCodec.lossy() || !l.comm.errorFeedback)
+        return 0;
+    const double width = gradientBytesPerValue(l.precision, l.optimizer);
+    const bool twoPhase = l.comm.dpCodec.kind != Codec::Kind::TopK;
+    return params * width * (1.0 + (twoPhase ? 1.0 / double(c.d) : 0.0));
+}
+
 // The blocks pipeline rank r holds over its chunks.
 double layersOfRank(const Costs& c, std::int64_t r)
 {
@@ -111,6 +123,7 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
     mem.activations = (heldLayers * perLayerAct + (full ? fullLayerAct : 0.0)) / 1e9;
     if (r == c.p - 1)
         mem.activations += c.T * c.V / double(c.t) * 4.0 / 1e9; // fp32 logits of one micro-batch
+    mem.residual = residualBytes(l, c, params) / 1e9;
     mem.reserve = 0.05 * l.cluster.device.memoryGB;
     if (l.cluster.intraNode.kind == LinkKind::Shm)
         mem.reserve += cpuEngineBytes(l, c, params) / 1e9;

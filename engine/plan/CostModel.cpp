@@ -119,6 +119,30 @@ trace::TraceEvent stepEvent(std::int32_t rank, std::int64_t stage, trace::EventK
 
 } // namespace
 
+namespace {
+
+// The busiest pipeline rank of the replay without point-to-point time, its idle time and the load imbalance.
+void setBottleneck(Prediction& out, const std::vector<RankTimes>& ranks)
+{
+    if (ranks.empty())
+        return;
+    std::size_t busiest = 0;
+    double sum = 0, pipelineEnd = 0; // the busiest stage idles until the pipeline's end, not its own
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+        sum += ranks[r].busy;
+        pipelineEnd = std::max(pipelineEnd, ranks[r].end);
+        if (ranks[r].busy > ranks[busiest].busy)
+            busiest = r;
+    }
+    const RankTimes& b = ranks[busiest];
+    out.bottleneckStage = std::int64_t(busiest);
+    out.bottleneckBubble = std::max(0.0, pipelineEnd - b.busy);
+    out.bottleneckBubbleFraction = out.stepTime > 0 ? out.bottleneckBubble / out.stepTime : 0.0;
+    out.loadImbalance = b.busy > 0 ? std::max(0.0, 1.0 - sum / double(ranks.size()) / b.busy) : 0.0;
+}
+
+} // namespace
+
 Prediction predict(const Layout& l)
 {
     return predict(l, true);
@@ -236,6 +260,7 @@ Prediction predict(const Layout& l, bool withEvents)
     out.bubbleTheory = p > 1 ? double(p - 1) / double(v * mb + p - 1) : 0.0;
     if (splitsBackward(par.schedule) && p > 1)
         out.bubbleTheory = zeroBubbleTheory(par.schedule, p, mb, c, 0);
+    setBottleneck(out, noTransfers);
     const StepFlops flops = stepFlops(l);
     out.modelFlops = flops.model;
     out.hardwareFlops = flops.hardware;

@@ -19,7 +19,9 @@ struct MemoryEstimate {
     // FP8 delayed scaling: Transformer Engine's amax history (and scales) of every FP8 tensor of the rank's
     // linear layers.
     double fp8State = 0;
-    double total() const { return params + grads + optimizer + activations + reserve + gathered + fp8State; }
+    // A lossy dp codec with error feedback: what compression lost, kept per rank to add back next step.
+    double residual = 0;
+    double total() const { return params + grads + optimizer + activations + reserve + gathered + fp8State + residual; }
     double modelStates() const { return params + grads + optimizer; }
 };
 
@@ -44,6 +46,12 @@ struct Prediction {
     double hardwareTflopsPerGpu = 0, hfu = 0;
     double bubbleFraction = 0; // pipeline idle time / step time, on the busiest stage
     double bubbleTheory = 0; // the closed form, as a fraction of the step: (p-1)/(m+p-1), or (p-1)/(v·m+p-1)
+    // The bottleneck is the busiest pipeline rank (most compute and blocking communication a step). Its idle
+    // time is the bubble the pipeline itself costs; the critical stage (whose step ends last, `bubble` above) may
+    // idle longer only for lack of work. Load imbalance is that lack: 1 − mean busy ÷ the bottleneck's busy.
+    std::int64_t bottleneckStage = 0;
+    double bottleneckBubble = 0, bottleneckBubbleFraction = 0; // seconds, and ÷ step time
+    double loadImbalance = 0;
     // The step split into parts on the critical stage (they add up to stepTime).
     double compute = 0, tpExposed = 0, ppExposed = 0, dpExposed = 0, bubble = 0, optimizer = 0;
     double cpExposed = 0; // ring attention's K/V exchange that the attention compute did not hide (cp > 1)

@@ -53,6 +53,22 @@ private:
     std::vector<std::int64_t> m_before;
 };
 
+// The busiest stage, its idle share and the load imbalance (TraceStats).
+void findBottleneck(TraceStats& s)
+{
+    double mean = 0;
+    const StageStats* busiest = nullptr;
+    for (const auto& st : s.stages) {
+        mean += st.busySeconds / double(s.stages.size());
+        if (!busiest || st.busySeconds > busiest->busySeconds)
+            busiest = &st;
+    }
+    if (!busiest)
+        return;
+    s.bottleneckStage = busiest->stage;
+    s.bottleneckBubble = busiest->bubbleFraction;
+    s.loadImbalance = busiest->busySeconds > 0 ? std::max(0.0, 1.0 - mean / busiest->busySeconds) : 0.0;
+}
 } // namespace
 
 TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContext& c)
@@ -101,20 +117,26 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
         if (steps.count(e.step))
             busy[{ e.rank, e.step }] += double(e.endNs - e.startNs) * 1e-9;
     }
-    std::map<std::int32_t, std::pair<double, int>> bubble; // stage -> (sum, count)
+    struct Sums {
+        double idle = 0, busy = 0;
+        int count = 0;
+    };
+    std::map<std::int32_t, Sums> bubble; // stage -> sums over its (rank, step)s
     for (const auto& [key, seconds] : busy) {
         const auto& w = pipeline.at(key.second);
         const double window = double(w.second - w.first) * 1e-9;
         if (window <= 0)
             continue;
         auto& b = bubble[stageOf[key.first]];
-        b.first += std::clamp(1.0 - seconds / window, 0.0, 1.0);
-        ++b.second;
+        b.idle += std::clamp(1.0 - seconds / window, 0.0, 1.0);
+        b.busy += seconds;
+        ++b.count;
     }
     const double p = double(c.pp), m = double(c.microBatches), v = double(c.interleaved ? c.vpp : 1);
     const double theory = c.bubbleTheory >= 0 ? c.bubbleTheory : c.pp > 1 ? (p - 1) / (v * m + p - 1) : 0.0;
     for (const auto& [stage, b] : bubble)
-        s.stages.push_back({ stage, b.first / b.second, theory });
+        s.stages.push_back({ stage, b.idle / b.count, theory, b.busy / b.count });
+    findBottleneck(s);
 
     // Collectives: bandwidth per kind and algorithm.
     std::map<std::pair<std::string, std::string>, CollectiveStats> coll;

@@ -42,6 +42,7 @@ struct StageStats {
     std::int32_t stage = 0; // pipeline rank
     double bubbleFraction = 0; // idle ÷ the pipeline phase of the step, mean over the stage's ranks and steps
     double bubbleTheory = 0; // (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v·m+p-1) interleaved
+    double busySeconds = 0; // compute time a step, mean over the stage's ranks and steps
 };
 
 struct CollectiveStats {
@@ -61,6 +62,12 @@ struct TraceStats {
     double overlap = 0; // compute time during communication ÷ communication time
     Throughput flops; // from the context's FLOPs and the mean step; zero without them
     std::vector<StageStats> stages;
+    // The bottleneck is the busiest stage (most compute a step): its idle share is the pipeline bubble the
+    // step pays; the other stages idle longer only because they have less work. Load imbalance is that lack,
+    // 1 − mean busy ÷ the bottleneck's busy (0 when the stages carry equal work). -1 / 0 without stages.
+    std::int32_t bottleneckStage = -1;
+    double bottleneckBubble = 0;
+    double loadImbalance = 0;
     std::vector<CollectiveStats> collectives;
 };
 

@@ -247,6 +247,31 @@ private slots:
             qPrintable(text));
     }
 
+    // Blocks moved onto stage 1 (3 of them; stage 0 keeps 1, the others 2): the Bubble figure names stage 1, the
+    // busiest, and the uneven work shows as Load imbalance beside it (issue 36: it was stage 0's idle time).
+    void predictionPanelNamesTheBottleneck()
+    {
+        plan::Layout l = test::megatron1t();
+        l.parallel.stages.clear();
+        l.parallel.stages.push_back({ 0, 0 });
+        l.parallel.stages.push_back({ 1, 3 });
+        for (std::int64_t first = 4; first < l.model.layers; first += 2)
+            l.parallel.stages.push_back({ first, first + 1 });
+        const LayoutAnalysis a = analyzeLayout(l);
+        QVERIFY2(a.prediction, a.noPrediction.c_str());
+        QCOMPARE(a.prediction->bottleneckStage, std::int64_t(1));
+        PredictionPanel panel;
+        panel.setAnalysis(a);
+        const QString bubble = panel.label(QStringLiteral("bubble"))->text();
+        QVERIFY2(bubble.contains(QStringLiteral("stage 1, the bottleneck")), qPrintable(bubble));
+        QVERIFY2(panel.label(QStringLiteral("bubble"))->toolTip().contains(QStringLiteral("stage 1, the bottleneck")),
+            qPrintable(panel.label(QStringLiteral("bubble"))->toolTip()));
+        const QString imbalance = panel.label(QStringLiteral("imbalance"))->text();
+        QCOMPARE(imbalance, QLocale().toString(100.0 * a.prediction->loadImbalance, 'f', 1) + QStringLiteral(" %"));
+        QVERIFY(a.prediction->loadImbalance > 0.2); // 1 − 2 ÷ 3 by blocks
+        QVERIFY(panel.label(QStringLiteral("imbalance"))->toolTip().contains(QStringLiteral("Load imbalance")));
+    }
+
     void predictionPanelExplainsEveryFigure()
     {
         PredictionPanel panel;
