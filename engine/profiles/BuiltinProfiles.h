@@ -8,7 +8,7 @@
 
 namespace loom::profiles {
 
-// The profiles that ship with Loom (profiles/builtin/*.json, compiled into the binary). Pure C++: the
+// The profiles that ship with Loom (engine/profiles/builtin/*.json, compiled into the binary). Pure C++: the
 // engine resolves layout profile names through this without Qt or a database.
 class BuiltinProfiles final : public plan::ProfileResolver {
 public:
@@ -31,7 +31,7 @@ private:
     std::vector<std::string> m_errors;
 };
 
-// The embedded files: {file name, JSON text}. Generated at configure time from profiles/builtin/.
+// The embedded files: {file name, JSON text}. Generated at configure time from engine/profiles/builtin/.
 struct EmbeddedFile {
     std::string_view name;
     std::string_view text;

@@ -21,7 +21,7 @@ constexpr int kSteps = 20;
 // The built-in model profile as a layout's model object, with `layers` blocks.
 QJsonObject modelShape(const QString& profile, int layers)
 {
-    QFile f(QStringLiteral(LOOM_SOURCE_DIR "/profiles/builtin/model-%1.json").arg(profile));
+    QFile f(QStringLiteral(LOOM_SOURCE_DIR "/engine/profiles/builtin/model-%1.json").arg(profile));
     if (!f.open(QIODevice::ReadOnly))
         return {};
     QJsonObject m = QJsonDocument::fromJson(f.readAll()).object();
