@@ -63,6 +63,7 @@ qint64 RunController::start(const LaunchRequest& request)
     m_jobState.clear();
     m_jobReason.clear();
     m_tailLine.clear();
+    m_tailSkipToBreak = false;
     m_steps = 0;
     m_badFrames = 0;
     m_errorCause.clear();
@@ -463,8 +464,17 @@ void RunController::feed(const QByteArray& chunk)
 void RunController::addToTail(const QByteArray& chunk)
 {
     // Whole lines only: a frame that the pipe cut in two would otherwise leave its second half (JSON, CRC)
-    // in the failure's tail as if it were a message.
-    m_tailLine += chunk;
+    // in the failure's tail as if it were a message. An over-long line is cut once: the rest of it, up to
+    // its line break, is dropped as it arrives (a 60 MiB frame must not flood the tail with its body).
+    QByteArray data = chunk;
+    if (m_tailSkipToBreak) {
+        const qsizetype br = data.indexOf('\n');
+        if (br < 0)
+            return;
+        data.remove(0, br + 1);
+        m_tailSkipToBreak = false;
+    }
+    m_tailLine += data;
     const qsizetype lastBreak = m_tailLine.lastIndexOf('\n');
     if (lastBreak >= 0) {
         for (const QByteArray& line : m_tailLine.left(lastBreak).split('\n'))
@@ -472,10 +482,12 @@ void RunController::addToTail(const QByteArray& chunk)
                 m_tail += QString::fromUtf8(line.left(400)) + QLatin1Char('\n');
         m_tailLine.remove(0, lastBreak + 1);
     }
-    if (m_tailLine.size() > 4096 && !m_tailLine.startsWith('\x1e')) // a long line without an end: keep its start
-        m_tail += QString::fromUtf8(std::exchange(m_tailLine, QByteArray()).left(400)) + QLatin1Char('\n');
-    else if (m_tailLine.size() > 4096)
+    if (m_tailLine.size() > 4096) {
+        if (!m_tailLine.startsWith('\x1e')) // a long line without an end: keep its start
+            m_tail += QString::fromUtf8(m_tailLine.left(400)) + QLatin1Char('\n');
         m_tailLine.clear(); // the rest of an over-long frame is not text either
+        m_tailSkipToBreak = true;
+    }
     if (m_tail.size() > 6000)
         m_tail = m_tail.right(4000);
 }

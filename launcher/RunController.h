@@ -126,6 +126,7 @@ private:
     bool m_warnedNeverRuns = false;
     bool m_started = false;
     QByteArray m_tailLine; // the last output's unfinished line (a frame cut by the pipe is not text)
+    bool m_tailSkipToBreak = false; // inside an over-long line already cut: drop up to its line break
     QElapsedTimer m_sinceHeartbeat; // ssh: since the last "alive" to the head node
     QTimer m_jobPoll;
     qint64 m_run = 0;

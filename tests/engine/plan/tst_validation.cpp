@@ -351,7 +351,8 @@ private slots:
                                       << "loom_layout is missing, so this is not a Loom layout";
         QTest::newRow("unknown schedule suggests")
             << R"({"parallel": {"schedule": "1F1B"}})" << true << "parallel.schedule"
-            << "parallel.schedule=\"1F1B\" is not known; use one of \"gpipe\", \"1f1b\", \"interleaved\" (did you mean "
+            << "parallel.schedule=\"1F1B\" is not known; use one of \"gpipe\", \"1f1b\", \"interleaved\", \"zb-h1\", "
+               "\"zb-h2\", \"zb-v\", \"dualpipe\" (did you mean "
                "\"1f1b\"?)";
         QTest::newRow("unknown recompute") << R"({"memory": {"recompute": "all"}})" << true << "memory.recompute"
                                            << "use one of \"none\", \"selective\", \"full\"";

@@ -162,7 +162,7 @@ private slots:
         QCOMPARE(allRankOrders(), valuesOf(kRankOrderWords));
         QCOMPARE(allPrecisions(), valuesOf(kPrecisionWords));
         QCOMPARE(allCodecKinds(), valuesOf(kCodecWords));
-        QCOMPARE(wordList(kScheduleWords), std::string("gpipe, 1f1b or interleaved"));
+        QCOMPARE(wordList(kScheduleWords), std::string("gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v or dualpipe"));
     }
 };
 
