@@ -41,6 +41,17 @@ __device__ inline std::size_t strideAll()
     return std::size_t(gridDim.x) * blockDim.x;
 }
 
+// With warpBlocks' geometry: the row this thread's warp takes, and the thread's lane in it.
+__device__ inline int warpRow()
+{
+    return int(blockIdx.x) * (kThreads / kWarp) + int(threadIdx.x) / kWarp;
+}
+
+__device__ inline int lane()
+{
+    return int(threadIdx.x) % kWarp;
+}
+
 __device__ inline float warpSum(float x)
 {
     for (int o = kWarp / 2; o > 0; o /= 2)

@@ -10,16 +10,6 @@ using namespace grid;
 
 namespace {
 
-__device__ inline int warpRow()
-{
-    return int(blockIdx.x) * (kThreads / kWarp) + int(threadIdx.x) / kWarp;
-}
-
-__device__ inline int lane()
-{
-    return int(threadIdx.x) % kWarp;
-}
-
 // Two passes (mean, then Σ(x − mean)²), as CpuKernels: one pass of Σx² cancels in float.
 __global__ void layerNormKernel(float* out, float* mean, float* rstd, const float* in, const float* gamma,
     const float* beta, int rows, int cols, float eps)

@@ -10,16 +10,6 @@ using namespace grid;
 
 namespace {
 
-__device__ inline int warpRow()
-{
-    return int(blockIdx.x) * (kThreads / kWarp) + int(threadIdx.x) / kWarp;
-}
-
-__device__ inline int lane()
-{
-    return int(threadIdx.x) % kWarp;
-}
-
 // Row r holds query i = r % s: columns 0..i are its keys, the rest become 0 (as CpuKernels leaves them).
 __global__ void causalSoftmaxKernel(float* p, int rows, int s)
 {
