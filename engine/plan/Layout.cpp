@@ -14,11 +14,7 @@ std::string_view toString(ScheduleKind kind)
 
 ScheduleKind scheduleKindOf(std::string_view name)
 {
-    for (ScheduleKind k : { ScheduleKind::GPipe, ScheduleKind::Interleaved, ScheduleKind::ZbH1, ScheduleKind::ZbH2,
-             ScheduleKind::ZbV, ScheduleKind::DualPipe })
-        if (toString(k) == name)
-            return k;
-    return ScheduleKind::OneFOneB;
+    return valueOf(kScheduleWords, name).value_or(ScheduleKind::OneFOneB);
 }
 
 bool splitsBackward(ScheduleKind kind)
