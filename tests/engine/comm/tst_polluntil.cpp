@@ -7,7 +7,6 @@
 
 #include <QTest>
 
-
 using namespace loom::comm;
 using namespace std::chrono;
 
