@@ -55,7 +55,7 @@ QJsonObject runJson(const QString& program, const QStringList& args, const QProc
 }
 
 struct Measured {
-    double meanBubble = 0, busiestBubble = 0, highWaterGb = 0;
+    double meanBubble = 0, busiestBubble = 0, highWaterGb = 0, stepSeconds = 0;
 };
 } // namespace
 
@@ -72,16 +72,16 @@ class BenchZeroBubble : public QObject {
         QFile f(path);
         if (!f.open(QIODevice::WriteOnly))
             qFatal("cannot write %s", qPrintable(path));
-        f.write(QJsonDocument(
-            QJsonObject { { "loom_layout", 1 }, { "name", "zb-" + schedule }, { "cluster", "local" },
-                { "model",
-                    QJsonObject { { "name", "small" }, { "layers", 8 }, { "hidden", 256 }, { "heads", 4 },
-                        { "ffn_hidden", 1024 }, { "vocab", 256 }, { "seq_len", 64 } } },
-                { "precision", "fp32" },
-                { "parallel",
-                    QJsonObject { { "tp", 1 }, { "pp", m_pp }, { "dp", 1 }, { "vpp", v ? 2 : 1 }, { "micro_batch", 2 },
-                        { "global_batch", 16 }, { "schedule", schedule } } } })
-                    .toJson());
+        f.write(
+            QJsonDocument(QJsonObject { { "loom_layout", 1 }, { "name", "zb-" + schedule }, { "cluster", "local" },
+                              { "model",
+                                  QJsonObject { { "name", "small" }, { "layers", 8 }, { "hidden", 256 }, { "heads", 4 },
+                                      { "ffn_hidden", 1024 }, { "vocab", 256 }, { "seq_len", 64 } } },
+                              { "precision", "fp32" },
+                              { "parallel",
+                                  QJsonObject { { "tp", 1 }, { "pp", m_pp }, { "dp", 1 }, { "vpp", v ? 2 : 1 },
+                                      { "micro_batch", 2 }, { "global_batch", 16 }, { "schedule", schedule } } } })
+                .toJson());
         return path;
     }
 
@@ -93,17 +93,17 @@ class BenchZeroBubble : public QObject {
         p.setProcessChannelMode(QProcess::MergedChannels);
         p.start(QStringLiteral("nice"),
             { "-n", "10", QStringLiteral(MPIEXEC), "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
-                "--mca", "mpi_yield_when_idle", "1", "-np", QString::number(m_pp), QStringLiteral(LOOM_TRAIN), "--layout", layout,
-                "--steps", QString::number(steps), "--trace-out", trace });
+                "--mca", "mpi_yield_when_idle", "1", "-np", QString::number(m_pp), QStringLiteral(LOOM_TRAIN),
+                "--layout", layout, "--steps", QString::number(steps), "--trace-out", trace });
         if (!p.waitForFinished(600000) || p.exitCode() != 0)
             qFatal("loom-train (%s) failed: %s", qPrintable(schedule), p.readAll().right(3000).constData());
-        const QJsonObject s
-            = runJson(QStringLiteral(LOOM_EXE), { "trace", "stats", trace, "--json" }, m_env, 120000);
+        const QJsonObject s = runJson(QStringLiteral(LOOM_EXE), { "trace", "stats", trace, "--json" }, m_env, 120000);
         Measured m;
         const QJsonArray stages = s.value("stages").toArray();
         for (const auto& st : stages)
             m.meanBubble += st.toObject().value("bubble_fraction").toDouble() / std::max<qsizetype>(1, stages.size());
         m.busiestBubble = s.value("bottleneck_bubble_fraction").toDouble();
+        m.stepSeconds = s.value("step_time_s").toDouble();
         for (const auto& gb : s.value("memory_high_water_gb").toArray())
             m.highWaterGb = std::max(m.highWaterGb, gb.toDouble());
         return m;
@@ -118,19 +118,22 @@ private slots:
         const int rounds = envInt("LOOM_BENCH_ROUNDS", 3), steps = envInt("LOOM_BENCH_STEPS", 6);
         m_pp = envInt("LOOM_BENCH_PP", 4) == 2 ? 2 : 4;
         qInfo("pp %d, 8 micro-batches, %d rounds of %d steps", m_pp, rounds, steps);
-        std::map<QString, std::vector<double>> mean, busiest, ratio, highWater;
+        std::map<QString, std::vector<double>> mean, busiest, ratio, highWater, stepRatio;
         for (int r = 0; r < rounds; ++r) {
-            double reference = 0;
+            double reference = 0, referenceStep = 0;
             for (const QString& s : kSchedules) {
                 const Measured m = measure(s, steps);
                 if (s == QLatin1String("1f1b"))
-                    reference = m.meanBubble;
+                    reference = m.meanBubble, referenceStep = m.stepSeconds;
+                stepRatio[s].push_back(referenceStep > 0 ? m.stepSeconds / referenceStep : 0);
                 mean[s].push_back(m.meanBubble);
                 busiest[s].push_back(m.busiestBubble);
                 highWater[s].push_back(m.highWaterGb);
                 ratio[s].push_back(reference > 0 ? m.meanBubble / reference : 0);
-                qInfo("round %d %-8s bubble %.1f %% (busiest stage %.1f %%), %.3f of 1F1B's", r + 1, qPrintable(s),
-                    100 * m.meanBubble, 100 * m.busiestBubble, ratio[s].back());
+                qInfo("round %d %-8s bubble %.1f %% (busiest stage %.1f %%), %.3f of 1F1B's; step %.3f s, %.3f of "
+                      "1F1B's",
+                    r + 1, qPrintable(s), 100 * m.meanBubble, 100 * m.busiestBubble, ratio[s].back(), m.stepSeconds,
+                    stepRatio[s].back());
             }
         }
         QFile load(QStringLiteral("/proc/loadavg"));
@@ -158,8 +161,11 @@ private slots:
         } goals[] = { { "zb-h1", 0.5 }, { "zb-h2", 0.25 }, { "zb-v", 0.25 } };
         for (const auto& g : goals) {
             const double r = median(ratio[QString::fromLatin1(g.schedule)]);
-            qInfo("goal %s at most %.2f of 1F1B's bubble: %.3f, %s", g.schedule, g.goal, r, r <= g.goal ? "met" : "missed");
+            qInfo("goal %s at most %.2f of 1F1B's bubble: %.3f, %s", g.schedule, g.goal, r,
+                r <= g.goal ? "met" : "missed");
         }
+        for (const QString& s : kSchedules)
+            qInfo("%-8s step time %.3f of 1F1B's (median of the rounds' ratios)", qPrintable(s), median(stepRatio[s]));
     }
 };
 
