@@ -5,7 +5,10 @@
 
 #include <QFileInfo>
 #include <QFutureWatcher>
+#include <QThread>
 #include <QtConcurrent/QtConcurrentRun>
+
+#include <utility>
 
 namespace loom::views {
 
@@ -49,6 +52,9 @@ void RunMonitor::clear()
     m_total = 0;
     m_statsEvents = 0;
     m_openedOn = nullptr;
+    m_statsOn = nullptr;
+    m_statsRunning = m_statsAgain = false;
+    ++m_generation;
 }
 
 void RunMonitor::setLayout(const plan::Layout& layout)
@@ -224,6 +230,7 @@ void RunMonitor::show(qint64 runId, OpenedRun opened)
     emit eventsAdded(events);
     m_stats = std::move(*opened.stats);
     m_statsEvents = std::size_t(events);
+    m_statsOn = opened.builtOn;
     emit statsChanged();
 }
 
@@ -244,15 +251,50 @@ void RunMonitor::updateStats()
     // The statistics re-read every event: while the run goes on, refresh them only when the events have grown
     // by a tenth since the last time (so all refreshes together cost about ten passes over the final events,
     // not one pass per step), and above two million events only when the run ends, so the window keeps its
-    // pace over any number of steps.
+    // pace over any number of steps. They are computed on a worker, one computation at a time: events that
+    // arrive meanwhile are counted by the next one.
     const bool live = running();
     if (live
         && (events.size() > 2000000
             || (m_statsEvents > 0 && events.size() < m_statsEvents + std::max<std::size_t>(m_statsEvents / 10, 2000))))
         return;
+    if (m_statsRunning) {
+        m_statsAgain = true;
+        return;
+    }
     m_statsEvents = events.size();
-    m_stats = *runStats(m_layout, m_timeline->timeline());
-    emit statsChanged();
+    computeStatsInBackground();
+}
+
+void RunMonitor::computeStatsInBackground()
+{
+    struct Computed {
+        trace::TraceStats stats;
+        const QThread* thread = nullptr;
+    };
+    m_statsRunning = true;
+    auto* watcher = new QFutureWatcher<Computed>(this);
+    connect(watcher, &QFutureWatcher<Computed>::finished, this, [this, watcher, generation = m_generation] {
+        Computed done = watcher->future().takeResult();
+        watcher->deleteLater();
+        if (generation != m_generation)
+            return; // another run is shown now
+        m_stats = std::move(done.stats);
+        m_statsOn = done.thread;
+        m_statsRunning = false;
+        emit statsChanged();
+        if (std::exchange(m_statsAgain, false))
+            updateStats();
+    });
+    // The worker reads its own copy: the timeline keeps growing here meanwhile. Copying the events is one
+    // linear pass; the statistics sort and group them several times over.
+    // The context too: for the zero-bubble schedules it replays the schedule (plan::predict).
+    watcher->setFuture(QtConcurrent::run(
+        [events = m_timeline->timeline().events(), groups = m_timeline->timeline().groups(), layout = m_layout] {
+            trace::StatsContext context = plan::statsContext(layout);
+            context.groups = groups;
+            return Computed { trace::computeStats(events, context), QThread::currentThread() };
+        }));
 }
 
 } // namespace loom::views

@@ -45,6 +45,10 @@ public:
     bool loading() const { return m_loading; }
     // The thread that read and computed the shown stored run (the caller's for open()); null for a live run.
     const QThread* openedOn() const { return m_openedOn; }
+    // The thread that computed the statistics shown (a worker, but for open()); null before any.
+    const QThread* statsOn() const { return m_statsOn; }
+    // Whether the statistics of a live run are being recomputed on a worker (statsChanged() follows).
+    bool statsPending() const { return m_statsRunning; }
 
     qint64 runId() const { return m_run; }
     qint64 totalSteps() const { return m_total; }
@@ -85,6 +89,7 @@ private:
     void clear();
     void addEvents(const std::vector<trace::TraceEvent>& events);
     void updateStats();
+    void computeStatsInBackground();
     void setLayout(const plan::Layout& layout);
 
     profiles::Store* m_store;
@@ -100,6 +105,9 @@ private:
     qint64 m_run = 0, m_total = 0;
     bool m_loading = false;
     const QThread* m_openedOn = nullptr;
+    const QThread* m_statsOn = nullptr;
+    bool m_statsRunning = false, m_statsAgain = false; // a worker computes them; the events grew since
+    quint64 m_generation = 0; // counts clear()s: statistics of a run no longer shown are dropped
     bool m_starting = false, m_endedWhileStarting = false; // inside start(); the run ended there
     profiles::RunState m_state = profiles::RunState::Running;
     QString m_cause, m_log;
