@@ -56,8 +56,8 @@ void TimelineData::fold(const Row& row, std::int64_t t0, std::int64_t t1, double
             continue;
         const auto tNext = t0 + std::int64_t((run.x1 + 2 - left) / scale);
         nextJump = tNext;
-        const auto j = std::size_t(std::lower_bound(row.start.begin() + std::ptrdiff_t(i + 1),
-                                       row.start.begin() + std::ptrdiff_t(last), tNext)
+        const auto j = std::size_t(
+            std::lower_bound(row.start.begin() + std::ptrdiff_t(i + 1), row.start.begin() + std::ptrdiff_t(last), tNext)
             - row.start.begin());
         if (j > i + 1 && (allTiny || row.maxEnd[j - 1] <= tNext)) {
             run.x1 = std::max(run.x1, std::min(right, px(row.maxEnd[j - 1])));
