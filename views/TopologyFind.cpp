@@ -6,6 +6,7 @@
 
 #include <QGraphicsSimpleTextItem>
 
+#include <algorithm>
 #include <set>
 
 namespace loom::views {
@@ -58,17 +59,31 @@ void TopologyScene::placeStageLabels()
         const auto node = std::int64_t(i) / m_devicesPerNode, local = std::int64_t(i) % m_devicesPerNode;
         m_stageLabels[std::size_t(d.coord.pp)]->setPos(deviceRect(node, local).topLeft());
     }
-    for (auto* label : m_stageLabels)
-        label->setVisible(m_overview);
+    showStageLabels();
 }
 
-void TopologyScene::setOverview(bool on)
+void TopologyScene::setOverview(bool on, qreal zoom)
 {
-    if (on == m_overview)
+    if (on == m_overview && zoom == m_overviewZoom)
         return;
     m_overview = on;
-    for (auto* label : m_stageLabels)
-        label->setVisible(on);
+    m_overviewZoom = zoom;
+    showStageLabels();
+}
+
+void TopologyScene::showStageLabels()
+{
+    // Labels keep their size on screen while the map shrinks: keep each only where it overlaps none kept
+    // before it, in stage order, so the labels shown stay readable (every k-th stage when they are dense).
+    std::vector<QRectF> kept;
+    for (auto* label : m_stageLabels) {
+        const QRectF onScreen(label->pos() * m_overviewZoom, label->boundingRect().size() + QSizeF(4, 0));
+        const bool clear = m_overview
+            && std::none_of(kept.begin(), kept.end(), [&](const QRectF& k) { return k.intersects(onScreen); });
+        label->setVisible(clear);
+        if (clear)
+            kept.push_back(onScreen);
+    }
 }
 
 QGraphicsSimpleTextItem* TopologyScene::stageLabel(std::int64_t stage) const
@@ -83,8 +98,7 @@ QString numbers(const std::set<std::int64_t>& v)
     if (v.empty())
         return QString();
     if (*v.rbegin() - *v.begin() + 1 == std::int64_t(v.size()))
-        return v.size() == 1 ? QString::number(*v.begin())
-                             : QStringLiteral("%1–%2").arg(*v.begin()).arg(*v.rbegin());
+        return v.size() == 1 ? QString::number(*v.begin()) : QStringLiteral("%1–%2").arg(*v.begin()).arg(*v.rbegin());
     QStringList parts;
     for (std::int64_t x : v)
         parts << QString::number(x);

@@ -63,7 +63,9 @@ public:
     // At overview zoom each pipeline stage is named by a label of constant size at its first device (the
     // stage colours repeat, the labels do not), and NodeItem draws the boundaries between stages and DP
     // replicas; the view turns them on below NodeItem's coarse level of detail.
-    void setOverview(bool on);
+    // `zoom`: the view's scale, so that labels that would overlap on screen are left out (the first of
+    // them in stage order kept).
+    void setOverview(bool on, qreal zoom = 1);
     bool overview() const { return m_overview; }
     QGraphicsSimpleTextItem* stageLabel(std::int64_t stage) const;
     // A node's tooltip: its ranks and the stages, DP replicas and TP groups they belong to.
@@ -90,6 +92,8 @@ private:
     std::pair<std::int64_t, std::int64_t> m_highlight { -1, -1 };
     std::vector<QGraphicsSimpleTextItem*> m_stageLabels; // by pipeline stage
     bool m_overview = false;
+    qreal m_overviewZoom = 1;
+    void showStageLabels();
 };
 
 } // namespace loom::views

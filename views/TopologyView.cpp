@@ -60,7 +60,7 @@ void TopologyView::fitAll()
 void TopologyView::zoomChanged()
 {
     // NodeItem's coarse level of detail (0.18): below it cells are plain colours, so stages need names.
-    m_scene->setOverview(zoom() < 0.18);
+    m_scene->setOverview(zoom() < 0.18, zoom());
 }
 
 void TopologyView::placeJumpBox()
