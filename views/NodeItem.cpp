@@ -75,6 +75,16 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
     }
     for (std::int64_t i = 0; i < m_scene->devicesPerNode(); ++i)
         paintCell(p, i, lod);
+    if (lod < kCoarse)
+        paintBoundaries(p);
+    if (m_scene->highlight().first == m_node) {
+        // A jump's target: a ring a few pixels wide at any zoom.
+        QPen ring(m_scene->palette().color(QPalette::Highlight), 4);
+        ring.setCosmetic(true);
+        p->setPen(ring);
+        p->setBrush(Qt::NoBrush);
+        p->drawRect(cellRect(m_scene->highlight().second).adjusted(-3, -3, 3, 3));
+    }
     if (lod >= kCoarse && m_scene->layout().parallel.cp > 1)
         paintCpOutlines(p);
     if (lod >= kCoarse && m_scene->layout().parallel.tp > 1)
@@ -142,6 +152,38 @@ void NodeItem::paintCell(QPainter* p, std::int64_t local, qreal lod) const
     }
 }
 
+void NodeItem::paintBoundaries(QPainter* p) const
+{
+    // Overview zoom: the stage colours repeat every ten stages, so a dark line marks where a device of
+    // another pipeline stage begins (rank order, across nodes too), a light one where another DP replica
+    // begins within a stage; the scene's labels name the stages.
+    QPen stage(QColor(0x11, 0x11, 0x11), 2), replica(QColor(0xFF, 0xFF, 0xFF), 1);
+    stage.setCosmetic(true);
+    replica.setCosmetic(true);
+    const std::int64_t n = m_scene->devicesPerNode();
+    const int cols = m_scene->columnsPerNode();
+    for (std::int64_t i = 0; i < n; ++i) {
+        const DeviceView& d = m_scene->device(m_node, i);
+        if (d.rank < 0)
+            continue;
+        const DeviceView* before = i > 0 ? &m_scene->device(m_node, i - 1)
+            : m_node > 0                 ? &m_scene->device(m_node - 1, n - 1)
+                                         : nullptr;
+        if (!before || before->rank < 0)
+            continue;
+        const bool newStage = before->coord.pp != d.coord.pp;
+        if (!newStage && before->coord.dp == d.coord.dp)
+            continue;
+        p->setPen(newStage ? stage : replica);
+        const QRectF r = cellRect(i);
+        // At a row's start the boundary is the top edge (the previous device ends the row above).
+        if (i > 0 && i % cols == 0)
+            p->drawLine(QPointF(r.left() - 2, r.top() - 2), QPointF(r.right() + 2, r.top() - 2));
+        else
+            p->drawLine(QPointF(r.left() - 2, r.top() - 2), QPointF(r.left() - 2, r.bottom() + 2));
+    }
+}
+
 void NodeItem::paintTpOutlines(QPainter* p) const
 {
     // A TP group is a run of devices with the same (pp, dp) on this node (ranks of a TP group are
@@ -193,7 +235,7 @@ void NodeItem::hoverMoveEvent(QGraphicsSceneHoverEvent* event)
     else if (event->pos().y() > boundingRect().height() - TopologyScene::kPadding - TopologyScene::kBus)
         setToolTip(m_scene->intraLinkToolTip());
     else
-        setToolTip(QObject::tr("node %1").arg(m_node));
+        setToolTip(m_scene->nodeToolTip(m_node));
 }
 
 } // namespace loom::views

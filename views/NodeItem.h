@@ -8,7 +8,8 @@ class TopologyScene;
 
 // One node of the map: a box with its devices, drawn by hand at three levels of detail (Qt's "chip"
 // example): text, memory bars and TP outlines when zoomed in; coloured cells when zoomed out; so 384 nodes
-// of 8 devices stay fast. Hovering a device shows its tooltip.
+// of 8 devices stay fast; zoomed out, lines between pipeline stages and DP replicas. Hovering a device shows
+// its tooltip, hovering the node its ranks, stages and replicas.
 class NodeItem : public QGraphicsItem {
 public:
     NodeItem(const TopologyScene* scene, std::int64_t node, QSizeF size);
@@ -26,6 +27,7 @@ protected:
 
 private:
     void paintCell(QPainter* p, std::int64_t local, qreal lod) const;
+    void paintBoundaries(QPainter* p) const;
     void paintTpOutlines(QPainter* p) const;
     void paintCpOutlines(QPainter* p) const;
 

@@ -10,6 +10,7 @@
 #include <QElapsedTimer>
 
 #include <set>
+#include <unordered_map>
 
 namespace loom::views {
 
@@ -146,6 +147,9 @@ private:
     void updateScrollBars();
     void paintRuler(class QPainter& p);
     void paintLane(QPainter& p, const TimelineData::Row& row, int top, int h, std::size_t& boxes);
+    void paintMix(QPainter& p, const TimelineData::Row& row, const TimelineData::Box& b, int top, int h, double scale);
+    void paintPassLabel(QPainter& p, const trace::TraceEvent& e, const QRectF& box, const class QFontMetrics& fm,
+        std::unordered_map<std::uint64_t, std::pair<QString, int>>& labels);
     void paintOverlay(QPainter& p, const TimelineData::Row& row, int top, int h);
     void paintHeader(QPainter& p, const Track& t);
     void paintLabel(QPainter& p, const Track& t);
@@ -177,6 +181,7 @@ private:
     std::int64_t m_dragT0 = 0;
     bool m_dragging = false;
     std::size_t m_lastBoxes = 0, m_lastFlows = 0;
+    std::vector<TimelineData::Box> m_boxes; // what paintLane draws, reused from row to row
     int m_keyRepeat = 0;
     QElapsedTimer m_lastWheel;
     std::vector<std::pair<std::int64_t, std::int64_t>> m_back, m_forward; // windows to go back and forward to

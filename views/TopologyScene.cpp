@@ -52,6 +52,7 @@ void TopologyScene::show(const plan::Layout& layout, const plan::Prediction* pre
         rebuild();
     }
     fill(prediction);
+    placeStageLabels();
     update();
 }
 
@@ -72,7 +73,8 @@ void TopologyScene::rebuild()
     clear(); // deletes the items
     m_items.clear();
     m_fabric = nullptr;
-    m_dropTarget = { -1, -1 };
+    m_dropTarget = m_highlight = { -1, -1 };
+    m_stageLabels.clear();
     const QSizeF size = nodeSize();
     // A grid of nodes about as wide as a 16:10 window is.
     const auto columns = std::max<std::int64_t>(1,
