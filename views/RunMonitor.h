@@ -42,6 +42,7 @@ public:
     bool loading() const { return m_loading; }
 
     qint64 runId() const { return m_run; }
+    profiles::Store* store() const { return m_store; }
     qint64 totalSteps() const { return m_total; }
     const plan::Layout& layout() const { return m_layout; }
     const std::optional<plan::Prediction>& prediction() const { return m_prediction; }
