@@ -52,7 +52,7 @@ private slots:
                        "mpirun_options": ["--oversubscribe"]}})")
                 .arg(QStringLiteral(LOOM_TRAIN_EXE))
                 .toUtf8()));
-        const LoomResult r = loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), profile });
+        const LoomResult r = loomtest::loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), profile });
         QVERIFY2(r.exitCode == 0, qPrintable(r.output));
     }
 

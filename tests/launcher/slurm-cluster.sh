@@ -69,7 +69,10 @@ munged --force --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.sock
   || skip "munged did not start: $(tail -n 1 "$dir/munged.err")"
 port=$(( 20000 + $$ % 20000 ))
 host=$(hostname)
-ctl="$host(127.0.0.1)" spool=$dir/spool pidfile=$dir/slurmd.pid logfile=$dir/slurmd.log
+# The node's own TmpFS: PMIx (srun --mpi=pmix) makes its client folder there, named by job and step only, so
+# clusters of tests running side by side (job 1, step 0 each) would collide in /tmp.
+mkdir -p "$dir/tmp"
+tmpfs="TmpFS=$dir/tmp" ctl="$host(127.0.0.1)" spool=$dir/spool pidfile=$dir/slurmd.pid logfile=$dir/slurmd.log
 nodes="NodeName=loomnode NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN"
 if [ "$cmd" = up2 ]; then
   id=$$ net=$(( $$ % 200 + 20 ))
@@ -84,6 +87,10 @@ if [ "$cmd" = up2 ]; then
   mkdir -p "$dir/spool-loomnode1" "$dir/spool-loomnode2"
   # %n: each slurmd's own spool folder, pid and log file (Slurm puts in the node's name)
   ctl="loomnode1(10.235.$net.1)" spool=$dir/spool-%n pidfile=$dir/slurmd-%n.pid logfile=$dir/slurmd-%n.log
+  # Each node's own TmpFS (its slurmd reads a copy of slurm.conf that differs in it): the two on one
+  # filesystem would collide in one folder.
+  mkdir -p "$dir/tmp-loomnode1" "$dir/tmp-loomnode2"
+  tmpfs="TmpFS=$dir/tmp-loomnode1"
   nodes="NodeName=loomnode1 NodeHostname=loomnode1 NodeAddr=10.235.$net.1 CPUs=$cpus State=UNKNOWN
 NodeName=loomnode2 NodeHostname=loomnode2 NodeAddr=10.235.$net.2 CPUs=$cpus State=UNKNOWN"
 fi
@@ -113,6 +120,7 @@ SelectTypeParameters=CR_CPU
 ReturnToService=2
 SlurmdParameters=config_overrides
 JobCompType=jobcomp/none
+$tmpfs
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MinJobAge=600
@@ -125,9 +133,11 @@ if [ "$cmd" = up2 ]; then
   in_a=(nsenter "--net=/run/netns/$nsa")
   "${in_a[@]}" unshare --uts sh -c "hostname loomnode1 && slurmctld -f '$SLURM_CONF' -i" 2>"$dir/slurmctld.err" \
     || skip "slurmctld did not start: $(tail -n 1 "$dir/slurmctld.err")"
+  sed "s|^TmpFS=.*|TmpFS=$dir/tmp-loomnode2|" "$SLURM_CONF" > "$dir/slurm-loomnode2.conf"
   for n in 1 2; do
-    ns=$nsa; [ $n -eq 2 ] && ns=$nsb
-    nsenter "--net=/run/netns/$ns" unshare --uts sh -c "hostname loomnode$n && exec slurmd -f '$SLURM_CONF' -N loomnode$n" \
+    ns=$nsa conf=$SLURM_CONF
+    [ $n -eq 2 ] && ns=$nsb conf=$dir/slurm-loomnode2.conf
+    nsenter "--net=/run/netns/$ns" unshare --uts sh -c "hostname loomnode$n && exec slurmd -f '$conf' -N loomnode$n" \
       2>"$dir/slurmd$n.err" || skip "slurmd of loomnode$n did not start: $(tail -n 1 "$dir/slurmd$n.err")"
   done
   node_names="loomnode1 loomnode2"

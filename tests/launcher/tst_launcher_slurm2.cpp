@@ -24,7 +24,7 @@ class TestLauncherSlurm2 : public QObject {
     // Loom runs beside slurmctld, in the first node's namespace, outside any allocation.
     LoomResult run(const QStringList& args, const QStringList& wrapper = {})
     {
-        return loom(db(), args, m_cluster.wrapper() + wrapper, m_cluster.env());
+        return loomtest::loom(db(), args, m_cluster.wrapper() + wrapper, m_cluster.env());
     }
     // The Slurm job of a stored run, from its command ("(Slurm job 42)").
     QString jobOf(const QString& shown)
@@ -54,7 +54,7 @@ private slots:
                        "mpirun_options": ["--oversubscribe"]}})")
                 .arg(QStringLiteral(LOOM_TRAIN_EXE))
                 .toUtf8()));
-        const LoomResult r = loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), profile });
+        const LoomResult r = loomtest::loom(db(), { QStringLiteral("profiles"), QStringLiteral("import"), profile });
         QVERIFY2(r.exitCode == 0, qPrintable(r.output));
         QVERIFY(writeFile(layout(),
             R"({"loom_layout": 1, "name": "two nodes", "model": "gpt-tiny", "cluster": "slurm-two", "nodes": 2,
@@ -70,8 +70,8 @@ private slots:
         QVERIFY2(r.exitCode == 0 && r.output.contains("step 3/3"), qPrintable(r.output));
         const QJsonObject last = lastRun(db());
         QCOMPARE(last.value("state").toString(), QStringLiteral("finished"));
-        const LoomResult show
-            = loom(db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(last.value("id").toInt()) });
+        const LoomResult show = loomtest::loom(
+            db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(last.value("id").toInt()) });
         const QString job = jobOf(show.output);
         QVERIFY2(!job.isEmpty(), qPrintable(show.output));
         // One rank on each node: the job had both.
@@ -115,8 +115,8 @@ private slots:
         QVERIFY2(r.exitCode == 0 && r.output.contains("step 3/3"), qPrintable(r.output));
         const QJsonObject last = lastRun(db());
         QCOMPARE(last.value("state").toString(), QStringLiteral("finished"));
-        const LoomResult show
-            = loom(db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(last.value("id").toInt()) });
+        const LoomResult show = loomtest::loom(
+            db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(last.value("id").toInt()) });
         QVERIFY2(
             show.output.contains("command srun --mpi=pmix --kill-on-bad-exit=1 --nodes=2 "), qPrintable(show.output));
         for (int rank : { 0, 1 })
