@@ -3,6 +3,7 @@
 #include "views/Colors.h"
 #include "views/TopologyScene.h"
 
+#include <QFontMetricsF>
 #include <QGraphicsSceneHoverEvent>
 #include <QPainter>
 #include <QStyleOptionGraphicsItem>
@@ -25,6 +26,39 @@ NodeItem::NodeItem(const TopologyScene* scene, std::int64_t node, QSizeF size)
 QRectF NodeItem::boundingRect() const
 {
     return { QPointF(0, 0), m_size };
+}
+
+QString NodeItem::title() const
+{
+    return titleOf(m_scene->layout(), m_node);
+}
+
+QString NodeItem::titleOf(const plan::Layout& layout, std::int64_t node)
+{
+    QString title = QObject::tr("node %1").arg(node);
+    const auto& hosts = layout.cluster.hosts;
+    if (node >= 0 && node < std::int64_t(hosts.size()))
+        title += QStringLiteral(" · ") + QString::fromStdString(hosts[std::size_t(node)]);
+    return title;
+}
+
+QString NodeItem::shownTitle() const
+{
+    const qreal room = m_size.width() - 2 * TopologyScene::kPadding;
+    return QFontMetricsF(titleFont(m_scene->font())).elidedText(title(), Qt::ElideRight, room);
+}
+
+QFont NodeItem::titleFont(const QFont& base)
+{
+    QFont f = base;
+    f.setPointSizeF(8.5);
+    f.setBold(true);
+    return f;
+}
+
+qreal NodeItem::maxTitleWidth()
+{
+    return 4 * TopologyScene::kCellWidth; // "node 12 · gpu-node-017.cluster" fits; longer names are elided
 }
 
 QRectF NodeItem::cellRect(std::int64_t local) const
@@ -54,17 +88,10 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
     p->drawRoundedRect(box, 6, 6);
     if (lod >= kDetailed) {
         p->setPen(pal.color(QPalette::Text));
-        QFont f = p->font();
-        f.setPointSizeF(8.5);
-        f.setBold(true);
-        p->setFont(f);
-        QString title = QObject::tr("node %1").arg(m_node);
-        const auto& hosts = m_scene->layout().cluster.hosts;
-        if (m_node < std::int64_t(hosts.size()))
-            title += QStringLiteral(" · ") + QString::fromStdString(hosts[std::size_t(m_node)]);
+        p->setFont(titleFont(m_scene->font()));
         p->drawText(
             QRectF(TopologyScene::kPadding, 2, box.width() - 2 * TopologyScene::kPadding, TopologyScene::kHeader - 2),
-            Qt::AlignLeft | Qt::AlignVCenter, title);
+            Qt::AlignLeft | Qt::AlignVCenter, shownTitle());
     }
     // The intra-node link: a bus under the devices, drawn as the link class is drawn everywhere.
     if (lod >= kCoarse) {

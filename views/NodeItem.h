@@ -1,5 +1,7 @@
 #pragma once
 
+#include "engine/plan/Layout.h"
+
 #include <QGraphicsItem>
 
 namespace loom::views {
@@ -21,6 +23,14 @@ public:
     QRectF cellRect(std::int64_t local) const;
     // The device at an item position, or -1.
     std::int64_t cellAt(const QPointF& pos) const;
+    // "node 0 · hosta": the node's number and, when the cluster names its hosts, this node's host.
+    QString title() const;
+    static QString titleOf(const plan::Layout& layout, std::int64_t node);
+    // The title as drawn: whole, or elided when it is wider than the widest header (the tooltip has it whole).
+    QString shownTitle() const;
+    // The header's font, and the width a title may take (the box grows for a host name up to this).
+    static QFont titleFont(const QFont& base);
+    static qreal maxTitleWidth();
 
 protected:
     void hoverMoveEvent(QGraphicsSceneHoverEvent* event) override;

@@ -20,6 +20,26 @@
 
 namespace loom::views {
 
+namespace {
+// The hosts of a run over ssh (its hostfile lists the cluster's first `nodes` hosts, each with world ÷ nodes
+// consecutive ranks); other methods name no hosts before they run (Slurm chooses the nodes).
+QStringList hostsOfRun(const plan::Layout& layout)
+{
+    QStringList hosts;
+    if (layout.cluster.launch.method != "ssh")
+        return hosts;
+    const std::int64_t nodes = std::max<std::int64_t>(1, layout.nodes);
+    for (std::size_t i = 0; i < layout.cluster.hosts.size() && std::int64_t(i) < nodes; ++i)
+        hosts << QString::fromStdString(layout.cluster.hosts[i]);
+    return hosts;
+}
+
+int ranksPerHost(const plan::Layout& layout)
+{
+    return int(std::max<std::int64_t>(1, layout.parallel.worldSize() / std::max<std::int64_t>(1, layout.nodes)));
+}
+} // namespace
+
 RunTimelinePanel::RunTimelinePanel(RunMonitor* monitor, QWidget* parent)
     : QWidget(parent)
     , m_monitor(monitor)
@@ -96,6 +116,7 @@ RunTimelinePanel::RunTimelinePanel(RunMonitor* monitor, QWidget* parent)
         m_view->setModel(m_monitor->timeline());
         const auto& cluster = m_monitor->layout().cluster;
         m_view->setRanksPerNode(cluster.autoDevices() ? 1 << 30 : int(cluster.devicesPerNode));
+        m_view->setHosts(hostsOfRun(m_monitor->layout()), ranksPerHost(m_monitor->layout()));
         m_view->setFollowing(m_monitor->running() || m_follow->isChecked());
         m_view->fit();
         m_calibrate->setEnabled(!m_view->timeline().events().empty());

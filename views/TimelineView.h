@@ -84,6 +84,11 @@ public:
     Grouping grouping() const { return m_grouping; }
     // For grouping by node: how many consecutive ranks share a node.
     void setRanksPerNode(int n);
+    // The hosts the run's ranks ran on (a cluster with named hosts), `ranksPerHost` consecutive ranks each as
+    // mpirun's hostfile and Slurm place them; the lanes then read "rank 3 · hostb". Empty: no host names.
+    void setHosts(const QStringList& hosts, int ranksPerHost);
+    // A rank's lane name: "rank 3", or "rank 3 · hostb" when its host is known.
+    QString rankName(std::int64_t rank) const;
     int groupCount() const;
     QString groupName(int group) const;
     trace::TrackSummary groupSummary(int group) const;
@@ -188,6 +193,8 @@ private:
 
     Grouping m_grouping = Grouping::None;
     int m_ranksPerNode = 8;
+    QStringList m_hosts;
+    int m_ranksPerHost = 1;
     std::set<int> m_collapsed, m_pins;
     Flows m_flowMode = Flows::Selected;
     std::uint32_t m_hidden = 0;

@@ -278,7 +278,7 @@ void TimelineView::paintLabel(QPainter& p, const Track& t)
     p.setPen(pal.color(QPalette::Text));
     QString label = row.stream >= 0 ? tr("rank %1 · stream %2").arg(row.rank).arg(row.stream)
         : row.lane == trace::Lane::Compute
-        ? (row.stage >= 0 ? tr("rank %1 · stage %2").arg(row.rank).arg(row.stage) : tr("rank %1").arg(row.rank))
+        ? (row.stage >= 0 ? tr("%1 · stage %2").arg(rankName(row.rank)).arg(row.stage) : rankName(row.rank))
         : tr("comm");
     if (t.pin)
         label = QStringLiteral("📌 ") + (row.lane == trace::Lane::Compute ? label : tr("rank %1 comm").arg(row.rank));

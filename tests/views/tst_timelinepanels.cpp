@@ -162,6 +162,33 @@ private slots:
                     .startsWith(QStringLiteral("the workbench's Calibrate from run %1: 2 measured steps").arg(id)));
     }
 
+    // A run over ssh names each lane's host ("rank 3 · hostb"), two ranks a host as its hostfile places
+    // them; a local run's lanes name none.
+    void lanesNameTheirHosts()
+    {
+        QTemporaryDir dir;
+        profiles::Store store(dir.filePath(QStringLiteral("loom.db")));
+        plan::Layout ssh = test::tinyLayout();
+        ssh.nodes = 2;
+        ssh.cluster.launch.method = "ssh";
+        ssh.cluster.hosts = { "hosta", "hostb", "hostc" };
+        ssh.clusterProfile.clear(); // stored inline, as the launcher stores it
+        ssh.cluster.name = "lab";
+        const qint64 remote = storeRun(store, ssh, 0, 2);
+        const qint64 local = storeRun(store, test::tinyLayout(), 0, 2);
+        RunMonitor monitor(&store);
+        RunTimelinePanel panel(&monitor);
+        QString error;
+        QVERIFY2(monitor.open(remote, &error), qPrintable(error));
+        const std::int64_t perHost = ssh.parallel.worldSize() / 2;
+        QTRY_COMPARE(panel.view()->rankName(0), QStringLiteral("rank 0 · hosta"));
+        QCOMPARE(panel.view()->rankName(perHost - 1), QStringLiteral("rank %1 · hosta").arg(perHost - 1));
+        QCOMPARE(panel.view()->rankName(perHost), QStringLiteral("rank %1 · hostb").arg(perHost));
+        QCOMPARE(panel.view()->rankName(2 * perHost), QStringLiteral("rank %1").arg(2 * perHost)); // no third host
+        QVERIFY2(monitor.open(local, &error), qPrintable(error));
+        QTRY_COMPARE(panel.view()->rankName(0), QStringLiteral("rank 0"));
+    }
+
     void compareAlignsStepsAndListsTheDifference()
     {
         QTemporaryDir dir;

@@ -12,6 +12,8 @@
 #include <QDragEnterEvent>
 #include <QElapsedTimer>
 #include <QGraphicsSimpleTextItem>
+#include <QFontMetricsF>
+#include <QGraphicsSceneHoverEvent>
 #include <QImage>
 #include <QLineEdit>
 #include <QMimeData>
@@ -41,6 +43,56 @@ class TestTopologyMap : public QObject {
     }
 
 private slots:
+    // Nodes of one or two devices named by host: the box is wide enough for "node 0 · hosta" (it showed
+    // "node 0 · h"); a name longer than the widest header is elided, and the header's tooltip has it whole.
+    void nodeHeadersNameTheirHosts_data()
+    {
+        QTest::addColumn<std::int64_t>("devicesPerNode");
+        QTest::addColumn<QString>("host");
+        QTest::addColumn<bool>("whole");
+        QTest::newRow("one device, short host") << std::int64_t(1) << "hosta" << true;
+        QTest::newRow("two devices, dotted host") << std::int64_t(2) << "gpu-017.lab" << true;
+        QTest::newRow("one device, long host")
+            << std::int64_t(1) << "a-very-long-compute-node-name-017.rack-04.cluster.example.org" << false;
+    }
+    void nodeHeadersNameTheirHosts()
+    {
+        QFETCH(std::int64_t, devicesPerNode);
+        QFETCH(QString, host);
+        QFETCH(bool, whole);
+        plan::Layout l = test::tinyLayout();
+        l.parallel = {};
+        l.parallel.dp = 2 * devicesPerNode;
+        l.parallel.globalBatch = l.parallel.dp * l.parallel.microBatch;
+        l.nodes = 2;
+        l.cluster.devicesPerNode = devicesPerNode;
+        l.cluster.hosts = { "hostz", host.toStdString() };
+        TopologyScene scene;
+        TopologyView view(&scene);
+        view.resize(900, 600);
+        view.show();
+        scene.show(l, nullptr);
+        QCOMPARE(scene.nodeCount(), 2);
+        NodeItem* node = scene.nodeItem(1);
+        QCOMPARE(node->title(), QStringLiteral("node 1 · ") + host);
+        const QFontMetricsF metrics(NodeItem::titleFont(scene.font()));
+        const qreal room = node->boundingRect().width() - 2 * TopologyScene::kPadding;
+        QVERIFY2(metrics.horizontalAdvance(node->shownTitle()) <= room + 0.5, qPrintable(node->shownTitle()));
+        if (whole) {
+            QCOMPARE(node->shownTitle(), node->title());
+        } else {
+            QVERIFY2(node->shownTitle().endsWith(QChar(0x2026)), qPrintable(node->shownTitle()));
+            QVERIFY(node->shownTitle().startsWith(QStringLiteral("node 1 · a-very")));
+        }
+        // Hovering the header (not a device, not the bus) shows the whole host name.
+        QGraphicsSceneHoverEvent hover(QEvent::GraphicsSceneHoverMove);
+        hover.setPos(QPointF(TopologyScene::kPadding + 2, TopologyScene::kHeader / 2));
+        scene.sendEvent(node, &hover);
+        QVERIFY2(node->toolTip().contains(host.toHtmlEscaped()), qPrintable(node->toolTip()));
+        // The devices keep their places.
+        QCOMPARE(node->cellRect(0).left(), TopologyScene::kPadding + 2);
+    }
+
     void showsTheExample()
     {
         TopologyScene scene;
