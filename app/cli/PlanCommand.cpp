@@ -80,6 +80,7 @@ int predictCommand(CliContext& context, const QString& file, bool json)
         j["bottleneck_stage"] = p.bottleneckStage;
         j["bottleneck_bubble_fraction"] = p.bottleneckBubbleFraction;
         j["load_imbalance"] = p.loadImbalance;
+        j["fsdp_overheads_s"] = { { "exposed_edges", p.shardEdges }, { "buffer_copies", p.shardCopies } };
         j["optimizer_state"] = optimizerStateJson(l);
         j["fp8"] = std::string(plan::toString(l.fp8));
         j["overlap"]

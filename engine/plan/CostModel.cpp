@@ -256,6 +256,11 @@ Prediction predict(const Layout& l, bool withEvents)
     out.bubble = std::max(0.0, critNoP2p.end - critNoP2p.busy);
     out.dpExposed = dpTime[static_cast<std::size_t>(critical)] + crit.dp;
     out.optimizer = optTime[static_cast<std::size_t>(critical)];
+    for (std::int64_t ch = 0; ch < v; ++ch) { // FSDP2's own costs inside dpExposed (CostSharded.cpp)
+        const StageCost& sc = cost[static_cast<std::size_t>(stageOfChunk(par.schedule, p, critical, ch))];
+        out.shardEdges += double(mb) * (sc.forwardShardEdge + sc.backwardShardEdge);
+        out.shardCopies += double(mb) * (sc.forwardShardCopy + sc.backwardShardCopy);
+    }
     out.bubbleFraction = out.bubble / out.stepTime;
     out.bubbleTheory = p > 1 ? double(p - 1) / double(v * mb + p - 1) : 0.0;
     if (splitsBackward(par.schedule) && p > 1)

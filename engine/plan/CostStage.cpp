@@ -76,7 +76,6 @@ double paramsOfVirtualStage(const Layout& l, const std::vector<StageRange>& rang
 {
     const ModelSpec& m = l.model;
     const double t = double(l.parallel.tp);
-    const auto last = static_cast<std::int64_t>(ranges.size()) - 1;
     const StageRange& range = ranges[static_cast<std::size_t>(vs)];
     double n = double(range.size()) * double(m.blockParameters()) / t;
     if (m.isMoe()) { // everything but the experts split over t; the experts whole (expert TP 1), E/ep of them
@@ -84,28 +83,10 @@ double paramsOfVirtualStage(const Layout& l, const std::vector<StageRange>& rang
         n += moeBlocks * double(m.moeBlockParameters() - m.experts * m.expertParameters() - m.blockParameters()) / t
             + expertParamsOfVirtualStage(l, ranges, vs);
     }
-    if (vs == 0)
-        n += double(m.embeddingParameters()) / t;
-    if (vs == last) { // the final norm, and the LM head split over t (tied: a copy of the embedding unless vs = 0)
-        const double head = double(m.paddedVocab() * m.hidden) / t;
-        n += double(m.headParameters()) - (m.tieEmbeddings ? 0.0 : double(m.paddedVocab() * m.hidden))
-            + (!m.tieEmbeddings || vs != 0 ? head : 0.0);
-    }
-    return n;
+    return n + rootParamsOfVirtualStage(l, ranges, vs);
 }
 
 namespace {
-
-// What ZeRO-2 and ZeRO-3 add to an op that computes for `compute` seconds while `comm` seconds of its
-// collectives run on their own stream: gathers are prefetched (the next layer's, and the next op's first
-// layer's during the op before) and gradient reduce-scatters wait for nothing, so only what the link cannot
-// finish beside the compute is exposed: max(0, comm - compute). Without comm.overlap all of it waits.
-double exposedBeside(const Layout& l, double comm, double compute)
-{
-    if (comm <= 0)
-        return 0;
-    return l.comm.overlap ? std::max(0.0, comm - compute) : comm;
-}
 
 // Ring attention on a stage of `layers` layers: the exposed and the whole exchange per op (StageCost's cp
 // fields), from the block time on the CP link and the attention compute that hides it (docs/planner.md).
@@ -157,7 +138,6 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
     c.V = double(m.paddedVocab());
     const std::int64_t t = c.t;
     const LinkSpec& tpLink = linkOf(l, tpSpan);
-    const LinkSpec& dpLink = linkOf(l, dpSpan);
     const double tpAllReduce = usesNcclModel(l)
         ? collectiveSeconds(l, Collective::AllReduce, c.T * c.h * c.actBytes, { t, tpSpan })
         : ringAllReduceSeconds(c.T * c.h * c.actBytes, t, tpLink);
@@ -189,32 +169,8 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
             sc.forwardTp = std::min(sc.forwardTp, fullF);
             sc.backwardTp = std::min(sc.backwardTp, fullB);
         }
-        if (l.memory.zero >= 2 && c.d > 1 && layers > 0) {
-            // ZeRO-3 all-gathers each layer's parameters before its forward and again before its backward;
-            // ZeRO-2 and 3 reduce-scatter each layer's gradients after its backward (every micro-batch: only a
-            // shard of the gradients is kept).
-            const double params = paramsOfVirtualStage(l, c.ranges, vs), bytes = params * c.actBytes;
-            // Each layer's gradients are reduce-scattered at their kept width (main_grads_dtype: fp32 for bf16
-            // training by default, as FSDP2's reduce_dtype and Megatron's main_grad keep them).
-            const double gradBytes = params * gradientBytesPerValue(l.precision, l.optimizer);
-            const bool nccl = usesNcclModel(l);
-            const double perLayer = (nccl ? collectiveSeconds(l, Collective::AllGather, bytes / layers, { c.d, dpSpan })
-                                          : ringAllGatherSeconds(bytes / layers, c.d, dpLink))
-                * layers;
-            const double perLayerScatter
-                = (nccl ? collectiveSeconds(l, Collective::ReduceScatter, gradBytes / layers, { c.d, dpSpan })
-                        : ringAllGatherSeconds(gradBytes / layers, c.d, dpLink))
-                * layers;
-            sc.gatherBytes = bytes;
-            // loom-train's ShardedParams gathers and scatters one block (a unit) per call, in fp32.
-            sc.gatherAlgorithm = shardAlgorithm(resolveAllreduce(l.comm.allreduce,
-                { toString(l.commBackend()), static_cast<std::size_t>(bytes / c.actBytes * 4.0 / layers), int(c.d),
-                    int(dpSpan) }));
-            sc.forwardGather = l.memory.zero >= 3 ? perLayer : 0.0;
-            sc.backwardGather = perLayerScatter + sc.forwardGather;
-            sc.forwardDp = exposedBeside(l, sc.forwardGather, computeF);
-            sc.backwardDp = exposedBeside(l, sc.backwardGather, computeB);
-        }
+        if (l.memory.zero >= 2 && c.d > 1 && layers > 0)
+            shardedDataParallelCosts(l, c, vs, computeF, computeB, dpSpan, sc);
         if (c.cp > 1 && layers > 0)
             ringAttentionCosts(l, c, linkOf(l, cpSpan), layers, sc);
         if (m.isMoe() && par.ep > 1) {
