@@ -50,10 +50,11 @@ namespace {
 // The nodes rank 0's expert group spans (every expert group has the same shape).
 std::int64_t expertGroupNodes(const Layout& l, const RankGrid& grid)
 {
-    if (!l.model.isMoe() || l.parallel.ep <= 1 || l.parallel.dp % l.parallel.ep != 0)
+    const ExpertGrid g = expertGrid(l);
+    if (!l.model.isMoe() || l.parallel.ep <= 1 || (!g.megatron && l.parallel.dp % l.parallel.ep != 0))
         return 1;
     std::vector<std::int64_t> nodes;
-    for (auto r : expertGroupOf(grid, l.parallel.ep, 0))
+    for (auto r : g.megatron ? megatronExpertGroupOf(grid, g, 0) : expertGroupOf(grid, l.parallel.ep, 0))
         nodes.push_back(grid.nodeOf(r));
     std::sort(nodes.begin(), nodes.end());
     return std::unique(nodes.begin(), nodes.end()) - nodes.begin();
@@ -310,7 +311,12 @@ Estimate estimate(const Layout& l)
     const std::int64_t m = par.microBatches();
     // The expert group: ep DP ranks tp·cp·pp apart.
     const std::int64_t epStride = tc * par.pp;
-    const std::int64_t epSpan = epStride * par.ep > D ? std::min(par.ep, (epStride * par.ep + D - 1) / D) : 1;
+    std::int64_t epSpan = epStride * par.ep > D ? std::min(par.ep, (epStride * par.ep + D - 1) / D) : 1;
+    if (par.expertTp > 0) { // Megatron-Core's grid: etp·ep consecutive of a stage's tp, cp, then dp ranks
+        const std::int64_t members = par.expertTp * par.ep, dpMembers = (members + tc - 1) / tc;
+        epSpan = members <= tc ? (tc > D ? std::min(par.ep, (members + D - 1) / D) : 1)
+                               : (epStride * dpMembers > D ? std::min(par.ep, (epStride * dpMembers + D - 1) / D) : 1);
+    }
     const Costs c = computeCosts(l, tpSpan, ppSpan, v, m, dpSpan, cpSpan, epSpan);
     const std::int64_t p = c.p;
     Estimate e;

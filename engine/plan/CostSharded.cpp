@@ -115,7 +115,8 @@ void shardedDataParallelCosts(const Layout& l, const Costs& c, std::int64_t vs, 
     // training by default, as FSDP2's reduce_dtype and Megatron's main_grad keep them).
     const double gradWidth = gradientBytesPerValue(l.precision, l.optimizer);
     const double perLayerGather = shardCollective(l, c, Collective::AllGather, bytes / layers, dpSpan);
-    const double perLayerScatter = shardCollective(l, c, Collective::ReduceScatter, params * gradWidth / layers, dpSpan);
+    const double perLayerScatter
+        = shardCollective(l, c, Collective::ReduceScatter, params * gradWidth / layers, dpSpan);
     sc.gatherBytes = bytes;
     // loom-train's ShardedParams gathers and scatters one block (a unit) per call, in fp32.
     sc.gatherAlgorithm = shardAlgorithm(resolveAllreduce(l.comm.allreduce,
@@ -141,10 +142,9 @@ void shardedDataParallelCosts(const Layout& l, const Costs& c, std::int64_t vs, 
     const StageRange& range = c.ranges[static_cast<std::size_t>(vs)];
     st.holdsLastLayer = range.last == l.model.layers - 1;
     auto gatherOf = [&](double n) { return shardCollective(l, c, Collective::AllGather, n * c.actBytes, dpSpan); };
-    auto scatterOf
-        = [&](double n) { return shardCollective(l, c, Collective::ReduceScatter, n * gradWidth, dpSpan); };
-    fsdpExposed(l, st, gatherOf(st.unit), scatterOf(st.unit), gatherOf(st.root), scatterOf(st.root), computeF,
-        computeB, sc);
+    auto scatterOf = [&](double n) { return shardCollective(l, c, Collective::ReduceScatter, n * gradWidth, dpSpan); };
+    fsdpExposed(
+        l, st, gatherOf(st.unit), scatterOf(st.unit), gatherOf(st.root), scatterOf(st.root), computeF, computeB, sc);
     fsdpCopies(l, c, st, gradWidth, sc);
 }
 

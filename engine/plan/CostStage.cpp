@@ -4,6 +4,7 @@
 
 #include "engine/plan/AllreduceChoice.h"
 #include "engine/plan/CollectiveCost.h"
+#include "engine/plan/ExpertGroups.h"
 #include "engine/plan/MemoryTraffic.h"
 
 #include <algorithm>
@@ -67,8 +68,9 @@ double expertParamsOfVirtualStage(const Layout& l, const std::vector<StageRange>
     if (!m.isMoe())
         return 0;
     const StageRange& range = ranges[static_cast<std::size_t>(vs)];
+    const ExpertGrid g = expertGrid(l); // E/ep experts, each split over expert_tp (1 without the Megatron grid)
     return double(m.moeLayersIn(range.first, range.last)) * double(m.experts * m.expertParameters())
-        / double(std::max<std::int64_t>(1, l.parallel.ep));
+        / double(g.ep * g.etp);
 }
 
 // Parameters of virtual stage vs (its layers over t; the embedding on the first, the head on the last).
@@ -78,7 +80,7 @@ double paramsOfVirtualStage(const Layout& l, const std::vector<StageRange>& rang
     const double t = double(l.parallel.tp);
     const StageRange& range = ranges[static_cast<std::size_t>(vs)];
     double n = double(range.size()) * double(m.blockParameters()) / t;
-    if (m.isMoe()) { // everything but the experts split over t; the experts whole (expert TP 1), E/ep of them
+    if (m.isMoe()) { // everything but the experts split over t; E/ep experts, split over expert_tp (else whole)
         const double moeBlocks = double(m.moeLayersIn(range.first, range.last));
         n += moeBlocks * double(m.moeBlockParameters() - m.experts * m.expertParameters() - m.blockParameters()) / t
             + expertParamsOfVirtualStage(l, ranges, vs);
@@ -178,8 +180,15 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
             // recomputation, which dispatches again).
             const StageRange& range = c.ranges[static_cast<std::size_t>(vs)];
             const double blocks = double(m.moeLayersIn(range.first, range.last));
-            const double bytes = moeAllToAllBytes(m, c.b, c.actBytes);
-            const double one = allToAllSeconds(bytes, par.ep, linkOf(l, epSpan));
+            const ExpertGrid g = expertGrid(l);
+            // Megatron-Core's grid: each rank dispatches its T/tp tokens (sequence parallel), gathered over the
+            // expert_tp group first (MoEAlltoAllTokenDispatcher), which one all-gather and, after the experts,
+            // one reduce-scatter of those tokens over expert_tp cost (docs/formulas.md).
+            const double bytes = g.megatron
+                ? moeAllToAllBytes(m, c.b, c.actBytes) / double(c.cp) * double(g.etp) / double(t)
+                : moeAllToAllBytes(m, c.b, c.actBytes);
+            const double one = allToAllSeconds(bytes, par.ep, linkOf(l, epSpan))
+                + (g.etp > 1 ? 2.0 * ringAllGatherSeconds(bytes, g.etp, linkOf(l, tpSpan)) : 0.0);
             sc.forwardEp = blocks * 2.0 * one;
             sc.backwardEp = blocks * (2.0 + (full ? 2.0 : 0.0)) * one;
             sc.forwardEpBytes = blocks * 2.0 * bytes;
@@ -233,7 +242,7 @@ EndOfStep endOfStep(
     const double weights = double(bytesPerElement(l.precision)); // the parameters as gathered
     EndOfStep e;
     // MoE: the experts' gradients are averaged over the expert-data-parallel group (dp/ep ranks) instead.
-    const std::int64_t edp = d / std::max<std::int64_t>(1, l.parallel.ep);
+    const std::int64_t edp = expertGrid(l).edp;
     // loom-train chooses one algorithm for all its buckets, at the stage's largest (AllreduceChoice.h).
     const trace::Algorithm algorithm = dpAllreduceAlgorithm(l, params, int(d), int(nodesSpanned));
     params -= expertParams;

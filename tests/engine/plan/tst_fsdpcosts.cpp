@@ -31,8 +31,8 @@ Layout fsdp(const char* cluster, int nodes, int zero, int pp = 1)
         { "nodes", nodes },
         { "parallel",
             { { "tp", 1 }, { "pp", pp }, { "dp", dp }, { "micro_batch", 1 }, { "global_batch", dp * pp * 2 } } },
-        { "memory", { { "zero", zero }, { "recompute", "none" }, { "attention", "flash" } } },
-        { "precision", "bf16" }, { "optimizer", { { "main_grads_dtype", "fp32" } } } });
+        { "memory", { { "zero", zero }, { "recompute", "none" }, { "attention", "flash" } } }, { "precision", "bf16" },
+        { "optimizer", { { "main_grads_dtype", "fp32" } } } });
 }
 
 struct HandCount {
@@ -94,7 +94,7 @@ private slots:
         // Both are inside the exposed DP time, which the step includes.
         QVERIFY(p.dpExposed >= p.shardEdges + p.shardCopies - 1e-12);
         QVERIFY(std::fabs(p.compute + p.tpExposed + p.ppExposed + p.bubble + p.dpExposed + p.optimizer + p.cpExposed
-                              + p.epExposed - p.stepTime)
+                    + p.epExposed - p.stepTime)
             < 1e-6 * p.stepTime);
     }
 
@@ -112,10 +112,10 @@ private slots:
     void noEdgesInPipelinesOrOnCpu()
     {
         QCOMPARE(predict(fsdp("dgx-a100", 1, 3, 2), false).shardEdges, 0.0);
-        const Layout cpu = read({ { "loom_layout", 1 }, { "name", "cpu" }, { "model", "gpt-tiny" },
-            { "cluster", "local" }, { "nodes", 1 },
-            { "parallel", { { "tp", 1 }, { "pp", 1 }, { "dp", 2 }, { "micro_batch", 1 }, { "global_batch", 4 } } },
-            { "memory", { { "zero", 3 } } } });
+        const Layout cpu = read(
+            { { "loom_layout", 1 }, { "name", "cpu" }, { "model", "gpt-tiny" }, { "cluster", "local" }, { "nodes", 1 },
+                { "parallel", { { "tp", 1 }, { "pp", 1 }, { "dp", 2 }, { "micro_batch", 1 }, { "global_batch", 4 } } },
+                { "memory", { { "zero", 3 } } } });
         const Prediction p = predict(cpu, false);
         QCOMPARE(p.shardEdges, 0.0);
         QCOMPARE(p.shardCopies, 0.0);
