@@ -174,9 +174,14 @@ private:
                         continue;
                     }
                     place(g, mb, schedule, zero);
-                    for (const auto& memory : memories)
-                        for (const auto& expert : experts)
+                    for (const auto& expert : experts) {
+                        if (!lightestFits(expert)) {
+                            m_out.pruned += memories.size();
+                            continue;
+                        }
+                        for (const auto& memory : memories)
                             evaluate(memory, expert);
+                    }
                 }
         }
     }
@@ -193,6 +198,26 @@ private:
         p.vpp = s.vpp;
         p.stages = s.stages;
         m_work.memory.zero = zero;
+    }
+
+    // Whether the lightest memory choice of the family fits: sequence parallel (tp > 1), flash attention and
+    // memory-efficient norms, with no recomputation or full (either can be the lighter, full keeping one
+    // layer whole for its backward). Every other choice holds at least as much (Formulas.cpp,
+    // layerActivationBytes), so if neither fits, none of the family does.
+    bool lightestFits(const searching::ExpertChoice& expert)
+    {
+        Layout& l = m_work;
+        l.parallel.sp = l.parallel.tp > 1;
+        l.parallel.ep = expert.ep;
+        l.parallel.expertTp = expert.expertTp;
+        l.memory.attention = Attention::Flash;
+        l.memory.efficientNorm = true;
+        for (Recompute rc : { Recompute::None, Recompute::Full }) {
+            l.memory.recompute = rc;
+            if (estimate(l).fits)
+                return true;
+        }
+        return false;
     }
 
     void evaluate(const searching::MemoryChoice& memory, const searching::ExpertChoice& expert)

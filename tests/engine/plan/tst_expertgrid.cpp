@@ -69,7 +69,8 @@ private slots:
         QFETCH(int, expertTp);
         QFETCH(bool, sp);
         QFETCH(QString, errorAt);
-        const auto r = readLayout(mixtral(tp, dp, ep, expertTp, sp).dump(), loom::profiles::BuiltinProfiles::instance());
+        const auto r
+            = readLayout(mixtral(tp, dp, ep, expertTp, sp).dump(), loom::profiles::BuiltinProfiles::instance());
         const Diagnostics& d = r.diagnostics; // reading validates
         if (errorAt.isEmpty())
             QVERIFY2(!d.hasErrors(), d.format().c_str());
@@ -81,8 +82,8 @@ private slots:
     {
         nlohmann::json j = mixtral(8, 1, 1, 1, true, "llama2-7b");
         j["parallel"].erase("ep");
-        QVERIFY(readLayout(j.dump(), loom::profiles::BuiltinProfiles::instance()).diagnostics.hasErrorAt(
-            "parallel.expert_tp"));
+        QVERIFY(readLayout(j.dump(), loom::profiles::BuiltinProfiles::instance())
+                    .diagnostics.hasErrorAt("parallel.expert_tp"));
     }
 
     // The experts' weights per GPU: E/ep experts split over expert_tp; without the grid each TP rank holds
