@@ -282,7 +282,7 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
                 << " × " << cluster.toStdString() << " (global batch " << batch << "); " << result.fitting
                 << " fit in memory"
                 << (result.pruned > 0 ? "; " + std::to_string(result.pruned)
-                               + " more ruled out by their model states alone, before any estimate"
+                               + " more ruled out by a memory floor, before any estimate"
                                       : std::string())
                 << "\n";
     int rank = 0;

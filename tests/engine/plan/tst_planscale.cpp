@@ -114,7 +114,7 @@ private slots:
         for (int i = 0; i < 1000; ++i)
             sink += estimate(s.ranked.front().layout).stepTime;
         const qint64 referenceMs = ref.elapsed();
-        qInfo("megatron-1t on 384 nodes: %lld ms, %zu evaluated, %zu pruned by the memory floor, %zu fit "
+        qInfo("megatron-1t on 384 nodes: %lld ms, %zu evaluated, %zu pruned by the memory floors, %zu fit "
               "(reference: 1,000 estimates in %lld ms, so the search costs %.0f estimates); best: %s",
             searchMs, s.evaluated, s.pruned, s.fitting, referenceMs,
             referenceMs > 0 ? 1000.0 * double(searchMs) / double(referenceMs) : 0.0, s.why.c_str());

@@ -157,7 +157,7 @@ private slots:
         SearchRequest r = request("gpt3-175b", "dgx-a100", 1, 8, Precision::Bf16, 5); // the defaults
         const SearchResult s = search(r);
         QVERIFY(s.ranked.empty()); // 175B cannot fit on 8 GPUs
-        // Every layout was considered: their model states alone rule them out before any estimate.
+        // Every layout was considered: the memory floors rule them out before any estimate.
         QVERIFY(s.evaluated + s.pruned > 0);
         QVERIFY(s.pruned > 0);
         r.cluster = *BuiltinProfiles::instance().findCluster("local");
