@@ -138,7 +138,7 @@ void RecommendDialog::finished()
     } else if (r.ranked.empty()) {
         m_message->setText(tr("%1 valid layouts evaluated; none fits in memory. Use more nodes, a smaller model, or "
                               "a smaller global batch.")
-                               .arg(r.evaluated));
+                               .arg(r.evaluated + r.pruned)); // pruned ones were ruled out by memory too
     } else {
         m_message->setText(m_scope
             + tr("%1 valid layouts evaluated, %2 fit. %3")

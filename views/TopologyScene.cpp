@@ -265,6 +265,17 @@ QString TopologyScene::expertToolTip(const DeviceView& d) const
             out << QString::number(r);
         return out.join(QStringLiteral(", "));
     };
+    if (m_layout.parallel.expertTp > 0) { // Megatron-Core's grid: ep need not divide dp (ExpertGroups.h)
+        const plan::ExpertGrid g = plan::expertGrid(m_layout);
+        return tr("<br>expert parallel on Megatron-Core's grid: an expert group of %1 (ranks %2) shares out the "
+                  "experts, %3 of every MoE block on each, each expert split over %4 ranks; %5 such groups hold "
+                  "the same experts")
+            .arg(g.ep)
+            .arg(ranks(plan::megatronExpertGroupOf(grid, g, d.rank)))
+            .arg(per)
+            .arg(g.etp)
+            .arg(g.edp);
+    }
     return tr("<br>expert parallel: member e%1 of an expert group of %2 (ranks %3) holds experts %4 to %5 of every "
               "MoE block; tokens reach them by all-to-all; their gradients are reduced with ranks %6")
         .arg(e)

@@ -80,6 +80,7 @@ int predictCommand(CliContext& context, const QString& file, bool json)
         j["bottleneck_stage"] = p.bottleneckStage;
         j["bottleneck_bubble_fraction"] = p.bottleneckBubbleFraction;
         j["load_imbalance"] = p.loadImbalance;
+        j["fsdp_overheads_s"] = { { "exposed_edges", p.shardEdges }, { "buffer_copies", p.shardCopies } };
         j["optimizer_state"] = optimizerStateJson(l);
         j["fp8"] = std::string(plan::toString(l.fp8));
         j["overlap"]
@@ -178,14 +179,14 @@ std::string searchAdvice(const plan::SearchResult& r, long long devices, long lo
 {
     if (r.cancelled)
         return "the search was stopped before it ranked anything";
-    if (r.evaluated == 0)
+    if (r.evaluated + r.pruned == 0)
         return "no split of " + std::to_string(devices) + " devices into tp·pp·dp suits a global batch of "
             + std::to_string(batch)
             + " (dp·micro_batch must divide it, tp must divide the heads, pp at most the layers); choose a global "
               "batch that is "
               "a multiple of the device count, or fewer nodes";
     if (r.fitting == 0)
-        return "none of the " + std::to_string(r.evaluated)
+        return "none of the " + std::to_string(r.evaluated + r.pruned)
             + " layouts fits in memory; add nodes, or choose a smaller global "
               "batch or model";
     if (r.unsimulatable == r.fitting)
@@ -270,7 +271,7 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
                 { "memory_gb", p.memory.total() } });
         }
         context.out << nlohmann::ordered_json(
-            { { "evaluated", result.evaluated }, { "fitting", result.fitting },
+            { { "evaluated", result.evaluated }, { "pruned", result.pruned }, { "fitting", result.fitting },
                 { "unsimulatable", result.unsimulatable }, { "why", result.why }, { "ranked", list },
                 { "advice", result.ranked.empty() ? searchAdvice(result, nodes * c->devicesPerNode, batch) : "" } })
                            .dump(2)
@@ -279,7 +280,11 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
     }
     context.out << "evaluated " << result.evaluated << " valid layouts of " << model.toStdString() << " on " << nodes
                 << " × " << cluster.toStdString() << " (global batch " << batch << "); " << result.fitting
-                << " fit in memory\n";
+                << " fit in memory"
+                << (result.pruned > 0 ? "; " + std::to_string(result.pruned)
+                               + " more ruled out by a memory floor, before any estimate"
+                                      : std::string())
+                << "\n";
     int rank = 0;
     for (const auto& cand : result.ranked) {
         const auto& l = cand.layout;

@@ -178,12 +178,17 @@ void parallelArgs(const Layout& l, std::vector<Arg>& a, ExportResult& result, bo
     a.push_back({ "--tensor-model-parallel-size", std::to_string(p.tp) });
     a.push_back({ "--pipeline-model-parallel-size", std::to_string(p.pp) });
     if (l.model.isMoe() && !forDeepSpeed) {
-        // Expert groups inside the DP group, experts whole on each TP rank, as Loom plans them; Megatron's
-        // expert TP defaults to tp, and its MoE biases need expert TP 1 even without expert parallelism.
+        // Without parallel.expert_tp: expert groups inside the DP group, experts whole on each TP rank, as Loom
+        // plans them; Megatron's expert TP defaults to tp, and its MoE biases need expert TP 1 even without
+        // expert parallelism. With it: Megatron-Core's expert grid as written.
         if (p.ep > 1)
             a.push_back({ "--expert-model-parallel-size", std::to_string(p.ep) });
-        a.push_back({ "--expert-tensor-parallel-size", "1" });
+        a.push_back({ "--expert-tensor-parallel-size", std::to_string(p.expertTp > 0 ? p.expertTp : 1) });
     }
+    if (l.model.isMoe() && forDeepSpeed && p.expertTp > 0 && (p.expertTp != 1 || p.dp % p.ep != 0))
+        result.refusals.push_back("parallel.expert_tp " + std::to_string(p.expertTp)
+            + ": Megatron-DeepSpeed carves expert groups out of the data-parallel group with the experts whole "
+              "(--moe-expert-parallel-size); Megatron-Core's expert grid needs Megatron-LM");
     // Megatron's MoE layer refuses to train with tp > 1 without sequence parallelism (moe_layer.py).
     const bool moeNeedsSp = !forDeepSpeed && l.model.isMoe() && p.tp > 1 && !p.sp;
     if (moeNeedsSp)

@@ -2,6 +2,7 @@
 // schedule's peak, and what loom-train holds on CPU ranks.
 #include "engine/plan/CostModelDetail.h"
 
+#include "engine/plan/ExpertGroups.h"
 #include "engine/plan/MemoryTraffic.h"
 
 #include <algorithm>
@@ -109,8 +110,8 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
     const ModelStateBytes state = modelStateBytesPerParameter(l.precision, l.optimizer, l.memory.zero, c.d);
     // Experts are replicated over the expert-data-parallel group only (dp/ep ranks): ZeRO shards them there.
     const double experts = m.isMoe() ? expertParamsOfRank(l, c, r) : 0.0;
-    const ModelStateBytes expertState = modelStateBytesPerParameter(l.precision, l.optimizer, l.memory.zero,
-        std::max<std::int64_t>(1, c.d / std::max<std::int64_t>(1, l.parallel.ep)));
+    const ModelStateBytes expertState
+        = modelStateBytesPerParameter(l.precision, l.optimizer, l.memory.zero, expertGrid(l).edp);
     MemoryEstimate mem;
     mem.params = ((params - experts) * state.params + experts * expertState.params) / 1e9;
     mem.grads = ((params - experts) * state.grads + experts * expertState.grads) / 1e9;

@@ -50,10 +50,11 @@ namespace {
 // The nodes rank 0's expert group spans (every expert group has the same shape).
 std::int64_t expertGroupNodes(const Layout& l, const RankGrid& grid)
 {
-    if (!l.model.isMoe() || l.parallel.ep <= 1 || l.parallel.dp % l.parallel.ep != 0)
+    const ExpertGrid g = expertGrid(l);
+    if (!l.model.isMoe() || l.parallel.ep <= 1 || (!g.megatron && l.parallel.dp % l.parallel.ep != 0))
         return 1;
     std::vector<std::int64_t> nodes;
-    for (auto r : expertGroupOf(grid, l.parallel.ep, 0))
+    for (auto r : g.megatron ? megatronExpertGroupOf(grid, g, 0) : expertGroupOf(grid, l.parallel.ep, 0))
         nodes.push_back(grid.nodeOf(r));
     std::sort(nodes.begin(), nodes.end());
     return std::unique(nodes.begin(), nodes.end()) - nodes.begin();
@@ -256,6 +257,11 @@ Prediction predict(const Layout& l, bool withEvents)
     out.bubble = std::max(0.0, critNoP2p.end - critNoP2p.busy);
     out.dpExposed = dpTime[static_cast<std::size_t>(critical)] + crit.dp;
     out.optimizer = optTime[static_cast<std::size_t>(critical)];
+    for (std::int64_t ch = 0; ch < v; ++ch) { // FSDP2's own costs inside dpExposed (CostSharded.cpp)
+        const StageCost& sc = cost[static_cast<std::size_t>(stageOfChunk(par.schedule, p, critical, ch))];
+        out.shardEdges += double(mb) * (sc.forwardShardEdge + sc.backwardShardEdge);
+        out.shardCopies += double(mb) * (sc.forwardShardCopy + sc.backwardShardCopy);
+    }
     out.bubbleFraction = out.bubble / out.stepTime;
     out.bubbleTheory = p > 1 ? double(p - 1) / double(v * mb + p - 1) : 0.0;
     if (splitsBackward(par.schedule) && p > 1)
@@ -305,7 +311,12 @@ Estimate estimate(const Layout& l)
     const std::int64_t m = par.microBatches();
     // The expert group: ep DP ranks tp·cp·pp apart.
     const std::int64_t epStride = tc * par.pp;
-    const std::int64_t epSpan = epStride * par.ep > D ? std::min(par.ep, (epStride * par.ep + D - 1) / D) : 1;
+    std::int64_t epSpan = epStride * par.ep > D ? std::min(par.ep, (epStride * par.ep + D - 1) / D) : 1;
+    if (par.expertTp > 0) { // Megatron-Core's grid: etp·ep consecutive of a stage's tp, cp, then dp ranks
+        const std::int64_t members = par.expertTp * par.ep, dpMembers = (members + tc - 1) / tc;
+        epSpan = members <= tc ? (tc > D ? std::min(par.ep, (members + D - 1) / D) : 1)
+                               : (epStride * dpMembers > D ? std::min(par.ep, (epStride * dpMembers + D - 1) / D) : 1);
+    }
     const Costs c = computeCosts(l, tpSpan, ppSpan, v, m, dpSpan, cpSpan, epSpan);
     const std::int64_t p = c.p;
     Estimate e;

@@ -56,6 +56,9 @@ struct Prediction {
     double compute = 0, tpExposed = 0, ppExposed = 0, dpExposed = 0, bubble = 0, optimizer = 0;
     double cpExposed = 0; // ring attention's K/V exchange that the attention compute did not hide (cp > 1)
     double epExposed = 0; // mixture of experts: the all-to-all of dispatch and combine (part of the step too)
+    // Of dpExposed, on GPU clusters with ZeRO-2/3 on one stage (FSDP2): the first gathers and last
+    // reduce-scatters of each op that no compute hides, and the copies into and out of the flat buffers.
+    double shardEdges = 0, shardCopies = 0;
     // Mixture of experts: parameters in all and those a token goes through (top_k of the experts).
     double totalParameters = 0, activeParameters = 0;
     MemoryEstimate memory; // the most loaded device

@@ -35,6 +35,12 @@ double expertParamsOfVirtualStage(const Layout& l, const std::vector<StageRange>
 
 // Parameters of virtual stage vs (its layers over t; the embedding on the first, the head on the last).
 double paramsOfVirtualStage(const Layout& l, const std::vector<StageRange>& ranges, std::int64_t vs);
+// Of those, the embedding (first virtual stage) and the final norm and head (last): FSDP's root unit.
+double rootParamsOfVirtualStage(const Layout& l, const std::vector<StageRange>& ranges, std::int64_t vs);
+// ZeRO-2/3 inside the ops of virtual stage vs (sc.layers > 0): its gathers and reduce-scatters, the exposed
+// part, and on GPU clusters FSDP2's edges and copies (CostSharded.cpp).
+void shardedDataParallelCosts(const Layout& l, const Costs& c, std::int64_t vs, double computeF, double computeB,
+    std::int64_t dpSpan, StageCost& sc);
 // Parameters held by pipeline rank r (its layers over t; embeddings on the first, head on the last).
 double paramsOfRank(const Layout& l, const Costs& c, std::int64_t r);
 // Expert parameters held by pipeline rank r.

@@ -4,6 +4,7 @@
 
 #include "engine/plan/AllreduceChoice.h"
 #include "engine/plan/CollectiveCost.h"
+#include "engine/plan/ExpertGroups.h"
 #include "engine/plan/MemoryTraffic.h"
 
 #include <algorithm>
@@ -67,8 +68,9 @@ double expertParamsOfVirtualStage(const Layout& l, const std::vector<StageRange>
     if (!m.isMoe())
         return 0;
     const StageRange& range = ranges[static_cast<std::size_t>(vs)];
+    const ExpertGrid g = expertGrid(l); // E/ep experts, each split over expert_tp (1 without the Megatron grid)
     return double(m.moeLayersIn(range.first, range.last)) * double(m.experts * m.expertParameters())
-        / double(std::max<std::int64_t>(1, l.parallel.ep));
+        / double(g.ep * g.etp);
 }
 
 // Parameters of virtual stage vs (its layers over t; the embedding on the first, the head on the last).
@@ -76,36 +78,17 @@ double paramsOfVirtualStage(const Layout& l, const std::vector<StageRange>& rang
 {
     const ModelSpec& m = l.model;
     const double t = double(l.parallel.tp);
-    const auto last = static_cast<std::int64_t>(ranges.size()) - 1;
     const StageRange& range = ranges[static_cast<std::size_t>(vs)];
     double n = double(range.size()) * double(m.blockParameters()) / t;
-    if (m.isMoe()) { // everything but the experts split over t; the experts whole (expert TP 1), E/ep of them
+    if (m.isMoe()) { // everything but the experts split over t; E/ep experts, split over expert_tp (else whole)
         const double moeBlocks = double(m.moeLayersIn(range.first, range.last));
         n += moeBlocks * double(m.moeBlockParameters() - m.experts * m.expertParameters() - m.blockParameters()) / t
             + expertParamsOfVirtualStage(l, ranges, vs);
     }
-    if (vs == 0)
-        n += double(m.embeddingParameters()) / t;
-    if (vs == last) { // the final norm, and the LM head split over t (tied: a copy of the embedding unless vs = 0)
-        const double head = double(m.paddedVocab() * m.hidden) / t;
-        n += double(m.headParameters()) - (m.tieEmbeddings ? 0.0 : double(m.paddedVocab() * m.hidden))
-            + (!m.tieEmbeddings || vs != 0 ? head : 0.0);
-    }
-    return n;
+    return n + rootParamsOfVirtualStage(l, ranges, vs);
 }
 
 namespace {
-
-// What ZeRO-2 and ZeRO-3 add to an op that computes for `compute` seconds while `comm` seconds of its
-// collectives run on their own stream: gathers are prefetched (the next layer's, and the next op's first
-// layer's during the op before) and gradient reduce-scatters wait for nothing, so only what the link cannot
-// finish beside the compute is exposed: max(0, comm - compute). Without comm.overlap all of it waits.
-double exposedBeside(const Layout& l, double comm, double compute)
-{
-    if (comm <= 0)
-        return 0;
-    return l.comm.overlap ? std::max(0.0, comm - compute) : comm;
-}
 
 // Ring attention on a stage of `layers` layers: the exposed and the whole exchange per op (StageCost's cp
 // fields), from the block time on the CP link and the attention compute that hides it (docs/planner.md).
@@ -157,7 +140,6 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
     c.V = double(m.paddedVocab());
     const std::int64_t t = c.t;
     const LinkSpec& tpLink = linkOf(l, tpSpan);
-    const LinkSpec& dpLink = linkOf(l, dpSpan);
     const double tpAllReduce = usesNcclModel(l)
         ? collectiveSeconds(l, Collective::AllReduce, c.T * c.h * c.actBytes, { t, tpSpan })
         : ringAllReduceSeconds(c.T * c.h * c.actBytes, t, tpLink);
@@ -189,32 +171,8 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
             sc.forwardTp = std::min(sc.forwardTp, fullF);
             sc.backwardTp = std::min(sc.backwardTp, fullB);
         }
-        if (l.memory.zero >= 2 && c.d > 1 && layers > 0) {
-            // ZeRO-3 all-gathers each layer's parameters before its forward and again before its backward;
-            // ZeRO-2 and 3 reduce-scatter each layer's gradients after its backward (every micro-batch: only a
-            // shard of the gradients is kept).
-            const double params = paramsOfVirtualStage(l, c.ranges, vs), bytes = params * c.actBytes;
-            // Each layer's gradients are reduce-scattered at their kept width (main_grads_dtype: fp32 for bf16
-            // training by default, as FSDP2's reduce_dtype and Megatron's main_grad keep them).
-            const double gradBytes = params * gradientBytesPerValue(l.precision, l.optimizer);
-            const bool nccl = usesNcclModel(l);
-            const double perLayer = (nccl ? collectiveSeconds(l, Collective::AllGather, bytes / layers, { c.d, dpSpan })
-                                          : ringAllGatherSeconds(bytes / layers, c.d, dpLink))
-                * layers;
-            const double perLayerScatter
-                = (nccl ? collectiveSeconds(l, Collective::ReduceScatter, gradBytes / layers, { c.d, dpSpan })
-                        : ringAllGatherSeconds(gradBytes / layers, c.d, dpLink))
-                * layers;
-            sc.gatherBytes = bytes;
-            // loom-train's ShardedParams gathers and scatters one block (a unit) per call, in fp32.
-            sc.gatherAlgorithm = shardAlgorithm(resolveAllreduce(l.comm.allreduce,
-                { toString(l.commBackend()), static_cast<std::size_t>(bytes / c.actBytes * 4.0 / layers), int(c.d),
-                    int(dpSpan) }));
-            sc.forwardGather = l.memory.zero >= 3 ? perLayer : 0.0;
-            sc.backwardGather = perLayerScatter + sc.forwardGather;
-            sc.forwardDp = exposedBeside(l, sc.forwardGather, computeF);
-            sc.backwardDp = exposedBeside(l, sc.backwardGather, computeB);
-        }
+        if (l.memory.zero >= 2 && c.d > 1 && layers > 0)
+            shardedDataParallelCosts(l, c, vs, computeF, computeB, dpSpan, sc);
         if (c.cp > 1 && layers > 0)
             ringAttentionCosts(l, c, linkOf(l, cpSpan), layers, sc);
         if (m.isMoe() && par.ep > 1) {
@@ -222,8 +180,15 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
             // recomputation, which dispatches again).
             const StageRange& range = c.ranges[static_cast<std::size_t>(vs)];
             const double blocks = double(m.moeLayersIn(range.first, range.last));
-            const double bytes = moeAllToAllBytes(m, c.b, c.actBytes);
-            const double one = allToAllSeconds(bytes, par.ep, linkOf(l, epSpan));
+            const ExpertGrid g = expertGrid(l);
+            // Megatron-Core's grid: each rank dispatches its T/tp tokens (sequence parallel), gathered over the
+            // expert_tp group first (MoEAlltoAllTokenDispatcher), which one all-gather and, after the experts,
+            // one reduce-scatter of those tokens over expert_tp cost (docs/formulas.md).
+            const double bytes = g.megatron
+                ? moeAllToAllBytes(m, c.b, c.actBytes) / double(c.cp) * double(g.etp) / double(t)
+                : moeAllToAllBytes(m, c.b, c.actBytes);
+            const double one = allToAllSeconds(bytes, par.ep, linkOf(l, epSpan))
+                + (g.etp > 1 ? 2.0 * ringAllGatherSeconds(bytes, g.etp, linkOf(l, tpSpan)) : 0.0);
             sc.forwardEp = blocks * 2.0 * one;
             sc.backwardEp = blocks * (2.0 + (full ? 2.0 : 0.0)) * one;
             sc.forwardEpBytes = blocks * 2.0 * bytes;
@@ -277,7 +242,7 @@ EndOfStep endOfStep(
     const double weights = double(bytesPerElement(l.precision)); // the parameters as gathered
     EndOfStep e;
     // MoE: the experts' gradients are averaged over the expert-data-parallel group (dp/ep ranks) instead.
-    const std::int64_t edp = d / std::max<std::int64_t>(1, l.parallel.ep);
+    const std::int64_t edp = expertGrid(l).edp;
     // loom-train chooses one algorithm for all its buckets, at the stage's largest (AllreduceChoice.h).
     const trace::Algorithm algorithm = dpAllreduceAlgorithm(l, params, int(d), int(nodesSpanned));
     params -= expertParams;

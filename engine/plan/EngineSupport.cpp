@@ -23,6 +23,14 @@ void moeRules(const Layout& l, std::vector<std::string>& out)
         out.push_back("parallel.cp=" + std::to_string(p.cp)
             + " with mixture-of-experts blocks is not implemented in loom-train (the load-balancing loss is a "
               "product of means over the whole sequence); use cp 1");
+    // Megatron-Core's grid is the engine's own carving (ep consecutive DP ranks, experts whole) only with
+    // tp 1, cp 1 and expert_tp 1; any other split of the experts over TP ranks the engine cannot train.
+    if (p.expertTp > 0 && (p.expertTp != 1 || p.tp != 1 || p.dp % p.ep != 0))
+        out.push_back("parallel.expert_tp=" + std::to_string(p.expertTp) + " with tp=" + std::to_string(p.tp)
+            + ", dp=" + std::to_string(p.dp) + ", ep=" + std::to_string(p.ep)
+            + ": loom-train holds the experts whole on every TP rank and carves expert groups out of dp only; "
+              "Megatron-Core's expert grid is planned but not trained (use tp 1, expert_tp 1 and an ep dividing "
+              "dp, or leave expert_tp out)");
     if (p.ep > 1 && l.memory.zero >= 1)
         out.push_back("memory.zero=" + std::to_string(l.memory.zero) + " with parallel.ep=" + std::to_string(p.ep)
             + ": loom-train reduces the experts' gradients over the expert-data-parallel group and shards "

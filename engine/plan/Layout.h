@@ -116,6 +116,10 @@ struct ParallelSpec {
     // 2·cp-1-i, so causal attention work is even); K/V travel around the CP group (ring attention).
     std::int64_t cp = 1;
     std::int64_t ep = 1; // expert parallelism: ep consecutive DP ranks share out the experts (adds no ranks)
+    // Megatron-Core's expert_tensor_parallel_size: with it set, the expert layers get their own grid over a
+    // stage's tp·cp·dp ranks, expert_tp × ep × expert-data-parallel (ExpertGroups.h); 0 (absent): the
+    // carving above, ep out of dp with the experts whole on every TP rank.
+    std::int64_t expertTp = 0;
     // Interleaved schedule: micro-batches run back to back through each chunk (Megatron-LM's
     // --microbatch-group-size-per-virtual-pipeline-stage, the Llama 3 paper's N); 0 (field absent): pp.
     std::int64_t microbatchGroup = 0;

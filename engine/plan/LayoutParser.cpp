@@ -103,6 +103,8 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
         p.ep = *v;
     if (auto v = r.integer("microbatch_group", Presence::Optional, 1, kMaxBatch))
         p.microbatchGroup = *v;
+    if (auto v = r.integer("expert_tp", Presence::Optional, 1, kMaxDegree))
+        p.expertTp = *v;
 
     if (const json* s = r.find("stages")) {
         const std::string path = "parallel.stages";
@@ -148,7 +150,7 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
         }
     }
     r.warnUnknown({ "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order", "sp", "cp",
-        "ep", "microbatch_group" });
+        "ep", "microbatch_group", "expert_tp" });
 }
 
 void readMemory(const json& j, Layout& layout, Diagnostics& d)
@@ -428,6 +430,8 @@ std::string writeLayout(const Layout& layout)
         par["ep"] = p.ep;
     if (p.microbatchGroup > 0)
         par["microbatch_group"] = p.microbatchGroup;
+    if (p.expertTp > 0)
+        par["expert_tp"] = p.expertTp;
     j["parallel"] = par;
     j["memory"] = { { "zero", layout.memory.zero }, { "recompute", toString(layout.memory.recompute) } };
     if (layout.memory.attention != Attention::Flash)

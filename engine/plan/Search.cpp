@@ -1,13 +1,13 @@
 #include "engine/plan/Search.h"
 
 #include "engine/plan/LayoutValidator.h"
+#include "engine/plan/SearchCandidates.h"
 #include "engine/plan/TextUtil.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
-#include <tuple>
 
 namespace loom::plan {
 
@@ -26,6 +26,8 @@ std::string describeCandidate(const Layout& l)
         s += " sp";
     if (p.ep > 1)
         s += " ep=" + std::to_string(p.ep);
+    if (p.expertTp > 0)
+        s += " expert_tp=" + std::to_string(p.expertTp); // Megatron-Core's expert grid
     if (l.memory.attention != Attention::Flash)
         s += " attention=" + std::string(toString(l.memory.attention));
     if (l.memory.efficientNorm)
@@ -80,7 +82,9 @@ std::vector<std::int64_t> contextParallelDegrees(const ModelSpec& m)
     return out;
 }
 
-SearchResult search(const SearchRequest& r)
+namespace {
+
+void checkRequest(const SearchRequest& r)
 {
     if (r.cluster.autoDevices())
         throw std::invalid_argument("cluster " + r.cluster.name
@@ -94,132 +98,163 @@ SearchResult search(const SearchRequest& r)
             + " ranks, which no valid layout exceeds; search at most "
             + std::to_string(std::max<std::int64_t>(1, kMaxRanks / r.cluster.devicesPerNode)) + " nodes of "
             + r.cluster.name);
-    const std::int64_t devices = r.nodes * r.cluster.devicesPerNode;
-    const ModelSpec& m = r.model;
-    SearchResult out;
-    std::vector<SearchCandidate> fitting;
+}
+
+Layout baseLayout(const SearchRequest& r)
+{
     Layout base;
     base.name = "search";
-    base.model = m;
+    base.model = r.model;
     base.modelProfile = r.modelProfile;
     base.cluster = r.cluster;
     base.clusterProfile = r.clusterProfile;
     base.nodes = r.nodes;
     base.precision = r.precision;
     base.parallel.globalBatch = r.globalBatch;
-    const auto degrees = validTensorParallelDegrees(m);
-    Layout work = base;
-    struct Choice {
-        ParallelSpec parallel;
-        MemorySpec memory;
-        Estimate estimate;
-    };
-    std::vector<Choice> choices;
-    auto report = [&](double fraction) {
-        if (!out.cancelled && r.progress && !r.progress(fraction))
-            out.cancelled = true;
-        return !out.cancelled;
-    };
-    const std::vector<std::int64_t> cps = contextParallelDegrees(m);
-    for (std::size_t ti = 0; ti < degrees.size() && !out.cancelled; ++ti)
-        for (const std::int64_t cp : cps) {
-            const std::int64_t tp = degrees[ti];
-            if (devices % (tp * cp))
+    return base;
+}
+
+struct Choice {
+    ParallelSpec parallel;
+    MemorySpec memory;
+    Estimate estimate;
+};
+
+// The candidate generator: every valid layout, estimated, those that fit kept. Families whose memory floor
+// (model states alone) exceeds the device are skipped whole, before any estimate.
+class Enumeration {
+public:
+    Enumeration(const SearchRequest& r, SearchResult& out)
+        : m_request(r)
+        , m_out(out)
+        , m_work(baseLayout(r))
+    {
+    }
+
+    std::vector<Choice> run()
+    {
+        const ModelSpec& m = m_request.model;
+        const std::int64_t devices = m_request.nodes * m_request.cluster.devicesPerNode;
+        const auto grids = searching::gridChoices(m, devices, contextParallelDegrees(m));
+        for (std::size_t i = 0; i < grids.size() && !m_out.cancelled; ++i) {
+            if (!report(0.7 * double(i) / double(grids.size())))
+                break;
+            grid(grids[i]);
+        }
+        return std::move(m_choices);
+    }
+
+    bool report(double fraction)
+    {
+        if (!m_out.cancelled && m_request.progress && !m_request.progress(fraction))
+            m_out.cancelled = true;
+        return !m_out.cancelled;
+    }
+
+private:
+    void grid(const searching::GridChoice& g)
+    {
+        const auto experts = searching::expertChoices(m_request.model, g);
+        const auto memories = searching::memoryChoices(g.tp, g.cp);
+        bool fitsAtAll[4];
+        for (int zero = 0; zero <= 3; ++zero)
+            fitsAtAll[zero] = searching::memoryFloorGB(m_work, g, zero) <= m_request.cluster.device.memoryGB;
+        for (std::int64_t mb = 1; mb <= 64; mb *= 2) {
+            if (m_request.globalBatch % (mb * g.dp))
                 continue;
-            const std::int64_t maxPp = std::min(m.layers, devices / (tp * cp));
-            for (std::int64_t pp = 1; pp <= maxPp; ++pp) {
-                if ((devices / (tp * cp)) % pp)
-                    continue;
-                if (!report(0.7 * (double(ti) + double(pp) / double(maxPp)) / double(degrees.size())))
-                    break;
-                const std::int64_t dp = devices / (tp * cp * pp);
-                // MoE: every ep that divides both the experts and dp (expert groups are carved out of dp).
-                std::vector<std::int64_t> eps { 1 };
-                for (std::int64_t ep = 2; m.isMoe() && ep <= std::min(m.experts, dp); ++ep)
-                    if (m.experts % ep == 0 && dp % ep == 0)
-                        eps.push_back(ep);
-                for (std::int64_t mb = 1; mb <= 64; mb *= 2) {
-                    if (r.globalBatch % (mb * dp))
+            const auto schedules
+                = searching::scheduleChoices(m_request.model, g.pp, m_request.globalBatch / (mb * g.dp));
+            for (const auto& schedule : schedules)
+                for (int zero = 0; zero <= 3; ++zero) {
+                    if (zero >= 1 && g.dp * g.cp == 1)
                         continue;
-                    const std::int64_t micro = r.globalBatch / (mb * dp);
-                    // (schedule, vpp, stages: empty for the even split, else Llama 3's split that counts the
-                    // embedding and the LM head as a layer each, so the first and last chunk hold one fewer)
-                    std::vector<std::tuple<ScheduleKind, std::int64_t, std::vector<StageRange>>> schedules;
-                    schedules.emplace_back(ScheduleKind::GPipe, 1, std::vector<StageRange> {});
-                    schedules.emplace_back(ScheduleKind::OneFOneB, 1, std::vector<StageRange> {});
-                    if (pp > 1 && micro % pp == 0)
-                        for (std::int64_t v : { 2, 3, 4, 6, 8 }) {
-                            if (m.layers % (pp * v) == 0)
-                                schedules.emplace_back(ScheduleKind::Interleaved, v, std::vector<StageRange> {});
-                            else if (auto split = accountedStageSplit(m.layers, pp * v); !split.empty())
-                                schedules.emplace_back(ScheduleKind::Interleaved, v, std::move(split));
-                        }
-                    // The zero-bubble schedules: ZB-H1 and ZB-H2 on one chunk a rank, ZB-V and DualPipe on two
-                    // in a V (layers over 2·pp; DualPipe with at least 2·pp micro-batches).
-                    if (pp > 1) {
-                        schedules.emplace_back(ScheduleKind::ZbH1, 1, std::vector<StageRange> {});
-                        schedules.emplace_back(ScheduleKind::ZbH2, 1, std::vector<StageRange> {});
-                        if (m.layers % (2 * pp) == 0) {
-                            schedules.emplace_back(ScheduleKind::ZbV, 2, std::vector<StageRange> {});
-                            if (micro >= 2 * pp)
-                                schedules.emplace_back(ScheduleKind::DualPipe, 2, std::vector<StageRange> {});
-                        }
+                    const std::size_t family = memories.size() * experts.size();
+                    if (!fitsAtAll[zero]) {
+                        m_out.pruned += family;
+                        continue;
                     }
-                    for (const auto& [schedule, vpp, stages] : schedules) {
-                        work.parallel.stages = stages; // the same for every candidate below
-                        for (int zero = 0; zero <= 3; ++zero) {
-                            if (zero >= 1 && dp * cp == 1)
-                                continue;
-                            for (bool sp : { false, true }) {
-                                if (sp && tp == 1)
-                                    continue;
-                                for (Attention attention : { Attention::Flash, Attention::Materialized })
-                                    for (Recompute rc : { Recompute::None, Recompute::Selective, Recompute::Full }) {
-                                        // selective recomputation of flash attention recomputes nothing more;
-                                        // ring attention (cp > 1) never materialises the scores
-                                        if (attention == Attention::Flash && rc == Recompute::Selective)
-                                            continue;
-                                        if (cp > 1 && attention == Attention::Materialized)
-                                            continue;
-                                        Layout& l = work; // one layout, changed in place: no copy per candidate
-                                        l.parallel.tp = tp;
-                                        l.parallel.cp = cp;
-                                        l.parallel.pp = pp;
-                                        l.parallel.dp = dp;
-                                        l.parallel.vpp = vpp;
-                                        l.parallel.microBatch = mb;
-                                        l.parallel.schedule = schedule;
-                                        l.parallel.sp = sp;
-                                        l.memory.zero = zero;
-                                        l.memory.recompute = rc;
-                                        l.memory.attention = attention;
-                                        for (std::int64_t ep : eps) { // expert parallelism: 1 for dense models
-                                            l.parallel.ep = ep;
-                                            l.memory.efficientNorm = false;
-                                            ++out.evaluated;
-                                            Estimate e = estimate(l);
-                                            // Memory-efficient norms cost no time in the model, so they are
-                                            // tried only where the layout does not fit without them.
-                                            if (!e.fits && rc != Recompute::Full) {
-                                                l.memory.efficientNorm = true;
-                                                ++out.evaluated;
-                                                e = estimate(l);
-                                            }
-                                            if (e.fits)
-                                                choices.push_back({ l.parallel, l.memory, e });
-                                        }
-                                    }
-                            }
+                    place(g, mb, schedule, zero);
+                    for (const auto& expert : experts) {
+                        if (!lightestFits(expert)) {
+                            m_out.pruned += memories.size();
+                            continue;
                         }
+                        for (const auto& memory : memories)
+                            evaluate(memory, expert);
                     }
                 }
-            }
         }
-    out.fitting = choices.size();
-    if (choices.empty() || out.cancelled)
-        return out;
-    // Layouts the planner cannot replay have no prediction to rank by: leave them out, and count them so
-    // the advice can name the cause.
+    }
+
+    void place(const searching::GridChoice& g, std::int64_t mb, const searching::ScheduleChoice& s, int zero)
+    {
+        ParallelSpec& p = m_work.parallel; // one layout, changed in place: no copy per candidate
+        p.tp = g.tp;
+        p.cp = g.cp;
+        p.pp = g.pp;
+        p.dp = g.dp;
+        p.microBatch = mb;
+        p.schedule = s.kind;
+        p.vpp = s.vpp;
+        p.stages = s.stages;
+        m_work.memory.zero = zero;
+    }
+
+    // Whether the lightest memory choice of the family fits: sequence parallel (tp > 1), flash attention and
+    // memory-efficient norms, with no recomputation or full (either can be the lighter, full keeping one
+    // layer whole for its backward). Every other choice holds at least as much (Formulas.cpp,
+    // layerActivationBytes), so if neither fits, none of the family does.
+    bool lightestFits(const searching::ExpertChoice& expert)
+    {
+        Layout& l = m_work;
+        l.parallel.sp = l.parallel.tp > 1;
+        l.parallel.ep = expert.ep;
+        l.parallel.expertTp = expert.expertTp;
+        l.memory.attention = Attention::Flash;
+        l.memory.efficientNorm = true;
+        for (Recompute rc : { Recompute::None, Recompute::Full }) {
+            l.memory.recompute = rc;
+            if (estimate(l).fits)
+                return true;
+        }
+        return false;
+    }
+
+    void evaluate(const searching::MemoryChoice& memory, const searching::ExpertChoice& expert)
+    {
+        Layout& l = m_work;
+        // Megatron-Core's expert grid needs sequence parallelism with tensor parallelism.
+        if (expert.expertTp > 0 && l.parallel.tp > 1 && !memory.sp)
+            return;
+        l.parallel.sp = memory.sp;
+        l.memory.attention = memory.attention;
+        l.memory.recompute = memory.recompute;
+        l.parallel.ep = expert.ep;
+        l.parallel.expertTp = expert.expertTp;
+        l.memory.efficientNorm = false;
+        ++m_out.evaluated;
+        Estimate e = estimate(l);
+        // Memory-efficient norms cost no time in the model, so they are tried only where the layout does not
+        // fit without them.
+        if (!e.fits && memory.recompute != Recompute::Full) {
+            l.memory.efficientNorm = true;
+            ++m_out.evaluated;
+            e = estimate(l);
+        }
+        if (e.fits)
+            m_choices.push_back({ l.parallel, l.memory, e });
+    }
+
+    const SearchRequest& m_request;
+    SearchResult& m_out;
+    Layout m_work;
+    std::vector<Choice> m_choices;
+};
+
+// Layouts the planner cannot replay have no prediction to rank by: left out and counted, so the advice can
+// name the cause.
+void dropUnsimulatable(const Layout& base, std::vector<Choice>& choices, SearchResult& out)
+{
     Layout probe = base; // one layout changed in place: no copy per candidate
     const auto replayable = std::partition(choices.begin(), choices.end(), [&probe](const Choice& c) {
         probe.parallel = c.parallel;
@@ -228,12 +263,17 @@ SearchResult search(const SearchRequest& r)
     });
     out.unsimulatable = static_cast<std::size_t>(choices.end() - replayable);
     choices.erase(replayable, choices.end());
-    if (choices.empty())
-        return out;
-    // Replay the best few in full; the estimate's closed-form pipeline can misorder close ones.
+}
+
+// The ranking: the best few by estimate replayed in full (the estimate's closed-form pipeline can misorder
+// close ones), then ordered by the replay's tokens/s.
+std::vector<SearchCandidate> rank(
+    const SearchRequest& r, const Layout& base, std::vector<Choice>& choices, Enumeration& progress)
+{
     const std::size_t keep = std::min<std::size_t>(choices.size(), static_cast<std::size_t>(std::max(r.top, 2)) * 3);
     std::partial_sort(choices.begin(), choices.begin() + static_cast<std::ptrdiff_t>(keep), choices.end(),
         [](const Choice& a, const Choice& b) { return a.estimate.tokensPerSecond > b.estimate.tokensPerSecond; });
+    std::vector<SearchCandidate> fitting;
     for (std::size_t i = 0; i < keep; ++i) {
         Layout l = base;
         l.parallel = choices[i].parallel;
@@ -242,28 +282,46 @@ SearchResult search(const SearchRequest& r)
     }
     for (std::size_t i = 0; i < fitting.size(); ++i) {
         auto& c = fitting[i];
-        if (!report(0.7 + 0.3 * double(i) / double(fitting.size())))
-            break;
-        if (simulatable(c.layout)) {
+        if (!progress.report(0.7 + 0.3 * double(i) / double(fitting.size())))
+            return {};
+        if (simulatable(c.layout))
             c.prediction = predict(c.layout, false);
-        } else {
+        else
             c.prediction.fits = false; // not timed: left out below rather than ranked with a zero step time
-        }
     }
-    if (out.cancelled)
-        return out;
     std::sort(fitting.begin(), fitting.end(), [](const SearchCandidate& a, const SearchCandidate& b) {
         return a.prediction.tokensPerSecond > b.prediction.tokensPerSecond;
     });
     fitting.erase(
         std::remove_if(fitting.begin(), fitting.end(), [](const SearchCandidate& c) { return !c.prediction.fits; }),
         fitting.end());
+    return fitting;
+}
+
+} // namespace
+
+SearchResult search(const SearchRequest& r)
+{
+    checkRequest(r);
+    SearchResult out;
+    Enumeration enumeration(r, out);
+    std::vector<Choice> choices = enumeration.run();
+    out.fitting = choices.size();
+    if (choices.empty() || out.cancelled)
+        return out;
+    const Layout base = baseLayout(r);
+    dropUnsimulatable(base, choices, out);
+    if (choices.empty())
+        return out;
+    std::vector<SearchCandidate> fitting = rank(r, base, choices, enumeration);
+    if (out.cancelled)
+        return out;
     if (fitting.size() >= 2)
         out.why = explain(fitting[0], fitting[1]);
     if (fitting.size() > static_cast<std::size_t>(r.top))
         fitting.resize(static_cast<std::size_t>(r.top));
     out.ranked = std::move(fitting);
-    report(1.0);
+    enumeration.report(1.0);
     return out;
 }
 

@@ -32,6 +32,9 @@ struct SearchCandidate {
 struct SearchResult {
     std::vector<SearchCandidate> ranked; // best first, all fitting
     std::size_t evaluated = 0; // valid layouts estimated
+    // Valid layouts not estimated: a memory floor (their model states alone, or their family's lightest
+    // memory choice) exceeds the device, so none of them fits.
+    std::size_t pruned = 0;
     std::size_t fitting = 0;
     std::size_t unsimulatable = 0; // fitting ones left out: too many micro-batches for the planner to replay
     std::string why; // one sentence: why the first beats the second

@@ -21,6 +21,9 @@ struct StageCost {
     double forwardTpBytes = 0, backwardTpBytes = 0;
     double forwardGather = 0, backwardGather = 0, gatherBytes = 0;
     trace::Algorithm gatherAlgorithm = trace::Algorithm::Library; // what loom-train runs them with
+    // Of forwardDp/backwardDp on GPU clusters (FSDP2): the op's first gathers and last reduce-scatters that
+    // no compute hides, and the copies into and out of the collectives' flat buffers on the compute stream.
+    double forwardShardEdge = 0, backwardShardEdge = 0, forwardShardCopy = 0, backwardShardCopy = 0;
     // Context parallelism: the ring exchange's part the attention did not hide (inside forward/backward),
     // and for the timeline the whole exchange's duration and bytes (it runs beside the compute).
     double forwardCp = 0, backwardCp = 0;

@@ -155,7 +155,7 @@ std::vector<PublishedRun> allPublishedRuns()
         { "torchtitan Llama 3 70B, full AC", titan, llama(80, 8192, 64, 8, 28672, 128256, 8192), "dgx-a100", 64, 1, 1,
             1, 1, 1, 64, 3, "full", "none", false, 331 },
         { "torchtitan Llama 2 13B, no AC", titan, llama(40, 5120, 40, 40, 13824, 32000, 4096), "dgx-a100", 64, 1, 1, 1,
-            1, 2, 128, 3, "none", "none", false, 2162, 0.20 },
+            1, 2, 128, 3, "none", "none", false, 2162 },
         { "torchtitan Llama 2 70B, full AC", titan, llama(80, 8192, 64, 8, 28672, 32000, 4096), "dgx-a100", 64, 1, 1, 1,
             1, 2, 128, 3, "full", "none", false, 353 },
     };

@@ -2,6 +2,7 @@
 // stated reason. (Its speed is measured by `loom plan search` itself, not asserted here.)
 #include "engine/plan/LayoutValidator.h"
 #include "engine/plan/Search.h"
+#include "engine/plan/SearchCandidates.h"
 #include "engine/profiles/BuiltinProfiles.h"
 
 #include <QTest>
@@ -30,6 +31,63 @@ SearchRequest request(
 class TestSearch : public QObject {
     Q_OBJECT
 private slots:
+    // The search skips a grid's ZeRO stage whose memory floor exceeds the device; the floor must never exceed
+    // what the estimate finds for any candidate of that family, or a fitting layout would be lost.
+    void memoryFloorBelowEveryEstimate_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<int>("tp");
+        QTest::addColumn<int>("pp");
+        QTest::addColumn<int>("dp");
+        QTest::addColumn<int>("zero");
+        QTest::newRow("megatron-1t tp 8 pp 64") << "megatron-1t" << 8 << 64 << 6 << 1;
+        QTest::newRow("megatron-1t tp 1 pp 1 (far too big)") << "megatron-1t" << 1 << 1 << 3072 << 0;
+        QTest::newRow("megatron-1t ZeRO-3") << "megatron-1t" << 8 << 4 << 96 << 3;
+        QTest::newRow("llama2-7b tp 1 dp 8") << "llama2-7b" << 1 << 1 << 8 << 0;
+        QTest::newRow("mixtral ep from dp") << "mixtral-8x7b" << 2 << 2 << 16 << 2;
+    }
+    void memoryFloorBelowEveryEstimate()
+    {
+        QFETCH(QString, model);
+        QFETCH(int, tp);
+        QFETCH(int, pp);
+        QFETCH(int, dp);
+        QFETCH(int, zero);
+        SearchRequest r
+            = request(model.toUtf8().constData(), "dgx-a100", tp * pp * dp / 8, 8L * dp, Precision::Bf16, 1);
+        Layout l;
+        l.model = r.model;
+        l.cluster = r.cluster;
+        l.nodes = r.nodes;
+        l.precision = r.precision;
+        l.parallel.tp = tp;
+        l.parallel.pp = pp;
+        l.parallel.dp = dp;
+        l.parallel.sp = tp > 1;
+        l.parallel.globalBatch = 8L * dp;
+        l.parallel.ep = l.model.isMoe() ? 8 : 1;
+        l.memory.zero = zero;
+        const double floor = searching::memoryFloorGB(l, { tp, 1, pp, dp }, zero);
+        for (Recompute rc : { Recompute::None, Recompute::Full }) {
+            l.memory.recompute = rc;
+            const Estimate e = estimate(l);
+            qInfo("%s: floor %.1f GB, estimate %.1f GB", QTest::currentDataTag(), floor, e.memoryGB);
+            QVERIFY(floor <= e.memoryGB * (1 + 1e-12));
+        }
+    }
+
+    // Megatron-Core's expert grid lets the search try ep above dp (ep 8 from tp 8 on one node).
+    void expertGridCandidates()
+    {
+        const ModelSpec m = *BuiltinProfiles::instance().findModel("mixtral-8x7b");
+        bool gridEightFromTp = false;
+        for (const auto& c : searching::expertChoices(m, { 8, 1, 1, 1 }))
+            gridEightFromTp = gridEightFromTp || (c.ep == 8 && c.expertTp == 1);
+        QVERIFY(gridEightFromTp);
+        for (const auto& c : searching::expertChoices(m, { 1, 1, 1, 8 }))
+            QCOMPARE(c.expertTp, 0); // ep divides dp: Loom's carving, as before
+    }
+
     void megatron1tOn384Nodes()
     {
         const SearchResult s = search(request("megatron-1t", "dgx-a100", 384, 3072, Precision::Fp16, 5));
@@ -99,7 +157,9 @@ private slots:
         SearchRequest r = request("gpt3-175b", "dgx-a100", 1, 8, Precision::Bf16, 5); // the defaults
         const SearchResult s = search(r);
         QVERIFY(s.ranked.empty()); // 175B cannot fit on 8 GPUs
-        QVERIFY(s.evaluated > 0);
+        // Every layout was considered: the memory floors rule them out before any estimate.
+        QVERIFY(s.evaluated + s.pruned > 0);
+        QVERIFY(s.pruned > 0);
         r.cluster = *BuiltinProfiles::instance().findCluster("local");
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, search(r));
     }
