@@ -1,8 +1,11 @@
 // The teaching views on their own: the all-reduce stepper (its groups, steps, table and arrows on the map),
 // the Explain dock, the lesson highlight following its widget, and the Layers table's per-device memory.
 #include "views/Colors.h"
+#include "views/Explain.h"
 #include "views/ExplainDock.h"
 #include "views/LayerModel.h"
+#include "views/LayoutAnalysis.h"
+#include "views/PredictionPanel.h"
 #include "views/TopologyScene.h"
 #include "views/Units.h"
 #include "views/teaching/AllReduceStepper.h"
@@ -18,6 +21,7 @@
 #include <QStandardPaths>
 #include <QTableWidget>
 #include <QTextBrowser>
+#include <QTextDocument>
 
 using namespace loom;
 using namespace loom::views;
@@ -216,6 +220,71 @@ private slots:
         }
         QVERIFY(!dock->current());
         QVERIFY(!dock->highlight()->target());
+    }
+
+    // Issue 36: Explain for memory breaks the gigabytes down by kind (every kind the estimate holds: ZeRO-3's
+    // gathered parameters, FP8 state, a codec's residual) and by pipeline stage; the kinds add up to the total
+    // the Prediction panel shows.
+    void memoryBreakdownAddsUp_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<QStringList>("kinds");
+        QTest::newRow("tiny") << "tiny" << QStringList { "params", "grads", "optimizer", "activations" };
+        QTest::newRow("megatron-1t") << "megatron-1t" << QStringList { "params", "optimizer", "activations" };
+        QTest::newRow("zero-3") << "zero-3" << QStringList { "gathered", "reserve" };
+        QTest::newRow("top-k, fp8") << "top-k" << QStringList { "residual", "fp8" };
+    }
+
+    void memoryBreakdownAddsUp()
+    {
+        QFETCH(QString, name);
+        QFETCH(QStringList, kinds);
+        plan::Layout layout = name == QLatin1String("tiny") ? test::tinyLayout()
+            : name == QLatin1String("megatron-1t")          ? test::megatron1t()
+                                                            : test::exampleLayout("llama3-405b-8192-h100.json");
+        if (name == QLatin1String("zero-3"))
+            layout.memory.zero = 3;
+        if (name == QLatin1String("top-k")) { // FP8 on the H100s
+            layout.memory.zero = 1;
+            layout.comm.dpCodec = *plan::Codec::parse("topk:0.01");
+            layout.comm.errorFeedback = true;
+            layout.fp8 = plan::Fp8Recipe::Delayed;
+            layout.precision = plan::Precision::Bf16;
+        }
+        const LayoutAnalysis a = analyzeLayout(layout);
+        QVERIFY2(a.prediction, a.diagnostics.format().c_str());
+        const plan::Prediction& p = *a.prediction;
+        const auto parts = explain::memoryParts(p.memory);
+        double sum = 0;
+        QStringList keys;
+        for (const auto& part : parts) {
+            sum += part.gb;
+            keys << part.key;
+        }
+        QCOMPARE(sum, p.memory.total());
+        for (const QString& k : kinds)
+            QVERIFY2(keys.contains(k), qPrintable(keys.join(QLatin1Char(' '))));
+        PredictionPanel panel;
+        panel.setAnalysis(a);
+        const QString shown = panel.label(QStringLiteral("memory"))->text();
+        QTextDocument doc;
+        doc.setHtml(explain::memoryBreakdown(a.layout, p));
+        const QString text = doc.toPlainText();
+        // The total as the Prediction panel prints it, and each part's figure.
+        QVERIFY2(shown.startsWith(gigabytesText(p.memory.total())), qPrintable(shown));
+        QVERIFY2(text.contains(QStringLiteral("total\n") + gigabytesText(p.memory.total()))
+                || text.contains(QStringLiteral("total\t") + gigabytesText(p.memory.total())),
+            qPrintable(text));
+        for (const auto& part : parts)
+            QVERIFY2(text.contains(part.caption) && text.contains(gigabytesText(part.gb)), qPrintable(part.caption));
+        // One row per pipeline stage, the most loaded marked.
+        if (layout.parallel.pp > 1) {
+            QVERIFY2(text.contains(QStringLiteral("By pipeline stage")), qPrintable(text));
+            QCOMPARE(text.count(QStringLiteral("(most loaded)")), 1);
+            QVERIFY(text.contains(QStringLiteral("LM head")));
+        }
+        // The Memory figure's tooltip is the breakdown by kind.
+        QVERIFY(panel.label(QStringLiteral("memory"))->toolTip().contains(QStringLiteral("By kind")));
     }
 
     void layersShowWhatOneDeviceHolds()
