@@ -37,9 +37,8 @@ QString bytesPerParameter(const plan::Layout& l)
     const QLocale locale;
     return QObject::tr("Model states: %1 (weight) + %2 (gradient) + %3 (optimizer state) = <b>%4 bytes</b> a "
                        "parameter on each device (%5, ZeRO-%6 over dp = %7).")
-        .arg(locale.toString(b.params, 'g', 3), locale.toString(b.grads, 'g', 3),
-            locale.toString(b.optimizer, 'g', 3), locale.toString(b.total(), 'g', 3),
-            QString::fromStdString(std::string(plan::toString(l.precision))))
+        .arg(locale.toString(b.params, 'g', 3), locale.toString(b.grads, 'g', 3), locale.toString(b.optimizer, 'g', 3),
+            locale.toString(b.total(), 'g', 3), QString::fromStdString(std::string(plan::toString(l.precision))))
         .arg(l.memory.zero)
         .arg(l.parallel.dp);
 }
@@ -49,7 +48,8 @@ QString stageBlocks(const plan::Layout& l, std::int64_t r)
 {
     const auto ranges = l.stageRanges();
     QStringList parts;
-    for (std::size_t vs = std::size_t(r); vs < ranges.size(); vs += std::size_t(std::max<std::int64_t>(1, l.parallel.pp)))
+    for (std::size_t vs = std::size_t(r); vs < ranges.size();
+         vs += std::size_t(std::max<std::int64_t>(1, l.parallel.pp)))
         if (!ranges[vs].empty())
             parts << blocksText(ranges[vs].first, ranges[vs].last);
     if (r == 0)
@@ -84,13 +84,13 @@ namespace explain {
 
 std::vector<MemoryPart> memoryParts(const plan::MemoryEstimate& m)
 {
-    const std::pair<const char*, QString> keys[] = { { "params", QObject::tr("parameters") },
-        { "grads", QObject::tr("gradients") }, { "optimizer", QObject::tr("optimizer state") },
-        { "activations", QObject::tr("activations") }, { "gathered", QObject::tr("gathered parameters (ZeRO-3)") },
-        { "fp8", QObject::tr("FP8 scaling state") }, { "residual", QObject::tr("codec residual (error feedback)") },
-        { "reserve", QObject::tr("reserve") } };
-    const double values[] = { m.params, m.grads, m.optimizer, m.activations, m.gathered, m.fp8State, m.residual,
-        m.reserve };
+    const std::pair<const char*, QString> keys[]
+        = { { "params", QObject::tr("parameters") }, { "grads", QObject::tr("gradients") },
+              { "optimizer", QObject::tr("optimizer state") }, { "activations", QObject::tr("activations") },
+              { "gathered", QObject::tr("gathered parameters (ZeRO-3)") }, { "fp8", QObject::tr("FP8 scaling state") },
+              { "residual", QObject::tr("codec residual (error feedback)") }, { "reserve", QObject::tr("reserve") } };
+    const double values[]
+        = { m.params, m.grads, m.optimizer, m.activations, m.gathered, m.fp8State, m.residual, m.reserve };
     std::vector<MemoryPart> parts;
     for (std::size_t i = 0; i < std::size(values); ++i) {
         const bool optional = i >= 4 && i <= 6; // zero unless the layout asks for them
