@@ -88,8 +88,8 @@ QString fillLessonText(const QString& text, const TextFacts& facts)
             continue;
         }
         const Facts* source = when == QLatin1String("before") ? facts.before
-            : when == QLatin1String("start")                 ? facts.start
-                                                             : facts.now;
+            : when == QLatin1String("start")                  ? facts.start
+                                                              : facts.now;
         const std::string fact = canonicalFactName(name.toStdString());
         const auto found = source ? source->find(fact) : Facts::const_iterator {};
         out += source && found != source->end() ? factText(fact, found->second).toHtmlEscaped() : QStringLiteral("…");

@@ -1,5 +1,6 @@
 // The teaching views on their own: the all-reduce stepper (its groups, steps, table and arrows on the map),
 // the Explain dock, the lesson highlight following its widget, and the Layers table's per-device memory.
+#include "engine/plan/CollectiveCost.h"
 #include "views/Colors.h"
 #include "views/Explain.h"
 #include "views/ExplainDock.h"
@@ -13,6 +14,7 @@
 
 #include "tests/views/ViewsTest.h"
 
+#include <QComboBox>
 #include <QDockWidget>
 #include <QGraphicsObject>
 #include <QLabel>
@@ -104,6 +106,89 @@ private slots:
         QVERIFY(stepper.summary()->text().contains(QStringLiteral("6 steps")));
         stepper.hide();
         QVERIFY(!overlayOf(scene)->isVisible());
+    }
+
+    // Issue 36: the stepper has a speed, back and forward, and To end, all through clicks; it shows what
+    // NCCL's tuner would pick (the planner's plan::ncclCollective) for the group on the layout's cluster, and
+    // lesson 10's text names the same choice.
+    void stepperControlsAndNccl()
+    {
+        std::vector<Lesson> all = loadLessons(profiles::BuiltinProfiles::instance(), nullptr);
+        const auto lesson = std::find_if(all.begin(), all.end(), [](const Lesson& l) { return l.id == "topology"; });
+        QVERIFY(lesson != all.end());
+        const plan::Layout l = lesson->layout;
+        TopologyScene scene;
+        scene.show(l, nullptr);
+        AllReduceStepper stepper(&scene);
+        stepper.resize(1200, 400);
+        stepper.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&stepper));
+        stepper.setLayout(l);
+        const int count = stepper.stepCount();
+        QVERIFY(count > 20);
+        QTest::mouseClick(stepper.endButton(), Qt::LeftButton);
+        QCOMPARE(stepper.step(), count);
+        QVERIFY(!stepper.endButton()->isEnabled());
+        QTest::mouseClick(stepper.backButton(), Qt::LeftButton);
+        QCOMPARE(stepper.step(), count - 1);
+        QTest::mouseClick(stepper.nextButton(), Qt::LeftButton);
+        QCOMPARE(stepper.step(), count);
+        // Faster: the speed box by keyboard, as a learner would pick it.
+        QCOMPARE(stepper.speed(), 2);
+        stepper.speedBox()->setFocus();
+        QTest::keyClick(stepper.speedBox(), Qt::Key_End);
+        QCOMPARE(stepper.speed(), 20);
+        // Play from the end starts again and runs to the end on its own, then stops.
+        QTest::mouseClick(stepper.playButton(), Qt::LeftButton);
+        QVERIFY(stepper.playing());
+        QVERIFY(stepper.step() < count);
+        QTRY_VERIFY_WITH_TIMEOUT(stepper.step() == count && !stepper.playButton()->isChecked(), 120000);
+        // To end while playing stops the play.
+        QTest::mouseClick(stepper.playButton(), Qt::LeftButton);
+        QVERIFY(stepper.playing());
+        QTest::mouseClick(stepper.endButton(), Qt::LeftButton);
+        QVERIFY(!stepper.playing());
+        QCOMPARE(stepper.step(), count);
+
+        // NCCL's choice for this group, from the planner's model of its tuner.
+        const plan::CollectiveTime t = plan::ncclCollective(l.cluster, plan::Collective::AllReduce,
+            stepper.bufferBytes(), { stepper.members(), stepper.nodesSpanned() });
+        const QString algorithm = QString::fromLatin1(plan::toString(t.algorithm).data());
+        QCOMPARE(stepper.ncclAlgorithm(), algorithm);
+        QVERIFY(stepper.nodesSpanned() > 1);
+        const QString nccl = stepper.ncclLabel()->text();
+        QVERIFY2(nccl.contains(QStringLiteral("<b>%1</b>").arg(algorithm)) && nccl.contains(QStringLiteral("NIC")),
+            qPrintable(nccl));
+        Facts facts;
+        facts["stepper.ncclAlgorithm"] = algorithm.toStdString();
+        QVERIFY(fillLessonText(lesson->text, { &facts, &facts, &facts, nullptr }).contains(algorithm));
+        // On the local cluster NCCL is not used: the stepper says so and names no algorithm.
+        const plan::Layout local = test::tinyLayout();
+        stepper.setLayout(local);
+        QVERIFY(stepper.ncclAlgorithm().isEmpty());
+        QVERIFY(stepper.ncclLabel()->text().contains(QStringLiteral("NCCL does not run")));
+    }
+
+    // Issue 36: lesson 1 prints the activation formula the Explain dock prints for the same layout (both
+    // plan::layerActivationFormula), with the layout's coefficients.
+    void lessonFormulaIsExplains()
+    {
+        std::vector<Lesson> all = loadLessons(profiles::BuiltinProfiles::instance(), nullptr);
+        QVERIFY(!all.empty());
+        const Lesson& one = all.front();
+        for (const plan::Recompute r : { plan::Recompute::None, plan::Recompute::Full }) {
+            plan::Layout l = one.layout;
+            l.memory.recompute = r;
+            const plan::Prediction p = plan::predict(l, false);
+            Facts facts;
+            addLayoutFacts(l, true, &p, &facts);
+            const QString formula = QString::fromStdString(std::get<std::string>(facts.at("formula.activations")));
+            QVERIFY(fillLessonText(one.text, { &facts, &facts, &facts, nullptr }).contains(formula));
+            QTextDocument doc;
+            doc.setHtml(explain::memory(l, p, QStringLiteral("activations")));
+            QVERIFY2(doc.toPlainText().contains(formula), qPrintable(doc.toPlainText()));
+            QVERIFY(!formula.contains(QStringLiteral("34"))); // Llama's SwiGLU form, not GPT's 34 + 5·a·s/h
+        }
     }
 
     void stepperOnAnEmptyScene()
