@@ -123,6 +123,13 @@ private slots:
                 QVERIFY(!dock->answer((step.question->answer + 1) % int(step.question->choices.size())));
                 QVERIFY(dock->answer(step.question->answer));
             }
+            // Every figure the step and the lesson print is known by now (placeholders filled from the facts).
+            for (QString shown : { dock->instructionLabel()->text(), dock->feedbackLabel()->text(),
+                     dock->textBrowser()->toPlainText() }) {
+                shown.remove(QStringLiteral("Recommend…")); // the button's own name
+                QVERIFY2(!shown.contains(QStringLiteral("…")) && !shown.contains(QStringLiteral("{{")),
+                    qPrintable(QStringLiteral("step %1: %2").arg(i).arg(shown)));
+            }
             if (i + 1 < lesson.steps.size())
                 QVERIFY(dock->next());
         }
