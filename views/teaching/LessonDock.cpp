@@ -293,7 +293,8 @@ CheckResult LessonDock::refresh()
     const LessonStep* s = currentStep();
     if (!s)
         return {};
-    const CheckResult r = evaluateCheck(s->check, m_hooks.facts ? m_hooks.facts() : Facts {});
+    const Facts facts = m_hooks.facts ? m_hooks.facts() : Facts {};
+    const CheckResult r = evaluateCheck(s->check, facts);
     // A step passed once stays passed: looking at another figure afterwards must not fail it again.
     if (r.pass)
         m_passedSteps.insert(m_step);
@@ -302,7 +303,7 @@ CheckResult LessonDock::refresh()
             : m_passed       ? tr("✓ done (now: %1)").arg(r.detail)
                              : QStringLiteral("… ") + r.detail);
     m_status->setStyleSheet(m_passed ? QStringLiteral("color: #2E7D32;") : QString());
-    showTexts(*s);
+    showTexts(*s, facts);
     const Lesson* l = current();
     const bool last = m_step + 1 >= int(l->steps.size());
     m_next->setEnabled(m_passed);
@@ -329,11 +330,10 @@ TextFacts LessonDock::textFacts(const Facts& now, const LessonStep* step) const
     return { &now, &m_stepFacts, &m_startFacts, step ? &step->action : nullptr };
 }
 
-void LessonDock::showTexts(const LessonStep& s)
+void LessonDock::showTexts(const LessonStep& s, const Facts& now)
 {
     // Figures come from the facts the checks read; those not known when the lesson or the step began (the
     // prediction of a layout just opened) are taken from the first facts that have them.
-    const Facts now = m_hooks.facts ? m_hooks.facts() : Facts {};
     m_stepFacts.insert(now.begin(), now.end());
     m_startFacts.insert(now.begin(), now.end());
     const Lesson* l = current();
@@ -386,7 +386,7 @@ void LessonDock::reveal()
             .arg(s->question->choices.value(s->question->answer).toHtmlEscaped(), s->question->explanation));
     m_answer->show();
     m_reveal->hide();
-    showTexts(*s);
+    showTexts(*s, m_hooks.facts ? m_hooks.facts() : Facts {});
 }
 
 QString LessonDock::statusText() const
@@ -472,7 +472,7 @@ bool LessonDock::answer(int choice)
     m_answer->setText((right ? tr("<b>Right.</b> ") : tr("<b>Not quite.</b> ")) + s->question->explanation);
     m_answer->show();
     m_reveal->hide();
-    showTexts(*s);
+    showTexts(*s, m_hooks.facts ? m_hooks.facts() : Facts {});
     return right;
 }
 

@@ -100,7 +100,7 @@ private:
     void showStep();
     void fillLessonBox();
     void saveProgress();
-    void showTexts(const LessonStep& step);
+    void showTexts(const LessonStep& step, const Facts& now);
     void frame();
     TextFacts textFacts(const Facts& now, const LessonStep* step) const;
 
