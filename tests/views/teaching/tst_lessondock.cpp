@@ -131,7 +131,6 @@ private slots:
         d->show();
         QVERIFY(!dock->highlight()->target());
     }
-
 };
 
 QTEST_MAIN(TestLessonDock)
