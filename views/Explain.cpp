@@ -44,6 +44,31 @@ QString percent(double x)
     return QLocale().toString(100.0 * x, 'f', 1) + QStringLiteral(" %");
 }
 
+// The activations of the most loaded device: the per-layer formula and bytes of plan's layerActivationBytes
+// (what the memory estimate adds up), times the layers and micro-batches in flight.
+QString activationsText(const plan::Layout& l, const plan::Prediction& p)
+{
+    const Symbols x = symbols(l);
+    const bool mixed = l.precision != plan::Precision::Fp32;
+    const bool flash = l.memory.attention == plan::Attention::Flash;
+    const QString formula = QString::fromStdString(plan::layerActivationFormula(
+        l.model, l.parallel.sp, l.memory.attention, l.memory.recompute, l.memory.efficientNorm));
+    const double perLayer = plan::layerActivationBytes(l.model, l.parallel.microBatch, l.parallel.tp, l.parallel.sp,
+        l.memory.attention, l.memory.recompute, l.memory.efficientNorm);
+    return QObject::tr("<b>Activations</b> per layer and micro-batch (Korthikanti et al. 2022, 16-bit%1; %2%3): %4 "
+                       "with s = %5, b = %6, h = %7, a = %8, t = %9 → %10 MB; times the layers of the stage and the "
+                       "micro-batches in flight under %11 (1F1B holds at most p, GPipe m) = <b>%12 GB</b> "
+                       "(docs/formulas.md)")
+        .arg(mixed ? QString() : QObject::tr(", doubled for fp32"),
+            l.parallel.sp ? QObject::tr("sequence parallel: norms and dropout split over t")
+                          : QObject::tr("no sequence parallelism"),
+            (flash ? QObject::tr("; flash attention keeps no s×s scores, the backward recomputes Q·Kᵀ") : QString())
+                + (l.memory.efficientNorm ? QObject::tr("; the norms keep their outputs, not their inputs")
+                                          : QString()),
+            formula, big(x.s), big(x.b), big(x.h), big(x.a), big(x.t))
+        .arg(num(perLayer / 1e6 * (mixed ? 1 : 2)), scheduleText(l), num(p.memory.activations));
+}
+
 } // namespace
 
 QString formatSeconds(double seconds)
@@ -236,31 +261,8 @@ QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& 
                                                      : m.optimizer))
             .arg(l.memory.zero);
     }
-    if (kind == QLatin1String("activations")
-        && (l.parallel.sp || l.memory.attention == plan::Attention::Flash || l.model.mlp == plan::ModelSpec::Mlp::SwiGlu
-            || l.memory.efficientNorm)) {
-        const plan::ActivationTerms a = plan::activationTerms(l.model, l.memory.efficientNorm);
-        const bool flash = l.memory.attention == plan::Attention::Flash;
-        const bool scores = !flash && l.memory.recompute == plan::Recompute::None;
-        QString formula = l.memory.recompute == plan::Recompute::Full
-            ? (l.parallel.sp ? QStringLiteral("2·s·b·h/t") : QStringLiteral("2·s·b·h"))
-            : QStringLiteral("s·b·h·(%1%2 + %3/t%4)")
-                  .arg(num(a.replicated), l.parallel.sp ? QStringLiteral("/t") : QString(), num(a.split),
-                      scores ? QStringLiteral(" + %1·a·s/(h·t)").arg(num(a.scores)) : QString());
-        const double perLayer = plan::layerActivationBytes(l.model, l.parallel.microBatch, l.parallel.tp, l.parallel.sp,
-            l.memory.attention, l.memory.recompute, l.memory.efficientNorm);
-        return QObject::tr("<b>Activations</b> per layer and micro-batch (Korthikanti et al. 2022, 16-bit%1; %2%3): %4 "
-                           "with s = %5, b = %6, h = %7, t = %8 → %9 MB; times the layers of the stage and the "
-                           "micro-batches in flight under %10 = <b>%11 GB</b> (docs/formulas.md)")
-            .arg(mixed ? QString() : QObject::tr(", doubled for fp32"),
-                l.parallel.sp ? QObject::tr("sequence parallel: norms and dropout split over t")
-                              : QObject::tr("no sequence parallelism"),
-                (flash ? QObject::tr("; flash attention keeps no s×s scores, the backward recomputes Q·Kᵀ") : QString())
-                    + (l.memory.efficientNorm ? QObject::tr("; the norms keep their outputs, not their inputs")
-                                              : QString()),
-                formula, big(x.s), big(x.b), big(x.h), big(x.t), num(perLayer / 1e6 * (mixed ? 1 : 2)), scheduleText(l),
-                num(m.activations));
-    }
+    if (kind == QLatin1String("activations"))
+        return activationsText(l, p);
     if (kind == QLatin1String("params"))
         return QObject::tr("<b>Parameters</b>: the stage's parameters / t × %1 bytes (%2) = <b>%3 GB</b>")
             .arg(mixed ? 2 : 4)
@@ -276,36 +278,11 @@ QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& 
             .arg(mixed ? QObject::tr("fp32 master weight, m and v") : QObject::tr("m and v"))
             .arg(l.memory.zero >= 1 ? QObject::tr(", divided by dp = %1 under ZeRO-1").arg(big(x.d)) : QString())
             .arg(num(m.optimizer));
-    if (kind == QLatin1String("activations")) {
-        QString formula;
-        switch (l.memory.recompute) {
-        case plan::Recompute::Full:
-            formula = QStringLiteral("2·s·b·h");
-            break;
-        case plan::Recompute::Selective:
-            formula = QStringLiteral("s·b·h·(10 + 24/t)");
-            break;
-        case plan::Recompute::None:
-            formula
-                = x.t == 1 ? QStringLiteral("s·b·h·(34 + 5·a·s/h)") : QStringLiteral("s·b·h·(10 + 24/t + 5·a·s/(h·t))");
-            break;
-        }
-        const double perLayer
-            = plan::activationBytesPerLayer(l.model, l.parallel.microBatch, l.parallel.tp, l.memory.recompute);
-        return QObject::tr(
-            "<b>Activations</b> per layer and micro-batch (Korthikanti et al. 2022, 16-bit%1): %2 with s = %3, "
-            "b = %4, h = %5, a = %6, t = %7 → %8 MB; times the layers of the stage and the micro-batches "
-            "in flight under %9 (1F1B holds at most p, GPipe m) = <b>%10 GB</b>")
-            .arg(mixed ? QString() : QObject::tr(", doubled for fp32"), formula, big(x.s), big(x.b), big(x.h), big(x.a),
-                big(x.t), num(perLayer / 1e6 * (mixed ? 1 : 2)), scheduleText(l), num(m.activations));
-    }
     if (kind == QLatin1String("reserve"))
         return QObject::tr("<b>Reserve</b>: 5 % of the device's %1 GB for the framework, allocator fragmentation and "
                            "workspaces = <b>%2 GB</b>")
             .arg(num(p.memoryCapacityGB), num(m.reserve));
-    return QObject::tr("<b>Memory of the most loaded device</b>: %1 GB of %2 GB — %3")
-        .arg(
-            num(m.total()), num(p.memoryCapacityGB), p.fits ? QObject::tr("fits") : QObject::tr("does <b>not</b> fit"));
+    return memoryBreakdown(l, p, false);
 }
 
 QString measuredBubble(const plan::Layout& l, const trace::TraceStats& stats)

@@ -47,9 +47,7 @@ QString swatch(const QColor& c)
 }
 QString gb(double x)
 {
-    if (x != 0 && x < 0.1) // a tiny model's memory in MB or kB, never "0.00 GB"
-        return memoryText(x * 1e9);
-    return QLocale().toString(x, 'f', x < 10 ? 2 : 1) + QStringLiteral(" GB");
+    return gigabytesText(x); // the Explain dock's breakdown prints the same figures
 }
 
 } // namespace

@@ -21,6 +21,15 @@ inline QString memoryText(double bytes)
     return locale.toString(bytes, 'f', 0) + QStringLiteral(" B");
 }
 
+// Gigabytes as the Prediction panel and the Explain dock print them: two decimals under 10 GB, one above, and a
+// small figure in the unit that fits (never "0.00 GB").
+inline QString gigabytesText(double gb)
+{
+    if (gb != 0 && gb < 0.1)
+        return memoryText(gb * 1e9);
+    return QLocale().toString(gb, 'f', gb < 10 ? 2 : 1) + QStringLiteral(" GB");
+}
+
 // A rate in bytes per second in the unit that fits (GB/s, MB/s, kB/s, B/s).
 inline QString rateText(double bytesPerSecond)
 {

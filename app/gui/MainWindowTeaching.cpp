@@ -6,6 +6,7 @@
 #include "views/Explain.h"
 #include "views/ExplainDock.h"
 #include "views/LayerPalette.h"
+#include "views/LayoutAnalysis.h"
 #include "views/LayoutDocument.h"
 #include "views/MetricsPanel.h"
 #include "views/teaching/AllReduceStepper.h"
@@ -155,6 +156,10 @@ QString MainWindow::explainText(const QString& key) const
         return explain::busBandwidth(m_monitor->stats());
     if (key == QLatin1String("measured.tokens"))
         return explain::measuredTokens(m_monitor->layout(), m_monitor->stats());
+    // Memory at length: by kind and by pipeline stage (its tooltip leaves the stages out).
+    const LayoutAnalysis& a = m_runner->latest();
+    if (key == QLatin1String("memory") && a.prediction && a.layout == m_doc->layout())
+        return explain::memoryBreakdown(a.layout, *a.prediction);
     const QLabel* label = m_prediction->label(key);
     return label ? label->toolTip() : QString();
 }

@@ -1,6 +1,7 @@
 #include "engine/plan/Formulas.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace loom::plan {
 
@@ -96,6 +97,28 @@ double layerActivationBytes(const ModelSpec& m, std::int64_t b, std::int64_t t, 
     if (attention == Attention::Materialized && recompute != Recompute::Selective)
         bytes += sbh * a.scores * double(m.heads) * double(m.seqLen) / (double(m.hidden) * T);
     return bytes;
+}
+
+namespace {
+// "15.75", "8": a coefficient as the formula prints it (at most four significant digits).
+std::string coefficient(double x)
+{
+    char text[32];
+    std::snprintf(text, sizeof text, "%.4g", x);
+    return text;
+}
+} // namespace
+
+std::string layerActivationFormula(
+    const ModelSpec& m, bool sp, Attention attention, Recompute recompute, bool efficientNorm)
+{
+    if (recompute == Recompute::Full)
+        return sp ? "2·s·b·h/t" : "2·s·b·h";
+    const ActivationTerms a = activationTerms(m, efficientNorm);
+    std::string f = "s·b·h·(" + coefficient(a.replicated) + (sp ? "/t" : "") + " + " + coefficient(a.split) + "/t";
+    if (attention == Attention::Materialized && recompute != Recompute::Selective)
+        f += " + " + coefficient(a.scores) + "·a·s/(h·t)";
+    return f + ")";
 }
 
 ModelStateBytes modelStateBytesPerParameter(Precision precision, int zero, std::int64_t dp)

@@ -6,6 +6,7 @@
 #include "engine/plan/Layout.h"
 
 #include <cstdint>
+#include <string>
 
 namespace loom::plan {
 
@@ -49,6 +50,11 @@ ActivationTerms activationTerms(const ModelSpec& model, bool efficientNorm = fal
 // when the scores are materialised and not recomputed; 2·s·b·h (/t with sp) with full recomputation.
 double layerActivationBytes(const ModelSpec& model, std::int64_t microBatch, std::int64_t tp, bool sp,
     Attention attention, Recompute recompute, bool efficientNorm = false);
+// The same count as a formula in s, b, h, a and t with the model's coefficients filled in, as the workbench
+// prints it (Explain, lessons): "s·b·h·(8 + 15.75/t + 2·a·s/(h·t))", "2·s·b·h/t". Every place that shows
+// the formula takes it from here, so that it is the one layerActivationBytes computes.
+std::string layerActivationFormula(
+    const ModelSpec& model, bool sp, Attention attention, Recompute recompute, bool efficientNorm = false);
 
 // Model-state bytes per parameter on one device under ZeRO stage `zero` over `dp` ranks (Rajbhandari et al.
 // 2020): 16-bit weights and gradients (2 + 2) and K = 12 bytes of fp32 Adam state; fp32 training 4 + 4 + 8.

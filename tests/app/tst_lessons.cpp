@@ -123,6 +123,13 @@ private slots:
                 QVERIFY(!dock->answer((step.question->answer + 1) % int(step.question->choices.size())));
                 QVERIFY(dock->answer(step.question->answer));
             }
+            // Every figure the step and the lesson print is known by now (placeholders filled from the facts).
+            for (QString shown : { dock->instructionLabel()->text(), dock->feedbackLabel()->text(),
+                     dock->textBrowser()->toPlainText() }) {
+                shown.remove(QStringLiteral("Recommend…")); // the button's own name
+                QVERIFY2(!shown.contains(QStringLiteral("…")) && !shown.contains(QStringLiteral("{{")),
+                    qPrintable(QStringLiteral("step %1: %2").arg(i).arg(shown)));
+            }
             if (i + 1 < lesson.steps.size())
                 QVERIFY(dock->next());
         }
@@ -186,6 +193,14 @@ private slots:
         QVERIFY(settle(w));
         QTRY_VERIFY(w.explainDock()->text().contains(QStringLiteral("(2−1)/(8+2−1)")));
         QVERIFY(!w.explainDock()->showTopic(QStringLiteral("nonsense")));
+        // Memory at length: by kind and by pipeline stage (tiny-local has pp 2), the tooltip by kind only.
+        QVERIFY(w.explainDock()->showTopic(QStringLiteral("memory")));
+        QVERIFY2(w.explainDock()->text().contains(QStringLiteral("By kind"))
+                && w.explainDock()->text().contains(QStringLiteral("By pipeline stage"))
+                && w.explainDock()->text().contains(QStringLiteral("(most loaded)")),
+            qPrintable(w.explainDock()->text()));
+        QVERIFY(
+            !w.predictionPanel()->label(QStringLiteral("memory"))->toolTip().contains(QStringLiteral("By pipeline")));
         // The Prediction panel's figures and the metrics plots offer it in their context menus.
         QCOMPARE(w.predictionPanel()->label(QStringLiteral("split.dp"))->contextMenuPolicy(), Qt::CustomContextMenu);
         const auto actions = w.metricsPanel()->bubblePlot()->actions();

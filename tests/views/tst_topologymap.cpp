@@ -11,9 +11,9 @@
 
 #include <QDragEnterEvent>
 #include <QElapsedTimer>
-#include <QGraphicsSimpleTextItem>
 #include <QFontMetricsF>
 #include <QGraphicsSceneHoverEvent>
+#include <QGraphicsSimpleTextItem>
 #include <QImage>
 #include <QLineEdit>
 #include <QMimeData>

@@ -1,5 +1,6 @@
 #include "views/teaching/AllReduceStepper.h"
 
+#include "engine/plan/CollectiveCost.h"
 #include "engine/plan/CostModel.h"
 #include "engine/plan/RankGrid.h"
 #include "views/Colors.h"
@@ -162,9 +163,19 @@ AllReduceStepper::AllReduceStepper(TopologyScene* scene, QWidget* parent)
     m_next->setObjectName(QStringLiteral("allreduceNext"));
     m_play = new QPushButton(tr("Play"));
     m_play->setCheckable(true);
+    m_play->setObjectName(QStringLiteral("allreducePlay"));
+    m_end = new QPushButton(tr("To end ⏭"));
+    m_end->setObjectName(QStringLiteral("allreduceEnd"));
+    m_end->setToolTip(tr("Show the last step (the whole all-reduce done)"));
+    m_speed = new QComboBox;
+    m_speed->setObjectName(QStringLiteral("allreduceSpeed"));
+    m_speed->setToolTip(tr("Steps a second while playing"));
+    for (int perSecond : { 1, 2, 5, 10, 20 })
+        m_speed->addItem(tr("%1 steps/s").arg(perSecond), perSecond);
+    m_speed->setCurrentIndex(1);
     m_position = new QLabel;
-    for (QWidget* w :
-        std::initializer_list<QWidget*> { m_kind, m_group, m_algorithm, m_back, m_next, m_play, m_position })
+    for (QWidget* w : std::initializer_list<QWidget*> {
+             m_kind, m_group, m_algorithm, m_back, m_next, m_play, m_speed, m_end, m_position })
         controls->addWidget(w);
     controls->addStretch(1);
     outer->addLayout(controls);
@@ -172,6 +183,11 @@ AllReduceStepper::AllReduceStepper(TopologyScene* scene, QWidget* parent)
     m_summary->setWordWrap(true);
     m_summary->setTextFormat(Qt::RichText);
     outer->addWidget(m_summary);
+    m_nccl = new QLabel;
+    m_nccl->setWordWrap(true);
+    m_nccl->setTextFormat(Qt::RichText);
+    m_nccl->setObjectName(QStringLiteral("allreduceNccl"));
+    outer->addWidget(m_nccl);
     m_table = new QTableWidget(0, 6);
     m_table->setHorizontalHeaderLabels(
         { tr("from rank"), tr("to rank"), tr("chunk"), tr("bytes"), tr("link"), tr("α + bytes/β") });
@@ -180,7 +196,13 @@ AllReduceStepper::AllReduceStepper(TopologyScene* scene, QWidget* parent)
     m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
     outer->addWidget(m_table, 1);
     m_timer = new QTimer(this);
-    m_timer->setInterval(900);
+    setSpeed(2); // 62 steps of a 32-GPU ring in half a minute; faster in the box
+    connect(m_speed, &QComboBox::currentIndexChanged, this,
+        [this] { m_timer->setInterval(1000 / std::max(1, m_speed->currentData().toInt())); });
+    connect(m_end, &QPushButton::clicked, this, [this] {
+        m_play->setChecked(false);
+        toEnd();
+    });
 
     connect(m_kind, &QComboBox::currentIndexChanged, this, [this] { recompute(); });
     connect(m_algorithm, &QComboBox::currentIndexChanged, this, [this] { recompute(); });
@@ -198,6 +220,91 @@ AllReduceStepper::AllReduceStepper(TopologyScene* scene, QWidget* parent)
         else
             next();
     });
+}
+
+void AllReduceStepper::setSpeed(int stepsPerSecond)
+{
+    const int index = m_speed->findData(stepsPerSecond);
+    m_speed->setCurrentIndex(index >= 0 ? index : 1);
+    m_timer->setInterval(1000 / std::max(1, m_speed->currentData().toInt()));
+}
+
+int AllReduceStepper::speed() const
+{
+    return m_speed->currentData().toInt();
+}
+
+bool AllReduceStepper::playing() const
+{
+    return m_timer->isActive();
+}
+
+std::int64_t AllReduceStepper::nodesSpanned() const
+{
+    const std::int64_t perNode = m_layout.cluster.devicesPerNode;
+    if (m_ranks.empty() || perNode <= 0)
+        return m_ranks.empty() ? 0 : 1;
+    std::vector<std::int64_t> nodes;
+    for (std::int64_t r : m_ranks)
+        nodes.push_back(r / perNode);
+    std::sort(nodes.begin(), nodes.end());
+    return std::int64_t(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+}
+
+std::int64_t AllReduceStepper::membersPerNode() const
+{
+    return members() / std::max<std::int64_t>(1, nodesSpanned());
+}
+
+int AllReduceStepper::interNodeSteps() const
+{
+    return int(std::count_if(m_steps.begin(), m_steps.end(), [](const plan::AllReduceStep& st) {
+        return std::any_of(st.transfers.begin(), st.transfers.end(), [](const auto& t) { return t.interNode; });
+    }));
+}
+
+QString AllReduceStepper::ncclAlgorithm() const
+{
+    if (members() < 2 || !plan::usesNcclModel(m_layout))
+        return {};
+    const plan::CollectiveTime t
+        = plan::ncclCollective(m_layout.cluster, plan::Collective::AllReduce, m_bytes, { members(), nodesSpanned() });
+    return QString::fromLatin1(plan::toString(t.algorithm).data(), qsizetype(plan::toString(t.algorithm).size()));
+}
+
+// What NCCL would do with the same all-reduce on the layout's cluster: the planner's model of its tuner
+// (plan::ncclCollective) picks ring, tree or NVLS; across nodes each member gets its share of the node's NICs
+// (one ring per rail).
+QString AllReduceStepper::ncclText() const
+{
+    if (members() < 2)
+        return {};
+    if (!plan::usesNcclModel(m_layout))
+        return tr("NCCL does not run this layout's collectives (%1 on the %2 cluster): the planner prices them as "
+                  "the α-β ring above.")
+            .arg(QString::fromStdString(std::string(plan::toString(m_layout.commBackend()))),
+                QString::fromStdString(m_layout.cluster.name));
+    const std::int64_t nodes = nodesSpanned(), perNode = membersPerNode();
+    const plan::CollectiveTime t
+        = plan::ncclCollective(m_layout.cluster, plan::Collective::AllReduce, m_bytes, { members(), nodes });
+    QString text = tr("<b>NCCL</b> on %1 would pick <b>%2</b> for this all-reduce (its tuner's fastest of ring, "
+                      "tree%3 for %4 over %5 ranks on %6 node(s)): %7, bus bandwidth %8 GB/s.")
+                       .arg(QString::fromStdString(m_layout.cluster.name), ncclAlgorithm(),
+                           m_layout.cluster.intraNode.nvls ? tr(" and NVLS") : QString(), bytesText(m_bytes))
+                       .arg(members())
+                       .arg(nodes)
+                       .arg(formatSeconds(t.seconds), QLocale().toString(t.busBandwidthGBs, 'f', 1));
+    if (nodes > 1 && m_layout.cluster.interNode) {
+        const auto& net = *m_layout.cluster.interNode;
+        text += tr(" Across nodes: %1 NIC(s) (rails) a node of %2 GB/s each, shared by its %3 devices; this group's "
+                   "%4 member(s) a node get %5 GB/s each.")
+                    .arg(net.nicsPerNode)
+                    .arg(QLocale().toString(net.bandwidthGBs, 'g', 4))
+                    .arg(m_layout.cluster.devicesPerNode)
+                    .arg(perNode)
+                    .arg(QLocale().toString(plan::interNodeBandwidthGBs(m_layout.cluster, perNode), 'g', 4));
+    }
+    return text;
 }
 
 AllReduceStepper::~AllReduceStepper()
@@ -325,6 +432,8 @@ void AllReduceStepper::display()
                                           .arg(QString::fromStdString(m_steps[std::size_t(m_step - 1)].phase)));
     m_back->setEnabled(m_step > 0);
     m_next->setEnabled(m_step < stepCount());
+    m_end->setEnabled(m_step < stepCount());
+    m_nccl->setText(ncclText());
     std::vector<plan::Transfer> transfers;
     if (m_step > 0)
         transfers = m_steps[std::size_t(m_step - 1)].transfers;

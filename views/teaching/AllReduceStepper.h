@@ -41,6 +41,19 @@ public:
     void next();
     void back();
     void reset() { setStep(0); }
+    void toEnd() { setStep(stepCount()); }
+    // Steps a second while playing (the speed box): 1, 2, 5, 10 or 20.
+    void setSpeed(int stepsPerSecond);
+    int speed() const;
+    bool playing() const;
+    // Members of the group, members on each of its nodes, the nodes it spans, steps that cross nodes.
+    std::int64_t members() const { return std::int64_t(m_ranks.size()); }
+    std::int64_t membersPerNode() const;
+    std::int64_t nodesSpanned() const;
+    int interNodeSteps() const;
+    // NCCL's choice for this all-reduce on the layout's cluster (plan::ncclCollective: ring, tree or nvls),
+    // empty where the layout's collectives do not run on NCCL.
+    QString ncclAlgorithm() const;
     const std::vector<plan::AllReduceStep>& steps() const { return m_steps; }
     const std::vector<std::int64_t>& ranks() const { return m_ranks; }
     double bufferBytes() const { return m_bytes; }
@@ -48,6 +61,12 @@ public:
     double interNodeBytes() const;
     QTableWidget* table() const { return m_table; }
     QLabel* summary() const { return m_summary; }
+    QLabel* ncclLabel() const { return m_nccl; }
+    QPushButton* playButton() const { return m_play; }
+    QPushButton* endButton() const { return m_end; }
+    QPushButton* backButton() const { return m_back; }
+    QPushButton* nextButton() const { return m_next; }
+    QComboBox* speedBox() const { return m_speed; }
 
 signals:
     void stepChanged(int step);
@@ -59,6 +78,7 @@ protected:
 private:
     void recompute();
     void display();
+    QString ncclText() const;
 
     TopologyScene* m_scene;
     QPointer<AllReduceOverlay> m_overlay;
@@ -67,10 +87,10 @@ private:
     std::vector<plan::AllReduceStep> m_steps;
     double m_bytes = 0;
     int m_step = 0;
-    QComboBox *m_kind, *m_algorithm;
+    QComboBox *m_kind, *m_algorithm, *m_speed;
     QSpinBox* m_group;
-    QPushButton *m_back, *m_next, *m_play;
-    QLabel *m_position, *m_summary;
+    QPushButton *m_back, *m_next, *m_play, *m_end;
+    QLabel *m_position, *m_summary, *m_nccl;
     QTableWidget* m_table;
     QTimer* m_timer;
 };

@@ -178,6 +178,7 @@ LessonCheck readCheck(const QJsonValue& value, const QString& field, Problems& p
                 .arg(QString::fromStdString(c.fact), typeName(info->type)));
     else
         c.value = *v;
+    c.fact = canonicalFactName(c.fact); // the facts go by the layout file's field paths
     return c;
 }
 
@@ -365,6 +366,8 @@ std::optional<Lesson> readLesson(
     lesson.title = text(o, "title", QStringLiteral("lesson"), p);
     lesson.summary = text(o, "summary", QStringLiteral("lesson"), p);
     lesson.text = text(o, "text", QStringLiteral("lesson"), p);
+    for (const QString& problem : placeholderProblems(lesson.text, false))
+        p.add(QStringLiteral("text"), problem);
 
     const QJsonValue layout = o.value(QLatin1String("layout"));
     if (!layout.isObject()) {
@@ -397,6 +400,11 @@ std::optional<Lesson> readLesson(
         step.check = readCheck(s.value(QLatin1String("check")), field + QStringLiteral(".check"), p);
         step.pass = text(s, "pass", field, p);
         step.fail = text(s, "fail", field, p);
+        const std::pair<const char*, const QString*> texts[]
+            = { { "do", &step.instruction }, { "pass", &step.pass }, { "fail", &step.fail } };
+        for (const auto& [key, value] : texts)
+            for (const QString& problem : placeholderProblems(*value, true))
+                p.add(field + QLatin1Char('.') + QLatin1String(key), problem);
         step.question = readQuestion(s.value(QLatin1String("question")), field + QStringLiteral(".question"), p);
         lesson.steps.push_back(std::move(step));
     }

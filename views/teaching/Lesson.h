@@ -40,7 +40,10 @@ struct FactInfo {
 
 // Every fact a check may name.
 const std::vector<FactInfo>& lessonFacts();
+// Also finds a fact by the name it had before facts took the layout file's field paths ("layout.microBatch"
+// for "parallel.micro_batch"); canonicalFactName() gives the current name.
 const FactInfo* findFact(const std::string& name);
+std::string canonicalFactName(const std::string& name);
 
 struct LessonCheck {
     std::string fact; // a leaf: fact op value
@@ -91,6 +94,21 @@ struct Lesson {
     std::vector<LessonStep> steps;
 };
 
+// Lesson texts (its text; a step's do, pass and fail) print figures as placeholders filled from the facts the
+// checks read: {{FACT}} the value now, {{before:FACT}} when the step began, {{start:FACT}} when the lesson
+// began; a step's texts also {{action.value}}, {{action.steps}}, {{action.first}}, {{action.last}} and
+// {{action.rank}} (what its action sets). A fact not known yet reads "…".
+struct TextFacts {
+    const Facts* now = nullptr;
+    const Facts* before = nullptr;
+    const Facts* start = nullptr;
+    const LessonAction* action = nullptr;
+};
+QString fillLessonText(const QString& text, const TextFacts& facts);
+// What is wrong with a text's placeholders (unknown facts, a misspelt "before:", stray braces); empty when
+// nothing. `inStep`: the text belongs to a step, whose action it may name.
+QStringList placeholderProblems(const QString& text, bool inStep);
+
 // The objectNames a lesson may highlight: the workbench sets them (tests check that each names exactly one
 // widget of the window).
 const QStringList& lessonWidgetNames();
@@ -121,5 +139,7 @@ void addLayoutFacts(const plan::Layout& layout, bool valid, const plan::Predicti
 
 // "14.3 %", "0.25", "yes", "1f1b": a fact's value as a learner reads it.
 QString describeFact(const std::string& name, const FactValue& value);
+// The same with the fact's unit, as check messages and lesson texts print it: "80.86 GB", "14.3 %".
+QString factText(const std::string& name, const FactValue& value);
 
 } // namespace loom::views

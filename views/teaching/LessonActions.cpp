@@ -124,6 +124,13 @@ Facts gatherFacts(const LessonContext& c)
         f["stepper.step"] = double(c.stepper->step());
         f["stepper.done"] = c.stepper->stepCount() > 0 && c.stepper->step() == c.stepper->stepCount();
         f["stepper.interNodeBytes"] = c.stepper->interNodeBytes();
+        f["stepper.steps"] = double(c.stepper->stepCount());
+        f["stepper.members"] = double(c.stepper->members());
+        f["stepper.membersPerNode"] = double(c.stepper->membersPerNode());
+        f["stepper.nodes"] = double(c.stepper->nodesSpanned());
+        f["stepper.interNodeSteps"] = double(c.stepper->interNodeSteps());
+        if (const QString nccl = c.stepper->ncclAlgorithm(); !nccl.isEmpty())
+            f["stepper.ncclAlgorithm"] = nccl.toStdString();
     }
     f["view.schedule"] = inView(c, "schedule");
     f["view.timeline"] = inView(c, "timeline");

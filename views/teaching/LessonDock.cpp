@@ -151,7 +151,11 @@ LessonDock::LessonDock(std::vector<Lesson> lessons, Hooks hooks, QWidget* parent
     m_answer = new QLabel;
     m_answer->setWordWrap(true);
     m_answer->setTextFormat(Qt::RichText);
+    m_answer->setObjectName(QStringLiteral("lessonAnswer"));
     q->addWidget(m_answer);
+    m_reveal = new QPushButton(tr("Show answer"));
+    m_reveal->setObjectName(QStringLiteral("lessonReveal"));
+    q->addWidget(m_reveal, 0, Qt::AlignLeft);
     layout->addWidget(m_question);
     auto* buttons = new QHBoxLayout;
     m_back = new QPushButton(tr("◀ Back"));
@@ -176,6 +180,7 @@ LessonDock::LessonDock(std::vector<Lesson> lessons, Hooks hooks, QWidget* parent
             startLesson(current()->id);
     });
     connect(m_choices, &QButtonGroup::idClicked, this, &LessonDock::answer);
+    connect(m_reveal, &QPushButton::clicked, this, &LessonDock::reveal);
     showStep();
 }
 
@@ -209,6 +214,7 @@ bool LessonDock::startLesson(const QString& id)
     QSettings().setValue(QStringLiteral("lessons/current"), id);
     if (m_hooks.start)
         m_hooks.start(*it);
+    m_startFacts = m_hooks.facts ? m_hooks.facts() : Facts {};
     fillLessonBox();
     showStep();
     return true;
@@ -234,14 +240,16 @@ void LessonDock::showStep()
             std::initializer_list<QWidget*> { m_position, m_instruction, m_status, m_feedback, m_question })
             w->hide();
         m_next->setEnabled(false);
+        m_target = nullptr;
+        m_shownHtml.clear();
         if (m_highlight)
             m_highlight->setTarget(nullptr);
         return;
     }
-    m_text->setHtml(QStringLiteral("<h3>%1</h3>%2").arg(l->title.toHtmlEscaped(), l->text));
     const LessonStep& s = l->steps[std::size_t(m_step)];
+    m_stepFacts = m_hooks.facts ? m_hooks.facts() : Facts {};
+    m_answerShown = false;
     m_position->setText(tr("Step %1 of %2").arg(m_step + 1).arg(l->steps.size()));
-    m_instruction->setText(s.instruction);
     for (QWidget* w : std::initializer_list<QWidget*> { m_position, m_instruction, m_status, m_feedback })
         w->show();
     for (QAbstractButton* b : m_choices->buttons()) {
@@ -249,6 +257,8 @@ void LessonDock::showStep()
         delete b;
     }
     m_answer->clear();
+    m_answer->hide();
+    m_reveal->show();
     m_question->setVisible(s.question.has_value());
     if (s.question) {
         m_questionText->setText(s.question->text);
@@ -273,8 +283,7 @@ void LessonDock::showStep()
         }
     if (!m_highlight && window() != this)
         m_highlight = new LessonHighlight(window());
-    if (m_highlight)
-        m_highlight->setTarget(target);
+    m_target = target;
     refresh();
     emit stepChanged();
 }
@@ -284,7 +293,8 @@ CheckResult LessonDock::refresh()
     const LessonStep* s = currentStep();
     if (!s)
         return {};
-    const CheckResult r = evaluateCheck(s->check, m_hooks.facts ? m_hooks.facts() : Facts {});
+    const Facts facts = m_hooks.facts ? m_hooks.facts() : Facts {};
+    const CheckResult r = evaluateCheck(s->check, facts);
     // A step passed once stays passed: looking at another figure afterwards must not fail it again.
     if (r.pass)
         m_passedSteps.insert(m_step);
@@ -293,7 +303,7 @@ CheckResult LessonDock::refresh()
             : m_passed       ? tr("✓ done (now: %1)").arg(r.detail)
                              : QStringLiteral("… ") + r.detail);
     m_status->setStyleSheet(m_passed ? QStringLiteral("color: #2E7D32;") : QString());
-    m_feedback->setText(m_passed ? s->pass : s->fail);
+    showTexts(*s, facts);
     const Lesson* l = current();
     const bool last = m_step + 1 >= int(l->steps.size());
     m_next->setEnabled(m_passed);
@@ -311,9 +321,72 @@ CheckResult LessonDock::refresh()
                     emit playedTo(std::exchange(m_playTo, -1));
             }
         });
-    if (m_highlight)
-        m_highlight->setTarget(m_highlight->target()); // the layout may have moved it
+    frame();
     return r;
+}
+
+TextFacts LessonDock::textFacts(const Facts& now, const LessonStep* step) const
+{
+    return { &now, &m_stepFacts, &m_startFacts, step ? &step->action : nullptr };
+}
+
+void LessonDock::showTexts(const LessonStep& s, const Facts& now)
+{
+    // Figures come from the facts the checks read; those not known when the lesson or the step began (the
+    // prediction of a layout just opened) are taken from the first facts that have them.
+    m_stepFacts.insert(now.begin(), now.end());
+    m_startFacts.insert(now.begin(), now.end());
+    const Lesson* l = current();
+    const QString html = QStringLiteral("<h3>%1</h3>%2")
+                             .arg(l->title.toHtmlEscaped(), fillLessonText(l->text, textFacts(now, nullptr)));
+    if (html != m_shownHtml) { // unchanged text keeps the reader's scroll position
+        m_shownHtml = html;
+        m_text->setHtml(html);
+    }
+    m_instruction->setText(fillLessonText(s.instruction, textFacts(now, &s)));
+    // A step's feedback often explains its question's answer: it waits until the question is answered.
+    if (m_passed && s.question && !m_answerShown)
+        m_feedback->setText(tr("Now answer the question below; the explanation follows your answer."));
+    else
+        m_feedback->setText(fillLessonText(m_passed ? s.pass : s.fail, textFacts(now, &s)));
+}
+
+void LessonDock::frame()
+{
+    // The frame goes when the lesson is over (its last step passed) or the dock is closed.
+    const Lesson* l = current();
+    const bool over = !l || (m_step + 1 >= int(l->steps.size()) && m_passed);
+    if (m_highlight)
+        m_highlight->setTarget(over || !isVisible() ? nullptr : m_target.data()); // the layout may have moved it
+}
+
+void LessonDock::hideEvent(QHideEvent* event)
+{
+    QWidget::hideEvent(event);
+    if (m_highlight)
+        m_highlight->setTarget(nullptr);
+}
+
+void LessonDock::showEvent(QShowEvent* event)
+{
+    QWidget::showEvent(event);
+    frame();
+}
+
+void LessonDock::reveal()
+{
+    const LessonStep* s = currentStep();
+    if (!s || !s->question)
+        return;
+    if (auto* b = m_choices->button(s->question->answer))
+        b->setChecked(true);
+    m_answerShown = true;
+    m_answer->setText(
+        tr("<b>The answer:</b> %1. %2")
+            .arg(s->question->choices.value(s->question->answer).toHtmlEscaped(), s->question->explanation));
+    m_answer->show();
+    m_reveal->hide();
+    showTexts(*s, m_hooks.facts ? m_hooks.facts() : Facts {});
 }
 
 QString LessonDock::statusText() const
@@ -395,7 +468,11 @@ bool LessonDock::answer(int choice)
     const bool right = choice == s->question->answer;
     if (auto* b = m_choices->button(choice))
         b->setChecked(true);
+    m_answerShown = true;
     m_answer->setText((right ? tr("<b>Right.</b> ") : tr("<b>Not quite.</b> ")) + s->question->explanation);
+    m_answer->show();
+    m_reveal->hide();
+    showTexts(*s, m_hooks.facts ? m_hooks.facts() : Facts {});
     return right;
 }
 

@@ -69,8 +69,16 @@ public:
     // Plays the lesson up to step `step` (0-based): performs each step's action, waits for its check and
     // goes on, then emits playedTo() (for demonstrations and screenshots: loom --lesson ID --lesson-step N).
     void playTo(int step);
-    // Answers the current step's question; true when right.
+    // Answers the current step's question; true when right. The explanation (and a step's feedback, which
+    // may give the answer away) shows only once the learner answered or pressed "Show answer" (reveal()).
     bool answer(int choice);
+    void reveal();
+    bool answerShown() const { return m_answerShown; }
+    QPushButton* revealButton() const { return m_reveal; }
+    QLabel* answerLabel() const { return m_answer; }
+    QLabel* feedbackLabel() const { return m_feedback; }
+    QLabel* instructionLabel() const { return m_instruction; }
+    QTextBrowser* textBrowser() const { return m_text; }
     bool lessonDone(const QString& id) const;
     LessonHighlight* highlight() const { return m_highlight; }
     QPushButton* nextButton() const { return m_next; }
@@ -80,18 +88,31 @@ public:
 
 signals:
     void stepChanged();
+
     void playedTo(int step);
+
+protected:
+    // Closing the dock takes the frame away; opening it again brings it back while the lesson goes on.
+    void hideEvent(QHideEvent* event) override;
+    void showEvent(QShowEvent* event) override;
 
 private:
     void showStep();
     void fillLessonBox();
     void saveProgress();
+    void showTexts(const LessonStep& step, const Facts& now);
+    void frame();
+    TextFacts textFacts(const Facts& now, const LessonStep* step) const;
 
     std::vector<Lesson> m_lessons;
     Hooks m_hooks;
     int m_current = -1, m_step = 0, m_playTo = -1;
     bool m_passed = false;
     std::set<int> m_passedSteps; // steps of the current lesson whose check passed once: they stay passed
+    bool m_answerShown = false; // the current step's question was answered or its answer revealed
+    Facts m_startFacts, m_stepFacts; // when the lesson and the step began: {{start:...}} and {{before:...}}
+    QString m_shownHtml;
+    QPointer<QWidget> m_target; // the widget the current step is about
     QComboBox* m_lessonBox;
     QTextBrowser* m_text;
     QLabel *m_position, *m_instruction, *m_status, *m_feedback;
@@ -99,7 +120,7 @@ private:
     QLabel* m_questionText;
     QButtonGroup* m_choices;
     QLabel* m_answer;
-    QPushButton *m_back, *m_showMe, *m_next, *m_restart;
+    QPushButton *m_back, *m_showMe, *m_next, *m_restart, *m_reveal;
     LessonHighlight* m_highlight = nullptr;
 };
 

@@ -15,27 +15,39 @@ namespace {
 using T = FactType;
 const std::vector<FactInfo> kFacts = {
     { "layout.valid", T::Bool, "the layout has no errors" },
-    { "layout.model", T::Text, "the model profile's name" },
-    { "layout.cluster", T::Text, "the cluster profile's name" },
-    { "layout.nodes", T::Number, "nodes used" },
+    { "model", T::Text, "the model profile's name" },
+    { "cluster", T::Text, "the cluster profile's name" },
+    { "nodes", T::Number, "nodes used" },
     { "layout.world", T::Number, "ranks: tp·pp·dp" },
-    { "layout.tp", T::Number, "tensor-parallel degree" },
-    { "layout.pp", T::Number, "pipeline-parallel degree" },
-    { "layout.dp", T::Number, "data-parallel degree" },
-    { "layout.vpp", T::Number, "virtual stages per pipeline rank" },
-    { "layout.microBatch", T::Number, "sequences per micro-batch (b)" },
-    { "layout.globalBatch", T::Number, "sequences per step (B)" },
+    { "parallel.tp", T::Number, "tensor-parallel degree" },
+    { "parallel.pp", T::Number, "pipeline-parallel degree" },
+    { "parallel.dp", T::Number, "data-parallel degree" },
+    { "parallel.vpp", T::Number, "virtual stages per pipeline rank" },
+    { "parallel.micro_batch", T::Number, "sequences per micro-batch (b)" },
+    { "parallel.global_batch", T::Number, "sequences per step (B)" },
     { "layout.microBatches", T::Number, "micro-batches per pipeline: m = B/(b·dp)" },
-    { "layout.schedule", T::Text, plan::wordList(plan::kScheduleWords) },
-    { "layout.zero", T::Number, "ZeRO stage (0 or 1)" },
-    { "layout.recompute", T::Text, plan::wordList(plan::kRecomputeWords) },
-    { "layout.precision", T::Text, plan::wordList(plan::kPrecisionWords) },
-    { "layout.codec", T::Text, "the DP codec: " + plan::wordList(plan::kCodecWords) },
-    { "layout.errorFeedback", T::Bool, "error feedback on" },
-    { "layout.overlap", T::Bool, "DP all-reduce overlapped with backward" },
-    { "layout.bucketMb", T::Number, "gradient bucket size (MB)" },
-    { "layout.chunkKb", T::Number, "chunk size of the chunked ring (KB)" },
-    { "layout.allreduce", T::Text, plan::wordList(plan::kAllreduceWords) },
+    { "parallel.schedule", T::Text, plan::wordList(plan::kScheduleWords) },
+    { "memory.zero", T::Number, "ZeRO stage (0 to 3)" },
+    { "memory.recompute", T::Text, plan::wordList(plan::kRecomputeWords) },
+    { "precision", T::Text, plan::wordList(plan::kPrecisionWords) },
+    { "comm.dp_codec", T::Text, "the DP codec: " + plan::wordList(plan::kCodecWords) },
+    { "comm.error_feedback", T::Bool, "error feedback on" },
+    { "comm.overlap", T::Bool, "DP all-reduce overlapped with backward" },
+    { "comm.bucket_mb", T::Number, "gradient bucket size (MB)" },
+    { "comm.chunk_kb", T::Number, "chunk size of the chunked ring (KB)" },
+    { "comm.allreduce", T::Text, plan::wordList(plan::kAllreduceWords) },
+    { "comm.dp_codec.topk", T::Number, "the share of the entries top-k sends (fraction)" },
+    { "model.layers", T::Number, "transformer blocks of the model, l" },
+    { "model.seq_len", T::Number, "tokens per sequence, s" },
+    { "model.vocab", T::Number, "the model's vocabulary, V" },
+    { "cluster.device", T::Text, "the cluster's device" },
+    { "cluster.devices_per_node", T::Number, "devices per node" },
+    { "cluster.intra_node.kind", T::Text, "the link between a node's devices" },
+    { "cluster.intra_node.bandwidth_gbs", T::Number, "bandwidth of the intra-node link per device (GB/s)" },
+    { "cluster.inter_node.kind", T::Text, "the link between nodes" },
+    { "cluster.inter_node.bandwidth_gbs", T::Number, "bandwidth of the inter-node link per adapter (GB/s)" },
+    { "formula.activations", T::Text, "the activation formula of one layer and micro-batch (plan's)" },
+    { "formula.layerActivationsGB", T::Number, "activations of one layer and micro-batch (GB)" },
     { "layout.stage0Blocks", T::Number, "transformer blocks on the first pipeline stage" },
     { "layout.tpNodes", T::Number, "nodes the widest TP group spans" },
     { "layout.dpNodes", T::Number, "nodes the widest DP group spans" },
@@ -48,6 +60,11 @@ const std::vector<FactInfo> kFacts = {
     { "predicted.memoryGB", T::Number, "memory of the most loaded device (GB)" },
     { "predicted.optimizerGB", T::Number, "optimizer state on the most loaded device (GB)" },
     { "predicted.activationsGB", T::Number, "activations on the most loaded device (GB)" },
+    { "predicted.parameters", T::Number, "parameters of the model (billion)" },
+    { "predicted.capacityGB", T::Number, "memory of one device (GB)" },
+    { "predicted.modelStatesGB", T::Number, "weights, gradients and optimizer state on the most loaded device (GB)" },
+    { "predicted.bytesPerParameter", T::Number, "model-state bytes a parameter on each device (bytes)" },
+    { "predicted.loadImbalance", T::Number, "load imbalance of the stages (fraction)" },
     { "predicted.fits", T::Bool, "the most loaded device's memory fits" },
     { "predicted.compute", T::Number, "compute of the critical stage (s)" },
     { "predicted.tpExposed", T::Number, "exposed TP communication (s)" },
@@ -67,6 +84,13 @@ const std::vector<FactInfo> kFacts = {
     { "stepper.algorithm", T::Text, "ring or hierarchical" },
     { "stepper.step", T::Number, "steps shown so far" },
     { "stepper.done", T::Bool, "the stepper reached the last step" },
+    { "stepper.steps", T::Number, "steps of the all-reduce the stepper shows" },
+    { "stepper.members", T::Number, "members of the group the stepper shows" },
+    { "stepper.membersPerNode", T::Number, "members of that group on each node" },
+    { "stepper.nodes", T::Number, "nodes that group spans" },
+    { "stepper.interNodeSteps", T::Number, "steps of the stepper's all-reduce that cross nodes" },
+    { "stepper.ncclAlgorithm", T::Text,
+        "the algorithm NCCL's tuner would pick for that all-reduce (ring, tree, nvls)" },
     { "stepper.interNodeBytes", T::Number,
         "the most bytes a member sends over inter-node links in the whole all-reduce" },
     { "view.schedule", T::Bool, "the simulated schedule is in view" },
@@ -75,6 +99,16 @@ const std::vector<FactInfo> kFacts = {
     { "view.allreduce", T::Bool, "the all-reduce stepper is in view" },
     { "explain.topic", T::Text, "the figure the Explain dock shows (step, bubble, memory, ...)" },
 };
+
+// The names facts had before they took the layout file's field paths (lesson files still use them).
+const std::pair<const char*, const char*> kOldNames[] = { { "layout.model", "model" }, { "layout.cluster", "cluster" },
+    { "layout.nodes", "nodes" }, { "layout.tp", "parallel.tp" }, { "layout.pp", "parallel.pp" },
+    { "layout.dp", "parallel.dp" }, { "layout.vpp", "parallel.vpp" }, { "layout.microBatch", "parallel.micro_batch" },
+    { "layout.globalBatch", "parallel.global_batch" }, { "layout.schedule", "parallel.schedule" },
+    { "layout.zero", "memory.zero" }, { "layout.recompute", "memory.recompute" }, { "layout.precision", "precision" },
+    { "layout.codec", "comm.dp_codec" }, { "layout.errorFeedback", "comm.error_feedback" },
+    { "layout.overlap", "comm.overlap" }, { "layout.bucketMb", "comm.bucket_mb" },
+    { "layout.chunkKb", "comm.chunk_kb" }, { "layout.allreduce", "comm.allreduce" } };
 
 bool compare(double a, const std::string& op, double b)
 {
@@ -94,7 +128,8 @@ bool compare(double a, const std::string& op, double b)
 bool isFraction(const std::string& name)
 {
     return name == "predicted.mfu" || name == "predicted.bubble" || name == "predicted.bubbleTheory"
-        || name == "measured.bubble" || name == "predicted.dpShare" || name == "predicted.tpShare";
+        || name == "measured.bubble" || name == "predicted.dpShare" || name == "predicted.tpShare"
+        || name == "predicted.loadImbalance" || name == "comm.dp_codec.topk";
 }
 
 // A fact's meaning splits into words and a unit: "optimizer state on the most loaded device (GB)" is the
@@ -106,7 +141,8 @@ std::pair<QString, QString> labelAndUnit(const std::string& name)
         return { QString::fromStdString(name), QString() };
     const QString meaning = QString::fromUtf8(info->meaning);
     static const QStringList units { QStringLiteral("GB"), QStringLiteral("s"), QStringLiteral("MB"),
-        QStringLiteral("KB"), QStringLiteral("GB/s"), QStringLiteral("points") };
+        QStringLiteral("KB"), QStringLiteral("GB/s"), QStringLiteral("points"), QStringLiteral("billion"),
+        QStringLiteral("bytes") };
     const int open = meaning.lastIndexOf(QLatin1String(" ("));
     if (open > 0 && meaning.endsWith(QLatin1Char(')'))) {
         const QString unit = meaning.mid(open + 2, meaning.size() - open - 3);
@@ -134,12 +170,26 @@ const std::vector<FactInfo>& lessonFacts()
     return kFacts;
 }
 
+std::string canonicalFactName(const std::string& name)
+{
+    for (const auto& [old, now] : kOldNames)
+        if (name == old)
+            return now;
+    return name;
+}
+
 const FactInfo* findFact(const std::string& name)
 {
+    const std::string canonical = canonicalFactName(name);
     for (const auto& f : kFacts)
-        if (name == f.name)
+        if (canonical == f.name)
             return &f;
     return nullptr;
+}
+
+QString factText(const std::string& name, const FactValue& value)
+{
+    return valueText(canonicalFactName(name), value, labelAndUnit(canonicalFactName(name)).second);
 }
 
 QString describeFact(const std::string& name, const FactValue& value)
@@ -151,6 +201,8 @@ QString describeFact(const std::string& name, const FactValue& value)
     const double x = std::get<double>(value);
     if (isFraction(name))
         return QLocale().toString(100.0 * x, 'f', 1) + QStringLiteral(" %");
+    if (std::abs(x) >= 1e4) // 150,000 tokens/s, never 1.5e+05
+        return QLocale().toString(x, 'f', 0);
     return QLocale().toString(x, 'g', 4);
 }
 
@@ -168,10 +220,10 @@ CheckResult evaluateCheck(const LessonCheck& check, const Facts& facts)
         return out;
     }
     // In words, never the fact's internal name ("predicted.optimizerGB is 80.86, needs < 20" read as code).
-    const auto [name, unit] = labelAndUnit(check.fact);
-    const QString wanted
-        = QString::fromStdString(check.op) + QLatin1Char(' ') + valueText(check.fact, check.value, unit);
-    const auto it = facts.find(check.fact);
+    const std::string fact = canonicalFactName(check.fact);
+    const auto [name, unit] = labelAndUnit(fact);
+    const QString wanted = QString::fromStdString(check.op) + QLatin1Char(' ') + valueText(fact, check.value, unit);
+    const auto it = facts.find(fact);
     if (it == facts.end())
         return { false, QObject::tr("%1 is not known yet (needs %2)").arg(name, wanted) };
     const FactValue& v = it->second;
@@ -182,36 +234,86 @@ CheckResult evaluateCheck(const LessonCheck& check, const Facts& facts)
         pass = compare(*x, check.op, std::get<double>(check.value));
     else
         pass = (v == check.value) == (check.op == "==");
-    return { pass, QObject::tr("%1 is %2, needs %3").arg(name, valueText(check.fact, v, unit), wanted) };
+    return { pass, QObject::tr("%1 is %2, needs %3").arg(name, valueText(fact, v, unit), wanted) };
 }
+
+namespace {
+// A link as a text names it ("NVLink", not the profile's "nvlink").
+std::string linkWord(plan::LinkKind kind)
+{
+    switch (kind) {
+    case plan::LinkKind::NvLink:
+        return "NVLink";
+    case plan::LinkKind::Pcie:
+        return "PCIe";
+    case plan::LinkKind::InfiniBand:
+        return "InfiniBand";
+    case plan::LinkKind::Ethernet:
+        return "Ethernet";
+    case plan::LinkKind::Shm:
+        return "shared memory";
+    case plan::LinkKind::Xgmi:
+        return "Infinity Fabric";
+    }
+    return std::string(plan::toString(kind));
+}
+
+// What the model and the cluster are, and the activation formula for the layout (plan's, as Explain prints it).
+void addModelAndClusterFacts(const plan::Layout& l, Facts& f)
+{
+    f["model.layers"] = double(l.model.layers);
+    f["model.seq_len"] = double(l.model.seqLen);
+    f["model.vocab"] = double(l.model.vocab);
+    f["cluster.device"] = l.cluster.device.name;
+    f["cluster.devices_per_node"] = double(l.cluster.devicesPerNode);
+    f["cluster.intra_node.kind"] = linkWord(l.cluster.intraNode.kind);
+    f["cluster.intra_node.bandwidth_gbs"] = l.cluster.intraNode.bandwidthGBs;
+    if (l.cluster.interNode) {
+        f["cluster.inter_node.kind"] = linkWord(l.cluster.interNode->kind);
+        f["cluster.inter_node.bandwidth_gbs"] = l.cluster.interNode->bandwidthGBs;
+    }
+    if (l.comm.dpCodec.kind == plan::Codec::Kind::TopK)
+        f["comm.dp_codec.topk"] = l.comm.dpCodec.topkFraction;
+    const auto& m = l.memory;
+    f["formula.activations"]
+        = plan::layerActivationFormula(l.model, l.parallel.sp, m.attention, m.recompute, m.efficientNorm);
+    if (l.parallel.tp >= 1 && l.parallel.microBatch >= 1) {
+        const double width = l.precision == plan::Precision::Fp32 ? 2.0 : 1.0; // the formula counts 16-bit values
+        f["formula.layerActivationsGB"] = plan::layerActivationBytes(l.model, l.parallel.microBatch, l.parallel.tp,
+                                              l.parallel.sp, m.attention, m.recompute, m.efficientNorm)
+            * width / double(std::max<std::int64_t>(1, l.parallel.cp)) / 1e9;
+    }
+}
+} // namespace
 
 void addLayoutFacts(const plan::Layout& l, bool valid, const plan::Prediction* p, Facts* facts)
 {
     Facts& f = *facts;
     const auto& par = l.parallel;
     f["layout.valid"] = valid;
-    f["layout.model"] = l.modelProfile.empty() ? l.model.name : l.modelProfile;
-    f["layout.cluster"] = l.clusterProfile.empty() ? l.cluster.name : l.clusterProfile;
-    f["layout.nodes"] = double(l.nodes);
+    f["model"] = l.modelProfile.empty() ? l.model.name : l.modelProfile;
+    f["cluster"] = l.clusterProfile.empty() ? l.cluster.name : l.clusterProfile;
+    f["nodes"] = double(l.nodes);
     f["layout.world"] = double(par.worldSize());
-    f["layout.tp"] = double(par.tp);
-    f["layout.pp"] = double(par.pp);
-    f["layout.dp"] = double(par.dp);
-    f["layout.vpp"] = double(par.vpp);
-    f["layout.microBatch"] = double(par.microBatch);
-    f["layout.globalBatch"] = double(par.globalBatch);
+    f["parallel.tp"] = double(par.tp);
+    f["parallel.pp"] = double(par.pp);
+    f["parallel.dp"] = double(par.dp);
+    f["parallel.vpp"] = double(par.vpp);
+    f["parallel.micro_batch"] = double(par.microBatch);
+    f["parallel.global_batch"] = double(par.globalBatch);
     f["layout.microBatches"] = par.microBatch * par.dp > 0 ? double(par.microBatches()) : 0.0;
-    f["layout.schedule"] = std::string(plan::toString(par.schedule));
-    f["layout.zero"] = double(l.memory.zero);
-    f["layout.recompute"] = std::string(plan::toString(l.memory.recompute));
-    f["layout.precision"] = std::string(plan::toString(l.precision));
+    f["parallel.schedule"] = std::string(plan::toString(par.schedule));
+    f["memory.zero"] = double(l.memory.zero);
+    f["memory.recompute"] = std::string(plan::toString(l.memory.recompute));
+    f["precision"] = std::string(plan::toString(l.precision));
     const std::string codec = l.comm.dpCodec.toString();
-    f["layout.codec"] = codec.substr(0, codec.find(':'));
-    f["layout.errorFeedback"] = l.comm.errorFeedback;
-    f["layout.overlap"] = l.comm.overlap;
-    f["layout.bucketMb"] = l.comm.bucketMb;
-    f["layout.chunkKb"] = l.comm.chunkKb;
-    f["layout.allreduce"] = std::string(plan::wordOf(plan::kAllreduceWords, l.comm.allreduce));
+    f["comm.dp_codec"] = codec.substr(0, codec.find(':'));
+    f["comm.error_feedback"] = l.comm.errorFeedback;
+    f["comm.overlap"] = l.comm.overlap;
+    f["comm.bucket_mb"] = l.comm.bucketMb;
+    f["comm.chunk_kb"] = l.comm.chunkKb;
+    f["comm.allreduce"] = std::string(plan::wordOf(plan::kAllreduceWords, l.comm.allreduce));
+    addModelAndClusterFacts(l, f);
     if (par.pp * par.vpp <= l.model.layers && par.pp >= 1 && par.vpp >= 1)
         f["layout.stage0Blocks"] = double(l.stageRanges().front().size());
     if (par.tp >= 1 && par.pp >= 1 && par.dp >= 1) {
@@ -231,6 +333,13 @@ void addLayoutFacts(const plan::Layout& l, bool valid, const plan::Prediction* p
     f["predicted.optimizerGB"] = p->memory.optimizer;
     f["predicted.activationsGB"] = p->memory.activations;
     f["predicted.fits"] = p->fits;
+    f["predicted.parameters"] = p->totalParameters / 1e9;
+    f["predicted.capacityGB"] = p->memoryCapacityGB;
+    f["predicted.modelStatesGB"] = p->memory.modelStates();
+    f["predicted.bytesPerParameter"]
+        = plan::modelStateBytesPerParameter(l.precision, l.optimizer, l.memory.zero, std::max<std::int64_t>(1, par.dp))
+              .total();
+    f["predicted.loadImbalance"] = p->loadImbalance;
     f["predicted.compute"] = p->compute;
     f["predicted.tpExposed"] = p->tpExposed;
     f["predicted.ppExposed"] = p->ppExposed;

@@ -4,9 +4,11 @@
 
 #include "tests/views/ViewsTest.h"
 
+#include <QDirIterator>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 
 using namespace loom;
@@ -211,7 +213,7 @@ private slots:
 
     void checksEvaluate()
     {
-        Facts facts { { "predicted.bubble", 0.143 }, { "layout.schedule", std::string("1f1b") },
+        Facts facts { { "predicted.bubble", 0.143 }, { "parallel.schedule", std::string("1f1b") },
             { "predicted.fits", true } };
         LessonCheck below { "predicted.bubble", "<", 0.10, {} };
         CheckResult r = evaluateCheck(below, facts);
@@ -224,8 +226,10 @@ private slots:
                 .arg(QLocale().toString(80.86, 'g', 4)));
         facts["predicted.bubble"] = 0.05;
         QVERIFY(evaluateCheck(below, facts).pass);
+        QVERIFY(evaluateCheck({ "parallel.schedule", "==", std::string("1f1b"), {} }, facts).pass);
+        QVERIFY(evaluateCheck({ "parallel.schedule", "!=", std::string("gpipe"), {} }, facts).pass);
+        // The name the fact had before it took the field path reads the same fact.
         QVERIFY(evaluateCheck({ "layout.schedule", "==", std::string("1f1b"), {} }, facts).pass);
-        QVERIFY(evaluateCheck({ "layout.schedule", "!=", std::string("gpipe"), {} }, facts).pass);
         QVERIFY(!evaluateCheck({ "predicted.fits", "==", false, {} }, facts).pass);
         // An absent fact fails with the reason.
         r = evaluateCheck({ "measured.steps", ">=", 20.0, {} }, facts);
@@ -238,14 +242,187 @@ private slots:
         QVERIFY(evaluateCheck(both, facts).pass);
     }
 
+    // Issue 31 item 6: facts go by the layout file's field paths, as "set" does; the names earlier lesson
+    // files used still read, as the same fact.
+    void factsByFieldPath_data()
+    {
+        QTest::addColumn<QString>("field");
+        QTest::addColumn<QString>("oldName");
+        QTest::addColumn<QJsonValue>("value");
+        QTest::newRow("micro-batch") << "parallel.micro_batch"
+                                     << "layout.microBatch" << QJsonValue(2);
+        QTest::newRow("bucket") << "comm.bucket_mb"
+                                << "layout.bucketMb" << QJsonValue(25);
+        QTest::newRow("chunk") << "comm.chunk_kb"
+                               << "layout.chunkKb" << QJsonValue(64);
+        QTest::newRow("zero") << "memory.zero"
+                              << "layout.zero" << QJsonValue(1);
+        QTest::newRow("tp") << "parallel.tp"
+                            << "layout.tp" << QJsonValue(8);
+        QTest::newRow("codec") << "comm.dp_codec"
+                               << "layout.codec" << QJsonValue("int8");
+        QTest::newRow("error feedback") << "comm.error_feedback"
+                                        << "layout.errorFeedback" << QJsonValue(true);
+        QTest::newRow("allreduce") << "comm.allreduce"
+                                   << "layout.allreduce" << QJsonValue("ring");
+        QTest::newRow("schedule") << "parallel.schedule"
+                                  << "layout.schedule" << QJsonValue("gpipe");
+    }
+
+    void factsByFieldPath()
+    {
+        QFETCH(QString, field);
+        QFETCH(QString, oldName);
+        QFETCH(QJsonValue, value);
+        // A layout's facts carry the field path, never the old name.
+        Facts facts;
+        addLayoutFacts(test::tinyLayout(), true, nullptr, &facts);
+        QVERIFY(facts.count(field.toStdString()));
+        QVERIFY(!facts.count(oldName.toStdString()));
+        for (const QString& name : { field, oldName }) {
+            const QJsonObject lesson = setAt(lessonJson("04-pipeline-bubble.json"), { "steps", "0", "check" },
+                QJsonObject { { "check", name }, { "op", "==" },
+                    { "value", value } }).toObject();
+            QStringList errors;
+            const auto read = readLesson(
+                QJsonDocument(lesson).toJson(), QStringLiteral("04-pipeline-bubble.json"), m_profiles, &errors);
+            QVERIFY2(read, qPrintable(errors.join(QLatin1Char('\n'))));
+            QCOMPARE(QString::fromStdString(read->steps[0].check.fact), field);
+            const FactValue v = value.isDouble() ? FactValue(value.toDouble())
+                : value.isBool()                 ? FactValue(value.toBool())
+                                                 : FactValue(value.toString().toStdString());
+            const Facts f { { field.toStdString(), v } };
+            QVERIFY(evaluateCheck(read->steps[0].check, f).pass);
+        }
+        // The bundled lessons use the field paths only.
+        for (const Lesson& l : loadLessons(m_profiles, nullptr))
+            for (const LessonStep& s : l.steps)
+                for (const QString& raw : { s.instruction, s.pass, s.fail })
+                    QVERIFY2(!raw.contains(QStringLiteral("{{%1}}").arg(oldName))
+                            && !raw.contains(QStringLiteral(":%1}}").arg(oldName)),
+                        qPrintable(l.id));
+        QDirIterator files(QStringLiteral(":/lessons"));
+        while (files.hasNext()) {
+            QFile f(files.next());
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            QVERIFY2(!f.readAll().contains(("\"" + oldName + "\"").toUtf8()), qPrintable(f.fileName()));
+        }
+    }
+
+    // Issue 36: a lesson's texts print no figure of their own: every number is a placeholder filled from the
+    // facts the checks read (digits left are a formula's constants, stuck to its symbols, or a citation's year).
+    void lessonTextsPrintNoFigureOfTheirOwn()
+    {
+        const QRegularExpression placeholder(QStringLiteral("\\{\\{[^{}]*\\}\\}")), tag(QStringLiteral("<[^>]*>")),
+            year(QStringLiteral("et al\\.,? (19|20)\\d\\d")), digits(QStringLiteral("\\d+(?:[.,]\\d+)?"));
+        const QString formula = QStringLiteral("·/()−+²×-_^");
+        for (const Lesson& l : loadLessons(m_profiles, nullptr)) {
+            QStringList texts { l.text };
+            for (const LessonStep& s : l.steps)
+                texts << s.instruction << s.pass << s.fail;
+            for (QString t : texts) {
+                t.remove(placeholder).remove(tag).remove(year);
+                for (auto it = digits.globalMatch(t); it.hasNext();) {
+                    const auto m = it.next();
+                    const QChar before = m.capturedStart() > 0 ? t[m.capturedStart() - 1] : QChar(' ');
+                    const QChar after = m.capturedEnd() < t.size() ? t[m.capturedEnd()] : QChar(' ');
+                    const bool inFormula
+                        = formula.contains(before) || formula.contains(after) || before.isLetter() || after.isLetter();
+                    QVERIFY2(inFormula,
+                        qPrintable(
+                            QStringLiteral("%1: \"%2\" prints %3 of its own")
+                                .arg(l.id, t.mid(std::max<qsizetype>(0, m.capturedStart() - 30), 70), m.captured())));
+                }
+            }
+        }
+    }
+
+    // The figures follow the facts: lesson 1's ZeRO step prints the optimizer state the check reads before
+    // and after (80.86 GB became 10.11 GB, never a rounded 84 → 10.5), and another layout prints its own.
+    void lessonFiguresFollowTheLayout_data()
+    {
+        QTest::addColumn<int>("dp");
+        QTest::newRow("the lesson's dp 8") << 8;
+        QTest::newRow("dp 4") << 4;
+    }
+
+    void lessonFiguresFollowTheLayout()
+    {
+        QFETCH(int, dp);
+        QStringList errors;
+        const auto lessons = loadLessons(m_profiles, &errors);
+        const Lesson& one = lessons.front();
+        QCOMPARE(one.id, QStringLiteral("one-device"));
+        plan::Layout start = one.layout;
+        start.parallel.dp = dp;
+        start.parallel.globalBatch = 8 * dp;
+        plan::Layout after = start;
+        after.memory.zero = 1;
+        Facts before, now;
+        const plan::Prediction p0 = plan::predict(start, false), p1 = plan::predict(after, false);
+        addLayoutFacts(start, true, &p0, &before);
+        addLayoutFacts(after, true, &p1, &now);
+        const LessonStep& zero = one.steps[1];
+        const QString pass = fillLessonText(zero.pass, { &now, &before, &before, &zero.action });
+        const QString was = factText("predicted.optimizerGB", p0.memory.optimizer);
+        const QString is = factText("predicted.optimizerGB", p1.memory.optimizer);
+        QVERIFY2(pass.contains(was + QStringLiteral(" became ") + is), qPrintable(pass));
+        QVERIFY2(pass.contains(QStringLiteral("dp = %1").arg(dp)), qPrintable(pass));
+        QVERIFY2(!pass.contains(QStringLiteral("…")), qPrintable(pass));
+        // The check reads the same figure the text prints.
+        QVERIFY(evaluateCheck(zero.check, now).detail.contains(is));
+        QVERIFY(fillLessonText(zero.instruction, { &now, &before, &before, &zero.action })
+                    .contains(QStringLiteral("to 1")));
+        // The lesson's text: the formula and figures of the layout, no placeholder left unfilled.
+        const QString text = fillLessonText(one.text, { &before, &before, &before, nullptr });
+        QVERIFY2(!text.contains(QStringLiteral("…")) && !text.contains(QStringLiteral("{{")), qPrintable(text));
+        QVERIFY(text.contains(QString::fromStdString(std::get<std::string>(before.at("formula.activations")))));
+        QVERIFY(text.contains(factText("predicted.modelStatesGB", p0.memory.modelStates())));
+        QVERIFY(text.contains(QStringLiteral("from %1 replicas").arg(dp)));
+    }
+
+    void placeholdersAreChecked_data()
+    {
+        QTest::addColumn<QString>("path");
+        QTest::addColumn<QJsonValue>("value");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("unknown fact") << "steps/0/pass" << QJsonValue("it is {{predicted.bubbel}}")
+                                      << "steps[0].pass: {{predicted.bubbel}}: unknown fact \"predicted.bubbel\"";
+        QTest::newRow("unknown time") << "steps/0/do" << QJsonValue("{{after:predicted.bubble}}")
+                                      << "steps[0].do: {{after:predicted.bubble}}: expected {{FACT}}";
+        QTest::newRow("unclosed") << "steps/1/fail" << QJsonValue("{{predicted.bubble")
+                                  << "steps[1].fail: an unclosed {{";
+        QTest::newRow("action in the text") << "text" << QJsonValue("set {{action.value}}")
+                                            << "text: {{action.value}}: the lesson's text has no action";
+    }
+
+    void placeholdersAreChecked()
+    {
+        QFETCH(QString, path);
+        QFETCH(QJsonValue, value);
+        QFETCH(QString, message);
+        const QJsonObject broken
+            = setAt(lessonJson("04-pipeline-bubble.json"), path.split(QLatin1Char('/')), value).toObject();
+        QStringList errors;
+        QVERIFY(!readLesson(
+            QJsonDocument(broken).toJson(), QStringLiteral("04-pipeline-bubble.json"), m_profiles, &errors));
+        QVERIFY2(errors.join(QLatin1Char('\n')).contains(message), qPrintable(errors.join(QLatin1Char('\n'))));
+        // Old fact names read in placeholders too.
+        const QJsonObject old = setAt(
+            lessonJson("04-pipeline-bubble.json"), { "steps", "0", "pass" }, QJsonValue("m = {{layout.microBatch}}"))
+                                    .toObject();
+        QVERIFY(
+            readLesson(QJsonDocument(old).toJson(), QStringLiteral("04-pipeline-bubble.json"), m_profiles, nullptr));
+    }
+
     void layoutFacts()
     {
         const plan::Layout l = test::tinyLayout();
         Facts f;
         addLayoutFacts(l, true, nullptr, &f);
-        QCOMPARE(std::get<double>(f.at("layout.tp")), 2.0);
+        QCOMPARE(std::get<double>(f.at("parallel.tp")), 2.0);
         QCOMPARE(std::get<double>(f.at("layout.microBatches")), 4.0); // 16 / (2 · 2)
-        QCOMPARE(std::get<std::string>(f.at("layout.schedule")), std::string("1f1b"));
+        QCOMPARE(std::get<std::string>(f.at("parallel.schedule")), std::string("1f1b"));
         QCOMPARE(std::get<double>(f.at("layout.tpNodes")), 1.0);
         QCOMPARE(std::get<double>(f.at("layout.stage0Blocks")), 2.0);
         QVERIFY(!f.count("predicted.bubble")); // no prediction given

@@ -1,26 +1,35 @@
 // The teaching views on their own: the all-reduce stepper (its groups, steps, table and arrows on the map),
 // the Explain dock, the lesson highlight following its widget, and the Layers table's per-device memory.
+#include "engine/plan/CollectiveCost.h"
 #include "views/Colors.h"
+#include "views/Explain.h"
 #include "views/ExplainDock.h"
 #include "views/LayerModel.h"
+#include "views/LayoutAnalysis.h"
+#include "views/PredictionPanel.h"
 #include "views/TopologyScene.h"
 #include "views/Units.h"
 #include "views/teaching/AllReduceStepper.h"
 #include "views/teaching/LessonDock.h"
 
 #include "tests/views/ViewsTest.h"
+#include "tests/views/teaching/LessonTest.h"
 
+#include <QComboBox>
 #include <QDockWidget>
 #include <QGraphicsObject>
 #include <QLabel>
 #include <QMainWindow>
 #include <QPushButton>
+#include <QRadioButton>
 #include <QStandardPaths>
 #include <QTableWidget>
 #include <QTextBrowser>
+#include <QTextDocument>
 
 using namespace loom;
 using namespace loom::views;
+using loom::views::test::satisfy;
 
 namespace {
 QGraphicsObject* overlayOf(const TopologyScene& scene)
@@ -29,22 +38,6 @@ QGraphicsObject* overlayOf(const TopologyScene& scene)
         if (auto* o = item->toGraphicsObject())
             return o;
     return nullptr;
-}
-// Facts that satisfy `check` (each leaf's value moved to the passing side).
-void satisfy(const LessonCheck& check, Facts& facts)
-{
-    for (const auto& c : check.all)
-        satisfy(c, facts);
-    if (check.fact.empty())
-        return;
-    FactValue v = check.value;
-    if (auto* x = std::get_if<double>(&v))
-        *x += check.op == "<" ? -1.0 : check.op == ">" ? 1.0 : check.op == "!=" ? 1.0 : 0.0;
-    else if (auto* b = std::get_if<bool>(&v))
-        *b = check.op == "!=" ? !*b : *b;
-    else if (check.op == "!=")
-        v = std::get<std::string>(v) + "-other";
-    facts[check.fact] = v;
 }
 } // namespace
 
@@ -99,6 +92,89 @@ private slots:
         QVERIFY(stepper.summary()->text().contains(QStringLiteral("6 steps")));
         stepper.hide();
         QVERIFY(!overlayOf(scene)->isVisible());
+    }
+
+    // Issue 36: the stepper has a speed, back and forward, and To end, all through clicks; it shows what
+    // NCCL's tuner would pick (the planner's plan::ncclCollective) for the group on the layout's cluster, and
+    // lesson 10's text names the same choice.
+    void stepperControlsAndNccl()
+    {
+        std::vector<Lesson> all = loadLessons(profiles::BuiltinProfiles::instance(), nullptr);
+        const auto lesson = std::find_if(all.begin(), all.end(), [](const Lesson& l) { return l.id == "topology"; });
+        QVERIFY(lesson != all.end());
+        const plan::Layout l = lesson->layout;
+        TopologyScene scene;
+        scene.show(l, nullptr);
+        AllReduceStepper stepper(&scene);
+        stepper.resize(1200, 400);
+        stepper.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&stepper));
+        stepper.setLayout(l);
+        const int count = stepper.stepCount();
+        QVERIFY(count > 20);
+        QTest::mouseClick(stepper.endButton(), Qt::LeftButton);
+        QCOMPARE(stepper.step(), count);
+        QVERIFY(!stepper.endButton()->isEnabled());
+        QTest::mouseClick(stepper.backButton(), Qt::LeftButton);
+        QCOMPARE(stepper.step(), count - 1);
+        QTest::mouseClick(stepper.nextButton(), Qt::LeftButton);
+        QCOMPARE(stepper.step(), count);
+        // Faster: the speed box by keyboard, as a learner would pick it.
+        QCOMPARE(stepper.speed(), 2);
+        stepper.speedBox()->setFocus();
+        QTest::keyClick(stepper.speedBox(), Qt::Key_End);
+        QCOMPARE(stepper.speed(), 20);
+        // Play from the end starts again and runs to the end on its own, then stops.
+        QTest::mouseClick(stepper.playButton(), Qt::LeftButton);
+        QVERIFY(stepper.playing());
+        QVERIFY(stepper.step() < count);
+        QTRY_VERIFY_WITH_TIMEOUT(stepper.step() == count && !stepper.playButton()->isChecked(), 120000);
+        // To end while playing stops the play.
+        QTest::mouseClick(stepper.playButton(), Qt::LeftButton);
+        QVERIFY(stepper.playing());
+        QTest::mouseClick(stepper.endButton(), Qt::LeftButton);
+        QVERIFY(!stepper.playing());
+        QCOMPARE(stepper.step(), count);
+
+        // NCCL's choice for this group, from the planner's model of its tuner.
+        const plan::CollectiveTime t = plan::ncclCollective(l.cluster, plan::Collective::AllReduce,
+            stepper.bufferBytes(), { stepper.members(), stepper.nodesSpanned() });
+        const QString algorithm = QString::fromLatin1(plan::toString(t.algorithm).data());
+        QCOMPARE(stepper.ncclAlgorithm(), algorithm);
+        QVERIFY(stepper.nodesSpanned() > 1);
+        const QString nccl = stepper.ncclLabel()->text();
+        QVERIFY2(nccl.contains(QStringLiteral("<b>%1</b>").arg(algorithm)) && nccl.contains(QStringLiteral("NIC")),
+            qPrintable(nccl));
+        Facts facts;
+        facts["stepper.ncclAlgorithm"] = algorithm.toStdString();
+        QVERIFY(fillLessonText(lesson->text, { &facts, &facts, &facts, nullptr }).contains(algorithm));
+        // On the local cluster NCCL is not used: the stepper says so and names no algorithm.
+        const plan::Layout local = test::tinyLayout();
+        stepper.setLayout(local);
+        QVERIFY(stepper.ncclAlgorithm().isEmpty());
+        QVERIFY(stepper.ncclLabel()->text().contains(QStringLiteral("NCCL does not run")));
+    }
+
+    // Issue 36: lesson 1 prints the activation formula the Explain dock prints for the same layout (both
+    // plan::layerActivationFormula), with the layout's coefficients.
+    void lessonFormulaIsExplains()
+    {
+        std::vector<Lesson> all = loadLessons(profiles::BuiltinProfiles::instance(), nullptr);
+        QVERIFY(!all.empty());
+        const Lesson& one = all.front();
+        for (const plan::Recompute r : { plan::Recompute::None, plan::Recompute::Full }) {
+            plan::Layout l = one.layout;
+            l.memory.recompute = r;
+            const plan::Prediction p = plan::predict(l, false);
+            Facts facts;
+            addLayoutFacts(l, true, &p, &facts);
+            const QString formula = QString::fromStdString(std::get<std::string>(facts.at("formula.activations")));
+            QVERIFY(fillLessonText(one.text, { &facts, &facts, &facts, nullptr }).contains(formula));
+            QTextDocument doc;
+            doc.setHtml(explain::memory(l, p, QStringLiteral("activations")));
+            QVERIFY2(doc.toPlainText().contains(formula), qPrintable(doc.toPlainText()));
+            QVERIFY(!formula.contains(QStringLiteral("34"))); // Llama's SwiGLU form, not GPT's 34 + 5·a·s/h
+        }
     }
 
     void stepperOnAnEmptyScene()
@@ -207,7 +283,8 @@ private slots:
                 QVERIFY(!dock->refresh().pass);
                 QVERIFY2(dock->passed() && dock->nextButton()->isEnabled(), qPrintable(dock->statusText()));
                 QVERIFY2(dock->statusText().startsWith(QStringLiteral("✓")), qPrintable(dock->statusText()));
-                QCOMPARE(dock->highlight()->target(), target);
+                // The frame stays on the step's widget while the lesson goes on, and goes when it is over.
+                QCOMPARE(dock->highlight()->target(), i + 1 < l.steps.size() ? target : nullptr);
                 if (i + 1 == l.steps.size() && lesson == 0)
                     QVERIFY2(dock->nextButton()->text().contains(QStringLiteral("next lesson")),
                         qPrintable(dock->nextButton()->text()));
@@ -216,6 +293,71 @@ private slots:
         }
         QVERIFY(!dock->current());
         QVERIFY(!dock->highlight()->target());
+    }
+
+    // Issue 36: Explain for memory breaks the gigabytes down by kind (every kind the estimate holds: ZeRO-3's
+    // gathered parameters, FP8 state, a codec's residual) and by pipeline stage; the kinds add up to the total
+    // the Prediction panel shows.
+    void memoryBreakdownAddsUp_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<QStringList>("kinds");
+        QTest::newRow("tiny") << "tiny" << QStringList { "params", "grads", "optimizer", "activations" };
+        QTest::newRow("megatron-1t") << "megatron-1t" << QStringList { "params", "optimizer", "activations" };
+        QTest::newRow("zero-3") << "zero-3" << QStringList { "gathered", "reserve" };
+        QTest::newRow("top-k, fp8") << "top-k" << QStringList { "residual", "fp8" };
+    }
+
+    void memoryBreakdownAddsUp()
+    {
+        QFETCH(QString, name);
+        QFETCH(QStringList, kinds);
+        plan::Layout layout = name == QLatin1String("tiny") ? test::tinyLayout()
+            : name == QLatin1String("megatron-1t")          ? test::megatron1t()
+                                                            : test::exampleLayout("llama3-405b-8192-h100.json");
+        if (name == QLatin1String("zero-3"))
+            layout.memory.zero = 3;
+        if (name == QLatin1String("top-k")) { // FP8 on the H100s
+            layout.memory.zero = 1;
+            layout.comm.dpCodec = *plan::Codec::parse("topk:0.01");
+            layout.comm.errorFeedback = true;
+            layout.fp8 = plan::Fp8Recipe::Delayed;
+            layout.precision = plan::Precision::Bf16;
+        }
+        const LayoutAnalysis a = analyzeLayout(layout);
+        QVERIFY2(a.prediction, a.diagnostics.format().c_str());
+        const plan::Prediction& p = *a.prediction;
+        const auto parts = explain::memoryParts(p.memory);
+        double sum = 0;
+        QStringList keys;
+        for (const auto& part : parts) {
+            sum += part.gb;
+            keys << part.key;
+        }
+        QCOMPARE(sum, p.memory.total());
+        for (const QString& k : kinds)
+            QVERIFY2(keys.contains(k), qPrintable(keys.join(QLatin1Char(' '))));
+        PredictionPanel panel;
+        panel.setAnalysis(a);
+        const QString shown = panel.label(QStringLiteral("memory"))->text();
+        QTextDocument doc;
+        doc.setHtml(explain::memoryBreakdown(a.layout, p));
+        const QString text = doc.toPlainText();
+        // The total as the Prediction panel prints it, and each part's figure.
+        QVERIFY2(shown.startsWith(gigabytesText(p.memory.total())), qPrintable(shown));
+        QVERIFY2(text.contains(QStringLiteral("total\n") + gigabytesText(p.memory.total()))
+                || text.contains(QStringLiteral("total\t") + gigabytesText(p.memory.total())),
+            qPrintable(text));
+        for (const auto& part : parts)
+            QVERIFY2(text.contains(part.caption) && text.contains(gigabytesText(part.gb)), qPrintable(part.caption));
+        // One row per pipeline stage, the most loaded marked.
+        if (layout.parallel.pp > 1) {
+            QVERIFY2(text.contains(QStringLiteral("By pipeline stage")), qPrintable(text));
+            QCOMPARE(text.count(QStringLiteral("(most loaded)")), 1);
+            QVERIFY(text.contains(QStringLiteral("LM head")));
+        }
+        // The Memory figure's tooltip is the breakdown by kind.
+        QVERIFY(panel.label(QStringLiteral("memory"))->toolTip().contains(QStringLiteral("By kind")));
     }
 
     void layersShowWhatOneDeviceHolds()
