@@ -14,6 +14,7 @@
 #include <QSignalBlocker>
 #include <QSpinBox>
 #include <QStandardItemModel>
+#include <QTabWidget>
 #include <QVBoxLayout>
 
 #include <algorithm>
@@ -47,10 +48,16 @@ void StrategyPanel::build()
 {
     auto* outer = new QVBoxLayout(this);
     outer->setContentsMargins(6, 6, 6, 6);
-    outer->addWidget(buildWhere());
-    outer->addWidget(buildParallelism());
-    outer->addWidget(buildMemory());
-    outer->addWidget(buildComm());
+    // One group a tab: the tallest (Parallelism) fits beside Prediction at 1280×800, where the four stacked
+    // groups needed a page of scrolling. A lesson's step brings its widget's tab forward (LessonDock).
+    m_groups = new QTabWidget;
+    m_groups->setObjectName(QStringLiteral("strategyGroups"));
+    m_groups->setDocumentMode(true);
+    m_groups->addTab(buildWhere(), tr("Model"));
+    m_groups->addTab(buildParallelism(), tr("Parallelism"));
+    m_groups->addTab(buildMemory(), tr("Memory"));
+    m_groups->addTab(buildComm(), tr("Communication"));
+    outer->addWidget(m_groups);
     m_message = new QLabel;
     m_message->setWordWrap(true);
     m_message->setObjectName(QStringLiteral("refusal"));

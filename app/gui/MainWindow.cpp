@@ -139,13 +139,17 @@ QDockWidget* MainWindow::dock(const QString& title, const char* name, QWidget* w
 {
     auto* d = new QDockWidget(title, this);
     d->setObjectName(QString::fromLatin1(name)); // saveState() finds docks by name
-    d->setWidget(widget);
+    // A bottom panel scrolls inside its own dock rather than setting the dock's minimum: the metrics' plots
+    // and the timeline's tool row held the bottom area at ~440 px tall and the window at ~1390 px wide.
+    d->setWidget(area == Qt::BottomDockWidgetArea ? scrolled(widget) : widget);
     addDockWidget(area, d);
     return d;
 }
 
 void MainWindow::buildDocks()
 {
+    // Strategy and Prediction take the window's whole height on the right; the bottom panels span the rest.
+    setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
     dock(tr("Layers"), "layersDock", m_palette, Qt::LeftDockWidgetArea);
     auto* strategy = dock(tr("Strategy"), "strategyDock", scrolled(m_strategy), Qt::RightDockWidgetArea);
     auto* prediction = dock(tr("Prediction"), "predictionDock", scrolled(m_prediction), Qt::RightDockWidgetArea);
@@ -237,6 +241,7 @@ void MainWindow::buildActions()
         = file->addAction(QIcon::fromTheme(QStringLiteral("document-open")), tr("&Open…"), this, &MainWindow::open);
     openAct->setShortcut(QKeySequence::Open);
     m_recentMenu = file->addMenu(tr("Open &Recent"));
+    buildExamplesMenu(file, m_recentMenu->menuAction());
     auto* saveAct
         = file->addAction(QIcon::fromTheme(QStringLiteral("document-save")), tr("&Save"), this, &MainWindow::save);
     saveAct->setShortcut(QKeySequence::Save);

@@ -9,6 +9,7 @@
 class QAction;
 class QDockWidget;
 class QLabel;
+class QDialog;
 class QMenu;
 
 namespace loom::profiles {
@@ -86,6 +87,10 @@ public:
     // Starts lesson `id` (loom --lesson ID); false with the known ids in `error` when there is none.
     bool startLesson(const QString& id, QString* error = nullptr);
 
+    // The welcome (examples and lessons) when the settings have never shown it, else nullptr; shown once.
+    QDialog* welcomeOnFirstStart();
+    void showLessons();
+
     static constexpr const char* kExample = ":/examples/tiny-local.json";
 
 signals:
@@ -98,6 +103,7 @@ protected:
 private:
     void buildActions();
     void buildDocks();
+    void buildExamplesMenu(QMenu* file, QAction* before); // File ▸ Examples (MainWindowWelcome.cpp)
     QDockWidget* dock(const QString& title, const char* name, QWidget* widget, Qt::DockWidgetArea area);
     void layoutChanged();
     void showAnalysis(const views::LayoutAnalysis& analysis);
@@ -135,6 +141,7 @@ private:
     QLabel* m_timing;
     QMenu* m_recentMenu = nullptr;
     QMenu* m_viewMenu = nullptr;
+    QMenu* m_examplesMenu = nullptr;
     views::LessonDock* m_lessons = nullptr;
     views::AllReduceStepper* m_stepper = nullptr;
     views::ExplainDock* m_explain = nullptr;
