@@ -48,13 +48,14 @@ void StrategyPanel::build()
 {
     auto* outer = new QVBoxLayout(this);
     outer->setContentsMargins(6, 6, 6, 6);
-    // One group a tab: the tallest (Parallelism) fits beside Prediction at 1280×800, where the four stacked
-    // groups needed a page of scrolling. A lesson's step brings its widget's tab forward (LessonDock).
+    // One group a tab: the tallest fits above Prediction at 1280×800, where the stacked groups needed a page of
+    // scrolling. A lesson's step brings its widget's tab forward (LessonDock).
     m_groups = new QTabWidget;
     m_groups->setObjectName(QStringLiteral("strategyGroups"));
     m_groups->setDocumentMode(true);
     m_groups->addTab(buildWhere(), tr("Model"));
     m_groups->addTab(buildParallelism(), tr("Parallelism"));
+    m_groups->addTab(m_scheduleGroup, tr("Schedule"));
     m_groups->addTab(buildMemory(), tr("Memory"));
     m_groups->addTab(buildComm(), tr("Communication"));
     outer->addWidget(m_groups);
@@ -66,6 +67,12 @@ void StrategyPanel::build()
     outer->addWidget(m_message);
     outer->addStretch(1);
     nameControls();
+    // A combo box as wide as a few characters, not as its longest entry (a profile's name, "interleaved"):
+    // the panel then fits the right side at 1280 px, and the popup still shows the whole entries.
+    for (QComboBox* box : findChildren<QComboBox*>()) {
+        box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+        box->setMinimumContentsLength(6);
+    }
     connectPlacement();
     connectParallelism();
     connectMemory();

@@ -36,11 +36,9 @@
 #include <QCloseEvent>
 #include <QDockWidget>
 #include <QFileInfo>
-#include <QGuiApplication>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
-#include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStatusBar>
@@ -124,12 +122,9 @@ MainWindow::MainWindow(const plan::ProfileResolver& profiles, profiles::Store* s
 
     QSettings settings;
     restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
-    if (!restoreState(settings.value(QStringLiteral("window/state")).toByteArray())) {
-        // 1600×1000 where the screen allows (docs/workbench.md), else the screen's available area.
-        const QRect screen = QGuiApplication::primaryScreen() ? QGuiApplication::primaryScreen()->availableGeometry()
-                                                              : QRect(0, 0, 1600, 1000);
-        resize(std::min(1600, screen.width()), std::min(1000, screen.height()));
-    }
+    m_stateRestored = restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    if (!m_stateRestored)
+        sizeToScreen();
     fillRecentMenu();
 }
 
@@ -154,10 +149,7 @@ void MainWindow::buildDocks()
     auto* strategy = dock(tr("Strategy"), "strategyDock", scrolled(m_strategy), Qt::RightDockWidgetArea);
     auto* prediction = dock(tr("Prediction"), "predictionDock", scrolled(m_prediction), Qt::RightDockWidgetArea);
     dock(tr("Schedule (simulated)"), "scheduleDock", new TimelinePane(m_schedule), Qt::BottomDockWidgetArea);
-    splitDockWidget(strategy, prediction, Qt::Vertical);
-    resizeDocks({ findChild<QDockWidget*>(QStringLiteral("layersDock")) }, { 310 }, Qt::Horizontal);
-    resizeDocks({ strategy }, { 430 }, Qt::Horizontal);
-    resizeDocks({ findChild<QDockWidget*>(QStringLiteral("scheduleDock")) }, { 260 }, Qt::Vertical);
+    splitDockWidget(strategy, prediction, Qt::Vertical); // their sizes: placeDocks, at the first show
 }
 
 void MainWindow::buildRunSide()
@@ -168,7 +160,8 @@ void MainWindow::buildRunSide()
     m_metrics = new MetricsPanel(m_monitor);
     m_runs = new RunsPanel(m_store);
     auto* schedule = findChild<QDockWidget*>(QStringLiteral("scheduleDock"));
-    auto* run = dock(tr("Run"), "runDock", m_runPanel, Qt::LeftDockWidgetArea);
+    // Scrolled, so that the Run panel's form does not hold the left side tall when Lessons opens below it.
+    auto* run = dock(tr("Run"), "runDock", scrolled(m_runPanel), Qt::LeftDockWidgetArea);
     tabifyDockWidget(findChild<QDockWidget*>(QStringLiteral("layersDock")), run);
     findChild<QDockWidget*>(QStringLiteral("layersDock"))->raise();
     auto* timeline = dock(tr("Timeline (measured)"), "timelineDock", m_runTimeline, Qt::BottomDockWidgetArea);

@@ -99,11 +99,16 @@ signals:
 
 protected:
     void closeEvent(QCloseEvent* event) override;
+    void showEvent(QShowEvent* event) override; // the first show fits the frame and the docks (MainWindowFit.cpp)
 
 private:
     void buildActions();
     void buildDocks();
     void buildExamplesMenu(QMenu* file, QAction* before); // File ▸ Examples (MainWindowWelcome.cpp)
+    void sizeToScreen(); // MainWindowFit.cpp
+    void placeDocks();
+    void roomForLessons(QDockWidget* lessons);
+    void lessonsShown(QDockWidget* lessons, bool visible);
     QDockWidget* dock(const QString& title, const char* name, QWidget* widget, Qt::DockWidgetArea area);
     void layoutChanged();
     void showAnalysis(const views::LayoutAnalysis& analysis);
@@ -142,6 +147,8 @@ private:
     QMenu* m_recentMenu = nullptr;
     QMenu* m_viewMenu = nullptr;
     QMenu* m_examplesMenu = nullptr;
+    bool m_fitted = false; // the first show has fitted the window to the screen
+    bool m_stateRestored = false; // the docks are as the settings remembered them
     views::LessonDock* m_lessons = nullptr;
     views::AllReduceStepper* m_stepper = nullptr;
     views::ExplainDock* m_explain = nullptr;
