@@ -19,11 +19,14 @@
 
 #include <QApplication>
 #include <QComboBox>
+#include <QDialog>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QLabel>
+#include <QListWidget>
+#include <QMenu>
 #include <QMimeData>
 #include <QPushButton>
 #include <QSettings>
@@ -349,6 +352,57 @@ private slots:
         app::MainWindow again(m_profiles);
         again.show();
         QVERIFY(!again.findChild<QDockWidget*>(QStringLiteral("scheduleDock"))->isVisible());
+        QSettings().clear();
+    }
+
+    // Issue 36, first start: with no settings the welcome shows once (a second start has the key); it lists the
+    // bundled examples and leads to them (File ▸ Examples opens one: the document takes its layout) and to Lessons.
+    void welcomeOnceLeadsToExamplesAndLessons()
+    {
+        QSettings().clear();
+        app::MainWindow w(m_profiles);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QDialog* welcome = w.welcomeOnFirstStart();
+        QVERIFY(welcome);
+        QVERIFY(welcome->isVisible());
+        auto* list = welcome->findChild<QListWidget*>(QStringLiteral("welcomeExamples"));
+        QVERIFY(list);
+        QStringList listed;
+        for (int i = 0; i < list->count(); ++i)
+            listed << list->item(i)->text();
+        QVERIFY2(
+            listed.contains(QStringLiteral("megatron-1t-3072-a100")) && listed.contains(QStringLiteral("tiny-local")),
+            qPrintable(listed.join(QStringLiteral(", "))));
+        // Start the lessons: the Lessons dock comes up and the welcome goes.
+        auto* lessons = welcome->findChild<QPushButton*>(QStringLiteral("welcomeLessons"));
+        QVERIFY(lessons);
+        QTest::mouseClick(lessons, Qt::LeftButton);
+        QTRY_VERIFY(w.findChild<QDockWidget*>(QStringLiteral("lessonsDock"))->isVisible());
+        QTRY_VERIFY(w.findChild<QDialog*>(QStringLiteral("welcome")) == nullptr); // closed and deleted
+        // File ▸ Examples lists the same layouts; triggering one opens it.
+        auto* menu = w.findChild<QMenu*>(QStringLiteral("examplesMenu"));
+        QVERIFY(menu);
+        QStringList inMenu;
+        for (const QAction* a : menu->actions())
+            inMenu << a->text();
+        QCOMPARE(inMenu, listed);
+        auto* gpt3 = menu->findChild<QAction*>(QStringLiteral("example.gpt3-175b-1024-a100"));
+        QVERIFY(gpt3);
+        QSignalSpy shown(&w, &app::MainWindow::analysisShown);
+        gpt3->trigger();
+        QCOMPARE(QString::fromStdString(w.document()->layout().name), QStringLiteral("gpt3-175b-1024-a100"));
+        QVERIFY(shown.wait(kWaitMs));
+        // Opening an example from the welcome's list does the same.
+        app::MainWindow again(m_profiles);
+        QVERIFY(again.welcomeOnFirstStart() == nullptr); // shown once: the key is there now
+        QSettings().remove(QStringLiteral("welcome/shown"));
+        QDialog* second = again.welcomeOnFirstStart();
+        QVERIFY(second);
+        auto* secondList = second->findChild<QListWidget*>(QStringLiteral("welcomeExamples"));
+        secondList->setCurrentRow(int(listed.indexOf(QStringLiteral("megatron-1t-3072-a100"))));
+        QTest::mouseClick(second->findChild<QPushButton*>(QStringLiteral("welcomeOpen")), Qt::LeftButton);
+        QCOMPARE(QString::fromStdString(again.document()->layout().name), QStringLiteral("megatron-1t-3072-a100"));
         QSettings().clear();
     }
 
