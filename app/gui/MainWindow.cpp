@@ -36,6 +36,7 @@
 #include <QCloseEvent>
 #include <QDockWidget>
 #include <QFileInfo>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -148,7 +149,11 @@ void MainWindow::buildDocks()
     dock(tr("Layers"), "layersDock", m_palette, Qt::LeftDockWidgetArea);
     auto* strategy = dock(tr("Strategy"), "strategyDock", scrolled(m_strategy), Qt::RightDockWidgetArea);
     auto* prediction = dock(tr("Prediction"), "predictionDock", scrolled(m_prediction), Qt::RightDockWidgetArea);
-    dock(tr("Schedule (simulated)"), "scheduleDock", new TimelinePane(m_schedule), Qt::BottomDockWidgetArea);
+    auto* schedulePane = new TimelinePane(m_schedule);
+    m_scheduleNote = new QLabel; // which micro-batches a long step's timeline shows (showAnalysis)
+    m_scheduleNote->setObjectName(QStringLiteral("scheduleNote"));
+    schedulePane->bar()->addWidget(m_scheduleNote);
+    dock(tr("Schedule (simulated)"), "scheduleDock", schedulePane, Qt::BottomDockWidgetArea);
     splitDockWidget(strategy, prediction, Qt::Vertical); // their sizes: placeDocks, at the first show
 }
 
@@ -424,6 +429,17 @@ void MainWindow::showAnalysis(const LayoutAnalysis& a)
     if (a.prediction)
         timeline.setEvents(a.prediction->events);
     m_schedule->setTimeline(std::move(timeline));
+    // A long step's timeline holds its first micro-batches only (a shortened step; the figures are the whole
+    // step's): say which, so that the picture is not read as the step.
+    const std::int64_t m = a.layout.parallel.microBatches();
+    const std::int64_t shown = a.prediction ? a.prediction->eventMicroBatches : m;
+    m_scheduleNote->setVisible(shown > 0 && shown < m);
+    m_scheduleNote->setText(tr("showing micro-batches 1–%1 of %2").arg(shown).arg(m));
+    m_scheduleNote->setToolTip(tr("The timeline replays a shortened step of the first %1 micro-batches, ending with "
+                                  "its DP and optimizer work; the step time and the figures are the whole step's "
+                                  "(%2 micro-batches).")
+                                   .arg(shown)
+                                   .arg(m));
     m_schedule->setRanksPerNode(a.layout.cluster.autoDevices() ? 1 << 30 : int(a.layout.cluster.devicesPerNode));
     const auto errors = a.diagnostics.errors();
     const auto warnings = a.diagnostics.warnings();

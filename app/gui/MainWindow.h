@@ -144,6 +144,7 @@ private:
     views::MetricsPanel* m_metrics = nullptr;
     views::RunsPanel* m_runs = nullptr;
     QLabel* m_timing;
+    QLabel* m_scheduleNote = nullptr; // "showing micro-batches 1–N of M" over a long step's schedule
     QMenu* m_recentMenu = nullptr;
     QMenu* m_viewMenu = nullptr;
     QMenu* m_examplesMenu = nullptr;

@@ -2,6 +2,7 @@
 // save and reopen, the recommend dialog, the 3,072-GPU layout within 2 s, and a window that stays responsive.
 
 #include "app/gui/MainWindow.h"
+#include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/profiles/BuiltinProfiles.h"
 #include "views/CandidateModel.h"
@@ -404,6 +405,27 @@ private slots:
         QTest::mouseClick(second->findChild<QPushButton*>(QStringLiteral("welcomeOpen")), Qt::LeftButton);
         QCOMPARE(QString::fromStdString(again.document()->layout().name), QStringLiteral("megatron-1t-3072-a100"));
         QSettings().clear();
+    }
+
+    // Issue 36: a long step's simulated schedule shows its first micro-batches only, and says so; a short one
+    // shows them all and no note.
+    void scheduleNoteSaysWhichMicroBatches()
+    {
+        app::MainWindow w(m_profiles);
+        QSignalSpy shown(&w, &app::MainWindow::analysisShown);
+        QVERIFY(w.openFile(QString::fromLatin1(app::MainWindow::kExample)));
+        QVERIFY(shown.wait(kWaitMs));
+        auto* note = w.findChild<QLabel*>(QStringLiteral("scheduleNote"));
+        QVERIFY(note);
+        QVERIFY(note->isHidden());
+        const plan::Layout big = test1t();
+        const plan::Prediction p = plan::predict(big);
+        const std::int64_t m = big.parallel.microBatches();
+        QVERIFY(p.eventMicroBatches > 0 && p.eventMicroBatches < m);
+        QVERIFY(w.openFile(QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/megatron-1t-3072-a100.json")));
+        QVERIFY(shown.wait(kWaitMs));
+        QVERIFY(!note->isHidden());
+        QCOMPARE(note->text(), QStringLiteral("showing micro-batches 1–%1 of %2").arg(p.eventMicroBatches).arg(m));
     }
 
 private:
