@@ -54,10 +54,10 @@ void StrategyPanel::build()
     m_groups->setObjectName(QStringLiteral("strategyGroups"));
     m_groups->setDocumentMode(true);
     m_groups->addTab(buildWhere(), tr("Model"));
-    m_groups->addTab(buildParallelism(), tr("Parallelism"));
+    m_groups->addTab(buildParallelism(), tr("Parallel"));
     m_groups->addTab(m_scheduleGroup, tr("Schedule"));
     m_groups->addTab(buildMemory(), tr("Memory"));
-    m_groups->addTab(buildComm(), tr("Communication"));
+    m_groups->addTab(buildComm(), tr("Comm."));
     outer->addWidget(m_groups);
     m_message = new QLabel;
     m_message->setWordWrap(true);

@@ -70,7 +70,7 @@ void MainWindow::placeDocks()
     auto* prediction = findChild<QDockWidget*>(QStringLiteral("predictionDock"));
     resizeDocks({ strategy }, { right }, Qt::Horizontal);
     // Strategy as tall as its tallest tab needs, Prediction the rest of the right side.
-    const int strategyHeight = strategy->widget()->sizeHint().height() + 22; // and the dock's title
+    const int strategyHeight = strategy->widget()->sizeHint().height() + 28; // and the dock's title
     resizeDocks({ strategy, prediction }, { strategyHeight, std::max(200, height() - strategyHeight) }, Qt::Vertical);
     resizeDocks({ findChild<QDockWidget*>(QStringLiteral("scheduleDock")) }, { height() / 4 }, Qt::Vertical);
 }
