@@ -23,7 +23,7 @@ shoot --show runs --screenshot "$images/run-history.png"
 # shot_timeline through real clicks and drags.
 shots=${SHOT_TIMELINE:-$root/build/dev/bin/shot_timeline}
 XDG_CONFIG_HOME=$settings xvfb-run -a -s "-screen 0 1600x1000x24" "$shots" "$images" --db "$settings/loom.db" --run 1
-# Lessons with the widget of their step framed, and the all-reduce stepper (lesson 10, its second step).
+# Lessons with the widget of their step framed, and the all-reduce stepper (lesson 11, topology, its second step).
 shoot --lesson pipeline-bubble --screenshot "$images/lesson-pipeline-bubble.png"
 shoot --lesson data-parallel --lesson-step 2 --screenshot "$images/lesson-data-parallel.png"
 shoot --lesson hybrid-zero --lesson-step 2 --screenshot "$images/lesson-hybrid-zero.png"

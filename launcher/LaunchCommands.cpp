@@ -158,6 +158,16 @@ QString rankLogDir(const QString& runDir)
     return runDir + QStringLiteral("/logs");
 }
 
+QString srunRankLogPattern(const QString& runDir)
+{
+    // srun reads %x in the name (%% is a plain %) and a backslash turns that off, %t included.
+    if (runDir.isEmpty() || runDir.contains(QLatin1Char('\\')))
+        return {};
+    QString dir = rankLogDir(runDir);
+    dir.replace(QLatin1Char('%'), QStringLiteral("%%"));
+    return dir + QStringLiteral("/rank.%t.stderr");
+}
+
 Command localCommand(const LaunchRequest& request, const QString& layoutFile)
 {
     QStringList args = rootFlag();
@@ -324,6 +334,8 @@ Command srunCommand(const LaunchRequest& request, const QString& layoutFile)
         QStringLiteral("--ntasks-per-node=%1").arg(tasksPerNode(layout)), QStringLiteral("--export=ALL") };
     if (layout.cluster.launch.gpusPerNode > 0)
         args << QStringLiteral("--gpus-per-node=%1").arg(layout.cluster.launch.gpusPerNode);
+    if (const QString pattern = srunRankLogPattern(request.workDir); !pattern.isEmpty())
+        args << QStringLiteral("--error=") + pattern;
     args << engineArgs(request, clusterEngine(request), layoutFile);
     return { QStringLiteral("srun"), args };
 }

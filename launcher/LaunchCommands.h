@@ -77,6 +77,11 @@ QStringList engineArgs(const LaunchRequest& request, const QString& engine, cons
 // <runDir>/logs/1/rank.N/stdout and stderr (--output-filename) and still passes it all on to Loom.
 QString rankLogDir(const QString& runDir);
 
+// Under srun: where each rank's standard error (the engine's messages) goes, <runDir>/logs/rank.N.stderr,
+// as srun's --error pattern (%t: the task's rank). Standard output, which carries the telemetry stream,
+// still reaches Loom. Empty when the folder's name holds a backslash (srun would not read %t then).
+QString srunRankLogPattern(const QString& runDir);
+
 // mpirun on this machine.
 Command localCommand(const LaunchRequest& request, const QString& layoutFile);
 
@@ -126,7 +131,8 @@ int sshHeartbeatSeconds(const LaunchRequest& request);
 QString sbatchScript(const LaunchRequest& request, const QString& layoutFile);
 // sbatch --parsable --job-name … --output OUT --chdir DIR [sbatch_options] SCRIPT.
 Command sbatchCommand(const LaunchRequest& request, const QString& scriptFile, const QString& outputFile);
-// Inside an allocation (SLURM_JOB_ID set): srun --mpi=pmix with the layout's nodes and tasks per node.
+// Inside an allocation (SLURM_JOB_ID set): srun --mpi=pmix with the layout's nodes and tasks per node, each
+// rank's standard error into the run folder (srunRankLogPattern).
 Command srunCommand(const LaunchRequest& request, const QString& layoutFile);
 
 } // namespace loom::launcher

@@ -1,29 +1,19 @@
+// RunController: starting a run on its target, cancel, the progress watchdog and how a run ends. The
+// processes here are in RunControllerProcesses.cpp, the telemetry stream in RunControllerStream.cpp, Slurm
+// in RunControllerSlurm.cpp.
 #include "launcher/RunController.h"
 
 #include "launcher/RunChecks.h"
 #include "launcher/RunShm.h"
 
 #include "engine/plan/LayoutParser.h"
-#include "engine/trace/TelemetryFrames.h"
 
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
-#include <QRegularExpression>
 #include <QSysInfo>
 
-#include <nlohmann/json.hpp>
-
-#include <QThread>
-
-#include <cerrno>
 #include <csignal>
-#include <cstring>
-#include <limits>
-#include <map>
-#include <sys/prctl.h>
-#include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <utility>
 
@@ -96,6 +86,7 @@ qint64 RunController::start(const LaunchRequest& request)
         command = sshCommand(request, layoutJson, QFileInfo(request.workDir).fileName(), &problem);
     } else if (method == "slurm" && !qEnvironmentVariable("SLURM_JOB_ID").isEmpty()) {
         m_mode = Mode::Srun;
+        QDir().mkpath(rankLogDir(request.workDir)); // srun opens each rank's log there, it makes no folder
         command = srunCommand(request, layoutFile);
     } else if (method == "slurm") {
         m_mode = Mode::Sbatch;
@@ -190,110 +181,6 @@ void RunController::ranksFinished(int failedRank, const QString& cause)
     }
 }
 
-void RunController::startProcess(const Command& command)
-{
-    m_process = std::make_unique<QProcess>();
-    m_process->setProcessChannelMode(QProcess::MergedChannels);
-    m_process->setWorkingDirectory(m_request.workDir);
-    m_process->setChildProcessModifier([] { ::setpgid(0, 0); }); // one process group: cancel reaches every rank
-    // Ranks whose mpirun has gone are handed to this process rather than to PID 1, so that reapGroup() can
-    // wait for them: nothing of a run outlives `loom run`, not even as <defunct>.
-    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-    connect(m_process.get(), &QProcess::readyReadStandardOutput, this, &RunController::readOutput);
-    connect(m_process.get(), &QProcess::finished, this, &RunController::processFinished);
-    connect(
-        m_process.get(), &QProcess::errorOccurred, this, [this, program = command.program](QProcess::ProcessError e) {
-            if (e == QProcess::FailedToStart)
-                end(profiles::RunState::Failed,
-                    QStringLiteral("%1 could not be started (%2); install %3 (installer/bootstrap.sh)")
-                        .arg(program, m_process->errorString(),
-                            m_mode == Mode::Ssh        ? QStringLiteral("openssh-client")
-                                : m_mode == Mode::Srun ? QStringLiteral("slurm-client")
-                                                       : QStringLiteral("Open MPI")));
-        });
-    m_process->start(command.program, command.args);
-    if (m_process->waitForStarted(10000))
-        m_pgid = m_process->processId();
-}
-
-void RunController::signalJob(int signal)
-{
-    if (m_pgid > 0)
-        ::kill(static_cast<pid_t>(-m_pgid), signal);
-}
-
-void RunController::signalRanks(int signal)
-{
-    // The ranks are mpirun's children; signalling them (not mpirun) lets each finish its step and stop,
-    // while mpirun stays to collect them and report.
-    for (const qint64 pid : groupMembers())
-        ::kill(static_cast<pid_t>(pid), signal);
-}
-
-QList<qint64> RunController::groupMembers()
-{
-    QList<qint64> members;
-    std::multimap<qint64, qint64> children;
-    const QDir proc(QStringLiteral("/proc"));
-    for (const QString& entry : proc.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
-        bool numeric = false;
-        const qint64 pid = entry.toLongLong(&numeric);
-        if (!numeric)
-            continue;
-        QFile stat(proc.filePath(entry + QStringLiteral("/stat")));
-        if (!stat.open(QIODevice::ReadOnly))
-            continue;
-        const QString text = QString::fromUtf8(stat.readAll());
-        const auto fields = text.mid(text.lastIndexOf(QLatin1Char(')')) + 2).split(QLatin1Char(' '));
-        if (m_pgid > 0 && fields.size() > 1 && fields[1].toLongLong() == m_pgid)
-            members.append(pid);
-        if (fields.size() > 1)
-            children.emplace(fields[1].toLongLong(), pid); // fields[1] is the parent
-    }
-    // mpirun may give its ranks process groups of their own: remember every descendant of the job's leader
-    // while it lives, and keep counting those that still exist.
-    for (QList<qint64> todo { m_pgid }; m_pgid > 0 && !todo.isEmpty();)
-        for (auto [it, last] = children.equal_range(todo.takeFirst()); it != last; ++it) {
-            m_seen.insert(it->second);
-            todo << it->second;
-        }
-    for (const qint64 pid : std::as_const(m_seen))
-        if (!members.contains(pid) && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH))
-            members.append(pid);
-    return members;
-}
-
-void RunController::reapGroup()
-{
-    // The group leader (mpirun, ssh, srun) has been collected by QProcess; its ranks may still be dying,
-    // or be zombies handed to this process (the subreaper). Kill and collect until none is left.
-    if (m_pgid <= 0 || isRunning())
-        return;
-    QElapsedTimer waited;
-    waited.start();
-    for (;;) {
-        int status = 0;
-        while (::waitpid(static_cast<pid_t>(-m_pgid), &status, WNOHANG) > 0) { }
-        for (const qint64 pid : std::as_const(m_seen))
-            ::waitpid(static_cast<pid_t>(pid), &status, WNOHANG); // handed to this process (the subreaper)
-        const QList<qint64> left = groupMembers();
-        if (left.isEmpty())
-            return;
-        signalJob(SIGKILL);
-        for (const qint64 pid : left)
-            ::kill(static_cast<pid_t>(pid), SIGKILL);
-        if (waited.elapsed() > 10000) {
-            QStringList pids;
-            for (const qint64 pid : left)
-                pids << QString::number(pid);
-            m_tail += QStringLiteral("loom: processes %1 of the run did not exit within 10 s of SIGKILL\n")
-                          .arg(pids.join(QLatin1Char(' ')));
-            return;
-        }
-        QThread::msleep(20);
-    }
-}
-
 void RunController::cancel()
 {
     if (m_ended || m_cancelling || (m_mode != Mode::Sbatch && !isRunning()))
@@ -332,191 +219,6 @@ void RunController::stopJob()
         if (isRunning())
             signalJob(SIGKILL);
     });
-}
-
-void RunController::handleFrame(const trace::Frame& frame)
-{
-    m_sinceFrame.restart();
-    trace::TelemetryFrame typed;
-    try {
-        typed = trace::decode(frame);
-    } catch (const trace::FrameError& e) { // passed its CRC but cannot be read: skip it, say why once
-        if (m_badFrames++ == 0)
-            m_tail += QStringLiteral("loom: skipped a telemetry frame: %1\n").arg(QString::fromUtf8(e.what()));
-        return;
-    }
-    switch (trace::typeOf(typed)) {
-    case trace::FrameType::Run: // the launcher wrote the layout itself; only where the run starts is news
-        runFrame(std::get<trace::RunFrame>(typed));
-        break;
-    case trace::FrameType::Groups:
-        emit groupsReceived(std::get<trace::GroupsFrame>(typed).groups);
-        break;
-    case trace::FrameType::Events: {
-        const auto& events = std::get<trace::EventsFrame>(typed).events;
-        for (std::size_t i = 0; i < events.size(); ++i)
-            if (const QString bad = eventProblem(events[i], m_request.layout.parallel.worldSize(), m_request.steps);
-                !bad.isEmpty()) {
-                if (m_badFrames++ == 0)
-                    m_tail += QStringLiteral("loom: skipped a telemetry frame: its event %1: %2\n").arg(i).arg(bad);
-                return;
-            }
-        if (m_store && m_run)
-            m_store->addEvents(m_run, events);
-        emit eventsArrived(static_cast<qint64>(events.size()));
-        emit eventsReceived(events);
-        break;
-    }
-    case trace::FrameType::Step: {
-        const auto& f = std::get<trace::StepFrame>(typed);
-        profiles::StepRecord s;
-        s.step = f.step;
-        s.loss = f.loss;
-        s.tokensPerSecond = f.tokensPerSecond;
-        s.stepTimeSeconds = f.stepTimeSeconds;
-        s.gradNorm = f.gradNorm;
-        s.lr = f.lr;
-        s.flopsPerSecond = f.flopsPerSecond; // the whole frame: FLOP rates and each rank's memory too
-        s.hardwareFlopsPerSecond = f.hardwareFlopsPerSecond;
-        s.memoryHighWaterBytes.assign(f.memoryHighWaterBytes.begin(), f.memoryHighWaterBytes.end());
-        m_steps = s.step;
-        if (m_store && m_run)
-            m_store->addStep(m_run, s);
-        emit stepFinished(s, m_request.steps);
-        break;
-    }
-    case trace::FrameType::Checkpoint: {
-        const auto& f = std::get<trace::CheckpointFrame>(typed);
-        const QString path = QString::fromStdString(f.path);
-        if (m_store && m_run)
-            m_store->addCheckpoint(m_run, f.step, path);
-        emit checkpointSaved(f.step, path);
-        break;
-    }
-    case trace::FrameType::End:
-        m_sawEnd = true;
-        break;
-    case trace::FrameType::Error: { // the first rank to fail says why; the others fail because it did
-        const auto& f = std::get<trace::ErrorFrame>(typed);
-        if (!m_errorCause.isEmpty())
-            break;
-        // The frame's words are a rank's: its rank number is checked against the world, its text escaped.
-        const QString message = causeText(QString::fromStdString(f.message));
-        m_errorCause = world().knowsRank(f.rank)
-            ? QStringLiteral("rank %1 failed: %2").arg(f.rank).arg(message)
-            : QStringLiteral("a rank failed (its error frame names rank %1, outside the run's %2 ranks): %3")
-                  .arg(f.rank)
-                  .arg(m_request.layout.parallel.worldSize())
-                  .arg(message);
-        break;
-    }
-    }
-}
-
-QString RunController::failureCause() const
-{
-    // The error frame says it in words the engine chose; the log is read only for failures without one.
-    return m_errorCause.isEmpty() ? launcher::causeFromLog(m_tail, world()) : m_errorCause;
-}
-
-void RunController::readOutput()
-{
-    // In pieces: a flood of output is parsed (and its frames stored) a megabyte at a time.
-    while (m_process && m_process->bytesAvailable() > 0)
-        feed(m_process->read(1 << 20));
-}
-
-void RunController::reportRefusedFrames()
-{
-    trace::RefusedFrame refused;
-    while (m_reader.nextRefused(refused)) {
-        // Every frame but an error frame comes from rank 0, which gathers the other ranks' events.
-        const QString type
-            = refused.type.empty() ? QStringLiteral("unknown type") : QString::fromStdString(refused.type);
-        const QString from = type == QLatin1String("error") ? QStringLiteral("a rank") : QStringLiteral("rank 0");
-        const QString size = refused.declaredBytes > 0
-            ? QStringLiteral("%1 MiB").arg(static_cast<double>(refused.declaredBytes) / (1 << 20), 0, 'f', 1)
-            : QStringLiteral("more than %1 MiB").arg(kMaxFrameBytes >> 20);
-        m_tail += QStringLiteral("loom: refused a telemetry frame (%1, %2) from %3: a frame may hold at most %4 MiB; "
-                                 "it is not stored\n")
-                      .arg(type, size, from)
-                      .arg(kMaxFrameBytes >> 20);
-    }
-}
-
-void RunController::feed(const QByteArray& chunk)
-{
-    if (chunk.isEmpty())
-        return;
-    m_reader.feed(std::string_view(chunk.constData(), static_cast<std::size_t>(chunk.size())));
-    addToTail(chunk);
-    reportRefusedFrames();
-    trace::Frame frame;
-    while (m_reader.next(frame)) {
-        try {
-            handleFrame(frame);
-        } catch (const std::exception& e) {
-            storeFailed(QString::fromUtf8(e.what()));
-        }
-    }
-}
-
-void RunController::addToTail(const QByteArray& chunk)
-{
-    // Whole lines only: a frame that the pipe cut in two would otherwise leave its second half (JSON, CRC)
-    // in the failure's tail as if it were a message. An over-long line is cut once: the rest of it, up to
-    // its line break, is dropped as it arrives (a 60 MiB frame must not flood the tail with its body).
-    QByteArray data = chunk;
-    if (m_tailSkipToBreak) {
-        const qsizetype br = data.indexOf('\n');
-        if (br < 0)
-            return;
-        data.remove(0, br + 1);
-        m_tailSkipToBreak = false;
-    }
-    m_tailLine += data;
-    const qsizetype lastBreak = m_tailLine.lastIndexOf('\n');
-    if (lastBreak >= 0) {
-        for (const QByteArray& line : m_tailLine.left(lastBreak).split('\n'))
-            if (!line.isEmpty() && !line.startsWith('\x1e'))
-                m_tail += QString::fromUtf8(line.left(400)) + QLatin1Char('\n');
-        m_tailLine.remove(0, lastBreak + 1);
-    }
-    if (m_tailLine.size() > 4096) {
-        if (!m_tailLine.startsWith('\x1e')) // a long line without an end: keep its start
-            m_tail += QString::fromUtf8(m_tailLine.left(400)) + QLatin1Char('\n');
-        m_tailLine.clear(); // the rest of an over-long frame is not text either
-        m_tailSkipToBreak = true;
-    }
-    if (m_tail.size() > 6000)
-        m_tail = m_tail.right(4000);
-}
-
-void RunController::runFrame(const trace::RunFrame& frame)
-{
-    if (frame.firstStep <= 1 || !m_request.resume)
-        return;
-    // A continuation: name the run whose checkpoint it starts from (the newest run with a checkpoint of
-    // that step in this folder), on record in the run's command.
-    const qint64 after = frame.firstStep - 1;
-    qint64 earlier = 0;
-    try {
-        if (m_store && m_run)
-            for (const auto& r : m_store->runs())
-                if (r.id != m_run)
-                    for (const auto& c : m_store->checkpoints(r.id))
-                        if (c.step == after && c.path.startsWith(m_request.checkpointDir))
-                            earlier = r.id;
-        const QString said = earlier > 0
-            ? QStringLiteral("continues run %1 from its checkpoint at step %2").arg(earlier).arg(after)
-            : QStringLiteral("continues from the checkpoint at step %1 in %2").arg(after).arg(m_request.checkpointDir);
-        m_tail += QStringLiteral("loom: this run %1\n").arg(said);
-        if (m_store && m_run)
-            m_store->setCommand(m_run, m_command.join(QLatin1Char(' ')) + QStringLiteral("  (%1)").arg(said));
-        emit notice(QStringLiteral("this run ") + said);
-    } catch (const std::exception& e) {
-        storeFailed(QString::fromUtf8(e.what()));
-    }
 }
 
 void RunController::heartbeat()
@@ -570,6 +272,8 @@ void RunController::processFinished(int exitCode, QProcess::ExitStatus status)
         end(profiles::RunState::Finished, {});
         return;
     }
+    if (m_mode == Mode::Srun)
+        addRankLogsToTail(); // the ranks' messages went to their files, not to srun's output
     QString cause = failureCause();
     const QString head = m_command.value(m_command.indexOf(QStringLiteral("--")) + 1);
     // What the log says about ssh to the head node itself is Loom's own ssh failing, not mpirun's.

@@ -89,6 +89,8 @@ private:
     void runFrame(const trace::RunFrame& frame);
     void heartbeat();
     void addToTail(const QByteArray& chunk);
+    // srun: the end of each rank's log (its standard error, RankLogs.h), a few KiB of each, into the tail.
+    void addRankLogsToTail();
     void followJobOutput(QFile& out);
     void feed(const QByteArray& chunk);
     void readOutput();

@@ -3,6 +3,7 @@
 #include "views/Colors.h"
 #include "views/TopologyScene.h"
 
+#include <QFontMetricsF>
 #include <QGraphicsSceneHoverEvent>
 #include <QPainter>
 #include <QStyleOptionGraphicsItem>
@@ -25,6 +26,39 @@ NodeItem::NodeItem(const TopologyScene* scene, std::int64_t node, QSizeF size)
 QRectF NodeItem::boundingRect() const
 {
     return { QPointF(0, 0), m_size };
+}
+
+QString NodeItem::title() const
+{
+    return titleOf(m_scene->layout(), m_node);
+}
+
+QString NodeItem::titleOf(const plan::Layout& layout, std::int64_t node)
+{
+    QString title = QObject::tr("node %1").arg(node);
+    const auto& hosts = layout.cluster.hosts;
+    if (node >= 0 && node < std::int64_t(hosts.size()))
+        title += QStringLiteral(" · ") + QString::fromStdString(hosts[std::size_t(node)]);
+    return title;
+}
+
+QString NodeItem::shownTitle() const
+{
+    const qreal room = m_size.width() - 2 * TopologyScene::kPadding;
+    return QFontMetricsF(titleFont(m_scene->font())).elidedText(title(), Qt::ElideRight, room);
+}
+
+QFont NodeItem::titleFont(const QFont& base)
+{
+    QFont f = base;
+    f.setPointSizeF(8.5);
+    f.setBold(true);
+    return f;
+}
+
+qreal NodeItem::maxTitleWidth()
+{
+    return 4 * TopologyScene::kCellWidth; // "node 12 · gpu-node-017.cluster" fits; longer names are elided
 }
 
 QRectF NodeItem::cellRect(std::int64_t local) const
@@ -54,17 +88,10 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
     p->drawRoundedRect(box, 6, 6);
     if (lod >= kDetailed) {
         p->setPen(pal.color(QPalette::Text));
-        QFont f = p->font();
-        f.setPointSizeF(8.5);
-        f.setBold(true);
-        p->setFont(f);
-        QString title = QObject::tr("node %1").arg(m_node);
-        const auto& hosts = m_scene->layout().cluster.hosts;
-        if (m_node < std::int64_t(hosts.size()))
-            title += QStringLiteral(" · ") + QString::fromStdString(hosts[std::size_t(m_node)]);
+        p->setFont(titleFont(m_scene->font()));
         p->drawText(
             QRectF(TopologyScene::kPadding, 2, box.width() - 2 * TopologyScene::kPadding, TopologyScene::kHeader - 2),
-            Qt::AlignLeft | Qt::AlignVCenter, title);
+            Qt::AlignLeft | Qt::AlignVCenter, shownTitle());
     }
     // The intra-node link: a bus under the devices, drawn as the link class is drawn everywhere.
     if (lod >= kCoarse) {
@@ -75,6 +102,16 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
     }
     for (std::int64_t i = 0; i < m_scene->devicesPerNode(); ++i)
         paintCell(p, i, lod);
+    if (lod < kCoarse)
+        paintBoundaries(p);
+    if (m_scene->highlight().first == m_node) {
+        // A jump's target: a ring a few pixels wide at any zoom.
+        QPen ring(m_scene->palette().color(QPalette::Highlight), 4);
+        ring.setCosmetic(true);
+        p->setPen(ring);
+        p->setBrush(Qt::NoBrush);
+        p->drawRect(cellRect(m_scene->highlight().second).adjusted(-3, -3, 3, 3));
+    }
     if (lod >= kCoarse && m_scene->layout().parallel.cp > 1)
         paintCpOutlines(p);
     if (lod >= kCoarse && m_scene->layout().parallel.tp > 1)
@@ -149,6 +186,38 @@ void NodeItem::paintCell(QPainter* p, std::int64_t local, qreal lod) const
     }
 }
 
+void NodeItem::paintBoundaries(QPainter* p) const
+{
+    // Overview zoom: the stage colours repeat every ten stages, so a dark line marks where a device of
+    // another pipeline stage begins (rank order, across nodes too), a light one where another DP replica
+    // begins within a stage; the scene's labels name the stages.
+    QPen stage(QColor(0x11, 0x11, 0x11), 2), replica(QColor(0xFF, 0xFF, 0xFF), 1);
+    stage.setCosmetic(true);
+    replica.setCosmetic(true);
+    const std::int64_t n = m_scene->devicesPerNode();
+    const int cols = m_scene->columnsPerNode();
+    for (std::int64_t i = 0; i < n; ++i) {
+        const DeviceView& d = m_scene->device(m_node, i);
+        if (d.rank < 0)
+            continue;
+        const DeviceView* before = i > 0 ? &m_scene->device(m_node, i - 1)
+            : m_node > 0                 ? &m_scene->device(m_node - 1, n - 1)
+                                         : nullptr;
+        if (!before || before->rank < 0)
+            continue;
+        const bool newStage = before->coord.pp != d.coord.pp;
+        if (!newStage && before->coord.dp == d.coord.dp)
+            continue;
+        p->setPen(newStage ? stage : replica);
+        const QRectF r = cellRect(i);
+        // At a row's start the boundary is the top edge (the previous device ends the row above).
+        if (i > 0 && i % cols == 0)
+            p->drawLine(QPointF(r.left() - 2, r.top() - 2), QPointF(r.right() + 2, r.top() - 2));
+        else
+            p->drawLine(QPointF(r.left() - 2, r.top() - 2), QPointF(r.left() - 2, r.bottom() + 2));
+    }
+}
+
 void NodeItem::paintTpOutlines(QPainter* p) const
 {
     // A TP group is a run of devices with the same (pp, dp) on this node (ranks of a TP group are
@@ -200,7 +269,7 @@ void NodeItem::hoverMoveEvent(QGraphicsSceneHoverEvent* event)
     else if (event->pos().y() > boundingRect().height() - TopologyScene::kPadding - TopologyScene::kBus)
         setToolTip(m_scene->intraLinkToolTip());
     else
-        setToolTip(QObject::tr("node %1").arg(m_node));
+        setToolTip(m_scene->nodeToolTip(m_node));
 }
 
 } // namespace loom::views

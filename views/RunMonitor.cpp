@@ -1,14 +1,14 @@
 #include "views/RunMonitor.h"
 
-#include "engine/plan/LayoutParser.h"
-#include "engine/plan/RankGrid.h"
 #include "launcher/LaunchCommands.h"
 #include "launcher/RunController.h"
-#include "profiles/ProfileCatalog.h"
 
 #include <QFileInfo>
 #include <QFutureWatcher>
+#include <QThread>
 #include <QtConcurrent/QtConcurrentRun>
+
+#include <utility>
 
 namespace loom::views {
 
@@ -51,19 +51,17 @@ void RunMonitor::clear()
     m_run = 0;
     m_total = 0;
     m_statsEvents = 0;
+    m_openedOn = nullptr;
+    m_statsOn = nullptr;
+    m_statsRunning = m_statsAgain = false;
+    ++m_generation;
 }
 
 void RunMonitor::setLayout(const plan::Layout& layout)
 {
     m_layout = layout;
-    m_prediction.reset();
-    if (plan::simulatable(layout))
-        m_prediction = plan::predict(layout);
-    std::vector<std::int64_t> nodeOfRank;
-    const plan::RankGrid grid = plan::RankGrid::forLayout(layout);
-    for (std::int64_t r = 0; r < grid.size(); ++r)
-        nodeOfRank.push_back(grid.nodeOf(r));
-    m_bandwidth = trace::BandwidthSeries(std::move(nodeOfRank));
+    m_prediction = runPrediction(layout);
+    m_bandwidth = bandwidthSeriesFor(layout);
 }
 
 qint64 RunMonitor::start(const plan::Layout& layout, qint64 steps, QString* error)
@@ -151,23 +149,6 @@ void RunMonitor::cancel()
         m_controller->cancel();
 }
 
-RunMonitor::Loaded RunMonitor::load(profiles::RunStore& runs, qint64 runId)
-{
-    Loaded loaded;
-    try {
-        loaded.record = runs.run(runId);
-        if (loaded.record) {
-            loaded.steps = runs.steps(runId);
-            loaded.events = runs.events(runId);
-        } else {
-            loaded.error = tr("There is no run %1 in the store.").arg(runId);
-        }
-    } catch (const std::exception& e) {
-        loaded.error = tr("The run could not be read from the store: %1").arg(QString::fromUtf8(e.what()));
-    }
-    return loaded;
-}
-
 QString RunMonitor::whyNotOpen(qint64 runId) const
 {
     if (!m_runs)
@@ -180,17 +161,17 @@ QString RunMonitor::whyNotOpen(qint64 runId) const
 bool RunMonitor::open(qint64 runId, QString* error)
 {
     QString why = whyNotOpen(runId);
-    Loaded loaded;
+    OpenedRun opened;
     if (why.isEmpty()) {
-        loaded = load(*m_runs, runId);
-        why = loaded.error;
+        opened = openRun(m_store, *m_runs, runId);
+        why = opened.error;
     }
     if (!why.isEmpty()) {
         if (error)
             *error = why;
         return false;
     }
-    show(runId, std::move(loaded));
+    show(runId, std::move(opened));
     return true;
 }
 
@@ -201,47 +182,56 @@ void RunMonitor::openInBackground(qint64 runId)
         return;
     }
     m_loading = true;
-    auto* watcher = new QFutureWatcher<Loaded>(this);
-    connect(watcher, &QFutureWatcher<Loaded>::finished, this, [this, watcher, runId] {
-        Loaded loaded = watcher->result();
+    auto* watcher = new QFutureWatcher<OpenedRun>(this);
+    connect(watcher, &QFutureWatcher<OpenedRun>::finished, this, [this, watcher, runId] {
+        // Taken, not copied: the GUI thread only moves the finished run into place.
+        OpenedRun opened = watcher->future().takeResult();
         watcher->deleteLater();
         m_loading = false;
-        if (!loaded.error.isEmpty()) {
-            emit openFailed(loaded.error);
+        if (!opened.error.isEmpty()) {
+            emit openFailed(opened.error);
             return;
         }
-        show(runId, std::move(loaded));
+        show(runId, std::move(opened));
     });
     // QtSql connections belong to the thread that opens them: the worker opens its own.
     watcher->setFuture(QtConcurrent::run([path = m_store->path(), runId] {
         try {
             profiles::Store store(path);
             profiles::RunStore runs(store);
-            return load(runs, runId);
+            return openRun(&store, runs, runId);
         } catch (const std::exception& e) {
-            Loaded failed;
+            OpenedRun failed;
             failed.error = tr("The run could not be read from the store: %1").arg(QString::fromUtf8(e.what()));
             return failed;
         }
     }));
 }
 
-void RunMonitor::show(qint64 runId, Loaded loaded)
+// Everything heavy was done by openRun; here the results only move into place, in the order live views
+// expect: reset(), then the events, then the statistics.
+void RunMonitor::show(qint64 runId, OpenedRun opened)
 {
-    const std::string json = loaded.record->layoutJson.toStdString();
-    const profiles::ProfileCatalog catalog(m_store);
-    const auto read = plan::readLayout(json, catalog);
     clear();
-    if (read.layout)
-        setLayout(*read.layout);
+    m_layout = opened.layout ? std::move(*opened.layout) : plan::Layout {};
+    m_prediction = std::move(opened.prediction);
+    m_bandwidth = std::move(opened.bandwidth);
+    m_openedOn = opened.builtOn;
     m_run = runId;
-    m_state = loaded.record->state;
-    m_cause = loaded.record->exitCause;
-    m_steps = std::move(loaded.steps);
-    m_total = std::max<qint64>(loaded.record->steps, m_steps.empty() ? 0 : m_steps.back().step);
+    m_state = opened.record->state;
+    m_cause = opened.record->exitCause;
+    m_steps = std::move(opened.steps);
+    m_total = std::max<qint64>(opened.record->steps, m_steps.empty() ? 0 : m_steps.back().step);
     emit reset();
-    addEvents(loaded.events);
-    updateStats();
+    const auto events = qint64(opened.timeline.events().size());
+    if (events == 0)
+        return;
+    m_timeline->setTimeline(std::move(opened.timeline));
+    emit eventsAdded(events);
+    m_stats = std::move(*opened.stats);
+    m_statsEvents = std::size_t(events);
+    m_statsOn = opened.builtOn;
+    emit statsChanged();
 }
 
 void RunMonitor::addEvents(const std::vector<trace::TraceEvent>& events)
@@ -261,17 +251,50 @@ void RunMonitor::updateStats()
     // The statistics re-read every event: while the run goes on, refresh them only when the events have grown
     // by a tenth since the last time (so all refreshes together cost about ten passes over the final events,
     // not one pass per step), and above two million events only when the run ends, so the window keeps its
-    // pace over any number of steps.
+    // pace over any number of steps. They are computed on a worker, one computation at a time: events that
+    // arrive meanwhile are counted by the next one.
     const bool live = running();
     if (live
         && (events.size() > 2000000
             || (m_statsEvents > 0 && events.size() < m_statsEvents + std::max<std::size_t>(m_statsEvents / 10, 2000))))
         return;
+    if (m_statsRunning) {
+        m_statsAgain = true;
+        return;
+    }
     m_statsEvents = events.size();
-    trace::StatsContext context = plan::statsContext(m_layout);
-    context.groups = m_timeline->timeline().groups();
-    m_stats = trace::computeStats(events, context);
-    emit statsChanged();
+    computeStatsInBackground();
+}
+
+void RunMonitor::computeStatsInBackground()
+{
+    struct Computed {
+        trace::TraceStats stats;
+        const QThread* thread = nullptr;
+    };
+    m_statsRunning = true;
+    auto* watcher = new QFutureWatcher<Computed>(this);
+    connect(watcher, &QFutureWatcher<Computed>::finished, this, [this, watcher, generation = m_generation] {
+        Computed done = watcher->future().takeResult();
+        watcher->deleteLater();
+        if (generation != m_generation)
+            return; // another run is shown now
+        m_stats = std::move(done.stats);
+        m_statsOn = done.thread;
+        m_statsRunning = false;
+        emit statsChanged();
+        if (std::exchange(m_statsAgain, false))
+            updateStats();
+    });
+    // The worker reads its own copy: the timeline keeps growing here meanwhile. Copying the events is one
+    // linear pass; the statistics sort and group them several times over.
+    // The context too: for the zero-bubble schedules it replays the schedule (plan::predict).
+    watcher->setFuture(QtConcurrent::run(
+        [events = m_timeline->timeline().events(), groups = m_timeline->timeline().groups(), layout = m_layout] {
+            trace::StatsContext context = plan::statsContext(layout);
+            context.groups = groups;
+            return Computed { trace::computeStats(events, context), QThread::currentThread() };
+        }));
 }
 
 } // namespace loom::views

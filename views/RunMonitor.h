@@ -5,6 +5,7 @@
 #include "engine/trace/BandwidthSeries.h"
 #include "engine/trace/TraceStats.h"
 #include "profiles/RunStore.h"
+#include "views/OpenedRun.h"
 #include "views/TimelineModel.h"
 
 #include <QObject>
@@ -21,7 +22,8 @@ namespace loom::views {
 // One run as the workbench sees it, live or from history: its layout and prediction, per-step metrics, the
 // timeline of every rank's events, and the statistics computed from them (engine/trace, the same code as
 // `loom trace stats`). Starting a run goes through the launcher's RunController (mpirun here, ssh or
-// Slurm as the layout's cluster says); everything arrives by signals, so the window never waits.
+// Slurm as the layout's cluster says); everything arrives by signals, so the window never waits. A stored
+// run opened in the background is read and computed on a worker (openRun) and handed over finished.
 class RunMonitor : public QObject {
     Q_OBJECT
 public:
@@ -37,11 +39,19 @@ public:
     // Shows a stored run (finished or not); false with the reason when it cannot be read.
     bool open(qint64 runId, QString* error);
     // The same on a worker thread with its own database connection, for runs of millions of events: the
-    // window keeps working while they load; reset() (or openFailed()) follows.
+    // worker reads the run and also predicts its layout, builds the timeline's index and computes the
+    // statistics (openRun), so the window keeps working while they load; reset() (or openFailed()) follows.
     void openInBackground(qint64 runId);
     bool loading() const { return m_loading; }
+    // The thread that read and computed the shown stored run (the caller's for open()); null for a live run.
+    const QThread* openedOn() const { return m_openedOn; }
+    // The thread that computed the statistics shown (a worker, but for open()); null before any.
+    const QThread* statsOn() const { return m_statsOn; }
+    // Whether the statistics of a live run are being recomputed on a worker (statsChanged() follows).
+    bool statsPending() const { return m_statsRunning; }
 
     qint64 runId() const { return m_run; }
+    profiles::Store* store() const { return m_store; }
     qint64 totalSteps() const { return m_total; }
     const plan::Layout& layout() const { return m_layout; }
     const std::optional<plan::Prediction>& prediction() const { return m_prediction; }
@@ -74,20 +84,13 @@ signals:
     void remoteStatus(const QString& text);
 
 private:
-    struct Loaded {
-        std::optional<profiles::RunRecord> record;
-        std::vector<profiles::StepRecord> steps;
-        std::vector<trace::TraceEvent> events;
-        QString error;
-    };
-    // Reads a run from `runs` (on whichever thread owns that connection); the error names what failed.
-    static Loaded load(profiles::RunStore& runs, qint64 runId);
     // Why no run can be opened now, or nothing.
     QString whyNotOpen(qint64 runId) const;
-    void show(qint64 runId, Loaded loaded);
+    void show(qint64 runId, OpenedRun opened);
     void clear();
     void addEvents(const std::vector<trace::TraceEvent>& events);
     void updateStats();
+    void computeStatsInBackground();
     void setLayout(const plan::Layout& layout);
 
     profiles::Store* m_store;
@@ -102,6 +105,10 @@ private:
     std::size_t m_statsEvents = 0; // the events the statistics were last computed over
     qint64 m_run = 0, m_total = 0;
     bool m_loading = false;
+    const QThread* m_openedOn = nullptr;
+    const QThread* m_statsOn = nullptr;
+    bool m_statsRunning = false, m_statsAgain = false; // a worker computes them; the events grew since
+    quint64 m_generation = 0; // counts clear()s: statistics of a run no longer shown are dropped
     bool m_starting = false, m_endedWhileStarting = false; // inside start(); the run ended there
     profiles::RunState m_state = profiles::RunState::Running;
     QString m_cause, m_log;

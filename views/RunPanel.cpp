@@ -3,6 +3,7 @@
 #include "engine/plan/EngineSupport.h"
 #include "launcher/LaunchCommands.h"
 #include "views/Explain.h"
+#include "views/RankLogsDialog.h"
 #include "views/RunMonitor.h"
 
 #include <QFormLayout>
@@ -38,8 +39,11 @@ RunPanel::RunPanel(RunMonitor* monitor, QWidget* parent)
     m_run->setToolTip(tr("Launch the training engine with this layout (Ctrl+R)."));
     m_cancel = new QPushButton(tr("Cancel"));
     m_cancel->setToolTip(tr("Stop the run: SIGTERM to every rank (they finish their step), SIGKILL after 10 s."));
+    m_logs = new QPushButton(tr("Logs"));
+    m_logs->setToolTip(tr("Each rank's log of this run: its standard output and error, kept in the run folder."));
     buttons->addWidget(m_run);
     buttons->addWidget(m_cancel);
+    buttons->addWidget(m_logs);
     layout->addLayout(buttons);
     m_progress = new QProgressBar;
     m_progress->setRange(0, 1);
@@ -59,6 +63,7 @@ RunPanel::RunPanel(RunMonitor* monitor, QWidget* parent)
     layout->addWidget(m_log, 1);
 
     connect(m_run, &QPushButton::clicked, this, &RunPanel::run);
+    connect(m_logs, &QPushButton::clicked, this, &RunPanel::showLogs);
     connect(m_cancel, &QPushButton::clicked, this, [this] {
         m_monitor->cancel();
         m_cancelRequested = m_monitor->running();
@@ -66,6 +71,7 @@ RunPanel::RunPanel(RunMonitor* monitor, QWidget* parent)
                              "then stops…"));
     });
     connect(monitor, &RunMonitor::stepAdded, this, &RunPanel::showStep);
+    connect(monitor, &RunMonitor::reset, this, &RunPanel::updateButtons); // a run opened from history has logs
     connect(monitor, &RunMonitor::remoteStatus, this, [this](const QString& text) {
         if (!m_cancelRequested)
             m_status->setText(text);
@@ -142,6 +148,24 @@ void RunPanel::updateButtons()
                                          : tr("Launch the training engine with this layout (Ctrl+R)."));
     m_cancel->setEnabled(running);
     m_steps->setEnabled(!running);
+    m_logs->setEnabled(m_monitor->runId() > 0);
+}
+
+void RunPanel::showLogs()
+{
+    const qint64 id = m_monitor->runId();
+    std::optional<profiles::RunRecord> record;
+    try {
+        record = profiles::RunStore(*m_monitor->store()).run(id);
+    } catch (const std::exception& e) {
+        m_status->setText(tr("Cannot read run %1 from the store: %2").arg(id).arg(QString::fromUtf8(e.what())));
+        return;
+    }
+    if (!record)
+        return;
+    auto* dialog = new RankLogsDialog(id, record->command, this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    dialog->show(); // not modal: the run goes on beside it
 }
 
 bool RunPanel::run()

@@ -32,6 +32,8 @@ public:
     bool run();
     QPushButton* runButton() const { return m_run; }
     QPushButton* cancelButton() const { return m_cancel; }
+    // Opens each rank's log of the shown run (RankLogsDialog).
+    QPushButton* logsButton() const { return m_logs; }
     QSpinBox* stepsBox() const { return m_steps; }
     QString status() const;
     QString target() const;
@@ -39,6 +41,7 @@ public:
 private:
     void updateButtons();
     void showStep();
+    void showLogs();
 
     RunMonitor* m_monitor;
     plan::Layout m_layout;
@@ -49,7 +52,7 @@ private:
     QString m_launchRefusal; // why the launcher would refuse it here (policy, local-rank cap: launchRefusal)
     QLabel* m_target;
     QSpinBox* m_steps;
-    QPushButton *m_run, *m_cancel;
+    QPushButton *m_run, *m_cancel, *m_logs;
     QProgressBar* m_progress;
     QLabel* m_status;
     QPlainTextEdit* m_log;

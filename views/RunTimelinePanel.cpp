@@ -1,4 +1,5 @@
 #include "views/RunTimelinePanel.h"
+#include "views/CalibrateDialog.h"
 #include "views/FileDialogs.h"
 
 #include "views/Explain.h"
@@ -18,6 +19,26 @@
 #include <QVBoxLayout>
 
 namespace loom::views {
+
+namespace {
+// The hosts of a run over ssh (its hostfile lists the cluster's first `nodes` hosts, each with world ÷ nodes
+// consecutive ranks); other methods name no hosts before they run (Slurm chooses the nodes).
+QStringList hostsOfRun(const plan::Layout& layout)
+{
+    QStringList hosts;
+    if (layout.cluster.launch.method != "ssh")
+        return hosts;
+    const std::int64_t nodes = std::max<std::int64_t>(1, layout.nodes);
+    for (std::size_t i = 0; i < layout.cluster.hosts.size() && std::int64_t(i) < nodes; ++i)
+        hosts << QString::fromStdString(layout.cluster.hosts[i]);
+    return hosts;
+}
+
+int ranksPerHost(const plan::Layout& layout)
+{
+    return int(std::max<std::int64_t>(1, layout.parallel.worldSize() / std::max<std::int64_t>(1, layout.nodes)));
+}
+} // namespace
 
 RunTimelinePanel::RunTimelinePanel(RunMonitor* monitor, QWidget* parent)
     : QWidget(parent)
@@ -40,6 +61,11 @@ RunTimelinePanel::RunTimelinePanel(RunMonitor* monitor, QWidget* parent)
     m_scale->setChecked(true);
     m_scale->setToolTip(tr("Stretch the simulated step to the measured step's length, so its shape can be compared "
                            "even when the prediction is far off (the ratio is in the table)."));
+    m_calibrate = new QPushButton(tr("Calibrate from this run…"));
+    m_calibrate->setToolTip(tr("Fit the cluster profile's efficiencies and link figures to this run's measured "
+                               "events (as loom plan calibrate does), see how the prediction changes, and save the "
+                               "calibrated profile."));
+    m_calibrate->setEnabled(false);
     auto* exportButton = new QPushButton(tr("Export…"));
     exportButton->setToolTip(tr("Save the timeline as PNG, SVG or PDF."));
     m_info = new QLabel;
@@ -47,6 +73,7 @@ RunTimelinePanel::RunTimelinePanel(RunMonitor* monitor, QWidget* parent)
     bar->addWidget(m_overlay);
     bar->addWidget(m_scale);
     bar->addWidget(m_info, 1);
+    bar->addWidget(m_calibrate);
     bar->addWidget(exportButton);
     layout->addLayout(bar);
     m_view = new TimelineView;
@@ -77,6 +104,7 @@ RunTimelinePanel::RunTimelinePanel(RunMonitor* monitor, QWidget* parent)
     connect(m_scale, &QCheckBox::toggled, this, &RunTimelinePanel::updateOverlay);
     connect(monitor, &RunMonitor::eventsAdded, this, [this] {
         m_follow->setChecked(m_view->following());
+        m_calibrate->setEnabled(true);
         m_info->setText(tr("%1 events from %2 lanes")
                             .arg(QLocale().toString(qulonglong(m_view->timeline().events().size())))
                             .arg(m_view->timeline().rows().size()));
@@ -88,10 +116,13 @@ RunTimelinePanel::RunTimelinePanel(RunMonitor* monitor, QWidget* parent)
         m_view->setModel(m_monitor->timeline());
         const auto& cluster = m_monitor->layout().cluster;
         m_view->setRanksPerNode(cluster.autoDevices() ? 1 << 30 : int(cluster.devicesPerNode));
+        m_view->setHosts(hostsOfRun(m_monitor->layout()), ranksPerHost(m_monitor->layout()));
         m_view->setFollowing(m_monitor->running() || m_follow->isChecked());
         m_view->fit();
+        m_calibrate->setEnabled(!m_view->timeline().events().empty());
         updateOverlay();
     });
+    connect(m_calibrate, &QPushButton::clicked, this, &RunTimelinePanel::calibrateFromRun);
     connect(exportButton, &QPushButton::clicked, this, [this] {
         const QString path = saveFileName(
             this, tr("Export timeline"), QStringLiteral("timeline.png"), tr("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
@@ -99,6 +130,15 @@ RunTimelinePanel::RunTimelinePanel(RunMonitor* monitor, QWidget* parent)
         if (!path.isEmpty() && !exportWidget(m_view, path, &error))
             QMessageBox::warning(this, tr("Export timeline"), error);
     });
+}
+
+void RunTimelinePanel::calibrateFromRun()
+{
+    // A fresh fit on each click: a live run has more steps by now.
+    delete m_calibration;
+    m_calibration
+        = new CalibrateDialog(m_monitor->layout(), m_view->timeline(), m_monitor->store(), m_monitor->runId(), this);
+    m_calibration->open();
 }
 
 void RunTimelinePanel::updateFollowLabel()

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,22 @@ public:
     Mix mix(const Row& row, std::size_t first, std::size_t last) const;
     // The event of `row` covering time t, or -1.
     std::int64_t eventAt(const Row& row, std::int64_t t) const;
+
+    // One box to draw: an event at least 2 pixels wide (run false), or a run of events narrower than that
+    // merged into one box per pixel run (run true; folded when it covers more than one event).
+    struct Box {
+        double x0 = 0, x1 = 0; // pixels, clipped to [left, right]
+        std::uint32_t first = 0, last = 0; // the row positions covered, [first, last]
+        bool run = false;
+        bool folded() const { return run && last > first; }
+    };
+    // What `row` draws in the window [t0, t1] mapped onto the pixels [left, right], in drawing order. Hidden
+    // events (hidden(e) true) are not drawn and start no run, though a run may cover them. The cost follows
+    // the pixels, not the events: the events starting within a run's next two pixels are skipped by binary
+    // search when they cannot stick out of it. `out` is cleared first (reused between rows).
+    using Hidden = std::function<bool(const trace::TraceEvent&)>;
+    void fold(const Row& row, std::int64_t t0, std::int64_t t1, double left, double right, const Hidden& hidden,
+        std::vector<Box>& out) const;
 
 private:
     void reindex(Row& row, std::size_t from);

@@ -10,6 +10,7 @@
 #include <QElapsedTimer>
 
 #include <set>
+#include <unordered_map>
 
 namespace loom::views {
 
@@ -83,6 +84,11 @@ public:
     Grouping grouping() const { return m_grouping; }
     // For grouping by node: how many consecutive ranks share a node.
     void setRanksPerNode(int n);
+    // The hosts the run's ranks ran on (a cluster with named hosts), `ranksPerHost` consecutive ranks each as
+    // mpirun's hostfile and Slurm place them; the lanes then read "rank 3 · hostb". Empty: no host names.
+    void setHosts(const QStringList& hosts, int ranksPerHost);
+    // A rank's lane name: "rank 3", or "rank 3 · hostb" when its host is known.
+    QString rankName(std::int64_t rank) const;
     int groupCount() const;
     QString groupName(int group) const;
     trace::TrackSummary groupSummary(int group) const;
@@ -146,6 +152,9 @@ private:
     void updateScrollBars();
     void paintRuler(class QPainter& p);
     void paintLane(QPainter& p, const TimelineData::Row& row, int top, int h, std::size_t& boxes);
+    void paintMix(QPainter& p, const TimelineData::Row& row, const TimelineData::Box& b, int top, int h, double scale);
+    void paintPassLabel(QPainter& p, const trace::TraceEvent& e, const QRectF& box, const class QFontMetrics& fm,
+        std::unordered_map<std::uint64_t, std::pair<QString, int>>& labels);
     void paintOverlay(QPainter& p, const TimelineData::Row& row, int top, int h);
     void paintHeader(QPainter& p, const Track& t);
     void paintLabel(QPainter& p, const Track& t);
@@ -177,12 +186,15 @@ private:
     std::int64_t m_dragT0 = 0;
     bool m_dragging = false;
     std::size_t m_lastBoxes = 0, m_lastFlows = 0;
+    std::vector<TimelineData::Box> m_boxes; // what paintLane draws, reused from row to row
     int m_keyRepeat = 0;
     QElapsedTimer m_lastWheel;
     std::vector<std::pair<std::int64_t, std::int64_t>> m_back, m_forward; // windows to go back and forward to
 
     Grouping m_grouping = Grouping::None;
     int m_ranksPerNode = 8;
+    QStringList m_hosts;
+    int m_ranksPerHost = 1;
     std::set<int> m_collapsed, m_pins;
     Flows m_flowMode = Flows::Selected;
     std::uint32_t m_hidden = 0;

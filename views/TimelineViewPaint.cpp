@@ -131,124 +131,86 @@ void TimelineView::paintLane(QPainter& p, const TimelineData::Row& row, int top,
             p.fillRect(QRectF(x0, top, x1 - x0, h), QBrush(colors::misc, Qt::BDiagPattern));
         }
     }
-    const auto [first, last] = data().visible(row, m_t0, m_t1);
-    double runStart = -1, runEnd = -1;
-    QColor runColor;
-    std::size_t runFirst = 0, runLast = 0; // the row positions a run of tiny events covers
     const double left = labelWidth(), right = width;
     const double scale = (right - left) / double(m_t1 - m_t0);
-    const auto hidden = [this](const trace::TraceEvent& e) {
-        return m_hidden
-            && kindHidden(legendKindOf(e.kind, e.group >= 0 ? data().groupKindOf(e) : trace::GroupKind::Other));
-    };
-    auto flush = [&] {
-        if (runStart < 0)
-            return;
-        const QRectF box(runStart, top, std::max(1.0, runEnd - runStart), h);
-        if (runLast > runFirst) {
-            // A folded run shows the mix it hides: bands of each kind's share of the busy time, as tall
-            // together as the run is busy (the hatched idle background shows above them).
-            const TimelineData::Mix m = data().mix(row, runFirst, runLast + 1);
-            double busy = 0;
-            for (auto d : m)
-                busy += double(d);
-            const double span = std::max(1.0, box.width() / scale);
-            double y = box.bottom();
-            const double height = h * std::min(1.0, busy / span);
-            for (int k = 0; k < TimelineData::kMixKinds && busy > 0; ++k) {
-                const double part = height * double(m[std::size_t(k)]) / busy;
-                if (part <= 0 || mixHidden(m_hidden, row.lane, k))
-                    continue;
-                p.fillRect(QRectF(box.left(), y - part, box.width(), part), mixColor(row.lane, k));
-                y -= part;
-            }
-        } else {
-            p.fillRect(box, runColor);
-        }
-        ++boxes;
-        runStart = -1;
-    };
-    const auto px = [&](std::int64_t t) { return left + double(t - m_t0) * scale; };
-    // When every event of the row is under two pixels wide, whole pixel runs can be skipped unseen.
-    const bool allTiny = double(row.maxDuration) * scale < 2;
-    std::int64_t nextJump = INT64_MIN;
+    TimelineData::Hidden hidden;
+    if (m_hidden)
+        hidden = [this](const trace::TraceEvent& e) {
+            return kindHidden(legendKindOf(e.kind, e.group >= 0 ? data().groupKindOf(e) : trace::GroupKind::Other));
+        };
+    data().fold(row, m_t0, m_t1, left, right, hidden, m_boxes);
     std::unordered_map<std::uint64_t, std::pair<QString, int>> labels;
-    for (std::size_t i = first; i < last; ++i) {
-        const double x0 = std::max(left, px(row.start[i]));
-        const double x1 = std::min(right, px(row.end[i]));
-        if (x1 < left || x0 > right)
-            continue;
-        if (x1 - x0 < 2) {
-            // Tiny events: extend the current pixel run instead of drawing each.
-            if (runStart >= 0 && x0 <= runEnd + 1) {
-                runEnd = std::max(runEnd, x1);
-                runLast = i;
-            } else {
-                const auto& e = data().event(row.events[i]);
-                if (hidden(e))
-                    continue;
-                flush();
-                runStart = x0;
-                runEnd = x1;
-                runFirst = runLast = i;
-                runColor = eventColor(e.kind, e.group >= 0 ? data().groupKindOf(e) : trace::GroupKind::Other);
-            }
-            // Skip, by binary search, the later events that start within the run's next two pixels: they
-            // can only extend it when all are tiny, or when the running maximum of ends proves none sticks
-            // out. One search per two pixels at most, so the cost follows the pixels, not the events.
-            if (row.start[i] < nextJump)
-                continue;
-            const auto tNext = m_t0 + std::int64_t((runEnd + 2 - left) / scale);
-            nextJump = tNext;
-            const auto j = std::size_t(std::lower_bound(row.start.begin() + std::ptrdiff_t(i + 1),
-                                           row.start.begin() + std::ptrdiff_t(last), tNext)
-                - row.start.begin());
-            if (j > i + 1 && (allTiny || row.maxEnd[j - 1] <= tNext)) {
-                runEnd = std::max(runEnd, std::min(right, px(row.maxEnd[j - 1])));
-                i = j - 1;
-                runLast = i;
-            }
+    for (const TimelineData::Box& b : m_boxes) {
+        ++boxes;
+        if (b.folded()) {
+            paintMix(p, row, b, top, h, scale);
             continue;
         }
-        const auto& e = data().event(row.events[i]);
-        if (hidden(e))
-            continue;
-        flush();
+        const auto& e = data().event(row.events[b.first]);
         const QColor c = eventColor(e.kind, e.group >= 0 ? data().groupKindOf(e) : trace::GroupKind::Other);
-        const QRectF box(x0, top, x1 - x0, h);
+        if (b.run) { // a lone tiny event: a pixel-wide box of its colour
+            p.fillRect(QRectF(b.x0, top, std::max(1.0, b.x1 - b.x0), h), c);
+            continue;
+        }
+        const QRectF box(b.x0, top, b.x1 - b.x0, h);
         p.fillRect(box, c);
-        ++boxes;
-        if (std::int64_t(row.events[i]) == m_selected) {
+        if (std::int64_t(row.events[b.first]) == m_selected) {
             p.setPen(QPen(pal.color(QPalette::Highlight), 2));
             p.drawRect(box.adjusted(1, 1, -1, -1));
         } else if (box.width() > 8) {
             p.setPen(QPen(c.darker(140), 0));
             p.drawLine(box.topRight(), box.bottomRight());
         }
-        if (e.microBatch >= 0 && box.width() > 3 * digitWidth && row.lane == trace::Lane::Compute) {
-            // Labels are cached per lane: thousands of boxes share a few dozen texts.
-            const auto key = (std::uint64_t(std::uint8_t(e.kind)) << 48) | (std::uint64_t(std::uint32_t(e.chunk)) << 32)
-                | std::uint32_t(e.microBatch);
-            auto it = labels.find(key);
-            if (it == labels.end()) {
-                QString text = (e.kind == trace::EventKind::Forward           ? QStringLiteral("F")
-                                       : e.kind == trace::EventKind::Backward ? QStringLiteral("B")
-                                       : e.kind == trace::EventKind::Weight   ? QStringLiteral("W")
-                                       : e.kind == trace::EventKind::Wait     ? QStringLiteral("wait ")
-                                                                              : QString())
-                    + QString::number(e.microBatch);
-                if (e.chunk > 0)
-                    text += QStringLiteral(".%1").arg(e.chunk);
-                it = labels.emplace(key, std::pair { text, fm.horizontalAdvance(text) }).first;
-            }
-            if (it->second.second + 4 <= box.width()) {
-                const bool light = e.kind == trace::EventKind::Optimizer || e.kind == trace::EventKind::Wait;
-                p.setPen(light ? QColor(0x11, 0x11, 0x11) : QColor(Qt::white));
-                p.drawText(box, Qt::AlignCenter, it->second.first);
-            }
-        }
+        if (e.microBatch >= 0 && box.width() > 3 * digitWidth && row.lane == trace::Lane::Compute)
+            paintPassLabel(p, e, box, fm, labels);
     }
-    flush();
+}
+
+void TimelineView::paintMix(
+    QPainter& p, const TimelineData::Row& row, const TimelineData::Box& b, int top, int h, double scale)
+{
+    // A folded run shows the mix it hides: bands of each kind's share of the busy time, as tall together as
+    // the run is busy (the hatched idle background shows above them).
+    const QRectF box(b.x0, top, std::max(1.0, b.x1 - b.x0), h);
+    const TimelineData::Mix m = data().mix(row, b.first, b.last + 1);
+    double busy = 0;
+    for (auto d : m)
+        busy += double(d);
+    const double span = std::max(1.0, box.width() / scale);
+    double y = box.bottom();
+    const double height = h * std::min(1.0, busy / span);
+    for (int k = 0; k < TimelineData::kMixKinds && busy > 0; ++k) {
+        const double part = height * double(m[std::size_t(k)]) / busy;
+        if (part <= 0 || mixHidden(m_hidden, row.lane, k))
+            continue;
+        p.fillRect(QRectF(box.left(), y - part, box.width(), part), mixColor(row.lane, k));
+        y -= part;
+    }
+}
+
+void TimelineView::paintPassLabel(QPainter& p, const trace::TraceEvent& e, const QRectF& box, const QFontMetrics& fm,
+    std::unordered_map<std::uint64_t, std::pair<QString, int>>& labels)
+{
+    // Labels are cached per lane: thousands of boxes share a few dozen texts.
+    const auto key = (std::uint64_t(std::uint8_t(e.kind)) << 48) | (std::uint64_t(std::uint32_t(e.chunk)) << 32)
+        | std::uint32_t(e.microBatch);
+    auto it = labels.find(key);
+    if (it == labels.end()) {
+        QString text = (e.kind == trace::EventKind::Forward           ? QStringLiteral("F")
+                               : e.kind == trace::EventKind::Backward ? QStringLiteral("B")
+                               : e.kind == trace::EventKind::Weight   ? QStringLiteral("W")
+                               : e.kind == trace::EventKind::Wait     ? QStringLiteral("wait ")
+                                                                      : QString())
+            + QString::number(e.microBatch);
+        if (e.chunk > 0)
+            text += QStringLiteral(".%1").arg(e.chunk);
+        it = labels.emplace(key, std::pair { text, fm.horizontalAdvance(text) }).first;
+    }
+    if (it->second.second + 4 <= box.width()) {
+        const bool light = e.kind == trace::EventKind::Optimizer || e.kind == trace::EventKind::Wait;
+        p.setPen(light ? QColor(0x11, 0x11, 0x11) : QColor(Qt::white));
+        p.drawText(box, Qt::AlignCenter, it->second.first);
+    }
 }
 
 void TimelineView::paintOverlay(QPainter& p, const TimelineData::Row& row, int top, int h)
@@ -316,7 +278,7 @@ void TimelineView::paintLabel(QPainter& p, const Track& t)
     p.setPen(pal.color(QPalette::Text));
     QString label = row.stream >= 0 ? tr("rank %1 · stream %2").arg(row.rank).arg(row.stream)
         : row.lane == trace::Lane::Compute
-        ? (row.stage >= 0 ? tr("rank %1 · stage %2").arg(row.rank).arg(row.stage) : tr("rank %1").arg(row.rank))
+        ? (row.stage >= 0 ? tr("%1 · stage %2").arg(rankName(row.rank)).arg(row.stage) : rankName(row.rank))
         : tr("comm");
     if (t.pin)
         label = QStringLiteral("📌 ") + (row.lane == trace::Lane::Compute ? label : tr("rank %1 comm").arg(row.rank));

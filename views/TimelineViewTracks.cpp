@@ -57,6 +57,21 @@ int TimelineView::groupOfRow(int index) const
     return -1;
 }
 
+void TimelineView::setHosts(const QStringList& hosts, int ranksPerHost)
+{
+    m_hosts = hosts;
+    m_ranksPerHost = std::max(1, ranksPerHost);
+    viewport()->update();
+}
+
+QString TimelineView::rankName(std::int64_t rank) const
+{
+    const std::int64_t host = rank >= 0 ? rank / m_ranksPerHost : -1;
+    if (host < 0 || host >= m_hosts.size())
+        return tr("rank %1").arg(rank);
+    return tr("rank %1 · %2").arg(rank).arg(m_hosts[qsizetype(host)]);
+}
+
 int TimelineView::groupCount() const
 {
     int n = 0;

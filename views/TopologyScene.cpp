@@ -4,6 +4,7 @@
 #include "views/Colors.h"
 #include "views/NodeItem.h"
 
+#include <QFontMetricsF>
 #include <QGraphicsPathItem>
 #include <QLocale>
 
@@ -52,6 +53,7 @@ void TopologyScene::show(const plan::Layout& layout, const plan::Prediction* pre
         rebuild();
     }
     fill(prediction);
+    placeStageLabels();
     update();
 }
 
@@ -64,7 +66,15 @@ QSizeF TopologyScene::nodeSize() const
 {
     const int cols = columnsPerNode();
     const auto rows = (m_devicesPerNode + cols - 1) / cols;
-    return { cols * kCellWidth + 2 * kPadding, kHeader + qreal(rows) * kCellHeight + kBus + kPadding };
+    // Wide enough for the longest "node N · host" header (up to a limit; beyond it the header is elided),
+    // so a node of one or two devices does not cut its host name to "node 0 · h".
+    qreal title = 0;
+    const QFontMetricsF metrics(NodeItem::titleFont(font()));
+    const std::int64_t named = std::min<std::int64_t>(m_nodes, std::int64_t(m_layout.cluster.hosts.size()));
+    for (std::int64_t n = 0; n < named; ++n)
+        title = std::max(title, metrics.horizontalAdvance(NodeItem::titleOf(m_layout, n)));
+    const qreal inner = std::max(cols * kCellWidth, std::min(std::ceil(title) + 2, NodeItem::maxTitleWidth()));
+    return { inner + 2 * kPadding, kHeader + qreal(rows) * kCellHeight + kBus + kPadding };
 }
 
 void TopologyScene::rebuild()
@@ -72,7 +82,8 @@ void TopologyScene::rebuild()
     clear(); // deletes the items
     m_items.clear();
     m_fabric = nullptr;
-    m_dropTarget = { -1, -1 };
+    m_dropTarget = m_highlight = { -1, -1 };
+    m_stageLabels.clear();
     const QSizeF size = nodeSize();
     // A grid of nodes about as wide as a 16:10 window is.
     const auto columns = std::max<std::int64_t>(1,

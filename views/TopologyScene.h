@@ -10,6 +10,7 @@
 #include <vector>
 
 class QGraphicsPathItem;
+class QGraphicsSimpleTextItem;
 
 namespace loom::views {
 
@@ -57,6 +58,21 @@ public:
     void setDropTarget(std::int64_t node, std::int64_t local);
     std::pair<std::int64_t, std::int64_t> dropTarget() const { return m_dropTarget; }
 
+    // The device running `rank`: (node, local), or (-1, -1) when the layout has no such rank.
+    std::pair<std::int64_t, std::int64_t> deviceOfRank(std::int64_t rank) const;
+    // The device a jump found, outlined in the highlight colour at every zoom; (-1, -1) for none.
+    void setHighlight(std::int64_t node, std::int64_t local);
+    std::pair<std::int64_t, std::int64_t> highlight() const { return m_highlight; }
+    // At overview zoom each pipeline stage is named by a label of constant size at its first device (the
+    // stage colours repeat, the labels do not), and NodeItem draws the boundaries between stages and DP
+    // replicas; the view turns them on below NodeItem's coarse level of detail.
+    // `zoom`: the view's scale, so that labels that would overlap on screen are left out (the first of
+    // them in stage order kept).
+    void setOverview(bool on, qreal zoom = 1);
+    bool overview() const { return m_overview; }
+    QGraphicsSimpleTextItem* stageLabel(std::int64_t stage) const;
+    // A node's tooltip: its ranks and the stages, DP replicas and TP groups they belong to.
+    QString nodeToolTip(std::int64_t node) const;
     // A tooltip for a device: rank, coordinates, layers and memory.
     QString deviceToolTip(std::int64_t node, std::int64_t local) const;
     // The expert-parallel part of a device's tooltip (MoE models with ep > 1).
@@ -67,6 +83,7 @@ public:
 private:
     void rebuild();
     void fill(const plan::Prediction* prediction);
+    void placeStageLabels();
     QSizeF nodeSize() const;
 
     plan::Layout m_layout;
@@ -75,6 +92,11 @@ private:
     std::vector<NodeItem*> m_items;
     QGraphicsPathItem* m_fabric = nullptr;
     std::pair<std::int64_t, std::int64_t> m_dropTarget { -1, -1 };
+    std::pair<std::int64_t, std::int64_t> m_highlight { -1, -1 };
+    std::vector<QGraphicsSimpleTextItem*> m_stageLabels; // by pipeline stage
+    bool m_overview = false;
+    qreal m_overviewZoom = 1;
+    void showStageLabels();
 };
 
 } // namespace loom::views

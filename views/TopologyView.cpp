@@ -2,12 +2,15 @@
 
 #include "views/Colors.h"
 #include "views/LayerModel.h"
+#include "views/NodeItem.h"
 #include "views/TopologyScene.h"
 
 #include <QDragEnterEvent>
 #include <QKeyEvent>
+#include <QLineEdit>
 #include <QMimeData>
 #include <QPainter>
+#include <QRegularExpression>
 #include <QScrollBar>
 #include <QWheelEvent>
 
@@ -27,6 +30,16 @@ TopologyView::TopologyView(TopologyScene* scene, QWidget* parent)
     setRenderHint(QPainter::TextAntialiasing);
     setBackgroundRole(QPalette::Base);
     setToolTip(QString());
+    m_jump = new QLineEdit(this);
+    m_jump->setPlaceholderText(tr("Jump to rank or node (r12, n3)"));
+    m_jump->setToolTip(tr("A rank (12, r12, rank 12) or a node (n3, node 3): the map centres on it and outlines it. "
+                          "Ctrl+J comes here."));
+    m_jump->setClearButtonEnabled(true);
+    m_jump->setFixedWidth(220);
+    connect(m_jump, &QLineEdit::returnPressed, this, [this] {
+        jumpTo(m_jump->text());
+        m_jump->setToolTip(m_jumpMessage);
+    });
     connect(scene, &QGraphicsScene::sceneRectChanged, this, [this] {
         m_autoFit = true;
         fitAll();
@@ -41,6 +54,68 @@ void TopologyView::fitAll()
     // A small cluster is shown at its natural size rather than blown up.
     if (zoom() > 2.0)
         setTransform(QTransform::fromScale(2.0, 2.0));
+    zoomChanged();
+}
+
+void TopologyView::zoomChanged()
+{
+    // NodeItem's coarse level of detail (0.18): below it cells are plain colours, so stages need names.
+    m_scene->setOverview(zoom() < 0.18, zoom());
+}
+
+void TopologyView::placeJumpBox()
+{
+    m_jump->move(viewport()->x() + viewport()->width() - m_jump->width() - 6, viewport()->y() + 6);
+}
+
+bool TopologyView::jumpTo(const QString& text)
+{
+    static const QRegularExpression form(
+        QStringLiteral("^\\s*(r|rank|n|node)?\\s*(\\d{1,12})\\s*$"), QRegularExpression::CaseInsensitiveOption);
+    const auto match = form.match(text);
+    if (!match.hasMatch()) {
+        m_jumpMessage = tr("\"%1\" is not a rank or a node: write 12, r12 or rank 12 for a rank, n3 or node 3 for a "
+                           "node.")
+                            .arg(text.left(40));
+        return false;
+    }
+    const bool node = match.captured(1).startsWith(QLatin1Char('n'), Qt::CaseInsensitive);
+    const std::int64_t number = match.captured(2).toLongLong();
+    std::pair<std::int64_t, std::int64_t> target { -1, -1 };
+    if (node) {
+        if (number >= m_scene->nodeCount()) {
+            m_jumpMessage
+                = tr("There is no node %1: the cluster has nodes 0 to %2.").arg(number).arg(m_scene->nodeCount() - 1);
+            return false;
+        }
+        target = { number, 0 };
+    } else {
+        target = m_scene->deviceOfRank(number);
+        if (target.first < 0) {
+            m_jumpMessage = tr("There is no rank %1: the layout runs ranks 0 to %2.")
+                                .arg(number)
+                                .arg(m_scene->layout().parallel.worldSize() - 1);
+            return false;
+        }
+    }
+    m_scene->setHighlight(target.first, target.second);
+    m_autoFit = false;
+    // Zoomed in far enough for the device's text (NodeItem's detailed level, 0.55), never out.
+    if (zoom() < 0.8)
+        setTransform(QTransform::fromScale(0.8, 0.8));
+    centerOn(node ? m_scene->nodeItem(target.first)->sceneBoundingRect().center()
+                  : m_scene->deviceRect(target.first, target.second).center());
+    zoomChanged();
+    const DeviceView& d = m_scene->device(target.first, target.second);
+    m_jumpMessage = node ? tr("Node %1").arg(target.first)
+                         : tr("Rank %1: node %2, device %3, stage %4, tp %5, dp %6")
+                               .arg(number)
+                               .arg(target.first)
+                               .arg(target.second)
+                               .arg(d.coord.pp)
+                               .arg(d.coord.tp)
+                               .arg(d.coord.dp);
+    return true;
 }
 
 qreal TopologyView::zoom() const
@@ -53,6 +128,7 @@ void TopologyView::zoomBy(qreal factor)
     m_autoFit = false;
     const qreal next = std::clamp(zoom() * factor, 0.01, 8.0);
     scale(next / zoom(), next / zoom());
+    zoomChanged();
 }
 
 void TopologyView::wheelEvent(QWheelEvent* event)
@@ -63,6 +139,11 @@ void TopologyView::wheelEvent(QWheelEvent* event)
 
 void TopologyView::keyPressEvent(QKeyEvent* event)
 {
+    if (event->key() == Qt::Key_J && event->modifiers() & Qt::ControlModifier) {
+        m_jump->setFocus();
+        m_jump->selectAll();
+        return;
+    }
     switch (event->key()) {
     case Qt::Key_Plus:
     case Qt::Key_Equal:
@@ -91,6 +172,7 @@ void TopologyView::keyPressEvent(QKeyEvent* event)
 void TopologyView::resizeEvent(QResizeEvent* event)
 {
     QGraphicsView::resizeEvent(event);
+    placeJumpBox();
     if (m_autoFit)
         fitAll(); // until the user zooms, the map follows the window's size
 }

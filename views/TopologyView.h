@@ -2,13 +2,17 @@
 
 #include <QGraphicsView>
 
+class QLineEdit;
+
 namespace loom::views {
 
 class TopologyScene;
 
 // The topology map: zoom with the wheel (at the mouse) or +/-, pan by dragging, F fits everything (see
 // MapLegend for what the colours and lines mean). Accepts block ranges dragged from the
-// layer palette and reports the device they were dropped on.
+// layer palette and reports the device they were dropped on. The jump box (top right; Ctrl+J) takes a rank
+// ("12", "r12", "rank 12") or a node ("n3", "node 3"), centres the map on it and outlines it. Zoomed out,
+// stages are named by labels and separated by lines (TopologyScene::setOverview).
 class TopologyView : public QGraphicsView {
     Q_OBJECT
 public:
@@ -18,6 +22,11 @@ public:
     void fitAll();
     void zoomBy(qreal factor);
     qreal zoom() const;
+    // Centres the map on a rank or node written as the jump box takes it, at a zoom where its text is
+    // readable, and outlines it; false (nothing moves) with the reason in jumpMessage() otherwise.
+    bool jumpTo(const QString& text);
+    QLineEdit* jumpBox() const { return m_jump; }
+    QString jumpMessage() const { return m_jumpMessage; }
 
 signals:
     // Blocks [first, last] were dropped on the device running `rank`.
@@ -35,7 +44,12 @@ protected:
     void resizeEvent(QResizeEvent* event) override;
 
 private:
+    void zoomChanged();
+    void placeJumpBox();
+
     TopologyScene* m_scene;
+    QLineEdit* m_jump;
+    QString m_jumpMessage;
     bool m_autoFit = true;
 };
 

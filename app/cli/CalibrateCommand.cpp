@@ -6,6 +6,7 @@
 #include "engine/plan/Calibrate.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/TextUtil.h"
+#include "engine/profiles/CalibratedProfile.h"
 #include "engine/trace/PlainWhat.h"
 
 #include <nlohmann/json.hpp>
@@ -108,19 +109,12 @@ int calibrateCommand(CliContext& context, const QStringList& args, bool json)
 
     // Save it: "<cluster>-calibrated" unless named; recalibrating a calibrated profile replaces it.
     if (name.isEmpty())
-        name = cluster.endsWith(QLatin1String("-calibrated")) ? cluster : cluster + QStringLiteral("-calibrated");
+        name = QString::fromStdString(profiles::calibratedName(cluster.toStdString()));
     if (!context.requireStore())
         return ExitFailure;
-    profiles::Profile profile;
-    plan::ClusterSpec spec = fit.cluster;
-    spec.name = name.toStdString();
-    spec.description = base->description + " (calibrated from a measured run of layout " + layout.name + ")";
-    profile.spec = spec;
-    profile.source = "loom plan calibrate " + traceFile.section(QLatin1Char('/'), -1).toStdString() + ": "
-        + std::to_string(fit.steps) + " measured steps of " + layout.name + " (tp " + std::to_string(layout.parallel.tp)
-        + ", pp " + std::to_string(layout.parallel.pp) + ", dp " + std::to_string(layout.parallel.dp) + "), fitted to "
-        + cluster.toStdString() + "; measured step " + number(fit.measuredStepSeconds) + " s, predicted "
-        + number(fit.predictedAfter) + " s";
+    const profiles::Profile profile = profiles::calibratedProfile(fit, *base, layout, name.toStdString(),
+        "loom plan calibrate " + traceFile.section(QLatin1Char('/'), -1).toStdString());
+    const plan::ClusterSpec& spec = std::get<plan::ClusterSpec>(profile.spec);
     if (auto refused = context.catalog().add(profile); !refused.empty()) {
         context.err << "error: " << refused << (refused.find("name") != std::string::npos ? " (use --name)" : "")
                     << "\n";

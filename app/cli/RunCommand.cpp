@@ -4,16 +4,15 @@
 #include "engine/plan/LayoutParser.h"
 #include "engine/plan/MachineMemory.h"
 #include "engine/trace/ChromeTrace.h"
+#include "launcher/RankLogs.h"
 #include "launcher/RunChecks.h"
 #include "launcher/RunController.h"
 #include "profiles/RunStore.h"
 
 #include <QCoreApplication>
 #include <QDir>
-#include <QDirIterator>
 #include <QFile>
 #include <QFileInfo>
-#include <QRegularExpression>
 #include <QTimer>
 
 #include <nlohmann/json.hpp>
@@ -36,33 +35,21 @@ void onInterrupt(int)
     g_interrupted = 1;
 }
 
-// Each rank's output, where mpirun kept it (--output-filename in the run's command): the files when the
-// folder is on this machine, else where it is on the cluster.
+// Each rank's output, where mpirun or srun kept it (the run's command says): the files when the folder is
+// on this machine, else where it is on the cluster.
 void printRankLogs(CliContext& context, const QString& command)
 {
-    // mpirun's own option (local runs), the head node's run folder (ssh), sbatch's --chdir (the run folder,
-    // whose job.sbatch runs mpirun --output-filename <run folder>/logs).
-    static const QRegularExpression where(
-        QStringLiteral("--output-filename (\\S+)|each rank's output in (\\S+)>|^sbatch .*--chdir (\\S+) "));
-    const auto m = where.match(command);
-    if (!m.hasMatch())
+    const launcher::RankLogs logs = launcher::rankLogsOf(command);
+    if (logs.dir.isEmpty())
         return;
-    const QString dir = !m.captured(1).isEmpty() ? m.captured(1)
-        : !m.captured(2).isEmpty()               ? m.captured(2)
-                                                 : m.captured(3) + QStringLiteral("/logs");
-    QDirIterator files(
-        dir, { QStringLiteral("stdout"), QStringLiteral("stderr") }, QDir::Files, QDirIterator::Subdirectories);
-    QStringList found;
-    while (files.hasNext() && found.size() < 4096)
-        found << files.next();
-    if (found.isEmpty()) {
-        context.out << "  rank logs: " << dir.toStdString() << "/1/rank.N/stdout and stderr (on the cluster)\n";
+    const auto found = launcher::rankLogFiles(logs.dir);
+    if (found.empty()) {
+        context.out << "  rank logs: " << logs.dir.toStdString() << "/1/rank.N/stdout and stderr (on the cluster)\n";
         return;
     }
-    found.sort();
-    for (const QString& f : found)
-        context.out << "  log of " << QFileInfo(f).dir().dirName().toStdString() << " ("
-                    << QFileInfo(f).fileName().toStdString() << "): " << f.toStdString() << "\n";
+    for (const launcher::RankLogFile& f : found)
+        context.out << "  log of rank." << f.rank << " (" << f.stream.toStdString() << "): " << f.path.toStdString()
+                    << "\n";
 }
 
 // `loom runs show`'s loss: as it always printed a number (the stream's default form), "diverged (null)" for none.

@@ -21,14 +21,26 @@ FlightRecorder& FlightRecorder::instance()
     return recorder;
 }
 
+std::uint64_t FlightRecorder::enter(Entry entry)
+{
+    std::lock_guard lock(m_mutex);
+    entry.ticket = ++m_next;
+    entry.startNs = steadyNs();
+    m_entries[entry.ticket % kSlots] = std::move(entry);
+    return m_next;
+}
+
 std::uint64_t FlightRecorder::start(
     std::string_view operation, const std::string& group, std::uint64_t sequence, std::uint64_t bytes)
 {
-    std::lock_guard lock(m_mutex);
-    const std::uint64_t ticket = ++m_next;
-    Entry& e = m_entries[ticket % kSlots];
-    e = Entry { ticket, std::string(operation), group.substr(0, 80), sequence, bytes, steadyNs(), 0, 0 };
-    return ticket;
+    return enter(Entry { 0, std::string(operation), group.substr(0, 80), sequence, bytes, 0, 0, 0, false });
+}
+
+std::uint64_t FlightRecorder::startPointToPoint(
+    bool isSend, std::int32_t peer, const std::string& group, std::uint64_t bytes)
+{
+    std::string operation = (isSend ? "send to rank " : "receive from rank ") + std::to_string(peer);
+    return enter(Entry { 0, std::move(operation), group.substr(0, 80), 0, bytes, 0, 0, 0, true });
 }
 
 void FlightRecorder::finish(std::uint64_t ticket, bool ok)
@@ -52,8 +64,11 @@ std::string FlightRecorder::text() const
             continue;
         char line[256];
         const double seconds = static_cast<double>((e.state == 0 ? now : e.endNs) - e.startNs) * 1e-9;
-        std::snprintf(line, sizeof line, "%s #%llu on %s, %llu bytes, %s %.1f s", e.operation.c_str(),
-            static_cast<unsigned long long>(e.sequence), e.group.c_str(), static_cast<unsigned long long>(e.bytes),
+        char sequence[32] = "";
+        if (!e.pointToPoint)
+            std::snprintf(sequence, sizeof sequence, " #%llu", static_cast<unsigned long long>(e.sequence));
+        std::snprintf(line, sizeof line, "%s%s on %s, %llu bytes, %s %.1f s", e.operation.c_str(), sequence,
+            e.group.c_str(), static_cast<unsigned long long>(e.bytes),
             e.state == 0       ? "running for"
                 : e.state == 1 ? "done in"
                                : "failed after",

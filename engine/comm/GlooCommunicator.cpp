@@ -1,6 +1,7 @@
 #include "engine/comm/GlooCommunicator.h"
 
 #include "engine/comm/Agreement.h"
+#include "engine/comm/FlightRecorder.h"
 #include "engine/comm/GlooStore.h"
 #include "engine/comm/GridGroups.h"
 
@@ -188,13 +189,15 @@ namespace {
 class GlooWork final : public GuardedWork {
 public:
     GlooWork(std::unique_ptr<gloo::transport::UnboundBuffer> buffer, bool isSend, std::string context,
-        std::chrono::milliseconds timeout, trace::TraceRecorder* recorder, trace::TraceEvent event)
+        std::chrono::milliseconds timeout, trace::TraceRecorder* recorder, trace::TraceEvent event,
+        std::uint64_t flight)
         : m_buffer(std::move(buffer))
         , m_isSend(isSend)
         , m_context(std::move(context))
         , m_timeout(timeout)
         , m_recorder(recorder)
         , m_event(std::move(event))
+        , m_flight(flight)
     {
         m_stats.bytes = m_event.bytes;
         m_stats.wireBytes = m_event.wireBytes;
@@ -229,6 +232,7 @@ private:
     {
         m_done = true;
         m_stats.endNs = trace::nowNs();
+        FlightRecorder::instance().finish(m_flight, !m_error);
         if (m_recorder && !m_error) {
             m_event.endNs = m_stats.endNs;
             m_recorder->record(m_event);
@@ -241,6 +245,7 @@ private:
     std::chrono::milliseconds m_timeout;
     trace::TraceRecorder* m_recorder;
     trace::TraceEvent m_event;
+    std::uint64_t m_flight; // its FlightRecorder ticket
     bool m_done = false;
 };
 
@@ -441,8 +446,8 @@ WorkPtr GlooCommunicator::pointToPoint(bool isSend, void* data, std::size_t coun
             throw CommError(context + ": Gloo failed: " + e.what());
         }
     }
-    return std::make_shared<GlooWork>(
-        std::move(buffer), isSend, context, m_endpoint.timeout, recorder(), pointToPointEvent(isSend, bytes, peer));
+    return std::make_shared<GlooWork>(std::move(buffer), isSend, context, m_endpoint.timeout, recorder(),
+        pointToPointEvent(isSend, bytes, peer), flightRecord(isSend, bytes, peer));
 }
 
 WorkPtr GlooCommunicator::send(const void* data, std::size_t count, DType type, int peer, int tag)

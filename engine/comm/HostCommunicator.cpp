@@ -190,6 +190,12 @@ trace::TraceEvent HostCommunicator::pointToPointEvent(bool isSend, std::size_t b
     return e;
 }
 
+std::uint64_t HostCommunicator::flightRecord(bool isSend, std::size_t bytes, int peer) const
+{
+    return FlightRecorder::instance().startPointToPoint(
+        isSend, m_group.ranks[static_cast<std::size_t>(peer)], m_group.name, bytes);
+}
+
 SharedArena* HostCommunicator::sharedArena()
 {
     if (!m_arenaTried && size() > 1) {

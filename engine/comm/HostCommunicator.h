@@ -74,6 +74,9 @@ protected:
     std::string describePointToPoint(bool isSend, std::size_t bytes, int peer, int tag) const;
     // The trace event a point-to-point call records when it completes.
     trace::TraceEvent pointToPointEvent(bool isSend, std::size_t bytes, int peer) const;
+    // Enters a posted send or receive in the flight record (FlightRecorder), its peer by global rank; the
+    // backend's Work finishes the ticket when the transfer ends.
+    std::uint64_t flightRecord(bool isSend, std::size_t bytes, int peer) const;
 
 private:
     struct Item {

@@ -1,6 +1,7 @@
 #include "engine/comm/MpiCommunicator.h"
 
 #include "engine/comm/Agreement.h"
+#include "engine/comm/FlightRecorder.h"
 #include "engine/comm/GridGroups.h"
 
 #include <algorithm>
@@ -294,13 +295,14 @@ namespace {
 class RequestWork final : public GuardedWork {
 public:
     RequestWork(MPI_Request request, std::string context, double timeoutSeconds, bool isSend,
-        trace::TraceRecorder* recorder, trace::TraceEvent event)
+        trace::TraceRecorder* recorder, trace::TraceEvent event, std::uint64_t flight)
         : m_request(request)
         , m_context(std::move(context))
         , m_timeout(timeoutSeconds)
         , m_isSend(isSend)
         , m_recorder(recorder)
         , m_event(std::move(event))
+        , m_flight(flight)
     {
         m_stats.bytes = m_event.bytes;
         m_stats.wireBytes = m_event.wireBytes;
@@ -332,6 +334,7 @@ public:
                     + " s; check that the peer is alive and posted the matching " + (m_isSend ? "receive" : "send")
                     + " (LOOM_COMM_TIMEOUT_S sets the limit)";
                 m_done = true;
+                FlightRecorder::instance().finish(m_flight, false);
                 // Withdraw the request so a late message cannot land in a buffer the caller has moved on from.
                 MPI_Cancel(&m_request);
                 MPI_Request_free(&m_request);
@@ -350,6 +353,7 @@ private:
         if (rc != MPI_SUCCESS) {
             m_error = m_context + ": MPI failed: " + mpiErrorText(rc);
             m_done = true;
+            FlightRecorder::instance().finish(m_flight, false);
             return true;
         }
         if (!flag)
@@ -363,6 +367,7 @@ private:
                     + std::to_string(m_event.bytes) + " were expected";
         }
         m_stats.endNs = trace::nowNs();
+        FlightRecorder::instance().finish(m_flight, !m_error);
         if (m_recorder && !m_error) {
             m_event.endNs = m_stats.endNs;
             m_recorder->record(m_event);
@@ -376,6 +381,7 @@ private:
     bool m_isSend;
     trace::TraceRecorder* m_recorder;
     trace::TraceEvent m_event;
+    std::uint64_t m_flight; // its FlightRecorder ticket
     bool m_done = false;
 };
 
@@ -392,8 +398,8 @@ WorkPtr MpiCommunicator::pointToPoint(bool isSend, void* data, std::size_t count
                           : MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, m_pointToPoint, &request);
     if (rc != MPI_SUCCESS)
         throw CommError(context + ": MPI failed: " + mpiErrorText(rc));
-    return std::make_shared<RequestWork>(
-        request, context, config().timeoutSeconds, isSend, recorder(), pointToPointEvent(isSend, bytes, peer));
+    return std::make_shared<RequestWork>(request, context, config().timeoutSeconds, isSend, recorder(),
+        pointToPointEvent(isSend, bytes, peer), flightRecord(isSend, bytes, peer));
 }
 
 WorkPtr MpiCommunicator::send(const void* data, std::size_t count, DType type, int peer, int tag)

@@ -1,9 +1,11 @@
 // Hostile stored runs read back through the `loom` command line: events no launcher would store (written
-// by an older Loom, or into the database by hand) and a diverged loss. Each case failed before its fix.
+// by an older Loom, or into the database by hand) and a diverged loss. Each case failed before its fix. And
+// what `runs list` and `runs show` say of a stored remote run: its cluster, each rank's log under srun.
 #include "ProcessRun.h"
 
 #include "profiles/RunStore.h"
 
+#include <QDir>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
@@ -98,6 +100,36 @@ private slots:
     }
 
     // A diverged loss (the stream's null) is stored as null and shown as "diverged", never as loss 0.
+    // `runs list` names the cluster a run ran on; `runs show` of a run under srun lists each rank's log
+    // (srun --error=<run folder>/logs/rank.%t.stderr), which it did not find before.
+    void remoteRunListedWithClusterAndRankLogs()
+    {
+        const QString logs = m_dir.filePath(QStringLiteral("runs/srun-1/logs"));
+        QVERIFY(QDir().mkpath(logs));
+        for (const char* name : { "rank.0.stderr", "rank.1.stderr" }) {
+            QFile f(logs + QLatin1Char('/') + QLatin1String(name));
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("hello\n");
+        }
+        qint64 id = 0;
+        {
+            profiles::Store store(storePath());
+            profiles::RunStore runs(store);
+            id = runs.startRun(QStringLiteral("remote"),
+                QStringLiteral(R"({"loom_layout": 1, "name": "remote", "model": "gpt-tiny", "cluster": "local",
+                    "parallel": {"tp": 1, "pp": 1, "dp": 2, "micro_batch": 1, "global_batch": 2}})"),
+                QStringLiteral("slurm-lab"),
+                QStringLiteral("srun --mpi=pmix --error=%1/rank.%t.stderr loom-train --layout x").arg(logs));
+            runs.finishRun(id, profiles::RunState::Cancelled, QStringLiteral("cancelled after step 3"));
+        }
+        const Run list = loom({ QStringLiteral("runs"), QStringLiteral("list") });
+        QVERIFY2(list.out.contains(QStringLiteral("remote  on slurm-lab  ")), qPrintable(list.out));
+        const Run show = loom({ QStringLiteral("runs"), QStringLiteral("show"), QString::number(id) });
+        QVERIFY2(show.out.contains(QStringLiteral("log of rank.0 (stderr): %1/rank.0.stderr").arg(logs))
+                && show.out.contains(QStringLiteral("log of rank.1 (stderr): %1/rank.1.stderr").arg(logs)),
+            qPrintable(show.out));
+    }
+
     void divergedLossIsNotZero()
     {
         QFile::remove(storePath());

@@ -2,6 +2,7 @@
 // last run.
 #pragma once
 
+#include <QElapsedTimer>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -9,6 +10,7 @@
 #include <QProcess>
 #include <QString>
 #include <QStringList>
+#include <QThread>
 
 namespace loomtest {
 
@@ -34,6 +36,50 @@ inline LoomResult loom(const QString& db, const QStringList& args, const QString
         p.waitForFinished(5000);
     }
     return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAll()) };
+}
+
+// Reads `p`'s output into `seen` until it holds `until`, `p` ends or `timeoutMs` pass; whether it holds it.
+inline bool readUntil(QProcess& p, const QByteArray& until, QByteArray& seen, int timeoutMs = 60000)
+{
+    QElapsedTimer t;
+    t.start();
+    while (t.elapsed() < timeoutMs && !seen.contains(until) && p.state() != QProcess::NotRunning) {
+        p.waitForReadyRead(100);
+        seen += p.readAll();
+    }
+    seen += p.readAll();
+    return seen.contains(until);
+}
+
+// `loom run ARGS` in the background (under `wrapper` when given) with LOOM_DB=db, `extra` added to the
+// environment and `removed` taken out of it, read until its output shows `until` (readUntil).
+inline bool startLoomUntil(QProcess& p, const QString& db, const QStringList& args, const QByteArray& until,
+    QByteArray& seen, const QStringList& wrapper = {}, const QProcessEnvironment& extra = {},
+    const QStringList& removed = {})
+{
+    QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+    e.insert(QStringLiteral("LOOM_DB"), db);
+    e.insert(extra);
+    for (const QString& name : removed)
+        e.remove(name);
+    p.setProcessEnvironment(e);
+    p.setProcessChannelMode(QProcess::MergedChannels);
+    const QStringList all = wrapper + QStringList { QStringLiteral(LOOM_EXE), QStringLiteral("run") } + args;
+    p.start(all.first(), all.mid(1));
+    return readUntil(p, until, seen);
+}
+
+// Polls `condition` every 200 ms until it holds or `timeoutMs` pass; whether it held.
+template <class Condition> bool waitFor(Condition condition, int timeoutMs)
+{
+    QElapsedTimer t;
+    t.start();
+    while (!condition()) {
+        if (t.elapsed() > timeoutMs)
+            return false;
+        QThread::msleep(200);
+    }
+    return true;
 }
 
 inline QJsonObject lastRun(const QString& db)

@@ -3,40 +3,59 @@
 # slurmd (Debian's slurm-wlm) on private ports with a generated minimal slurm.conf. Clients find it through
 # SLURM_CONF=DIR/slurm.conf.
 #
+# `up2` makes two nodes instead (tst_launcher_slurm2): network namespaces joined by a veth pair, each with its
+# own slurmd and host name (loomnode1, loomnode2), slurmctld beside the first. Debian's slurmd is built
+# without --enable-multiple-slurmd, so two slurmd on one network stack would share a port; each namespace
+# has its own. They are entered with nsenter --net (not ip netns exec, which remounts /sys and hides the
+# cgroup hierarchy slurmd needs); the filesystem is shared, as a cluster's would be. Clients must run in the
+# first namespace: `nsenter --net=NETNS …`.
+#
 #   tests/launcher/slurm-cluster.sh up DIR [CPUS]   prints SLURM_CONF=…; exit 3: cannot be done here (why on stdout)
+#   tests/launcher/slurm-cluster.sh up2 DIR [CPUS]  CPUS a node; prints SLURM_CONF=… and NETNS=…; exit 3 likewise
 #   tests/launcher/slurm-cluster.sh down DIR        stops the daemons it started (safe to repeat)
 set -uo pipefail
 cmd=${1:-} dir=${2:-} cpus=${3:-4}
 [ -n "$dir" ] && [ -d "$dir" ] || { echo "usage: $0 up|down DIR [CPUS] (an existing folder)" >&2; exit 64; }
 
 down() {
-  for f in slurmd.pid slurmctld.pid munged.pid; do
-    [ -s "$dir/$f" ] && kill "$(cat "$dir/$f")" 2>/dev/null
+  pidfiles=("$dir"/*.pid)
+  for f in "${pidfiles[@]}"; do
+    [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
   done
   for _ in $(seq 50); do
     alive=0
-    for f in slurmd.pid slurmctld.pid munged.pid; do
-      [ -s "$dir/$f" ] && kill -0 "$(cat "$dir/$f")" 2>/dev/null && alive=1
+    for f in "${pidfiles[@]}"; do
+      [ -s "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && alive=1
     done
     [ $alive -eq 0 ] && break
     sleep 0.1
   done
-  for f in slurmd.pid slurmctld.pid munged.pid; do
-    [ -s "$dir/$f" ] && kill -9 "$(cat "$dir/$f")" 2>/dev/null
-    rm -f "$dir/$f"
+  for f in "${pidfiles[@]}"; do
+    [ -s "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
+    rm -f "$f"
   done
+  if [ -f "$dir/netns.state" ]; then # up2: what is left in the namespaces (job steps, ranks), then them
+    for ns in $(cat "$dir/netns.state"); do
+      pids=$(ip netns pids "$ns" 2>/dev/null)
+      [ -n "$pids" ] && kill -9 $pids 2>/dev/null
+      ip netns del "$ns" 2>/dev/null
+    done
+    rm -f "$dir/netns.state"
+  fi
   return 0
 }
 
 case "$cmd" in
 down) down; exit 0 ;;
-up) ;;
-*) echo "usage: $0 up|down DIR [CPUS]" >&2; exit 64 ;;
+up|up2) ;;
+*) echo "usage: $0 up|up2|down DIR [CPUS]" >&2; exit 64 ;;
 esac
 
 skip() { echo "$*"; down; exit 3; }
 [ "$(id -u)" -eq 0 ] || skip "needs root to run slurmd"
-for t in munged slurmctld slurmd sbatch scontrol; do
+tools="munged slurmctld slurmd sbatch scontrol"
+[ "$cmd" = up2 ] && tools="$tools ip nsenter unshare"
+for t in $tools; do
   command -v $t >/dev/null || [ -x /usr/sbin/$t ] || skip "$t is missing (apt-get install slurm-wlm)"
 done
 PATH=$PATH:/usr/sbin
@@ -50,9 +69,34 @@ munged --force --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.sock
   || skip "munged did not start: $(tail -n 1 "$dir/munged.err")"
 port=$(( 20000 + $$ % 20000 ))
 host=$(hostname)
+# The node's own TmpFS: PMIx (srun --mpi=pmix) makes its client folder there, named by job and step only, so
+# clusters of tests running side by side (job 1, step 0 each) would collide in /tmp.
+mkdir -p "$dir/tmp"
+tmpfs="TmpFS=$dir/tmp" ctl="$host(127.0.0.1)" spool=$dir/spool pidfile=$dir/slurmd.pid logfile=$dir/slurmd.log
+nodes="NodeName=loomnode NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN"
+if [ "$cmd" = up2 ]; then
+  id=$$ net=$(( $$ % 200 + 20 ))
+  nsa=lslurma$id nsb=lslurmb$id
+  printf '%s\n%s\n' "$nsa" "$nsb" > "$dir/netns.state"
+  ip netns add "$nsa" && ip netns add "$nsb" || skip "cannot make a network namespace here"
+  ip link add "lsa$id" type veth peer name "lsb$id" || skip "cannot make a veth pair here"
+  ip link set "lsa$id" netns "$nsa" && ip link set "lsb$id" netns "$nsb" || skip "cannot move the veth pair"
+  ip -n "$nsa" addr add "10.235.$net.1/24" dev "lsa$id" && ip -n "$nsb" addr add "10.235.$net.2/24" dev "lsb$id"
+  for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up; done
+  ip -n "$nsa" link set "lsa$id" up && ip -n "$nsb" link set "lsb$id" up || skip "cannot bring the veth pair up"
+  mkdir -p "$dir/spool-loomnode1" "$dir/spool-loomnode2"
+  # %n: each slurmd's own spool folder, pid and log file (Slurm puts in the node's name)
+  ctl="loomnode1(10.235.$net.1)" spool=$dir/spool-%n pidfile=$dir/slurmd-%n.pid logfile=$dir/slurmd-%n.log
+  # Each node's own TmpFS (its slurmd reads a copy of slurm.conf that differs in it): the two on one
+  # filesystem would collide in one folder.
+  mkdir -p "$dir/tmp-loomnode1" "$dir/tmp-loomnode2"
+  tmpfs="TmpFS=$dir/tmp-loomnode1"
+  nodes="NodeName=loomnode1 NodeHostname=loomnode1 NodeAddr=10.235.$net.1 CPUs=$cpus State=UNKNOWN
+NodeName=loomnode2 NodeHostname=loomnode2 NodeAddr=10.235.$net.2 CPUs=$cpus State=UNKNOWN"
+fi
 cat > "$dir/slurm.conf" <<CONF
 ClusterName=loomtest
-SlurmctldHost=$host(127.0.0.1)
+SlurmctldHost=$ctl
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
 AuthType=auth/munge
@@ -61,11 +105,11 @@ AuthInfo=socket=$dir/munge/munge.sock
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool
+SlurmdSpoolDir=$spool
 SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
+SlurmdPidFile=$pidfile
 SlurmctldLogFile=$dir/slurmctld.log
-SlurmdLogFile=$dir/slurmd.log
+SlurmdLogFile=$logfile
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SwitchType=switch/none
@@ -76,23 +120,44 @@ SelectTypeParameters=CR_CPU
 ReturnToService=2
 SlurmdParameters=config_overrides
 JobCompType=jobcomp/none
+$tmpfs
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MinJobAge=600
 KillWait=5
-NodeName=loomnode NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
+$nodes
 PartitionName=loomtest Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
 export SLURM_CONF=$dir/slurm.conf
-slurmctld -f "$SLURM_CONF" -i 2>"$dir/slurmctld.err" || skip "slurmctld did not start: $(tail -n 1 "$dir/slurmctld.err")"
-slurmd -f "$SLURM_CONF" -N loomnode 2>"$dir/slurmd.err" || skip "slurmd did not start: $(tail -n 1 "$dir/slurmd.err")"
-for _ in $(seq 100); do
-  state=$(scontrol show node loomnode -o 2>/dev/null | sed -n 's/.*State=\([A-Z+_]*\).*/\1/p')
-  case "$state" in IDLE*|MIXED*|ALLOCATED*) break ;; esac
-  sleep 0.1
+if [ "$cmd" = up2 ]; then
+  in_a=(nsenter "--net=/run/netns/$nsa")
+  "${in_a[@]}" unshare --uts sh -c "hostname loomnode1 && slurmctld -f '$SLURM_CONF' -i" 2>"$dir/slurmctld.err" \
+    || skip "slurmctld did not start: $(tail -n 1 "$dir/slurmctld.err")"
+  sed "s|^TmpFS=.*|TmpFS=$dir/tmp-loomnode2|" "$SLURM_CONF" > "$dir/slurm-loomnode2.conf"
+  for n in 1 2; do
+    ns=$nsa conf=$SLURM_CONF
+    [ $n -eq 2 ] && ns=$nsb conf=$dir/slurm-loomnode2.conf
+    nsenter "--net=/run/netns/$ns" unshare --uts sh -c "hostname loomnode$n && exec slurmd -f '$conf' -N loomnode$n" \
+      2>"$dir/slurmd$n.err" || skip "slurmd of loomnode$n did not start: $(tail -n 1 "$dir/slurmd$n.err")"
+  done
+  node_names="loomnode1 loomnode2"
+else
+  in_a=()
+  slurmctld -f "$SLURM_CONF" -i 2>"$dir/slurmctld.err" || skip "slurmctld did not start: $(tail -n 1 "$dir/slurmctld.err")"
+  slurmd -f "$SLURM_CONF" -N loomnode 2>"$dir/slurmd.err" || skip "slurmd did not start: $(tail -n 1 "$dir/slurmd.err")"
+  node_names=loomnode
+fi
+for node in $node_names; do
+  for _ in $(seq 100); do
+    state=$("${in_a[@]}" scontrol show node "$node" -o 2>/dev/null | sed -n 's/.*State=\([A-Z+_]*\).*/\1/p')
+    case "$state" in IDLE*|MIXED*|ALLOCATED*) break ;; esac
+    sleep 0.1
+  done
+  case "$state" in
+  IDLE*|MIXED*|ALLOCATED*) ;;
+  *) skip "the Slurm node $node did not come up (state ${state:-unknown}): $(tail -q -n 2 "$dir"/slurmd*.log "$dir/slurmctld.log" 2>/dev/null | tr '\n' ' ')" ;;
+  esac
 done
-case "$state" in
-IDLE*|MIXED*|ALLOCATED*) ;;
-*) skip "the Slurm node did not come up (state ${state:-unknown}): $(tail -n 2 "$dir/slurmd.log" "$dir/slurmctld.log" 2>/dev/null | tr '\n' ' ')" ;;
-esac
 echo "SLURM_CONF=$SLURM_CONF"
+[ "$cmd" = up2 ] && echo "NETNS=/run/netns/$nsa"
+exit 0

@@ -122,6 +122,41 @@ private slots:
             error.startsWith(QStringLiteral("hosts[1]=\"node02 slots=99\" is not a host name")), qPrintable(error));
     }
 
+    // LOOM_COMM_TIMEOUT_S where Loom runs reaches every rank over ssh (mpirun -x in the head node's script,
+    // without the profile naming it in mpirun_options); a value mpirun would split or a shell would read is
+    // not passed; without it the script has no -x.
+    void commTimeoutReachesTheRanksOverSsh_data()
+    {
+        QTest::addColumn<QByteArray>("value");
+        QTest::addColumn<bool>("passed");
+        QTest::newRow("seconds") << QByteArray("7") << true;
+        QTest::newRow("unset") << QByteArray() << false;
+        QTest::newRow("two words") << QByteArray("7 -x PATH") << false;
+        QTest::newRow("shell") << QByteArray("$(touch pwned)") << false;
+    }
+    void commTimeoutReachesTheRanksOverSsh()
+    {
+        QFETCH(QByteArray, value);
+        QFETCH(bool, passed);
+        const QByteArray before = qgetenv("LOOM_COMM_TIMEOUT_S");
+        if (value.isEmpty())
+            qunsetenv("LOOM_COMM_TIMEOUT_S");
+        else
+            qputenv("LOOM_COMM_TIMEOUT_S", value);
+        QString error;
+        const QString script
+            = sshCommand(request(QStringLiteral("ssh")), QStringLiteral("{}"), QStringLiteral("run-1"), &error)
+                  .args.last();
+        if (before.isEmpty())
+            qunsetenv("LOOM_COMM_TIMEOUT_S");
+        else
+            qputenv("LOOM_COMM_TIMEOUT_S", before);
+        QVERIFY2(error.isEmpty(), qPrintable(error));
+        QCOMPARE(script.contains(QLatin1String("LOOM_COMM_TIMEOUT_S")), passed);
+        if (passed)
+            QVERIFY2(script.contains(QLatin1String("-x LOOM_COMM_TIMEOUT_S=7 ")), qPrintable(script));
+    }
+
     void sshCommandAndHeadScript()
     {
         QTemporaryDir home;
@@ -490,9 +525,11 @@ private slots:
         QCOMPARE(c.args,
             (QStringList { QStringLiteral("--mpi=pmix"), QStringLiteral("--kill-on-bad-exit=1"),
                 QStringLiteral("--nodes=2"), QStringLiteral("--ntasks-per-node=4"), QStringLiteral("--export=ALL"),
-                QStringLiteral("--gpus-per-node=4"), QStringLiteral("/opt/loom/bin/loom-train"),
-                QStringLiteral("--layout"), QStringLiteral("/shared/x/layout.json"), QStringLiteral("--steps"),
-                QStringLiteral("7"), QStringLiteral("--stream") }));
+                QStringLiteral("--gpus-per-node=4"),
+                QStringLiteral("--error=/shared/runs/20250101-000000-000/logs/rank.%t.stderr"),
+                QStringLiteral("/opt/loom/bin/loom-train"), QStringLiteral("--layout"),
+                QStringLiteral("/shared/x/layout.json"), QStringLiteral("--steps"), QStringLiteral("7"),
+                QStringLiteral("--stream") }));
     }
 
     void ranksStartedWithoutMpirun()

@@ -4,6 +4,7 @@
 // cannot start (not root, slurm-wlm missing).
 #include "LoomTestHelpers.h"
 #include "ProcessTree.h"
+#include "SlurmTestCluster.h"
 #include "launcher/LaunchCommands.h"
 #include "launcher/RunController.h"
 
@@ -24,16 +25,11 @@ using namespace loomtest;
 class TestLauncherSlurm : public QObject {
     Q_OBJECT
     QTemporaryDir m_dir;
+    SlurmTestCluster m_cluster;
     QString m_conf;
-    bool m_up = false;
 
     QString db() const { return m_dir.filePath(QStringLiteral("loom.db")); }
-    QProcessEnvironment slurmEnv() const
-    {
-        QProcessEnvironment e;
-        e.insert(QStringLiteral("SLURM_CONF"), m_conf);
-        return e;
-    }
+    QProcessEnvironment slurmEnv() const { return m_cluster.env(); }
     // Outside an allocation: the launcher must use sbatch, whatever ctest was started from.
     static QStringList withoutJob()
     {
@@ -54,19 +50,7 @@ class TestLauncherSlurm : public QObject {
     // `loom run` in the background, outside any allocation, until its output shows `until`.
     void startLoom(QProcess& p, const QStringList& args, const QByteArray& until, QByteArray& seen)
     {
-        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
-        e.insert(QStringLiteral("LOOM_DB"), db());
-        e.insert(slurmEnv());
-        e.remove(QStringLiteral("SLURM_JOB_ID"));
-        p.setProcessEnvironment(e);
-        p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(QStringLiteral(LOOM_EXE), QStringList { QStringLiteral("run") } + args);
-        QElapsedTimer t;
-        t.start();
-        while (t.elapsed() < 60000 && !seen.contains(until) && p.state() != QProcess::NotRunning) {
-            p.waitForReadyRead(100);
-            seen += p.readAll();
-        }
+        startLoomUntil(p, db(), args, until, seen, {}, slurmEnv(), { QStringLiteral("SLURM_JOB_ID") });
     }
 
     void importProfile(const QString& name, const QString& extraLaunch)
@@ -86,17 +70,7 @@ class TestLauncherSlurm : public QObject {
         QVERIFY2(r.exitCode == 0, qPrintable(r.output));
     }
 
-    QString slurm(const QString& program, const QStringList& args)
-    {
-        QProcess p;
-        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
-        e.insert(slurmEnv());
-        p.setProcessEnvironment(e);
-        p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(program, args);
-        p.waitForFinished(30000);
-        return QString::fromUtf8(p.readAll());
-    }
+    QString slurm(const QString& program, const QStringList& args) { return m_cluster.run(program, args); }
 
     int enginesLeft()
     {
@@ -108,49 +82,25 @@ class TestLauncherSlurm : public QObject {
 
     bool queueEmptyWithin(int ms)
     {
-        QElapsedTimer t;
-        t.start();
-        while (t.elapsed() < ms) {
-            if (slurm(QStringLiteral("squeue"), { QStringLiteral("-h") }).trimmed().isEmpty() && enginesLeft() == 0)
-                return true;
-            QThread::msleep(200);
-        }
-        return false;
+        return waitFor([this] { return m_cluster.queueEmpty() && enginesLeft() == 0; }, ms);
     }
 
 private slots:
     void initTestCase()
     {
         QVERIFY(m_dir.isValid());
-        const QString cluster = m_dir.filePath(QStringLiteral("slurm"));
-        QDir().mkpath(cluster);
-        QProcess up;
-        up.start(QStringLiteral(LOOM_SOURCE_DIR "/tests/launcher/slurm-cluster.sh"),
-            { QStringLiteral("up"), cluster, QStringLiteral("4") });
-        up.waitForFinished(60000);
-        const QString out = QString::fromUtf8(up.readAllStandardOutput() + up.readAllStandardError());
-        m_up = true;
-        if (up.exitCode() == 3)
-            QSKIP(qPrintable(QStringLiteral("no Slurm here: ") + out.trimmed()));
-        QVERIFY2(up.exitCode() == 0, qPrintable(out));
-        m_conf = out.trimmed().section(QLatin1Char('='), 1);
-        QVERIFY(QFile::exists(m_conf));
+        QString message;
+        const SlurmTestCluster::Up up = m_cluster.up(m_dir.filePath(QStringLiteral("slurm")), 4, &message);
+        if (up == SlurmTestCluster::Up::NotHere)
+            QSKIP(qPrintable(QStringLiteral("no Slurm here: ") + message));
+        QVERIFY2(up == SlurmTestCluster::Up::Started, qPrintable(message));
+        m_conf = m_cluster.conf();
         importProfile(QStringLiteral("slurm-here"), {});
         // Two nodes asked of a one-node partition (sbatch's command line wins over the script's header).
         importProfile(QStringLiteral("slurm-too-big"), QStringLiteral(R"(, "sbatch_options": ["--nodes=2"])"));
     }
 
-    void cleanupTestCase()
-    {
-        if (!m_up)
-            return;
-        if (!m_conf.isEmpty())
-            slurm(QStringLiteral("scancel"), { QStringLiteral("--partition=loomtest") });
-        QProcess down;
-        down.start(QStringLiteral(LOOM_SOURCE_DIR "/tests/launcher/slurm-cluster.sh"),
-            { QStringLiteral("down"), m_dir.filePath(QStringLiteral("slurm")) });
-        down.waitForFinished(60000);
-    }
+    void cleanupTestCase() { m_cluster.down(); }
 
     void runThroughSbatch()
     {
@@ -385,22 +335,11 @@ private slots:
     {
         const QString ckpt = m_dir.filePath(QStringLiteral("ckpt-srun"));
         QProcess p;
-        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
-        e.insert(QStringLiteral("LOOM_DB"), db());
-        e.insert(slurmEnv());
-        p.setProcessEnvironment(e);
-        p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(QStringLiteral("salloc"),
-            { QStringLiteral("--nodes=1"), QStringLiteral("--ntasks=2"), QStringLiteral(LOOM_EXE),
-                QStringLiteral("run"), layout(), QStringLiteral("--steps"), QStringLiteral("100000"),
-                QStringLiteral("--checkpoint-dir"), ckpt });
-        QElapsedTimer t;
-        t.start();
         QByteArray seen;
-        while (t.elapsed() < 60000 && !seen.contains("step 2/") && p.state() != QProcess::NotRunning) {
-            p.waitForReadyRead(100);
-            seen += p.readAll();
-        }
+        startLoomUntil(p, db(),
+            { layout(), QStringLiteral("--steps"), QStringLiteral("100000"), QStringLiteral("--checkpoint-dir"), ckpt },
+            "step 2/", seen, { QStringLiteral("salloc"), QStringLiteral("--nodes=1"), QStringLiteral("--ntasks=2") },
+            slurmEnv());
         QVERIFY2(seen.contains("step 2/"), seen.constData());
         qint64 loomPid = 0;
         for (const qint64 pid : descendants(p.processId()))
@@ -429,6 +368,10 @@ private slots:
         const LoomResult show = loomtest::loom(
             db(), { QStringLiteral("runs"), QStringLiteral("show"), QString::number(run.value("id").toInt()) });
         QVERIFY2(show.output.contains("command srun --mpi=pmix"), qPrintable(show.output));
+        // Each rank's standard error in the run folder (srun --error with %t), listed by runs show.
+        for (int rank : { 0, 1 })
+            QVERIFY2(
+                show.output.contains(QStringLiteral("log of rank.%1 (stderr): ").arg(rank)), qPrintable(show.output));
         QVERIFY(queueEmptyWithin(10000));
     }
 };

@@ -112,11 +112,7 @@ class TestLauncherSsh : public QObject {
 
     bool noneLeftWithin(int ms)
     {
-        QElapsedTimer t;
-        t.start();
-        while (!leftovers().isEmpty() && t.elapsed() < ms)
-            QThread::msleep(200);
-        return leftovers().isEmpty();
+        return waitFor([this] { return leftovers().isEmpty(); }, ms);
     }
 
     void checkNothingInjected()
@@ -198,18 +194,7 @@ private slots:
     // `loom run` in hosta's namespace, in the background, until its output shows `until`.
     void startLoom(QProcess& p, const QStringList& args, const QByteArray& until, QByteArray& seen)
     {
-        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
-        e.insert(QStringLiteral("LOOM_DB"), db());
-        p.setProcessEnvironment(e);
-        p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(QStringLiteral("ip"),
-            inNamespace().mid(1) + QStringList { QStringLiteral(LOOM_EXE), QStringLiteral("run") } + args);
-        QElapsedTimer t;
-        t.start();
-        while (t.elapsed() < 60000 && !seen.contains(until) && p.state() != QProcess::NotRunning) {
-            p.waitForReadyRead(100);
-            seen += p.readAll();
-        }
+        startLoomUntil(p, db(), args, until, seen, inNamespace());
     }
 
     // The losses `loom runs show` lists for run `id`, by step.
@@ -310,8 +295,7 @@ private slots:
         ::kill(static_cast<pid_t>(ssh.first()), SIGSTOP);
         QElapsedTimer t;
         t.start();
-        while (!ranksLeft().isEmpty() && t.elapsed() < 20000)
-            QThread::msleep(200);
+        waitFor([this] { return ranksLeft().isEmpty(); }, 20000);
         const qint64 ms = t.elapsed();
         const QStringList left = ranksLeft();
         ::kill(static_cast<pid_t>(ssh.first()), SIGCONT);

@@ -1,8 +1,9 @@
 // The workbench's run monitor over a long run whose events arrive as fast as a pipe carries them: a stand-in
 // for mpirun (first on PATH) prints the telemetry stream of 10,000 steps at once. The statistics are
 // recomputed when the events have grown by a tenth (and at the end), not once per step over every event,
-// which froze the window at step ~3,000 of a Slurm run. And a Slurm run counts as running while only the
-// cluster runs it: the controller is active, not merely running here.
+// which froze the window at step ~3,000 of a Slurm run, and on a worker rather than the GUI thread. And a
+// Slurm run counts as running while only the cluster runs it: the controller is active, not merely running
+// here.
 #include "engine/plan/LayoutParser.h"
 #include "engine/trace/TelemetryFrames.h"
 #include "profiles/ProfileCatalog.h"
@@ -16,6 +17,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QThread>
 #include <qcustomplot.h>
 
 using namespace loom;
@@ -89,6 +91,11 @@ private slots:
         QVERIFY(finished.wait(300000));
         QCOMPARE(toString(finished.first().at(0).value<profiles::RunState>()), toString(profiles::RunState::Finished));
         QCOMPARE(qint64(monitor.steps().size()), kSteps);
+        // The statistics are computed on a worker, the last of them after the run's end.
+        QTRY_VERIFY_WITH_TIMEOUT(!monitor.statsPending(), 300000);
+        QVERIFY(monitor.statsOn() != nullptr);
+        QVERIFY(monitor.statsOn() != QThread::currentThread());
+        QCOMPARE(monitor.stats().steps, std::int32_t(kSteps));
         // 20,000 events: one refresh per 2,000 new events at most (about ten), and the last at the end; it was
         // 10,000, one per step over every event so far.
         QVERIFY2(stats.count() >= 2 && stats.count() <= 20, qPrintable(QString::number(stats.count())));

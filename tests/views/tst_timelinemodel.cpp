@@ -137,6 +137,65 @@ private slots:
         QVERIFY(view.lastPaintBoxes() >= 10);
     }
 
+    // TimelineData::fold, apart from any painting: which boxes a row draws in a window of 1000 pixels
+    // (1 ns a pixel over [0, 1000]). Events are (start, end, kind); "boxes" lists each box as
+    // first-last:r (a run) or first:e (an event drawn alone), by row position.
+    void foldBoxes_data()
+    {
+        QTest::addColumn<QList<QList<qint64>>>("spans");
+        QTest::addColumn<bool>("hideOptimizer");
+        QTest::addColumn<QString>("boxes");
+        using K = trace::EventKind;
+        const qint64 f = qint64(K::Forward), o = qint64(K::Optimizer);
+        QTest::newRow("wide events alone")
+            << QList<QList<qint64>> { { 0, 10, f }, { 20, 30, f }, { 40, 100, o } } << false << "0:e 1:e 2:e";
+        QList<QList<qint64>> tiny;
+        for (qint64 t = 100; t < 300; ++t)
+            tiny.append({ t, t + 1, t % 2 ? f : qint64(K::Backward) });
+        QTest::newRow("touching tiny events: one run") << tiny << false << "0-199:r";
+        QList<QList<qint64>> gap = tiny.mid(0, 50);
+        for (qint64 t = 400; t < 450; ++t)
+            gap.append({ t, t + 1, f });
+        QTest::newRow("a gap of pixels: two runs") << gap << false << "0-49:r 50-99:r";
+        QList<QList<qint64>> mixed = tiny.mid(0, 20);
+        mixed.append({ 125, 400, o });
+        for (qint64 t = 500; t < 520; ++t)
+            mixed.append({ t, t + 1, f });
+        QTest::newRow("a wide event between runs") << mixed << false << "0-19:r 20:e 21-40:r";
+        QTest::newRow("a hidden wide event") << mixed << true << "0-19:r 21-40:r";
+        QList<QList<qint64>> hiddenFirst { { 600, 601, o }, { 700, 701, o }, { 701, 702, f }, { 702, 703, o } };
+        QTest::newRow("hidden events start no run but one may cover them") << hiddenFirst << true << "2-3:r";
+        QTest::newRow("outside the window")
+            << QList<QList<qint64>> { { -50, -10, f }, { 2000, 2100, f } } << false << "";
+        QTest::newRow("clipped at the window's edges")
+            << QList<QList<qint64>> { { -50, 10, f }, { 990, 1500, o } } << false << "0:e 1:e";
+    }
+    void foldBoxes()
+    {
+        QFETCH(QList<QList<qint64>>, spans);
+        QFETCH(bool, hideOptimizer);
+        QFETCH(QString, boxes);
+        std::vector<trace::TraceEvent> events;
+        for (const auto& s : spans)
+            events.push_back(makeEvent(0, trace::Lane::Compute, trace::EventKind(s[2]), s[0], s[1]));
+        TimelineData data;
+        data.setEvents(events);
+        TimelineData::Hidden hidden;
+        if (hideOptimizer)
+            hidden = [](const trace::TraceEvent& e) { return e.kind == trace::EventKind::Optimizer; };
+        std::vector<TimelineData::Box> out { TimelineData::Box {} }; // cleared by fold
+        data.fold(data.rows().front(), 0, 1000, 150, 1150, hidden, out);
+        QStringList got;
+        for (const auto& b : out) {
+            got << (b.run ? QStringLiteral("%1-%2:r").arg(b.first).arg(b.last) : QStringLiteral("%1:e").arg(b.first));
+            QVERIFY(b.x0 >= 150 && b.x1 <= 1150 && b.x0 <= b.x1);
+            QCOMPARE(b.folded(), b.run && b.last > b.first);
+        }
+        QCOMPARE(got.join(' '), boxes);
+        for (std::size_t i = 1; i < out.size(); ++i) // in drawing order, never overlapping
+            QVERIFY(out[i].first > out[i - 1].last && out[i].x0 >= out[i - 1].x1);
+    }
+
     void foldedRunsShowTheirMix()
     {
         // 100,000 pairs of a 10 ns forward and a 30 ns backward, 50 % busy (40 ns idle after each pair): at full

@@ -4,15 +4,20 @@
 #include "TimelineFixture.h"
 #include "ViewsTest.h"
 #include "engine/trace/PredictedMeasured.h"
+#include "profiles/ProfileCatalog.h"
 #include "profiles/RunStore.h"
 #include "profiles/Store.h"
+#include "views/CalibrateDialog.h"
 #include "views/CompareDialog.h"
+#include "views/Explain.h"
 #include "views/RunMonitor.h"
 #include "views/RunTimelinePanel.h"
 #include "views/TimelineView.h"
 
 #include <QCheckBox>
 #include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
 #include <QTableWidget>
 #include <QTemporaryDir>
 
@@ -96,6 +101,92 @@ private slots:
         QCOMPARE(panel.view()->overlayScale(), 1.0);
         QTest::mouseClick(panel.overlayBox(), Qt::LeftButton);
         QVERIFY(panel.view()->overlay().events().empty());
+    }
+
+    // "Calibrate from this run" through a real click: the dialog holds the planner's fit of the run's events
+    // (the same as plan::calibrate called on them), its parameters and the prediction before and after, and
+    // saves the calibrated profile in the store as loom plan calibrate does; a name the store refuses says why.
+    void calibrateFromThisRun()
+    {
+        QTemporaryDir dir;
+        profiles::Store store(dir.filePath(QStringLiteral("loom.db")));
+        const qint64 id = storeRun(store, test::tinyLayout(), 0, 3);
+        RunMonitor monitor(&store);
+        RunTimelinePanel panel(&monitor);
+        panel.resize(1400, 800);
+        panel.show();
+        QVERIFY(!panel.calibrateButton()->isEnabled()); // no run yet
+        QString error;
+        QVERIFY2(monitor.open(id, &error), qPrintable(error));
+        QTRY_COMPARE(panel.view()->timeline().events().size(), test::pipelineFixture(2, 4, 3).events.size());
+        QTRY_VERIFY(panel.calibrateButton()->isEnabled());
+        QTest::mouseClick(panel.calibrateButton(), Qt::LeftButton);
+        CalibrateDialog* dialog = panel.calibrateDialog();
+        QVERIFY(dialog);
+        QTRY_VERIFY(dialog->isVisible());
+        QVERIFY2(dialog->calibration().has_value(), qPrintable(dialog->summary()->text()));
+        std::map<std::int32_t, trace::GroupKind> kinds;
+        for (const auto& g : panel.view()->timeline().groups())
+            kinds[g.id] = g.kind;
+        const plan::Calibration direct = plan::calibrate(monitor.layout(), panel.view()->timeline().events(), kinds);
+        const plan::Calibration& fit = *dialog->calibration();
+        QCOMPARE(fit.steps, direct.steps);
+        QCOMPARE(fit.predictedAfter, direct.predictedAfter);
+        QCOMPARE(fit.cluster.device.gemmMax, direct.cluster.device.gemmMax);
+        QVERIFY(fit.predictedBefore != fit.predictedAfter);
+        QCOMPARE(dialog->parameters()->rowCount(), int(fit.parameters.size()));
+        QCOMPARE(dialog->parameters()->item(0, 0)->text(), QString::fromStdString(fit.parameters[0].name));
+        const QString summary = dialog->summary()->text();
+        QVERIFY2(summary.contains(QStringLiteral("predicted %1 before").arg(formatSeconds(fit.predictedBefore)))
+                && summary.contains(QStringLiteral("%1 after").arg(formatSeconds(fit.predictedAfter))),
+            qPrintable(summary));
+        QCOMPARE(dialog->nameEdit()->text(), QStringLiteral("local-calibrated"));
+        // A name the store refuses: nothing saved, the reason shown.
+        dialog->nameEdit()->clear();
+        QTest::keyClicks(dialog->nameEdit(), QStringLiteral("-x"));
+        QTest::mouseClick(dialog->saveButton(), Qt::LeftButton);
+        QVERIFY2(dialog->saveStatus()->text().startsWith(QStringLiteral("Not saved")),
+            qPrintable(dialog->saveStatus()->text()));
+        dialog->nameEdit()->clear();
+        QTest::keyClicks(dialog->nameEdit(), QStringLiteral("my-run-profile"));
+        QTest::mouseClick(dialog->saveButton(), Qt::LeftButton);
+        QVERIFY2(dialog->saveStatus()->text().startsWith(QStringLiteral("Saved cluster profile \"my-run-profile\"")),
+            qPrintable(dialog->saveStatus()->text()));
+        profiles::ProfileCatalog catalog(&store);
+        const auto saved = catalog.findCluster("my-run-profile");
+        QVERIFY(saved.has_value());
+        QCOMPARE(saved->device.gemmMax, fit.cluster.device.gemmMax);
+        const auto entries = catalog.find("my-run-profile");
+        QCOMPARE(entries.size(), std::size_t(1));
+        QVERIFY(QString::fromStdString(entries.front().profile.source)
+                    .startsWith(QStringLiteral("the workbench's Calibrate from run %1: 2 measured steps").arg(id)));
+    }
+
+    // A run over ssh names each lane's host ("rank 3 · hostb"), two ranks a host as its hostfile places
+    // them; a local run's lanes name none.
+    void lanesNameTheirHosts()
+    {
+        QTemporaryDir dir;
+        profiles::Store store(dir.filePath(QStringLiteral("loom.db")));
+        plan::Layout ssh = test::tinyLayout();
+        ssh.nodes = 2;
+        ssh.cluster.launch.method = "ssh";
+        ssh.cluster.hosts = { "hosta", "hostb", "hostc" };
+        ssh.clusterProfile.clear(); // stored inline, as the launcher stores it
+        ssh.cluster.name = "lab";
+        const qint64 remote = storeRun(store, ssh, 0, 2);
+        const qint64 local = storeRun(store, test::tinyLayout(), 0, 2);
+        RunMonitor monitor(&store);
+        RunTimelinePanel panel(&monitor);
+        QString error;
+        QVERIFY2(monitor.open(remote, &error), qPrintable(error));
+        const std::int64_t perHost = ssh.parallel.worldSize() / 2;
+        QTRY_COMPARE(panel.view()->rankName(0), QStringLiteral("rank 0 · hosta"));
+        QCOMPARE(panel.view()->rankName(perHost - 1), QStringLiteral("rank %1 · hosta").arg(perHost - 1));
+        QCOMPARE(panel.view()->rankName(perHost), QStringLiteral("rank %1 · hostb").arg(perHost));
+        QCOMPARE(panel.view()->rankName(2 * perHost), QStringLiteral("rank %1").arg(2 * perHost)); // no third host
+        QVERIFY2(monitor.open(local, &error), qPrintable(error));
+        QTRY_COMPARE(panel.view()->rankName(0), QStringLiteral("rank 0"));
     }
 
     void compareAlignsStepsAndListsTheDifference()

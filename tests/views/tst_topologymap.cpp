@@ -12,7 +12,11 @@
 
 #include <QDragEnterEvent>
 #include <QElapsedTimer>
+#include <QFontMetricsF>
+#include <QGraphicsSceneHoverEvent>
+#include <QGraphicsSimpleTextItem>
 #include <QImage>
+#include <QLineEdit>
 #include <QMimeData>
 #include <QPainter>
 
@@ -40,6 +44,56 @@ class TestTopologyMap : public QObject {
     }
 
 private slots:
+    // Nodes of one or two devices named by host: the box is wide enough for "node 0 · hosta" (it showed
+    // "node 0 · h"); a name longer than the widest header is elided, and the header's tooltip has it whole.
+    void nodeHeadersNameTheirHosts_data()
+    {
+        QTest::addColumn<std::int64_t>("devicesPerNode");
+        QTest::addColumn<QString>("host");
+        QTest::addColumn<bool>("whole");
+        QTest::newRow("one device, short host") << std::int64_t(1) << "hosta" << true;
+        QTest::newRow("two devices, dotted host") << std::int64_t(2) << "gpu-017.lab" << true;
+        QTest::newRow("one device, long host")
+            << std::int64_t(1) << "a-very-long-compute-node-name-017.rack-04.cluster.example.org" << false;
+    }
+    void nodeHeadersNameTheirHosts()
+    {
+        QFETCH(std::int64_t, devicesPerNode);
+        QFETCH(QString, host);
+        QFETCH(bool, whole);
+        plan::Layout l = test::tinyLayout();
+        l.parallel = {};
+        l.parallel.dp = 2 * devicesPerNode;
+        l.parallel.globalBatch = l.parallel.dp * l.parallel.microBatch;
+        l.nodes = 2;
+        l.cluster.devicesPerNode = devicesPerNode;
+        l.cluster.hosts = { "hostz", host.toStdString() };
+        TopologyScene scene;
+        TopologyView view(&scene);
+        view.resize(900, 600);
+        view.show();
+        scene.show(l, nullptr);
+        QCOMPARE(scene.nodeCount(), 2);
+        NodeItem* node = scene.nodeItem(1);
+        QCOMPARE(node->title(), QStringLiteral("node 1 · ") + host);
+        const QFontMetricsF metrics(NodeItem::titleFont(scene.font()));
+        const qreal room = node->boundingRect().width() - 2 * TopologyScene::kPadding;
+        QVERIFY2(metrics.horizontalAdvance(node->shownTitle()) <= room + 0.5, qPrintable(node->shownTitle()));
+        if (whole) {
+            QCOMPARE(node->shownTitle(), node->title());
+        } else {
+            QVERIFY2(node->shownTitle().endsWith(QChar(0x2026)), qPrintable(node->shownTitle()));
+            QVERIFY(node->shownTitle().startsWith(QStringLiteral("node 1 · a-very")));
+        }
+        // Hovering the header (not a device, not the bus) shows the whole host name.
+        QGraphicsSceneHoverEvent hover(QEvent::GraphicsSceneHoverMove);
+        hover.setPos(QPointF(TopologyScene::kPadding + 2, TopologyScene::kHeader / 2));
+        scene.sendEvent(node, &hover);
+        QVERIFY2(node->toolTip().contains(host.toHtmlEscaped()), qPrintable(node->toolTip()));
+        // The devices keep their places.
+        QCOMPARE(node->cellRect(0).left(), TopologyScene::kPadding + 2);
+    }
+
     void showsTheExample()
     {
         TopologyScene scene;
@@ -205,6 +259,94 @@ private slots:
         QVERIFY(checked >= 8);
     }
 
+    // Megatron-LM's 1T layout (3,072 ranks, 64 stages): zoomed out, each stage is named by a label of constant
+    // size at its first device; the jump box (Ctrl+J, typed, Enter) centres on a rank or a node and outlines
+    // it; hovering a node's header names its ranks, stages and replicas, not only its number.
+    void jumpToRankOrNodeOnAHugeMap()
+    {
+        TopologyScene scene;
+        TopologyView view(&scene);
+        view.resize(1200, 800);
+        scene.show(test::megatron1t(), nullptr);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        view.fitAll();
+        QVERIFY(view.zoom() < 0.18);
+        QVERIFY(scene.overview());
+        // Every stage has its label at its first device; those shown never overlap on screen (the map is
+        // too small for 64 side by side here), stage 0's among them.
+        for (std::int64_t stage : { 0, 63 }) {
+            std::int64_t first = 0; // the lowest rank of the stage
+            while (scene.device(first / 8, first % 8).coord.pp != stage)
+                ++first;
+            QCOMPARE(scene.stageLabel(stage)->text(), QStringLiteral("stage %1").arg(stage));
+            QCOMPARE(scene.stageLabel(stage)->pos(), scene.deviceRect(first / 8, first % 8).topLeft());
+        }
+        QGraphicsSimpleTextItem* label = scene.stageLabel(0);
+        QVERIFY(label->isVisible());
+        std::vector<QRect> shown;
+        for (std::int64_t s = 0; s < 64; ++s)
+            if (scene.stageLabel(s)->isVisible()) {
+                const QRect r(
+                    view.mapFromScene(scene.stageLabel(s)->pos()), scene.stageLabel(s)->boundingRect().size().toSize());
+                for (const QRect& o : shown)
+                    QVERIFY2(!o.intersects(r), qPrintable(QStringLiteral("stage %1 overlaps").arg(s)));
+                shown.push_back(r);
+            }
+        QVERIFY2(shown.size() >= 8, qPrintable(QString::number(shown.size())));
+
+        const auto jump = [&view](const QString& text) {
+            QTest::keyClick(view.viewport(), Qt::Key_J, Qt::ControlModifier);
+            if (!view.jumpBox()->hasFocus())
+                return false;
+            view.jumpBox()->clear();
+            QTest::keyClicks(view.jumpBox(), text);
+            QTest::keyClick(view.jumpBox(), Qt::Key_Return);
+            return true;
+        };
+        const auto centre = [&view] { return view.mapToScene(view.viewport()->rect().center()); };
+        QVERIFY(jump(QStringLiteral("rank 1500")));
+        QCOMPARE(scene.highlight(), (std::pair<std::int64_t, std::int64_t> { 187, 4 }));
+        QCOMPARE(scene.highlight(), scene.deviceOfRank(1500));
+        QVERIFY(scene.deviceRect(187, 4).adjusted(-2, -2, 2, 2).contains(centre()));
+        QVERIFY(view.zoom() >= 0.55); // close enough for the device's text
+        QVERIFY(!scene.overview() && !label->isVisible());
+        const DeviceView& d = scene.device(187, 4);
+        QCOMPARE(view.jumpMessage(),
+            QStringLiteral("Rank 1500: node 187, device 4, stage %1, tp %2, dp %3")
+                .arg(d.coord.pp)
+                .arg(d.coord.tp)
+                .arg(d.coord.dp));
+        // A rank at the map's right edge is brought into view as far as the map scrolls.
+        QVERIFY(jump(QStringLiteral("r1000")));
+        QVERIFY(view.mapToScene(view.viewport()->rect()).boundingRect().contains(scene.deviceRect(125, 0)));
+        QVERIFY(jump(QStringLiteral("n118")));
+        QCOMPARE(scene.highlight().first, 118);
+        QVERIFY(scene.nodeItem(118)->sceneBoundingRect().contains(centre()));
+        // Nothing moves for a rank or text that is not there.
+        QVERIFY(jump(QStringLiteral("r99999")));
+        QCOMPARE(scene.highlight().first, 118);
+        QVERIFY2(view.jumpMessage().contains(QStringLiteral("no rank 99999")), qPrintable(view.jumpMessage()));
+        QVERIFY(!view.jumpTo(QStringLiteral("stage 3; rm")));
+        QVERIFY(view.jumpMessage().contains(QStringLiteral("is not a rank or a node")));
+
+        // Hover the header of node 118 with a real mouse move.
+        NodeItem* item = scene.nodeItem(118);
+        const QPoint header = view.mapFromScene(item->mapToScene(QPointF(TopologyScene::kPadding + 30, 6)));
+        QTest::mouseMove(view.viewport(), header);
+        const QString tip = item->toolTip();
+        std::int64_t lo = INT64_MAX, hi = -1;
+        for (std::int64_t i = 0; i < scene.devicesPerNode(); ++i) {
+            lo = std::min(lo, scene.device(118, i).rank);
+            hi = std::max(hi, scene.device(118, i).rank);
+        }
+        QVERIFY2(tip.contains(QStringLiteral("<b>node 118</b>"))
+                && tip.contains(QStringLiteral("ranks %1–%2").arg(lo).arg(hi))
+                && tip.contains(QStringLiteral("pipeline stage %1").arg(scene.device(118, 0).coord.pp))
+                && tip.contains(QStringLiteral("DP replica")),
+            qPrintable(tip));
+    }
+
     void hugeClusterDrawsFastAtEveryZoom()
     {
         TopologyScene scene;
@@ -216,7 +358,8 @@ private slots:
         build.start();
         scene.show(l, &p);
         QCOMPARE(scene.nodeCount(), 384);
-        QCOMPARE(scene.items().size(), qsizetype(384 + 1)); // nodes and the fabric: never one item per device
+        // Nodes, the fabric and one label per pipeline stage: never one item per device.
+        QCOMPARE(scene.items().size(), qsizetype(384 + 1 + 64));
         qInfo("built the 384-node map in %lld ms", build.elapsed());
         // Draw it at the three levels of detail: fitted (coarse), mid and close.
         for (double zoom : { 0.05, 0.3, 1.5 }) {

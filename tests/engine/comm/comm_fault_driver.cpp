@@ -3,11 +3,13 @@
 //   type-mismatch  rank 0 all-reduces fp32, the others fp16
 //   silent-peer    rank 1 never calls the all-reduce (the others must time out, not hang)
 //   silent-sender  rank 0 waits for a message rank 1 never sends
+//   stuck-recv     the same, printing rank 0's flight record while it waits and after it timed out
 //   peer-dies      rank 1 is killed (SIGKILL) between two all-reduces
 //   late-message   rank 0's receive times out; rank 1's later messages must reach rank 0's next receives
 //   block-mismatch ranks all-reduce with int8 codecs of different block sizes
 //   shm-silent-peer rank 1 never joins the first shm all-reduce, which makes the shared-memory segment (no
 //                  agreement check): rank 0 times out there and prints how many of its segments /dev/shm holds
+#include "engine/comm/FlightRecorder.h"
 #include "engine/comm/MpiCommunicator.h"
 
 #include <csignal>
@@ -46,6 +48,15 @@ int main(int argc, char** argv)
                     world.recv(data.data(), 256, DType::F32, 1)->wait();
                 else
                     std::this_thread::sleep_for(std::chrono::seconds(60));
+            } else if (scenario == "stuck-recv") {
+                if (rank == 0) {
+                    auto work = world.recv(data.data(), 256, DType::F32, 1);
+                    std::printf("rank 0: waiting: %s\n", FlightRecorder::instance().text().c_str());
+                    std::fflush(stdout);
+                    work->wait();
+                } else {
+                    std::this_thread::sleep_for(std::chrono::seconds(60));
+                }
             } else if (scenario == "peer-dies") {
                 world.allReduce(data.data(), data.size(), DType::F32, ReduceOp::Sum)->wait();
                 if (rank == 1)
@@ -89,6 +100,10 @@ int main(int argc, char** argv)
             std::fflush(stdout);
             failed = true;
         }
+        if (failed && scenario == "stuck-recv") {
+            std::printf("rank %d: after: %s\n", rank, FlightRecorder::instance().text().c_str());
+            std::fflush(stdout);
+        }
         if (failed && scenario == "shm-silent-peer") {
             const std::string mine = "loom-" + std::to_string(getpid()) + "-";
             int left = 0;
@@ -97,7 +112,9 @@ int main(int argc, char** argv)
             std::printf("rank %d: segments left in /dev/shm: %d\n", rank, left);
             std::fflush(stdout);
         }
-        if (failed && (scenario == "silent-peer" || scenario == "silent-sender" || scenario == "shm-silent-peer"))
+        if (failed
+            && (scenario == "silent-peer" || scenario == "silent-sender" || scenario == "stuck-recv"
+                || scenario == "shm-silent-peer"))
             MPI_Abort(MPI_COMM_WORLD, 3); // the peer is stuck: end the job, as the engine does
     }
     return failed ? 2 : 0;

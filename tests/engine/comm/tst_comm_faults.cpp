@@ -89,6 +89,20 @@ private slots:
         QVERIFY2(r.ms < 20000, qPrintable(QString::number(r.ms)));
     }
 
+    // A rank stuck in a receive says so in its flight record, naming the peer it waits for (the record held
+    // collectives only: a pipeline stage waiting for its neighbour showed its last all-reduce, done).
+    void stuckReceiveNamesItsPeer()
+    {
+        const Run r = mpirun(QStringLiteral("stuck-recv"), 2);
+        QVERIFY2(r.exitCode != 0, qPrintable(r.output));
+        QVERIFY2(r.output.contains(
+                     QStringLiteral("rank 0: waiting: receive from rank 1 on world, 1024 bytes, running for ")),
+            qPrintable(r.output));
+        QVERIFY2(
+            r.output.contains(QStringLiteral("rank 0: after: receive from rank 1 on world, 1024 bytes, failed after ")),
+            qPrintable(r.output));
+    }
+
     void timedOutReceiveIsWithdrawn()
     {
         // The abandoned receive must not swallow the peer's first late message.

@@ -38,6 +38,27 @@ private slots:
         r.finish(1, true); // a ticket long overwritten changes nothing
         QVERIFY(!QString::fromStdString(r.text()).contains(QStringLiteral("#1 ")));
     }
+
+    // Sends and receives enter the record too, by the peer's global rank and without a sequence number.
+    void pointToPointNamesThePeer()
+    {
+        FlightRecorder& r = FlightRecorder::instance();
+        const std::uint64_t send = r.startPointToPoint(true, 5, "PP group of tp=0 dp=1", 65536);
+        r.finish(send, true);
+        const std::uint64_t recv = r.startPointToPoint(false, 3, "PP group of tp=0 dp=0", 4096);
+        QString text = QString::fromStdString(r.text());
+        QVERIFY2(
+            text.startsWith(QStringLiteral("receive from rank 3 on PP group of tp=0 dp=0, 4096 bytes, running for ")),
+            qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("; send to rank 5 on PP group of tp=0 dp=1, 65536 bytes, done in ")),
+            qPrintable(text));
+        r.finish(recv, false);
+        text = QString::fromStdString(r.text());
+        QVERIFY2(
+            text.startsWith(QStringLiteral("receive from rank 3 on PP group of tp=0 dp=0, 4096 bytes, failed after")),
+            qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("all-reduce #10 on DP group")), qPrintable(text)); // still there
+    }
 };
 
 QTEST_GUILESS_MAIN(TestFlightRecorder)
