@@ -152,7 +152,7 @@ void MainWindow::buildDocks()
     auto* schedulePane = new TimelinePane(m_schedule);
     m_scheduleNote = new QLabel; // which micro-batches a long step's timeline shows (showAnalysis)
     m_scheduleNote->setObjectName(QStringLiteral("scheduleNote"));
-    schedulePane->bar()->addWidget(m_scheduleNote);
+    schedulePane->bar()->insertWidget(0, m_scheduleNote); // first: the bar's far end is cut off in a narrow dock
     dock(tr("Schedule (simulated)"), "scheduleDock", schedulePane, Qt::BottomDockWidgetArea);
     splitDockWidget(strategy, prediction, Qt::Vertical); // their sizes: placeDocks, at the first show
 }
