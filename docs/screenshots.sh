@@ -28,4 +28,15 @@ shoot --lesson pipeline-bubble --screenshot "$images/lesson-pipeline-bubble.png"
 shoot --lesson data-parallel --lesson-step 2 --screenshot "$images/lesson-data-parallel.png"
 shoot --lesson hybrid-zero --lesson-step 2 --screenshot "$images/lesson-hybrid-zero.png"
 shoot --lesson topology --lesson-step 2 --screenshot "$images/allreduce-stepper.png"
+# The window at the two screen sizes it is tested at (tst_workbenchfit): the default start, lesson 1, megatron-1t.
+for size in 1600x1000 1280x800; do
+  for shot in "workbench-example|" "lesson-one-device|--lesson one-device" \
+    "workbench-megatron-1t|$root/resources/examples/megatron-1t-3072-a100.json"; do
+    fresh=$(mktemp -d) # the default dock layout for each, never a remembered one
+    # shellcheck disable=SC2086 # the arguments are split on purpose
+    XDG_CONFIG_HOME=$fresh LOOM_DB=$fresh/loom.db xvfb-run -a -s "-screen 0 ${size}x24" "$loom" ${shot#*|} \
+      --screenshot "$images/${shot%%|*}-$size.png"
+    rm -rf "$fresh"
+  done
+done
 echo "screenshots: wrote $(cd "$images" && ls *.png | tr '\n' ' ')"

@@ -124,15 +124,22 @@ void NodeItem::paintCell(QPainter* p, std::int64_t local, qreal lod) const
     const QRectF r = cellRect(local);
     const QPalette& pal = m_scene->palette();
     const bool used = d.rank >= 0;
-    const bool overBudget = d.memory && d.memory->total() > m_scene->capacityGB();
+    const bool overBudget = m_scene->overBudget(d);
     const std::int64_t stage = used ? d.coord.pp : -1;
     const QColor fill = used ? stageColor(stage) : pal.color(QPalette::Window);
+    // A device that does not fit is framed in red 3 px wide on screen, whatever the zoom: zoomed out the frame
+    // covers the small cell, zoomed in it still stands out beside the memory bar, which alone became invisible
+    // at overview zooms (a 6-unit bar at a fifth of the size).
+    QPen overPen(colors::overBudget, 3);
+    overPen.setCosmetic(true);
     if (lod < kCoarse) {
         p->fillRect(r, overBudget ? colors::overBudget : fill);
         return;
     }
     const bool target = m_scene->dropTarget() == std::pair { m_node, local };
-    p->setPen(target ? QPen(pal.color(QPalette::Highlight), 3) : QPen(QColor(0x55, 0x55, 0x55), 0));
+    p->setPen(target     ? QPen(pal.color(QPalette::Highlight), 3)
+            : overBudget ? overPen
+                         : QPen(QColor(0x55, 0x55, 0x55), 0));
     p->setBrush(fill);
     p->drawRoundedRect(r, 3, 3);
     // Memory bar: predicted use against capacity; red when it does not fit.

@@ -24,10 +24,10 @@ struct PartStyle {
 
 const PartStyle kSplit[] = {
     { "compute", QT_TRANSLATE_NOOP("PredictionPanel", "compute"), colors::forward },
-    { "tp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed TP comm."), colors::tensorComm },
-    { "cp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed CP comm."), colors::contextComm },
-    { "pp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed PP comm."), colors::pipelineComm },
-    { "dp", QT_TRANSLATE_NOOP("PredictionPanel", "exposed DP comm."), colors::dataComm },
+    { "tp", QT_TRANSLATE_NOOP("PredictionPanel", "TP comm."), colors::tensorComm },
+    { "cp", QT_TRANSLATE_NOOP("PredictionPanel", "CP comm."), colors::contextComm },
+    { "pp", QT_TRANSLATE_NOOP("PredictionPanel", "PP comm."), colors::pipelineComm },
+    { "dp", QT_TRANSLATE_NOOP("PredictionPanel", "DP comm."), colors::dataComm },
     { "bubble", QT_TRANSLATE_NOOP("PredictionPanel", "bubble"), colors::idle },
     { "optimizer", QT_TRANSLATE_NOOP("PredictionPanel", "optimizer"), colors::optimizer },
 };
@@ -59,6 +59,7 @@ PredictionPanel::PredictionPanel(QWidget* parent)
     outer->setContentsMargins(6, 6, 6, 6);
     auto* figures = new QGridLayout;
     figures->setHorizontalSpacing(12);
+    figures->setVerticalSpacing(3); // seven lines, compact enough to fit under Strategy at 1280×800
     addFigure(figures, 0, QStringLiteral("step"), tr("Step time"));
     addFigure(figures, 1, QStringLiteral("tokens"), tr("Tokens/s"));
     addFigure(figures, 2, QStringLiteral("tflops"), tr("TFLOP/s per GPU"));
@@ -77,23 +78,31 @@ PredictionPanel::PredictionPanel(QWidget* parent)
             grid->addWidget(l, int(i), 0);
         }
     };
+    // Communication counts only where it is exposed (not hidden behind compute): the box's title says so once, so
+    // the legend lines stay short enough for two boxes side by side.
     auto* splitBox = new QGroupBox(tr("Step split (critical stage)"));
+    splitBox->setToolTip(tr("The step of the critical stage: compute, the communication it waits for (exposed, not "
+                            "hidden behind compute), the bubble and the optimizer."));
     auto* splitLayout = new QVBoxLayout(splitBox);
     m_split = new StackedBar;
     splitLayout->addWidget(m_split);
     auto* splitLegend = new QGridLayout;
     legend(splitLegend, "split", kSplit, std::size(kSplit));
     splitLayout->addLayout(splitLegend);
-    outer->addWidget(splitBox);
 
-    auto* memBox = new QGroupBox(tr("Memory of the most loaded device"));
+    auto* memBox = new QGroupBox(tr("Memory (most loaded device)"));
     auto* memLayout = new QVBoxLayout(memBox);
     m_memory = new StackedBar;
     memLayout->addWidget(m_memory);
     auto* memLegend = new QGridLayout;
     legend(memLegend, "memory", kMemory, std::size(kMemory));
     memLayout->addLayout(memLegend);
-    outer->addWidget(memBox);
+    // The two breakdowns side by side: stacked, the panel was 634 px tall and did not fit under Strategy at
+    // 1280×800.
+    auto* parts = new QHBoxLayout;
+    parts->addWidget(splitBox, 1);
+    parts->addWidget(memBox, 1);
+    outer->addLayout(parts);
 
     auto* status = new QLabel;
     status->setWordWrap(true);
@@ -116,6 +125,7 @@ QLabel* PredictionPanel::addFigure(QGridLayout* grid, int row, const QString& ke
     QFont f = value->font();
     f.setBold(true);
     value->setFont(f);
+    value->setWordWrap(true); // "10.3 % at stage 63, the bottleneck (closed form …)" wraps, never widens the panel
     value->setTextInteractionFlags(Qt::TextSelectableByMouse);
     grid->addWidget(name, row, 0);
     grid->addWidget(value, row, 1);

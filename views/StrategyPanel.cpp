@@ -14,6 +14,7 @@
 #include <QSignalBlocker>
 #include <QSpinBox>
 #include <QStandardItemModel>
+#include <QTabWidget>
 #include <QVBoxLayout>
 
 #include <algorithm>
@@ -47,10 +48,17 @@ void StrategyPanel::build()
 {
     auto* outer = new QVBoxLayout(this);
     outer->setContentsMargins(6, 6, 6, 6);
-    outer->addWidget(buildWhere());
-    outer->addWidget(buildParallelism());
-    outer->addWidget(buildMemory());
-    outer->addWidget(buildComm());
+    // One group a tab: the tallest fits above Prediction at 1280×800, where the stacked groups needed a page of
+    // scrolling. A lesson's step brings its widget's tab forward (LessonDock).
+    m_groups = new QTabWidget;
+    m_groups->setObjectName(QStringLiteral("strategyGroups"));
+    m_groups->setDocumentMode(true);
+    m_groups->addTab(buildWhere(), tr("Model"));
+    m_groups->addTab(buildParallelism(), tr("Parallel"));
+    m_groups->addTab(m_scheduleGroup, tr("Schedule"));
+    m_groups->addTab(buildMemory(), tr("Memory"));
+    m_groups->addTab(buildComm(), tr("Comm."));
+    outer->addWidget(m_groups);
     m_message = new QLabel;
     m_message->setWordWrap(true);
     m_message->setObjectName(QStringLiteral("refusal"));
@@ -59,6 +67,12 @@ void StrategyPanel::build()
     outer->addWidget(m_message);
     outer->addStretch(1);
     nameControls();
+    // A combo box as wide as a few characters, not as its longest entry (a profile's name, "interleaved"):
+    // the panel then fits the right side at 1280 px, and the popup still shows the whole entries.
+    for (QComboBox* box : findChildren<QComboBox*>()) {
+        box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+        box->setMinimumContentsLength(6);
+    }
     connectPlacement();
     connectParallelism();
     connectMemory();

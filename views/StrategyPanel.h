@@ -12,6 +12,7 @@ class QDoubleSpinBox;
 class QGroupBox;
 class QLabel;
 class QSpinBox;
+class QTabWidget;
 
 namespace loom::views {
 
@@ -65,6 +66,8 @@ private:
     QCheckBox *m_errorFeedback, *m_overlap;
     QDoubleSpinBox *m_bucket, *m_chunk;
     QLabel* m_message;
+    QTabWidget* m_groups; // the groups of controls, one a tab
+    QGroupBox* m_scheduleGroup = nullptr; // schedule, vpp, micro-batch group and batch sizes (buildParallelism)
     QComboBox* m_order = nullptr; // rank order (which dimension varies fastest)
     QCheckBox* m_sp = nullptr; // parallel.sp
     QComboBox* m_attention = nullptr; // memory.attention

@@ -91,7 +91,12 @@ QGroupBox* StrategyPanel::buildParallelism()
            "group that fits m). Zero-bubble (backward split into B, input gradients, and W, weight gradients, "
            "which fill the bubbles): zb-h1 at 1F1B's memory, zb-h2 with more warm-up forwards, zb-v with two "
            "chunks per rank in a V, dualpipe (DualPipeV's order, m ≥ 2p) on the same V."));
-    parForm->addRow(tr("Virtual stages (vpp)"), m_vpp);
+    // The schedule and the batch are a tab of their own: with the degrees in one form the tab was 353 px tall, too
+    // tall beside Prediction at 1280×800.
+    m_scheduleGroup = new QGroupBox(tr("Schedule and batch"));
+    auto* schedForm = new QFormLayout(m_scheduleGroup);
+    schedForm->addRow(tr("Schedule"), m_schedule);
+    schedForm->addRow(tr("Virtual stages (vpp)"), m_vpp);
     m_group = spin(0, 1 << 24);
     m_group->setSpecialValueText(tr("pp (default)"));
     m_group->setToolTip(
@@ -99,17 +104,16 @@ QGroupBox* StrategyPanel::buildParallelism()
            "pipeline-stage): N micro-batches run through one chunk before the next chunk. Rank r warms up with "
            "(p−r−1)·2 + (v−1)·N forwards, so a larger N holds more activations; the bubble stays (p−1)/(v·m). Needs "
            "p ≤ N ≤ m, and m mod N zero or at least p."));
-    parForm->addRow(tr("Micro-batch group"), m_group);
+    schedForm->addRow(tr("Micro-batch group"), m_group);
     m_endsAsLayers = new QCheckBox(tr("Embedding and LM head count as a layer"));
     m_endsAsLayers->setToolTip(
         tr("Llama 3's pipeline (Megatron-LM's --account-for-embedding-in-pipeline-split and "
            "--account-for-loss-in-pipeline-split): the first and the last virtual stage hold one layer fewer than "
            "the others, or only the embedding and only the LM head when the others hold one. Needs pp·vpp to divide "
            "the layers + 2."));
-    parForm->addRow(QString(), m_endsAsLayers);
-    parForm->addRow(tr("Micro-batch"), m_microBatch);
-    parForm->addRow(tr("Global batch"), m_globalBatch);
-    parForm->addRow(tr("Schedule"), m_schedule);
+    schedForm->addRow(m_endsAsLayers); // across both columns, so the label column does not widen the panel
+    schedForm->addRow(tr("Micro-batch"), m_microBatch);
+    schedForm->addRow(tr("Global batch"), m_globalBatch);
     m_order = enumCombo(plan::allRankOrders());
     m_order->setToolTip(
         tr("Which dimension varies fastest across consecutive ranks: tp-pp-dp keeps a pipeline's stages "
@@ -120,7 +124,7 @@ QGroupBox* StrategyPanel::buildParallelism()
         tr("Korthikanti et al. 2022: with tp > 1 the norms and dropout run on s/t tokens each, and each TP "
            "all-reduce becomes an all-gather and a reduce-scatter of the same bytes; activations per layer "
            "s·b·h/t·(34 + 5·a·s/h) instead of s·b·h·(10 + 24/t + 5·a·s/(h·t))."));
-    parForm->addRow(QString(), m_sp);
+    parForm->addRow(m_sp);
 
     return par;
 }
@@ -193,8 +197,8 @@ QGroupBox* StrategyPanel::buildComm()
                                "size and group from a measured table (docs/communication.md)."));
     commForm->addRow(tr("DP codec"), m_codec);
     commForm->addRow(tr("Top-k fraction"), m_topk);
-    commForm->addRow(QString(), m_errorFeedback);
-    commForm->addRow(QString(), m_overlap);
+    commForm->addRow(m_errorFeedback);
+    commForm->addRow(m_overlap);
     commForm->addRow(tr("Bucket"), m_bucket);
     commForm->addRow(tr("Chunk"), m_chunk);
     commForm->addRow(tr("All-reduce"), m_allreduce);

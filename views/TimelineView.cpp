@@ -286,8 +286,16 @@ QString TimelineView::eventDescription(std::int64_t index) const
     const auto groupKind = e.group >= 0 ? data().groupKindOf(e) : trace::GroupKind::Other;
     QString s = QStringLiteral("<b>%1</b> — rank %2")
                     .arg(QString::fromStdString(trace::kindLabel(e.kind, groupKind)), QString::number(e.rank));
-    if (e.stage >= 0)
-        s += tr(", stage %1").arg(e.stage);
+    if (e.stage >= 0) {
+        // Events carry the virtual stage; the row is the rank's pipeline (physical) stage. With interleaving
+        // name both, so that "rank 0 · stage 0" is not contradicted by a bare "stage 16".
+        const int row = data().rowOf(e);
+        const std::int32_t physical = row >= 0 ? data().rows()[std::size_t(row)].stage : -1;
+        if (physical >= 0 && physical != e.stage)
+            s += tr(", stage %1 (virtual stage %2)").arg(physical).arg(e.stage);
+        else
+            s += tr(", stage %1").arg(e.stage);
+    }
     if (e.microBatch >= 0)
         s += tr(", micro-batch %1").arg(e.microBatch);
     if (e.chunk > 0)

@@ -223,7 +223,7 @@ QString TopologyScene::deviceToolTip(std::int64_t node, std::int64_t local) cons
         s += QStringLiteral("<br>") + stages.join(QStringLiteral("<br>"));
     if (d.memory) {
         const auto& m = *d.memory;
-        const bool fits = m.total() <= capacityGB();
+        const bool fits = m.fitsIn(capacityGB());
         s += tr("<br>memory %1 of %2 GB%3: parameters %4, gradients %5, optimizer %6, activations %7, reserve %8")
                  .arg(gb(m.total()), gb(capacityGB()), fits ? QString() : tr(" <b>(does not fit)</b>"), gb(m.params),
                      gb(m.grads), gb(m.optimizer), gb(m.activations), gb(m.reserve));

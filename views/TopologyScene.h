@@ -45,6 +45,9 @@ public:
     int columnsPerNode() const;
     const DeviceView& device(std::int64_t node, std::int64_t local) const;
     double capacityGB() const { return m_layout.cluster.device.memoryGB; }
+    // Whether the device's predicted memory does not fit: the plan's rule (MemoryEstimate::fitsIn), so the map
+    // and Prediction's "does not fit" agree, and one answer for every zoom level (NodeItem draws it at each).
+    bool overBudget(const DeviceView& d) const { return d.memory && !d.memory->fitsIn(capacityGB()); }
     // The scene rectangle of a device (for tests and drop targets).
     QRectF deviceRect(std::int64_t node, std::int64_t local) const;
     // The device under a scene position: (node, local) or (-1, -1).

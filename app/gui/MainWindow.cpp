@@ -36,11 +36,10 @@
 #include <QCloseEvent>
 #include <QDockWidget>
 #include <QFileInfo>
-#include <QGuiApplication>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
-#include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStatusBar>
@@ -124,12 +123,9 @@ MainWindow::MainWindow(const plan::ProfileResolver& profiles, profiles::Store* s
 
     QSettings settings;
     restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
-    if (!restoreState(settings.value(QStringLiteral("window/state")).toByteArray())) {
-        // 1600×1000 where the screen allows (docs/workbench.md), else the screen's available area.
-        const QRect screen = QGuiApplication::primaryScreen() ? QGuiApplication::primaryScreen()->availableGeometry()
-                                                              : QRect(0, 0, 1600, 1000);
-        resize(std::min(1600, screen.width()), std::min(1000, screen.height()));
-    }
+    m_stateRestored = restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    if (!m_stateRestored)
+        sizeToScreen();
     fillRecentMenu();
 }
 
@@ -139,21 +135,26 @@ QDockWidget* MainWindow::dock(const QString& title, const char* name, QWidget* w
 {
     auto* d = new QDockWidget(title, this);
     d->setObjectName(QString::fromLatin1(name)); // saveState() finds docks by name
-    d->setWidget(widget);
+    // A bottom panel scrolls inside its own dock rather than setting the dock's minimum: the metrics' plots
+    // and the timeline's tool row held the bottom area at ~440 px tall and the window at ~1390 px wide.
+    d->setWidget(area == Qt::BottomDockWidgetArea ? scrolled(widget) : widget);
     addDockWidget(area, d);
     return d;
 }
 
 void MainWindow::buildDocks()
 {
+    // Strategy and Prediction take the window's whole height on the right; the bottom panels span the rest.
+    setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
     dock(tr("Layers"), "layersDock", m_palette, Qt::LeftDockWidgetArea);
     auto* strategy = dock(tr("Strategy"), "strategyDock", scrolled(m_strategy), Qt::RightDockWidgetArea);
     auto* prediction = dock(tr("Prediction"), "predictionDock", scrolled(m_prediction), Qt::RightDockWidgetArea);
-    dock(tr("Schedule (simulated)"), "scheduleDock", new TimelinePane(m_schedule), Qt::BottomDockWidgetArea);
-    splitDockWidget(strategy, prediction, Qt::Vertical);
-    resizeDocks({ findChild<QDockWidget*>(QStringLiteral("layersDock")) }, { 310 }, Qt::Horizontal);
-    resizeDocks({ strategy }, { 430 }, Qt::Horizontal);
-    resizeDocks({ findChild<QDockWidget*>(QStringLiteral("scheduleDock")) }, { 260 }, Qt::Vertical);
+    auto* schedulePane = new TimelinePane(m_schedule);
+    m_scheduleNote = new QLabel; // which micro-batches a long step's timeline shows (showAnalysis)
+    m_scheduleNote->setObjectName(QStringLiteral("scheduleNote"));
+    schedulePane->bar()->insertWidget(0, m_scheduleNote); // first: the bar's far end is cut off in a narrow dock
+    dock(tr("Schedule (simulated)"), "scheduleDock", schedulePane, Qt::BottomDockWidgetArea);
+    splitDockWidget(strategy, prediction, Qt::Vertical); // their sizes: placeDocks, at the first show
 }
 
 void MainWindow::buildRunSide()
@@ -164,7 +165,8 @@ void MainWindow::buildRunSide()
     m_metrics = new MetricsPanel(m_monitor);
     m_runs = new RunsPanel(m_store);
     auto* schedule = findChild<QDockWidget*>(QStringLiteral("scheduleDock"));
-    auto* run = dock(tr("Run"), "runDock", m_runPanel, Qt::LeftDockWidgetArea);
+    // Scrolled, so that the Run panel's form does not hold the left side tall when Lessons opens below it.
+    auto* run = dock(tr("Run"), "runDock", scrolled(m_runPanel), Qt::LeftDockWidgetArea);
     tabifyDockWidget(findChild<QDockWidget*>(QStringLiteral("layersDock")), run);
     findChild<QDockWidget*>(QStringLiteral("layersDock"))->raise();
     auto* timeline = dock(tr("Timeline (measured)"), "timelineDock", m_runTimeline, Qt::BottomDockWidgetArea);
@@ -237,6 +239,7 @@ void MainWindow::buildActions()
         = file->addAction(QIcon::fromTheme(QStringLiteral("document-open")), tr("&Open…"), this, &MainWindow::open);
     openAct->setShortcut(QKeySequence::Open);
     m_recentMenu = file->addMenu(tr("Open &Recent"));
+    buildExamplesMenu(file, m_recentMenu->menuAction());
     auto* saveAct
         = file->addAction(QIcon::fromTheme(QStringLiteral("document-save")), tr("&Save"), this, &MainWindow::save);
     saveAct->setShortcut(QKeySequence::Save);
@@ -426,6 +429,17 @@ void MainWindow::showAnalysis(const LayoutAnalysis& a)
     if (a.prediction)
         timeline.setEvents(a.prediction->events);
     m_schedule->setTimeline(std::move(timeline));
+    // A long step's timeline holds its first micro-batches only (a shortened step; the figures are the whole
+    // step's): say which, so that the picture is not read as the step.
+    const std::int64_t m = a.layout.parallel.microBatches();
+    const std::int64_t shown = a.prediction ? a.prediction->eventMicroBatches : m;
+    m_scheduleNote->setVisible(shown > 0 && shown < m);
+    m_scheduleNote->setText(tr("showing micro-batches 1–%1 of %2").arg(shown).arg(m));
+    m_scheduleNote->setToolTip(tr("The timeline replays a shortened step of the first %1 micro-batches, ending with "
+                                  "its DP and optimizer work; the step time and the figures are the whole step's "
+                                  "(%2 micro-batches).")
+                                   .arg(shown)
+                                   .arg(m));
     m_schedule->setRanksPerNode(a.layout.cluster.autoDevices() ? 1 << 30 : int(a.layout.cluster.devicesPerNode));
     const auto errors = a.diagnostics.errors();
     const auto warnings = a.diagnostics.warnings();

@@ -9,6 +9,7 @@
 class QAction;
 class QDockWidget;
 class QLabel;
+class QDialog;
 class QMenu;
 
 namespace loom::profiles {
@@ -86,6 +87,10 @@ public:
     // Starts lesson `id` (loom --lesson ID); false with the known ids in `error` when there is none.
     bool startLesson(const QString& id, QString* error = nullptr);
 
+    // The welcome (examples and lessons) when the settings have never shown it, else nullptr; shown once.
+    QDialog* welcomeOnFirstStart();
+    void showLessons();
+
     static constexpr const char* kExample = ":/examples/tiny-local.json";
 
 signals:
@@ -94,10 +99,16 @@ signals:
 
 protected:
     void closeEvent(QCloseEvent* event) override;
+    void showEvent(QShowEvent* event) override; // the first show fits the frame and the docks (MainWindowFit.cpp)
 
 private:
     void buildActions();
     void buildDocks();
+    void buildExamplesMenu(QMenu* file, QAction* before); // File ▸ Examples (MainWindowWelcome.cpp)
+    void sizeToScreen(); // MainWindowFit.cpp
+    void placeDocks();
+    void roomForLessons(QDockWidget* lessons);
+    void lessonsShown(QDockWidget* lessons, bool visible);
     QDockWidget* dock(const QString& title, const char* name, QWidget* widget, Qt::DockWidgetArea area);
     void layoutChanged();
     void showAnalysis(const views::LayoutAnalysis& analysis);
@@ -133,8 +144,12 @@ private:
     views::MetricsPanel* m_metrics = nullptr;
     views::RunsPanel* m_runs = nullptr;
     QLabel* m_timing;
+    QLabel* m_scheduleNote = nullptr; // "showing micro-batches 1–N of M" over a long step's schedule
     QMenu* m_recentMenu = nullptr;
     QMenu* m_viewMenu = nullptr;
+    QMenu* m_examplesMenu = nullptr;
+    bool m_fitted = false; // the first show has fitted the window to the screen
+    bool m_stateRestored = false; // the docks are as the settings remembered them
     views::LessonDock* m_lessons = nullptr;
     views::AllReduceStepper* m_stepper = nullptr;
     views::ExplainDock* m_explain = nullptr;

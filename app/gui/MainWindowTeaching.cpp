@@ -90,6 +90,8 @@ void MainWindow::buildTeaching()
     lessonsDock->setWidget(scroll);
     addDockWidget(Qt::LeftDockWidgetArea, lessonsDock, Qt::Vertical);
     lessonsDock->hide(); // View ▸ Lessons, or loom --lesson ID
+    connect(lessonsDock, &QDockWidget::visibilityChanged, this,
+        [this, lessonsDock](bool visible) { lessonsShown(lessonsDock, visible); });
     auto* stepperDock = dock(tr("All-reduce, step by step"), "allreduceDock", m_stepper, Qt::BottomDockWidgetArea);
     auto* explainDock = dock(tr("Explain"), "explainDock", m_explain, Qt::BottomDockWidgetArea);
     tabifyDockWidget(findChild<QDockWidget*>(QStringLiteral("runsDock")), stepperDock);
@@ -169,7 +171,6 @@ bool MainWindow::startLesson(const QString& id, QString* error)
     auto* d = findChild<QDockWidget*>(QStringLiteral("lessonsDock"));
     d->show();
     d->raise();
-    resizeDocks({ d }, { 560 }, Qt::Vertical); // room for the text, the step and its question
     if (m_lessons->startLesson(id))
         return true;
     QStringList ids;

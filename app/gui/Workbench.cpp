@@ -150,6 +150,8 @@ int runWorkbench(int& argc, char** argv, const QStringList& args)
         return 64;
     }
     window.show();
+    if (parsed.screenshot.isEmpty() && parsed.lesson.isEmpty() && parsed.layout.isEmpty())
+        window.welcomeOnFirstStart(); // once: leads to File ▸ Examples and the Lessons
     if (!storeProblem.isEmpty())
         std::cerr << "loom: the store could not be opened (" << storeProblem.toStdString()
                   << "); only built-in profiles are available\n";

@@ -288,7 +288,7 @@ Prediction predict(const Layout& l, bool withEvents)
         if (mem.total() > out.memory.total())
             out.memory = mem;
     }
-    out.fits = out.memory.total() <= out.memoryCapacityGB;
+    out.fits = out.memory.fitsIn(out.memoryCapacityGB);
     if (!out.fits)
         out.notes.push_back("needs " + std::to_string(out.memory.total()).substr(0, 6) + " GB per device but "
             + l.cluster.device.name + " has " + std::to_string(dev.memoryGB).substr(0, 6) + " GB");

@@ -23,6 +23,8 @@ struct MemoryEstimate {
     double residual = 0;
     double total() const { return params + grads + optimizer + activations + reserve + gathered + fp8State + residual; }
     double modelStates() const { return params + grads + optimizer; }
+    // The one rule of fitting, for the prediction's `fits` and for each device on the map alike.
+    bool fitsIn(double capacityGB) const { return total() <= capacityGB; }
 };
 
 // One collective of the step as the model prices it: which group, what it moves, and (on NCCL) the algorithm

@@ -2,6 +2,7 @@
 // save and reopen, the recommend dialog, the 3,072-GPU layout within 2 s, and a window that stays responsive.
 
 #include "app/gui/MainWindow.h"
+#include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/profiles/BuiltinProfiles.h"
 #include "views/CandidateModel.h"
@@ -19,11 +20,14 @@
 
 #include <QApplication>
 #include <QComboBox>
+#include <QDialog>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QLabel>
+#include <QListWidget>
+#include <QMenu>
 #include <QMimeData>
 #include <QPushButton>
 #include <QSettings>
@@ -350,6 +354,78 @@ private slots:
         again.show();
         QVERIFY(!again.findChild<QDockWidget*>(QStringLiteral("scheduleDock"))->isVisible());
         QSettings().clear();
+    }
+
+    // Issue 36, first start: with no settings the welcome shows once (a second start has the key); it lists the
+    // bundled examples and leads to them (File ▸ Examples opens one: the document takes its layout) and to Lessons.
+    void welcomeOnceLeadsToExamplesAndLessons()
+    {
+        QSettings().clear();
+        app::MainWindow w(m_profiles);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QDialog* welcome = w.welcomeOnFirstStart();
+        QVERIFY(welcome);
+        QVERIFY(welcome->isVisible());
+        auto* list = welcome->findChild<QListWidget*>(QStringLiteral("welcomeExamples"));
+        QVERIFY(list);
+        QStringList listed;
+        for (int i = 0; i < list->count(); ++i)
+            listed << list->item(i)->text();
+        QVERIFY2(
+            listed.contains(QStringLiteral("megatron-1t-3072-a100")) && listed.contains(QStringLiteral("tiny-local")),
+            qPrintable(listed.join(QStringLiteral(", "))));
+        // Start the lessons: the Lessons dock comes up and the welcome goes.
+        auto* lessons = welcome->findChild<QPushButton*>(QStringLiteral("welcomeLessons"));
+        QVERIFY(lessons);
+        QTest::mouseClick(lessons, Qt::LeftButton);
+        QTRY_VERIFY(w.findChild<QDockWidget*>(QStringLiteral("lessonsDock"))->isVisible());
+        QTRY_VERIFY(w.findChild<QDialog*>(QStringLiteral("welcome")) == nullptr); // closed and deleted
+        // File ▸ Examples lists the same layouts; triggering one opens it.
+        auto* menu = w.findChild<QMenu*>(QStringLiteral("examplesMenu"));
+        QVERIFY(menu);
+        QStringList inMenu;
+        for (const QAction* a : menu->actions())
+            inMenu << a->text();
+        QCOMPARE(inMenu, listed);
+        auto* gpt3 = menu->findChild<QAction*>(QStringLiteral("example.gpt3-175b-1024-a100"));
+        QVERIFY(gpt3);
+        QSignalSpy shown(&w, &app::MainWindow::analysisShown);
+        gpt3->trigger();
+        QCOMPARE(QString::fromStdString(w.document()->layout().name), QStringLiteral("gpt3-175b-1024-a100"));
+        QVERIFY(shown.wait(kWaitMs));
+        // Opening an example from the welcome's list does the same.
+        app::MainWindow again(m_profiles);
+        QVERIFY(again.welcomeOnFirstStart() == nullptr); // shown once: the key is there now
+        QSettings().remove(QStringLiteral("welcome/shown"));
+        QDialog* second = again.welcomeOnFirstStart();
+        QVERIFY(second);
+        auto* secondList = second->findChild<QListWidget*>(QStringLiteral("welcomeExamples"));
+        secondList->setCurrentRow(int(listed.indexOf(QStringLiteral("megatron-1t-3072-a100"))));
+        QTest::mouseClick(second->findChild<QPushButton*>(QStringLiteral("welcomeOpen")), Qt::LeftButton);
+        QCOMPARE(QString::fromStdString(again.document()->layout().name), QStringLiteral("megatron-1t-3072-a100"));
+        QSettings().clear();
+    }
+
+    // Issue 36: a long step's simulated schedule shows its first micro-batches only, and says so; a short one
+    // shows them all and no note.
+    void scheduleNoteSaysWhichMicroBatches()
+    {
+        app::MainWindow w(m_profiles);
+        QSignalSpy shown(&w, &app::MainWindow::analysisShown);
+        QVERIFY(w.openFile(QString::fromLatin1(app::MainWindow::kExample)));
+        QVERIFY(shown.wait(kWaitMs));
+        auto* note = w.findChild<QLabel*>(QStringLiteral("scheduleNote"));
+        QVERIFY(note);
+        QVERIFY(note->isHidden());
+        const plan::Layout big = test1t();
+        const plan::Prediction p = plan::predict(big);
+        const std::int64_t m = big.parallel.microBatches();
+        QVERIFY(p.eventMicroBatches > 0 && p.eventMicroBatches < m);
+        QVERIFY(w.openFile(QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/megatron-1t-3072-a100.json")));
+        QVERIFY(shown.wait(kWaitMs));
+        QVERIFY(!note->isHidden());
+        QCOMPARE(note->text(), QStringLiteral("showing micro-batches 1–%1 of %2").arg(p.eventMicroBatches).arg(m));
     }
 
 private:

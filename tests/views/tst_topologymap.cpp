@@ -3,6 +3,7 @@
 
 #include "ViewsTest.h"
 #include "engine/plan/CostModel.h"
+#include "views/Colors.h"
 #include "views/LayerModel.h"
 #include "views/LayoutEdits.h"
 #include "views/NodeItem.h"
@@ -181,6 +182,81 @@ private slots:
             someOver |= scene.device(n, 0).memory->total() > scene.capacityGB();
         QVERIFY(someOver);
         QVERIFY(scene.deviceToolTip(0, 0).contains(QStringLiteral("does not fit")));
+    }
+
+    // Issue 36: the map's "does not fit" is one rule (the plan's fit per device) drawn the same at every zoom: at
+    // an overview zoom (no bars, 128 nodes on screen) and a closer one (bars, 64 nodes) every device that does not
+    // fit shows red, and with a layout that fits no device does.
+    void overBudgetCueAtEveryZoom_data()
+    {
+        QTest::addColumn<bool>("fits");
+        QTest::addColumn<double>("zoom");
+        for (double zoom : { 0.1, 0.3, 1.0 }) {
+            QTest::addRow("fits at %.1f", zoom) << true << zoom;
+            QTest::addRow("does not fit at %.1f", zoom) << false << zoom;
+        }
+    }
+    void overBudgetCueAtEveryZoom()
+    {
+        QFETCH(bool, fits);
+        QFETCH(double, zoom);
+        plan::Layout l = test::megatron1t();
+        if (!fits)
+            l.memory.recompute = plan::Recompute::None; // 1T without recomputation does not fit in 80 GB
+        const plan::Prediction p = plan::predict(l);
+        QCOMPARE(p.fits, fits);
+        TopologyScene scene;
+        TopologyView view(&scene);
+        view.resize(1200, 800);
+        scene.show(l, &p);
+        // The map's rule is the plan's: some device does not fit exactly when the prediction says so.
+        int over = 0;
+        for (std::int64_t n = 0; n < scene.nodeCount(); ++n)
+            for (std::int64_t d = 0; d < scene.devicesPerNode(); ++d)
+                over += scene.overBudget(scene.device(n, d));
+        QCOMPARE(over > 0, !fits);
+        view.setTransform(QTransform::fromScale(zoom, zoom));
+        view.centerOn(scene.deviceRect(0, 0).center());
+        QImage image(view.viewport()->size(), QImage::Format_ARGB32_Premultiplied);
+        image.fill(Qt::white);
+        QPainter painter(&image);
+        view.render(&painter);
+        painter.end();
+        const auto isRed = [](QColor c) {
+            const QColor red = colors::overBudget;
+            return std::abs(c.red() - red.red()) + std::abs(c.green() - red.green()) + std::abs(c.blue() - red.blue())
+                < 60;
+        };
+        int checked = 0;
+        for (std::int64_t n = 0; n < scene.nodeCount(); ++n)
+            for (std::int64_t d = 0; d < scene.devicesPerNode(); ++d) {
+                const QRect cell = view.mapFromScene(scene.deviceRect(n, d)).boundingRect();
+                if (!image.rect().contains(cell) || cell.width() < 3 || cell.height() < 3)
+                    continue; // off screen, or cut by its edge
+                // The cue is the device's frame (zoomed out, the whole small cell): the cell's outer ring of
+                // pixels, 3 px deep, is red where no TP outline covers it (the bar alone left it white); a device that
+                // fits has no red pixel at all.
+                int red = 0, ring = 0, redInRing = 0;
+                for (int y = cell.top(); y <= cell.bottom(); ++y)
+                    for (int x = cell.left(); x <= cell.right(); ++x) {
+                        const bool isRing = x - cell.left() < 3 || cell.right() - x < 3 || y - cell.top() < 3
+                            || cell.bottom() - y < 3;
+                        const bool r = isRed(image.pixel(x, y));
+                        red += r;
+                        ring += isRing;
+                        redInRing += isRing && r;
+                    }
+                const double share = double(redInRing) / double(std::max(1, ring));
+                const bool expected = scene.overBudget(scene.device(n, d));
+                QVERIFY2(expected ? share >= 0.3 : red == 0, // TP outlines cover part of the frame
+                    qPrintable(QStringLiteral("node %1 device %2: %3 % of the frame red, %4 expected")
+                                   .arg(n)
+                                   .arg(d)
+                                   .arg(100 * share, 0, 'f', 1)
+                                   .arg(expected ? QStringLiteral("red") : QStringLiteral("none"))));
+                ++checked;
+            }
+        QVERIFY(checked >= 8);
     }
 
     // Megatron-LM's 1T layout (3,072 ranks, 64 stages): zoomed out, each stage is named by a label of constant

@@ -13,6 +13,7 @@
 #include <QScrollArea>
 #include <QSettings>
 #include <QTabBar>
+#include <QTabWidget>
 #include <QTextBrowser>
 #include <QTimer>
 
@@ -273,6 +274,10 @@ void LessonDock::showStep()
     QWidget* target = m_hooks.widget ? m_hooks.widget(s.widget) : nullptr;
     if (target && !qobject_cast<QDockWidget*>(target))
         for (QWidget* w = target->parentWidget(); w; w = w->parentWidget()) {
+            if (auto* tabs = qobject_cast<QTabWidget*>(w)) // the Strategy panel's groups are tabs
+                for (int i = 0; i < tabs->count(); ++i)
+                    if (tabs->widget(i)->isAncestorOf(target))
+                        tabs->setCurrentIndex(i);
             if (auto* area = qobject_cast<QScrollArea*>(w))
                 area->ensureWidgetVisible(target);
             if (auto* dock = qobject_cast<QDockWidget*>(w)) {
