@@ -130,10 +130,10 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
                 mail.recv(in.data(), rankOf(vs - 1), tag(0, op.microBatch, vs));
                 record(trace::EventKind::Wait, t0, step, op.microBatch, vs, op.chunk);
             }
-            const auto t0 = trace::nowNs();
+            beginDevice(trace::EventKind::Forward, step, op.microBatch, vs, op.chunk);
             const double loss
                 = m_stage->forward(op.microBatch, op.chunk, B, tokens.data(), targets.data(), in.data(), out.data());
-            record(trace::EventKind::Forward, t0, step, op.microBatch, vs, op.chunk);
+            endDevice(trace::EventKind::Forward);
             m_auxSum += m_stage->takeAuxLoss(); // MoE blocks' load-balancing losses (0 without)
             if (chunk.head)
                 lossSum += loss;
@@ -145,17 +145,17 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
                 mail.recv(out.data(), rankOf(vs + 1), tag(1, op.microBatch, vs));
                 record(trace::EventKind::Wait, t0, step, op.microBatch, vs, op.chunk);
             }
-            const auto t0 = trace::nowNs();
+            beginDevice(trace::EventKind::Backward, step, op.microBatch, vs, op.chunk);
             m_stage->backward(op.microBatch, op.chunk, out.data(), in.data(), lossScale,
                 split ? std::function<void(std::int64_t)> {} : ready);
-            record(trace::EventKind::Backward, t0, step, op.microBatch, vs, op.chunk);
+            endDevice(trace::EventKind::Backward);
             // B's result goes upstream at once: the previous stage waits for it, not for W.
             if (!chunk.embedding)
                 mail.send(in, rankOf(vs - 1), tag(1, op.microBatch, vs - 1));
         } else {
-            const auto t0 = trace::nowNs();
+            beginDevice(trace::EventKind::Weight, step, op.microBatch, vs, op.chunk);
             m_stage->weightBackward(op.microBatch, op.chunk, ready);
-            record(trace::EventKind::Weight, t0, step, op.microBatch, vs, op.chunk);
+            endDevice(trace::EventKind::Weight);
         }
         m_stage->setWeightGradientDone({});
         mail.reap();

@@ -22,9 +22,9 @@ std::string layoutText(int pp, int dp, int zero, int staleness, const char* code
 {
     return "{\"loom_layout\": 1, \"name\": \"state\", \"model\": \"gpt-tiny\", \"cluster\": \"local\", \"parallel\": "
            "{\"tp\": 1, \"pp\": "
-        + std::to_string(pp) + ", \"dp\": " + std::to_string(dp)
-        + ", \"micro_batch\": 2, \"global_batch\": " + std::to_string(4 * dp) + "}, \"memory\": {\"zero\": "
-        + std::to_string(zero) + ", \"recompute\": \"none\"}, \"comm\": {\"staleness\": " + std::to_string(staleness)
+        + std::to_string(pp) + ", \"dp\": " + std::to_string(dp) + ", \"micro_batch\": 2, \"global_batch\": "
+        + std::to_string(4 * dp) + "}, \"memory\": {\"zero\": " + std::to_string(zero)
+        + ", \"recompute\": \"none\"}, \"comm\": {\"staleness\": " + std::to_string(staleness)
         + ", \"bucket_mb\": 0.05, \"dp_codec\": \"" + codec + "\"}}";
 }
 
@@ -80,8 +80,8 @@ private slots:
         QFETCH(int, zero);
         QFETCH(int, staleness);
         QFETCH(QString, codec);
-        const auto read = plan::readLayout(layoutText(pp, dp, zero, staleness, codec.toStdString().c_str()),
-            profiles::BuiltinProfiles::instance());
+        const auto read = plan::readLayout(
+            layoutText(pp, dp, zero, staleness, codec.toStdString().c_str()), profiles::BuiltinProfiles::instance());
         QVERIFY2(read.ok(), read.diagnostics.format().c_str());
         test::CountingDevice counting;
         const Run onDevice = train2(*read.layout, &counting);
