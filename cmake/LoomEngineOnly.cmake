@@ -1,6 +1,7 @@
 # LOOM_ENGINE_ONLY: engine/device, the CPU kernels (engine/train's CpuKernels, the Llama kernels, GELU, the
-# vocab softmax, AdamW) and loom-device-check. OpenBLAS and nlohmann_json's headers come from the system or
-# from LOOM_CARRY_DIR, Debian packages unpacked by tests/gpu/carry.sh for a machine that has neither.
+# vocab softmax, AdamW with its FlatValues) and loom-device-check. OpenBLAS and nlohmann_json's headers come
+# from the system or from LOOM_CARRY_DIR, Debian packages unpacked by tests/gpu/carry.sh for a machine that
+# has neither.
 # The device parts need the CUDA toolkit (nvcc, cudart, cuBLAS), not NCCL, which a machine may have only
 # inside PyTorch's wheels: engine/device is built whenever the toolkit is there.
 if(NOT CMAKE_CUDA_COMPILER OR NOT CUDAToolkit_FOUND)
@@ -24,10 +25,12 @@ add_subdirectory(engine/device)
 
 set(train ${PROJECT_SOURCE_DIR}/engine/train)
 add_library(loom_cpu_kernels STATIC ${train}/CpuKernels.cpp ${train}/LlamaKernels.cpp ${train}/Gelu.cpp
-                                    ${train}/Threads.cpp ${train}/VocabSoftmax.cpp ${train}/Optimizer.cpp)
+                                    ${train}/Threads.cpp ${train}/VocabSoftmax.cpp ${train}/Optimizer.cpp
+                                    ${train}/Parameters.cpp)
 target_include_directories(loom_cpu_kernels PUBLIC ${PROJECT_SOURCE_DIR} ${LOOM_JSON_INCLUDE}
                                             PRIVATE ${LOOM_CBLAS_INCLUDE})
-target_link_libraries(loom_cpu_kernels PUBLIC ${LOOM_OPENBLAS} Threads::Threads)
+# Parameters.cpp: AdamW keeps its moments in FlatValues on a device (the host's CpuDevice, loom_device).
+target_link_libraries(loom_cpu_kernels PUBLIC ${LOOM_OPENBLAS} Threads::Threads loom_device)
 # The same flags as engine/train/CMakeLists.txt gives these files, so the numbers compared are the CPU run's.
 set_source_files_properties(${train}/CpuKernels.cpp ${train}/LlamaKernels.cpp PROPERTIES COMPILE_OPTIONS "-O3")
 set_source_files_properties(${train}/Gelu.cpp PROPERTIES COMPILE_OPTIONS "-O3;-ffast-math")

@@ -296,9 +296,10 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, int local
 
 void NcclCommunicator::begin()
 {
-    // The communicator's stream does not synchronise with the legacy default stream, where callers' kernels
-    // and copies run: make it wait for everything issued there so far, so it reads finished data.
-    cudaCheck(cudaEventRecord(m_callerReady, 0), m_group.name);
+    // The communicator's stream does not synchronise with the caller's compute stream (the legacy default
+    // stream unless setComputeStream named another): make it wait for everything issued there so far, so it
+    // reads finished data.
+    cudaCheck(cudaEventRecord(m_callerReady, m_computeStream), m_group.name);
     cudaCheck(cudaStreamWaitEvent(m_stream, m_callerReady, 0), m_group.name);
 }
 

@@ -42,6 +42,11 @@ public:
     const trace::GroupInfo& group() const override { return m_group; }
     bool onDevice() const override { return true; }
     int device() const { return m_device; }
+    // The stream the caller computes on (a device::CudaDevice stream's handle; nullptr: the legacy default
+    // stream, the default). Every call makes the communication stream wait, through a CUDA event, for the
+    // work queued there so far, so a bucket's all-reduce starts once the backward has written it while the
+    // rest of the backward goes on.
+    void setComputeStream(cudaStream_t stream) { m_computeStream = stream; }
 
     WorkPtr send(const void* data, std::size_t count, DType type, int peer, int tag = 0) override;
     WorkPtr recv(void* data, std::size_t count, DType type, int peer, int tag = 0) override;
@@ -88,6 +93,7 @@ private:
     std::uint64_t m_sequence = 0;
     std::shared_ptr<Shared> m_shared; // the communicators a timed-out Work aborts, and whether it did
     cudaEvent_t m_callerReady = nullptr;
+    cudaStream_t m_computeStream = nullptr; // setComputeStream
     std::unique_ptr<NcclTransport> m_transport;
     std::unique_ptr<NcclTransport> m_localTransport;
     std::unique_ptr<NcclTransport> m_crossTransport;

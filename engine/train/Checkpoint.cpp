@@ -26,7 +26,8 @@ std::vector<CheckpointSlice> momentSlices(AdamW& adam)
     std::vector<CheckpointSlice> out;
     std::size_t at = 0;
     for (const auto& [begin, end] : adam.ranges()) {
-        out.push_back({ begin, end, nullptr, adam.firstMoment().data() + at, adam.secondMoment().data() + at });
+        out.push_back({ begin, end, nullptr, adam.firstMoment().data() + at, adam.secondMoment().data() + at, nullptr,
+            &adam.device() });
         at += end - begin;
     }
     return out;
@@ -246,9 +247,11 @@ void saveCheckpoint(const std::string& dir, const CheckpointInfo& info, ParamSet
                 if (slice.values)
                     writeSlice(partial / (s.name + ".f32"), params, i, slice.values + at, from, to, slice.device);
                 if (slice.m)
-                    writeSlice(partial / (s.name + ".adam_m.f32"), params, i, slice.m + at, from, to, nullptr);
+                    writeSlice(
+                        partial / (s.name + ".adam_m.f32"), params, i, slice.m + at, from, to, slice.momentDevice);
                 if (slice.v)
-                    writeSlice(partial / (s.name + ".adam_v.f32"), params, i, slice.v + at, from, to, nullptr);
+                    writeSlice(
+                        partial / (s.name + ".adam_v.f32"), params, i, slice.v + at, from, to, slice.momentDevice);
             }
         }
     } catch (const std::exception& e) {
@@ -345,9 +348,9 @@ void loadCheckpoint(const std::string& folder, const ParamSet& params, const std
             if (slice.values)
                 readSlice(dir / (s.name + ".f32"), params, i, slice.values + at, from, to, false, slice.device);
             if (slice.m)
-                readSlice(dir / (s.name + ".adam_m.f32"), params, i, slice.m + at, from, to, false);
+                readSlice(dir / (s.name + ".adam_m.f32"), params, i, slice.m + at, from, to, false, slice.momentDevice);
             if (slice.v)
-                readSlice(dir / (s.name + ".adam_v.f32"), params, i, slice.v + at, from, to, true);
+                readSlice(dir / (s.name + ".adam_v.f32"), params, i, slice.v + at, from, to, true, slice.momentDevice);
         }
     }
 }

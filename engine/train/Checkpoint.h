@@ -44,8 +44,10 @@ struct CheckpointSlice {
     float* m = nullptr;
     float* v = nullptr;
     // Where `values` lives (ParamSet::values.device()): written and read through a host copy. Null: host
-    // memory (ZeRO-2/3's shard, the moments), used in place.
+    // memory, used in place.
     device::Device* device = nullptr;
+    // Where `m` and `v` live (AdamW::device()), likewise.
+    device::Device* momentDevice = nullptr;
 };
 
 // Collective over `world` (rank 0 writes the metadata and renames the folder; every rank learns whether

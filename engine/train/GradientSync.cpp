@@ -57,8 +57,15 @@ GradientSync::~GradientSync()
 void GradientSync::setStaleness(int staleness)
 {
     m_staleness = staleness;
-    if (staleness > 0)
+    if (staleness > 0) {
+        m_delayed = FlatValues(m_params.grads.device());
         m_delayed.assign(m_params.grads.size(), 0.0f);
+        std::size_t largest = 0;
+        for (const auto& b : m_buckets)
+            largest = std::max(largest, b.end - b.begin);
+        m_swap = FlatValues(m_params.grads.device());
+        m_swap.assign(largest, 0.0f);
+    }
 }
 
 comm::WorkPtr GradientSync::launch(Bucket& b, float* base)
@@ -174,9 +181,10 @@ bool GradientSync::finish()
         if (b.delayed)
             b.delayed->wait();
         b.delayed.reset();
-        std::swap_ranges(m_params.grads.begin() + static_cast<std::ptrdiff_t>(b.begin),
-            m_params.grads.begin() + static_cast<std::ptrdiff_t>(b.end),
-            m_delayed.begin() + static_cast<std::ptrdiff_t>(b.begin));
+        const std::size_t n = b.end - b.begin;
+        m_swap.copyFrom(0, m_params.grads.data() + b.begin, n);
+        m_params.grads.copyFrom(b.begin, m_delayed.data() + b.begin, n);
+        m_delayed.copyFrom(b.begin, m_swap.data(), n);
     }
     m_hasDelayed = true;
     return previous;
@@ -196,9 +204,9 @@ void GradientSync::allGatherPieces(float* values, const comm::CollectiveTuning& 
     // through a padded buffer. All are queued at once; the communicator runs them in order.
     comm::Communicator& dp = *m_dp;
     const auto n = static_cast<std::size_t>(dp.size()), r = static_cast<std::size_t>(dp.rank());
-    struct Padded {
+    struct Padded { // on the parameters' device
         std::size_t begin, end;
-        std::vector<float> mine, all;
+        FlatValues mine, all;
     };
     std::deque<Padded> padded;
     std::vector<comm::WorkPtr> works;
@@ -213,15 +221,20 @@ void GradientSync::allGatherPieces(float* values, const comm::CollectiveTuning& 
             works.push_back(dp.allGather(values + mine.from, values + b.begin, piece, comm::DType::F32, options));
             continue;
         }
-        Padded& g = padded.emplace_back(Padded { b.begin, b.end, std::vector<float>(piece, 0.0f), {} });
+        device::Device& device = m_params.values.device();
+        Padded& g = padded.emplace_back(Padded { b.begin, b.end, FlatValues(device), FlatValues(device) });
+        g.mine.assign(piece, 0.0f);
         g.all.assign(piece * n, 0.0f);
-        std::copy(values + mine.from, values + mine.to, g.mine.begin());
+        g.mine.copyFrom(0, values + mine.from, mine.to - mine.from);
         works.push_back(dp.allGather(g.mine.data(), g.all.data(), piece, comm::DType::F32, options));
     }
     for (auto& w : works)
         w->wait();
-    for (const auto& g : padded)
-        std::copy(g.all.begin(), g.all.begin() + static_cast<std::ptrdiff_t>(g.end - g.begin), values + g.begin);
+    for (const auto& g : padded) {
+        m_params.values.device().copyBytes(
+            values + g.begin, g.all.data(), (g.end - g.begin) * sizeof(float), device::CopyKind::DeviceToDevice);
+        m_params.values.device().synchronize();
+    }
 }
 
 } // namespace loom::train

@@ -113,7 +113,9 @@ private:
     std::vector<Bucket> m_buckets;
     std::vector<int> m_bucketOf; // parameter -> bucket
     int m_staleness = 0;
-    std::vector<float> m_delayed; // staleness 1: the gradients being reduced while the next step computes
+    // Staleness 1: the gradients being reduced while the next step computes, on the gradients' device, and
+    // the bucket-sized scratch through which finish() swaps them with the gradient buffer by device copies.
+    FlatValues m_delayed, m_swap;
     bool m_hasDelayed = false; // m_delayed holds a step's gradients
     bool m_sharded = false; // setShardedReduction
     comm::CollectiveOptions m_scatterOptions;

@@ -125,12 +125,13 @@ double sumOfSquares(const float* x, std::size_t n, int threads)
     return sum;
 }
 
-AdamW::AdamW(std::size_t begin, std::size_t end, double beta1, double beta2, double eps, double weightDecay)
-    : AdamW(Ranges { { begin, end } }, beta1, beta2, eps, weightDecay)
+AdamW::AdamW(std::size_t begin, std::size_t end, double beta1, double beta2, double eps, double weightDecay,
+    device::Device& device)
+    : AdamW(Ranges { { begin, end } }, beta1, beta2, eps, weightDecay, device)
 {
 }
 
-AdamW::AdamW(Ranges ranges, double beta1, double beta2, double eps, double weightDecay)
+AdamW::AdamW(Ranges ranges, double beta1, double beta2, double eps, double weightDecay, device::Device& device)
     : m_begin(ranges.empty() ? 0 : ranges.front().first)
     , m_end(ranges.empty() ? 0 : ranges.back().second)
     , m_ranges(std::move(ranges))
@@ -138,6 +139,8 @@ AdamW::AdamW(Ranges ranges, double beta1, double beta2, double eps, double weigh
     , m_beta2(beta2)
     , m_eps(eps)
     , m_weightDecay(weightDecay)
+    , m_m(device)
+    , m_v(device)
 {
     std::size_t n = 0;
     for (const auto& [b, e] : m_ranges)
@@ -149,6 +152,9 @@ AdamW::AdamW(Ranges ranges, double beta1, double beta2, double eps, double weigh
 void AdamW::step(
     float* params, const float* grads, const std::vector<std::uint8_t>& decayMask, double lr, float gradScale)
 {
+    if (device().kind() != device::DeviceKind::Cpu)
+        throw device::DeviceError("AdamW::step computes on the CPU and cannot update moments held on " + device().name()
+            + "; the GPU's update is CudaKernels::adamw");
     ++m_t;
     const double c1 = 1.0 - std::pow(m_beta1, static_cast<double>(m_t));
     const double c2 = 1.0 - std::pow(m_beta2, static_cast<double>(m_t));

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "engine/plan/OptimizerSpec.h"
+#include "engine/train/Parameters.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -40,12 +41,16 @@ double sumOfSquares(const float* x, std::size_t n, int threads = 0);
 // step() runs in float with its constants computed once per step, vectorised and split over
 // computeThreads(); `gradScale` (the clipping factor) is applied inside the same pass. `decayMask` is read
 // into runs of equal values on the first step and must stay the same (contents and buffer) afterwards.
+// The moments are allocated on `device` (the parameters' device, so a GPU run keeps them in GPU memory);
+// step() computes on the CPU and so needs a device whose memory the host addresses (a CpuDevice): on
+// another it throws instead of reading GPU pointers (CudaKernels::adamw is the GPU's update).
 class AdamW {
 public:
     AdamW(std::size_t begin, std::size_t end, double beta1 = 0.9, double beta2 = 0.95, double eps = 1e-8,
-        double weightDecay = 0.1);
+        double weightDecay = 0.1, device::Device& device = hostDevice());
     using Ranges = std::vector<std::pair<std::size_t, std::size_t>>;
-    explicit AdamW(Ranges ranges, double beta1 = 0.9, double beta2 = 0.95, double eps = 1e-8, double weightDecay = 0.1);
+    explicit AdamW(Ranges ranges, double beta1 = 0.9, double beta2 = 0.95, double eps = 1e-8, double weightDecay = 0.1,
+        device::Device& device = hostDevice());
     void step(
         float* params, const float* grads, const std::vector<std::uint8_t>& decayMask, double lr, float gradScale);
     // The first range's begin and the last range's end (one range: the range).
@@ -58,11 +63,12 @@ public:
     double beta2() const { return m_beta2; }
     double eps() const { return m_eps; }
     double weightDecay() const { return m_weightDecay; }
-    // The first and second moments of [begin, end), for checkpoints.
-    std::vector<float>& firstMoment() { return m_m; }
-    std::vector<float>& secondMoment() { return m_v; }
-    const std::vector<float>& firstMoment() const { return m_m; }
-    const std::vector<float>& secondMoment() const { return m_v; }
+    // The first and second moments of [begin, end), for checkpoints (on device(): copy them to read them).
+    FlatValues& firstMoment() { return m_m; }
+    FlatValues& secondMoment() { return m_v; }
+    const FlatValues& firstMoment() const { return m_m; }
+    const FlatValues& secondMoment() const { return m_v; }
+    device::Device& device() const { return m_m.device(); }
     void setSteps(std::int64_t t) { m_t = t; }
 
 private:
@@ -70,7 +76,7 @@ private:
     Ranges m_ranges;
     double m_beta1, m_beta2, m_eps, m_weightDecay;
     std::int64_t m_t = 0;
-    std::vector<float> m_m, m_v;
+    FlatValues m_m, m_v;
     struct Run {
         std::size_t start; // in the moments
         std::size_t flat; // where start lies in the flat buffer

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 
 namespace loom::train {
 
@@ -75,6 +76,61 @@ void FlatValues::assign(std::size_t n, float v)
     }
     m_data = m_own.data();
     m_size = n;
+}
+
+FlatValues::FlatValues(FlatValues&& other) noexcept
+    : m_device(other.m_device)
+    , m_own(std::move(other.m_own))
+    , m_shared(std::move(other.m_shared))
+    , m_data(std::exchange(other.m_data, nullptr))
+    , m_size(std::exchange(other.m_size, 0))
+{
+}
+
+FlatValues& FlatValues::operator=(FlatValues&& other) noexcept
+{
+    if (this != &other) {
+        m_device = other.m_device;
+        m_own = std::move(other.m_own);
+        m_shared = std::move(other.m_shared);
+        m_data = std::exchange(other.m_data, nullptr);
+        m_size = std::exchange(other.m_size, 0);
+    }
+    return *this;
+}
+
+std::vector<float> FlatValues::toHost() const
+{
+    std::vector<float> host(m_size);
+    if (m_size > 0) {
+        m_device->copyBytes(host.data(), m_data, m_size * sizeof(float), device::CopyKind::DeviceToHost);
+        m_device->synchronize();
+    }
+    return host;
+}
+
+void FlatValues::fill(float v)
+{
+    if (m_size == 0)
+        return;
+    m_device->fillFloats(m_data, v, m_size);
+    m_device->synchronize();
+}
+
+void FlatValues::copyFrom(std::size_t at, const float* src, std::size_t n)
+{
+    if (n == 0)
+        return;
+    m_device->copyBytes(m_data + at, src, n * sizeof(float), device::CopyKind::DeviceToDevice);
+    m_device->synchronize();
+}
+
+void FlatValues::uploadFrom(std::size_t at, const float* host, std::size_t n)
+{
+    if (n == 0)
+        return;
+    m_device->copyBytes(m_data + at, host, n * sizeof(float), device::CopyKind::HostToDevice);
+    m_device->synchronize();
 }
 
 void FlatValues::share(std::shared_ptr<void> memory, bool copy)

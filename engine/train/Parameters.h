@@ -56,6 +56,9 @@ public:
     }
     FlatValues(const FlatValues&) = delete; // m_data would point into the other's buffer
     FlatValues& operator=(const FlatValues&) = delete;
+    // Moving hands the allocation over (its memory stays where it is); the moved-from one is empty.
+    FlatValues(FlatValues&& other) noexcept;
+    FlatValues& operator=(FlatValues&& other) noexcept;
     float* data() { return m_data; }
     const float* data() const { return m_data; }
     std::size_t size() const { return m_size; }
@@ -69,6 +72,15 @@ public:
     // `n` copies of `v` in an allocation of its own on the device (the memory shared before, if any, is let go).
     void assign(std::size_t n, float v);
     void release() { assign(0, 0.0f); }
+    // Every element set to `v` in place (a device fill), keeping the allocation.
+    void fill(float v);
+    // Copies [from, from + n) of `src` (on the same device) to element `at`, in the device's stream order, and
+    // waits: the device's copy, so the same call moves host memory on a CpuDevice and GPU memory on CUDA.
+    void copyFrom(std::size_t at, const float* src, std::size_t n);
+    // The same for a host array (host -> device).
+    void uploadFrom(std::size_t at, const float* host, std::size_t n);
+    // The values copied to the host (device -> host), for checks and reports.
+    std::vector<float> toHost() const;
     // From now on the values live in `memory` (host memory of at least size() floats, kept alive here),
     // which receives the current values when `copy` is set; this rank's own allocation is freed.
     void share(std::shared_ptr<void> memory, bool copy);

@@ -51,14 +51,14 @@ ShardedParams::ShardedParams(
         u.shardOffset = shard;
         shard += u.piece;
     }
-    m_values.assign(shard, 0.0f);
-    m_grads.assign(shard, 0.0f);
+    m_values = onDevice(shard);
+    m_grads = onDevice(shard);
     m_decay.assign(shard, 0);
     for (int i = 0; i < static_cast<int>(m_units.size()); ++i) {
         const Unit& u = m_units[static_cast<std::size_t>(i)];
         const std::size_t from = pieceBegin(u), to = std::min(u.end, from + u.piece);
-        for (std::size_t k = from; k < to; ++k)
-            m_values[u.shardOffset + k - from] = m_params.values[k];
+        if (from < to)
+            m_values.copyFrom(u.shardOffset, m_params.values.data() + from, to - from);
         for (int t : u.tensors) {
             const auto& s = m_params.spec(t);
             for (std::size_t k = std::max(from, s.offset); k < std::min(to, s.offset + s.size()); ++k)
@@ -130,7 +130,7 @@ void ShardedParams::startGather(Unit& u)
     if (u.held || u.gathering)
         return;
     const auto dpSize = static_cast<std::size_t>(m_dp.size());
-    u.full.assign(u.piece * dpSize, 0.0f);
+    u.full = onDevice(u.piece * dpSize);
     count(static_cast<std::ptrdiff_t>(u.full.size() * sizeof(float)), 0);
     u.gathering = m_dp.allGather(m_values.data() + u.shardOffset, u.full.data(), u.piece, comm::DType::F32, options(u));
 }
@@ -156,13 +156,13 @@ void ShardedParams::release(Unit& u)
     for (int t : u.tensors)
         m_params.bindValue(t, nullptr);
     count(-static_cast<std::ptrdiff_t>(u.full.size() * sizeof(float)), 0);
-    std::vector<float>().swap(u.full);
+    u.full.release();
     u.held = false;
 }
 
 void ShardedParams::allocateGrad(Unit& u)
 {
-    u.grad.assign(u.piece * static_cast<std::size_t>(m_dp.size()), 0.0f);
+    u.grad = onDevice(u.piece * static_cast<std::size_t>(m_dp.size()));
     count(0, static_cast<std::ptrdiff_t>(u.grad.size() * sizeof(float)));
     for (int t : u.tensors)
         m_params.bindGrad(t, u.grad.data() + (m_params.spec(t).offset - u.begin));
@@ -173,9 +173,8 @@ void ShardedParams::reduceScatter(Unit& u)
     for (int t : u.tensors)
         m_params.bindGrad(t, nullptr);
     InFlight f;
-    f.send = std::move(u.grad);
-    u.grad = {};
-    f.recv.assign(u.piece, 0.0f);
+    f.send = std::move(u.grad); // leaves u.grad empty
+    f.recv = onDevice(u.piece);
     f.shardOffset = u.shardOffset;
     count(0, static_cast<std::ptrdiff_t>(f.recv.size() * sizeof(float)));
     f.work
@@ -232,7 +231,7 @@ void ShardedParams::after(std::int64_t layer, bool backward)
 
 void ShardedParams::beginStep()
 {
-    std::fill(m_grads.begin(), m_grads.end(), 0.0f);
+    m_grads.fill(0.0f);
     for (auto& u : m_units)
         if (!u.block) {
             allocateGrad(u);
@@ -264,7 +263,7 @@ void ShardedParams::gatherFlat()
     const auto dpSize = static_cast<std::size_t>(m_dp.size());
     struct Gather {
         comm::WorkPtr work;
-        std::vector<float> all; // empty: gathered in place
+        FlatValues all; // empty: gathered in place
         const Unit* unit;
     };
     std::deque<Gather> pending;
@@ -272,16 +271,15 @@ void ShardedParams::gatherFlat()
         Gather& g = pending.front();
         g.work->wait();
         if (!g.all.empty())
-            std::copy(g.all.begin(), g.all.begin() + static_cast<std::ptrdiff_t>(g.unit->end - g.unit->begin),
-                m_params.values.begin() + static_cast<std::ptrdiff_t>(g.unit->begin));
+            m_params.values.copyFrom(g.unit->begin, g.all.data(), g.unit->end - g.unit->begin);
         count(-static_cast<std::ptrdiff_t>(g.all.size() * sizeof(float)), 0);
         pending.pop_front();
     };
     for (const auto& u : m_units) {
-        Gather g { nullptr, {}, &u };
+        Gather g { nullptr, FlatValues(m_params.values.device()), &u };
         float* into = m_params.values.data() + u.begin;
         if (u.piece * dpSize != u.end - u.begin) {
-            g.all.assign(u.piece * dpSize, 0.0f);
+            g.all = onDevice(u.piece * dpSize);
             into = g.all.data();
         }
         count(static_cast<std::ptrdiff_t>(g.all.size() * sizeof(float)), 0);
@@ -309,6 +307,13 @@ double ShardedParams::normSquared(const std::function<bool(int tensor)>& counts)
     return sum;
 }
 
+FlatValues ShardedParams::onDevice(std::size_t n) const
+{
+    FlatValues v(m_params.values.device());
+    v.assign(n, 0.0f);
+    return v;
+}
+
 std::vector<CheckpointSlice> ShardedParams::slices(AdamW& adam)
 {
     std::vector<CheckpointSlice> out;
@@ -316,7 +321,7 @@ std::vector<CheckpointSlice> ShardedParams::slices(AdamW& adam)
         const std::size_t from = pieceBegin(u), to = std::min(u.end, from + u.piece);
         if (from < to)
             out.push_back({ from, to, m_values.data() + u.shardOffset, adam.firstMoment().data() + u.shardOffset,
-                adam.secondMoment().data() + u.shardOffset });
+                adam.secondMoment().data() + u.shardOffset, &m_values.device(), &adam.device() });
     }
     return out;
 }

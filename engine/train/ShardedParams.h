@@ -69,14 +69,14 @@ private:
         std::size_t shardOffset = 0; // where this rank's piece sits in the shard
         std::vector<int> tensors;
         bool block = false;
-        std::vector<float> full; // stage 3: the gathered values while held (dp · piece)
+        FlatValues full; // stage 3: the gathered values while held (dp · piece)
         comm::WorkPtr gathering;
         bool held = false;
-        std::vector<float> grad; // the full gradient while it is being filled (dp · piece)
+        FlatValues grad; // the full gradient while it is being filled (dp · piece)
     };
     struct InFlight {
         comm::WorkPtr work;
-        std::vector<float> send, recv;
+        FlatValues send, recv;
         std::size_t shardOffset = 0;
     };
 
@@ -103,7 +103,11 @@ private:
     std::vector<Unit> m_units;
     std::map<std::int64_t, int> m_unitOfLayer;
     std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> m_chunkOfLayer; // its chunk's first, last
-    std::vector<float> m_values, m_grads;
+    FlatValues m_values, m_grads; // this rank's shard: master values and reduced gradients
+    // n zeros on the parameters' device, where every buffer here lives (the shard, gathered values,
+    // gradients and the collectives' buffers), so a GPU run hands the collectives device memory.
+    FlatValues onDevice(std::size_t n) const;
+
     std::vector<std::uint8_t> m_decay;
     std::deque<InFlight> m_inFlight;
     std::size_t m_fullParamBytes = 0, m_fullGradBytes = 0, m_peakParams = 0, m_peakGrads = 0;

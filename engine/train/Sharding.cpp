@@ -108,7 +108,9 @@ const plan::OptimizerSpec& optimizerOf(const ShardingContext& c)
 std::unique_ptr<AdamW> adamOver(const ShardingContext& c, std::size_t begin, std::size_t end)
 {
     const auto& o = optimizerOf(c);
-    return std::make_unique<AdamW>(begin, end, o.adamBeta1, o.adamBeta2, o.adamEps, o.weightDecay);
+    // The moments live where the stage's parameters do (TrainOptions::device).
+    return std::make_unique<AdamW>(
+        begin, end, o.adamBeta1, o.adamBeta2, o.adamEps, o.weightDecay, c.stage.params().grads.device());
 }
 
 // The strategies whose members all hold the whole flat parameter and gradient buffers.
@@ -159,14 +161,16 @@ public:
         FlatValues& values = params().values;
         const auto replicas = static_cast<std::size_t>(m_ctx.replicas);
         const std::size_t shard = (values.size() + replicas - 1) / replicas;
-        std::vector<float> mine(shard, 0.0f), all(shard * replicas);
-        std::copy(values.begin() + static_cast<std::ptrdiff_t>(m_adam->begin()),
-            values.begin() + static_cast<std::ptrdiff_t>(m_adam->end()), mine.begin());
+        // The all-gather's buffers on the parameters' device, filled and emptied by device copies.
+        FlatValues mine(values.device()), all(values.device());
+        mine.assign(shard, 0.0f);
+        all.assign(shard * replicas, 0.0f);
+        mine.copyFrom(0, values.data() + m_adam->begin(), m_adam->end() - m_adam->begin());
         m_ctx.data
             .allGather(mine.data(), all.data(), shard, comm::DType::F32,
                 m_ctx.tuning.shardOptions(all.size() * sizeof(float), static_cast<int>(replicas)))
             ->wait();
-        std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(values.size()), values.begin());
+        values.copyFrom(0, all.data(), values.size());
     }
 };
 
@@ -181,7 +185,8 @@ public:
         m_ctx.sync.setShardedReduction(
             m_ctx.tuning.shardOptions(m_ctx.largestBucket, static_cast<int>(m_ctx.replicas)));
         const auto& o = optimizerOf(m_ctx);
-        m_adam = std::make_unique<AdamW>(m_ctx.sync.ownedPieces(), o.adamBeta1, o.adamBeta2, o.adamEps, o.weightDecay);
+        m_adam = std::make_unique<AdamW>(
+            m_ctx.sync.ownedPieces(), o.adamBeta1, o.adamBeta2, o.adamEps, o.weightDecay, params().grads.device());
     }
     ShardingKind kind() const override { return ShardingKind::DistributedOptimizer; }
     bool shardsMoments() const override { return true; }

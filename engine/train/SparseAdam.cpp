@@ -23,7 +23,9 @@ void SparseAdam::step(AdamW& adam, float* params, const float* grads, float grad
     if (m_momentum.size() != n) {
         // AdamW's moments over the whole buffer (all-gathered from the DP group's shards under ZeRO-1),
         // with the variance as it was after `frozenAtStep` Adam steps and that step's bias correction.
-        std::vector<float> m = adam.firstMoment(), v = adam.secondMoment();
+        // Read on the host: the sparse update computes on the CPU (AdamW::step refuses other devices first).
+        std::vector<float> m(adam.firstMoment().begin(), adam.firstMoment().end()),
+            v(adam.secondMoment().begin(), adam.secondMoment().end());
         if (adam.end() - adam.begin() != n) {
             const std::size_t shard = (n + m_dp.size() - 1) / static_cast<std::size_t>(m_dp.size());
             for (std::vector<float>* moment : { &m, &v }) {

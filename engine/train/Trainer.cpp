@@ -105,6 +105,50 @@ void Trainer::record(
     m_options.recorder->record(std::move(e));
 }
 
+namespace {
+
+// A timeline region's name for an event kind (names only need to tell the kinds apart).
+std::string regionName(trace::EventKind kind)
+{
+    return "kind" + std::to_string(static_cast<int>(kind));
+}
+
+} // namespace
+
+void Trainer::beginDevice(trace::EventKind kind, std::int64_t step, int microBatch, std::int64_t stage, int chunk)
+{
+    if (!m_timeline)
+        return;
+    trace::TraceEvent e;
+    e.kind = kind;
+    e.step = static_cast<std::int32_t>(step);
+    e.microBatch = microBatch;
+    e.stage = static_cast<std::int32_t>(stage);
+    e.chunk = chunk;
+    m_deviceEvents.push_back(std::move(e));
+    m_timeline->begin(regionName(kind));
+}
+
+void Trainer::endDevice(trace::EventKind kind)
+{
+    if (m_timeline)
+        m_timeline->end(regionName(kind));
+}
+
+void Trainer::flushDeviceEvents()
+{
+    if (!m_timeline)
+        return;
+    const auto spans = m_timeline->collect(); // in begin order, as m_deviceEvents
+    for (std::size_t i = 0; i < spans.size() && i < m_deviceEvents.size(); ++i) {
+        trace::TraceEvent e = std::move(m_deviceEvents[i]);
+        e.startNs = m_timelineOriginNs + std::llround(spans[i].startMs * 1e6);
+        e.endNs = e.startNs + std::llround(spans[i].durationMs * 1e6);
+        m_options.recorder->record(std::move(e));
+    }
+    m_deviceEvents.clear();
+}
+
 void Trainer::syncTiedEmbedding()
 {
     // The first and the last pipeline rank each hold the token embedding (input and LM head): add their
@@ -188,9 +232,15 @@ double Trainer::gradientNormSquared()
 StepResult Trainer::step(std::int64_t step)
 {
     const auto t0 = std::chrono::steady_clock::now();
-    if (m_options.recorder)
-        m_options.recorder->setStep(static_cast<std::int32_t>(step));
     ParamSet& params = m_stage->params();
+    if (m_options.recorder) {
+        m_options.recorder->setStep(static_cast<std::int32_t>(step));
+        if (!m_timeline)
+            m_timeline = std::make_unique<device::DeviceTimeline>(params.values.device());
+        m_deviceEvents.clear();
+        m_timelineOriginNs = trace::nowNs(); // a lower bound of the origin's time
+        m_timeline->start();
+    }
     params.zeroGrads();
     std::fill(m_squares.begin(), m_squares.end(), -1.0);
     m_squaresNs = 0;
@@ -218,7 +268,7 @@ StepResult Trainer::step(std::int64_t step)
     const auto& p = m_layout.parallel;
     // The optimizer's event holds the clipping norm too (with its small all-reduces), as Megatron's
     // "optimizer" timer does: the norm reads every gradient once more, a seventh of the update's traffic.
-    const auto optimizerStart = trace::nowNs();
+    beginDevice(trace::EventKind::Optimizer, step);
     const double norm = apply ? std::sqrt(gradientNormSquared()) : 0.0;
     r.gradNorm = norm;
     r.lr = apply ? m_lr.at(step - m_sync->staleness()) : 0.0;
@@ -226,7 +276,7 @@ StepResult Trainer::step(std::int64_t step)
     if (apply)
         r.gradNorm = m_sharding->update(step, norm, m_clip, r.lr);
     r.update = double(trace::nowNs() - updateStart) * 1e-9;
-    record(trace::EventKind::Optimizer, optimizerStart, step);
+    endDevice(trace::EventKind::Optimizer);
     if (apply)
         m_sharding->gatherParameters(); // every member's updated parameters on every member
     m_sync->startDelayed(); // after ZeRO-1's all-gather, so that it does not queue behind the delayed all-reduce
@@ -238,6 +288,7 @@ StepResult Trainer::step(std::int64_t step)
         share += m_auxSum / double(p.microBatches() * p.dp * p.cp);
     m_comms.world->allReduce(&share, 1, comm::DType::F64, comm::ReduceOp::Sum)->wait();
     r.loss = share;
+    flushDeviceEvents();
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     r.normInBackward = double(m_squaresNs) * 1e-9;
     const double tokens = double(p.globalBatch * m_layout.model.seqLen);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "engine/comm/Communicator.h"
+#include "engine/device/DeviceTimeline.h"
 #include "engine/plan/Layout.h"
 #include "engine/plan/RankGrid.h"
 #include "engine/plan/Schedule.h"
@@ -119,6 +120,14 @@ private:
     // Records a compute-lane event of this rank (no-op without a recorder).
     void record(trace::EventKind kind, std::int64_t start, std::int64_t step, int microBatch = -1,
         std::int64_t stage = -1, int chunk = -1);
+    // Compute events timed by the device's events (forward, backward, W, optimizer): begun before the work
+    // is queued and ended after it, in stream order; flushDeviceEvents() reads their device times once the
+    // step is done and records them, so a GPU trace shows when the GPU worked, not when the host queued it
+    // (on a CpuDevice the same code gives host times). No-ops without a recorder.
+    void beginDevice(
+        trace::EventKind kind, std::int64_t step, int microBatch = -1, std::int64_t stage = -1, int chunk = -1);
+    void endDevice(trace::EventKind kind);
+    void flushDeviceEvents();
 
     plan::Layout m_layout;
     comm::GridCommunicators& m_comms;
@@ -145,6 +154,11 @@ private:
     // block ends), one entry per tensor (-1: not taken this step). Empty in every other layout.
     std::vector<double> m_squares;
     std::int64_t m_squaresNs = 0; // this step's time on them
+    // With a recorder: the device-timed events of this step (their kinds and places in begin order, the
+    // host time just before the timeline's origin was recorded).
+    std::unique_ptr<device::DeviceTimeline> m_timeline;
+    std::vector<trace::TraceEvent> m_deviceEvents;
+    std::int64_t m_timelineOriginNs = 0;
 };
 
 } // namespace loom::train

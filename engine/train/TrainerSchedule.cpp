@@ -12,21 +12,23 @@ namespace {
 
 // Activations and their gradients between virtual stages: sends in flight keep their buffers until done;
 // a message to this rank itself (the V's turn, virtual stages p-1 and p both on the last rank) is kept by
-// its tag instead of going through the communicator.
+// its tag instead of going through the communicator. Every buffer is on the stage's device and filled by
+// its copies, so a GPU run sends and receives device memory.
 class StageMail {
 public:
-    StageMail(comm::Communicator& pipe, std::size_t count)
+    StageMail(comm::Communicator& pipe, std::size_t count, device::Device& device)
         : m_pipe(pipe)
         , m_count(count)
+        , m_device(device)
     {
     }
-    void send(const std::vector<float>& data, int peer, int tag)
+    void send(const FlatValues& data, int peer, int tag)
     {
         if (peer == m_pipe.rank()) {
-            m_own[tag] = data;
+            m_own.insert_or_assign(tag, copyOf(data));
             return;
         }
-        InFlight f { nullptr, data };
+        InFlight f { nullptr, copyOf(data) };
         f.work = m_pipe.send(f.buffer.data(), m_count, comm::DType::F32, peer, tag);
         m_sends.push_back(std::move(f));
     }
@@ -36,7 +38,8 @@ public:
             auto it = m_own.find(tag);
             if (it == m_own.end())
                 throw std::logic_error("pipeline schedule: a stage reads its own rank's output before it is made");
-            std::copy(it->second.begin(), it->second.end(), into);
+            m_device.copyBytes(into, it->second.data(), m_count * sizeof(float), device::CopyKind::DeviceToDevice);
+            m_device.synchronize();
             m_own.erase(it);
             return;
         }
@@ -58,12 +61,20 @@ public:
 private:
     struct InFlight {
         comm::WorkPtr work;
-        std::vector<float> buffer;
+        FlatValues buffer;
     };
+    FlatValues copyOf(const FlatValues& data) const
+    {
+        FlatValues copy(m_device);
+        copy.assign(m_count, 0.0f);
+        copy.copyFrom(0, data.data(), m_count);
+        return copy;
+    }
     comm::Communicator& m_pipe;
     std::size_t m_count;
+    device::Device& m_device;
     std::deque<InFlight> m_sends;
-    std::map<int, std::vector<float>> m_own;
+    std::map<int, FlatValues> m_own;
 };
 
 } // namespace
@@ -87,9 +98,12 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
     // Each CP rank's loss is the mean over its s/cp tokens: the sequence's mean is their average.
     const float lossScale = 1.0f / static_cast<float>(p.microBatches() * p.dp * p.cp);
     const bool split = m_schedule.splitsBackward();
-    StageMail mail(*m_comms.pipeline, activation);
+    device::Device& device = m_stage->params().values.device();
+    StageMail mail(*m_comms.pipeline, activation, device);
     std::vector<std::int32_t> tokens, targets;
-    std::vector<float> in(activation), out(activation);
+    FlatValues in(device), out(device); // the stage's input and output activations (or their gradients)
+    in.assign(activation, 0.0f);
+    out.assign(activation, 0.0f);
     const auto& ops = m_schedule.opsOf(m_coord.pp);
     for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
         const PipelineOp& op = ops[static_cast<std::size_t>(i)];
@@ -116,10 +130,10 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
                 mail.recv(in.data(), rankOf(vs - 1), tag(0, op.microBatch, vs));
                 record(trace::EventKind::Wait, t0, step, op.microBatch, vs, op.chunk);
             }
-            const auto t0 = trace::nowNs();
+            beginDevice(trace::EventKind::Forward, step, op.microBatch, vs, op.chunk);
             const double loss
                 = m_stage->forward(op.microBatch, op.chunk, B, tokens.data(), targets.data(), in.data(), out.data());
-            record(trace::EventKind::Forward, t0, step, op.microBatch, vs, op.chunk);
+            endDevice(trace::EventKind::Forward);
             m_auxSum += m_stage->takeAuxLoss(); // MoE blocks' load-balancing losses (0 without)
             if (chunk.head)
                 lossSum += loss;
@@ -131,17 +145,17 @@ void Trainer::runSchedule(std::int64_t step, double& lossSum)
                 mail.recv(out.data(), rankOf(vs + 1), tag(1, op.microBatch, vs));
                 record(trace::EventKind::Wait, t0, step, op.microBatch, vs, op.chunk);
             }
-            const auto t0 = trace::nowNs();
+            beginDevice(trace::EventKind::Backward, step, op.microBatch, vs, op.chunk);
             m_stage->backward(op.microBatch, op.chunk, out.data(), in.data(), lossScale,
                 split ? std::function<void(std::int64_t)> {} : ready);
-            record(trace::EventKind::Backward, t0, step, op.microBatch, vs, op.chunk);
+            endDevice(trace::EventKind::Backward);
             // B's result goes upstream at once: the previous stage waits for it, not for W.
             if (!chunk.embedding)
                 mail.send(in, rankOf(vs - 1), tag(1, op.microBatch, vs - 1));
         } else {
-            const auto t0 = trace::nowNs();
+            beginDevice(trace::EventKind::Weight, step, op.microBatch, vs, op.chunk);
             m_stage->weightBackward(op.microBatch, op.chunk, ready);
-            record(trace::EventKind::Weight, t0, step, op.microBatch, vs, op.chunk);
+            endDevice(trace::EventKind::Weight);
         }
         m_stage->setWeightGradientDone({});
         mail.reap();

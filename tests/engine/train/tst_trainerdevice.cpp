@@ -1,6 +1,7 @@
-// The trainer keeps its parameters and gradients on the Device of TrainOptions::device, and a checkpoint
-// is written and read through host copies of them: every parameter copied device -> host once when saved,
-// host -> device once when resumed, and the resumed values equal the saved ones. Run: mpirun -np 1
+// The trainer keeps its parameters, gradients and AdamW's moments on the Device of TrainOptions::device, and
+// a checkpoint is written and read through host copies of them: every parameter and both moments copied
+// device -> host once when saved, host -> device once when resumed, and the resumed values equal the saved
+// ones. Run: mpirun -np 1
 // tst_trainerdevice
 #include "engine/plan/LayoutParser.h"
 #include "engine/profiles/BuiltinProfiles.h"
@@ -43,12 +44,12 @@ private slots:
         {
             train::Trainer trainer(*read.layout, comms, corpus, options, kernels);
             bytes = trainer.stage().params().flatSize() * sizeof(float);
-            QCOMPARE(saving.live(), 2 * bytes); // values and gradients, nothing else on the device yet
+            QCOMPARE(saving.live(), 4 * bytes); // values, gradients and the two moments
             for (std::int64_t s = 0; s < options.steps; ++s)
                 trainer.step(s);
             QCOMPARE(saving.copied[device::CopyKind::DeviceToHost], std::size_t(0));
             trainer.save(dir.path().toStdString(), options.steps);
-            QCOMPARE(saving.copied[device::CopyKind::DeviceToHost], bytes);
+            QCOMPARE(saving.copied[device::CopyKind::DeviceToHost], 3 * bytes); // values, m, v
             const auto& v = trainer.stage().params().values;
             saved.assign(v.begin(), v.end());
         }
@@ -60,7 +61,7 @@ private slots:
         const auto folder = train::latestCheckpoint(dir.path().toStdString());
         QVERIFY(folder);
         QCOMPARE(again.resume(*folder), std::int64_t(options.steps));
-        QCOMPARE(resuming.copied[device::CopyKind::HostToDevice] - initialised, bytes);
+        QCOMPARE(resuming.copied[device::CopyKind::HostToDevice] - initialised, 3 * bytes);
         const auto& v = again.stage().params().values;
         QVERIFY(std::equal(v.begin(), v.end(), saved.begin(), saved.end()));
     }
