@@ -121,7 +121,7 @@ private slots:
         // Every rank runs F, B and (split) W ops in the dock's simulated schedule.
         auto* dock = w.findChild<QDockWidget*>(QStringLiteral("scheduleDock"));
         QVERIFY(dock && dock->isVisible());
-        auto* pane = qobject_cast<TimelinePane*>(dock->widget());
+        auto* pane = dock->findChild<TimelinePane*>(); // inside the dock's scroll area
         QVERIFY(pane);
         TimelineView* view = pane->view();
         QCOMPARE(view, w.scheduleView());
