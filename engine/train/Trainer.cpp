@@ -89,17 +89,28 @@ void Trainer::batchOf(
     }
 }
 
-void Trainer::record(
-    trace::EventKind kind, std::int64_t start, std::int64_t step, int microBatch, std::int64_t stage, int chunk)
+namespace {
+
+// An event of one pass (kind, step, micro-batch, stage, chunk), its times still to be set.
+trace::TraceEvent passEvent(trace::EventKind kind, std::int64_t step, int microBatch, std::int64_t stage, int chunk)
 {
-    if (!m_options.recorder)
-        return;
     trace::TraceEvent e;
     e.kind = kind;
     e.step = static_cast<std::int32_t>(step);
     e.microBatch = microBatch;
     e.stage = static_cast<std::int32_t>(stage);
     e.chunk = chunk;
+    return e;
+}
+
+} // namespace
+
+void Trainer::record(
+    trace::EventKind kind, std::int64_t start, std::int64_t step, int microBatch, std::int64_t stage, int chunk)
+{
+    if (!m_options.recorder)
+        return;
+    trace::TraceEvent e = passEvent(kind, step, microBatch, stage, chunk);
     e.startNs = start;
     e.endNs = trace::nowNs();
     m_options.recorder->record(std::move(e));
@@ -119,13 +130,7 @@ void Trainer::beginDevice(trace::EventKind kind, std::int64_t step, int microBat
 {
     if (!m_timeline)
         return;
-    trace::TraceEvent e;
-    e.kind = kind;
-    e.step = static_cast<std::int32_t>(step);
-    e.microBatch = microBatch;
-    e.stage = static_cast<std::int32_t>(stage);
-    e.chunk = chunk;
-    m_deviceEvents.push_back(std::move(e));
+    m_deviceEvents.push_back(passEvent(kind, step, microBatch, stage, chunk));
     m_timeline->begin(regionName(kind));
 }
 
