@@ -18,11 +18,11 @@ namespace loom::views {
 namespace {
 
 // A Strategy setting a "set" action may change: the layout file's field path a lesson names it by, the
-// Strategy panel's widget that edits it, and the widget name earlier lesson files used (still read).
+// Strategy panel's widget that edits it, and the widget name earlier lesson files used (still read). Its
+// type is the fact's of the same field path (lessonFacts), so the two tables cannot disagree.
 struct Settable {
     const char* field;
     const char* widget;
-    FactType type;
     QStringList choices; // for Text: the layout's words
 };
 
@@ -36,29 +36,35 @@ template <typename E, std::size_t N> QStringList choiceWords(const plan::WordTab
 
 const std::vector<Settable>& settables()
 {
-    using T = FactType;
     static const std::vector<Settable> s = {
-        { "nodes", "nodes", T::Number, {} },
-        { "parallel.tp", "tp", T::Number, {} },
-        { "parallel.pp", "pp", T::Number, {} },
-        { "parallel.dp", "dp", T::Number, {} },
-        { "parallel.vpp", "vpp", T::Number, {} },
-        { "parallel.micro_batch", "microBatch", T::Number, {} },
-        { "parallel.global_batch", "globalBatch", T::Number, {} },
-        { "parallel.schedule", "schedule", T::Text, choiceWords(plan::kScheduleWords) },
-        { "memory.zero", "zero", T::Number, {} },
-        { "memory.recompute", "recompute", T::Text, choiceWords(plan::kRecomputeWords) },
-        { "precision", "precision", T::Text, choiceWords(plan::kPrecisionWords) },
+        { "nodes", "nodes", {} },
+        { "parallel.tp", "tp", {} },
+        { "parallel.pp", "pp", {} },
+        { "parallel.dp", "dp", {} },
+        { "parallel.vpp", "vpp", {} },
+        { "parallel.micro_batch", "microBatch", {} },
+        { "parallel.global_batch", "globalBatch", {} },
+        { "parallel.schedule", "schedule", choiceWords(plan::kScheduleWords) },
+        { "memory.zero", "zero", {} },
+        { "memory.recompute", "recompute", choiceWords(plan::kRecomputeWords) },
+        { "precision", "precision", choiceWords(plan::kPrecisionWords) },
         // comm.dp_codec's kind, and the fraction its "topk:<fraction>" form carries.
-        { "comm.dp_codec", "codec", T::Text, choiceWords(plan::kCodecWords) },
-        { "comm.dp_codec.topk", "topk", T::Number, {} },
-        { "comm.error_feedback", "errorFeedback", T::Bool, {} },
-        { "comm.overlap", "overlap", T::Bool, {} },
-        { "comm.bucket_mb", "bucket", T::Number, {} },
-        { "comm.chunk_kb", "chunk", T::Number, {} },
-        { "comm.allreduce", "allreduce", T::Text, choiceWords(plan::kAllreduceWords) },
+        { "comm.dp_codec", "codec", choiceWords(plan::kCodecWords) },
+        { "comm.dp_codec.topk", "topk", {} },
+        { "comm.error_feedback", "errorFeedback", {} },
+        { "comm.overlap", "overlap", {} },
+        { "comm.bucket_mb", "bucket", {} },
+        { "comm.chunk_kb", "chunk", {} },
+        { "comm.allreduce", "allreduce", choiceWords(plan::kAllreduceWords) },
     };
     return s;
+}
+
+// Every settable field is a fact (tst_lessonfiles settablesAreFacts checks it).
+FactType typeOf(const Settable& s)
+{
+    const FactInfo* fact = findFact(s.field);
+    return fact ? fact->type : FactType::Number;
 }
 
 const Settable* findSettable(const QString& name)
@@ -211,9 +217,10 @@ LessonAction readAction(const QJsonValue& value, const QString& field, Problems&
         // The action drives the widget; the file may name it by the field path or the old widget name.
         a.target = QLatin1String(it->widget);
         const auto v = valueOf(a.value);
-        if (!v || !hasType(*v, it->type))
-            p.add(field + QStringLiteral(".value"), QStringLiteral("%1 takes %2").arg(name, typeName(it->type)));
-        else if (it->type == FactType::Text && !it->choices.contains(a.value.toString()))
+        const FactType type = typeOf(*it);
+        if (!v || !hasType(*v, type))
+            p.add(field + QStringLiteral(".value"), QStringLiteral("%1 takes %2").arg(name, typeName(type)));
+        else if (type == FactType::Text && !it->choices.contains(a.value.toString()))
             p.add(field + QStringLiteral(".value"),
                 QStringLiteral("%1 is one of %2").arg(name, it->choices.join(QStringLiteral(", "))));
     } else if (o.contains(QLatin1String("open"))) {

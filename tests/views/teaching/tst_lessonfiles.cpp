@@ -167,6 +167,13 @@ private slots:
                                                          << "allreduce" << word(w.word);
     }
 
+    // A setting's type is the fact's of its field path: every setting must be a fact.
+    void settablesAreFacts()
+    {
+        for (const QString& field : lessonSettableFields())
+            QVERIFY2(findFact(field.toStdString()), qPrintable(field));
+    }
+
     void settingsByFieldPath()
     {
         QFETCH(QString, field);
