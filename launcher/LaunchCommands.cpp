@@ -24,8 +24,11 @@ namespace {
 // takes ssh's standard input: "alive" marks the run folder's .alive, "cancel" or the input's end (Loom or
 // ssh gone) stops the job. A watchdog stops it when no "alive" came for WATCHDOG seconds: with the link
 // down, sshd may not notice for hours. Stopping is SIGUSR1 (mpirun passes it to every rank, which finishes
-// its step, saves and stops), SIGTERM after the grace period, SIGKILL 2 s later. The loops sleep 1 s at a
-// time, so nothing of the script outlives mpirun by more than a second.
+// its step, saves and stops), SIGTERM after the grace period, SIGKILL 2 s later. When the watchdog stops it,
+// mpirun cannot flush the ranks' last output into the dead link and would wait for the SIGKILL, so once its
+// ranks and its ssh to the other hosts are gone (no live process has it as parent: it cannot reap them) it is
+// killed at once; a host without a working `ps -e -o ppid= -o stat=` waits the grace period instead. The loops
+// sleep 1 s at a time, so nothing of the script outlives mpirun by more than a second.
 const char* kHeadScript
     = "dir=$1; layout=$2; hosts=$3; grace=$4; alive=$5; shift 5\n"
       "mkdir -p -- \"$dir\" && printf %s \"$layout\" | base64 -d > \"$dir/layout.json\" &&"
@@ -37,14 +40,18 @@ const char* kHeadScript
       "\"$@\" </dev/null 3<&- &\n"
       "pid=$!\n"
       "waitfor() { i=0; while [ $i -lt $1 ] && kill -0 $pid 2>/dev/null; do sleep 1; i=$((i+1)); done; }\n"
-      "stop() { kill -USR1 $pid 2>/dev/null; waitfor $grace; kill -TERM $pid 2>/dev/null; waitfor 2;"
-      " kill -KILL $pid 2>/dev/null; }\n"
+      "finish() { kill -TERM $pid 2>/dev/null; waitfor 2; kill -KILL $pid 2>/dev/null; }\n"
+      "stop() { kill -USR1 $pid 2>/dev/null; waitfor $grace; finish; }\n"
+      "alone() { t=$(ps -e -o ppid= -o stat= 2>/dev/null) && [ -n \"$t\" ] &&"
+      " ! printf '%s\\n' \"$t\" | grep -q \"^ *$pid  *[^Z]\"; }\n"
+      "lost() { kill -USR1 $pid 2>/dev/null; i=0; while [ $i -lt $grace ] && kill -0 $pid 2>/dev/null && ! alone;"
+      " do sleep 1; i=$((i+1)); done; alone && kill -KILL $pid 2>/dev/null; finish; }\n"
       "( while read line <&3; do [ \"$line\" = cancel ] && break; : > \"$dir/.alive\"; done; stop ) &\n"
       "watcher=$!\n"
       "( n=0; while kill -0 $pid 2>/dev/null; do sleep 1;"
       " if [ -e \"$dir/.alive\" ]; then rm -f \"$dir/.alive\"; n=0; else n=$((n+1)); fi;"
       " if [ $n -ge $alive ]; then echo \"loom: no word from Loom for $alive s (the link to it is down);"
-      " stopping the job on $(hostname)\" >&2; stop; break; fi; done ) 3<&- &\n"
+      " stopping the job on $(hostname)\" >&2; lost; break; fi; done ) 3<&- &\n"
       "watchdog=$!\n"
       "wait $pid; rc=$?\n"
       "kill $watcher $watchdog 2>/dev/null\n"

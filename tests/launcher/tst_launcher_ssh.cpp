@@ -211,14 +211,13 @@ private slots:
     }
 
     // Processes of a job (mpirun, orted, the ranks) left in the namespaces; ssh sessions do not count.
-    // With withMpirun false, only what trains: the ranks and the other hosts' orted.
-    QStringList ranksLeft(bool withMpirun = true)
+    QStringList ranksLeft()
     {
         QStringList left;
         for (const QString& l : leftovers()) {
             const QString comm = commOf(l.section(QLatin1Char(' '), 0, 0).toLongLong());
             if (comm == QLatin1String("loom-train") || comm == QLatin1String("orted")
-                || (withMpirun && comm == QLatin1String("mpirun")))
+                || comm == QLatin1String("mpirun"))
                 left << l;
         }
         return left;
@@ -296,20 +295,12 @@ private slots:
         ::kill(static_cast<pid_t>(ssh.first()), SIGSTOP);
         QElapsedTimer t;
         t.start();
-        // The ranks stop training (and save) within the progress timeout. The head node's mpirun itself may
-        // stay until the script's SIGKILL (watchdog + grace + 2 s): with the link stopped it cannot flush the
-        // ranks' last output to ssh (docs/launcher.md).
-        waitFor([this] { return ranksLeft(false).isEmpty(); }, 20000);
-        const qint64 ms = t.elapsed();
-        const QStringList training = ranksLeft(false);
         waitFor([this] { return ranksLeft().isEmpty(); }, 20000);
-        const qint64 allMs = t.elapsed();
+        const qint64 ms = t.elapsed();
         const QStringList left = ranksLeft();
         ::kill(static_cast<pid_t>(ssh.first()), SIGCONT);
-        QVERIFY2(training.isEmpty(), qPrintable(training.join(QLatin1Char('\n'))));
         QVERIFY2(left.isEmpty(), qPrintable(left.join(QLatin1Char('\n'))));
-        qInfo("the ranks ended %lld ms and mpirun %lld ms after the link was lost (watchdog 10 s, grace 10 s)",
-            static_cast<long long>(ms), static_cast<long long>(allMs));
+        qInfo("the job ended %lld ms after the link was lost (watchdog 10 s)", static_cast<long long>(ms));
         QVERIFY2(QFile::exists(ckpt + QStringLiteral("/latest")), "the watchdog's stop saved no checkpoint");
         QVERIFY(p.waitForFinished(60000));
         QVERIFY2(noneLeftWithin(10000), qPrintable(leftovers().join(QLatin1Char('\n'))));
