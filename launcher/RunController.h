@@ -83,6 +83,7 @@ private:
     void startSbatch(const QString& layoutFile);
     void pollJob();
     void jobStateSeen(const QString& state, const QString& reason);
+    void jobStateAnswered(const QString& scontrolText); // what `scontrol show job` said: follow or end
     void cancelJob(); // sbatch: scancel, without waiting for it
     // Runs `scancel ARGS JOB` in the background; `done` gets its exit code (-1 when it could not run).
     void scancel(const QStringList& args, std::function<void(int)> done = {});
@@ -91,7 +92,9 @@ private:
     void addToTail(const QByteArray& chunk);
     // srun: the end of each rank's log (its standard error, RankLogs.h), a few KiB of each, into the tail.
     void addRankLogsToTail();
-    void followJobOutput(QFile& out);
+    // Slurm: feeds what the job's output file gained since the last read; at most `budget` bytes a turn of the
+    // event loop (the rest follows on the next turns), everything when budget < 0.
+    void followJobOutput(qint64 budget);
     void feed(const QByteArray& chunk);
     void readOutput();
     void processFinished(int exitCode, QProcess::ExitStatus status);
@@ -131,6 +134,10 @@ private:
     bool m_tailSkipToBreak = false; // inside an over-long line already cut: drop up to its line break
     QElapsedTimer m_sinceHeartbeat; // ssh: since the last "alive" to the head node
     QTimer m_jobPoll;
+    QProcess* m_scontrol = nullptr; // Slurm: the queue-state question in flight
+    QElapsedTimer m_scontrolSince;
+    bool m_followQueued = false;
+    static constexpr qint64 kFollowBytes = 1 << 20;
     qint64 m_run = 0;
     qint64 m_steps = 0;
     bool m_cancelling = false;

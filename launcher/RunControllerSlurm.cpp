@@ -85,15 +85,39 @@ void RunController::pollJob()
 {
     if (m_ended)
         return;
-    QFile out(m_jobOutput);
-    if (out.open(QIODevice::ReadOnly) && out.size() > m_jobOffset)
-        followJobOutput(out);
-    QProcess scontrol;
-    scontrol.start(
+    followJobOutput(kFollowBytes);
+    if (m_scontrol) {
+        if (m_scontrolSince.elapsed() < 10000)
+            return; // the last question is still out
+        m_scontrol->kill(); // the controller is busy: ask again next time
+        return;
+    }
+    // Asked in the background: a busy controller never holds up the window.
+    auto* scontrol = new QProcess(this);
+    m_scontrol = scontrol;
+    m_scontrolSince.start();
+    connect(scontrol, &QProcess::finished, this, [this, scontrol](int, QProcess::ExitStatus status) {
+        const QString text
+            = QString::fromUtf8(scontrol->readAllStandardOutput() + scontrol->readAllStandardError());
+        scontrol->deleteLater();
+        if (m_scontrol == scontrol)
+            m_scontrol = nullptr;
+        if (status == QProcess::NormalExit)
+            jobStateAnswered(text);
+    });
+    connect(scontrol, &QProcess::errorOccurred, this, [this, scontrol](QProcess::ProcessError e) {
+        if (e != QProcess::FailedToStart)
+            return;
+        scontrol->deleteLater();
+        if (m_scontrol == scontrol)
+            m_scontrol = nullptr;
+    });
+    scontrol->start(
         QStringLiteral("scontrol"), { QStringLiteral("show"), QStringLiteral("job"), QStringLiteral("-o"), m_jobId });
-    if (!scontrol.waitForFinished(10000))
-        return; // the controller is busy: ask again next time
-    const QString text = QString::fromUtf8(scontrol.readAllStandardOutput() + scontrol.readAllStandardError());
+}
+
+void RunController::jobStateAnswered(const QString& text)
+{
     static const QRegularExpression stateRe(QStringLiteral("JobState=(\\S+)"));
     static const QRegularExpression exitRe(QStringLiteral("\\bExitCode=(\\d+):(\\d+)"));
     static const QRegularExpression reasonRe(QStringLiteral("\\bReason=(\\S+)"));
@@ -106,8 +130,7 @@ void RunController::pollJob()
     if (stillQueuedOrRunning(state))
         return;
     // The job is over: read what is left of its output, then decide.
-    if (out.isOpen() || out.open(QIODevice::ReadOnly))
-        followJobOutput(out);
+    followJobOutput(-1);
     m_jobPoll.stop();
     const auto exit = exitRe.match(text);
     if (endIfStopped()) {
@@ -193,14 +216,30 @@ void RunController::cancelJob()
     });
 }
 
-void RunController::followJobOutput(QFile& out)
+void RunController::followJobOutput(qint64 budget)
 {
-    // A megabyte at a time, as readOutput() reads a local job: a flood is never held whole.
-    out.seek(m_jobOffset);
-    for (QByteArray chunk = out.read(1 << 20); !chunk.isEmpty(); chunk = out.read(1 << 20)) {
+    // A megabyte at a time, as readOutput() reads a local job: a flood is never held whole. With a budget, a
+    // job that writes faster than the window reads is followed a budget per turn of the event loop, so the
+    // window stays responsive and catches up once the job slows or ends.
+    QFile out(m_jobOutput);
+    if (!out.open(QIODevice::ReadOnly) || out.size() <= m_jobOffset || !out.seek(m_jobOffset))
+        return;
+    qint64 read = 0;
+    for (QByteArray chunk = out.read(1 << 20); !chunk.isEmpty() && !m_ended; chunk = out.read(1 << 20)) {
         m_jobOffset += chunk.size();
+        read += chunk.size();
         feed(chunk);
+        if (budget >= 0 && read >= budget)
+            break;
     }
+    if (budget < 0 || read < budget || m_ended || m_followQueued)
+        return;
+    m_followQueued = true;
+    QTimer::singleShot(0, this, [this, budget] {
+        m_followQueued = false;
+        if (!m_ended)
+            followJobOutput(budget);
+    });
 }
 
 } // namespace loom::launcher

@@ -12,7 +12,8 @@
 #
 #   tests/launcher/slurm-cluster.sh up DIR [CPUS]   prints SLURM_CONF=…; exit 3: cannot be done here (why on stdout)
 #   tests/launcher/slurm-cluster.sh up2 DIR [CPUS]  CPUS a node; prints SLURM_CONF=… and NETNS=…; exit 3 likewise
-#   tests/launcher/slurm-cluster.sh down DIR        stops the daemons it started (safe to repeat)
+#   tests/launcher/slurm-cluster.sh down DIR        stops the daemons it started (safe to repeat); also done by
+#                                                   itself once the process that ran `up` has ended
 set -uo pipefail
 cmd=${1:-} dir=${2:-} cpus=${3:-4}
 [ -n "$dir" ] && [ -d "$dir" ] || { echo "usage: $0 up|down DIR [CPUS] (an existing folder)" >&2; exit 64; }
@@ -158,6 +159,11 @@ for node in $node_names; do
   *) skip "the Slurm node $node did not come up (state ${state:-unknown}): $(tail -q -n 2 "$dir"/slurmd*.log "$dir/slurmctld.log" 2>/dev/null | tr '\n' ' ')" ;;
   esac
 done
+# A test killed by its timeout never calls `down`: a detached watcher stops the daemons once the process
+# that asked for them (this script's parent, the test) has gone, so nothing is left running after it.
+owner=$PPID
+setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec "$2" down "$3"' watch "$owner" "$0" "$dir" \
+  </dev/null >/dev/null 2>&1 &
 echo "SLURM_CONF=$SLURM_CONF"
 [ "$cmd" = up2 ] && echo "NETNS=/run/netns/$nsa"
 exit 0
