@@ -97,8 +97,7 @@ void RunController::pollJob()
     m_scontrol = scontrol;
     m_scontrolSince.start();
     connect(scontrol, &QProcess::finished, this, [this, scontrol](int, QProcess::ExitStatus status) {
-        const QString text
-            = QString::fromUtf8(scontrol->readAllStandardOutput() + scontrol->readAllStandardError());
+        const QString text = QString::fromUtf8(scontrol->readAllStandardOutput() + scontrol->readAllStandardError());
         scontrol->deleteLater();
         if (m_scontrol == scontrol)
             m_scontrol = nullptr;
