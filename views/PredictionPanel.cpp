@@ -12,6 +12,8 @@
 #include <QPushButton>
 #include <QVBoxLayout>
 
+#include <string_view>
+
 namespace loom::views {
 
 namespace {
@@ -39,7 +41,15 @@ const PartStyle kMemory[] = {
     { "activations", QT_TRANSLATE_NOOP("PredictionPanel", "activations"), QColor(0xCC, 0x79, 0xA7) },
     { "reserve", QT_TRANSLATE_NOOP("PredictionPanel", "reserve"), QColor(0xBB, 0xBB, 0xBB) },
     { "gathered", QT_TRANSLATE_NOOP("PredictionPanel", "gathered (ZeRO-3)"), QColor(0x56, 0xB4, 0xE9) },
+    { "fp8", QT_TRANSLATE_NOOP("PredictionPanel", "FP8 scaling state"), QColor(0xE6, 0x9F, 0x00) },
+    { "residual", QT_TRANSLATE_NOOP("PredictionPanel", "codec residual"), QColor(0xD5, 0x5E, 0x00) },
 };
+// Parts that are zero unless the layout asks for them (ZeRO-3, FP8 delayed scaling, a lossy codec with error
+// feedback): their legend lines show only then, as in the Explain dock's breakdown (explain::memoryParts).
+bool optionalPart(const char* key)
+{
+    return std::string_view(key) == "gathered" || std::string_view(key) == "fp8" || std::string_view(key) == "residual";
+}
 
 QString swatch(const QColor& c)
 {
@@ -96,6 +106,9 @@ PredictionPanel::PredictionPanel(QWidget* parent)
     memLayout->addWidget(m_memory);
     auto* memLegend = new QGridLayout;
     legend(memLegend, "memory", kMemory, std::size(kMemory));
+    for (const PartStyle& part : kMemory)
+        if (optionalPart(part.key))
+            label(QStringLiteral("memory.") + QString::fromLatin1(part.key))->hide();
     memLayout->addLayout(memLegend);
     // The two breakdowns side by side: stacked, the panel was 634 px tall and did not fit under Strategy at
     // 1280×800.
@@ -196,8 +209,10 @@ void PredictionPanel::setAnalysis(const LayoutAnalysis& a)
     }
     m_split->setParts(std::move(split));
 
+    // Every part of the estimate, so that the bar's parts add up to the total it is drawn against.
     const double mem[] = { p.memory.params, p.memory.grads, p.memory.optimizer, p.memory.activations, p.memory.reserve,
-        p.memory.gathered };
+        p.memory.gathered, p.memory.fp8State, p.memory.residual };
+    static_assert(std::size(mem) == std::size(kMemory));
     std::vector<StackedBar::Part> memory;
     for (std::size_t i = 0; i < std::size(kMemory); ++i) {
         const QString key = QString::fromLatin1(kMemory[i].key);
@@ -205,6 +220,7 @@ void PredictionPanel::setAnalysis(const LayoutAnalysis& a)
         memory.push_back({ tr(kMemory[i].caption), mem[i], kMemory[i].color, tip });
         set(QStringLiteral("memory.%1").arg(key).toLatin1().constData(),
             swatch(kMemory[i].color) + tr(kMemory[i].caption) + QStringLiteral(" ") + gb(mem[i]), tip);
+        label(QStringLiteral("memory.") + key)->setVisible(!optionalPart(kMemory[i].key) || mem[i] != 0);
     }
     m_memory->setParts(std::move(memory), p.memoryCapacityGB);
     m_memory->setToolTip(explain::memory(l, p, QStringLiteral("total")));
