@@ -70,8 +70,10 @@ PredictionPanel::PredictionPanel(QWidget* parent)
     auto* figures = new QGridLayout;
     figures->setHorizontalSpacing(12);
     figures->setVerticalSpacing(3); // seven lines, compact enough to fit under Strategy at 1280×800
-    addFigure(figures, 0, QStringLiteral("step"), tr("Step time"));
-    addFigure(figures, 1, QStringLiteral("tokens"), tr("Tokens/s"));
+    // Recommend sits beside the two short figures (step time, tokens/s) rather than on a line of its own: at
+    // 1280×800 that line was what a layout's warning needed to show whole.
+    addFigure(figures, 0, QStringLiteral("step"), tr("Step time"), 1);
+    addFigure(figures, 1, QStringLiteral("tokens"), tr("Tokens/s"), 1);
     addFigure(figures, 2, QStringLiteral("tflops"), tr("TFLOP/s per GPU"));
     addFigure(figures, 3, QStringLiteral("mfu"), tr("MFU"));
     addFigure(figures, 4, QStringLiteral("bubble"), tr("Bubble"));
@@ -87,6 +89,12 @@ PredictionPanel::PredictionPanel(QWidget* parent)
             m_labels[QString::fromLatin1(group) + QLatin1Char('.') + QString::fromLatin1(styles[i].key)] = l;
             grid->addWidget(l, int(i), 0);
         }
+        grid->setVerticalSpacing(0); // the lines of a legend, not separate fields
+    };
+    // The boxes' frames as narrow as stays readable: every line they save is one a warning below can wrap onto.
+    auto compact = [](QVBoxLayout* box) {
+        box->setContentsMargins(6, 4, 6, 4);
+        box->setSpacing(3);
     };
     // Communication counts only where it is exposed (not hidden behind compute): the box's title says so once, so
     // the legend lines stay short enough for two boxes side by side.
@@ -94,6 +102,7 @@ PredictionPanel::PredictionPanel(QWidget* parent)
     splitBox->setToolTip(tr("The step of the critical stage: compute, the communication it waits for (exposed, not "
                             "hidden behind compute), the bubble and the optimizer."));
     auto* splitLayout = new QVBoxLayout(splitBox);
+    compact(splitLayout);
     m_split = new StackedBar;
     splitLayout->addWidget(m_split);
     auto* splitLegend = new QGridLayout;
@@ -102,6 +111,7 @@ PredictionPanel::PredictionPanel(QWidget* parent)
 
     auto* memBox = new QGroupBox(tr("Memory (most loaded device)"));
     auto* memLayout = new QVBoxLayout(memBox);
+    compact(memLayout);
     m_memory = new StackedBar;
     memLayout->addWidget(m_memory);
     auto* memLegend = new QGridLayout;
@@ -127,11 +137,11 @@ PredictionPanel::PredictionPanel(QWidget* parent)
     m_recommend->setToolTip(tr("Search every valid tp, pp, dp, vpp, micro-batch, schedule, ZeRO and recompute for this "
                                "model on these nodes and rank the layouts that fit by predicted throughput."));
     connect(m_recommend, &QPushButton::clicked, this, &PredictionPanel::recommendRequested);
-    outer->addWidget(m_recommend);
+    figures->addWidget(m_recommend, 0, 2, 2, 1, Qt::AlignTop | Qt::AlignRight);
     outer->addStretch(1);
 }
 
-QLabel* PredictionPanel::addFigure(QGridLayout* grid, int row, const QString& key, const QString& caption)
+QLabel* PredictionPanel::addFigure(QGridLayout* grid, int row, const QString& key, const QString& caption, int columns)
 {
     auto* name = new QLabel(caption);
     auto* value = new QLabel(QStringLiteral("–"));
@@ -141,7 +151,7 @@ QLabel* PredictionPanel::addFigure(QGridLayout* grid, int row, const QString& ke
     value->setWordWrap(true); // "10.3 % at stage 63, the bottleneck (closed form …)" wraps, never widens the panel
     value->setTextInteractionFlags(Qt::TextSelectableByMouse);
     grid->addWidget(name, row, 0);
-    grid->addWidget(value, row, 1);
+    grid->addWidget(value, row, 1, 1, columns);
     m_labels[key] = value;
     return value;
 }
