@@ -105,6 +105,21 @@ void MainWindow::placeDocks()
     resizeDocks({ findChild<QDockWidget*>(QStringLiteral("scheduleDock")) }, { height() / 4 }, Qt::Vertical);
 }
 
+void MainWindow::lessonsWideEnough(QDockWidget* lessons)
+{
+    // A step's buttons can need more width than the first step's ("Done: next lesson ▶" at the last step): the
+    // dock widens to its content, as far as a third of the window, rather than cutting the step's text.
+    if (!lessons->isVisible())
+        return;
+    const auto* area = qobject_cast<const QScrollArea*>(lessons->widget());
+    if (!area || !area->widget())
+        return;
+    const int chrome = lessons->width() - area->viewport()->width();
+    const int needed = area->widget()->minimumSizeHint().width() + std::max(chrome, 0);
+    if (needed > lessons->width())
+        resizeDocks({ lessons }, { std::min(needed, width() / 3) }, Qt::Horizontal);
+}
+
 void MainWindow::roomForLessons(QDockWidget* lessons)
 {
     // The step, its question and the Back / Restart / Show me / Next row without scrolling, as far as two thirds

@@ -274,6 +274,27 @@ private slots:
         }
     }
 
+    // At a lesson's last step the Next button reads "Done: next lesson ▶", wider than at the first: the dock widens
+    // to it, so the step's text wraps inside the dock instead of running past its edge (a horizontal scroll bar).
+    void lastStepNotCut()
+    {
+        app::MainWindow w(m_profiles);
+        QVERIFY(openShown(w, QString::fromLatin1(app::MainWindow::kExample)));
+        QVERIFY(w.startLesson(QStringLiteral("hybrid-zero")));
+        QSignalSpy played(w.lessonDock(), &views::LessonDock::playedTo);
+        w.lessonDock()->playTo(1);
+        QVERIFY(!played.isEmpty() || played.wait(120000));
+        const auto* dock = w.findChild<QDockWidget*>(QStringLiteral("lessonsDock"));
+        const auto* area = qobject_cast<const QScrollArea*>(dock->widget());
+        QVERIFY(area);
+        QVERIFY(w.lessonDock()->nextButton()->text().contains(QStringLiteral("next lesson")));
+        QTRY_VERIFY2(area->horizontalScrollBar()->maximum() == 0,
+            qPrintable(QStringLiteral("Lessons %1 px wide, its step needs %2")
+                           .arg(area->viewport()->width())
+                           .arg(area->widget()->minimumSizeHint().width())));
+        QVERIFY(w.frameGeometry().width() <= w.screen()->availableGeometry().width());
+    }
+
     // Opening Lessons keeps the window inside the screen, and the dock shows its buttons whole.
     void lessonsFit()
     {
