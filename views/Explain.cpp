@@ -1,6 +1,8 @@
 #include "views/Explain.h"
+#include "views/Units.h"
 
 #include "engine/plan/CostModel.h"
+#include "engine/plan/Formulas.h"
 
 #include <QLocale>
 
@@ -261,6 +263,23 @@ QString memory(const plan::Layout& l, const plan::Prediction& p, const QString& 
                                                      : m.optimizer))
             .arg(l.memory.zero);
     }
+    if (kind == QLatin1String("fp8"))
+        return QObject::tr("<b>FP8 scaling state</b> (delayed scaling, as Transformer Engine keeps it): for each of "
+                           "the 4 linear layers of a block and each of their 5 FP8 tensors, an amax history of %1 "
+                           "fp32 values and a scale and its inverse: %2 bytes a block, times the blocks the device "
+                           "holds = <b>%3</b>")
+            .arg(plan::kFp8AmaxHistory)
+            .arg(QLocale().toString(plan::fp8ScalingStateBytesPerLayer(), 'f', 0), gigabytesText(m.fp8State));
+    if (kind == QLatin1String("residual"))
+        return QObject::tr("<b>Codec residual</b> (error feedback): what the lossy DP codec lost, kept per rank and "
+                           "added to the next step's gradients: one value for each of the rank's gradients, %1 bytes "
+                           "each%2 = <b>%3</b>")
+            .arg(plan::gradientBytesPerValue(l.precision, l.optimizer))
+            .arg(l.comm.dpCodec.kind == plan::Codec::Kind::TopK
+                    ? QString()
+                    : QObject::tr(", and one more for the 1/dp = 1/%1 segment it reduces in the second phase")
+                          .arg(big(x.d)),
+                gigabytesText(m.residual));
     if (kind == QLatin1String("activations"))
         return activationsText(l, p);
     if (kind == QLatin1String("params"))

@@ -1,4 +1,5 @@
 #include "views/ExplainDock.h"
+#include "views/ExplainTopics.h"
 
 #include <QComboBox>
 #include <QLabel>
@@ -10,29 +11,7 @@ namespace loom::views {
 
 const std::vector<std::pair<QString, QString>>& ExplainDock::topics()
 {
-    static const std::vector<std::pair<QString, QString>> t = {
-        { QStringLiteral("step"), QObject::tr("Step time (predicted)") },
-        { QStringLiteral("tokens"), QObject::tr("Tokens/s (predicted)") },
-        { QStringLiteral("tflops"), QObject::tr("TFLOP/s per GPU (predicted)") },
-        { QStringLiteral("mfu"), QObject::tr("MFU (predicted)") },
-        { QStringLiteral("bubble"), QObject::tr("Pipeline bubble (predicted)") },
-        { QStringLiteral("memory"), QObject::tr("Memory of the most loaded device") },
-        { QStringLiteral("split.compute"), QObject::tr("Step split: compute") },
-        { QStringLiteral("split.tp"), QObject::tr("Step split: exposed TP communication") },
-        { QStringLiteral("split.pp"), QObject::tr("Step split: exposed PP communication") },
-        { QStringLiteral("split.dp"), QObject::tr("Step split: exposed DP communication") },
-        { QStringLiteral("split.bubble"), QObject::tr("Step split: bubble") },
-        { QStringLiteral("split.optimizer"), QObject::tr("Step split: optimizer") },
-        { QStringLiteral("memory.params"), QObject::tr("Memory: parameters") },
-        { QStringLiteral("memory.grads"), QObject::tr("Memory: gradients") },
-        { QStringLiteral("memory.optimizer"), QObject::tr("Memory: optimizer state") },
-        { QStringLiteral("memory.activations"), QObject::tr("Memory: activations") },
-        { QStringLiteral("memory.reserve"), QObject::tr("Memory: reserve") },
-        { QStringLiteral("measured.bubble"), QObject::tr("Bubble per stage (measured)") },
-        { QStringLiteral("measured.busbw"), QObject::tr("Bus bandwidth per collective (measured)") },
-        { QStringLiteral("measured.tokens"), QObject::tr("Tokens/s (measured)") },
-    };
-    return t;
+    return explainTopics();
 }
 
 ExplainDock::ExplainDock(Source source, QWidget* parent)

@@ -12,6 +12,8 @@
 #include <QPushButton>
 #include <QVBoxLayout>
 
+#include <string_view>
+
 namespace loom::views {
 
 namespace {
@@ -39,7 +41,15 @@ const PartStyle kMemory[] = {
     { "activations", QT_TRANSLATE_NOOP("PredictionPanel", "activations"), QColor(0xCC, 0x79, 0xA7) },
     { "reserve", QT_TRANSLATE_NOOP("PredictionPanel", "reserve"), QColor(0xBB, 0xBB, 0xBB) },
     { "gathered", QT_TRANSLATE_NOOP("PredictionPanel", "gathered (ZeRO-3)"), QColor(0x56, 0xB4, 0xE9) },
+    { "fp8", QT_TRANSLATE_NOOP("PredictionPanel", "FP8 scaling state"), QColor(0xE6, 0x9F, 0x00) },
+    { "residual", QT_TRANSLATE_NOOP("PredictionPanel", "codec residual"), QColor(0xD5, 0x5E, 0x00) },
 };
+// Parts that are zero unless the layout asks for them (ZeRO-3, FP8 delayed scaling, a lossy codec with error
+// feedback): their legend lines show only then, as in the Explain dock's breakdown (explain::memoryParts).
+bool optionalPart(const char* key)
+{
+    return std::string_view(key) == "gathered" || std::string_view(key) == "fp8" || std::string_view(key) == "residual";
+}
 
 QString swatch(const QColor& c)
 {
@@ -60,8 +70,10 @@ PredictionPanel::PredictionPanel(QWidget* parent)
     auto* figures = new QGridLayout;
     figures->setHorizontalSpacing(12);
     figures->setVerticalSpacing(3); // seven lines, compact enough to fit under Strategy at 1280×800
-    addFigure(figures, 0, QStringLiteral("step"), tr("Step time"));
-    addFigure(figures, 1, QStringLiteral("tokens"), tr("Tokens/s"));
+    // Recommend sits beside the two short figures (step time, tokens/s) rather than on a line of its own: at
+    // 1280×800 that line was what a layout's warning needed to show whole.
+    addFigure(figures, 0, QStringLiteral("step"), tr("Step time"), 1);
+    addFigure(figures, 1, QStringLiteral("tokens"), tr("Tokens/s"), 1);
     addFigure(figures, 2, QStringLiteral("tflops"), tr("TFLOP/s per GPU"));
     addFigure(figures, 3, QStringLiteral("mfu"), tr("MFU"));
     addFigure(figures, 4, QStringLiteral("bubble"), tr("Bubble"));
@@ -77,6 +89,12 @@ PredictionPanel::PredictionPanel(QWidget* parent)
             m_labels[QString::fromLatin1(group) + QLatin1Char('.') + QString::fromLatin1(styles[i].key)] = l;
             grid->addWidget(l, int(i), 0);
         }
+        grid->setVerticalSpacing(0); // the lines of a legend, not separate fields
+    };
+    // The boxes' frames as narrow as stays readable: every line they save is one a warning below can wrap onto.
+    auto compact = [](QVBoxLayout* box) {
+        box->setContentsMargins(6, 4, 6, 4);
+        box->setSpacing(3);
     };
     // Communication counts only where it is exposed (not hidden behind compute): the box's title says so once, so
     // the legend lines stay short enough for two boxes side by side.
@@ -84,6 +102,7 @@ PredictionPanel::PredictionPanel(QWidget* parent)
     splitBox->setToolTip(tr("The step of the critical stage: compute, the communication it waits for (exposed, not "
                             "hidden behind compute), the bubble and the optimizer."));
     auto* splitLayout = new QVBoxLayout(splitBox);
+    compact(splitLayout);
     m_split = new StackedBar;
     splitLayout->addWidget(m_split);
     auto* splitLegend = new QGridLayout;
@@ -92,10 +111,14 @@ PredictionPanel::PredictionPanel(QWidget* parent)
 
     auto* memBox = new QGroupBox(tr("Memory (most loaded device)"));
     auto* memLayout = new QVBoxLayout(memBox);
+    compact(memLayout);
     m_memory = new StackedBar;
     memLayout->addWidget(m_memory);
     auto* memLegend = new QGridLayout;
     legend(memLegend, "memory", kMemory, std::size(kMemory));
+    for (const PartStyle& part : kMemory)
+        if (optionalPart(part.key))
+            label(QStringLiteral("memory.") + QString::fromLatin1(part.key))->hide();
     memLayout->addLayout(memLegend);
     // The two breakdowns side by side: stacked, the panel was 634 px tall and did not fit under Strategy at
     // 1280×800.
@@ -114,11 +137,11 @@ PredictionPanel::PredictionPanel(QWidget* parent)
     m_recommend->setToolTip(tr("Search every valid tp, pp, dp, vpp, micro-batch, schedule, ZeRO and recompute for this "
                                "model on these nodes and rank the layouts that fit by predicted throughput."));
     connect(m_recommend, &QPushButton::clicked, this, &PredictionPanel::recommendRequested);
-    outer->addWidget(m_recommend);
+    figures->addWidget(m_recommend, 0, 2, 2, 1, Qt::AlignTop | Qt::AlignRight);
     outer->addStretch(1);
 }
 
-QLabel* PredictionPanel::addFigure(QGridLayout* grid, int row, const QString& key, const QString& caption)
+QLabel* PredictionPanel::addFigure(QGridLayout* grid, int row, const QString& key, const QString& caption, int columns)
 {
     auto* name = new QLabel(caption);
     auto* value = new QLabel(QStringLiteral("–"));
@@ -128,7 +151,7 @@ QLabel* PredictionPanel::addFigure(QGridLayout* grid, int row, const QString& ke
     value->setWordWrap(true); // "10.3 % at stage 63, the bottleneck (closed form …)" wraps, never widens the panel
     value->setTextInteractionFlags(Qt::TextSelectableByMouse);
     grid->addWidget(name, row, 0);
-    grid->addWidget(value, row, 1);
+    grid->addWidget(value, row, 1, 1, columns);
     m_labels[key] = value;
     return value;
 }
@@ -196,8 +219,10 @@ void PredictionPanel::setAnalysis(const LayoutAnalysis& a)
     }
     m_split->setParts(std::move(split));
 
+    // Every part of the estimate, so that the bar's parts add up to the total it is drawn against.
     const double mem[] = { p.memory.params, p.memory.grads, p.memory.optimizer, p.memory.activations, p.memory.reserve,
-        p.memory.gathered };
+        p.memory.gathered, p.memory.fp8State, p.memory.residual };
+    static_assert(std::size(mem) == std::size(kMemory));
     std::vector<StackedBar::Part> memory;
     for (std::size_t i = 0; i < std::size(kMemory); ++i) {
         const QString key = QString::fromLatin1(kMemory[i].key);
@@ -205,6 +230,7 @@ void PredictionPanel::setAnalysis(const LayoutAnalysis& a)
         memory.push_back({ tr(kMemory[i].caption), mem[i], kMemory[i].color, tip });
         set(QStringLiteral("memory.%1").arg(key).toLatin1().constData(),
             swatch(kMemory[i].color) + tr(kMemory[i].caption) + QStringLiteral(" ") + gb(mem[i]), tip);
+        label(QStringLiteral("memory.") + key)->setVisible(!optionalPart(kMemory[i].key) || mem[i] != 0);
     }
     m_memory->setParts(std::move(memory), p.memoryCapacityGB);
     m_memory->setToolTip(explain::memory(l, p, QStringLiteral("total")));

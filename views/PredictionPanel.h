@@ -34,7 +34,9 @@ signals:
     void recommendRequested();
 
 private:
-    QLabel* addFigure(QGridLayout* grid, int row, const QString& key, const QString& caption);
+    // A figure's caption and value on `row`; the value spans `columns` columns (2: the whole width, 1: beside
+    // the Recommend button).
+    QLabel* addFigure(QGridLayout* grid, int row, const QString& key, const QString& caption, int columns = 2);
 
     std::map<QString, QLabel*> m_labels;
     StackedBar* m_split;

@@ -1,12 +1,14 @@
 #include "views/TopologyView.h"
 
 #include "views/Colors.h"
+#include "views/DropPreview.h"
 #include "views/LayerModel.h"
 #include "views/NodeItem.h"
 #include "views/TopologyScene.h"
 
 #include <QDragEnterEvent>
 #include <QKeyEvent>
+#include <QLabel>
 #include <QLineEdit>
 #include <QMimeData>
 #include <QPainter>
@@ -14,6 +16,7 @@
 #include <QScrollBar>
 #include <QWheelEvent>
 
+#include <algorithm>
 #include <cmath>
 
 namespace loom::views {
@@ -40,6 +43,17 @@ TopologyView::TopologyView(TopologyScene* scene, QWidget* parent)
         jumpTo(m_jump->text());
         m_jump->setToolTip(m_jumpMessage);
     });
+    m_preview = new QLabel(this);
+    m_preview->setObjectName(QStringLiteral("dropPreview"));
+    m_preview->setTextFormat(Qt::PlainText);
+    m_preview->setWordWrap(true);
+    m_preview->setAutoFillBackground(true);
+    m_preview->setBackgroundRole(QPalette::ToolTipBase);
+    m_preview->setForegroundRole(QPalette::ToolTipText);
+    m_preview->setFrameShape(QFrame::StyledPanel);
+    m_preview->setMargin(6);
+    m_preview->setAttribute(Qt::WA_TransparentForMouseEvents); // the drag goes on over it
+    m_preview->hide();
     connect(scene, &QGraphicsScene::sceneRectChanged, this, [this] {
         m_autoFit = true;
         fitAll();
@@ -66,6 +80,31 @@ void TopologyView::zoomChanged()
 void TopologyView::placeJumpBox()
 {
     m_jump->move(viewport()->x() + viewport()->width() - m_jump->width() - 6, viewport()->y() + 6);
+}
+
+void TopologyView::placePreview()
+{
+    const int width = std::min(420, std::max(160, viewport()->width() - 12));
+    m_preview->setFixedWidth(width);
+    m_preview->adjustSize();
+    m_preview->move(viewport()->x() + 6, viewport()->y() + viewport()->height() - m_preview->height() - 6);
+}
+
+void TopologyView::showPreview(const QString& text)
+{
+    if (text.isEmpty()) {
+        m_preview->hide();
+        return;
+    }
+    m_preview->setText(text);
+    placePreview();
+    m_preview->show();
+    m_preview->raise();
+}
+
+QString TopologyView::dropPreview() const
+{
+    return m_preview->isVisible() ? m_preview->text() : QString();
 }
 
 bool TopologyView::jumpTo(const QString& text)
@@ -173,12 +212,15 @@ void TopologyView::resizeEvent(QResizeEvent* event)
 {
     QGraphicsView::resizeEvent(event);
     placeJumpBox();
+    if (m_preview->isVisible())
+        placePreview();
     if (m_autoFit)
         fitAll(); // until the user zooms, the map follows the window's size
 }
 
 void TopologyView::dragEnterEvent(QDragEnterEvent* event)
 {
+    m_previewKey = { -1, -1, -1 }; // the layout may have changed since the last drag
     if (event->mimeData()->hasFormat(QString::fromLatin1(LayerModel::kMimeType)))
         event->acceptProposedAction();
     else
@@ -195,21 +237,35 @@ void TopologyView::dragMoveEvent(QDragMoveEvent* event)
     const auto [node, local] = m_scene->deviceAt(mapToScene(event->position().toPoint()));
     const bool onDevice = node >= 0 && m_scene->device(node, local).rank >= 0;
     m_scene->setDropTarget(onDevice ? node : -1, onDevice ? local : -1);
-    if (onDevice)
-        event->acceptProposedAction();
-    else
+    if (!onDevice) {
+        showPreview(node >= 0 ? tr("Device %1 of node %2 runs no rank of this layout: drop on one with a stage colour.")
+                                    .arg(local)
+                                    .arg(node)
+                              : QString());
         event->ignore();
+        return;
+    }
+    // The same edit the drop applies, in words, before the button is released; worked out again only when the
+    // hovered rank changes (a move event comes with every pixel).
+    const std::array<std::int64_t, 3> key { m_scene->device(node, local).rank, first, last };
+    if (key != m_previewKey || !m_preview->isVisible()) {
+        m_previewKey = key;
+        showPreview(previewDrop(m_scene->layout(), key[0], first, last).text);
+    }
+    event->acceptProposedAction();
 }
 
 void TopologyView::dragLeaveEvent(QDragLeaveEvent* event)
 {
     m_scene->setDropTarget(-1, -1);
+    showPreview(QString());
     QGraphicsView::dragLeaveEvent(event);
 }
 
 void TopologyView::dropEvent(QDropEvent* event)
 {
     m_scene->setDropTarget(-1, -1);
+    showPreview(QString());
     std::int64_t first = 0, last = 0;
     if (!LayerModel::decodeBlocks(event->mimeData(), &first, &last)) {
         event->ignore();

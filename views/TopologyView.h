@@ -2,6 +2,10 @@
 
 #include <QGraphicsView>
 
+#include <array>
+#include <cstdint>
+
+class QLabel;
 class QLineEdit;
 
 namespace loom::views {
@@ -12,7 +16,8 @@ class TopologyScene;
 // MapLegend for what the colours and lines mean). Accepts block ranges dragged from the
 // layer palette and reports the device they were dropped on. The jump box (top right; Ctrl+J) takes a rank
 // ("12", "r12", "rank 12") or a node ("n3", "node 3"), centres the map on it and outlines it. Zoomed out,
-// stages are named by labels and separated by lines (TopologyScene::setOverview).
+// stages are named by labels and separated by lines (TopologyScene::setOverview). While a drag of blocks hovers
+// a device, a note (bottom left) previews the stage ranges the drop would give (views/DropPreview).
 class TopologyView : public QGraphicsView {
     Q_OBJECT
 public:
@@ -27,6 +32,9 @@ public:
     bool jumpTo(const QString& text);
     QLineEdit* jumpBox() const { return m_jump; }
     QString jumpMessage() const { return m_jumpMessage; }
+    // The note previewing the hovered drop (hidden when no drag hovers a device); its text for tests.
+    QLabel* dropPreviewLabel() const { return m_preview; }
+    QString dropPreview() const;
 
 signals:
     // Blocks [first, last] were dropped on the device running `rank`.
@@ -46,9 +54,13 @@ protected:
 private:
     void zoomChanged();
     void placeJumpBox();
+    void placePreview();
+    void showPreview(const QString& text);
 
     TopologyScene* m_scene;
     QLineEdit* m_jump;
+    QLabel* m_preview;
+    std::array<std::int64_t, 3> m_previewKey { -1, -1, -1 }; // rank, first and last block of the shown preview
     QString m_jumpMessage;
     bool m_autoFit = true;
 };

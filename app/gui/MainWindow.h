@@ -108,6 +108,7 @@ private:
     void sizeToScreen(); // MainWindowFit.cpp
     void placeDocks();
     void roomForLessons(QDockWidget* lessons);
+    void lessonsWideEnough(QDockWidget* lessons);
     void lessonsShown(QDockWidget* lessons, bool visible);
     QDockWidget* dock(const QString& title, const char* name, QWidget* widget, Qt::DockWidgetArea area);
     void layoutChanged();

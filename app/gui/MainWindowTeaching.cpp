@@ -92,6 +92,11 @@ void MainWindow::buildTeaching()
     lessonsDock->hide(); // View ▸ Lessons, or loom --lesson ID
     connect(lessonsDock, &QDockWidget::visibilityChanged, this,
         [this, lessonsDock](bool visible) { lessonsShown(lessonsDock, visible); });
+    connect(m_lessons, &LessonDock::stepChanged, this, [this, lessonsDock] {
+        // After the step's widgets have their texts and sizes.
+        QMetaObject::invokeMethod(
+            this, [this, lessonsDock] { lessonsWideEnough(lessonsDock); }, Qt::QueuedConnection);
+    });
     auto* stepperDock = dock(tr("All-reduce, step by step"), "allreduceDock", m_stepper, Qt::BottomDockWidgetArea);
     auto* explainDock = dock(tr("Explain"), "explainDock", m_explain, Qt::BottomDockWidgetArea);
     tabifyDockWidget(findChild<QDockWidget*>(QStringLiteral("runsDock")), stepperDock);

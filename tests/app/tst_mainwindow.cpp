@@ -159,8 +159,14 @@ private slots:
         QDragMoveEvent move(at, Qt::MoveAction, mime.get(), Qt::LeftButton, Qt::NoModifier);
         QCoreApplication::sendEvent(map->viewport(), &move);
         QVERIFY(move.isAccepted());
+        // While hovering, the map previews the stage ranges the drop gives (issue 36), and they are the ones the
+        // drop then applies.
+        QCOMPARE(map->dropPreview(),
+            QStringLiteral(
+                "Drop block 1 on rank 2 (stage 1):\nstage 0: block 0 (was 0–1)\nstage 1: blocks 1–3 (was 2–3)"));
         QDropEvent drop(QPointF(at), Qt::MoveAction, mime.get(), Qt::LeftButton, Qt::NoModifier);
         QCoreApplication::sendEvent(map->viewport(), &drop);
+        QVERIFY(map->dropPreview().isEmpty());
         const plan::Layout after = w.document()->layout();
         QCOMPARE(after.parallel.stages, (std::vector<plan::StageRange> { { 0, 0 }, { 1, 3 } }));
         // One block is "block 1", not "blocks 1–1" (issue 36).

@@ -6,9 +6,11 @@
 
 #include "app/gui/MainWindow.h"
 #include "engine/profiles/BuiltinProfiles.h"
+#include "views/LayerPalette.h"
 #include "views/LayoutDocument.h"
 #include "views/PredictionPanel.h"
 #include "views/StrategyPanel.h"
+#include "views/teaching/Lesson.h"
 #include "views/teaching/LessonDock.h"
 
 #include <QAbstractButton>
@@ -16,10 +18,12 @@
 #include <QApplication>
 #include <QComboBox>
 #include <QDockWidget>
+#include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
 #include <QScreen>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTabWidget>
@@ -80,6 +84,24 @@ QString notWhole(const QWidget* w, const QWidget* window)
         return where()
             + QStringLiteral(" is cut: %1 px wide, needs %2").arg(w->width()).arg(w->minimumSizeHint().width());
     return {};
+}
+
+// Empty when the panel in `dock` needs no scrolling: its scroll area shows no scroll bar (a thin one, a few
+// pixels of range, is scrolling too); else the bar's range.
+QString scrolls(const QMainWindow& w, const char* dock)
+{
+    const auto* d = w.findChild<QDockWidget*>(QString::fromLatin1(dock));
+    const auto* area = d ? qobject_cast<const QScrollArea*>(d->widget()) : nullptr;
+    if (!area)
+        return QStringLiteral("%1 has no scroll area").arg(QLatin1String(dock));
+    const QScrollBar* bar = area->verticalScrollBar();
+    if (!bar->isVisible() && bar->maximum() == 0)
+        return {};
+    return QStringLiteral("%1 scrolls: range %2 px over a viewport of %3 (content %4)")
+        .arg(QLatin1String(dock))
+        .arg(bar->maximum())
+        .arg(area->viewport()->height())
+        .arg(area->widget()->height());
 }
 
 template <typename T> void collect(const QWidget* root, QList<const QWidget*>* out)
@@ -199,6 +221,80 @@ private slots:
         }
     }
 
+    // Neither Strategy (on its tallest tab) nor Prediction shows a scroll bar, not even a thin one (issue 36: under
+    // Xvfb Strategy had one of a few pixels).
+    void noPanelScrolls_data() { layouts_data(); }
+    void noPanelScrolls()
+    {
+        QFETCH(QString, layout);
+        app::MainWindow w(m_profiles);
+        QVERIFY(openShown(w, layout));
+        auto* tabs = w.strategyPanel()->findChild<QTabWidget*>(QStringLiteral("strategyGroups"));
+        for (int i = 0; i < tabs->count(); ++i) {
+            tabs->setCurrentIndex(i);
+            QCoreApplication::processEvents();
+            const QString problem = scrolls(w, "strategyDock");
+            QVERIFY2(problem.isEmpty(), qPrintable(tabs->tabText(i) + QStringLiteral(": ") + problem));
+        }
+        QVERIFY2(scrolls(w, "predictionDock").isEmpty(), qPrintable(scrolls(w, "predictionDock")));
+    }
+
+    // Each lesson's layout (its warnings are the longest texts Prediction shows): every figure and the status
+    // line lie whole in the panel, wrapped rather than cut, and the panel does not scroll.
+    void predictionWholeInEveryLesson()
+    {
+        QStringList errors;
+        const auto lessons = views::loadLessons(m_profiles, &errors);
+        QVERIFY(errors.isEmpty());
+        app::MainWindow w(m_profiles);
+        QVERIFY(openShown(w, QString::fromLatin1(app::MainWindow::kExample)));
+        for (const views::Lesson& lesson : lessons) {
+            QSignalSpy shown(&w, &app::MainWindow::analysisShown);
+            QVERIFY(w.startLesson(lesson.id));
+            QVERIFY(!shown.isEmpty() || shown.wait(120000));
+            QCoreApplication::processEvents();
+            views::PredictionPanel* p = w.predictionPanel();
+            QList<const QWidget*> parts;
+            collect<QLabel>(p, &parts);
+            parts.append(p->recommendButton());
+            for (const QWidget* part : parts) {
+                const QString problem = notWhole(part, &w);
+                QVERIFY2(problem.isEmpty(), qPrintable(lesson.id + QStringLiteral(": ") + problem));
+                const auto* label = qobject_cast<const QLabel*>(part);
+                // A label shows all its lines: its height is what its text needs at its width.
+                if (label && label->wordWrap() && !label->text().isEmpty())
+                    QVERIFY2(label->height() >= label->heightForWidth(label->width()),
+                        qPrintable(QStringLiteral("%1: \"%2\" is %3 px tall, needs %4")
+                                       .arg(lesson.id, label->text().left(60))
+                                       .arg(label->height())
+                                       .arg(label->heightForWidth(label->width()))));
+            }
+            QVERIFY2(scrolls(w, "predictionDock").isEmpty(),
+                qPrintable(lesson.id + QStringLiteral(": ") + scrolls(w, "predictionDock")));
+        }
+    }
+
+    // At a lesson's last step the Next button reads "Done: next lesson ▶", wider than at the first: the dock widens
+    // to it, so the step's text wraps inside the dock instead of running past its edge (a horizontal scroll bar).
+    void lastStepNotCut()
+    {
+        app::MainWindow w(m_profiles);
+        QVERIFY(openShown(w, QString::fromLatin1(app::MainWindow::kExample)));
+        QVERIFY(w.startLesson(QStringLiteral("hybrid-zero")));
+        QSignalSpy played(w.lessonDock(), &views::LessonDock::playedTo);
+        w.lessonDock()->playTo(1);
+        QVERIFY(!played.isEmpty() || played.wait(120000));
+        const auto* dock = w.findChild<QDockWidget*>(QStringLiteral("lessonsDock"));
+        const auto* area = qobject_cast<const QScrollArea*>(dock->widget());
+        QVERIFY(area);
+        QVERIFY(w.lessonDock()->nextButton()->text().contains(QStringLiteral("next lesson")));
+        QTRY_VERIFY2(area->horizontalScrollBar()->maximum() == 0,
+            qPrintable(QStringLiteral("Lessons %1 px wide, its step needs %2")
+                           .arg(area->viewport()->width())
+                           .arg(area->widget()->minimumSizeHint().width())));
+        QVERIFY(w.frameGeometry().width() <= w.screen()->availableGeometry().width());
+    }
+
     // Opening Lessons keeps the window inside the screen, and the dock shows its buttons whole.
     void lessonsFit()
     {
@@ -238,6 +334,15 @@ private slots:
         const auto* dock = w.findChild<QDockWidget*>(QStringLiteral("lessonsDock"));
         QVERIFY2(dock->height() >= w.height() / 4,
             qPrintable(QStringLiteral("Lessons %1 px tall in a window of %2").arg(dock->height()).arg(w.height())));
+        // The Layers table above it keeps room for a useful number of blocks (issue 36: about 110 px at 1280×800,
+        // four rows): at least eight rows.
+        const views::LayerPalette* layers = w.layerPalette();
+        const int rows = layers->viewport()->height() / std::max(1, layers->verticalHeader()->defaultSectionSize());
+        QVERIFY2(rows >= 8,
+            qPrintable(QStringLiteral("Layers shows %1 rows (%2 px) beside Lessons of %3 px")
+                           .arg(rows)
+                           .arg(layers->viewport()->height())
+                           .arg(dock->height())));
     }
 };
 

@@ -5,6 +5,7 @@
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutValidator.h"
 #include "profiles/Store.h"
+#include "views/Explain.h"
 #include "views/LayoutAnalysis.h"
 #include "views/PredictionPanel.h"
 #include "views/RunMonitor.h"
@@ -12,6 +13,7 @@
 #include "views/StackedBar.h"
 #include "views/StrategyPanel.h"
 #include "views/TimelineView.h"
+#include "views/Units.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -270,6 +272,71 @@ private slots:
         QCOMPARE(imbalance, QLocale().toString(100.0 * a.prediction->loadImbalance, 'f', 1) + QStringLiteral(" %"));
         QVERIFY(a.prediction->loadImbalance > 0.2); // 1 − 2 ÷ 3 by blocks
         QVERIFY(panel.label(QStringLiteral("imbalance"))->toolTip().contains(QStringLiteral("Load imbalance")));
+    }
+
+    // Issue 36: the memory bar draws every part of the estimate (the FP8 scaling state and the codec's residual
+    // too), so its parts add up to the total it is drawn against; each part the layout has gets a legend line
+    // with its figure and its own explanation, the ones it does not have (zero) none.
+    void predictionMemoryBarHasEveryPart_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<QStringList>("present"); // optional parts the layout has
+        QTest::newRow("tiny") << "tiny" << QStringList {};
+        QTest::newRow("zero-3, fp8") << "zero-3" << QStringList { "gathered", "fp8" };
+        QTest::newRow("int8 with error feedback, fp8") << "int8" << QStringList { "fp8", "residual" };
+        QTest::newRow("top-k with error feedback") << "top-k" << QStringList { "residual" };
+    }
+    void predictionMemoryBarHasEveryPart()
+    {
+        QFETCH(QString, name);
+        QFETCH(QStringList, present);
+        plan::Layout l
+            = name == QLatin1String("tiny") ? test::tinyLayout() : test::exampleLayout("llama3-405b-8192-h100.json");
+        if (name == QLatin1String("zero-3")) {
+            l.memory.zero = 3;
+            l.fp8 = plan::Fp8Recipe::Delayed;
+            l.precision = plan::Precision::Bf16;
+        } else if (name == QLatin1String("int8")) {
+            l.memory.zero = 1;
+            l.comm.dpCodec = *plan::Codec::parse("int8");
+            l.comm.errorFeedback = true;
+            l.fp8 = plan::Fp8Recipe::Delayed;
+            l.precision = plan::Precision::Bf16;
+        } else if (name == QLatin1String("top-k")) {
+            l.memory.zero = 1;
+            l.comm.dpCodec = *plan::Codec::parse("topk:0.01");
+            l.comm.errorFeedback = true;
+        }
+        const LayoutAnalysis a = analyzeLayout(l);
+        QVERIFY2(a.prediction, a.diagnostics.format().c_str());
+        const plan::MemoryEstimate& m = a.prediction->memory;
+        PredictionPanel panel;
+        panel.setAnalysis(a);
+        double sum = 0;
+        for (const auto& part : panel.memoryBar()->parts())
+            sum += part.value;
+        QVERIFY2(std::abs(sum - m.total()) <= 1e-12 * m.total(),
+            qPrintable(QStringLiteral("parts %1 GB, total %2 GB").arg(sum, 0, 'g', 12).arg(m.total(), 0, 'g', 12)));
+        const QString total = explain::memory(a.layout, *a.prediction, QStringLiteral("total"));
+        for (const auto& part : explain::memoryParts(m)) {
+            QLabel* legend = panel.label(QStringLiteral("memory.") + part.key);
+            QVERIFY2(legend, qPrintable(part.key));
+            QVERIFY2(legend->isVisibleTo(&panel), qPrintable(part.key));
+            QVERIFY2(legend->text().endsWith(gigabytesText(part.gb)), qPrintable(legend->text()));
+            QVERIFY2(!legend->toolTip().isEmpty() && legend->toolTip() != total, qPrintable(part.key));
+            bool drawn = false;
+            for (const auto& bar : panel.memoryBar()->parts())
+                drawn |= bar.value == part.gb && bar.toolTip == legend->toolTip();
+            QVERIFY2(drawn, qPrintable(part.key));
+        }
+        for (const char* key : { "gathered", "fp8", "residual" }) {
+            const bool has = present.contains(QLatin1String(key));
+            QCOMPARE(panel.label(QStringLiteral("memory.") + QLatin1String(key))->isVisibleTo(&panel), has);
+            const double value = QLatin1String(key) == QLatin1String("gathered") ? m.gathered
+                : QLatin1String(key) == QLatin1String("fp8")                     ? m.fp8State
+                                                                                 : m.residual;
+            QCOMPARE(value > 0, has);
+        }
     }
 
     void predictionPanelExplainsEveryFigure()

@@ -4,11 +4,13 @@
 #include "ViewsTest.h"
 #include "engine/plan/CostModel.h"
 #include "views/Colors.h"
+#include "views/DropPreview.h"
 #include "views/LayerModel.h"
 #include "views/LayoutEdits.h"
 #include "views/NodeItem.h"
 #include "views/TopologyScene.h"
 #include "views/TopologyView.h"
+#include "views/Units.h"
 
 #include <QDragEnterEvent>
 #include <QElapsedTimer>
@@ -16,6 +18,7 @@
 #include <QGraphicsSceneHoverEvent>
 #include <QGraphicsSimpleTextItem>
 #include <QImage>
+#include <QLabel>
 #include <QLineEdit>
 #include <QMimeData>
 #include <QPainter>
@@ -145,6 +148,117 @@ private slots:
         text.setText(QStringLiteral("block 1"));
         QVERIFY(!dropOn(view, 0, 3, &text));
         QCOMPARE(dropped.count(), 1);
+    }
+
+    // Issue 36: while the drag hovers a device, the map previews the stage ranges the drop would give, worked out
+    // by the edit the drop applies (dropBlocksOnRank); a drop the plan refuses says why before the release, and
+    // the note goes when the drag leaves or drops.
+    void dragPreviewsTheStageRanges()
+    {
+        TopologyScene scene;
+        TopologyView view(&scene);
+        view.resize(900, 600);
+        view.show();
+        const plan::Layout layout = test::tinyLayout(); // pp 2: stages blocks 0–1 and 2–3
+        scene.show(layout, nullptr);
+        LayerModel model;
+        model.setLayout(layout);
+        const QPoint at = view.mapFromScene(scene.deviceRect(0, 3).center()); // rank 3, stage 1
+        std::unique_ptr<QMimeData> one(model.mimeData({ model.index(model.rowOfBlock(1), 0) }));
+        QDragEnterEvent enter(at, Qt::MoveAction, one.get(), Qt::LeftButton, Qt::NoModifier);
+        QCoreApplication::sendEvent(view.viewport(), &enter);
+        QVERIFY(enter.isAccepted());
+        QVERIFY(view.dropPreview().isEmpty()); // nothing hovered yet
+        QDragMoveEvent move(at, Qt::MoveAction, one.get(), Qt::LeftButton, Qt::NoModifier);
+        QCoreApplication::sendEvent(view.viewport(), &move);
+        QVERIFY(move.isAccepted());
+        QCOMPARE(view.dropPreview(),
+            QStringLiteral(
+                "Drop block 1 on rank 3 (stage 1):\nstage 0: block 0 (was 0–1)\nstage 1: blocks 1–3 (was 2–3)"));
+        QVERIFY(view.dropPreviewLabel()->isVisible());
+        QVERIFY(view.viewport()->geometry().contains(view.dropPreviewLabel()->geometry()));
+        // The preview is what the drop does.
+        const plan::Layout after = *dropBlocksOnRank(layout, 3, 1, 1).layout;
+        const auto ranges = after.stageRanges();
+        QCOMPARE(ranges, (std::vector<plan::StageRange> { { 0, 0 }, { 1, 3 } }));
+        QDragLeaveEvent leave;
+        QCoreApplication::sendEvent(view.viewport(), &leave);
+        QVERIFY(view.dropPreview().isEmpty());
+
+        // Every block onto stage 1 would leave stage 0 empty: refused, with the plan's reason, before the release.
+        std::unique_ptr<QMimeData> all(
+            model.mimeData({ model.index(model.rowOfBlock(0), 0), model.index(model.rowOfBlock(1), 0),
+                model.index(model.rowOfBlock(2), 0), model.index(model.rowOfBlock(3), 0) }));
+        QDragEnterEvent enterAll(at, Qt::MoveAction, all.get(), Qt::LeftButton, Qt::NoModifier);
+        QCoreApplication::sendEvent(view.viewport(), &enterAll);
+        QDragMoveEvent moveAll(at, Qt::MoveAction, all.get(), Qt::LeftButton, Qt::NoModifier);
+        QCoreApplication::sendEvent(view.viewport(), &moveAll);
+        const EditResult refused = dropBlocksOnRank(layout, 3, 0, 3);
+        QVERIFY(!refused.ok());
+        QCOMPARE(view.dropPreview(),
+            QStringLiteral("Cannot move blocks 0–3 to rank 3: ") + QString::fromStdString(refused.refusal));
+        QDropEvent drop(QPointF(at), Qt::MoveAction, all.get(), Qt::LeftButton, Qt::NoModifier);
+        QCoreApplication::sendEvent(view.viewport(), &drop);
+        QVERIFY(view.dropPreview().isEmpty());
+
+        // A block already on the hovered stage changes nothing, and the note says so.
+        QDragEnterEvent enterSame(at, Qt::MoveAction, one.get(), Qt::LeftButton, Qt::NoModifier);
+        QCoreApplication::sendEvent(view.viewport(), &enterSame);
+        const QPoint stage0 = view.mapFromScene(scene.deviceRect(0, 0).center()); // rank 0, stage 0
+        QDragMoveEvent moveSame(stage0, Qt::MoveAction, one.get(), Qt::LeftButton, Qt::NoModifier);
+        QCoreApplication::sendEvent(view.viewport(), &moveSame);
+        QCOMPARE(
+            view.dropPreview(), QStringLiteral("block 1 is already on stage 0 (rank 0): the drop changes nothing"));
+    }
+
+    // On 64 stages the note lists the first changed stages and counts the rest, so it stays short.
+    void dragPreviewOnManyStages()
+    {
+        TopologyScene scene;
+        TopologyView view(&scene);
+        view.resize(900, 600);
+        view.show();
+        const plan::Layout l = test::megatron1t();
+        scene.show(l, nullptr);
+        const auto ranges = l.stageRanges();
+        QVERIFY(ranges.size() >= 16);
+        // Blocks 4–9 (stages 2 to 4) onto rank 0's stage 0: it grows to blocks 0–9 and the stages after it give
+        // up blocks until the old boundaries are reached again, more stages than the note lists.
+        const auto [node, local] = scene.deviceOfRank(0);
+        QVERIFY(node >= 0);
+        const std::int64_t first = ranges[1].last + 1, last = ranges[4].last;
+        const DropPreview p = previewDrop(l, 0, first, last);
+        const EditResult r = dropBlocksOnRank(l, 0, first, last);
+        QVERIFY2(r.ok(), r.refusal.c_str());
+        QVERIFY(p.accepted);
+        QCOMPARE(p.stage, 0);
+        const auto after = r.layout->stageRanges();
+        int changed = 0;
+        for (std::size_t s = 0; s < after.size(); ++s)
+            changed += after[s] == ranges[s] ? 0 : 1;
+        QVERIFY2(changed > 6, qPrintable(QString::number(changed)));
+        const QStringList lines = p.text.split(QLatin1Char('\n'));
+        QCOMPARE(lines.size(), 1 + 6 + 1); // the heading, six stages, the count of the rest
+        QCOMPARE(lines.last(), QStringLiteral("and %1 more stages").arg(changed - 6));
+        QCOMPARE(lines.at(1),
+            QStringLiteral("stage 0: %1 (was %2–%3)")
+                .arg(blocksText(after[0].first, after[0].last))
+                .arg(ranges[0].first)
+                .arg(ranges[0].last));
+        // Through the view: the note is there while the drag hovers rank 0's device.
+        LayerModel model;
+        model.setLayout(l);
+        QModelIndexList rows;
+        for (std::int64_t b = first; b <= last; ++b)
+            rows << model.index(model.rowOfBlock(b), 0);
+        std::unique_ptr<QMimeData> mime(model.mimeData(rows));
+        view.centerOn(scene.deviceRect(node, local).center());
+        const QPoint at = view.mapFromScene(scene.deviceRect(node, local).center());
+        QDragEnterEvent enter(at, Qt::MoveAction, mime.get(), Qt::LeftButton, Qt::NoModifier);
+        QCoreApplication::sendEvent(view.viewport(), &enter);
+        QDragMoveEvent move(at, Qt::MoveAction, mime.get(), Qt::LeftButton, Qt::NoModifier);
+        QCoreApplication::sendEvent(view.viewport(), &move);
+        QCOMPARE(view.dropPreview(), p.text);
     }
 
     void dropOnAnUnusedDeviceIsRefused()

@@ -3,6 +3,8 @@
 
 #include "views/teaching/Lesson.h"
 
+#include "views/ExplainTopics.h"
+
 #include "engine/plan/RankGrid.h"
 
 #include <QLocale>
@@ -154,9 +156,48 @@ std::pair<QString, QString> labelAndUnit(const std::string& name)
     return { meaning, QString() };
 }
 
+// The figures whose meaning is a list of the layout's words (or another sentence for the docs) go by these names
+// in a check's feedback: the words the Strategy panel and the lessons use for them.
+const std::pair<const char*, const char*> kFigureNames[] = { { "parallel.schedule", "the pipeline schedule" },
+    { "memory.recompute", "recomputation" }, { "precision", "the precision" }, { "memory.zero", "the ZeRO stage" },
+    { "comm.allreduce", "the all-reduce algorithm" }, { "stepper.algorithm", "the all-reduce stepper's algorithm" },
+    { "formula.activations", "the activation formula of one layer and micro-batch" },
+    { "explain.topic", "the figure the Explain dock shows" },
+    { "stepper.ncclAlgorithm", "the algorithm NCCL's tuner would pick for that all-reduce" } };
+
+// A figure's name in a check's feedback: the fact's label up to any list of choices after a colon ("the DP codec:
+// none, fp16, ..." is "the DP codec").
+QString figureName(const std::string& fact)
+{
+    for (const auto& [name, words] : kFigureNames)
+        if (fact == name)
+            return QObject::tr(words);
+    QString label = labelAndUnit(fact).first;
+    const int colon = label.indexOf(QLatin1String(": "));
+    return colon > 0 ? label.left(colon) : label;
+}
+
+// A check's comparison in words: "below 20 GB", "at least 2", "interleaved", "anything but gpipe".
+QString wantedText(const std::string& op, const QString& value)
+{
+    if (op == "<")
+        return QObject::tr("below %1").arg(value);
+    if (op == "<=")
+        return QObject::tr("at most %1").arg(value);
+    if (op == ">")
+        return QObject::tr("above %1").arg(value);
+    if (op == ">=")
+        return QObject::tr("at least %1").arg(value);
+    if (op == "!=")
+        return QObject::tr("anything but %1").arg(value);
+    return value;
+}
+
 // A value as a check message shows it: with its unit when it has one.
 QString valueText(const std::string& name, const FactValue& value, const QString& unit)
 {
+    if (const auto* topic = std::get_if<std::string>(&value); topic && name == "explain.topic")
+        return QStringLiteral("“%1”").arg(explainTopicCaption(QString::fromStdString(*topic)));
     const QString text = describeFact(name, value);
     return unit.isEmpty() || !std::holds_alternative<double>(value) || isFraction(name)
         ? text
@@ -219,13 +260,16 @@ CheckResult evaluateCheck(const LessonCheck& check, const Facts& facts)
         out.detail = details.join(QStringLiteral("; "));
         return out;
     }
-    // In words, never the fact's internal name ("predicted.optimizerGB is 80.86, needs < 20" read as code).
+    // In plain words, never the fact's internal name or the operator ("predicted.optimizerGB is 80.86, needs < 20"
+    // and "needs == memory" read as code): "optimizer state on the most loaded device is 80.86 GB, needs to be
+    // below 20 GB".
     const std::string fact = canonicalFactName(check.fact);
-    const auto [name, unit] = labelAndUnit(fact);
-    const QString wanted = QString::fromStdString(check.op) + QLatin1Char(' ') + valueText(fact, check.value, unit);
+    const QString unit = labelAndUnit(fact).second;
+    const QString name = figureName(fact);
+    const QString wanted = wantedText(check.op, valueText(fact, check.value, unit));
     const auto it = facts.find(fact);
     if (it == facts.end())
-        return { false, QObject::tr("%1 is not known yet (needs %2)").arg(name, wanted) };
+        return { false, QObject::tr("%1 is not known yet (needs to be %2)").arg(name, wanted) };
     const FactValue& v = it->second;
     bool pass = false;
     if (v.index() != check.value.index())
@@ -234,7 +278,9 @@ CheckResult evaluateCheck(const LessonCheck& check, const Facts& facts)
         pass = compare(*x, check.op, std::get<double>(check.value));
     else
         pass = (v == check.value) == (check.op == "==");
-    return { pass, QObject::tr("%1 is %2, needs %3").arg(name, valueText(fact, v, unit), wanted) };
+    if (std::holds_alternative<bool>(check.value)) // "the most loaded device's memory fits: no, needs yes"
+        return { pass, QObject::tr("%1: %2, needs %3").arg(name, valueText(fact, v, unit), wanted) };
+    return { pass, QObject::tr("%1 is %2, needs to be %3").arg(name, valueText(fact, v, unit), wanted) };
 }
 
 namespace {

@@ -2,6 +2,7 @@
 // message naming the file, the field and what was expected; checks evaluate on facts; a layout's facts.
 #include "views/teaching/Lesson.h"
 
+#include "engine/plan/CostModel.h"
 #include "tests/views/ViewsTest.h"
 
 #include <QDirIterator>
@@ -226,10 +227,10 @@ private slots:
         CheckResult r = evaluateCheck(below, facts);
         QVERIFY(!r.pass);
         // In words, not the fact's internal name (issue 36), with the unit of a figure.
-        QCOMPARE(r.detail, QStringLiteral("simulated bubble is 14.3 %, needs < 10.0 %"));
+        QCOMPARE(r.detail, QStringLiteral("simulated bubble is 14.3 %, needs to be below 10.0 %"));
         facts["predicted.optimizerGB"] = 80.86;
         QCOMPARE(evaluateCheck({ "predicted.optimizerGB", "<", 20.0, {} }, facts).detail,
-            QStringLiteral("optimizer state on the most loaded device is %1 GB, needs < 20 GB")
+            QStringLiteral("optimizer state on the most loaded device is %1 GB, needs to be below 20 GB")
                 .arg(QLocale().toString(80.86, 'g', 4)));
         facts["predicted.bubble"] = 0.05;
         QVERIFY(evaluateCheck(below, facts).pass);
@@ -247,6 +248,61 @@ private slots:
         QVERIFY(!evaluateCheck(both, facts).pass);
         facts["measured.steps"] = 20.0;
         QVERIFY(evaluateCheck(both, facts).pass);
+    }
+
+    // Issue 36: every check of every lesson gives its feedback in plain words, on the facts of the lesson's own
+    // layout and before anything is known: the figure by its name, never a fact's internal name, an Explain topic
+    // key ("split.dp") or an operator ("needs == memory").
+    void everyCheckReadsAsWords()
+    {
+        QStringList errors;
+        const auto lessons = loadLessons(m_profiles, &errors);
+        QVERIFY(errors.isEmpty());
+        static const QRegularExpression code(
+            QStringLiteral("==|!=|<|>|\\.\\.\\.|\\b[a-z]+\\.[a-z_]+|\\b[a-z]+[A-Z]\\w*|\\b[a-z]+_[a-z_]+\\b"));
+        int leaves = 0;
+        for (const Lesson& lesson : lessons) {
+            Facts known;
+            const Facts nothing;
+            const plan::Prediction p = plan::predict(lesson.layout);
+            addLayoutFacts(lesson.layout, true, &p, &known);
+            for (std::size_t i = 0; i < lesson.steps.size(); ++i) {
+                std::vector<LessonCheck> pending { lesson.steps[i].check };
+                while (!pending.empty()) {
+                    const LessonCheck c = pending.back();
+                    pending.pop_back();
+                    pending.insert(pending.end(), c.all.begin(), c.all.end());
+                    if (c.fact.empty())
+                        continue;
+                    ++leaves;
+                    for (const Facts* facts : std::initializer_list<const Facts*> { &known, &nothing }) {
+                        const QString detail = evaluateCheck(c, *facts).detail;
+                        const QString where = QStringLiteral("%1 step %2 (%3): %4")
+                                                  .arg(lesson.id)
+                                                  .arg(i + 1)
+                                                  .arg(QString::fromStdString(c.fact), detail);
+                        const auto match = code.match(detail);
+                        QVERIFY2(!match.hasMatch(), qPrintable(where + QStringLiteral(" [") + match.captured() + ']'));
+                        QVERIFY2(detail.contains(QStringLiteral(", needs "))
+                                || detail.contains(QStringLiteral("(needs to be ")),
+                            qPrintable(where));
+                    }
+                }
+            }
+        }
+        QVERIFY(leaves >= 40);
+        // The Explain dock's topics by their captions, as the dock's list shows them.
+        const CheckResult topic = evaluateCheck(
+            { "explain.topic", "==", std::string("split.dp"), {} }, { { "explain.topic", std::string("step") } });
+        QCOMPARE(topic.detail,
+            QStringLiteral(
+                "the figure the Explain dock shows is “Step time (predicted)”, needs to be “Step split: exposed DP "
+                "communication”"));
+        const CheckResult fits = evaluateCheck({ "predicted.fits", "==", true, {} }, { { "predicted.fits", false } });
+        QCOMPARE(fits.detail, QStringLiteral("the most loaded device's memory fits: no, needs yes"));
+        const CheckResult schedule = evaluateCheck(
+            { "parallel.schedule", "!=", std::string("gpipe"), {} }, { { "parallel.schedule", std::string("gpipe") } });
+        QCOMPARE(schedule.detail, QStringLiteral("the pipeline schedule is gpipe, needs to be anything but gpipe"));
     }
 
     // Issue 31 item 6: facts go by the layout file's field paths, as "set" does; the names earlier lesson
