@@ -165,6 +165,7 @@ private slots:
         model.setLayout(layout);
         const QPoint at = view.mapFromScene(scene.deviceRect(0, 3).center()); // rank 3, stage 1
         std::unique_ptr<QMimeData> one(model.mimeData({ model.index(model.rowOfBlock(1), 0) }));
+        QCOMPARE(one->text(), QStringLiteral("block 1")); // what other programs get of a one-block drag
         QDragEnterEvent enter(at, Qt::MoveAction, one.get(), Qt::LeftButton, Qt::NoModifier);
         QCoreApplication::sendEvent(view.viewport(), &enter);
         QVERIFY(enter.isAccepted());
