@@ -181,13 +181,22 @@ void Enumeration::grid(std::uint32_t index)
 // the next floor is slower than the K-th best replayable estimate, which no candidate left can then beat.
 void Enumeration::estimateAll()
 {
-    if (!m_request.exhaustive)
-        std::sort(m_pending.begin(), m_pending.end(), [](const Pending& a, const Pending& b) {
-            return a.floor != b.floor ? a.floor < b.floor : a.order < b.order;
-        });
+    const auto byFloor
+        = [](const Pending& a, const Pending& b) { return a.floor != b.floor ? a.floor < b.floor : a.order < b.order; };
+    // Sorted a slice at a time (the search usually stops within its first few thousand floors): the next
+    // slice's smallest floors are selected, then sorted.
+    std::size_t sorted = m_request.exhaustive ? m_pending.size() : 0;
     for (std::size_t i = 0; i < m_pending.size(); ++i) {
         if (i % 1024 == 0 && !report(0.1 + 0.6 * double(i) / double(m_pending.size())))
             return;
+        if (i == sorted) {
+            const auto first = m_pending.begin() + static_cast<std::ptrdiff_t>(i);
+            const auto last
+                = first + static_cast<std::ptrdiff_t>(std::min(m_pending.size() - i, std::max<std::size_t>(4096, i)));
+            std::nth_element(first, last - 1, m_pending.end(), byFloor);
+            std::sort(first, last, byFloor);
+            sorted = static_cast<std::size_t>(last - m_pending.begin());
+        }
         if (!m_request.exhaustive && !beatsBest(m_pending[i].floor)) {
             for (std::size_t j = i; j < m_pending.size(); ++j)
                 m_out.bounded += m_families[m_pending[j].family].lightest != 0 ? 1 : 0;
