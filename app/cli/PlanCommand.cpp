@@ -296,7 +296,8 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
         }
         context.out << nlohmann::ordered_json(
             { { "evaluated", result.evaluated }, { "pruned", result.pruned }, { "fitting", result.fitting },
-                { "unsimulatable", result.unsimulatable }, { "why", result.why }, { "ranked", list },
+                { "bounded", result.bounded }, { "unsimulatable", result.unsimulatable }, { "why", result.why },
+                { "ranked", list },
                 { "advice", result.ranked.empty() ? searchAdvice(result, nodes * c->devicesPerNode, batch) : "" } })
                            .dump(2)
                     << "\n";
@@ -308,6 +309,10 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
                 << (result.pruned > 0 ? "; " + std::to_string(result.pruned)
                                + " more ruled out by a memory floor, before any estimate"
                                       : std::string())
+                << (result.bounded > 0 ? "; " + std::to_string(result.bounded)
+                               + " more not estimated: even their compute and bubble alone are slower than the "
+                                 "best found"
+                                       : std::string())
                 << "\n";
     int rank = 0;
     for (const auto& cand : result.ranked) {
