@@ -138,12 +138,16 @@ void RecommendDialog::finished()
     } else if (r.ranked.empty()) {
         m_message->setText(tr("%1 valid layouts evaluated; none fits in memory. Use more nodes, a smaller model, or "
                               "a smaller global batch.")
-                               .arg(r.evaluated + r.pruned)); // pruned ones were ruled out by memory too
+                               .arg(r.evaluated + r.pruned + r.bounded)); // pruned ones were ruled out by memory too
     } else {
+        // Bounded ones were not estimated: even their compute and bubble are slower than the best found.
+        const QString skipped
+            = r.bounded > 0 ? tr(" %1 more could not beat the best and were not estimated.").arg(r.bounded) : QString();
         m_message->setText(m_scope
-            + tr("%1 valid layouts evaluated, %2 fit. %3")
+            + tr("%1 valid layouts evaluated, %2 fit.%3 %4")
                   .arg(r.evaluated)
                   .arg(r.fitting)
+                  .arg(skipped)
                   .arg(QString::fromStdString(r.why.empty() ? std::string() : r.why + ".")));
     }
     m_model->setCandidates(std::move(r.ranked));

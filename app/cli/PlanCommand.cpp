@@ -38,14 +38,34 @@ std::string fixed(double v, int digits)
     return buf;
 }
 
-int predictCommand(CliContext& context, const QString& file, bool json)
+// The stack as `plan predict --json` shows it: its figures and, for a built-in one, what fixed them.
+nlohmann::ordered_json stackJson(const plan::Layout& l)
+{
+    nlohmann::ordered_json j = { { "name", l.stack.name },
+        { "elementwise", plan::wordOf(plan::kElementwiseWords, l.stack.elementwise) }, { "compute", l.stack.compute },
+        { "eager_elementwise_bytes_per_layer", plan::eagerElementwiseBytes(l) }, { "applies", plan::stackApplies(l) } };
+    if (const plan::BuiltinStack* b = plan::findBuiltinStack(l.stack.name); b && b->spec == l.stack)
+        j["source"] = std::string(b->source);
+    return j;
+}
+
+int predictCommand(CliContext& context, const QString& file, bool json, const QString& stack)
 {
     const auto read = plan::readLayoutFile(file.toStdString(), context.catalog());
     if (!read.ok()) {
         context.err << read.diagnostics.format();
         return ExitInvalid;
     }
-    const plan::Layout& l = *read.layout;
+    plan::Layout l = *read.layout;
+    if (!stack.isEmpty()) { // --stack prices the layout on another framework's kernels
+        const plan::BuiltinStack* b = plan::findBuiltinStack(stack.toStdString());
+        if (!b) {
+            context.err << "loom plan predict: --stack " << stack.toStdString() << " is not a known stack; write "
+                        << plan::builtinStackList() << "\n";
+            return ExitUsage;
+        }
+        l.stack = b->spec;
+    }
     if (!plan::simulatable(l)) {
         context.err
             << "error: " << l.parallel.microBatches() << " micro-batches on " << l.parallel.pp
@@ -83,6 +103,7 @@ int predictCommand(CliContext& context, const QString& file, bool json)
         j["fsdp_overheads_s"] = { { "exposed_edges", p.shardEdges }, { "buffer_copies", p.shardCopies } };
         j["optimizer_state"] = optimizerStateJson(l);
         j["fp8"] = std::string(plan::toString(l.fp8));
+        j["stack"] = stackJson(l);
         j["overlap"]
             = { { "tp_comm_overlap", l.comm.tpCommOverlap }, { "overlap_grad_reduce", l.comm.gradReduceOverlapped() },
                   { "overlap_param_gather", l.comm.overlapParamGather } };
@@ -101,6 +122,9 @@ int predictCommand(CliContext& context, const QString& file, bool json)
       << (l.parallel.microbatchGroup > 0 ? " in groups of " + std::to_string(l.parallel.microbatchGroup) + " per chunk"
                                          : std::string())
       << ")\n";
+    if (l.stack != plan::StackSpec {})
+        o << "  stack          " << l.stack.name << ": " << plan::wordOf(plan::kElementwiseWords, l.stack.elementwise)
+          << " element-wise ops, " << fixed(100 * l.stack.compute, 0) << " % of the profile's compute efficiency\n";
     o << "  step time      " << fixed(p.stepTime, 3) << " s   (" << fixed(p.tokensPerSecond, 0) << " tokens/s)\n";
     o << "  per GPU        " << fixed(p.tflopsPerGpu, 1) << " TFLOP/s of model FLOPs, MFU " << fixed(100 * p.mfu, 1)
       << " %";
@@ -272,7 +296,8 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
         }
         context.out << nlohmann::ordered_json(
             { { "evaluated", result.evaluated }, { "pruned", result.pruned }, { "fitting", result.fitting },
-                { "unsimulatable", result.unsimulatable }, { "why", result.why }, { "ranked", list },
+                { "bounded", result.bounded }, { "unsimulatable", result.unsimulatable }, { "why", result.why },
+                { "ranked", list },
                 { "advice", result.ranked.empty() ? searchAdvice(result, nodes * c->devicesPerNode, batch) : "" } })
                            .dump(2)
                     << "\n";
@@ -284,6 +309,10 @@ int searchCommand(CliContext& context, const QStringList& args, bool json)
                 << (result.pruned > 0 ? "; " + std::to_string(result.pruned)
                                + " more ruled out by a memory floor, before any estimate"
                                       : std::string())
+                << (result.bounded > 0 ? "; " + std::to_string(result.bounded)
+                               + " more not estimated: even their compute and bubble alone are slower than the "
+                                 "best found"
+                                       : std::string())
                 << "\n";
     int rank = 0;
     for (const auto& cand : result.ranked) {
@@ -309,13 +338,21 @@ int planCommand(CliContext& context, const QStringList& argsIn)
     QStringList args = argsIn;
     const bool json = args.removeAll(QStringLiteral("--json")) > 0;
     if (args.value(0) == QLatin1String("predict") && args.size() == 2)
-        return predictCommand(context, args[1], json);
+        return predictCommand(context, args[1], json, {});
+    if (args.value(0) == QLatin1String("predict") && args.size() == 4 && args.indexOf(QStringLiteral("--stack")) >= 1) {
+        const int at = static_cast<int>(args.indexOf(QStringLiteral("--stack")));
+        if (at + 1 < args.size()) {
+            const QString stack = args[at + 1];
+            args.remove(at, 2);
+            return predictCommand(context, args[1], json, stack);
+        }
+    }
     if (args.value(0) == QLatin1String("search"))
         return searchCommand(context, args.mid(1), json);
     if (args.value(0) == QLatin1String("calibrate"))
         return calibrateCommand(context, args.mid(1), json);
     context.err
-        << "usage: loom plan predict LAYOUT.json [--json]\n"
+        << "usage: loom plan predict LAYOUT.json [--stack NAME] [--json]\n"
            "       loom plan search --model M --cluster C --nodes N --global-batch B [--top K] [--seq-len S] [--json]\n"
            "       loom plan calibrate TRACE.json --cluster C [--name NAME] [--json]\n";
     return ExitUsage;

@@ -7,6 +7,7 @@
 #include "engine/plan/RankGrid.h"
 #include "engine/plan/Schedule.h"
 #include "engine/plan/Simulator.h"
+#include "engine/plan/SoftwareStack.h"
 
 #include <algorithm>
 #include <cmath>
@@ -144,12 +145,43 @@ void setBottleneck(Prediction& out, const std::vector<RankTimes>& ranks)
 
 } // namespace
 
+namespace {
+
+// The layout as its software stack runs it: the device's ceilings times the stack's compute fraction
+// (SoftwareStack.h), so that every cost term reads one device. The eager stacks' extra element-wise bytes are
+// counted where the memory-bound work is (stageWork).
+template <typename F> auto withStack(const Layout& l, F&& cost)
+{
+    if (!l.onGpuCluster() || l.stack.compute == 1.0)
+        return cost(l);
+    Layout s = l;
+    s.cluster.device = stackDevice(l);
+    return cost(s);
+}
+
+Prediction predictLayout(const Layout& l, bool withEvents);
+Estimate estimateLayout(const Layout& l);
+
+} // namespace
+
 Prediction predict(const Layout& l)
 {
     return predict(l, true);
 }
 
 Prediction predict(const Layout& l, bool withEvents)
+{
+    return withStack(l, [withEvents](const Layout& s) { return predictLayout(s, withEvents); });
+}
+
+Estimate estimate(const Layout& l)
+{
+    return withStack(l, [](const Layout& s) { return estimateLayout(s); });
+}
+
+namespace {
+
+Prediction predictLayout(const Layout& l, bool withEvents)
 {
     Prediction out;
     const ModelSpec& m = l.model;
@@ -295,7 +327,7 @@ Prediction predict(const Layout& l, bool withEvents)
     return out;
 }
 
-Estimate estimate(const Layout& l)
+Estimate estimateLayout(const Layout& l)
 {
     const auto& par = l.parallel;
     const DeviceSpec& dev = l.cluster.device;
@@ -377,5 +409,7 @@ Estimate estimate(const Layout& l)
     e.fits = e.memoryGB <= dev.memoryGB;
     return e;
 }
+
+} // namespace
 
 } // namespace loom::plan

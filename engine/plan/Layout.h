@@ -4,6 +4,7 @@
 #include "engine/plan/ModelSpec.h"
 #include "engine/plan/OptimizerSpec.h"
 #include "engine/plan/Precision.h"
+#include "engine/plan/SoftwareStack.h"
 #include "engine/plan/WordTable.h"
 #include "engine/trace/TraceEvent.h"
 
@@ -191,6 +192,9 @@ struct Layout {
     CommSpec comm;
     OptimizerSpec optimizer; // OptimizerSpec.h
     InitSpec init;
+    // Layout key "stack": the framework whose kernels the planner prices (SoftwareStack.h); absent: the newest
+    // Megatron-Core, whose efficiencies the cluster profiles carry.
+    StackSpec stack;
 
     bool operator==(const Layout&) const = default;
 

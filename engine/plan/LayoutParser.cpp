@@ -356,6 +356,9 @@ LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profil
         layout.precision = *precisionFromString(*v);
     if (auto v = r.choice("fp8", Presence::Optional, wordsOf(kFp8RecipeWords)))
         layout.fp8 = *fp8RecipeFromString(*v);
+    if (const json* s = r.find("stack"))
+        if (auto stack = parseStack(*s, "stack", d))
+            layout.stack = *stack;
     if (const json* c = optionalObject(r, "comm", "an object such as {\"dp_codec\": \"none\", \"overlap\": true}"))
         readComm(*c, layout, d);
     if (const json* o = optionalObject(r, "optimizer", "an object such as {\"adam_beta2\": 0.95, \"clip_grad\": 1.0}"))
@@ -364,7 +367,7 @@ LayoutReadResult readLayout(std::string_view text, const ProfileResolver& profil
         readInitSpec(*o, layout.init, d);
 
     r.warnUnknown({ "loom_layout", "name", "description", "model", "cluster", "nodes", "parallel", "memory",
-        "precision", "comm", "fp8", "optimizer", "init" });
+        "precision", "comm", "fp8", "optimizer", "init", "stack" });
 
     // Semantic rules run on everything that was read; rules whose fields were already reported are skipped.
     // The layout is handed back even with errors, so an editor can open it and show what to fix.
@@ -458,6 +461,8 @@ std::string writeLayout(const Layout& layout)
         j["fp8"] = toString(layout.fp8);
     if (auto o = toJson(layout.optimizer); !o.empty())
         j["optimizer"] = o;
+    if (layout.stack != StackSpec {})
+        j["stack"] = toJson(layout.stack);
     if (auto i = toJson(layout.init); !i.empty())
         j["init"] = i;
     return j.dump(2) + "\n";

@@ -2,7 +2,9 @@
 
 #include "engine/plan/CostModel.h"
 #include "engine/plan/Formulas.h"
+#include "engine/plan/SoftwareStack.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -100,6 +102,29 @@ double gemmEfficiency(const DeviceSpec& d, double width, double rows)
     return d.gemmMax * width / (width + d.gemmHalfWidth) * rows / (rows + d.gemmHalfRows);
 }
 
+double layerGemmShape(const Layout& l, const DeviceSpec& d, double rows)
+{
+    const ModelSpec& m = l.model;
+    const double t = double(l.parallel.tp);
+    if (d.gemmMax <= 0)
+        return 1.0;
+    const auto shape = [&](double width) { return gemmEfficiency(d, width, rows) / d.gemmMax; };
+    if (m.isMoe()) // the experts' GEMMs are shaped by the routing: the whole layer at its thinnest width, h/t
+        return shape(double(m.hidden) / t);
+    const double h = double(m.hidden), kv = double(m.headDim() * m.effectiveKvHeads()), f = double(m.ffnHidden);
+    const double gates = m.mlp == ModelSpec::Mlp::SwiGlu ? 2.0 : 1.0; // SwiGLU's gate and up products as one
+    // {weights (FLOPs / 2T), thinner dimension} of QKV, the projection, FC1 and FC2 on one TP rank.
+    const double gemms[4][2]
+        = { { h * (h + 2.0 * kv) / t, std::min(h, (h + 2.0 * kv) / t) }, { h * h / t, std::min(h, h / t) },
+              { gates * h * f / t, std::min(h, gates * f / t) }, { h * f / t, std::min(h, f / t) } };
+    double weights = 0, time = 0;
+    for (const auto& g : gemms) {
+        weights += g[0];
+        time += g[0] / shape(g[1]);
+    }
+    return weights / time;
+}
+
 double ComputeWork::seconds(const DeviceSpec& device, Precision precision) const
 {
     return flops / (device.peakTflops(precision) * 1e12 * device.gemmMax) + bytes / (device.memoryBandwidthGBs * 1e9);
@@ -117,7 +142,11 @@ std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
     const double T = double(l.parallel.microBatch * m.seqLen / l.parallel.cp), h = double(m.hidden),
                  s = double(m.seqLen), V = double(m.paddedVocab());
     // FLOPs run at peak · max · shape; dividing by the shape leaves what peak · max must do.
+    // The attention core's batched products on the curve at h/t (as every GEMM was before); the block's own GEMMs
+    // each at its own thinner dimension (layerGemmShape), the LM head at min(h, V/t).
     const double shape = dev.gemmMax > 0 ? gemmEfficiency(dev, h / double(t), T) / dev.gemmMax : 1.0;
+    const double blockShape = layerGemmShape(l, dev, T);
+    const double headShape = dev.gemmMax > 0 ? gemmEfficiency(dev, std::min(h, V / double(t)), T) / dev.gemmMax : 1.0;
     (void)s;
     // Scores and their use, forward, as executed: at the flash kernel's own efficiency where the profile has
     // one (counted as the FLOPs that take as long at peak · max), else on the GEMM curve.
@@ -126,7 +155,8 @@ std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
         = attentionCoreFlops(l) * (flashKernel ? dev.gemmMax / dev.flashEfficiency : 1.0 / shape);
     // With FP8 the block's linear layers run at the FP8 peak: counted as the bf16 FLOPs that take as long.
     const double linearSpeedup = fp8Speedup(l);
-    const double layerFlops = 2.0 * T * blockMatmulParameters(m) / double(t) / shape / linearSpeedup + attentionFlops;
+    const double layerFlops
+        = 2.0 * T * blockMatmulParameters(m) / double(t) / blockShape / linearSpeedup + attentionFlops;
     // The backward recomputes: with flash attention the scores Q·Kᵀ (half of attentionFlops),
     // with selective recomputation of materialised attention the whole attention core.
     const bool flash = l.memory.attention == Attention::Flash;
@@ -135,9 +165,10 @@ std::vector<StageWork> stageWork(const Layout& l, std::int64_t chunks)
     // Memory-bound work moves about the layer's activation bytes once in and once out (MemoryTraffic.h); it
     // weighs most where h is small.
     const LossTraffic merge = ringMergeBytes(l), loss = lossTrafficBytes(l);
-    const double traffic = layerTrafficBytes(l) + fp8CastBytes(l);
+    // An eager stack's element-wise ops pass over their tensors more often than the fused kernels (SoftwareStack.h).
+    const double traffic = layerTrafficBytes(l) + fp8CastBytes(l) + eagerElementwiseBytes(l);
     const double layerBytes = traffic + merge.forward, layerBackwardBytes = 2.0 * traffic + merge.backward;
-    const double headFlops = 2.0 * T * h * V / double(t) / shape;
+    const double headFlops = 2.0 * T * h * V / double(t) / headShape;
     const bool full = l.memory.recompute == Recompute::Full;
     std::vector<StageWork> out(static_cast<std::size_t>(virtualStages));
     for (std::int64_t vs = 0; vs < virtualStages; ++vs) {

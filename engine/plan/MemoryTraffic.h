@@ -41,6 +41,13 @@ double attentionCoreFlops(const Layout& layout);
 // (gemm_efficiency.flash): flash attention, 16-bit inputs, on a GPU whose profile gives that efficiency.
 bool usesFlashKernel(const Layout& layout);
 
+// How far a layer's GEMMs on one TP rank fall below the device's ceiling, FLOP-weighted over its four products
+// (QKV h × (h + 2·kv)/t, the projection h/t × h, FC1 h × f/t (2f/t with SwiGLU), FC2 f/t × h), each on the
+// efficiency curve at its own thinner dimension and `rows` tokens: the harmonic mean of
+// w/(w + half_width) · r/(r + half_rows) weighted by each product's FLOPs. Tensor parallelism makes the projection
+// thin (h/t) but leaves FC1 and FC2 wide (f/t of 7,168 for Llama 3 70B at tp 4). MoE blocks: at h/t.
+double layerGemmShape(const Layout& layout, const DeviceSpec& device, double rows);
+
 // FP8 (layout key "fp8"): how many times faster the linear layers' GEMMs run than at `precision`, the ratio of
 // the device's FP8 peak to its 16-bit one (1 without FP8).
 double fp8Speedup(const Layout& layout);

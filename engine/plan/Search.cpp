@@ -1,7 +1,7 @@
 #include "engine/plan/Search.h"
 
 #include "engine/plan/LayoutValidator.h"
-#include "engine/plan/SearchCandidates.h"
+#include "engine/plan/SearchEnumeration.h"
 #include "engine/plan/TextUtil.h"
 
 #include <algorithm>
@@ -10,6 +10,9 @@
 #include <stdexcept>
 
 namespace loom::plan {
+
+using searching::Choice;
+using searching::Enumeration;
 
 std::string describeCandidate(const Layout& l)
 {
@@ -100,157 +103,6 @@ void checkRequest(const SearchRequest& r)
             + r.cluster.name);
 }
 
-Layout baseLayout(const SearchRequest& r)
-{
-    Layout base;
-    base.name = "search";
-    base.model = r.model;
-    base.modelProfile = r.modelProfile;
-    base.cluster = r.cluster;
-    base.clusterProfile = r.clusterProfile;
-    base.nodes = r.nodes;
-    base.precision = r.precision;
-    base.parallel.globalBatch = r.globalBatch;
-    return base;
-}
-
-struct Choice {
-    ParallelSpec parallel;
-    MemorySpec memory;
-    Estimate estimate;
-};
-
-// The candidate generator: every valid layout, estimated, those that fit kept. Families whose memory floor
-// (model states alone) exceeds the device are skipped whole, before any estimate.
-class Enumeration {
-public:
-    Enumeration(const SearchRequest& r, SearchResult& out)
-        : m_request(r)
-        , m_out(out)
-        , m_work(baseLayout(r))
-    {
-    }
-
-    std::vector<Choice> run()
-    {
-        const ModelSpec& m = m_request.model;
-        const std::int64_t devices = m_request.nodes * m_request.cluster.devicesPerNode;
-        const auto grids = searching::gridChoices(m, devices, contextParallelDegrees(m));
-        for (std::size_t i = 0; i < grids.size() && !m_out.cancelled; ++i) {
-            if (!report(0.7 * double(i) / double(grids.size())))
-                break;
-            grid(grids[i]);
-        }
-        return std::move(m_choices);
-    }
-
-    bool report(double fraction)
-    {
-        if (!m_out.cancelled && m_request.progress && !m_request.progress(fraction))
-            m_out.cancelled = true;
-        return !m_out.cancelled;
-    }
-
-private:
-    void grid(const searching::GridChoice& g)
-    {
-        const auto experts = searching::expertChoices(m_request.model, g);
-        const auto memories = searching::memoryChoices(g.tp, g.cp);
-        bool fitsAtAll[4];
-        for (int zero = 0; zero <= 3; ++zero)
-            fitsAtAll[zero] = searching::memoryFloorGB(m_work, g, zero) <= m_request.cluster.device.memoryGB;
-        for (std::int64_t mb = 1; mb <= 64; mb *= 2) {
-            if (m_request.globalBatch % (mb * g.dp))
-                continue;
-            const auto schedules
-                = searching::scheduleChoices(m_request.model, g.pp, m_request.globalBatch / (mb * g.dp));
-            for (const auto& schedule : schedules)
-                for (int zero = 0; zero <= 3; ++zero) {
-                    if (zero >= 1 && g.dp * g.cp == 1)
-                        continue;
-                    const std::size_t family = memories.size() * experts.size();
-                    if (!fitsAtAll[zero]) {
-                        m_out.pruned += family;
-                        continue;
-                    }
-                    place(g, mb, schedule, zero);
-                    for (const auto& expert : experts) {
-                        if (!lightestFits(expert)) {
-                            m_out.pruned += memories.size();
-                            continue;
-                        }
-                        for (const auto& memory : memories)
-                            evaluate(memory, expert);
-                    }
-                }
-        }
-    }
-
-    void place(const searching::GridChoice& g, std::int64_t mb, const searching::ScheduleChoice& s, int zero)
-    {
-        ParallelSpec& p = m_work.parallel; // one layout, changed in place: no copy per candidate
-        p.tp = g.tp;
-        p.cp = g.cp;
-        p.pp = g.pp;
-        p.dp = g.dp;
-        p.microBatch = mb;
-        p.schedule = s.kind;
-        p.vpp = s.vpp;
-        p.stages = s.stages;
-        m_work.memory.zero = zero;
-    }
-
-    // Whether the lightest memory choice of the family fits: sequence parallel (tp > 1), flash attention and
-    // memory-efficient norms, with no recomputation or full (either can be the lighter, full keeping one
-    // layer whole for its backward). Every other choice holds at least as much (Formulas.cpp,
-    // layerActivationBytes), so if neither fits, none of the family does.
-    bool lightestFits(const searching::ExpertChoice& expert)
-    {
-        Layout& l = m_work;
-        l.parallel.sp = l.parallel.tp > 1;
-        l.parallel.ep = expert.ep;
-        l.parallel.expertTp = expert.expertTp;
-        l.memory.attention = Attention::Flash;
-        l.memory.efficientNorm = true;
-        for (Recompute rc : { Recompute::None, Recompute::Full }) {
-            l.memory.recompute = rc;
-            if (estimate(l).fits)
-                return true;
-        }
-        return false;
-    }
-
-    void evaluate(const searching::MemoryChoice& memory, const searching::ExpertChoice& expert)
-    {
-        Layout& l = m_work;
-        // Megatron-Core's expert grid needs sequence parallelism with tensor parallelism.
-        if (expert.expertTp > 0 && l.parallel.tp > 1 && !memory.sp)
-            return;
-        l.parallel.sp = memory.sp;
-        l.memory.attention = memory.attention;
-        l.memory.recompute = memory.recompute;
-        l.parallel.ep = expert.ep;
-        l.parallel.expertTp = expert.expertTp;
-        l.memory.efficientNorm = false;
-        ++m_out.evaluated;
-        Estimate e = estimate(l);
-        // Memory-efficient norms cost no time in the model, so they are tried only where the layout does not
-        // fit without them.
-        if (!e.fits && memory.recompute != Recompute::Full) {
-            l.memory.efficientNorm = true;
-            ++m_out.evaluated;
-            e = estimate(l);
-        }
-        if (e.fits)
-            m_choices.push_back({ l.parallel, l.memory, e });
-    }
-
-    const SearchRequest& m_request;
-    SearchResult& m_out;
-    Layout m_work;
-    std::vector<Choice> m_choices;
-};
-
 // Layouts the planner cannot replay have no prediction to rank by: left out and counted, so the advice can
 // name the cause.
 void dropUnsimulatable(const Layout& base, std::vector<Choice>& choices, SearchResult& out)
@@ -266,13 +118,12 @@ void dropUnsimulatable(const Layout& base, std::vector<Choice>& choices, SearchR
 }
 
 // The ranking: the best few by estimate replayed in full (the estimate's closed-form pipeline can misorder
-// close ones), then ordered by the replay's tokens/s.
+// close ones), with those that tie with the last of them, then ordered by the replay's tokens/s; of equally
+// fast layouts, the one that needs less memory first, then the one first by estimate.
 std::vector<SearchCandidate> rank(
     const SearchRequest& r, const Layout& base, std::vector<Choice>& choices, Enumeration& progress)
 {
-    const std::size_t keep = std::min<std::size_t>(choices.size(), static_cast<std::size_t>(std::max(r.top, 2)) * 3);
-    std::partial_sort(choices.begin(), choices.begin() + static_cast<std::ptrdiff_t>(keep), choices.end(),
-        [](const Choice& a, const Choice& b) { return a.estimate.tokensPerSecond > b.estimate.tokensPerSecond; });
+    const std::size_t keep = searching::orderForReplay(choices, searching::replayedCount(r));
     std::vector<SearchCandidate> fitting;
     for (std::size_t i = 0; i < keep; ++i) {
         Layout l = base;
@@ -289,8 +140,10 @@ std::vector<SearchCandidate> rank(
         else
             c.prediction.fits = false; // not timed: left out below rather than ranked with a zero step time
     }
-    std::sort(fitting.begin(), fitting.end(), [](const SearchCandidate& a, const SearchCandidate& b) {
-        return a.prediction.tokensPerSecond > b.prediction.tokensPerSecond;
+    std::stable_sort(fitting.begin(), fitting.end(), [](const SearchCandidate& a, const SearchCandidate& b) {
+        if (a.prediction.tokensPerSecond != b.prediction.tokensPerSecond)
+            return a.prediction.tokensPerSecond > b.prediction.tokensPerSecond;
+        return a.prediction.memory.total() < b.prediction.memory.total();
     });
     fitting.erase(
         std::remove_if(fitting.begin(), fitting.end(), [](const SearchCandidate& c) { return !c.prediction.fits; }),
@@ -309,7 +162,7 @@ SearchResult search(const SearchRequest& r)
     out.fitting = choices.size();
     if (choices.empty() || out.cancelled)
         return out;
-    const Layout base = baseLayout(r);
+    const Layout base = searching::baseLayout(r);
     dropUnsimulatable(base, choices, out);
     if (choices.empty())
         return out;

@@ -21,6 +21,9 @@ struct SearchRequest {
     // Called now and then with the fraction done (0..1); returning false stops the search, which then
     // returns what it has with `cancelled` set. May be empty. Called on the searching thread.
     std::function<bool(double fraction)> progress;
+    // Estimate every candidate, in enumeration order, with no step-time floor: the reference the default search
+    // is tested against (tst_search), and slower. The ranking is the same either way.
+    bool exhaustive = false;
 };
 
 struct SearchCandidate {
@@ -35,7 +38,11 @@ struct SearchResult {
     // Valid layouts not estimated: a memory floor (their model states alone, or their family's lightest
     // memory choice) exceeds the device, so none of them fits.
     std::size_t pruned = 0;
-    std::size_t fitting = 0;
+    std::size_t fitting = 0; // of those estimated
+    // Valid layouts not estimated because the floor under their step time (their compute alone, at the mean
+    // stage's pace, and their bubble) is already slower than 3·top candidates that fit and replay: none of them
+    // could be ranked. Always 0 with `exhaustive`.
+    std::size_t bounded = 0;
     std::size_t unsimulatable = 0; // fitting ones left out: too many micro-batches for the planner to replay
     std::string why; // one sentence: why the first beats the second
     bool cancelled = false; // the progress callback stopped the search

@@ -11,6 +11,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <utility>
+
 namespace {
 
 struct Run {
@@ -302,6 +304,38 @@ private slots:
         }
         QCOMPARE(ranks.size(), 16); // one representative rank per pipeline stage
         QVERIFY(complete > 16 * 192 * 2);
+    }
+
+    void planPredictStack()
+    {
+        // --stack prices the layout on another framework's kernels; --json names the stack it was priced on.
+        const QString layout = QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/gpt3-175b-1024-a100.json");
+        const auto predicted = [&](const QStringList& extra) {
+            const Run r = loom(QStringList { QStringLiteral("plan"), QStringLiteral("predict"), layout } + extra
+                + QStringList { QStringLiteral("--json") });
+            return std::make_pair(r.exitCode, QJsonDocument::fromJson(r.out.toUtf8()).object());
+        };
+        const auto [codeCore, core] = predicted({});
+        const auto [codeDs, ds] = predicted({ QStringLiteral("--stack"), QStringLiteral("megatron-deepspeed") });
+        QCOMPARE(codeCore, 0);
+        QCOMPARE(codeDs, 0);
+        QCOMPARE(core.value("stack").toObject().value("name").toString(), QStringLiteral("megatron-core"));
+        QCOMPARE(core.value("stack").toObject().value("applies").toBool(), false);
+        const QJsonObject stack = ds.value("stack").toObject();
+        QCOMPARE(stack.value("name").toString(), QStringLiteral("megatron-deepspeed"));
+        QCOMPARE(stack.value("elementwise").toString(), QStringLiteral("fused"));
+        QVERIFY(stack.value("compute").toDouble() < 1.0);
+        QVERIFY(stack.value("source").toString().contains(QStringLiteral("MT-NLG")));
+        QVERIFY(ds.value("step_time_s").toDouble() > core.value("step_time_s").toDouble());
+        const Run text = loom({ QStringLiteral("plan"), QStringLiteral("predict"), layout, QStringLiteral("--stack"),
+            QStringLiteral("torchtitan") });
+        QCOMPARE(text.exitCode, 0);
+        QVERIFY2(text.out.contains(QStringLiteral("stack          torchtitan: eager element-wise ops")),
+            qPrintable(text.out));
+        const Run unknown = loom({ QStringLiteral("plan"), QStringLiteral("predict"), layout, QStringLiteral("--stack"),
+            QStringLiteral("jax") });
+        QCOMPARE(unknown.exitCode, 64);
+        QVERIFY2(unknown.err.contains(QStringLiteral("megatron-deepspeed or torchtitan")), qPrintable(unknown.err));
     }
 
     void usageErrors()

@@ -24,7 +24,8 @@ Layout megatron(int heads, int hidden, int layers, int tp, int pp, int gpus, int
                 { "global_batch", batch }, { "schedule", vpp > 1 ? "interleaved" : "1f1b" } } },
         { "memory", { { "zero", 0 }, { "recompute", "full" }, { "attention", "materialized" } } }, // as in 2021
         { "precision", "fp16" },
-        { "comm", { { "overlap", false } } } }; // SC21's Megatron reduced gradients after backward
+        { "comm", { { "overlap", false } } }, // SC21's Megatron reduced gradients after backward
+        { "stack", "megatron-2021" } }; // its kernels (engine/plan/SoftwareStack.h): the A100 curve as it is
     auto r = readLayout(j.dump(), loom::profiles::BuiltinProfiles::instance());
     if (!r.ok())
         qFatal("%s", r.diagnostics.format().c_str());

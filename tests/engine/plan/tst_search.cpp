@@ -3,9 +3,12 @@
 #include "engine/plan/LayoutValidator.h"
 #include "engine/plan/Search.h"
 #include "engine/plan/SearchCandidates.h"
+#include "engine/plan/SearchEnumeration.h"
 #include "engine/profiles/BuiltinProfiles.h"
 
 #include <QTest>
+
+#include <cstdio>
 
 using namespace loom::plan;
 using loom::profiles::BuiltinProfiles;
@@ -150,6 +153,129 @@ private slots:
             QVERIFY(c.estimate.fits && !estimate(plain).fits);
         }
         QVERIFY(efficient > 0);
+    }
+
+    // The search stops estimating where the floor under a candidate's step time (its compute at the mean
+    // stage's pace and its bubble) is slower than the best few found: the floor must never exceed the estimate.
+    void stepTimeFloorBelowEveryEstimate_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("cluster");
+        QTest::addColumn<QByteArray>("parallel"); // tp pp dp cp mb vpp schedule
+        QTest::addColumn<int>("recompute");
+        QTest::addColumn<bool>("flash");
+        QTest::newRow("megatron-1t 1F1B") << "megatron-1t"
+                                          << "dgx-a100" << QByteArray("8 64 6 1 1 1 1f1b") << 0 << true;
+        QTest::newRow("megatron-1t interleaved") << "megatron-1t"
+                                                 << "dgx-a100" << QByteArray("8 16 24 1 1 8 interleaved") << 0 << true;
+        QTest::newRow("gpt3 gpipe full") << "gpt3-175b"
+                                         << "dgx-a100" << QByteArray("8 8 16 1 2 1 gpipe") << 2 << true;
+        QTest::newRow("gpt3 zb-v materialised") << "gpt3-175b"
+                                                << "dgx-h100" << QByteArray("4 16 16 1 1 2 zb-v") << 1 << false;
+        QTest::newRow("gpt3 dualpipe") << "gpt3-175b"
+                                       << "dgx-h100" << QByteArray("8 8 16 1 1 2 dualpipe") << 0 << true;
+        QTest::newRow("gpt3 zb-h2") << "gpt3-175b"
+                                    << "dgx-h100" << QByteArray("8 8 16 1 1 1 zb-h2") << 0 << true;
+        QTest::newRow("llama3 embedding+head as layers")
+            << "llama3-405b"
+            << "dgx-h100" << QByteArray("8 16 8 1 1 8 interleaved") << 2 << true;
+        QTest::newRow("llama2-7b cp 4") << "llama2-7b"
+                                        << "dgx-h100" << QByteArray("2 2 4 4 1 1 1f1b") << 0 << true;
+        QTest::newRow("mixtral ep 8") << "mixtral-8x7b"
+                                      << "dgx-h100" << QByteArray("2 4 16 1 1 1 1f1b") << 0 << true;
+        QTest::newRow("gpt3 tp overlap") << "gpt3-175b"
+                                         << "dgx-h100" << QByteArray("8 8 16 1 1 4 interleaved") << 0 << true;
+    }
+    void stepTimeFloorBelowEveryEstimate()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, cluster);
+        QFETCH(QByteArray, parallel);
+        QFETCH(int, recompute);
+        QFETCH(bool, flash);
+        std::int64_t tp, pp, dp, cp, mb, vpp;
+        char schedule[32];
+        QCOMPARE(
+            std::sscanf(parallel.constData(), "%ld %ld %ld %ld %ld %ld %31s", &tp, &pp, &dp, &cp, &mb, &vpp, schedule),
+            7);
+        SearchRequest r
+            = request(model.toUtf8().constData(), cluster.toUtf8().constData(), 1, 64L * dp * mb, Precision::Bf16, 1);
+        if (cp > 1)
+            r.model.seqLen = 32768;
+        r.nodes = tp * pp * dp * cp / r.cluster.devicesPerNode;
+        Layout l = searching::baseLayout(r);
+        auto& p = l.parallel;
+        p.tp = tp, p.pp = pp, p.dp = dp, p.cp = cp, p.microBatch = mb, p.vpp = vpp, p.sp = tp > 1;
+        p.schedule = scheduleKindOf(schedule);
+        if (l.model.layers % (pp * scheduleChunks(p.schedule, vpp)) != 0)
+            p.stages = accountedStageSplit(l.model.layers, pp * vpp);
+        p.ep = l.model.isMoe() ? 8 : 1;
+        l.memory.recompute = Recompute(recompute);
+        l.memory.attention = flash ? Attention::Flash : Attention::Materialized;
+        l.comm.tpCommOverlap = QByteArray(QTest::currentDataTag()).contains("tp overlap");
+        QVERIFY2(!validateLayout(l).hasErrors(), validateLayout(l).format().c_str());
+        const Estimate e = estimate(l);
+        Layout probe = l;
+        const double floor = searching::stepTimeFloor(searching::wholeModelSeconds(probe, p.microBatches()),
+            p.microBatches(), pp, scheduleChunks(p.schedule, vpp));
+        qInfo("%s: floor %.3f s, estimate %.3f s", QTest::currentDataTag(), floor, e.stepTime);
+        QVERIFY(floor > 0);
+        QVERIFY(floor <= e.stepTime * (1 + 1e-12));
+    }
+
+    // The floor changes which candidates are estimated, never the answer: the same ranked layouts, predictions
+    // and reason as estimating every candidate (the search before the floor), on dense, long-sequence and
+    // mixture-of-experts models.
+    void rankingSameAsExhaustive_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("cluster");
+        QTest::addColumn<int>("nodes");
+        QTest::addColumn<int>("batch");
+        QTest::addColumn<int>("seqLen"); // 0: the profile's
+        QTest::addColumn<int>("top");
+        QTest::newRow("megatron-1t on 384 A100 nodes") << "megatron-1t"
+                                                       << "dgx-a100" << 384 << 3072 << 0 << 5;
+        QTest::newRow("gpt3-175b on 64 H100 nodes, top 10") << "gpt3-175b"
+                                                            << "dgx-h100" << 64 << 1536 << 0 << 10;
+        QTest::newRow("llama3-405b on 64 H100 nodes") << "llama3-405b"
+                                                      << "dgx-h100" << 64 << 512 << 0 << 10;
+        QTest::newRow("llama2-7b at 32K tokens on 8 H200 nodes") << "llama2-7b"
+                                                                 << "dgx-h200" << 8 << 64 << 32768 << 5;
+        QTest::newRow("mixtral-8x7b on 16 H100 nodes") << "mixtral-8x7b"
+                                                       << "dgx-h100" << 16 << 1024 << 4096 << 5;
+        QTest::newRow("gpt2-1.5b on 2 MI300X nodes, top 1") << "gpt2-1.5b"
+                                                            << "mi300x-8" << 2 << 512 << 0 << 1;
+    }
+    void rankingSameAsExhaustive()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, cluster);
+        QFETCH(int, nodes);
+        QFETCH(int, batch);
+        QFETCH(int, seqLen);
+        QFETCH(int, top);
+        SearchRequest r
+            = request(model.toUtf8().constData(), cluster.toUtf8().constData(), nodes, batch, Precision::Bf16, top);
+        if (seqLen > 0)
+            r.model.seqLen = seqLen;
+        const SearchResult bounded = search(r);
+        r.exhaustive = true;
+        const SearchResult all = search(r);
+        qInfo("%s: %zu estimated and %zu skipped by the floor, against %zu estimated", QTest::currentDataTag(),
+            bounded.evaluated, bounded.bounded, all.evaluated);
+        QCOMPARE(all.bounded, std::size_t(0));
+        QVERIFY(bounded.bounded > 0); // the floor did skip candidates, so the comparison can fail
+        QVERIFY(bounded.evaluated < all.evaluated);
+        QVERIFY(!all.ranked.empty());
+        QCOMPARE(bounded.ranked.size(), all.ranked.size());
+        for (std::size_t i = 0; i < all.ranked.size(); ++i) {
+            QCOMPARE(describeCandidate(bounded.ranked[i].layout), describeCandidate(all.ranked[i].layout));
+            QCOMPARE(bounded.ranked[i].estimate.stepTime, all.ranked[i].estimate.stepTime);
+            QCOMPARE(bounded.ranked[i].prediction.stepTime, all.ranked[i].prediction.stepTime);
+        }
+        QCOMPARE(bounded.why, all.why);
+        QCOMPARE(bounded.unsimulatable <= all.unsimulatable, true);
     }
 
     void impossibleRequests()
