@@ -18,7 +18,7 @@ using namespace loom::plan;
 
 namespace {
 
-// bench_zerobubble's model: 8 GPT-2 blocks of hidden 256, 64 tokens, micro-batch 2, 8 micro-batches, fp32.
+// 8 GPT-2 blocks of hidden 256, 64 tokens, micro-batch 2, 8 micro-batches, fp32 (bench_zerobubble's first model).
 Layout read(const std::string& schedule, int pp)
 {
     const bool v = schedule == "zb-v" || schedule == "dualpipe";
