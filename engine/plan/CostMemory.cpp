@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <vector>
 
 namespace loom::plan::cost {
@@ -51,7 +53,22 @@ double residualBytes(const Layout& l, const Costs& c, double params)
     return params * width * (1.0 + (twoPhase ? 1.0 / double(c.d) : 0.0));
 }
 
-// The blocks pipeline rank r holds over its chunks.
+// The op lists of a zero-bubble schedule, built once per (kind, p, v, m) on this thread: `plan search`
+// estimates thousands of layouts that share a few of them, and building one runs a list scheduler.
+const Schedule& cachedSchedule(ScheduleKind kind, std::int64_t p, std::int64_t v, std::int64_t m)
+{
+    thread_local std::map<std::tuple<ScheduleKind, std::int64_t, std::int64_t, std::int64_t>, Schedule> cache;
+    if (cache.size() > 256)
+        cache.clear();
+    const auto key = std::make_tuple(kind, p, v, m);
+    auto it = cache.find(key);
+    if (it == cache.end())
+        it = cache.emplace(key, Schedule(kind, p, v, m)).first;
+    return it->second;
+}
+
+} // namespace
+
 double layersOfRank(const Costs& c, std::int64_t r)
 {
     double layers = 0;
@@ -59,8 +76,6 @@ double layersOfRank(const Costs& c, std::int64_t r)
         layers += double(c.ranges[static_cast<std::size_t>(stageOfChunk(c.kind, c.p, r, ch))].size());
     return layers;
 }
-
-} // namespace
 
 // Layer-micro-batches pipeline rank r holds at its schedule's first peak, in closed form (what
 // Schedule::peakInFlight finds by replaying, without the replay): GPipe all m forwards, 1F1B min(p − r, m),
@@ -82,7 +97,7 @@ double heldLayersAtFirstPeak(const Layout& l, const Costs& c, std::int64_t r, st
             held.push_back(sc.layers);
             deferred.push_back(sc.deferred);
         }
-        return Schedule(par.schedule, p, v, sample).peakInFlight(r, held, deferred);
+        return cachedSchedule(par.schedule, p, v, sample).peakInFlight(r, held, deferred);
     }
     if (par.schedule != ScheduleKind::Interleaved) {
         const std::int64_t held = par.schedule == ScheduleKind::GPipe ? m : std::min(p - r, m);

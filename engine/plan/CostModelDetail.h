@@ -59,6 +59,8 @@ double zeroBubbleTheory(ScheduleKind kind, std::int64_t p, std::int64_t m, const
 // Memory of pipeline rank r holding `heldLayers` layer-micro-batches of activations at its peak (its in-flight
 // chunk-micro-batches, each weighing its chunk's layers).
 MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, double heldLayers);
+// The blocks pipeline rank r holds over its chunks.
+double layersOfRank(const Costs& c, std::int64_t r);
 // Bytes one held layer-micro-batch of activations weighs (the unit of heldLayers and StageCost::layers).
 double heldLayerBytes(const Layout& l, const Costs& c);
 // Zero-bubble schedules: what one micro-batch's deferred W of virtual stage vs keeps from its B to its W
