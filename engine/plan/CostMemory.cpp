@@ -3,10 +3,14 @@
 #include "engine/plan/CostModelDetail.h"
 
 #include "engine/plan/ExpertGroups.h"
+#include "engine/plan/Formulas.h"
 #include "engine/plan/MemoryTraffic.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <tuple>
+#include <vector>
 
 namespace loom::plan::cost {
 
@@ -49,7 +53,22 @@ double residualBytes(const Layout& l, const Costs& c, double params)
     return params * width * (1.0 + (twoPhase ? 1.0 / double(c.d) : 0.0));
 }
 
-// The blocks pipeline rank r holds over its chunks.
+// The op lists of a zero-bubble schedule, built once per (kind, p, v, m) on this thread: `plan search`
+// estimates thousands of layouts that share a few of them, and building one runs a list scheduler.
+const Schedule& cachedSchedule(ScheduleKind kind, std::int64_t p, std::int64_t v, std::int64_t m)
+{
+    thread_local std::map<std::tuple<ScheduleKind, std::int64_t, std::int64_t, std::int64_t>, Schedule> cache;
+    if (cache.size() > 256)
+        cache.clear();
+    const auto key = std::make_tuple(kind, p, v, m);
+    auto it = cache.find(key);
+    if (it == cache.end())
+        it = cache.emplace(key, Schedule(kind, p, v, m)).first;
+    return it->second;
+}
+
+} // namespace
+
 double layersOfRank(const Costs& c, std::int64_t r)
 {
     double layers = 0;
@@ -57,8 +76,6 @@ double layersOfRank(const Costs& c, std::int64_t r)
         layers += double(c.ranges[static_cast<std::size_t>(stageOfChunk(c.kind, c.p, r, ch))].size());
     return layers;
 }
-
-} // namespace
 
 // Layer-micro-batches pipeline rank r holds at its schedule's first peak, in closed form (what
 // Schedule::peakInFlight finds by replaying, without the replay): GPipe all m forwards, 1F1B min(p − r, m),
@@ -69,10 +86,18 @@ double heldLayersAtFirstPeak(const Layout& l, const Costs& c, std::int64_t r, st
     const auto& par = l.parallel;
     const std::int64_t p = c.p, v = c.v;
     if (splitsBackward(par.schedule)) {
-        // From F to W (loom-train's W keeps copies of what it reads): ZB-H1 up to p on every rank, ZB-H2
-        // 2p - 1, the V's 2p chunks of half a stage, which is p of a whole rank's layers.
-        const std::int64_t held = par.schedule == ScheduleKind::ZbH2 ? 2 * p - 1 : p;
-        return double(std::min(held, m)) * layersOfRank(c, r);
+        // The forwards' activations from F to B and W's copies from B to W, replayed over the schedule's first
+        // 4p micro-batches (its warm-up and steady state hold the peak; the ops are few).
+        const std::int64_t sample = std::min(m, 4 * p);
+        if (par.schedule == ScheduleKind::DualPipe && sample < 2 * p) // not a valid layout: 1F1B's count
+            return double(std::min(p, m)) * layersOfRank(c, r);
+        std::vector<double> held, deferred;
+        for (std::int64_t ch = 0; ch < v; ++ch) {
+            const StageCost& sc = c.stage[static_cast<std::size_t>(stageOfChunk(par.schedule, p, r, ch))];
+            held.push_back(sc.layers);
+            deferred.push_back(sc.deferred);
+        }
+        return cachedSchedule(par.schedule, p, v, sample).peakInFlight(r, held, deferred);
     }
     if (par.schedule != ScheduleKind::Interleaved) {
         const std::int64_t held = par.schedule == ScheduleKind::GPipe ? m : std::min(p - r, m);
@@ -91,6 +116,34 @@ double heldLayersAtFirstPeak(const Layout& l, const Costs& c, std::int64_t r, st
 
 // Memory of pipeline rank r holding `heldLayers` layer-micro-batches of activations at its peak (its in-flight
 // chunk-micro-batches, each weighing its chunk's layers).
+double heldLayerBytes(const Layout& l, const Costs& c)
+{
+    const double width = l.precision != Precision::Fp32 ? 1.0 : 2.0;
+    // Context parallelism keeps s/cp of each sequence's activations (and s/cp rows of any scores) per rank.
+    return layerActivationBytes(
+               l.model, c.b, c.t, l.parallel.sp, l.memory.attention, l.memory.recompute, l.memory.efficientNorm)
+        * width / double(c.cp)
+        - fp8ActivationSavingBytes(l, c.b);
+}
+
+double deferredLayersOfVirtualStage(const Layout& l, const Costs& c, std::int64_t vs)
+{
+    const double perLayer = heldLayerBytes(l, c);
+    if (!splitsBackward(l.parallel.schedule) || perLayer <= 0)
+        return 0;
+    const ModelSpec& m = l.model;
+    const StageRange& range = c.ranges[static_cast<std::size_t>(vs)];
+    double floatsPerToken = 0;
+    for (std::int64_t layer = range.first; layer <= range.last; ++layer)
+        floatsPerToken += deferredWeightFloatsPerToken(m, layer, c.t);
+    // The LM head's product: dLogits (the padded vocabulary over t) and the final norm's output (h).
+    if (vs == c.virtualStages - 1)
+        floatsPerToken += double(m.paddedVocab()) / double(c.t) + double(m.hidden);
+    // The products' rows: the micro-batch's tokens of this CP rank (sequence parallelism gathers them whole).
+    const double tokens = double(c.b) * c.s / double(c.cp);
+    return 4.0 * floatsPerToken * tokens / perLayer; // loom-train's copies are fp32
+}
+
 MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, double heldLayers)
 {
     const ModelSpec& m = l.model;
@@ -98,12 +151,9 @@ MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, dou
     const bool sp = l.parallel.sp;
     const Attention attention = l.memory.attention;
     const double width = mixed ? 1.0 : 2.0;
-    // Context parallelism keeps s/cp of each sequence's activations (and s/cp rows of any scores) per rank.
     const double cp = double(c.cp);
     const bool efficientNorm = l.memory.efficientNorm;
-    const double perLayerAct
-        = layerActivationBytes(m, c.b, c.t, sp, attention, l.memory.recompute, efficientNorm) * width / cp
-        - fp8ActivationSavingBytes(l, c.b);
+    const double perLayerAct = heldLayerBytes(l, c);
     const double fullLayerAct
         = layerActivationBytes(m, c.b, c.t, sp, attention, Recompute::None, efficientNorm) * width / cp;
     const double params = paramsOfRank(l, c, r);

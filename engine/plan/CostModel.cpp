@@ -398,10 +398,13 @@ Estimate estimateLayout(const Layout& l)
     // Activations in flight at the first peak, in closed form, on the rank that holds the most layer-micro-
     // batches (with Llama 3's split not rank 0, whose first chunk is empty) and on the first and last rank,
     // which also hold the embedding and the head.
+    // Zero-bubble schedules replay their ops for each rank's peak: the rank with the most layers stands in
+    // for the middle ranks there, so that an estimate replays at most three ranks.
+    const bool split = splitsBackward(par.schedule);
     std::int64_t most = 0;
     double mostHeld = -1;
     for (std::int64_t r = 0; r < p; ++r)
-        if (const double held = heldLayersAtFirstPeak(l, c, r, m); held > mostHeld)
+        if (const double held = split ? layersOfRank(c, r) : heldLayersAtFirstPeak(l, c, r, m); held > mostHeld)
             most = r, mostHeld = held;
     e.memoryGB = 0;
     for (std::int64_t r : { std::int64_t(0), most, p - 1 })

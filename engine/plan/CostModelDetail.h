@@ -51,13 +51,22 @@ double optimizerBytesOf(const Layout& l, const Costs& c, std::int64_t r);
 // Layer-micro-batches pipeline rank r holds at its schedule's first peak, in closed form (what
 // Schedule::peakInFlight finds by replaying, without the replay): GPipe all m forwards, 1F1B min(p − r, m),
 // interleaved its warm-up of (p − r − 1)·2 + (v − 1)·N forwards and one more, run through the chunks in
-// groups of N micro-batches, each weighing its chunk's layers.
+// groups of N micro-batches, each weighing its chunk's layers. Zero-bubble schedules: a replay of their
+// first 4p micro-batches (Schedule::peakInFlight with W's copies, StageCost::deferred).
 double heldLayersAtFirstPeak(const Layout& l, const Costs& c, std::int64_t r, std::int64_t m);
 // The zero-bubble schedules' bubble as a fraction of the step, in closed form (CostStage.cpp).
 double zeroBubbleTheory(ScheduleKind kind, std::int64_t p, std::int64_t m, const Costs& c, std::int64_t r);
 // Memory of pipeline rank r holding `heldLayers` layer-micro-batches of activations at its peak (its in-flight
 // chunk-micro-batches, each weighing its chunk's layers).
 MemoryEstimate memoryOfRank(const Layout& l, const Costs& c, std::int64_t r, double heldLayers);
+// The blocks pipeline rank r holds over its chunks.
+double layersOfRank(const Costs& c, std::int64_t r);
+// Bytes one held layer-micro-batch of activations weighs (the unit of heldLayers and StageCost::layers).
+double heldLayerBytes(const Layout& l, const Costs& c);
+// Zero-bubble schedules: what one micro-batch's deferred W of virtual stage vs keeps from its B to its W
+// (loom-train's fp32 copies of every weight product's X and dY, deferredWeightFloatsPerToken, and the LM
+// head's on the last stage), in held layers (StageCost::deferred); 0 for the other schedules.
+double deferredLayersOfVirtualStage(const Layout& l, const Costs& c, std::int64_t vs);
 
 // The data-parallel work at the end of a step on a pipeline rank holding `params` parameters: `reduce`, the
 // gradients' all-reduce (ZeRO 0 and 1), which may start with the last backward, and `after`, ZeRO-2's

@@ -151,6 +151,7 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
         const StageWork& w = work[static_cast<std::size_t>(vs)];
         StageCost& sc = c.stage[static_cast<std::size_t>(vs)];
         sc.layers = layers;
+        sc.deferred = deferredLayersOfVirtualStage(l, c, vs);
         // Two all-reduces of T·h per layer each way (two more for full recomputation's forward); sequence
         // parallelism turns each into an all-gather and a reduce-scatter of the same bytes and time.
         sc.forwardTp = layers * 2.0 * tpAllReduce;

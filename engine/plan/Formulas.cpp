@@ -51,6 +51,23 @@ double modelFlops(const ModelSpec& m, std::int64_t globalBatch, bool fullRecompu
     return tokens * ((fullRecompute ? 4.0 : 3.0) * l * perLayer + 6.0 * h * V);
 }
 
+double deferredWeightFloatsPerToken(const ModelSpec& m, std::int64_t layer, std::int64_t tp)
+{
+    const double h = double(m.hidden), t = double(tp), kv = double(m.effectiveKvHeads() * m.headDim());
+    const bool gpt2 = m.mlp == ModelSpec::Mlp::Gelu && m.norm == ModelSpec::Norm::LayerNorm
+        && m.position == ModelSpec::Position::Learned && m.bias && m.tieEmbeddings && m.effectiveKvHeads() == m.heads;
+    const bool swiglu = m.mlp == ModelSpec::Mlp::SwiGlu;
+    // An MLP of inner size f on every token: up (and gate) h → f, down f → h.
+    auto mlp = [&](double f, double split) { return (swiglu ? 2.0 : 1.0) * (h + f / split) + (f / split + h); };
+    const double attention = gpt2 ? (h + 3.0 * h / t) + (h / t + h) : (h + h / t) + 2.0 * (h + kv / t) + (h / t + h);
+    if (!m.moeLayer(layer))
+        return attention + mlp(double(m.ffnHidden), t);
+    double experts = double(m.effectiveTopK()) * mlp(double(m.expertFfn()), 1.0) + (h + double(m.experts));
+    if (m.sharedExperts > 0)
+        experts += mlp(double(m.sharedExperts * m.sharedExpertFfn()), 1.0);
+    return attention + experts;
+}
+
 double activationBytesPerLayer(const ModelSpec& m, std::int64_t b, std::int64_t t, Recompute recompute, bool sp)
 {
     const double s = double(m.seqLen), h = double(m.hidden), a = double(m.heads), B = double(b), T = double(t);

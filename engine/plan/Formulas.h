@@ -29,6 +29,14 @@ double allToAllSeconds(double bytes, std::int64_t ranks, const LinkSpec& link);
 // once per chosen expert, b·s·top_k·h values of `activationBytes`.
 double moeAllToAllBytes(const ModelSpec& model, std::int64_t microBatch, double activationBytes);
 
+// What a zero-bubble schedule's deferred W keeps of block `layer` for each token of a micro-batch (this TP
+// rank's share): loom-train copies the input X (K wide) and the output gradient dY (N wide) of every weight
+// product dW += Xᵀ·dY from B to W, so Σ (K + N) over the block's weight matrices, in floats. GPT-2 form (fused
+// QKV, GELU MLP): 4h + (4h + 2f)/t. Llama form: q, k, v, out, and gate, up, down (fc, proj without SwiGLU),
+// each column-parallel matrix N/t, each row-parallel K/t. MoE blocks: the router (h + E) and each token's
+// top_k experts' matrices whole (dropless: capacity only lowers it), plus the shared experts.
+double deferredWeightFloatsPerToken(const ModelSpec& model, std::int64_t layer, std::int64_t tp);
+
 // Activation bytes of one transformer layer for one micro-batch (Korthikanti et al. 2022), 16-bit
 // activations: s·b·h·(34 + 5as/h) with no parallelism; s·b·h·(10 + 24/t + 5as/(h·t)) with tensor
 // parallelism; s·b·h/t·(34 + 5as/h) with sequence parallelism too; s·b·h·(10 + 24/t) with selective

@@ -144,6 +144,28 @@ double Schedule::peakInFlight(std::int64_t pipelineRank, const std::vector<doubl
     return peak;
 }
 
+double Schedule::peakInFlight(
+    std::int64_t pipelineRank, const std::vector<double>& chunkWeight, const std::vector<double>& chunkDeferred) const
+{
+    if (!splitsBackward())
+        return peakInFlight(pipelineRank, chunkWeight);
+    double live = 0, peak = 0;
+    for (const auto& op : opsOf(pipelineRank)) {
+        const auto c = static_cast<std::size_t>(op.chunk);
+        if (op.kind == Kind::Forward) {
+            live += chunkWeight.at(c);
+        } else if (op.kind == Kind::Backward) {
+            live += chunkDeferred.at(c);
+            peak = std::max(peak, live);
+            live -= chunkWeight.at(c);
+        } else {
+            live -= chunkDeferred.at(c);
+        }
+        peak = std::max(peak, live);
+    }
+    return peak;
+}
+
 std::string Schedule::toString() const
 {
     std::string out;

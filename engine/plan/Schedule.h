@@ -75,6 +75,12 @@ public:
     // The same peak with each chunk-micro-batch weighing chunkWeight[chunk] (its layers): chunks of
     // different sizes, such as a first chunk holding only the embedding, hold different activations.
     double peakInFlight(std::int64_t pipelineRank, const std::vector<double>& chunkWeight) const;
+    // The same peak as loom-train holds memory when the backward is split: a chunk-micro-batch weighs
+    // chunkWeight[chunk] from F to the end of its B (which frees the forward's activations), and
+    // chunkDeferred[chunk] from B to W (W's copies of what it reads, made during B, so both at B's end).
+    // Without the split, peakInFlight(rank, chunkWeight).
+    double peakInFlight(std::int64_t pipelineRank, const std::vector<double>& chunkWeight,
+        const std::vector<double>& chunkDeferred) const;
     // A compact text form, one rank a line: "F0 F1 B0 F2 B1 ..." (chunk as ".c" when vpp > 1).
     std::string toString() const;
 

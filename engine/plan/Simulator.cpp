@@ -227,13 +227,22 @@ RankTimes extrapolate(const RankTimes& a, const RankTimes& b, double steps)
 }
 
 // The layers of rank r's chunks, in chunk order.
-std::vector<double> chunkLayers(
-    const std::vector<StageCost>& cost, ScheduleKind kind, std::int64_t pp, std::int64_t v, std::int64_t r)
+std::vector<double> chunkLayers(const std::vector<StageCost>& cost, ScheduleKind kind, std::int64_t pp, std::int64_t v,
+    std::int64_t r, double StageCost::*field = &StageCost::layers)
 {
     std::vector<double> out;
     for (std::int64_t ch = 0; ch < v; ++ch)
-        out.push_back(cost.at(static_cast<std::size_t>(stageOfChunk(kind, pp, r, ch))).layers);
+        out.push_back(cost.at(static_cast<std::size_t>(stageOfChunk(kind, pp, r, ch))).*field);
     return out;
+}
+
+// Rank r's peak of held layers: the forwards' activations, and with a split backward W's copies.
+double peakLayers(const Schedule& schedule, const std::vector<StageCost>& cost, std::int64_t r)
+{
+    const ScheduleKind kind = schedule.kind();
+    const std::int64_t pp = schedule.stages(), v = schedule.chunks();
+    return schedule.peakInFlight(
+        r, chunkLayers(cost, kind, pp, v, r), chunkLayers(cost, kind, pp, v, r, &StageCost::deferred));
 }
 
 } // namespace
@@ -280,7 +289,7 @@ PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t 
         out.noTransfers = replaySchedule(schedule, cost, 0.0);
         for (std::int64_t r = 0; r < pp; ++r) {
             out.peakInFlight.push_back(schedule.peakInFlight(r));
-            out.peakLayersInFlight.push_back(schedule.peakInFlight(r, chunkLayers(cost, kind, pp, v, r)));
+            out.peakLayersInFlight.push_back(peakLayers(schedule, cost, r));
         }
     } else {
         out.extrapolated = true;
@@ -299,7 +308,7 @@ PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t 
             const auto layers = chunkLayers(cost, kind, pp, v, r);
             out.peakLayersInFlight.push_back(kind == ScheduleKind::GPipe
                     ? double(m) * std::accumulate(layers.begin(), layers.end(), 0.0)
-                    : b.peakInFlight(r, layers));
+                    : peakLayers(b, cost, r));
         }
     }
     out.eventMicroBatches = eventM;

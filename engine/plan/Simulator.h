@@ -36,6 +36,9 @@ struct StageCost {
     // Zero-bubble schedules: of `backward`, the seconds of W (the weight-gradient products), which the
     // replay runs as its own op; B takes the rest.
     double weight = 0;
+    // Zero-bubble schedules: what one micro-batch's deferred W keeps from its B to its W (copies of the
+    // weight products' inputs and output gradients), in the unit of `layers`.
+    double deferred = 0;
 };
 
 // What the replay measured on one pipeline rank.

@@ -106,14 +106,18 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
         s.flops = throughput(c.modelFlopsPerStep, c.hardwareFlopsPerStep, s.stepSeconds, c.devices, c.peakTflops);
     }
 
-    // Bubble per stage: each rank's idle share of the pipeline phase.
+    // Bubble per stage: each rank's idle share of the pipeline phase. A rank's stage is its pipeline rank, its
+    // lowest virtual stage: with several chunks a rank also runs later ones (chunk·pp + r interleaved, 2p−1−r
+    // on the V's way back, whose remainder mod pp is another rank's).
     std::map<std::int32_t, std::int32_t> stageOf;
     std::map<std::pair<std::int32_t, std::int32_t>, double> busy; // (rank, step) -> seconds
     for (const auto& e : events) {
         if (!isCompute(e.kind))
             continue;
-        if (e.stage >= 0)
-            stageOf[e.rank] = static_cast<std::int32_t>(e.stage % std::max<std::int64_t>(c.pp, 1));
+        if (e.stage >= 0) {
+            auto& lowest = stageOf.try_emplace(e.rank, e.stage).first->second;
+            lowest = std::min(lowest, e.stage);
+        }
         if (steps.count(e.step))
             busy[{ e.rank, e.step }] += double(e.endNs - e.startNs) * 1e-9;
     }
@@ -127,7 +131,7 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
         const double window = double(w.second - w.first) * 1e-9;
         if (window <= 0)
             continue;
-        auto& b = bubble[stageOf[key.first]];
+        auto& b = bubble[static_cast<std::int32_t>(stageOf[key.first] % std::max<std::int64_t>(c.pp, 1))];
         b.idle += std::clamp(1.0 - seconds / window, 0.0, 1.0);
         b.busy += seconds;
         ++b.count;

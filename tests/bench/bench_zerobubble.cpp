@@ -1,5 +1,6 @@
 // The zero-bubble schedules measured on this machine against 1F1B measured in the same round: a small GPT
-// (8 layers, hidden 256, seq 64: compute dominates the per-op overheads) at pp 4 (LOOM_BENCH_PP) with 8 micro-batches,
+// (8 layers, hidden 512, seq 64: the V's one-layer chunks at pp 4 take about 10 ms, far above a hand-off's
+// latency; docs/training.md) at pp 4 (LOOM_BENCH_PP) with 8 micro-batches,
 // every schedule trained by `loom-train --trace-out` under MPI, read back by `loom trace stats --json`, and
 // predicted by `loom plan predict --json`. Prints per schedule the measured bubble (the mean of the stages'
 // idle shares of the pipeline phase, and the busiest stage's), its ratio to 1F1B's (the median of the
@@ -75,8 +76,8 @@ class BenchZeroBubble : public QObject {
         f.write(
             QJsonDocument(QJsonObject { { "loom_layout", 1 }, { "name", "zb-" + schedule }, { "cluster", "local" },
                               { "model",
-                                  QJsonObject { { "name", "small" }, { "layers", 8 }, { "hidden", 256 }, { "heads", 4 },
-                                      { "ffn_hidden", 1024 }, { "vocab", 256 }, { "seq_len", 64 } } },
+                                  QJsonObject { { "name", "small" }, { "layers", 8 }, { "hidden", 512 }, { "heads", 8 },
+                                      { "ffn_hidden", 2048 }, { "vocab", 256 }, { "seq_len", 64 } } },
                               { "precision", "fp32" },
                               { "parallel",
                                   QJsonObject { { "tp", 1 }, { "pp", m_pp }, { "dp", 1 }, { "vpp", v ? 2 : 1 },

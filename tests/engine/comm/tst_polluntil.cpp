@@ -47,7 +47,7 @@ private slots:
                 return steady_clock::now() - start >= milliseconds(300);
             },
             duration<double>(60)));
-        const long bound = PollBackoff::kSpins + PollBackoff::kYields + 100 + 300;
+        const long bound = PollBackoff::kSpins + PollBackoff::kYields + 100 + 300000 / PollBackoff::kMaxSleep.count();
         QVERIFY2(polls <= bound, qPrintable(QStringLiteral("%1 polls in 0.3 s, at most %2").arg(polls).arg(bound)));
     }
 
@@ -59,8 +59,8 @@ private slots:
         QTest::newRow("spinning") << 0u << 0 << 0;
         QTest::newRow("yielding") << (PollBackoff::kSpins + PollBackoff::kYields - 1) << 5000 << 0;
         QTest::newRow("first sleep") << (PollBackoff::kSpins + PollBackoff::kYields) << 20 << 10;
-        QTest::newRow("an eighth of the wait") << 1000u << 4000 << 500;
-        QTest::newRow("at most 1 ms") << 1000u << 1000000 << 1000;
+        QTest::newRow("an eighth of the wait") << 1000u << 1600 << 200;
+        QTest::newRow("at most 250 us") << 1000u << 1000000 << 250;
     }
 
     void backoffSchedule()

@@ -64,6 +64,25 @@ private slots:
         QVERIFY(std::fabs(s.tokensPerSecond - 1000 / 100e-6) < 1e-3);
     }
 
+    void vShapedRanksKeepTheirStage()
+    {
+        // ZB-V at pp 2: rank 0 runs virtual stages 0 and 3, rank 1 stages 1 and 2. Each rank is its pipeline
+        // rank's stage whatever chunk it ends on (3 mod 2 is rank 1's and 2 mod 2 rank 0's): rank 0 computes
+        // 60 of 100 us (40 % idle), rank 1 80 (20 %).
+        const std::vector<TraceEvent> events
+            = { ev(0, EventKind::Forward, 0, 30, 0), ev(1, EventKind::Forward, 0, 40, 1),
+                  ev(1, EventKind::Backward, 40, 80, 2), ev(0, EventKind::Backward, 70, 100, 3) };
+        StatsContext c;
+        c.pp = 2;
+        c.microBatches = 1;
+        const TraceStats s = computeStats(events, c);
+        QCOMPARE(int(s.stages.size()), 2);
+        QCOMPARE(s.stages[0].stage, 0);
+        QVERIFY(std::fabs(s.stages[0].bubbleFraction - 0.4) < 1e-9);
+        QCOMPARE(s.stages[1].stage, 1);
+        QVERIFY(std::fabs(s.stages[1].bubbleFraction - 0.2) < 1e-9);
+    }
+
     void chromeRoundTrip()
     {
         TraceEvent e = ev(3, EventKind::Send, 10, 25, 2, 7);

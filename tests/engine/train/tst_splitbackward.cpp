@@ -3,6 +3,7 @@
 // GPT-2, Llama and MoE blocks, with and without full recompute; W reports each block once, B none.
 #include "GradCheckModel.h"
 
+#include "engine/plan/Formulas.h"
 #include "engine/train/CpuKernels.h"
 #include "engine/train/GptStage.h"
 
@@ -119,7 +120,13 @@ private slots:
         QVERIFY(largest > 0.1);
         // Only the order of additions into a gradient may differ (the tied embedding's two shares).
         QVERIFY2(worst <= 1e-6 * largest, qPrintable(QString("largest difference %1 of %2").arg(worst).arg(largest)));
-        QVERIFY(split.deferredAfterB > 0); // W's copies of activations and output gradients
+        // W's copies of activations and output gradients: what the planner counts for a deferred W
+        // (plan::deferredWeightFloatsPerToken per block, and the LM head's dLogits and final-norm output).
+        double perToken = double(spec.paddedVocab() + spec.hidden);
+        for (std::int64_t layer = 0; layer < spec.layers; ++layer)
+            perToken += plan::deferredWeightFloatsPerToken(spec, layer, 1);
+        const double tokens = 2.0 * 2.0 * double(spec.seqLen); // two micro-batches of two sequences
+        QCOMPARE(double(split.deferredAfterB), perToken * tokens);
         QCOMPARE(split.deferredAtEnd, std::size_t(0));
         QVERIFY(split.secondWRefused);
         for (std::int64_t layer = 0; layer < spec.layers; ++layer) { // each block once per micro-batch
