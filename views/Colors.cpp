@@ -21,6 +21,8 @@ QColor eventColor(trace::EventKind kind, trace::GroupKind group)
         return group == trace::GroupKind::Context ? colors::contextComm : colors::pipelineComm;
     case EventKind::Optimizer:
         return colors::optimizer;
+    case EventKind::Launch:
+        return colors::launch;
     case EventKind::Wait:
         return colors::idle;
     case EventKind::AllToAll:

@@ -27,6 +27,8 @@ inline const QColor expertComm { 0x00, 0x00, 0x00 }; // the palette's black: MoE
 // Zero-bubble schedules' W (weight gradients of a split backward): Paul Tol's colour-blind-safe olive, apart
 // from the backward's green and the greys.
 inline const QColor weight { 0x99, 0x99, 0x33 };
+// Imported GPU traces' launches (the host call that queued device work): a dark grey, host time that is no work.
+inline const QColor launch { 0x5A, 0x5A, 0x5A };
 } // namespace colors
 
 // How a CP group is outlined on the map and in its legend: dashed, in the context colour.

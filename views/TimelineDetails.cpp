@@ -2,6 +2,7 @@
 
 #include "views/Explain.h"
 #include "views/TimelineView.h"
+#include "views/Units.h"
 
 #include <QApplication>
 #include <QClipboard>
@@ -83,7 +84,7 @@ QVariant AreaTableModel::data(const QModelIndex& index, int role) const
     case Share:
         return l.toString(100 * r.share, 'f', 1) + QStringLiteral(" %");
     case Bytes:
-        return r.bytes > 0 ? l.toString(r.bytes / 1e6, 'f', 2) + QStringLiteral(" MB") : QString();
+        return r.bytes > 0 ? memoryText(r.bytes) : QString(); // in the unit that fits: the column stays narrow
     case Bandwidth:
         return r.gbPerSecond > 0 ? l.toString(r.gbPerSecond, 'f', 2) : QString();
     }
@@ -92,11 +93,17 @@ QVariant AreaTableModel::data(const QModelIndex& index, int role) const
 
 QVariant AreaTableModel::headerData(int section, Qt::Orientation orientation, int role) const
 {
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole || section < 0 || section >= ColumnCount)
+    if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount)
         return {};
+    // Shown: short names, so that every column fits the panel; Qt::UserRole (what Copy writes) and the
+    // tooltip: the full ones.
     const QString names[] = { m_by == By::Kind ? tr("kind") : tr("rank"), tr("count"), tr("total"), tr("mean"),
         tr("share of range"), tr("bytes"), tr("GB/s") };
-    return names[section];
+    if (role == Qt::UserRole || role == Qt::ToolTipRole)
+        return names[section];
+    if (role != Qt::DisplayRole)
+        return {};
+    return section == Share ? tr("share") : names[section];
 }
 
 TimelineDetails::TimelineDetails(TimelineView* view, QWidget* parent)
@@ -194,7 +201,7 @@ QString TimelineDetails::tableText() const
     QStringList lines;
     QStringList head;
     for (int c = 0; c < m_proxy->columnCount(); ++c)
-        head << m_proxy->headerData(c, Qt::Horizontal).toString();
+        head << m_proxy->headerData(c, Qt::Horizontal, Qt::UserRole).toString();
     lines << head.join(QLatin1Char('\t'));
     for (int r = 0; r < m_proxy->rowCount(); ++r) {
         QStringList cells;

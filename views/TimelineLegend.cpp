@@ -23,6 +23,8 @@ LegendKind legendKindOf(trace::EventKind kind, trace::GroupKind group)
         return LegendKind::Weight;
     case EventKind::Optimizer:
         return LegendKind::Optimizer;
+    case EventKind::Launch:
+        return LegendKind::Launch;
     case EventKind::Wait:
         return LegendKind::Wait;
     case EventKind::AllToAll:
@@ -47,7 +49,7 @@ QString legendName(LegendKind kind)
 {
     static const char* names[kLegendKinds]
         = { "forward", "backward", "recompute", "optimizer", "TP all-reduce / gather", "PP send / recv",
-              "DP all-reduce", "CP K/V", "all-to-all", "wait", "other", "weight gradients (W)" };
+              "DP all-reduce", "CP K/V", "all-to-all", "wait", "other", "weight gradients (W)", "launch" };
     return QObject::tr(names[int(kind)]);
 }
 
@@ -55,7 +57,7 @@ QColor legendColor(LegendKind kind)
 {
     static const QColor c[kLegendKinds] = { colors::forward, colors::backward, colors::recompute, colors::optimizer,
         colors::tensorComm, colors::pipelineComm, colors::dataComm, colors::contextComm, colors::expertComm,
-        colors::idle, colors::misc, colors::weight };
+        colors::idle, colors::misc, colors::weight, colors::launch };
     return c[int(kind)];
 }
 

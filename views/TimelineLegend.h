@@ -26,8 +26,9 @@ enum class LegendKind : std::uint8_t {
     Wait,
     Other,
     Weight, // appended: the W of zero-bubble schedules
+    Launch, // appended: imported GPU traces' launches on the host row
 };
-constexpr int kLegendKinds = 12;
+constexpr int kLegendKinds = 13;
 LegendKind legendKindOf(trace::EventKind kind, trace::GroupKind group);
 QString legendName(LegendKind kind);
 QColor legendColor(LegendKind kind);

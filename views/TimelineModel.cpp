@@ -167,6 +167,8 @@ RangeStats rangeStats(const TimelineData& data, std::int64_t t0, std::int64_t t1
                 wait += b - a;
                 continue;
             }
+            if (e.kind == trace::EventKind::Launch)
+                continue; // the host launching device work: neither compute nor waiting
             if (b > coveredTo) {
                 busy += b - std::max(a, coveredTo);
                 coveredTo = b;

@@ -87,7 +87,7 @@ TimelinePane::TimelinePane(TimelineView* view, QWidget* parent)
     split->addWidget(m_details);
     split->setStretchFactor(0, 4);
     split->setStretchFactor(1, 1);
-    split->setSizes({ 1000, 430 });
+    split->setSizes({ 1000, 520 }); // the area table's seven columns fit from a 1,400-pixel pane up
     layout->addWidget(split, 1);
 
     connect(m_back, &QToolButton::clicked, m_view, &TimelineView::goBack);

@@ -286,6 +286,8 @@ QString TimelineView::eventDescription(std::int64_t index) const
     const auto groupKind = e.group >= 0 ? data().groupKindOf(e) : trace::GroupKind::Other;
     QString s = QStringLiteral("<b>%1</b> — rank %2")
                     .arg(QString::fromStdString(trace::kindLabel(e.kind, groupKind)), QString::number(e.rank));
+    if (e.stream >= 0)
+        s += tr(", stream %1").arg(e.stream);
     if (e.stage >= 0) {
         // Events carry the virtual stage; the row is the rank's pipeline (physical) stage. With interleaving
         // name both, so that "rank 0 · stage 0" is not contradicted by a bare "stage 16".
@@ -327,6 +329,7 @@ QString TimelineView::eventDescription(std::int64_t index) const
     }
     if (!e.codec.empty())
         s += tr("<br>codec %1").arg(QString::fromStdString(e.codec).toHtmlEscaped());
+    s += launchDescription(index);
     s += e.source == trace::EventSource::Simulated ? tr("<br><i>simulated</i>") : tr("<br><i>measured</i>");
     return s;
 }

@@ -160,7 +160,10 @@ private:
     void paintLabel(QPainter& p, const Track& t);
     void paintFlows(QPainter& p);
     void paintSelectionInfo(QPainter& p);
-    int rowCentre(std::uint32_t event) const;
+    // The flows of the events (engine/trace's allFlows), computed once per change of the events.
+    const std::vector<trace::Flow>& flowList() const;
+    // An imported launch's or device event's link to its partner (HTML lines for eventDescription), or "".
+    QString launchDescription(std::int64_t index) const;
     void pushHistory();
     void navigated();
     void selectAreaBetween(int y0, int y1, std::int64_t t0, std::int64_t t1);

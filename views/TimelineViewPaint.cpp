@@ -1,5 +1,5 @@
-// TimelineView's drawing: lanes (folded into pixel runs), group headers, the ruler and its step row, flow
-// arrows, the highlighted collective, the overlay and the selections.
+// TimelineView's drawing: lanes (folded into pixel runs), group headers, the ruler and its step row, the
+// highlighted collective, the overlay and the selections (flow arrows: TimelineViewFlows.cpp).
 #include "views/Colors.h"
 #include "views/Explain.h"
 #include "views/TimelineView.h"
@@ -42,7 +42,7 @@ bool mixHidden(std::uint32_t hidden, trace::Lane lane, int k)
         return k == 0 ? all({ LegendKind::Forward, LegendKind::Recompute })
             : k == 1  ? all({ LegendKind::Backward, LegendKind::Weight })
             : k == 2  ? all({ LegendKind::Optimizer })
-                      : all({ LegendKind::Wait, LegendKind::Other });
+                      : all({ LegendKind::Wait, LegendKind::Other, LegendKind::Launch });
     return k == 0 ? all({ LegendKind::TensorComm })
         : k == 1  ? all({ LegendKind::PipelineComm, LegendKind::ContextComm })
         : k == 2  ? all({ LegendKind::DataComm, LegendKind::AllToAll })
@@ -286,96 +286,6 @@ void TimelineView::paintLabel(QPainter& p, const Track& t)
         Qt::AlignVCenter | (row.lane == trace::Lane::Compute || t.pin ? Qt::AlignLeft : Qt::AlignRight), label);
 }
 
-int TimelineView::rowCentre(std::uint32_t event) const
-{
-    const auto& e = data().event(event);
-    const int row = data().rowIndex(e.rank, e.lane);
-    tracks();
-    if (row < 0 || m_rowTrack[std::size_t(row)] < 0)
-        return -1;
-    const Track& t = m_tracks[std::size_t(m_rowTrack[std::size_t(row)])];
-    return trackY(t) + t.height / 2;
-}
-
-void TimelineView::paintFlows(QPainter& p)
-{
-    m_lastFlows = 0;
-    if (m_flowsDirty && (m_flowMode == Flows::All || m_selected >= 0)) {
-        m_flows = trace::pipelineFlows(data().events()); // once per change of the events, not per paint
-        m_flowsDirty = false;
-        m_maxFlowSpan = 0;
-        for (const auto& f : m_flows)
-            m_maxFlowSpan = std::max(m_maxFlowSpan, data().event(f.to).endNs - data().event(f.from).startNs);
-    }
-    if (m_flows.empty())
-        return;
-    // Flows are ordered by the send's start: those in view are found from the window's start, less the
-    // longest flow, so a paint walks only the flows near the window.
-    constexpr std::size_t kMaxFlows = 6000; // more arrows than this read as noise: zoom in to see them
-    std::vector<const trace::Flow*> drawn;
-    if (m_flowMode == Flows::All) {
-        const auto& ev = data().events();
-        const std::int64_t slack = m_maxFlowSpan; // a flow ending in view started at most this long before
-        const auto first = std::lower_bound(m_flows.begin(), m_flows.end(), m_t0 - slack,
-            [&ev](const trace::Flow& f, std::int64_t t) { return ev[f.from].startNs < t; });
-        for (auto it = first; it != m_flows.end() && ev[it->from].startNs <= m_t1; ++it) {
-            if (ev[it->to].endNs < m_t0 && ev[it->from].endNs < m_t0)
-                continue;
-            drawn.push_back(&*it);
-            if (drawn.size() > kMaxFlows)
-                break;
-        }
-        if (drawn.size() > kMaxFlows)
-            drawn.clear();
-    }
-    if (drawn.empty() && m_selected >= 0)
-        for (const auto& f : m_flows)
-            if (std::int64_t(f.from) == m_selected || std::int64_t(f.to) == m_selected)
-                drawn.push_back(&f);
-    if (drawn.empty())
-        return;
-    // Every row's centre once, then all arrows as two batches of lines (plain and selected): one draw call
-    // each, so thousands of arrows cost little more than their pixels.
-    tracks();
-    std::vector<int> centre(data().rows().size(), -1);
-    for (std::size_t r = 0; r < centre.size(); ++r)
-        if (m_rowTrack[r] >= 0) {
-            const Track& t = m_tracks[std::size_t(m_rowTrack[r])];
-            centre[r] = trackY(t) + t.height / 2;
-        }
-    const auto yOf = [&](const trace::TraceEvent& e) {
-        const int row = data().rowIndex(e.rank, e.lane);
-        return row < 0 ? -1 : centre[std::size_t(row)];
-    };
-    QVector<QLineF> plain, chosen;
-    plain.reserve(qsizetype(drawn.size() * 3));
-    for (const trace::Flow* f : drawn) {
-        const auto& from = data().event(f->from);
-        const auto& to = data().event(f->to);
-        const int y0 = yOf(from), y1 = yOf(to);
-        if (y0 < 0 || y1 < 0)
-            continue;
-        // From where the data leaves (the send's start) to where it has arrived (the receive's end, or
-        // the start of the work it feeds).
-        const QPointF a(xOf(from.startNs), y0);
-        const QPointF b(xOf(to.kind == trace::EventKind::Recv ? to.endNs : to.startNs), y1);
-        if (std::max(a.x(), b.x()) < labelWidth() || std::min(a.x(), b.x()) > viewport()->width())
-            continue; // wholly outside the window
-        auto& lines = std::int64_t(f->from) == m_selected || std::int64_t(f->to) == m_selected ? chosen : plain;
-        lines.append(QLineF(a, b));
-        const double angle = std::atan2(b.y() - a.y(), b.x() - a.x());
-        for (double side : { -0.45, 0.45 })
-            lines.append(QLineF(b, b - QPointF(7 * std::cos(angle + side), 7 * std::sin(angle + side))));
-        ++m_lastFlows;
-    }
-    p.setRenderHint(QPainter::Antialiasing, m_lastFlows <= 200); // smooth lines only while they are few
-    p.setPen(QPen(palette().color(QPalette::Text), 1));
-    p.drawLines(plain);
-    p.setPen(QPen(palette().color(QPalette::Highlight), 2));
-    p.drawLines(chosen);
-    p.setRenderHint(QPainter::Antialiasing, false);
-}
-
 void TimelineView::paintSelectionInfo(QPainter& p)
 {
     const QPalette& pal = palette();
@@ -386,8 +296,7 @@ void TimelineView::paintSelectionInfo(QPainter& p)
         p.setBrush(Qt::NoBrush);
         for (std::uint32_t i : m_members) {
             const auto& e = data().event(i);
-            const int row = data().rowIndex(e.rank, e.lane);
-            const QRect r = rowRect(row);
+            const QRect r = rowRect(data().rowOf(e));
             if (r.isEmpty())
                 continue;
             const double x0 = xOf(e.startNs), x1 = std::max(xOf(e.endNs), x0 + 3);

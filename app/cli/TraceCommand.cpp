@@ -4,6 +4,7 @@
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/trace/DeviceStats.h"
+#include "engine/trace/LaunchStats.h"
 #include "engine/trace/PlainWhat.h"
 #include "engine/trace/TraceStats.h"
 
@@ -82,6 +83,39 @@ void deviceTable(std::ostream& out, const trace::DeviceStats& d)
         out << "    " << k.type << ": " << fmt(double(k.ns) * 1e-6, "%.3f") << " ms, " << fmt(k.pct, "%.1f") << " %\n";
 }
 
+nlohmann::ordered_json launchJson(const trace::LaunchStats& l)
+{
+    auto ranks = nlohmann::ordered_json::array();
+    for (const auto& r : l.perRank)
+        ranks.push_back({ { "rank", r.rank }, { "pairs", r.pairs }, { "mean_launch_us", r.meanLaunchNs * 1e-3 },
+            { "mean_device_us", r.meanDeviceNs * 1e-3 }, { "mean_launch_delay_us", r.meanDelayNs * 1e-3 },
+            { "median_launch_delay_us", r.medianDelayNs * 1e-3 },
+            { "max_launch_delay_us", double(r.maxDelayNs) * 1e-3 } });
+    auto queues = nlohmann::ordered_json::array();
+    for (const auto& q : l.queues)
+        queues.push_back({ { "rank", q.rank }, { "stream", q.stream }, { "changes", q.changes },
+            { "mean_queue_length", q.meanLength }, { "max_queue_length", q.maxLength } });
+    return { { "per_rank", ranks }, { "queues", queues } };
+}
+
+// HTA's kernel launch statistics and queue lengths (LaunchStats.h), when the trace keeps its launches.
+void launchTable(std::ostream& out, const trace::LaunchStats& l)
+{
+    if (l.perRank.empty())
+        return;
+    out << "  kernel launches per rank (launch delay: the device work's start less the launch call's end, HTA):\n"
+        << "    rank   pairs  launch µs  device µs  delay mean µs  median µs  max µs\n";
+    for (const auto& r : l.perRank)
+        out << "    " << fmt(r.rank, "%4.0f") << "  " << fmt(double(r.pairs), "%6.0f") << "  "
+            << fmt(r.meanLaunchNs * 1e-3, "%9.2f") << "  " << fmt(r.meanDeviceNs * 1e-3, "%9.2f") << "  "
+            << fmt(r.meanDelayNs * 1e-3, "%13.2f") << "  " << fmt(r.medianDelayNs * 1e-3, "%9.2f") << "  "
+            << fmt(double(r.maxDelayNs) * 1e-3, "%6.0f") << "\n";
+    out << "  launch queue per stream (HTA's queue length: launched, not yet started):\n";
+    for (const auto& q : l.queues)
+        out << "    rank " << q.rank << " stream " << q.stream << ": mean " << fmt(q.meanLength, "%.2f") << ", max "
+            << q.maxLength << "\n";
+}
+
 } // namespace
 
 int traceCommand(CliContext& context, const QStringList& argsIn)
@@ -140,6 +174,7 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
         s.flops = trace::throughput(c.modelFlopsPerStep, c.hardwareFlopsPerStep, stepSeconds, c.devices, c.peakTflops);
     }
     const trace::DeviceStats device = trace::computeDeviceStats(events, steps, allSteps);
+    const trace::LaunchStats launches = trace::computeLaunchStats(events);
     // Throughput against the cluster profile's peak, computed in engine/trace from plan::stepFlops (the
     // context carries them when the trace names its layout): MFU from model FLOPs, HFU from hardware FLOPs.
     const trace::Throughput& rate = s.flops;
@@ -167,7 +202,7 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
                 { "tokens_per_s", s.tokensPerSecond }, { "overlap", s.overlap }, { "tflops_per_gpu", tflopsPerGpu },
                 { "mfu", mfu }, { "hardware_tflops_per_gpu", rate.hardwareTflopsPerDevice }, { "hfu", rate.hfu },
                 { "memory_high_water_gb", memoryGB }, { "stages", stages }, { "collectives", coll },
-                { "per_rank", deviceJson(device) }, { "kernel_types", kinds },
+                { "per_rank", deviceJson(device) }, { "kernel_types", kinds }, { "launches", launchJson(launches) },
                 { "bottleneck_stage", s.bottleneckStage }, { "bottleneck_bubble_fraction", s.bottleneckBubble },
                 { "load_imbalance", s.loadImbalance },
                 { "window", allSteps ? "all profiler steps" : "profiler steps but the last" } })
@@ -206,6 +241,7 @@ int traceCommand(CliContext& context, const QStringList& argsIn)
                     << fmt(100 * s.bottleneckBubble, "%.1f") << " %; load imbalance "
                     << fmt(100 * s.loadImbalance, "%.1f") << " % (1 − mean busy ÷ the bottleneck's)\n";
     deviceTable(context.out, device);
+    launchTable(context.out, launches);
     for (const auto& cs : s.collectives)
         context.out << "  " << cs.kind << " (" << cs.algorithm << "): " << cs.count << " calls, " << cs.bytes
                     << " bytes, " << fmt(cs.seconds * 1e3, "%.2f") << " ms; algbw " << fmt(cs.algbwGBs)

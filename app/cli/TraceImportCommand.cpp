@@ -90,8 +90,12 @@ ImportedTrace importTraceFiles(const QStringList& files, const std::optional<pla
 std::string describeImport(const ImportedTrace& imported, const QStringList& files)
 {
     const auto& i = imported.import;
-    std::size_t compute = 0, comm = 0, device = 0;
+    std::size_t compute = 0, comm = 0, device = 0, launches = 0;
     for (const auto& e : i.events) {
+        if (e.kind == trace::EventKind::Launch) {
+            ++launches;
+            continue;
+        }
         (e.lane == trace::Lane::Comm ? comm : compute) += 1;
         device += e.stream >= 0 ? 1 : 0;
     }
@@ -99,7 +103,7 @@ std::string describeImport(const ImportedTrace& imported, const QStringList& fil
         + (files.size() == 1 ? "" : "s") + " (" + i.form + "): " + std::to_string(i.ranks) + " ranks, "
         + std::to_string(i.steps) + " steps, " + std::to_string(compute) + " compute and " + std::to_string(comm)
         + " communication events" + (device ? " (" + std::to_string(device) + " on GPU streams)" : std::string())
-        + "\n";
+        + (launches ? ", " + std::to_string(launches) + " launches on the host" : std::string()) + "\n";
     for (const auto& n : i.notes)
         s += "  note: " + n + "\n";
     for (const auto& l : i.lacks)

@@ -238,7 +238,8 @@ void describe(TorchImport& out, bool stepless, bool noCompute, const std::set<st
                             "(--layout) to have the bubble per stage");
     if (sources.count("GPU kernels"))
         out.notes.push_back("GPU: the device streams' kernels, copies and sets, each linked to its launch by "
-                            "correlation; compute is the compute kernels' time, communication the NCCL/RCCL kernels'");
+                            "correlation (the launches kept on each rank's host row); compute is the compute "
+                            "kernels' time, communication the NCCL/RCCL kernels'");
 }
 
 } // namespace

@@ -119,7 +119,8 @@ struct Span {
     std::int32_t microBatch = -1;
 };
 
-// Device events of one rank (kernels, copies, sets on a stream), each linked to its launch by `correlation`:
+// Device events of one rank (kernels, copies, sets on a stream), each linked to its launch by `correlation`
+// (kept in TraceEvent::correlation, and the launch itself as a Launch event on the host, before its first work):
 // its step is the launch's (HTA's rule), compute kernels take the kind of the host range that launched them,
 // collectives the kind, bytes, dtype and group of the record_param_comms / nccl: / c10d:: op around the launch.
 // Times on the file's clock.
@@ -127,6 +128,7 @@ struct DeviceImport {
     std::vector<TraceEvent> events;
     std::vector<CommArgs> comm; // per event
     std::int64_t unlinked = 0; // device events whose correlation leads to no launch
+    std::int64_t launches = 0; // host calls kept as Launch events (one per correlation that launched work)
     std::int64_t groupOfOne = 0; // collectives on a group of one rank: no transfer, bytes 0
     std::map<std::string, std::int64_t> unknownKinds; // communication kernels of no known kind, by name
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace loom::trace::torch {
 
@@ -108,6 +109,7 @@ DeviceImport deviceEvents(const RankTrace& t, const std::vector<StepRange>& step
             launch.emplace(t.events[i].correlation, i);
     const CommOps ops(t);
     DeviceImport out;
+    std::unordered_set<std::uint32_t> launched; // host calls already kept as Launch events
     for (const auto& raw : t.events) {
         if (!raw.gpu || raw.stream < 0 || raw.cat == Category::GpuAnnotation)
             continue;
@@ -120,7 +122,20 @@ DeviceImport deviceEvents(const RankTrace& t, const std::vector<StepRange>& step
         e.startNs = raw.startNs;
         e.endNs = raw.endNs;
         e.step = host ? stepAt(steps, host->startNs) : -1;
+        e.correlation = host ? raw.correlation : -1;
         out.unlinked += host ? 0 : 1;
+        if (host && launched.insert(l->second).second) { // the launch itself, on the host row, once
+            TraceEvent call;
+            call.rank = t.rank;
+            call.kind = EventKind::Launch;
+            call.step = e.step;
+            call.startNs = host->startNs;
+            call.endNs = host->endNs;
+            call.correlation = raw.correlation;
+            out.events.push_back(call);
+            out.comm.emplace_back();
+            ++out.launches;
+        }
         CommArgs args;
         const KernelType type = raw.cat == Category::Memcpy || raw.cat == Category::Memset ? KernelType::Memory
             : raw.cat == Category::Sync                                                    ? KernelType::Other

@@ -1,6 +1,7 @@
 #include "engine/trace/ChromeTrace.h"
 
 #include "engine/json/JsonLimits.h"
+#include "engine/trace/TraceFlows.h"
 #include "engine/trace/TraceStats.h"
 
 #include <nlohmann/json.hpp>
@@ -41,6 +42,22 @@ std::string microseconds(std::int64_t ns)
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3f", double(ns) / 1000.0);
     return buf;
+}
+
+// Kineto's launch-to-kernel flow events ("ac2g"), so that Perfetto draws the arrows Loom draws: one start at
+// each launch and one finish (bound to the enclosing slice) at each device event of its correlation.
+template <typename Line> void writeLaunchFlows(Line& line, const std::vector<TraceEvent>& events)
+{
+    const auto flows = launchFlows(events);
+    for (std::size_t k = 0; k < flows.size(); ++k) {
+        const TraceEvent &from = events[flows[k].from], &to = events[flows[k].to];
+        const std::string id = std::to_string(k + 1); // one id a pair: a graph launch feeds several kernels
+        line("{\"ph\": \"s\", \"id\": " + id + ", \"cat\": \"ac2g\", \"name\": \"launch\", \"pid\": "
+            + std::to_string(from.rank) + ", \"tid\": 0, \"ts\": " + microseconds(from.startNs) + "}");
+        line("{\"ph\": \"f\", \"bp\": \"e\", \"id\": " + id + ", \"cat\": \"ac2g\", \"name\": \"launch\", \"pid\": "
+            + std::to_string(to.rank) + ", \"tid\": " + std::to_string(kStreamTid + std::max(0, to.stream))
+            + ", \"ts\": " + microseconds(to.startNs) + "}");
+    }
 }
 
 } // namespace
@@ -85,6 +102,8 @@ void writeChromeTrace(std::ostream& out, const std::vector<TraceEvent>& events, 
             + ", \"source\": " + jsonQuoted(e.source == EventSource::Measured ? "measured" : "simulated");
         if (e.stream >= 0)
             args += ", \"stream\": " + std::to_string(e.stream);
+        if (e.correlation >= 0)
+            args += ", \"correlation\": " + std::to_string(e.correlation);
         if (e.group >= 0 && static_cast<std::size_t>(e.group) < groups.size())
             args += ", \"group_name\": " + jsonQuoted(groups[static_cast<std::size_t>(e.group)].name);
         std::string name = std::string(toString(e.kind));
@@ -98,6 +117,7 @@ void writeChromeTrace(std::ostream& out, const std::vector<TraceEvent>& events, 
             + ", \"ts\": " + microseconds(e.startNs) + ", \"dur\": " + microseconds(e.endNs - e.startNs)
             + ", \"args\": {" + args + "}}");
     }
+    writeLaunchFlows(line, events);
     out << "\n]}\n";
 }
 
@@ -114,11 +134,14 @@ using nlohmann::json;
 
 std::optional<EventKind> kindFromName(const std::string& name)
 {
-    for (int k = 0; k <= static_cast<int>(EventKind::Weight); ++k)
+    for (int k = 0; k <= static_cast<int>(EventKind::Launch); ++k)
         if (name == toString(static_cast<EventKind>(k)))
             return static_cast<EventKind>(k);
     return std::nullopt;
 }
+
+// Correlation ids are whole numbers that a double holds exactly (JSON readers such as Perfetto's use doubles).
+constexpr std::int64_t kMaxCorrelation = (std::int64_t(1) << 53) - 1;
 
 // ts and dur are microseconds; beyond this they do not fit in nanoseconds of an int64 (292 years).
 constexpr double kMaxMicroseconds = 9.0e15;
@@ -204,6 +227,7 @@ struct EventReader {
         e.codec = text(a, "codec", "");
         e.source = text(a, "source", "measured") == "simulated" ? EventSource::Simulated : EventSource::Measured;
         e.stream = static_cast<std::int32_t>(integer(a, "stream", -1, -1, i32, "args."));
+        e.correlation = integer(a, "correlation", -1, -1, kMaxCorrelation, "args.");
         if (e.stream >= 0) // a device stream's lane is its own thread: the kind says compute or communication
             e.lane = laneOf(e.kind);
         const std::string algorithm = text(a, "algorithm", "none");

@@ -106,7 +106,7 @@ std::vector<TrackSummary> summarizeTrackGroups(const std::vector<TraceEvent>& ev
             continue;
         if (e.lane == Lane::Comm)
             comm[e.rank].emplace_back(a, b);
-        else if (e.kind != EventKind::Wait)
+        else if (e.kind != EventKind::Wait && e.kind != EventKind::Launch) // the host launching is not work
             busy[std::size_t(g)] += double(b - a);
     }
     for (auto& [rank, iv] : comm) {

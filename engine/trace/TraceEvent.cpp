@@ -47,6 +47,8 @@ std::string_view toString(EventKind kind)
         return "collective";
     case EventKind::Weight:
         return "weight";
+    case EventKind::Launch:
+        return "launch";
     }
     return "unknown";
 }

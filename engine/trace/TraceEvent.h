@@ -32,6 +32,10 @@ enum class EventKind : std::uint8_t {
     // Zero-bubble schedules (appended likewise): the weight-gradient part W of a split backward, whose
     // Backward event is then B, the input gradients only.
     Weight,
+    // Imported GPU traces (appended likewise): the host call that launched device work (cudaLaunchKernel,
+    // cudaMemcpyAsync, hipLaunchKernel...), on the host row of its rank, linked to that work by `correlation`.
+    // It is the host's time spent launching, never a pass or communication: statistics leave it out.
+    Launch,
 };
 // Forward, backward (B), weight gradients (W) and recompute: a pipeline stage's passes.
 bool isPass(EventKind kind);
@@ -88,6 +92,8 @@ struct TraceEvent {
     Algorithm algorithm = Algorithm::None;
     std::string codec; // "" or the codec's text form ("int8", "topk:0.01")
     std::int32_t stream = -1; // the device stream of imported GPU work; -1 on the host
+    // An imported GPU trace's correlation id: a Launch and the device work it launched share it; -1: none.
+    std::int64_t correlation = -1;
 
     std::int64_t durationNs() const { return endNs - startNs; }
     bool operator==(const TraceEvent&) const = default;

@@ -70,6 +70,41 @@ std::vector<Flow> pipelineFlows(const std::vector<TraceEvent>& events)
     return out;
 }
 
+std::vector<Flow> launchFlows(const std::vector<TraceEvent>& events)
+{
+    // (rank, correlation) -> the launch; the first one when a trace repeats a correlation on its host.
+    std::map<std::pair<std::int32_t, std::int64_t>, std::uint32_t> launches;
+    for (std::uint32_t i = 0; i < events.size(); ++i)
+        if (events[i].kind == EventKind::Launch && events[i].correlation >= 0)
+            launches.try_emplace({ events[i].rank, events[i].correlation }, i);
+    std::vector<Flow> out;
+    if (launches.empty())
+        return out;
+    for (std::uint32_t i = 0; i < events.size(); ++i) {
+        const auto& e = events[i];
+        if (e.stream < 0 || e.correlation < 0 || e.kind == EventKind::Launch)
+            continue;
+        if (const auto it = launches.find({ e.rank, e.correlation }); it != launches.end())
+            out.push_back({ it->second, i });
+    }
+    std::stable_sort(out.begin(), out.end(),
+        [&events](const Flow& a, const Flow& b) { return events[a.from].startNs < events[b.from].startNs; });
+    return out;
+}
+
+std::vector<Flow> allFlows(const std::vector<TraceEvent>& events)
+{
+    std::vector<Flow> out = pipelineFlows(events);
+    const std::vector<Flow> launched = launchFlows(events);
+    if (launched.empty())
+        return out;
+    const auto pipelineEnd = out.size();
+    out.insert(out.end(), launched.begin(), launched.end());
+    std::inplace_merge(out.begin(), out.begin() + std::ptrdiff_t(pipelineEnd), out.end(),
+        [&events](const Flow& a, const Flow& b) { return events[a.from].startNs < events[b.from].startNs; });
+    return out;
+}
+
 std::vector<std::uint32_t> collectiveMembers(const std::vector<TraceEvent>& events, std::uint32_t index)
 {
     if (index >= events.size())

@@ -19,6 +19,15 @@ struct Flow {
 // micro-batch that starts no earlier than the send: the work the data feeds. Ordered by the sends' start.
 std::vector<Flow> pipelineFlows(const std::vector<TraceEvent>& events);
 
+// Launch → device work flows of imported GPU traces: from each Launch event (the host call) to every device event
+// (one with a stream) of the same rank and correlation id, as HTA and Perfetto link a kernel to its launch. Device
+// work whose launch is not in the trace (launched before the profiler started) has none. Ordered by the
+// launches' start.
+std::vector<Flow> launchFlows(const std::vector<TraceEvent>& events);
+
+// Every flow the timeline draws: pipelineFlows and launchFlows together, ordered by the start of their origin.
+std::vector<Flow> allFlows(const std::vector<TraceEvent>& events);
+
 // The parts of one collective on every member: the events of the same kind, group and step as events[index]
 // that are, on their rank, the same (n-th) such event as it is on its own. Sorted by rank; it is among them.
 // A point-to-point event or a compute event has only itself.

@@ -88,7 +88,7 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
     // Step windows: the whole step, and its pipeline phase (first compute to last compute over all ranks).
     std::map<std::int32_t, std::pair<std::int64_t, std::int64_t>> whole, pipeline;
     for (const auto& e : events) {
-        if (!steps.count(e.step))
+        if (!steps.count(e.step) || e.kind == EventKind::Launch) // a launch is host time before the work
             continue;
         auto& w = whole.try_emplace(e.step, e.startNs, e.endNs).first->second;
         w = { std::min(w.first, e.startNs), std::max(w.second, e.endNs) };
@@ -186,7 +186,7 @@ TraceStats computeStats(const std::vector<TraceEvent>& events, const StatsContex
     for (const auto& e : events) {
         if (e.endNs <= e.startNs)
             continue;
-        if (e.lane == Lane::Compute && e.kind != EventKind::Wait)
+        if (e.lane == Lane::Compute && e.kind != EventKind::Wait && e.kind != EventKind::Launch)
             computeCover[e.rank].add(e.startNs, e.endNs);
         else if (e.lane == Lane::Comm && blocking(e))
             blockingCover[e.rank].add(e.startNs, e.endNs);

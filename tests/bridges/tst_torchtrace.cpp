@@ -271,8 +271,10 @@ private slots:
             QCOMPARE(e.group, 0);
             QCOMPARE(e.durationNs(), std::int64_t(250000)); // the kernel's time, not the launch's
         }
+        for (int r = 0; r < 2; ++r) // each kernel's cudaLaunchKernel is kept, on the rank's host row
+            QCOMPARE(count(i, r, EventKind::Launch), 3);
         for (const auto& e : i.events) {
-            QCOMPARE(e.stream, 7);
+            QCOMPARE(e.stream, e.kind == EventKind::Launch ? -1 : 7);
             if (e.kind == EventKind::Forward)
                 QCOMPARE(e.durationNs(), std::int64_t(100000)); // the GEMM kernel's, not the host range's
         }

@@ -4,6 +4,8 @@
 // regular files (a device, a FIFO) or that never end.
 #include "engine/bridges/TorchTrace.h"
 #include "engine/bridges/TorchTraceDetail.h"
+#include "engine/trace/LaunchStats.h"
+#include "engine/trace/TraceFlows.h"
 
 #include <QProcess>
 #include <QTemporaryDir>
@@ -42,9 +44,12 @@ std::string rankTrace(const std::vector<Kernel>& kernels, int rank = 0, int worl
     return s + "]}";
 }
 
+// The device events only (each kernel's launch is kept too, as a Launch event on the host row before it).
 TorchImport importOne(const std::string& text)
 {
-    return importTorchTraces({ { "a.json", text, {} } });
+    auto i = importTorchTraces({ { "a.json", text, {} } });
+    std::erase_if(i.events, [](const TraceEvent& e) { return e.kind == EventKind::Launch; });
+    return i;
 }
 
 std::string refusal(const std::vector<TorchTraceFile>& files)
@@ -117,6 +122,27 @@ private slots:
         QCOMPARE(QString::fromStdString(std::string(toString(i.events[0].kind))), kind);
         QCOMPARE(qulonglong(i.events[0].bytes), bytes);
         QCOMPARE(i.events[0].step, 3);
+    }
+
+    // Each kernel's cudaLaunchKernel is kept on the rank's host row (stream -1) with the kernel's correlation
+    // and step; its flow spans the launch delay: the kernel's start (110 µs) less the call's end (107 µs).
+    void launchesKept()
+    {
+        const auto i = importTorchTraces({ { "a.json", rankTrace({ { "gemm_a", "" }, { "gemm_b", "" } }), {} } });
+        QCOMPARE(i.events.size(), std::size_t(4));
+        const auto flows = launchFlows(i.events);
+        QCOMPARE(flows.size(), std::size_t(2));
+        for (std::size_t k = 0; k < flows.size(); ++k) {
+            const TraceEvent &launch = i.events[flows[k].from], &kernel = i.events[flows[k].to];
+            QVERIFY(launch.kind == EventKind::Launch && launch.lane == Lane::Compute);
+            QCOMPARE(launch.stream, -1);
+            QCOMPARE(kernel.stream, 7);
+            QCOMPARE(launch.correlation, std::int64_t(k + 1));
+            QCOMPARE(launch.step, 3);
+            QCOMPARE(launch.durationNs(), std::int64_t(2000));
+            QCOMPARE(kernel.startNs - launch.endNs, std::int64_t(3000));
+        }
+        QCOMPARE(computeLaunchStats(i.events).perRank.at(0).meanDelayNs, 3000.0);
     }
 
     // A collective on a group of one rank moves nothing: 0 bytes, not 4 KiB in a few microseconds.

@@ -7,6 +7,11 @@
 // Collective counts by kind are those of an independent walk from each NCCL kernel's correlation to its
 // launch and the c10d / nccl / record_param_comms op around it.
 #include "engine/bridges/TorchTrace.h"
+#include "engine/trace/LaunchStats.h"
+#include "engine/trace/TraceFlows.h"
+
+#include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -16,6 +21,7 @@
 #include <QTest>
 
 #include <map>
+#include <set>
 
 using namespace loom::trace;
 
@@ -40,6 +46,60 @@ QByteArray runLoom(const QStringList& args, int* code = nullptr)
     if (p.exitCode() != 0)
         qWarning("%s", p.readAllStandardError().constData());
     return p.readAllStandardOutput();
+}
+
+// The launch -> device-work pairs of one raw trace, walked here without the importer: device events are complete
+// events with a stream (kernels, copies, sets; not GPU annotations), launches the host events with the same
+// args.correlation (the first of each id).
+struct Pairs {
+    std::int64_t pairs = 0, launches = 0;
+    double meanDelayNs = 0; // the device event's ts less the launch's ts + dur
+};
+
+Pairs rawPairs(const QString& path)
+{
+    std::string text;
+    gzFile gz = gzopen(path.toLocal8Bit().constData(), "rb"); // plain files read through as they are
+    char buf[1 << 16];
+    for (int n; gz && (n = gzread(gz, buf, sizeof buf)) > 0;)
+        text.append(buf, std::size_t(n));
+    if (gz)
+        gzclose(gz);
+    const auto doc = nlohmann::json::parse(text);
+    const auto& list = doc.is_array() ? doc : doc.at("traceEvents");
+    std::map<std::int64_t, const nlohmann::json*> host;
+    std::vector<const nlohmann::json*> device;
+    for (const auto& e : list) {
+        if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("args") || !e["args"].is_object())
+            continue;
+        std::string cat = e.value("cat", "");
+        for (auto& c : cat)
+            c = char(std::tolower(static_cast<unsigned char>(c)));
+        const auto& a = e["args"];
+        const bool gpu
+            = cat == "kernel" || cat == "memcpy" || cat == "memset" || cat == "cuda_sync" || cat.rfind("gpu_", 0) == 0;
+        const bool correlated = a.contains("correlation") && a["correlation"].is_number_integer();
+        if (gpu && cat != "gpu_user_annotation" && a.contains("stream") && a["stream"].is_number_integer()
+            && a["stream"].get<std::int64_t>() >= 0 && correlated)
+            device.push_back(&e);
+        else if (!gpu && correlated)
+            host.emplace(a["correlation"].get<std::int64_t>(), &e);
+    }
+    Pairs p;
+    std::set<std::int64_t> launched;
+    double delays = 0;
+    for (const auto* d : device) {
+        const auto it = host.find((*d)["args"]["correlation"].get<std::int64_t>());
+        if (it == host.end())
+            continue;
+        ++p.pairs;
+        launched.insert(it->first);
+        const auto& h = *it->second;
+        delays += ((*d)["ts"].get<double>() - (h["ts"].get<double>() + h["dur"].get<double>())) * 1000.0;
+    }
+    p.launches = std::int64_t(launched.size());
+    p.meanDelayNs = p.pairs ? delays / double(p.pairs) : 0;
+    return p;
 }
 
 } // namespace
@@ -152,6 +212,65 @@ private slots:
             << QStringList { "alltoall-rank0.json.gz" }
             << Kinds { { "reduce-scatter", 10 }, { "all-to-all", 45 }, { "all-reduce", 10 }, { "all-gather", 10 },
                    { "collective", 5 } };
+    }
+
+    void launchFlows_data()
+    {
+        QTest::addColumn<QString>("file");
+        for (const char* f : { "sampled-rank0.json.gz", "sampled-rank1.json.gz", "nccl-data-rank0.json.gz",
+                 "alltoall-rank0.json.gz", "pt18-inference-rank1.json.gz", "mi250-minitoy.json.gz" })
+            QTest::newRow(f) << kDir + f;
+        // A host-only trace of Debian's python3-torch 1.13 (CPU): no launches, no flows.
+        QTest::newRow("pipeline-2.rank0.json (PyTorch 1.13, CPU)")
+            << QStringLiteral(LOOM_SOURCE_DIR "/tests/bridges/fixtures/pipeline-2.rank0.json");
+    }
+
+    // Each device event with a launch in the file gets one flow from that launch, kept as a Launch event on
+    // its rank's host row: as many flows as the raw file has launch / device-work pairs, as many launches as
+    // it has distinct launching correlations, and HTA's launch delay as the raw file gives it. The same
+    // through loom trace import's Chrome trace and loom trace stats --json.
+    void launchFlows()
+    {
+        QFETCH(QString, file);
+        const Pairs raw = rawPairs(file);
+        const auto imported = importTorchTraces({ { "trace", {}, file.toStdString() } });
+        const auto& events = imported.events;
+        const auto flows = loom::trace::launchFlows(events);
+        QCOMPARE(std::int64_t(flows.size()), raw.pairs);
+        const auto launches = std::count_if(
+            events.begin(), events.end(), [](const TraceEvent& e) { return e.kind == EventKind::Launch; });
+        QCOMPARE(std::int64_t(launches), raw.launches);
+        for (const Flow& f : flows) {
+            const TraceEvent &from = events[f.from], &to = events[f.to];
+            QVERIFY(from.kind == EventKind::Launch && from.stream < 0 && to.stream >= 0);
+            QCOMPARE(to.correlation, from.correlation);
+            QCOMPARE(to.step, from.step); // a kernel's step is its launch's (HTA)
+        }
+        const auto stats = computeLaunchStats(events);
+        const auto near = [](double a, double b) { return std::abs(a - b) <= 5.0 + 1e-6 * std::abs(b); };
+        if (raw.pairs == 0) {
+            QVERIFY(stats.perRank.empty());
+        } else {
+            QCOMPARE(stats.perRank.size(), std::size_t(1));
+            QCOMPARE(stats.perRank[0].pairs, raw.pairs);
+            QVERIFY2(near(stats.perRank[0].meanDelayNs, raw.meanDelayNs),
+                qPrintable(QString("%1 against %2 ns").arg(stats.perRank[0].meanDelayNs).arg(raw.meanDelayNs)));
+        }
+        QTemporaryDir dir;
+        const QString out = dir.filePath("trace.json");
+        int code = -1;
+        runLoom({ "trace", "import", file, "--out", out }, &code);
+        QCOMPARE(code, 0);
+        const auto doc = QJsonDocument::fromJson(runLoom({ "trace", "stats", out, "--json" }, &code)).object();
+        QCOMPARE(code, 0);
+        const auto perRank = doc.value("launches").toObject().value("per_rank").toArray();
+        QCOMPARE(perRank.size(), raw.pairs ? 1 : 0);
+        if (raw.pairs) {
+            QCOMPARE(std::int64_t(perRank[0].toObject().value("pairs").toInteger()), raw.pairs);
+            // Microseconds to three decimals in the Chrome trace: within a nanosecond a pair.
+            QVERIFY(std::abs(perRank[0].toObject().value("mean_launch_delay_us").toDouble() * 1e3 - raw.meanDelayNs)
+                <= 6.0 + 1e-6 * std::abs(raw.meanDelayNs));
+        }
     }
 
     // Every communication kernel is counted, with the kind of the op around its launch.

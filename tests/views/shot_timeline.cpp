@@ -1,10 +1,13 @@
 // Screenshots of the timeline for docs/workbench.md, made through the same mouse and key events a user
 // would use (docs/screenshots.sh runs it under Xvfb): a 64-stage schedule grouped by stage and collapsed,
-// flow arrows across stages, an area's table, and (given a store with a finished run) the measured timeline
-// against the prediction. Usage: shot_timeline IMAGES_DIR [--db STORE --run ID]
+// flow arrows across stages, an area's table, a launch's arrow to its kernel in a real GPU trace, and
+// (given a store with a finished run) the measured timeline against the prediction.
+// Usage: shot_timeline IMAGES_DIR [--db STORE --run ID]
+#include "engine/bridges/TorchTrace.h"
 #include "engine/plan/CostModel.h"
 #include "engine/plan/LayoutParser.h"
 #include "engine/profiles/BuiltinProfiles.h"
+#include "engine/trace/TraceFlows.h"
 #include "profiles/Store.h"
 #include "views/RunMonitor.h"
 #include "views/RunTimelinePanel.h"
@@ -106,6 +109,40 @@ int main(int argc, char** argv)
             QTest::mouseMove(view->viewport(), QPoint(1100, y1));
             QTest::mouseRelease(view->viewport(), Qt::LeftButton, Qt::ShiftModifier, QPoint(1100, y1));
             ok &= save(pane, dir + QStringLiteral("/timeline-selection.png"));
+        }
+    }
+    {
+        // A real GPU trace (HTA's nccl-data fixture, rank 0 of 2): a kernel selected, the arrow from its launch
+        // on the host row to its stream's row, and every launch's arrow in view.
+        const auto imported = trace::importTorchTraces(
+            { { "nccl-data-rank0", {}, LOOM_SOURCE_DIR "/tests/bridges/fixtures/hta/nccl-data-rank0.json.gz" } });
+        TimelinePane pane;
+        pane.resize(1600, 900);
+        pane.show();
+        if (!QTest::qWaitForWindowExposed(&pane))
+            return 1;
+        TimelineData data;
+        data.setEvents(imported.events, imported.groups);
+        TimelineView* view = pane.view();
+        view->setTimeline(std::move(data));
+        const auto flows = trace::launchFlows(view->timeline().events());
+        // The middle flow to a computation kernel of a forward or backward pass.
+        std::size_t pick = flows.size();
+        for (std::size_t k = flows.size() / 2; k < flows.size() && pick == flows.size(); ++k) {
+            const auto& to = view->timeline().event(flows[k].to);
+            if (to.kind == trace::EventKind::Forward || to.kind == trace::EventKind::Backward)
+                pick = k;
+        }
+        if (pick < flows.size()) {
+            const auto& launch = view->timeline().event(flows[pick].from);
+            const auto& kernel = view->timeline().event(flows[pick].to);
+            const std::int64_t span = std::max<std::int64_t>(kernel.endNs - launch.startNs, 20000);
+            view->setWindow(launch.startNs - span, kernel.endNs + 2 * span);
+            const QRect r = view->rowRect(view->timeline().rowOf(kernel));
+            QTest::mouseClick(view->viewport(), Qt::LeftButton, {},
+                QPoint(xOf(*view, (kernel.startNs + kernel.endNs) / 2), r.center().y()));
+            QTest::mouseClick(pane.flowsBox(), Qt::LeftButton);
+            ok &= save(pane, dir + QStringLiteral("/timeline-launch-flow.png"));
         }
     }
     for (int i = 2; i + 1 < argc; i += 2) {

@@ -2,9 +2,12 @@
 // for its details and its collective's members; Shift+dragging an area (and dragging on the ruler) for the
 // table by kind and by rank, checked against trace stats' computeStats, sorted by a header click, copied
 // with Ctrl+C; the step row; the legend hiding a kind; groups collapsing, their headers' figures, pinning;
-// flow arrows; accelerating keys, Ctrl+wheel, F and back / forward; search.
+// flow arrows (sends to receives, and in a real GPU trace launches to kernels); accelerating keys, Ctrl+wheel, F and
+// back / forward; search.
 #include "TimelineFixture.h"
 #include "ViewsTest.h"
+#include "engine/bridges/TorchTrace.h"
+#include "engine/trace/TraceFlows.h"
 #include "engine/trace/TraceStats.h"
 #include "views/Colors.h"
 #include "views/TimelineDetails.h"
@@ -39,7 +42,7 @@ int xOf(const TimelineView& v, std::int64_t t)
 QPoint pointOf(const TimelineView& v, std::uint32_t i)
 {
     const auto& e = v.timeline().event(i);
-    const QRect r = v.rowRect(v.timeline().rowIndex(e.rank, e.lane));
+    const QRect r = v.rowRect(v.timeline().rowOf(e)); // a device stream's own row for a kernel
     return { xOf(v, (e.startNs + e.endNs) / 2), r.center().y() };
 }
 
@@ -138,6 +141,14 @@ private slots:
         // A click on the count header sorts by count (descending after a second click).
         auto* table = p.pane.details()->table();
         auto* header = table->horizontalHeader();
+        // Every column fits the panel at the pane's default split: the last one (GB/s) is not cut at its edge,
+        // and Copy still writes the full header names.
+        QApplication::processEvents();
+        const int right = header->sectionViewportPosition(AreaTableModel::Bandwidth)
+            + header->sectionSize(AreaTableModel::Bandwidth);
+        QVERIFY2(right <= table->viewport()->width(),
+            qPrintable(QStringLiteral("%1 > %2").arg(right).arg(table->viewport()->width())));
+        QVERIFY(p.pane.details()->tableText().startsWith(QStringLiteral("kind\tcount\ttotal\tmean\tshare of range")));
         const QPoint countHeader(header->sectionViewportPosition(AreaTableModel::Count) + 5, header->height() / 2);
         QTest::mouseClick(header->viewport(), Qt::LeftButton, {}, countHeader);
         const auto countAt = [table](int r) {
@@ -305,6 +316,48 @@ private slots:
         QCOMPARE(p.view->flows(), TimelineView::Flows::All);
         p.paint();
         QCOMPARE(p.view->lastPaintFlows(), std::size_t(4));
+    }
+
+    // A real GPU trace (HTA's MI250 fixture, tests/bridges/fixtures/hta): a clicked kernel on its stream row
+    // gets the arrow from its launch on the host row, and its details name the launch and the launch delay;
+    // the clicked launch gets the arrow to its kernel; All flows draws one arrow per launch / kernel pair.
+    void launchToKernelFlowsOfARealGpuTrace()
+    {
+        const auto imported = trace::importTorchTraces(
+            { { "mi250", {}, LOOM_SOURCE_DIR "/tests/bridges/fixtures/hta/mi250-minitoy.json.gz" } });
+        test::FixtureRun run { imported.events, imported.groups };
+        Pane p(run);
+        const auto flows = trace::launchFlows(p.view->timeline().events());
+        QCOMPARE(flows.size(), std::size_t(16));
+        const trace::Flow f = flows[flows.size() / 2];
+        const auto& launch = p.view->timeline().event(f.from);
+        const auto& kernel = p.view->timeline().event(f.to);
+        QVERIFY(launch.kind == trace::EventKind::Launch && kernel.stream >= 0);
+        QVERIFY(p.view->timeline().rowOf(launch) != p.view->timeline().rowOf(kernel)); // host row, stream row
+        const std::int64_t pad = std::max<std::int64_t>(kernel.endNs - launch.startNs, 1000);
+        p.view->setWindow(launch.startNs - pad, kernel.endNs + pad);
+        QTest::mouseClick(p.view->viewport(), Qt::LeftButton, {}, pointOf(*p.view, f.to));
+        QCOMPARE(p.view->selectedEvent(), std::int64_t(f.to));
+        p.paint();
+        QCOMPARE(p.view->lastPaintFlows(), std::size_t(1));
+        const QString details = p.view->eventDescription(f.to);
+        QVERIFY2(details.contains(QStringLiteral("launched by the host call")), qPrintable(details));
+        QVERIFY2(details.contains(QStringLiteral("launch delay")), qPrintable(details));
+        QTest::mouseClick(p.view->viewport(), Qt::LeftButton, {}, pointOf(*p.view, f.from));
+        QCOMPARE(p.view->selectedEvent(), std::int64_t(f.from));
+        p.paint();
+        QCOMPARE(p.view->lastPaintFlows(), std::size_t(1));
+        QVERIFY(p.view->eventDescription(f.from).contains(QStringLiteral("on stream")));
+        QTest::keyClick(p.view, Qt::Key_Escape);
+        p.view->fit();
+        QTest::mouseClick(p.pane.flowsBox(), Qt::LeftButton);
+        p.paint();
+        QCOMPARE(p.view->lastPaintFlows(), flows.size());
+        // The legend's launch chip hides the launches, and the arrows that start from them.
+        QTest::mouseClick(p.pane.legend()->chip(LegendKind::Launch), Qt::LeftButton);
+        QVERIFY(p.view->kindHidden(LegendKind::Launch));
+        p.paint();
+        QCOMPARE(p.view->lastPaintFlows(), std::size_t(0));
     }
 
     void navigationAcceleratesAndGoesBack()
