@@ -96,20 +96,20 @@ void RunController::pollJob()
     auto* scontrol = new QProcess(this);
     m_scontrol = scontrol;
     m_scontrolSince.start();
-    connect(scontrol, &QProcess::finished, this, [this, scontrol](int, QProcess::ExitStatus status) {
-        const QString text = QString::fromUtf8(scontrol->readAllStandardOutput() + scontrol->readAllStandardError());
+    auto done = [this, scontrol] {
         scontrol->deleteLater();
         if (m_scontrol == scontrol)
             m_scontrol = nullptr;
+    };
+    connect(scontrol, &QProcess::finished, this, [this, scontrol, done](int, QProcess::ExitStatus status) {
+        const QString text = QString::fromUtf8(scontrol->readAllStandardOutput() + scontrol->readAllStandardError());
+        done();
         if (status == QProcess::NormalExit)
             jobStateAnswered(text);
     });
-    connect(scontrol, &QProcess::errorOccurred, this, [this, scontrol](QProcess::ProcessError e) {
-        if (e != QProcess::FailedToStart)
-            return;
-        scontrol->deleteLater();
-        if (m_scontrol == scontrol)
-            m_scontrol = nullptr;
+    connect(scontrol, &QProcess::errorOccurred, this, [done](QProcess::ProcessError e) {
+        if (e == QProcess::FailedToStart)
+            done();
     });
     scontrol->start(
         QStringLiteral("scontrol"), { QStringLiteral("show"), QStringLiteral("job"), QStringLiteral("-o"), m_jobId });

@@ -239,7 +239,7 @@ QMimeData* LayerModel::mimeData(const QModelIndexList& indexes) const
         return nullptr;
     auto* mime = new QMimeData;
     mime->setData(QString::fromLatin1(kMimeType), QByteArray::number(first) + ' ' + QByteArray::number(last));
-    mime->setText(first == last ? tr("block %1").arg(first) : tr("blocks %1–%2").arg(first).arg(last));
+    mime->setText(blocksText(first, last));
     return mime;
 }
 

@@ -12,8 +12,6 @@
 #include <QPushButton>
 #include <QVBoxLayout>
 
-#include <string_view>
-
 namespace loom::views {
 
 namespace {
@@ -22,6 +20,9 @@ struct PartStyle {
     const char* key;
     const char* caption;
     QColor color;
+    // Zero unless the layout asks for it (ZeRO-3, FP8 delayed scaling, a lossy codec with error feedback): its
+    // legend line shows only then, as in the Explain dock's breakdown (explain::memoryParts).
+    bool optional = false;
 };
 
 const PartStyle kSplit[] = {
@@ -40,17 +41,10 @@ const PartStyle kMemory[] = {
     { "optimizer", QT_TRANSLATE_NOOP("PredictionPanel", "optimizer state"), QColor(0xF0, 0xE4, 0x42) },
     { "activations", QT_TRANSLATE_NOOP("PredictionPanel", "activations"), QColor(0xCC, 0x79, 0xA7) },
     { "reserve", QT_TRANSLATE_NOOP("PredictionPanel", "reserve"), QColor(0xBB, 0xBB, 0xBB) },
-    { "gathered", QT_TRANSLATE_NOOP("PredictionPanel", "gathered (ZeRO-3)"), QColor(0x56, 0xB4, 0xE9) },
-    { "fp8", QT_TRANSLATE_NOOP("PredictionPanel", "FP8 scaling state"), QColor(0xE6, 0x9F, 0x00) },
-    { "residual", QT_TRANSLATE_NOOP("PredictionPanel", "codec residual"), QColor(0xD5, 0x5E, 0x00) },
+    { "gathered", QT_TRANSLATE_NOOP("PredictionPanel", "gathered (ZeRO-3)"), QColor(0x56, 0xB4, 0xE9), true },
+    { "fp8", QT_TRANSLATE_NOOP("PredictionPanel", "FP8 scaling state"), QColor(0xE6, 0x9F, 0x00), true },
+    { "residual", QT_TRANSLATE_NOOP("PredictionPanel", "codec residual"), QColor(0xD5, 0x5E, 0x00), true },
 };
-// Parts that are zero unless the layout asks for them (ZeRO-3, FP8 delayed scaling, a lossy codec with error
-// feedback): their legend lines show only then, as in the Explain dock's breakdown (explain::memoryParts).
-bool optionalPart(const char* key)
-{
-    return std::string_view(key) == "gathered" || std::string_view(key) == "fp8" || std::string_view(key) == "residual";
-}
-
 QString swatch(const QColor& c)
 {
     return QStringLiteral("<span style=\"color:%1\">■</span> ").arg(c.name());
@@ -117,7 +111,7 @@ PredictionPanel::PredictionPanel(QWidget* parent)
     auto* memLegend = new QGridLayout;
     legend(memLegend, "memory", kMemory, std::size(kMemory));
     for (const PartStyle& part : kMemory)
-        if (optionalPart(part.key))
+        if (part.optional)
             label(QStringLiteral("memory.") + QString::fromLatin1(part.key))->hide();
     memLayout->addLayout(memLegend);
     // The two breakdowns side by side: stacked, the panel was 634 px tall and did not fit under Strategy at
@@ -230,7 +224,7 @@ void PredictionPanel::setAnalysis(const LayoutAnalysis& a)
         memory.push_back({ tr(kMemory[i].caption), mem[i], kMemory[i].color, tip });
         set(QStringLiteral("memory.%1").arg(key).toLatin1().constData(),
             swatch(kMemory[i].color) + tr(kMemory[i].caption) + QStringLiteral(" ") + gb(mem[i]), tip);
-        label(QStringLiteral("memory.") + key)->setVisible(!optionalPart(kMemory[i].key) || mem[i] != 0);
+        label(QStringLiteral("memory.") + key)->setVisible(!kMemory[i].optional || mem[i] != 0);
     }
     m_memory->setParts(std::move(memory), p.memoryCapacityGB);
     m_memory->setToolTip(explain::memory(l, p, QStringLiteral("total")));

@@ -2,6 +2,7 @@
 
 #include "engine/plan/JsonFields.h"
 #include "engine/plan/Layout.h"
+#include "engine/plan/TextUtil.h"
 
 #include <nlohmann/json.hpp>
 
@@ -56,11 +57,7 @@ std::vector<std::string> builtinStackNames()
 
 std::string builtinStackList()
 {
-    const auto names = builtinStackNames();
-    std::string out;
-    for (std::size_t i = 0; i < names.size(); ++i)
-        out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
-    return out;
+    return text::orList(builtinStackNames());
 }
 
 std::optional<StackSpec> parseStack(const nlohmann::json& value, const std::string& path, Diagnostics& diagnostics)

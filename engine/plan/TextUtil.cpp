@@ -17,6 +17,17 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
     return out;
 }
 
+std::string orList(const std::vector<std::string>& items)
+{
+    std::string out;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        if (i > 0)
+            out += i + 1 == items.size() ? " or " : ", ";
+        out += items[i];
+    }
+    return out;
+}
+
 std::string joinInts(const std::vector<std::int64_t>& items, std::string_view separator)
 {
     std::vector<std::string> parts;

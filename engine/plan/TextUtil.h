@@ -10,6 +10,8 @@ namespace loom::plan::text {
 
 std::string join(const std::vector<std::string>& items, std::string_view separator = ", ");
 std::string joinInts(const std::vector<std::int64_t>& items, std::string_view separator = ", ");
+// "a, b or c": the choices as a message lists them.
+std::string orList(const std::vector<std::string>& items);
 // Shortest decimal form that reads back to the same double ("0.5", "25", "1e+30").
 std::string number(double value);
 // Collapses sorted integers into ranges: {1,2,3,7,9,10} -> "1-3, 7, 9-10".

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "engine/plan/TextUtil.h"
+
 #include <array>
 #include <cstddef>
 #include <optional>
@@ -59,13 +61,7 @@ template <typename E, std::size_t N> std::vector<std::string> wordsOf(const Word
 // "gpipe, 1f1b or interleaved": the words as a message lists them.
 template <typename E, std::size_t N> std::string wordList(const WordTable<E, N>& table)
 {
-    std::string text;
-    for (std::size_t i = 0; i < N; ++i) {
-        if (i > 0)
-            text += i + 1 == N ? " or " : ", ";
-        text += table[i].word;
-    }
-    return text;
+    return text::orList(wordsOf(table));
 }
 
 } // namespace loom::plan

@@ -29,6 +29,12 @@ std::vector<std::uint32_t> byStart(const std::vector<TraceEvent>& events)
     return order;
 }
 
+// Orders flows by the start of the event they leave from.
+auto bySourceStart(const std::vector<TraceEvent>& events)
+{
+    return [&events](const Flow& a, const Flow& b) { return events[a.from].startNs < events[b.from].startNs; };
+}
+
 } // namespace
 
 std::vector<Flow> pipelineFlows(const std::vector<TraceEvent>& events)
@@ -87,8 +93,7 @@ std::vector<Flow> launchFlows(const std::vector<TraceEvent>& events)
         if (const auto it = launches.find({ e.rank, e.correlation }); it != launches.end())
             out.push_back({ it->second, i });
     }
-    std::stable_sort(out.begin(), out.end(),
-        [&events](const Flow& a, const Flow& b) { return events[a.from].startNs < events[b.from].startNs; });
+    std::stable_sort(out.begin(), out.end(), bySourceStart(events));
     return out;
 }
 
@@ -100,8 +105,7 @@ std::vector<Flow> allFlows(const std::vector<TraceEvent>& events)
         return out;
     const auto pipelineEnd = out.size();
     out.insert(out.end(), launched.begin(), launched.end());
-    std::inplace_merge(out.begin(), out.begin() + std::ptrdiff_t(pipelineEnd), out.end(),
-        [&events](const Flow& a, const Flow& b) { return events[a.from].startNs < events[b.from].startNs; });
+    std::inplace_merge(out.begin(), out.begin() + std::ptrdiff_t(pipelineEnd), out.end(), bySourceStart(events));
     return out;
 }
 

@@ -47,6 +47,17 @@ int xOf(const TimelineView& v, std::int64_t t)
         + int(double(t - t0) / double(t1 - t0) * (v.viewport()->width() - TimelineView::kLabelWidth));
 }
 
+// The pane at the size of the shots, shown, with `data` in its timeline; false if it could not be shown.
+bool showPane(TimelinePane& pane, TimelineData data)
+{
+    pane.resize(1600, 900);
+    pane.show();
+    if (!QTest::qWaitForWindowExposed(&pane))
+        return false;
+    pane.view()->setTimeline(std::move(data));
+    return true;
+}
+
 bool save(QWidget& w, const QString& path)
 {
     QApplication::processEvents();
@@ -70,14 +81,11 @@ int main(int argc, char** argv)
         // The planner's schedule of Megatron-LM's 1T model: 64 stages.
         const plan::Prediction p = plan::predict(example("megatron-1t-3072-a100.json"));
         TimelinePane pane;
-        pane.resize(1600, 900);
-        pane.show();
-        if (!QTest::qWaitForWindowExposed(&pane))
-            return 1;
         TimelineData data;
         data.setEvents(p.events);
+        if (!showPane(pane, std::move(data)))
+            return 1;
         TimelineView* view = pane.view();
-        view->setTimeline(std::move(data));
         pane.groupBox()->setFocus();
         QTest::keyClick(pane.groupBox(), Qt::Key_Down); // group by stage
         QTest::mouseClick(pane.findChild<QCheckBox*>(), Qt::LeftButton); // collapse every group
@@ -117,14 +125,11 @@ int main(int argc, char** argv)
         const auto imported = trace::importTorchTraces(
             { { "nccl-data-rank0", {}, LOOM_SOURCE_DIR "/tests/bridges/fixtures/hta/nccl-data-rank0.json.gz" } });
         TimelinePane pane;
-        pane.resize(1600, 900);
-        pane.show();
-        if (!QTest::qWaitForWindowExposed(&pane))
-            return 1;
         TimelineData data;
         data.setEvents(imported.events, imported.groups);
+        if (!showPane(pane, std::move(data)))
+            return 1;
         TimelineView* view = pane.view();
-        view->setTimeline(std::move(data));
         const auto flows = trace::launchFlows(view->timeline().events());
         // The middle flow to a computation kernel of a forward or backward pass.
         std::size_t pick = flows.size();
