@@ -109,6 +109,9 @@ void StrategyPanel::setLayout(const plan::Layout& layout)
     m_group->setValue(int(p.microbatchGroup));
     if (auto* form = qobject_cast<QFormLayout*>(m_group->parentWidget()->layout()))
         form->setRowVisible(m_group, p.schedule == plan::ScheduleKind::Interleaved);
+    m_weightFill->setChecked(p.weightFill == plan::WeightFill::Idle);
+    if (auto* form = qobject_cast<QFormLayout*>(m_weightFill->parentWidget()->layout()))
+        form->setRowVisible(m_weightFill, plan::splitsBackward(p.schedule));
     m_endsAsLayers->setChecked(endsCountedAsLayers(layout));
     m_endsAsLayers->setEnabled(p.pp > 1
         && (m_endsAsLayers->isChecked()

@@ -73,6 +73,7 @@ private:
     QComboBox* m_attention = nullptr; // memory.attention
     QSpinBox* m_cp = nullptr; // parallel.cp (context parallelism)
     QSpinBox* m_group = nullptr; // parallel.microbatch_group (interleaved only; 0 shows "pp")
+    QCheckBox* m_weightFill = nullptr; // parallel.weight_fill "idle" (zero-bubble schedules only)
     QCheckBox* m_efficientNorm = nullptr; // memory.efficient_norm
     QCheckBox* m_endsAsLayers = nullptr; // parallel.stages = accountedStageSplit (Llama 3's pipeline)
 };

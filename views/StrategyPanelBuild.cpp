@@ -105,6 +105,13 @@ QGroupBox* StrategyPanel::buildParallelism()
            "(p−r−1)·2 + (v−1)·N forwards, so a larger N holds more activations; the bubble stays (p−1)/(v·m). Needs "
            "p ≤ N ≤ m, and m mod N zero or at least p."));
     schedForm->addRow(tr("Micro-batch group"), m_group);
+    m_weightFill = new QCheckBox(tr("W fills idle time"));
+    m_weightFill->setToolTip(
+        tr("Zero-bubble schedules (parallel.weight_fill): on, a rank whose next input has not arrived runs the W "
+           "of an earlier B instead of waiting (each chunk's last W stays where listed, since it releases the "
+           "gradients to the data-parallel reduction); off, every W runs where the schedule lists it, the paper's "
+           "order. The prediction replays the same rule."));
+    schedForm->addRow(QString(), m_weightFill);
     m_endsAsLayers = new QCheckBox(tr("Embedding and LM head count as a layer"));
     m_endsAsLayers->setToolTip(
         tr("Llama 3's pipeline (Megatron-LM's --account-for-embedding-in-pipeline-split and "
@@ -216,7 +223,7 @@ void StrategyPanel::nameControls()
         { m_topk, "topk" }, { m_errorFeedback, "errorFeedback" }, { m_overlap, "overlap" }, { m_bucket, "bucket" },
         { m_chunk, "chunk" }, { m_allreduce, "allreduce" }, { m_order, "order" }, { m_sp, "sp" },
         { m_attention, "attention" }, { m_group, "microbatchGroup" }, { m_endsAsLayers, "endsAsLayers" },
-        { m_efficientNorm, "efficientNorm" } };
+        { m_weightFill, "weightFill" }, { m_efficientNorm, "efficientNorm" } };
     for (auto [w, n] : names)
         w->setObjectName(QString::fromLatin1(n));
 }

@@ -99,6 +99,11 @@ void StrategyPanel::connectParallelism()
         requestEdit(next,
             v > 0 ? tr("Set the micro-batch group to %1").arg(v) : tr("Use the default micro-batch group"), MergeGroup);
     });
+    connect(m_weightFill, &QCheckBox::toggled, this, [this](bool on) {
+        Layout next = m_layout;
+        next.parallel.weightFill = on ? plan::WeightFill::Idle : plan::WeightFill::Listed;
+        requestEdit(next, on ? tr("Let W fill idle time") : tr("Run every W where the schedule lists it"));
+    });
     connect(m_endsAsLayers, &QCheckBox::toggled, this, [this](bool on) {
         requestEdit(withEndsCountedAsLayers(m_layout, on),
             on ? tr("Count the embedding and the LM head as layers") : tr("Split the layers evenly"));

@@ -122,6 +122,10 @@ std::string parallelism(const Layout& l, ExportResult& result)
             result.refusals.push_back("parallel.schedule \"dualpipe\": the torchtitan releases Loom exports for "
                                       "(v0.2.0, v0.2.2) name no DualPipe schedule; choose \"zb-v\" (ZBVZeroBubble), "
                                       "the same V placement");
+        if (p.schedule == ScheduleKind::ZbV && p.weightFill == WeightFill::Idle)
+            result.notes.push_back("parallel.weight_fill \"idle\": torch.distributed.pipelining's ZBVZeroBubble runs "
+                                   "every W where its schedule lists it (Loom's weight_fill \"listed\"); Loom's "
+                                   "predicted bubble assumes W may run early where a rank would wait");
         s += "pipeline_parallel_schedule = " + quoted(schedule) + "\n";
         // torch.distributed.pipelining's Interleaved1F1B runs m / ⌊m/pp⌋ micro-batches per chunk (pp when pp
         // divides m) and has no setting for it.

@@ -210,6 +210,7 @@ public:
         std::lock_guard lock(m_mutex);
         return m_done;
     }
+    bool completesUnwaited() const override { return false; }
     void wait() override
     {
         std::lock_guard lock(m_mutex);

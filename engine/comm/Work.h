@@ -34,6 +34,9 @@ class Work {
 public:
     virtual ~Work() = default;
     virtual bool isCompleted() = 0;
+    // Whether isCompleted() can turn true before wait() (Gloo's point-to-point calls cannot: they finish in
+    // wait), so that a caller may do other work while it is false.
+    virtual bool completesUnwaited() const { return true; }
     virtual void wait() = 0;
     // The failure message once completed with an error; nullopt while running or after success.
     virtual std::optional<std::string> error() = 0;

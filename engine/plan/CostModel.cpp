@@ -206,8 +206,8 @@ Prediction predictLayout(const Layout& l, bool withEvents)
     naming.sequenceParallel = par.sp;
     naming.cpSize = static_cast<std::int32_t>(c.cp);
     naming.epSize = static_cast<std::int32_t>(std::min<std::int64_t>(par.ep, std::numeric_limits<std::int32_t>::max()));
-    const PipelineTimes pipe = simulatePipeline(
-        par.schedule, p, chunks, mb, cost, p2p, &naming, withEvents ? &out.events : nullptr, par.microbatchGroup);
+    const PipelineTimes pipe = simulatePipeline(par.schedule, p, chunks, mb, cost, p2p, &naming,
+        withEvents ? &out.events : nullptr, par.microbatchGroup, par.weightFill);
     const auto& withTransfers = pipe.withTransfers;
     const auto& noTransfers = pipe.noTransfers;
     out.extrapolated = pipe.extrapolated;

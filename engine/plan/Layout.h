@@ -41,6 +41,10 @@ enum class CommBackend { Mpi, Gloo, Nccl };
 // How attention keeps its scores: "flash" never stores the s×s matrix (the backward recomputes it),
 // "materialized" keeps the softmax output (and its dropout mask) for the backward.
 enum class Attention { Flash, Materialized };
+// Zero-bubble schedules (parallel.weight_fill): "idle" lets a rank that would wait for its next input run
+// a W of an earlier B ahead of its place in the op list (EarlyWeights.h); "listed" runs every W exactly
+// where the schedule lists it, the paper's order.
+enum class WeightFill { Idle, Listed };
 
 // Each enum's words in the layout file (WordTable.h), in the order the workbench offers them. The reader
 // accepts exactly these (parallel.order also its long forms with cp and ep), the writer and toString print
@@ -54,6 +58,8 @@ inline constexpr WordTable<RankOrder, 2> kRankOrderWords { { { RankOrder::TpPpDp
     { RankOrder::TpDpPp, "tp-dp-pp" } } };
 inline constexpr WordTable<CommBackend, 3> kCommBackendWords { { { CommBackend::Mpi, "mpi" },
     { CommBackend::Gloo, "gloo" }, { CommBackend::Nccl, "nccl" } } };
+inline constexpr WordTable<WeightFill, 2> kWeightFillWords { { { WeightFill::Idle, "idle" },
+    { WeightFill::Listed, "listed" } } };
 inline constexpr WordTable<Attention, 2> kAttentionWords { { { Attention::Flash, "flash" },
     { Attention::Materialized, "materialized" } } };
 
@@ -124,6 +130,7 @@ struct ParallelSpec {
     // Interleaved schedule: micro-batches run back to back through each chunk (Megatron-LM's
     // --microbatch-group-size-per-virtual-pipeline-stage, the Llama 3 paper's N); 0 (field absent): pp.
     std::int64_t microbatchGroup = 0;
+    WeightFill weightFill = WeightFill::Idle; // zero-bubble schedules: W may run early where a rank would wait
 
     bool operator==(const ParallelSpec&) const = default;
     std::int64_t worldSize() const { return tp * cp * pp * dp; }

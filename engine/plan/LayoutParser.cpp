@@ -105,6 +105,8 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
         p.microbatchGroup = *v;
     if (auto v = r.integer("expert_tp", Presence::Optional, 1, kMaxDegree))
         p.expertTp = *v;
+    if (auto v = r.choice("weight_fill", Presence::Optional, wordsOf(kWeightFillWords)))
+        p.weightFill = *valueOf(kWeightFillWords, *v);
 
     if (const json* s = r.find("stages")) {
         const std::string path = "parallel.stages";
@@ -150,7 +152,7 @@ void readParallel(const json& j, Layout& layout, Diagnostics& d)
         }
     }
     r.warnUnknown({ "tp", "pp", "dp", "vpp", "micro_batch", "global_batch", "schedule", "stages", "order", "sp", "cp",
-        "ep", "microbatch_group", "expert_tp" });
+        "ep", "microbatch_group", "expert_tp", "weight_fill" });
 }
 
 void readMemory(const json& j, Layout& layout, Diagnostics& d)
@@ -435,6 +437,8 @@ std::string writeLayout(const Layout& layout)
         par["microbatch_group"] = p.microbatchGroup;
     if (p.expertTp > 0)
         par["expert_tp"] = p.expertTp;
+    if (p.weightFill != WeightFill::Idle)
+        par["weight_fill"] = std::string(wordOf(kWeightFillWords, p.weightFill));
     j["parallel"] = par;
     j["memory"] = { { "zero", layout.memory.zero }, { "recompute", toString(layout.memory.recompute) } };
     if (layout.memory.attention != Attention::Flash)

@@ -113,7 +113,9 @@ Schedule::Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::in
 Schedule Schedule::forLayout(const Layout& layout)
 {
     const auto& p = layout.parallel;
-    return Schedule(p.schedule, p.pp, p.vpp, p.microBatches(), p.microbatchGroup);
+    Schedule s(p.schedule, p.pp, p.vpp, p.microBatches(), p.microbatchGroup);
+    s.setWeightFill(p.weightFill);
+    return s;
 }
 
 const std::vector<PipelineOp>& Schedule::opsOf(std::int64_t pipelineRank) const

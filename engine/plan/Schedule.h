@@ -68,6 +68,10 @@ public:
     std::int64_t rankOf(std::int64_t vs) const { return m_v && vs >= m_pp ? 2 * m_pp - 1 - vs : vs % m_pp; }
     // Backwards split into B and W (Weight ops present); two chunks per rank in a V (ZB-V, DualPipe).
     bool splitsBackward() const { return plan::splitsBackward(m_kind); }
+    // Split schedules under weight_fill "idle" (the default): a rank that would wait runs a W early
+    // (EarlyWeights.h); the engine and the replay both follow it. Off: every W where the list puts it.
+    bool fillsIdleWithWeight() const { return splitsBackward() && m_fill == WeightFill::Idle; }
+    void setWeightFill(WeightFill fill) { m_fill = fill; }
     bool vShaped() const { return m_v; }
     // Micro-batches whose activations rank r holds at once at most (for memory estimates): from F to B, or
     // to W when the backward is split (W reads the activations and keeps B's output gradients).
@@ -89,6 +93,7 @@ private:
     std::int64_t m_pp, m_vpp, m_m;
     std::int64_t m_group;
     bool m_v = false;
+    WeightFill m_fill = WeightFill::Idle;
     std::vector<std::vector<PipelineOp>> m_ops;
 };
 

@@ -1,5 +1,7 @@
 #include "engine/plan/Simulator.h"
 
+#include "engine/plan/EarlyWeights.h"
+
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -121,9 +123,30 @@ std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vecto
     Finished done(virtualStages, schedule.microBatches());
     std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
     std::vector<double> clock(static_cast<std::size_t>(p), 0);
+    std::vector<EarlyWeights> early;
+    for (std::int64_t r = 0; r < p; ++r)
+        early.emplace_back(schedule, r);
+    // W of ops[index] on rank r, from the rank's clock on: no collectives of its own; the last one ends the
+    // rank's gradients.
+    const auto runWeight = [&](std::int64_t r, std::size_t index) {
+        const PipelineOp& op = schedule.opsOf(r)[index];
+        const std::int64_t vs = schedule.virtualStage(r, op.chunk);
+        const StageCost& c = cost[static_cast<std::size_t>(vs)];
+        double& now = clock[static_cast<std::size_t>(r)];
+        const double start = now;
+        now += std::min(c.weight, c.backward);
+        RankTimes& rt = times[static_cast<std::size_t>(r)];
+        rt.busy += now - start;
+        rt.lastBackwardEnd = now;
+        if (events && naming)
+            events->push_back(computeEvent(naming->rankOf(r), op, vs, start, now));
+    };
+    // A hand-off from virtual stage `from` to the rank's own next one (the V's turn) is a local copy.
+    std::int64_t r = 0;
+    const auto handOff = [&](std::int64_t from) { return schedule.rankOf(from) == r ? 0.0 : transfer; };
     for (bool progress = true; progress;) {
         progress = false;
-        for (std::int64_t r = 0; r < p; ++r) {
+        for (r = 0; r < p; ++r) {
             auto& i = next[static_cast<std::size_t>(r)];
             const auto& ops = schedule.opsOf(r);
             while (i < ops.size()) {
@@ -140,32 +163,40 @@ std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vecto
                     const double at = done.at(true, vs - 1, op.microBatch);
                     if (at != at)
                         break;
-                    ready = at + transfer;
+                    ready = at + handOff(vs - 1);
                 } else if (!fwd) {
                     const bool last = vs == virtualStages - 1;
                     const double at = last ? done.at(true, vs, op.microBatch) : done.at(false, vs + 1, op.microBatch);
                     if (at != at)
                         break;
-                    ready = at + (last ? 0.0 : transfer);
+                    ready = at + (last ? 0.0 : handOff(vs + 1));
                 }
-                const StageCost& c = cost[static_cast<std::size_t>(vs)];
-                const double w = schedule.splitsBackward() ? std::min(c.weight, c.backward) : 0.0;
-                const double duration = fwd ? c.forward : weight ? w : c.backward - w;
+                EarlyWeights& fill = early[static_cast<std::size_t>(r)];
                 double& now = clock[static_cast<std::size_t>(r)];
-                const double start = std::max(now, ready);
-                now = start + duration;
-                if (!weight)
-                    done.at(fwd, vs, op.microBatch) = now;
-                RankTimes& rt = times[static_cast<std::size_t>(r)];
-                rt.busy += duration;
-                if (weight) { // no collectives of its own; the last one ends the rank's gradients
-                    rt.lastBackwardEnd = now;
-                    if (events && naming)
-                        events->push_back(computeEvent(naming->rankOf(r), op, vs, start, now));
+                if (weight) {
+                    if (fill.runsHere(i))
+                        runWeight(r, i);
                     ++i;
                     progress = true;
                     continue;
                 }
+                // The input is not here when the rank is free: an earlier B's W runs instead of waiting.
+                while (ready > now) {
+                    const auto w = fill.takeNext();
+                    if (!w)
+                        break;
+                    runWeight(r, *w);
+                }
+                const StageCost& c = cost[static_cast<std::size_t>(vs)];
+                const double w = schedule.splitsBackward() ? std::min(c.weight, c.backward) : 0.0;
+                const double duration = fwd ? c.forward : c.backward - w;
+                const double start = std::max(now, ready);
+                now = start + duration;
+                done.at(fwd, vs, op.microBatch) = now;
+                if (!fwd)
+                    fill.backwardDone(i);
+                RankTimes& rt = times[static_cast<std::size_t>(r)];
+                rt.busy += duration;
                 rt.tp += fwd ? c.forwardTp : c.backwardTp;
                 rt.dp += fwd ? c.forwardDp : c.backwardDp;
                 rt.cp += fwd ? c.forwardCp : c.backwardCp;
@@ -179,7 +210,7 @@ std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vecto
                     events->push_back(e);
                     collectiveEvents(*naming, c, e, fwd, *events);
                     const bool sends = fwd ? vs < virtualStages - 1 : vs > 0;
-                    if (sends && transfer > 0) {
+                    if (sends && handOff(fwd ? vs + 1 : vs - 1) > 0) {
                         trace::TraceEvent s = e;
                         s.kind = trace::EventKind::Send;
                         s.lane = trace::Lane::Comm;
@@ -268,9 +299,14 @@ bool pipelineSimulatable(
 
 PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t m,
     const std::vector<StageCost>& cost, double transfer, const EventNaming* naming,
-    std::vector<trace::TraceEvent>* events, std::int64_t group)
+    std::vector<trace::TraceEvent>* events, std::int64_t group, WeightFill fill)
 {
     const std::int64_t v = scheduleChunks(kind, chunks);
+    const auto scheduleOf = [&](std::int64_t microBatches) {
+        Schedule s(kind, pp, v, microBatches, group);
+        s.setWeightFill(fill);
+        return s;
+    };
     const std::int64_t n = group > 0 ? group : pp; // the interleaved schedule's micro-batch group
     PipelineTimes out;
     out.microBatches = m;
@@ -284,7 +320,7 @@ PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t 
         eventM = std::min(eventM, m);
     }
     if (full) {
-        const Schedule schedule(kind, pp, v, m, group);
+        const Schedule schedule = scheduleOf(m);
         out.withTransfers = replaySchedule(schedule, cost, transfer, naming, eventM == m ? events : nullptr);
         out.noTransfers = replaySchedule(schedule, cost, 0.0);
         for (std::int64_t r = 0; r < pp; ++r) {
@@ -294,7 +330,7 @@ PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t 
     } else {
         out.extrapolated = true;
         std::tie(out.sampled, out.sampledLonger) = sampleLengths(kind, pp, m, group);
-        const Schedule a(kind, pp, v, out.sampled, group), b(kind, pp, v, out.sampledLonger, group);
+        const Schedule a = scheduleOf(out.sampled), b = scheduleOf(out.sampledLonger);
         const double steps = double(m - out.sampled) / double(out.sampledLonger - out.sampled);
         const auto a1 = replaySchedule(a, cost, transfer), b1 = replaySchedule(b, cost, transfer);
         const auto a0 = replaySchedule(a, cost, 0.0), b0 = replaySchedule(b, cost, 0.0);
@@ -315,7 +351,7 @@ PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t 
     if ((eventM == m && full) || !events) {
         out.eventTimes = out.withTransfers;
     } else {
-        const Schedule shortened(kind, pp, v, eventM, group);
+        const Schedule shortened = scheduleOf(eventM);
         out.eventTimes = replaySchedule(shortened, cost, transfer, naming, events);
     }
     return out;

@@ -61,7 +61,9 @@ struct EventNaming {
 };
 
 // Replays `schedule` on one representative rank per pipeline stage: each op starts when its rank is free
-// and its input has arrived (`transfer` seconds after the op that produced it), and lasts its stage's cost.
+// and its input has arrived (`transfer` seconds after the op that produced it on another rank; at once on
+// the same rank, the V's turn), and lasts its stage's cost. A rank whose input has not arrived runs an
+// earlier B's W first where the schedule fills idle time with W (EarlyWeights.h), as the engine does.
 // Runs in time linear in the number of ops. When `events` is given, appends one compute event per op and
 // one send event per transfer, source = simulated.
 std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vector<StageCost>& cost, double transfer,
@@ -103,9 +105,10 @@ std::string replayLimitText();
 bool pipelineSimulatable(
     ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t microBatches, std::int64_t group = 0);
 
-// Times the pipeline of one step (preconditions as Schedule's, and pipelineSimulatable).
+// Times the pipeline of one step (preconditions as Schedule's, and pipelineSimulatable). `fill`: the
+// zero-bubble schedules' weight_fill (EarlyWeights.h).
 PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t microBatches,
     const std::vector<StageCost>& cost, double transfer, const EventNaming* naming = nullptr,
-    std::vector<trace::TraceEvent>* events = nullptr, std::int64_t group = 0);
+    std::vector<trace::TraceEvent>* events = nullptr, std::int64_t group = 0, WeightFill fill = WeightFill::Idle);
 
 } // namespace loom::plan

@@ -88,6 +88,10 @@ public:
 private:
     // TrainerSchedule.cpp: this rank's ops of the pipeline schedule for one step (F, B and, split, W).
     void runSchedule(std::int64_t step, double& lossSum);
+    // The W at index `index` of this rank's op list (TrainerSchedule.cpp), and the per-block callback of the
+    // op that finishes its chunk's gradients (empty for any other op).
+    void runWeight(std::int64_t step, std::size_t index);
+    std::function<void(std::int64_t)> chunkFinishing(std::size_t index);
     // After a chunk's last backward (W when split): its blocks' gradients are final; `layer`'s go to the
     // DP reduction (and the norm's squares).
     void blockGradientsDone(std::int64_t layer);

@@ -108,6 +108,28 @@ private slots:
         QCOMPARE(next.parallel.microbatchGroup, std::int64_t(0));
     }
 
+    void weightFillForZeroBubbleOnly()
+    {
+        // "W fills idle time" shows for the schedules that split the backward, and edits parallel.weight_fill.
+        StrategyPanel panel(&profiles::BuiltinProfiles::instance());
+        plan::Layout l = test::tinyLayout();
+        l.parallel.pp = 2;
+        panel.setLayout(l);
+        auto* fill = panel.findChild<QCheckBox*>(QStringLiteral("weightFill"));
+        QVERIFY(fill && fill->isHidden());
+        l.parallel.schedule = plan::ScheduleKind::ZbH1;
+        panel.setLayout(l);
+        QVERIFY(!fill->isHidden() && fill->isChecked());
+        QSignalSpy edits(&panel, &StrategyPanel::editRequested);
+        fill->setChecked(false);
+        QCOMPARE(edits.count(), 1);
+        const plan::Layout next = edits.takeFirst().at(0).value<plan::Layout>();
+        QVERIFY(next.parallel.weightFill == plan::WeightFill::Listed);
+        panel.setLayout(next);
+        QVERIFY(!fill->isChecked());
+        QCOMPARE(edits.count(), 0); // showing the layout edits nothing
+    }
+
     void endsCountedAsLayers()
     {
         // Llama 3's pipeline from the panel: 126 layers on pp 16 with vpp 8 need the embedding and the LM head

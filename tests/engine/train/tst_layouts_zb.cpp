@@ -2,7 +2,8 @@
 // trained for 20 steps under each gives the one-process loss at every step (within 1e-4 relative), at pp 2
 // with tp 2, at pp 4, and at pp 2 with dp 2 under ZeRO-1; moe-tiny with ep 2 under zb-h1. ZB-V and DualPipe
 // hold 2·pp virtual stages, so at pp 4 they train 8-layer forms of the same models (each beside its own
-// one-process run). Runs loom-train under mpirun, as a user would; three launches per schedule and model.
+// one-process run). Runs loom-train under mpirun, as a user would; three launches per schedule and model,
+// all with weight_fill "idle" but one ZB-V row with "listed".
 #include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -106,6 +107,13 @@ private slots:
             }
         QTest::newRow("zb-h1 moe-tiny pp2 dp2 ep2")
             << layout("zb-h1-moe-pp2-dp2-ep2", QString("moe-tiny"), 1, 2, 2, "zb-h1", 8, 2);
+        // The rows above run with weight_fill "idle" (the default: W may run early where a rank would wait);
+        // this one runs every W where the schedule lists it.
+        QJsonObject listed = layout("zb-v-gpt-tiny-pp4-listed", modelShape("gpt-tiny", 8), 1, 4, 1, "zb-v");
+        QJsonObject par = listed.value("parallel").toObject();
+        par.insert("weight_fill", "listed");
+        listed.insert("parallel", par);
+        QTest::newRow("zb-v gpt-tiny pp4 weight_fill listed") << listed;
     }
     void sameLossAsOneProcess()
     {
