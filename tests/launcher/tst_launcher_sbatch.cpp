@@ -79,12 +79,19 @@ private slots:
         const QByteArray dir = m_dir.path().toUtf8();
         // sbatch notes its pid, waits until the test lets it answer, then (when asked) starts the job's output.
         writeTool(QStringLiteral("sbatch"),
-            "echo $$ > '" + dir + "/sbatch.pid'\n"
-            "out=; prev=; for a in \"$@\"; do [ \"$prev\" = --output ] && out=$a; prev=$a; done\n"
-            "while [ ! -e '" + dir + "/go' ]; do sleep 0.05; done\n"
-            "[ -e '" + dir + "/refuse' ] && { echo 'sbatch: error: invalid partition specified: loomtest' >&2; exit 1; }\n"
-            "[ -e '" + dir + "/job-writes' ] && echo 'the job began' > \"$out\"\n"
-            "echo '42;loomtest'\n");
+            "echo $$ > '" + dir
+                + "/sbatch.pid'\n"
+                  "out=; prev=; for a in \"$@\"; do [ \"$prev\" = --output ] && out=$a; prev=$a; done\n"
+                  "while [ ! -e '"
+                + dir
+                + "/go' ]; do sleep 0.05; done\n"
+                  "[ -e '"
+                + dir
+                + "/refuse' ] && { echo 'sbatch: error: invalid partition specified: loomtest' >&2; exit 1; }\n"
+                  "[ -e '"
+                + dir
+                + "/job-writes' ] && echo 'the job began' > \"$out\"\n"
+                  "echo '42;loomtest'\n");
         writeTool(QStringLiteral("scontrol"), "cat '" + dir + "/scontrol.answer'\n");
         writeTool(QStringLiteral("scancel"), "echo \"$*\" >> '" + dir + "/scancel.log'\n");
         m_path = qgetenv("PATH");
@@ -130,7 +137,8 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(states.last().at(1).toString() == QLatin1String("PENDING"), 20000);
         QCOMPARE(states.at(1).at(1).toString(), QStringLiteral("SUBMITTED"));
         QCOMPARE(states.at(1).at(0).toString(), QStringLiteral("42"));
-        QVERIFY(writeFile(file(QStringLiteral("scontrol.answer")), "JobId=42 JobState=FAILED Reason=NonZeroExitCode ExitCode=1:0\n"));
+        QVERIFY(writeFile(
+            file(QStringLiteral("scontrol.answer")), "JobId=42 JobState=FAILED Reason=NonZeroExitCode ExitCode=1:0\n"));
         QVERIFY(finished.wait(20000));
         QCOMPARE(toString(finished.first().at(0).value<RunState>()), toString(RunState::Failed));
         QVERIFY2(finished.first().at(1).toString().contains(QLatin1String("Slurm job 42 ended FAILED (exit code 1")),
@@ -203,7 +211,8 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(readFile(file(QStringLiteral("scancel.log"))).contains("42"), 20000);
         QCOMPARE(readFile(file(QStringLiteral("scancel.log"))).trimmed(), QByteArray("--batch --signal=USR1 42"));
         QVERIFY(finished.isEmpty()); // the ranks save and stop; scontrol then says the job ended
-        QVERIFY(writeFile(file(QStringLiteral("scontrol.answer")), "JobId=42 JobState=CANCELLED Reason=None ExitCode=0:15\n"));
+        QVERIFY(writeFile(
+            file(QStringLiteral("scontrol.answer")), "JobId=42 JobState=CANCELLED Reason=None ExitCode=0:15\n"));
         QVERIFY(finished.wait(20000));
         QCOMPARE(toString(finished.first().at(0).value<RunState>()), toString(RunState::Cancelled));
     }

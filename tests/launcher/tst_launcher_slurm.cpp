@@ -187,8 +187,8 @@ private slots:
     void pendingJobShownAndCancelled()
     {
         const QString blocker = slurm(QStringLiteral("sbatch"),
-            { QStringLiteral("--parsable"), QStringLiteral("-n"), QStringLiteral("4"), QStringLiteral("--wrap"),
-                QStringLiteral("sleep 300") })
+            { QStringLiteral("--parsable"), QStringLiteral("--output=/dev/null"), QStringLiteral("-n"),
+                QStringLiteral("4"), QStringLiteral("--wrap"), QStringLiteral("sleep 300") })
                                     .trimmed();
         QProcess p;
         QByteArray seen;
@@ -220,8 +220,8 @@ private slots:
     void controllerActiveWhilePending()
     {
         const QString blocker = slurm(QStringLiteral("sbatch"),
-            { QStringLiteral("--parsable"), QStringLiteral("-n"), QStringLiteral("4"), QStringLiteral("--wrap"),
-                QStringLiteral("sleep 300") })
+            { QStringLiteral("--parsable"), QStringLiteral("--output=/dev/null"), QStringLiteral("-n"),
+                QStringLiteral("4"), QStringLiteral("--wrap"), QStringLiteral("sleep 300") })
                                     .trimmed();
         qputenv("SLURM_CONF", m_conf.toUtf8());
         qunsetenv("SLURM_JOB_ID");
