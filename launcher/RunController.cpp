@@ -29,6 +29,18 @@ RunController::RunController(profiles::RunStore* store, QObject* parent)
 
 RunController::~RunController()
 {
+    if (m_sbatch) { // still submitting: stop sbatch here (not in ~QObject, where its answer has nowhere to go)
+        disconnect(m_sbatch, nullptr, this, nullptr);
+        m_sbatch->kill();
+        m_sbatch->waitForFinished(5000);
+        const QString id
+            = QString::fromUtf8(m_sbatch->readAllStandardOutput()).trimmed().section(QLatin1Char(';'), 0, 0);
+        bool numeric = false;
+        id.toLongLong(&numeric);
+        if (numeric) // sbatch had queued the job before it was killed
+            QProcess::execute(QStringLiteral("scancel"), { id });
+        delete std::exchange(m_sbatch, nullptr);
+    }
     if (m_mode == Mode::Sbatch && !m_jobId.isEmpty() && !m_ended)
         QProcess::execute(QStringLiteral("scancel"), { m_jobId });
     if (isRunning()) {
@@ -348,6 +360,8 @@ void RunController::end(profiles::RunState state, const QString& cause)
     m_ended = true;
     m_watchdog.stop();
     m_jobPoll.stop();
+    if (m_sbatch) // its answer, if it has one, still has its job scancelled (submitCancelled)
+        m_sbatch->kill();
     if (isRunning()) {
         signalJob(SIGKILL);
         if (m_process)

@@ -44,6 +44,8 @@ public:
     bool isActive() const { return m_started && !m_ended; }
     // The Slurm job's id once sbatch accepted it; empty otherwise.
     QString jobId() const { return m_jobId; }
+    // Whether sbatch is still submitting the job (it runs in the background; the job has no id yet).
+    bool isSubmitting() const { return m_sbatch != nullptr; }
     QStringList command() const { return m_command; }
 
     // The largest telemetry frame the launcher reads (the engine splits its events into frames far below
@@ -67,8 +69,8 @@ signals:
     void checkpointSaved(qint64 step, const QString& path);
     // The store could not record a step, events or a checkpoint: the run is being stopped and will fail.
     void recordFailed(const QString& cause);
-    // Slurm (sbatch): the job's id at submission, then each change of its state and reason ("PENDING",
-    // "Resources"; "RUNNING", "None").
+    // Slurm (sbatch): "SUBMITTING" with no id while sbatch runs, the job's id at submission ("SUBMITTED"), then
+    // each change of its state and reason ("PENDING", "Resources"; "RUNNING", "None").
     void jobStateChanged(const QString& jobId, const QString& state, const QString& reason);
     // A line for the user while the run goes on: a job Slurm says can never start, a resumed run.
     void notice(const QString& text);
@@ -81,6 +83,11 @@ private:
     void startRanks(const QString& layoutFile);
     void ranksFinished(int failedRank, const QString& cause);
     void startSbatch(const QString& layoutFile);
+    // What sbatch said once it ended (in the background): the job's id, or why it was not accepted.
+    void sbatchAnswered(QProcess* sbatch, int exitCode, QProcess::ExitStatus status);
+    // sbatch was killed by a cancel (or the run ended) before it answered: scancel a job it still reported.
+    void submitCancelled(const QString& jobId);
+    void jobStarted(); // the job runs: scontrol said so, or its output file grew
     void pollJob();
     void jobStateSeen(const QString& state, const QString& reason);
     void jobStateAnswered(const QString& scontrolText); // what `scontrol show job` said: follow or end
@@ -134,6 +141,9 @@ private:
     bool m_tailSkipToBreak = false; // inside an over-long line already cut: drop up to its line break
     QElapsedTimer m_sinceHeartbeat; // ssh: since the last "alive" to the head node
     QTimer m_jobPoll;
+    QProcess* m_sbatch = nullptr; // Slurm: the submission in flight
+    bool m_sbatchTimedOut = false;
+    static constexpr int kSbatchLimitMs = 60000; // sbatch is killed when it has not answered by then
     QProcess* m_scontrol = nullptr; // Slurm: the queue-state question in flight
     QElapsedTimer m_scontrolSince;
     bool m_followQueued = false;

@@ -42,29 +42,58 @@ void RunController::startSbatch(const QString& layoutFile)
         return;
     }
     f.close();
-    QProcess sbatch;
-    sbatch.start(m_command.first(), m_command.mid(1));
-    if (!sbatch.waitForStarted(10000)) {
-        end(profiles::RunState::Failed,
-            QStringLiteral("sbatch could not be started (%1); install slurm-client (installer/bootstrap.sh)")
-                .arg(sbatch.errorString()));
+    // In the background, as scontrol and scancel are: a slow controller never holds up the window.
+    auto* sbatch = new QProcess(this);
+    m_sbatch = sbatch;
+    m_sbatchTimedOut = false;
+    connect(sbatch, &QProcess::finished, this,
+        [this, sbatch](int code, QProcess::ExitStatus status) { sbatchAnswered(sbatch, code, status); });
+    connect(sbatch, &QProcess::errorOccurred, this, [this, sbatch](QProcess::ProcessError e) {
+        if (e != QProcess::FailedToStart || m_sbatch != sbatch)
+            return;
+        m_sbatch = nullptr;
+        sbatch->deleteLater();
+        if (m_cancelling)
+            submitCancelled({});
+        else
+            end(profiles::RunState::Failed,
+                QStringLiteral("sbatch could not be started (%1); install slurm-client (installer/bootstrap.sh)")
+                    .arg(sbatch->errorString()));
+    });
+    QTimer::singleShot(kSbatchLimitMs, sbatch, [this, sbatch] {
+        if (m_sbatch == sbatch && sbatch->state() != QProcess::NotRunning) {
+            m_sbatchTimedOut = true;
+            sbatch->kill();
+        }
+    });
+    emit jobStateChanged({}, QStringLiteral("SUBMITTING"), {});
+    sbatch->start(m_command.first(), m_command.mid(1));
+}
+
+void RunController::sbatchAnswered(QProcess* sbatch, int exitCode, QProcess::ExitStatus status)
+{
+    if (m_sbatch != sbatch)
         return;
-    }
-    sbatch.waitForFinished(60000);
-    const QString out = QString::fromUtf8(sbatch.readAllStandardOutput()).trimmed();
-    const QString err = QString::fromUtf8(sbatch.readAllStandardError()).trimmed();
-    m_jobId = out.section(QLatin1Char(';'), 0, 0);
+    m_sbatch = nullptr;
+    sbatch->deleteLater();
+    const QString out = QString::fromUtf8(sbatch->readAllStandardOutput()).trimmed();
+    const QString err = QString::fromUtf8(sbatch->readAllStandardError()).trimmed();
+    const QString id = out.section(QLatin1Char(';'), 0, 0);
     bool numeric = false;
-    m_jobId.toLongLong(&numeric);
-    if (sbatch.exitStatus() != QProcess::NormalExit || sbatch.exitCode() != 0 || !numeric) {
-        m_jobId.clear();
-        m_tail += err + QLatin1Char('\n');
-        end(profiles::RunState::Failed,
-            QStringLiteral("sbatch refused the job: %1")
-                .arg(err.isEmpty() ? QStringLiteral("exit code %1").arg(sbatch.exitCode())
-                                   : err.section(QLatin1Char('\n'), -1)));
+    id.toLongLong(&numeric);
+    if (m_cancelling || m_ended) {
+        submitCancelled(numeric ? id : QString());
         return;
     }
+    if (status != QProcess::NormalExit || exitCode != 0 || !numeric) {
+        m_tail += err + QLatin1Char('\n');
+        const QString why = m_sbatchTimedOut ? QStringLiteral("no answer within %1 s").arg(kSbatchLimitMs / 1000)
+            : err.isEmpty()                  ? QStringLiteral("exit code %1").arg(exitCode)
+                                             : err.section(QLatin1Char('\n'), -1);
+        end(profiles::RunState::Failed, QStringLiteral("sbatch refused the job: %1").arg(why));
+        return;
+    }
+    m_jobId = id;
     m_tail += QStringLiteral("loom: submitted Slurm job %1\n").arg(m_jobId);
     // On record before anything else: if Loom dies now, `loom runs show` still names the job to scancel.
     try {
@@ -75,10 +104,27 @@ void RunController::startSbatch(const QString& layoutFile)
         storeFailed(QString::fromUtf8(e.what()));
     }
     emit jobStateChanged(m_jobId, QStringLiteral("SUBMITTED"), {});
+    if (m_ended)
+        return; // the store failed before the job could be followed (storeFailed cancelled it)
     m_jobPoll.setInterval(1000);
     connect(&m_jobPoll, &QTimer::timeout, this, &RunController::pollJob, Qt::UniqueConnection);
     m_jobPoll.start();
     QTimer::singleShot(0, this, &RunController::pollJob); // the queue state at once, not a second later
+}
+
+void RunController::submitCancelled(const QString& jobId)
+{
+    const QString cause = QStringLiteral("cancelled while sbatch was submitting the job");
+    if (jobId.isEmpty()) {
+        end(profiles::RunState::Cancelled, cause + QStringLiteral("; nothing was queued"));
+        return;
+    }
+    // sbatch had its answer before it was killed: the job is queued, remove it before saying the run ended.
+    m_jobId = jobId;
+    m_tail += QStringLiteral("loom: cancelling Slurm job %1, submitted as the run was cancelled\n").arg(jobId);
+    scancel({}, [this, cause, jobId](int) {
+        end(profiles::RunState::Cancelled, cause + QStringLiteral(" (Slurm job %1 removed)").arg(jobId));
+    });
 }
 
 void RunController::pollJob()
@@ -145,12 +191,18 @@ void RunController::jobStateAnswered(const QString& text)
     }
 }
 
+void RunController::jobStarted()
+{
+    if (m_jobRunning)
+        return;
+    m_jobRunning = true;
+    m_sinceFrame.restart(); // waiting in the queue is not a lack of progress
+}
+
 void RunController::jobStateSeen(const QString& state, const QString& reason)
 {
-    if (state == QLatin1String("RUNNING") && !m_jobRunning) {
-        m_jobRunning = true;
-        m_sinceFrame.restart(); // waiting in the queue is not a lack of progress
-    }
+    if (state == QLatin1String("RUNNING"))
+        jobStarted();
     if (state == m_jobState && reason == m_jobReason)
         return;
     m_jobState = state;
@@ -191,6 +243,11 @@ void RunController::scancel(const QStringList& args, std::function<void(int)> do
 
 void RunController::cancelJob()
 {
+    if (m_sbatch) { // still submitting: no job to signal yet; the run ends once sbatch is gone
+        m_tail += QStringLiteral("loom: cancelling while sbatch submits the job\n");
+        m_sbatch->kill();
+        return;
+    }
     if (m_jobId.isEmpty())
         return;
     if (!m_jobRunning) {
@@ -223,6 +280,9 @@ void RunController::followJobOutput(qint64 budget)
     QFile out(m_jobOutput);
     if (!out.open(QIODevice::ReadOnly) || out.size() <= m_jobOffset || !out.seek(m_jobOffset))
         return;
+    // Slurm opens the output file when the batch step starts: whatever is in it says the job runs, even
+    // when scontrol (asked in the background) has not said RUNNING yet; a cancel then signals the ranks.
+    jobStarted();
     qint64 read = 0;
     for (QByteArray chunk = out.read(1 << 20); !chunk.isEmpty() && !m_ended; chunk = out.read(1 << 20)) {
         m_jobOffset += chunk.size();

@@ -102,9 +102,10 @@ qint64 RunMonitor::start(const plan::Layout& layout, qint64 steps, QString* erro
     connect(m_controller.get(), &launcher::RunController::eventsReceived, this, &RunMonitor::addEvents);
     connect(m_controller.get(), &launcher::RunController::jobStateChanged, this,
         [this](const QString& job, const QString& state, const QString& reason) {
-            emit remoteStatus(state == QLatin1String("SUBMITTED") ? tr("Submitted Slurm job %1.").arg(job)
-                    : state == QLatin1String("PENDING")           ? tr("Slurm job %1 is PENDING (%2).").arg(job, reason)
-                                                                  : tr("Slurm job %1 is %2.").arg(job, state));
+            emit remoteStatus(state == QLatin1String("SUBMITTING") ? tr("Submitting the Slurm job…")
+                    : state == QLatin1String("SUBMITTED")          ? tr("Submitted Slurm job %1.").arg(job)
+                    : state == QLatin1String("PENDING") ? tr("Slurm job %1 is PENDING (%2).").arg(job, reason)
+                                                        : tr("Slurm job %1 is %2.").arg(job, state));
         });
     connect(m_controller.get(), &launcher::RunController::notice, this, &RunMonitor::remoteStatus);
     connect(m_controller.get(), &launcher::RunController::finished, this,

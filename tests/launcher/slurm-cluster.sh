@@ -18,23 +18,49 @@ set -uo pipefail
 cmd=${1:-} dir=${2:-} cpus=${3:-4}
 [ -n "$dir" ] && [ -d "$dir" ] || { echo "usage: $0 up|down DIR [CPUS] (an existing folder)" >&2; exit 64; }
 
-down() {
-  pidfiles=("$dir"/*.pid)
-  for f in "${pidfiles[@]}"; do
-    [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
+# Whether process $1 still exists (a zombie, which only waits for its parent to reap it, does not count).
+alive() { [ -r "/proc/$1/stat" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+
+# The processes of this cluster's jobs: each slurmstepd its slurmd started (they have its SLURM_CONF; they
+# outlive slurmd, ranks and all) and everything below them.
+job_pids() {
+  local steps="" p
+  for p in $(pgrep -x slurmstepd 2>/dev/null); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$dir/slurm.conf" && steps="$steps $p"
   done
-  for _ in $(seq 50); do
-    alive=0
-    for f in "${pidfiles[@]}"; do
-      [ -s "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && alive=1
-    done
-    [ $alive -eq 0 ] && break
+  [ -n "$steps" ] || return 0
+  ps -eo pid=,ppid= | awk -v roots="$steps" '
+    BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) keep[r[i]] = 1 }
+    { parent[$1] = $2 }
+    END { for (grew = 1; grew;) { grew = 0; for (p in parent) if (!(p in keep) && (parent[p] in keep)) { keep[p] = 1; grew = 1 } }
+          for (p in keep) print p }'
+}
+
+# Waits until none of the pids in $1 is alive, at most $2 tenths of a second; whether none is.
+gone_within() {
+  local p left
+  for _ in $(seq "$2"); do
+    left=0
+    for p in $1; do alive "$p" && left=1; done
+    [ $left -eq 0 ] && return 0
     sleep 0.1
   done
-  for f in "${pidfiles[@]}"; do
-    [ -s "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
-    rm -f "$f"
+  return 1
+}
+
+down() {
+  # The daemons' pids are read once, before they are told to stop: slurmctld removes its pid file as it
+  # begins to shut down, so waiting on the files would stop waiting for a daemon that still runs.
+  local daemons="" jobs f p
+  for f in "$dir"/*.pid; do
+    [ -s "$f" ] && daemons="$daemons $(cat "$f")"
   done
+  jobs=$(job_pids)
+  for p in $jobs; do kill -9 "$p" 2>/dev/null; done # what a failed test left running (its ranks train on)
+  for p in $daemons; do kill "$p" 2>/dev/null; done
+  gone_within "$daemons" 100 || for p in $daemons; do kill -9 "$p" 2>/dev/null; done
+  gone_within "$daemons $jobs" 50
+  rm -f "$dir"/*.pid
   if [ -f "$dir/netns.state" ]; then # up2: what is left in the namespaces (job steps, ranks), then them
     for ns in $(cat "$dir/netns.state"); do
       pids=$(ip netns pids "$ns" 2>/dev/null)
