@@ -18,12 +18,7 @@ namespace loom::app {
 
 namespace {
 
-std::string number(double v)
-{
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.4g", v);
-    return buf;
-}
+using plan::text::fourDigits;
 
 std::string percent(double v)
 {
@@ -143,14 +138,15 @@ int calibrateCommand(CliContext& context, const QStringList& args, bool json)
     o << "calibrated " << cluster.toStdString() << " from " << fit.steps << " measured steps of layout " << layout.name
       << " (tp=" << layout.parallel.tp << " pp=" << layout.parallel.pp << " dp=" << layout.parallel.dp << ")\n";
     for (const auto& p : fit.parameters)
-        o << "  " << p.name << ": " << number(p.before) << (p.fitted ? " -> " + number(p.after) : " (kept)") << "   "
-          << p.note << "\n";
+        o << "  " << p.name << ": " << fourDigits(p.before) << (p.fitted ? " -> " + fourDigits(p.after) : " (kept)")
+          << "   " << p.note << "\n";
     o << "fit residual (RMS of (predicted - measured) / measured):\n";
     for (const auto& r : fit.residuals)
         o << "  " << r.what << ", " << r.events << " events: " << percent(r.rmsBefore) << " before, "
           << percent(r.rmsAfter) << " after\n";
-    o << "step time: measured " << number(fit.measuredStepSeconds) << " s, predicted " << number(fit.predictedBefore)
-      << " s before and " << number(fit.predictedAfter) << " s after calibration\n";
+    o << "step time: measured " << fourDigits(fit.measuredStepSeconds) << " s, predicted "
+      << fourDigits(fit.predictedBefore) << " s before and " << fourDigits(fit.predictedAfter)
+      << " s after calibration\n";
     o << "saved cluster profile \"" << spec.name << "\" in " << context.store()->path().toStdString()
       << "; use it with \"cluster\": \"" << spec.name << "\" in a layout, or loom plan search --cluster " << spec.name
       << "\n";

@@ -1,7 +1,8 @@
 #include "engine/plan/Formulas.h"
 
+#include "engine/plan/TextUtil.h"
+
 #include <algorithm>
-#include <cstdio>
 
 namespace loom::plan {
 
@@ -116,25 +117,16 @@ double layerActivationBytes(const ModelSpec& m, std::int64_t b, std::int64_t t, 
     return bytes;
 }
 
-namespace {
-// "15.75", "8": a coefficient as the formula prints it (at most four significant digits).
-std::string coefficient(double x)
-{
-    char text[32];
-    std::snprintf(text, sizeof text, "%.4g", x);
-    return text;
-}
-} // namespace
-
 std::string layerActivationFormula(
     const ModelSpec& m, bool sp, Attention attention, Recompute recompute, bool efficientNorm)
 {
     if (recompute == Recompute::Full)
         return sp ? "2·s·b·h/t" : "2·s·b·h";
     const ActivationTerms a = activationTerms(m, efficientNorm);
-    std::string f = "s·b·h·(" + coefficient(a.replicated) + (sp ? "/t" : "") + " + " + coefficient(a.split) + "/t";
+    std::string f
+        = "s·b·h·(" + text::fourDigits(a.replicated) + (sp ? "/t" : "") + " + " + text::fourDigits(a.split) + "/t";
     if (attention == Attention::Materialized && recompute != Recompute::Selective)
-        f += " + " + coefficient(a.scores) + "·a·s/(h·t)";
+        f += " + " + text::fourDigits(a.scores) + "·a·s/(h·t)";
     return f + ")";
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <numeric>
 
 namespace loom::plan::text {
@@ -44,6 +45,13 @@ std::string number(double value)
     if (ec != std::errc())
         return "?";
     return std::string(buf, end);
+}
+
+std::string fourDigits(double value)
+{
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.4g", value);
+    return buf;
 }
 
 std::string ranges(const std::vector<std::int64_t>& v)

@@ -14,6 +14,8 @@ std::string joinInts(const std::vector<std::int64_t>& items, std::string_view se
 std::string orList(const std::vector<std::string>& items);
 // Shortest decimal form that reads back to the same double ("0.5", "25", "1e+30").
 std::string number(double value);
+// At most four significant digits, as printf's "%.4g" writes them ("15.75", "8", "1.235e+05").
+std::string fourDigits(double value);
 // Collapses sorted integers into ranges: {1,2,3,7,9,10} -> "1-3, 7, 9-10".
 std::string ranges(const std::vector<std::int64_t>& sortedValues);
 // Levenshtein distance, for "did you mean" suggestions.

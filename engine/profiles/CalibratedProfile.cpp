@@ -1,17 +1,10 @@
 #include "engine/profiles/CalibratedProfile.h"
 
-#include <cstdio>
+#include "engine/plan/TextUtil.h"
 
 namespace loom::profiles {
 
-namespace {
-std::string number(double v)
-{
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.4g", v);
-    return buf;
-}
-} // namespace
+using plan::text::fourDigits;
 
 std::string calibratedName(const std::string& cluster)
 {
@@ -32,7 +25,7 @@ Profile calibratedProfile(const plan::Calibration& fit, const plan::ClusterSpec&
     profile.source = from + ": " + std::to_string(fit.steps) + " measured steps of " + layout.name + " (tp "
         + std::to_string(layout.parallel.tp) + ", pp " + std::to_string(layout.parallel.pp) + ", dp "
         + std::to_string(layout.parallel.dp) + "), fitted to " + base.name + "; measured step "
-        + number(fit.measuredStepSeconds) + " s, predicted " + number(fit.predictedAfter) + " s";
+        + fourDigits(fit.measuredStepSeconds) + " s, predicted " + fourDigits(fit.predictedAfter) + " s";
     return profile;
 }
 

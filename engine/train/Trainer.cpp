@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -118,20 +119,40 @@ void Trainer::record(
 
 namespace {
 
-// A timeline region's name for an event kind (names only need to tell the kinds apart).
-std::string regionName(trace::EventKind kind)
+// A timeline region's name for an event kind (names only need to tell the kinds apart): "kind0", "kind1"...,
+// made once, so that timing an op allocates no name.
+const std::string& regionName(trace::EventKind kind)
 {
-    return "kind" + std::to_string(static_cast<int>(kind));
+    static const auto names = [] {
+        std::array<std::string, static_cast<std::size_t>(trace::EventKind::Launch) + 1> all;
+        for (std::size_t i = 0; i < all.size(); ++i)
+            all[i] = "kind" + std::to_string(i);
+        return all;
+    }();
+    return names.at(static_cast<std::size_t>(kind));
 }
 
 } // namespace
+
+std::vector<trace::TraceEvent> withDeviceTimes(std::vector<trace::TraceEvent> events,
+    const std::vector<device::DeviceTimeline::Span>& spans, std::int64_t originNs)
+{
+    if (spans.size() != events.size())
+        throw std::runtime_error("device timeline: " + std::to_string(spans.size()) + " spans for "
+            + std::to_string(events.size()) + " device-timed events of this step (one each expected)");
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+        events[i].startNs = originNs + std::llround(spans[i].startMs * 1e6);
+        events[i].endNs = events[i].startNs + std::llround(spans[i].durationMs * 1e6);
+    }
+    return events;
+}
 
 void Trainer::beginDevice(trace::EventKind kind, std::int64_t step, int microBatch, std::int64_t stage, int chunk)
 {
     if (!m_timeline)
         return;
+    m_timeline->begin(regionName(kind)); // first, so that a region that failed to begin has no event
     m_deviceEvents.push_back(passEvent(kind, step, microBatch, stage, chunk));
-    m_timeline->begin(regionName(kind));
 }
 
 void Trainer::endDevice(trace::EventKind kind)
@@ -145,13 +166,10 @@ void Trainer::flushDeviceEvents()
     if (!m_timeline)
         return;
     const auto spans = m_timeline->collect(); // in begin order, as m_deviceEvents
-    for (std::size_t i = 0; i < spans.size() && i < m_deviceEvents.size(); ++i) {
-        trace::TraceEvent e = std::move(m_deviceEvents[i]);
-        e.startNs = m_timelineOriginNs + std::llround(spans[i].startMs * 1e6);
-        e.endNs = e.startNs + std::llround(spans[i].durationMs * 1e6);
-        m_options.recorder->record(std::move(e));
-    }
+    std::vector<trace::TraceEvent> events = std::move(m_deviceEvents);
     m_deviceEvents.clear();
+    for (trace::TraceEvent& e : withDeviceTimes(std::move(events), spans, m_timelineOriginNs))
+        m_options.recorder->record(std::move(e));
 }
 
 void Trainer::syncTiedEmbedding()

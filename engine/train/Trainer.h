@@ -53,6 +53,12 @@ struct StepResult {
     double update = 0;
 };
 
+// The device-timed events of a step with the times of their timeline spans (one span each, in begin order,
+// times in ms from the timeline's origin at `originNs`); throws std::runtime_error naming both counts when they
+// differ, so that no event is dropped or given another's time.
+std::vector<trace::TraceEvent> withDeviceTimes(std::vector<trace::TraceEvent> events,
+    const std::vector<device::DeviceTimeline::Span>& spans, std::int64_t originNs);
+
 // One rank's training: the GPT stage it holds, the pipeline schedule it runs, data-parallel gradient sync,
 // global-norm clipping and AdamW, the DP group sharing gradients and optimizer as the layout's sharding
 // strategy says (Sharding.h: chosen once, in the constructor). Collective over the world:

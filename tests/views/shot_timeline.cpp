@@ -5,10 +5,9 @@
 // Usage: shot_timeline IMAGES_DIR [--db STORE --run ID]
 #include "engine/bridges/TorchTrace.h"
 #include "engine/plan/CostModel.h"
-#include "engine/plan/LayoutParser.h"
-#include "engine/profiles/BuiltinProfiles.h"
 #include "engine/trace/TraceFlows.h"
 #include "profiles/Store.h"
+#include "tests/views/ViewsTest.h"
 #include "views/RunMonitor.h"
 #include "views/RunTimelinePanel.h"
 #include "views/TimelinePane.h"
@@ -17,7 +16,6 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
-#include <QFile>
 #include <QTest>
 
 #include <cstdio>
@@ -26,19 +24,6 @@ using namespace loom;
 using namespace loom::views;
 
 namespace {
-
-plan::Layout example(const char* name)
-{
-    QFile f(QStringLiteral(LOOM_SOURCE_DIR "/resources/examples/") + QLatin1String(name));
-    if (!f.open(QIODevice::ReadOnly))
-        qFatal("cannot read example %s", name);
-    const QByteArray bytes = f.readAll();
-    auto r = plan::readLayout(
-        std::string_view(bytes.constData(), std::size_t(bytes.size())), profiles::BuiltinProfiles::instance());
-    if (!r.ok())
-        qFatal("example %s is not valid", name);
-    return *r.layout;
-}
 
 int xOf(const TimelineView& v, std::int64_t t)
 {
@@ -79,7 +64,7 @@ int main(int argc, char** argv)
     bool ok = true;
     {
         // The planner's schedule of Megatron-LM's 1T model: 64 stages.
-        const plan::Prediction p = plan::predict(example("megatron-1t-3072-a100.json"));
+        const plan::Prediction p = plan::predict(test::megatron1t());
         TimelinePane pane;
         TimelineData data;
         data.setEvents(p.events);

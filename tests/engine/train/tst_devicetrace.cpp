@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <vector>
 
 using namespace loom;
@@ -113,6 +114,36 @@ private slots:
         QCOMPARE(kinds.count(trace::EventKind::Backward), std::size_t(4));
         QCOMPARE(kinds.count(trace::EventKind::Optimizer), std::size_t(2));
         QCOMPARE(events.front().microBatch, 0);
+    }
+
+    void eventsTakeTheirSpansTimes()
+    {
+        std::vector<trace::TraceEvent> events(2);
+        events[0].kind = trace::EventKind::Forward;
+        events[1].kind = trace::EventKind::Backward;
+        const std::vector<device::DeviceTimeline::Span> spans { { "kind0", 1.5, 2.0 }, { "kind1", 4.0, 0.25 } };
+        const auto timed = train::withDeviceTimes(events, spans, 1'000'000'000);
+        QCOMPARE(timed.size(), std::size_t(2));
+        QVERIFY(timed[0].kind == trace::EventKind::Forward && timed[1].kind == trace::EventKind::Backward);
+        QCOMPARE(timed[0].startNs, std::int64_t(1'001'500'000));
+        QCOMPARE(timed[0].endNs, std::int64_t(1'003'500'000));
+        QCOMPARE(timed[1].startNs, std::int64_t(1'004'000'000));
+        QCOMPARE(timed[1].endNs, std::int64_t(1'004'250'000));
+    }
+
+    void anEventWithoutItsSpanIsAnError()
+    {
+        // Fewer spans than events (or more) must not drop an event silently: the error names both counts.
+        const std::vector<trace::TraceEvent> events(3);
+        const std::vector<device::DeviceTimeline::Span> spans { { "kind0", 0.0, 1.0 }, { "kind1", 1.0, 1.0 } };
+        try {
+            train::withDeviceTimes(events, spans, 0);
+            QFAIL("3 events with 2 spans were accepted");
+        } catch (const std::runtime_error& e) {
+            const std::string what = e.what();
+            QVERIFY2(what.find("2 spans for 3 device-timed events") != std::string::npos, what.c_str());
+        }
+        QVERIFY_THROWS_EXCEPTION(std::runtime_error, train::withDeviceTimes({}, spans, 0));
     }
 };
 
