@@ -130,7 +130,8 @@ private slots:
     {
         QFETCH(int, kind);
         const auto k = static_cast<ScheduleKind>(kind);
-        const Schedule listed = scheduleWith(k, 4, 8, WeightFill::Listed), idle = scheduleWith(k, 4, 8, WeightFill::Idle);
+        const Schedule listed = scheduleWith(k, 4, 8, WeightFill::Listed),
+                       idle = scheduleWith(k, 4, 8, WeightFill::Idle);
         std::vector<RankTimes> tListed, tIdle;
         const auto eListed = replayEvents(listed, &tListed), eIdle = replayEvents(idle, &tIdle);
         bool moved = false;
