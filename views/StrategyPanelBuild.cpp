@@ -109,8 +109,8 @@ QGroupBox* StrategyPanel::buildParallelism()
     m_weightFill->setToolTip(
         tr("Zero-bubble schedules (parallel.weight_fill): on, a rank whose next input has not arrived runs the W "
            "of an earlier B instead of waiting (each chunk's last W stays where listed, since it releases the "
-           "gradients to the data-parallel reduction); off, every W runs where the schedule lists it, the paper's "
-           "order. The prediction replays the same rule."));
+           "gradients to the data-parallel reduction); off (the default), every W runs where the schedule lists "
+           "it, the paper's order. The prediction replays the same rule."));
     schedForm->addRow(QString(), m_weightFill);
     m_endsAsLayers = new QCheckBox(tr("Embedding and LM head count as a layer"));
     m_endsAsLayers->setToolTip(

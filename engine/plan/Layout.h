@@ -130,7 +130,7 @@ struct ParallelSpec {
     // Interleaved schedule: micro-batches run back to back through each chunk (Megatron-LM's
     // --microbatch-group-size-per-virtual-pipeline-stage, the Llama 3 paper's N); 0 (field absent): pp.
     std::int64_t microbatchGroup = 0;
-    WeightFill weightFill = WeightFill::Idle; // zero-bubble schedules: W may run early where a rank would wait
+    WeightFill weightFill = WeightFill::Listed; // zero-bubble schedules: "idle" lets W run early where a rank waits
 
     bool operator==(const ParallelSpec&) const = default;
     std::int64_t worldSize() const { return tp * cp * pp * dp; }

@@ -383,12 +383,11 @@ private slots:
         QVERIFY2(titan.ok(), render(titan).c_str());
         const std::string& config = titan.files.at(0).text;
         QVERIFY2(config.find("pipeline_parallel_schedule = \"ZBVZeroBubble\"") != std::string::npos, config.c_str());
-        // Its W run where listed: weight_fill "idle" (the default) is named as what the export does not carry.
-        QVERIFY2(render(titan).find("parallel.weight_fill \"idle\"") != std::string::npos, render(titan).c_str());
-        llama.parallel.weightFill = plan::WeightFill::Listed;
-        QVERIFY(render(plan::exportLayout(llama, ExportTarget::TorchTitan)).find("note: parallel.weight_fill")
-            == std::string::npos);
+        // Its W run where listed, Loom's default; weight_fill "idle" is named as what the export does not carry.
+        QVERIFY(render(titan).find("note: parallel.weight_fill") == std::string::npos);
         llama.parallel.weightFill = plan::WeightFill::Idle;
+        const std::string idle = render(plan::exportLayout(llama, ExportTarget::TorchTitan));
+        QVERIFY2(idle.find("parallel.weight_fill \"idle\"") != std::string::npos, idle.c_str());
         for (auto kind : { plan::ScheduleKind::ZbH1, plan::ScheduleKind::ZbH2, plan::ScheduleKind::DualPipe }) {
             llama.parallel.schedule = kind;
             llama.parallel.vpp = plan::vShaped(kind) ? 2 : 1;

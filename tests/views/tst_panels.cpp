@@ -119,14 +119,14 @@ private slots:
         QVERIFY(fill && fill->isHidden());
         l.parallel.schedule = plan::ScheduleKind::ZbH1;
         panel.setLayout(l);
-        QVERIFY(!fill->isHidden() && fill->isChecked());
+        QVERIFY(!fill->isHidden() && !fill->isChecked()); // "listed", the default
         QSignalSpy edits(&panel, &StrategyPanel::editRequested);
-        fill->setChecked(false);
+        fill->setChecked(true);
         QCOMPARE(edits.count(), 1);
         const plan::Layout next = edits.takeFirst().at(0).value<plan::Layout>();
-        QVERIFY(next.parallel.weightFill == plan::WeightFill::Listed);
+        QVERIFY(next.parallel.weightFill == plan::WeightFill::Idle);
         panel.setLayout(next);
-        QVERIFY(!fill->isChecked());
+        QVERIFY(fill->isChecked());
         QCOMPARE(edits.count(), 0); // showing the layout edits nothing
     }
 
