@@ -2,6 +2,7 @@
 // PATH), so it runs everywhere: the submission runs in the background (the event loop turns while sbatch has
 // not answered), a cancel during it kills sbatch and ends the run with nothing left, and a job whose output has
 // begun is signalled to save (scancel --batch --signal=USR1) even when scontrol has not said RUNNING yet.
+#include "SlurmRequest.h"
 #include "launcher/RunController.h"
 
 #include <QDir>
@@ -51,14 +52,9 @@ class TestLauncherSbatch : public QObject {
 
     loom::launcher::LaunchRequest request()
     {
-        loom::launcher::LaunchRequest r;
-        r.layout.name = "fake";
-        r.layout.nodes = 1;
-        r.layout.parallel.dp = 2;
-        r.layout.cluster.launch.method = "slurm";
-        r.layout.cluster.launch.partition = "loomtest";
+        // The engine is never started here: the job would run it.
+        loom::launcher::LaunchRequest r = loomtest::slurmRequest("fake", 2, QStringLiteral("/nonexistent/loom-train"));
         r.steps = 3;
-        r.engine = QStringLiteral("/nonexistent/loom-train"); // never started here: the job would run it
         r.cancelGraceSeconds = 30;
         r.workDir = file(QStringLiteral("runs/%1").arg(++m_run));
         return r;

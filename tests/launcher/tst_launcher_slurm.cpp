@@ -4,6 +4,7 @@
 // cannot start (not root, slurm-wlm missing).
 #include "LoomTestHelpers.h"
 #include "ProcessTree.h"
+#include "SlurmRequest.h"
 #include "SlurmTestCluster.h"
 #include "launcher/LaunchCommands.h"
 #include "launcher/RunController.h"
@@ -225,14 +226,8 @@ private slots:
                                     .trimmed();
         qputenv("SLURM_CONF", m_conf.toUtf8());
         qunsetenv("SLURM_JOB_ID");
-        loom::launcher::LaunchRequest r;
-        r.layout.name = "pending";
-        r.layout.nodes = 1;
-        r.layout.parallel.dp = 2;
-        r.layout.cluster.launch.method = "slurm";
-        r.layout.cluster.launch.partition = "loomtest";
+        loom::launcher::LaunchRequest r = loomtest::slurmRequest("pending", 2, QStringLiteral(LOOM_TRAIN_EXE));
         r.steps = 3;
-        r.engine = QStringLiteral(LOOM_TRAIN_EXE);
         r.workDir = m_dir.filePath(QStringLiteral("runs/controller"));
         loom::launcher::RunController controller(nullptr);
         QSignalSpy states(&controller, &loom::launcher::RunController::jobStateChanged);
@@ -282,14 +277,8 @@ private slots:
     void acceptedHeadersTakenBySbatch()
     {
         QFETCH(QString, timeLimit);
-        loom::launcher::LaunchRequest r;
-        r.layout.name = "header";
-        r.layout.nodes = 1;
-        r.layout.parallel.dp = 1;
-        r.layout.cluster.launch.method = "slurm";
-        r.layout.cluster.launch.partition = "loomtest";
+        loom::launcher::LaunchRequest r = loomtest::slurmRequest("header", 1, QStringLiteral(LOOM_TRAIN_EXE));
         r.layout.cluster.launch.timeLimit = timeLimit.toStdString();
-        r.engine = QStringLiteral(LOOM_TRAIN_EXE);
         QVERIFY(loom::launcher::launchRefusal(r).isEmpty());
         const QString script = m_dir.filePath(QStringLiteral("header.sbatch"));
         QVERIFY(writeFile(script, loom::launcher::sbatchScript(r, m_dir.filePath("layout.json")).toUtf8()));
