@@ -43,8 +43,10 @@ enum class CommBackend { Mpi, Gloo, Nccl };
 enum class Attention { Flash, Materialized };
 // Zero-bubble schedules (parallel.weight_fill): "idle" lets a rank that would wait for its next input run
 // a W of an earlier B ahead of its place in the op list (EarlyWeights.h); "listed" runs every W exactly
-// where the schedule lists it, the paper's order.
+// where the schedule lists it, the paper's order. A layout without the field, a Schedule not told otherwise
+// and the simulator all take kDefaultWeightFill; the writer leaves it out.
 enum class WeightFill { Idle, Listed };
+inline constexpr WeightFill kDefaultWeightFill = WeightFill::Listed;
 
 // Each enum's words in the layout file (WordTable.h), in the order the workbench offers them. The reader
 // accepts exactly these (parallel.order also its long forms with cp and ep), the writer and toString print
@@ -130,7 +132,7 @@ struct ParallelSpec {
     // Interleaved schedule: micro-batches run back to back through each chunk (Megatron-LM's
     // --microbatch-group-size-per-virtual-pipeline-stage, the Llama 3 paper's N); 0 (field absent): pp.
     std::int64_t microbatchGroup = 0;
-    WeightFill weightFill = WeightFill::Listed; // zero-bubble schedules: "idle" lets W run early where a rank waits
+    WeightFill weightFill = kDefaultWeightFill; // zero-bubble schedules: "idle" lets W run early where a rank waits
 
     bool operator==(const ParallelSpec&) const = default;
     std::int64_t worldSize() const { return tp * cp * pp * dp; }

@@ -437,7 +437,7 @@ std::string writeLayout(const Layout& layout)
         par["microbatch_group"] = p.microbatchGroup;
     if (p.expertTp > 0)
         par["expert_tp"] = p.expertTp;
-    if (p.weightFill != WeightFill::Listed)
+    if (p.weightFill != kDefaultWeightFill)
         par["weight_fill"] = std::string(wordOf(kWeightFillWords, p.weightFill));
     j["parallel"] = par;
     j["memory"] = { { "zero", layout.memory.zero }, { "recompute", toString(layout.memory.recompute) } };

@@ -93,7 +93,7 @@ private:
     std::int64_t m_pp, m_vpp, m_m;
     std::int64_t m_group;
     bool m_v = false;
-    WeightFill m_fill = WeightFill::Listed;
+    WeightFill m_fill = kDefaultWeightFill;
     std::vector<std::vector<PipelineOp>> m_ops;
 };
 

@@ -109,6 +109,6 @@ bool pipelineSimulatable(
 // zero-bubble schedules' weight_fill (EarlyWeights.h).
 PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t chunks, std::int64_t microBatches,
     const std::vector<StageCost>& cost, double transfer, const EventNaming* naming = nullptr,
-    std::vector<trace::TraceEvent>* events = nullptr, std::int64_t group = 0, WeightFill fill = WeightFill::Listed);
+    std::vector<trace::TraceEvent>* events = nullptr, std::int64_t group = 0, WeightFill fill = kDefaultWeightFill);
 
 } // namespace loom::plan
