@@ -122,6 +122,11 @@ std::string parallelism(const Layout& l, ExportResult& result)
             result.refusals.push_back("parallel.schedule \"dualpipe\": the torchtitan releases Loom exports for "
                                       "(v0.2.0, v0.2.2) name no DualPipe schedule; choose \"zb-v\" (ZBVZeroBubble), "
                                       "the same V placement");
+        if (p.schedule == ScheduleKind::ZbV)
+            result.notes.push_back("parallel.schedule \"zb-v\": torch.distributed.pipelining's ZBVZeroBubble runs "
+                                   "its own order of F, B and W, built for equal op times; Loom builds its zb-v op "
+                                   "lists from the predicted op times, so the bubble Loom predicts is for Loom's "
+                                   "order, and torchtitan's may differ");
         if (p.schedule == ScheduleKind::ZbV && p.weightFill == WeightFill::Idle)
             result.notes.push_back("parallel.weight_fill \"idle\": torch.distributed.pipelining's ZBVZeroBubble runs "
                                    "every W where its schedule lists it (Loom's weight_fill \"listed\"); Loom's "

@@ -53,17 +53,23 @@ double residualBytes(const Layout& l, const Costs& c, double params)
     return params * width * (1.0 + (twoPhase ? 1.0 / double(c.d) : 0.0));
 }
 
-// The op lists of a zero-bubble schedule, built once per (kind, p, v, m) on this thread: `plan search`
-// estimates thousands of layouts that share a few of them, and building one runs a list scheduler.
-const Schedule& cachedSchedule(ScheduleKind kind, std::int64_t p, std::int64_t v, std::int64_t m)
+// The op lists of a zero-bubble schedule with the layout's op times (the planner's replay builds the same),
+// built once per (kind, p, v, m, times) on this thread: `plan search` estimates thousands of layouts, many
+// of which share them, and building one runs a list scheduler.
+const Schedule& cachedSchedule(
+    ScheduleKind kind, std::int64_t p, std::int64_t v, std::int64_t m, const ScheduleCosts& costs)
 {
-    thread_local std::map<std::tuple<ScheduleKind, std::int64_t, std::int64_t, std::int64_t>, Schedule> cache;
+    using Key = std::tuple<ScheduleKind, std::int64_t, std::int64_t, std::int64_t, std::vector<double>>;
+    thread_local std::map<Key, Schedule> cache;
     if (cache.size() > 256)
         cache.clear();
-    const auto key = std::make_tuple(kind, p, v, m);
+    std::vector<double> times { costs.transfer };
+    for (const OpTimes& t : costs.stage)
+        times.insert(times.end(), { t.forward, t.backward, t.weight });
+    Key key { kind, p, v, m, std::move(times) };
     auto it = cache.find(key);
     if (it == cache.end())
-        it = cache.emplace(key, Schedule(kind, p, v, m)).first;
+        it = cache.emplace(std::move(key), Schedule(kind, p, v, m, 0, costs)).first;
     return it->second;
 }
 
@@ -97,7 +103,8 @@ double heldLayersAtFirstPeak(const Layout& l, const Costs& c, std::int64_t r, st
             held.push_back(sc.layers);
             deferred.push_back(sc.deferred);
         }
-        return cachedSchedule(par.schedule, p, v, sample).peakInFlight(r, held, deferred);
+        return cachedSchedule(par.schedule, p, v, sample, scheduleCostsOf(c.stage, c.p2p))
+            .peakInFlight(r, held, deferred);
     }
     if (par.schedule != ScheduleKind::Interleaved) {
         const std::int64_t held = par.schedule == ScheduleKind::GPipe ? m : std::min(p - r, m);

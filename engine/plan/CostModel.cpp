@@ -162,7 +162,24 @@ template <typename F> auto withStack(const Layout& l, F&& cost)
 Prediction predictLayout(const Layout& l, bool withEvents);
 Estimate estimateLayout(const Layout& l);
 
+// The stage costs predict replays the layout's schedule with, over the spans of its rank grid.
+Costs layoutCosts(const Layout& l, const RankGrid& grid)
+{
+    const auto& par = l.parallel;
+    return computeCosts(l, grid.maxNodesSpanned(GroupKind::Tensor), grid.maxNodesSpanned(GroupKind::Pipeline),
+        scheduleChunks(par.schedule, par.vpp), par.microBatches(), grid.gradientNodesSpanned(),
+        par.cp > 1 ? grid.maxNodesSpanned(GroupKind::Context) : 1, expertGroupNodes(l, grid));
+}
+
 } // namespace
+
+ScheduleCosts scheduleCosts(const Layout& l)
+{
+    return withStack(l, [](const Layout& s) {
+        const Costs c = layoutCosts(s, RankGrid::forLayout(s));
+        return scheduleCostsOf(c.stage, c.p2p);
+    });
+}
 
 Prediction predict(const Layout& l)
 {
@@ -190,9 +207,7 @@ Prediction predictLayout(const Layout& l, bool withEvents)
     const std::int64_t chunks = scheduleChunks(par.schedule, par.vpp);
     const RankGrid grid = RankGrid::forLayout(l);
     const std::int64_t dpSpan = grid.gradientNodesSpanned();
-    const std::int64_t epSpan = expertGroupNodes(l, grid);
-    const Costs c = computeCosts(l, grid.maxNodesSpanned(GroupKind::Tensor), grid.maxNodesSpanned(GroupKind::Pipeline),
-        chunks, par.microBatches(), dpSpan, par.cp > 1 ? grid.maxNodesSpanned(GroupKind::Context) : 1, epSpan);
+    const Costs c = layoutCosts(l, grid);
     const std::int64_t p = c.p, d = c.d, v = c.v, mb = c.mb;
     const double T = c.T, h = c.h, s = c.s, actBytes = c.actBytes, p2p = c.p2p;
     const auto& cost = c.stage;

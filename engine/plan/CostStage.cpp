@@ -198,12 +198,15 @@ Costs computeCosts(const Layout& l, std::int64_t tpSpan, std::int64_t ppSpan, st
         sc.forward = computeF + sc.forwardTp + sc.forwardDp + sc.forwardCp + sc.forwardEp;
         sc.backward = computeB + sc.backwardTp + sc.backwardDp + sc.backwardCp + sc.backwardEp;
         if (splitsBackward(par.schedule) && layers > 0) {
-            // W, the weight-gradient products: as many FLOPs as the forward's products with weights (2·P a
-            // token for P weights), of a backward of 2·(2·P + 4·s·h per layer); the score products, the TP
-            // and EP collectives stay in B. P counts every expert (an upper bound for MoE stages).
+            // W, the weight-gradient products: as many FLOPs as the forward's products with weights (2·P of
+            // its 2·P + 4·s·h per layer a token, for P weights), at the GEMMs' rate. B keeps the rest: the
+            // input-gradient products, the score products, the memory-bound backwards (norms, activations,
+            // softmax, residual adds: the bytes term), the TP and EP collectives. P counts every expert (an
+            // upper bound for MoE stages).
             const double P = paramsOfVirtualStage(l, c.ranges, vs); // this TP rank's
             const double attention = 4.0 * c.s * c.h * layers / double(t);
-            sc.weight = computeB * P / (2.0 * P + attention);
+            const double products = w.forward.flops * 2.0 * P / (2.0 * P + attention);
+            sc.weight = std::min(computeB, products / (c.peak * dev.gemmMax));
         }
     }
     const LinkSpec& ppLink = linkOf(l, ppSpan);

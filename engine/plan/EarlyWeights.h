@@ -12,9 +12,9 @@ namespace loom::plan {
 
 // Zero-bubble schedules with weight_fill "idle" (Schedule::fillsIdleWithWeight): a rank about to wait for
 // an activation or a gradient that has not arrived runs, instead of waiting, the oldest W whose B it has
-// done, ahead of the place its op list gives it. The schedules place W by unit-time list scheduling; on
-// real hardware the ops' times differ (W shorter than B, shared cores, stragglers), and a W that runs where
-// the rank would otherwise idle takes the same work off a later, busier place.
+// done, ahead of the place its op list gives it. The schedules place W by list scheduling with the
+// predicted op times; on real hardware the ops' times differ from them (shared cores, stragglers), and a W
+// that runs where the rank would otherwise idle takes the same work off a later, busier place.
 //
 // A W that is the last of its chunk in the op list is anchored: it releases the chunk's gradients to the
 // data-parallel reduction (and ZeRO), whose collectives every replica must start in the same order, so it

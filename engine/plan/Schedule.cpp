@@ -73,7 +73,8 @@ std::vector<PipelineOp> interleaved(std::int64_t p, std::int64_t v, std::int64_t
 
 } // namespace
 
-Schedule::Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::int64_t microBatches, std::int64_t group)
+Schedule::Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::int64_t microBatches, std::int64_t group,
+    const ScheduleCosts& costs)
     : m_kind(kind)
     , m_pp(std::max<std::int64_t>(pp, 1))
     , m_vpp(std::max<std::int64_t>(vpp, 1))
@@ -90,7 +91,7 @@ Schedule::Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::in
         return;
     }
     if (splitsBackward()) {
-        m_ops = zeroBubbleOps(m_kind, m_pp, m_m);
+        m_ops = zeroBubbleOps(m_kind, m_pp, m_m, costs);
         return;
     }
     for (std::int64_t r = 0; r < m_pp; ++r) {
@@ -113,7 +114,9 @@ Schedule::Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::in
 Schedule Schedule::forLayout(const Layout& layout)
 {
     const auto& p = layout.parallel;
-    Schedule s(p.schedule, p.pp, p.vpp, p.microBatches(), p.microbatchGroup);
+    const bool timed = plan::splitsBackward(p.schedule) && p.schedule != ScheduleKind::DualPipe && p.pp > 1;
+    Schedule s(
+        p.schedule, p.pp, p.vpp, p.microBatches(), p.microbatchGroup, timed ? scheduleCosts(layout) : ScheduleCosts {});
     s.setWeightFill(p.weightFill);
     return s;
 }

@@ -21,6 +21,18 @@ struct PipelineOp {
     bool operator==(const PipelineOp&) const = default;
 };
 
+// The times the zero-bubble schedules' op lists are built from (ZB-H1, ZB-H2 and ZB-V: list scheduling with
+// each op's time), per virtual stage in any one unit: F, B (the input gradients only) and W; and `transfer`,
+// a hand-off between two ranks. Empty: unit-time F, B and W and free hand-offs (the paper's handcrafted
+// schedules). scheduleCosts gives a layout's, from the cost model: what the planner replays with.
+struct OpTimes {
+    double forward = 1, backward = 1, weight = 1;
+};
+struct ScheduleCosts {
+    std::vector<OpTimes> stage;
+    double transfer = 0;
+};
+
 // The per-rank order of forward and backward passes for one optimizer step. The engine's pipeline executor
 // runs it, and the simulator times it, so predicted and measured timelines come from the same schedule.
 //
@@ -35,18 +47,28 @@ struct PipelineOp {
 //   m mod N either 0 or at least p: with N < p (or a last group smaller than p) a micro-batch's next chunk
 //   is due on rank 0 before it has come round the ring, and with this warm-up the ranks wait on each other.
 // - ZB-H1, ZB-H2 (Qi et al., ICLR 2024): each backward split into B and W, with W filling the bubbles. Built
-//   by list scheduling of unit-time F, B and W (ZeroBubble.cpp): B first, then F while the rank holds fewer
-//   micro-batches (F to W) than its cap, then the oldest W. ZB-H1's cap is 1F1B's p - r, ZB-H2's 2(p-r) - 1.
+//   by list scheduling of F, B and W with the ops' times (ScheduleCosts; unit times by default; ZeroBubble.cpp):
+//   1F1B's order of F and B, and the oldest W wherever it ends before the next F or B can start or the rank
+//   holds more than its cap of deferred W's. ZB-H1 holds at most p micro-batches (F to W), ZB-H2 2p - 1.
 // - ZB-V: two chunks per rank in a V, rank r holding virtual stages r and 2p-1-r (the embedding and the
-//   head both on rank 0), capped at 2p chunks (1F1B's first rank's memory) on every rank.
+//   head both on rank 0), capped at 2p chunks (1F1B's first rank's memory) on every rank; the same list
+//   scheduling with a ready B first, then a ready F.
 // - DualPipe: DualPipeV's order (the V form of DeepSeek-V3's DualPipe from its repository: eight phases,
 //   the paired F and B of its steady state one after the other here); needs microBatches >= 2·pp.
+// The layout's op times from the cost model's stage costs and hand-off (CostModel.cpp), for the schedules
+// whose op lists depend on them; empty for the others.
+ScheduleCosts scheduleCosts(const Layout& layout);
+
 class Schedule {
 public:
     // Preconditions (the validator checks them for layouts): pp, vpp, microBatches >= 1; interleaved needs
     // pp ≤ group ≤ microBatches and microBatches % group either 0 or ≥ pp. group 0 means pp (Megatron's
     // default, which needs microBatches % pp == 0).
-    Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::int64_t microBatches, std::int64_t group = 0);
+    // `costs`: the op times ZB-H1, ZB-H2 and ZB-V are built from (ScheduleCosts; the others ignore them).
+    Schedule(ScheduleKind kind, std::int64_t pp, std::int64_t vpp, std::int64_t microBatches, std::int64_t group = 0,
+        const ScheduleCosts& costs = {});
+    // The layout's schedule, with scheduleCosts(layout) for the zero-bubble lists: loom-train runs the lists
+    // the planner replays.
     static Schedule forLayout(const Layout& layout);
 
     ScheduleKind kind() const { return m_kind; }

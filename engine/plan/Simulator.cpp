@@ -115,6 +115,17 @@ void collectiveEvents(const EventNaming& n, const StageCost& c, const trace::Tra
 
 } // namespace
 
+ScheduleCosts scheduleCostsOf(const std::vector<StageCost>& cost, double transfer)
+{
+    ScheduleCosts out;
+    out.transfer = transfer;
+    for (const StageCost& c : cost) {
+        const double w = std::min(c.weight, c.backward);
+        out.stage.push_back({ c.forward, c.backward - w, w });
+    }
+    return out;
+}
+
 std::vector<RankTimes> replaySchedule(const Schedule& schedule, const std::vector<StageCost>& cost, double transfer,
     const EventNaming* naming, std::vector<trace::TraceEvent>* events)
 {
@@ -303,7 +314,7 @@ PipelineTimes simulatePipeline(ScheduleKind kind, std::int64_t pp, std::int64_t 
 {
     const std::int64_t v = scheduleChunks(kind, chunks);
     const auto scheduleOf = [&](std::int64_t microBatches) {
-        Schedule s(kind, pp, v, microBatches, group);
+        Schedule s(kind, pp, v, microBatches, group, scheduleCostsOf(cost, transfer));
         s.setWeightFill(fill);
         return s;
     };

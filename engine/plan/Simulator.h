@@ -41,6 +41,10 @@ struct StageCost {
     double deferred = 0;
 };
 
+// The op times the zero-bubble schedules' lists are built from (Schedule.h): per virtual stage F, B (the
+// backward less W) and W, as replaySchedule runs them, and the hand-off between ranks.
+ScheduleCosts scheduleCostsOf(const std::vector<StageCost>& cost, double transfer);
+
 // What the replay measured on one pipeline rank.
 struct RankTimes {
     double busy = 0, tp = 0, end = 0, lastBackwardStart = 0, lastBackwardEnd = 0;

@@ -1,225 +1,325 @@
 #include "engine/plan/ZeroBubble.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <deque>
 #include <limits>
+#include <map>
+#include <queue>
+#include <stdexcept>
 
 namespace loom::plan {
 
 namespace {
 
 using Kind = PipelineOp::Kind;
-constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+constexpr double kUnknown = std::numeric_limits<double>::infinity();
 
 PipelineOp op(Kind kind, std::int64_t microBatch, std::int64_t chunk)
 {
     return { kind, static_cast<std::int32_t>(microBatch), static_cast<std::int32_t>(chunk) };
 }
 
-// ZB-H1 and ZB-H2 (Qi et al. 2024): 1F1B's order of F and B with `warmup` forwards first, and W's filling the
-// gaps, run on unit-time ops: a rank runs its next F or B when ready, else its oldest pending W; it
-// defers at most `defer` W's (one more runs at once after its B). ZB-H1: 1F1B's warm-up (p - r - 1) and r
-// deferred W's, so rank r holds at most p micro-batches (1F1B's first rank's peak; the last stage defers
-// the most, as in the paper's figure). ZB-H2: 2(p - r) - 2 warm-up forwards and 2r deferred, a bubble
-// near zero for a peak of 2p - 1.
-std::vector<std::vector<PipelineOp>> filledOneFOneB(std::int64_t p, std::int64_t m, bool h2)
-{
-    struct Rank {
-        std::vector<PipelineOp> order, ops;
-        std::size_t next = 0;
-        std::deque<std::int64_t> pending;
-        std::int64_t defer = 0;
-    };
-    std::vector<Rank> ranks(static_cast<std::size_t>(p));
-    for (std::int64_t r = 0; r < p; ++r) {
-        Rank& k = ranks[static_cast<std::size_t>(r)];
-        const std::int64_t warmup = std::min(h2 ? 2 * (p - r) - 2 : p - r - 1, m);
-        std::int64_t f = 0, b = 0;
-        for (; f < warmup; ++f)
-            k.order.push_back(op(Kind::Forward, f, 0));
-        for (; f < m; ++f, ++b) {
-            k.order.push_back(op(Kind::Forward, f, 0));
-            k.order.push_back(op(Kind::Backward, b, 0));
-        }
-        for (; b < m; ++b)
-            k.order.push_back(op(Kind::Backward, b, 0));
-        k.defer = h2 ? 2 * r : r;
-    }
-    // Ticks at which each (stage, micro-batch)'s F and B end.
-    std::vector<std::vector<std::int64_t>> fEnd(
-        static_cast<std::size_t>(p), std::vector<std::int64_t>(static_cast<std::size_t>(m), kNever)),
-        bEnd = fEnd;
-    auto at = [](std::vector<std::vector<std::int64_t>>& v, std::int64_t s, std::int64_t mb) -> std::int64_t& {
-        return v[static_cast<std::size_t>(s)][static_cast<std::size_t>(mb)];
-    };
-    std::int64_t left = 3 * m * p;
-    for (std::int64_t t = 0; left > 0; ++t) {
-        for (std::int64_t r = 0; r < p; ++r) {
-            Rank& k = ranks[static_cast<std::size_t>(r)];
-            const bool forced = static_cast<std::int64_t>(k.pending.size()) > k.defer;
-            if (!forced && k.next < k.order.size()) {
-                const PipelineOp o = k.order[k.next];
-                const std::int64_t ready = o.kind == Kind::Forward ? (r == 0 ? 0 : at(fEnd, r - 1, o.microBatch))
-                    : r == p - 1                                   ? at(fEnd, r, o.microBatch)
-                                                                   : at(bEnd, r + 1, o.microBatch);
-                if (ready <= t) {
-                    at(o.kind == Kind::Forward ? fEnd : bEnd, r, o.microBatch) = t + 1;
-                    if (o.kind == Kind::Backward)
-                        k.pending.push_back(o.microBatch);
-                    k.ops.push_back(o);
-                    ++k.next;
-                    --left;
-                    continue;
-                }
-            }
-            if (!k.pending.empty()) {
-                k.ops.push_back(op(Kind::Weight, k.pending.front(), 0));
-                k.pending.pop_front();
-                --left;
-            }
-        }
-    }
-    std::vector<std::vector<PipelineOp>> out;
-    for (Rank& k : ranks)
-        out.push_back(std::move(k.ops));
-    return out;
-}
-
-// ZB-V (Qi et al. 2024, and torchtitan's ZBVZeroBubble) as list scheduling of unit-time F, B and W on the V's
-// two chunks per rank: at each tick an idle rank runs the oldest ready B (the previous stage waits for it),
-// else a ready F (into the V's first chunk only while it holds fewer than 2p chunk-micro-batches from F to
-// W, chunks of half a stage: 1F1B's first rank's peak; the way back always), else its oldest pending W.
-// W's left over fill the drain's bubbles.
-class ListScheduler {
+// ZB-H1, ZB-H2 and ZB-V (Qi et al. 2024) by list scheduling of F, B and W with each op's time (ScheduleCosts;
+// unit times when none are given, the paper's handcrafted schedules). The ranks' ops are simulated in time
+// order: a rank that is free runs an op whose inputs are there; when none is, it runs its oldest pending W
+// under the W rule (`fit` of the W ends before any F or B could start, and more than `keep` W's are pending),
+// else it waits for the first F or B that can.
+//
+// - ZB-H1 and ZB-H2 keep 1F1B's order of F and B with `warmup` forwards first; rank r defers at most `defer`
+//   W's (one more runs at once after its B). ZB-H1: 1F1B's warm-up (p - r - 1) and r deferred W's, so rank r
+//   holds at most p micro-batches (1F1B's first rank's peak; the last stage defers the most, as in the
+//   paper's figure). ZB-H2: 2(p - r) - 2 warm-up forwards and 2r deferred, a bubble near zero for a peak of
+//   2p - 1.
+// - ZB-V (and torchtitan's ZBVZeroBubble) on the V's two chunks per rank: the oldest ready B (the previous
+//   stage waits for it), else a ready F (into the V's first chunk only while the rank holds fewer than 2p
+//   chunk-micro-batches from F to W with room for the way back of those in it, chunks of half a stage:
+//   1F1B's first rank's peak; the way back within the cap), else a W as above. When no rank can go on, a
+//   pending W runs whatever the rule; only when none is pending do F's pass their caps, for one op.
+//
+// The simulation runs in time order: at each moment the free ranks decide in rank order (again until none
+// starts anything, so a rank sees what the others started), then time moves to the next op's end or input.
+// An F or B whose producer has not started has only a lower bound on when it can start (the producer's rank
+// free, plus the producer's time and the hand-off), which is what a W must end before. Every op starts after
+// its inputs end, so the op lists are dependency-ordered and run without deadlock at any op times.
+class TimedScheduler {
 public:
-    ListScheduler(ScheduleKind kind, std::int64_t p, std::int64_t m)
+    // fit: how much of a W must fit in the gap before the next F or B could start for the W to run there
+    // (0: a W runs whenever nothing else can, the unit-time rule); keep: the pending W's a rank holds back
+    // for later gaps while it has an F or B to wait for.
+    TimedScheduler(ScheduleKind kind, std::int64_t p, std::int64_t m, const ScheduleCosts& costs, double fit,
+        std::int64_t keep = 0)
         : m_p(p)
         , m_m(m)
         , m_chunks(kind == ScheduleKind::ZbV ? 2 : 1)
-        , m_f(static_cast<std::size_t>(p * m_chunks), std::vector<std::int64_t>(static_cast<std::size_t>(m), kNever))
-        , m_b(m_f)
+        , m_costs(costs)
+        , m_fit(fit)
+        , m_keep(keep)
+        , m_fEnd(static_cast<std::size_t>(p * m_chunks), std::vector<double>(static_cast<std::size_t>(m), kUnknown))
+        , m_bEnd(m_fEnd)
         , m_ranks(static_cast<std::size_t>(p))
     {
-        for (std::int64_t r = 0; r < p; ++r) {
-            Rank& rank = m_ranks[static_cast<std::size_t>(r)];
-            rank.capB = rank.capW = 2 * p;
-            rank.nextF.assign(static_cast<std::size_t>(m_chunks), 0);
-            rank.nextB.assign(static_cast<std::size_t>(m_chunks), 0);
-        }
+        if (m_costs.stage.size() != static_cast<std::size_t>(p * m_chunks))
+            m_costs.stage.assign(static_cast<std::size_t>(p * m_chunks), OpTimes {});
+        for (std::int64_t r = 0; r < p && m_chunks == 1; ++r)
+            fixOrder(m_ranks[size(r)], r, kind == ScheduleKind::ZbH2);
     }
 
     std::vector<std::vector<PipelineOp>> run()
     {
-        const std::int64_t total = 3 * m_m * m_chunks * m_p;
-        std::int64_t started = 0;
-        bool lift = false; // every rank idle and none can start: let F's pass their caps for one tick
-        for (std::int64_t t = 0; started < total; ++t) {
-            bool any = false, busy = false;
-            for (std::int64_t r = 0; r < m_p; ++r) {
-                Rank& rank = m_ranks[static_cast<std::size_t>(r)];
-                if (rank.busyUntil > t) {
-                    busy = true;
-                    continue;
-                }
-                if (startOne(r, t, lift)) {
-                    any = true;
-                    ++started;
-                }
+        std::int64_t left = 3 * m_m * m_chunks * m_p;
+        double now = 0;
+        bool lift = false; // no rank can go on: F's pass their caps until one does
+        std::vector<std::int64_t> idle; // the free ranks, in rank order
+        for (std::int64_t r = 0; r < m_p; ++r)
+            idle.push_back(r);
+        // The busy ranks by when they are free.
+        std::priority_queue<std::pair<double, std::int64_t>, std::vector<std::pair<double, std::int64_t>>,
+            std::greater<>>
+            busy;
+        const auto started = [&](std::size_t i) { // idle[i] started an op: busy unless it took no time
+            --left;
+            const std::int64_t r = idle[i];
+            if (m_ranks[size(r)].freeAt <= now)
+                return false;
+            busy.emplace(m_ranks[size(r)].freeAt, r);
+            idle.erase(idle.begin() + static_cast<std::ptrdiff_t>(i));
+            return true;
+        };
+        while (left > 0) {
+            bool freed = false;
+            for (; !busy.empty() && busy.top().first <= now; busy.pop(), freed = true)
+                idle.push_back(busy.top().second);
+            if (freed)
+                std::sort(idle.begin(), idle.end());
+            bool any = false;
+            for (bool again = true; again;) {
+                again = false;
+                for (std::size_t i = 0; i < idle.size();)
+                    if (decide(idle[i], now, lift)) {
+                        again = any = true;
+                        i += started(i) ? 0 : 1;
+                    } else {
+                        ++i;
+                    }
             }
-            lift = !any && !busy;
+            if (any)
+                lift = false;
+            if (const double next = nextEvent(idle, busy.empty() ? kUnknown : busy.top().first, now, lift);
+                next < kUnknown)
+                now = next;
+            else if (any)
+                continue;
+            else if (const std::size_t i = firstWithWeight(idle); i < idle.size() && runWeight(idle[i], now))
+                started(i);
+            else if (m_chunks == 2 && !lift)
+                lift = true;
+            else
+                throw std::logic_error("zero-bubble list scheduling made no progress");
         }
         std::vector<std::vector<PipelineOp>> out;
-        for (Rank& rank : m_ranks)
+        for (Rank& rank : m_ranks) {
+            m_makespan = std::max(m_makespan, rank.freeAt);
             out.push_back(std::move(rank.ops));
+        }
+        return out;
+    }
+    // When the simulated step's last op ends (after run).
+    double makespan() const { return m_makespan; }
+
+private:
+    // When an op can start: `at` once its producers have run, else `bound`, the earliest it could.
+    struct Ready {
+        double at = kUnknown, bound = kUnknown;
+        bool known() const { return at < kUnknown; }
+    };
+    struct Candidate {
+        PipelineOp op;
+        Ready ready;
+    };
+    // At most a B and an F of each chunk.
+    struct Candidates {
+        std::array<Candidate, 4> at;
+        std::size_t n = 0;
+        const Candidate* begin() const { return at.data(); }
+        const Candidate* end() const { return at.data() + n; }
+        bool empty() const { return n == 0; }
+    };
+    struct Rank {
+        double freeAt = 0;
+        std::vector<PipelineOp> ops;
+        std::deque<std::pair<std::int64_t, std::int64_t>> pendingW; // (micro-batch, chunk), oldest first
+        std::vector<PipelineOp> order; // ZB-H: 1F1B's order of F and B
+        std::size_t next = 0;
+        std::int64_t defer = 0;
+        std::int64_t toB = 0, toW = 0; // ZB-V: chunk-micro-batches from F to B and to W
+        std::int64_t nextF[2] = { 0, 0 }, nextB[2] = { 0, 0 };
+    };
+
+    static std::size_t size(std::int64_t i) { return static_cast<std::size_t>(i); }
+    std::int64_t stageOf(std::int64_t r, std::int64_t c) const { return c == 0 ? r : 2 * m_p - 1 - r; }
+    std::int64_t rankOf(std::int64_t vs) const { return vs < m_p ? vs : 2 * m_p - 1 - vs; }
+    std::int64_t last() const { return m_p * m_chunks - 1; }
+
+    void fixOrder(Rank& k, std::int64_t r, bool h2) const
+    {
+        const std::int64_t warmup = std::min(h2 ? 2 * (m_p - r) - 2 : m_p - r - 1, m_m);
+        std::int64_t f = 0, b = 0;
+        for (; f < warmup; ++f)
+            k.order.push_back(op(Kind::Forward, f, 0));
+        for (; f < m_m; ++f, ++b) {
+            k.order.push_back(op(Kind::Forward, f, 0));
+            k.order.push_back(op(Kind::Backward, b, 0));
+        }
+        for (; b < m_m; ++b)
+            k.order.push_back(op(Kind::Backward, b, 0));
+        k.defer = h2 ? 2 * r : r;
+    }
+
+    double duration(Kind kind, std::int64_t vs) const
+    {
+        const OpTimes& t = m_costs.stage[size(vs)];
+        return kind == Kind::Forward ? t.forward : kind == Kind::Backward ? t.backward : t.weight;
+    }
+
+    // The input an op of virtual stage vs takes from the producer at pvs: its end (and the hand-off when it
+    // crosses ranks), or, not started, a bound: its rank free (at `now` at the earliest) and its time.
+    Ready input(Kind kind, std::int64_t pvs, std::int64_t mb, std::int64_t vs, double now) const
+    {
+        const double end = (kind == Kind::Forward ? m_fEnd : m_bEnd)[size(pvs)][size(mb)];
+        const double hop = rankOf(pvs) != rankOf(vs) ? m_costs.transfer : 0.0;
+        if (end < kUnknown)
+            return { end + hop, end + hop };
+        return { kUnknown, std::max(now, m_ranks[size(rankOf(pvs))].freeAt) + duration(kind, pvs) + hop };
+    }
+
+    Ready readiness(PipelineOp o, std::int64_t r, double now) const
+    {
+        const std::int64_t vs = stageOf(r, o.chunk), mb = o.microBatch;
+        if (o.kind == Kind::Forward)
+            return vs == 0 ? Ready { 0, 0 } : input(Kind::Forward, vs - 1, mb, vs, now);
+        const double own = m_fEnd[size(vs)][size(mb)];
+        if (vs == last())
+            return { own, own };
+        const Ready down = input(Kind::Backward, vs + 1, mb, vs, now);
+        return { std::max(own, down.at), std::max(own, down.bound) };
+    }
+
+    // The F and B the rank may run next, in its order of preference.
+    Candidates candidates(const Rank& k, std::int64_t r, bool lift, double now) const
+    {
+        Candidates out;
+        auto add = [&](PipelineOp o) { out.at[out.n++] = { o, readiness(o, r, now) }; };
+        if (m_chunks == 1) {
+            if (k.next < k.order.size())
+                add(k.order[k.next]);
+            return out;
+        }
+        for (std::int64_t c = 1; c >= 0; --c) // the B's first, the later virtual stage first
+            if (k.nextB[c] < k.nextF[c])
+                add(op(Kind::Backward, k.nextB[c], c));
+        // The cap admits micro-batches into the V (chunk 0) while room stays for the way back (chunk 1) of
+        // those already in it; a way back runs within the cap itself (with unit times it always has room;
+        // with W's deferred longer it may wait for a B or a W to free some). Held memory in halves of a
+        // chunk's activations: F to B holds all, B to W half (W's inputs and output gradients).
+        const std::int64_t reserved = k.nextF[0] - k.nextF[1];
+        const bool fits = k.toB + k.toW + 2 <= 4 * m_p || lift;
+        const bool room = k.toB + k.toW + 2 + 2 * reserved <= 4 * m_p || lift;
+        for (std::int64_t c = 1; c >= 0; --c)
+            if (k.nextF[c] < m_m && (c == 1 ? fits : room))
+                add(op(Kind::Forward, k.nextF[c], c));
         return out;
     }
 
-private:
-    struct Rank {
-        // Micro-batches from F to B (and to W) and their caps.
-        std::int64_t capB = 1, capW = 1, toB = 0, toW = 0, busyUntil = 0;
-        std::vector<std::int64_t> nextF, nextB;
-        std::deque<std::pair<std::int64_t, std::int64_t>> pendingW; // (micro-batch, chunk), oldest first
-        std::vector<PipelineOp> ops;
-    };
-
-    std::int64_t stageOf(std::int64_t r, std::int64_t c) const { return c == 0 ? r : 2 * m_p - 1 - r; }
-    std::int64_t last() const { return m_p * m_chunks - 1; }
-    std::int64_t& f(std::int64_t vs, std::int64_t mb) { return m_f[size(vs)][size(mb)]; }
-    std::int64_t& b(std::int64_t vs, std::int64_t mb) { return m_b[size(vs)][size(mb)]; }
-    static std::size_t size(std::int64_t i) { return static_cast<std::size_t>(i); }
-
-    // When chunk c's next B (or F) on rank r became ready (kNever: not yet or none left).
-    std::int64_t readyB(const Rank& rank, std::int64_t r, std::int64_t c)
+    // The next moment a busy rank frees (`freeing`) or an F or B of a free rank whose input is on its way can
+    // start.
+    double nextEvent(const std::vector<std::int64_t>& idle, double freeing, double now, bool lift) const
     {
-        const std::int64_t mb = rank.nextB[size(c)], vs = stageOf(r, c);
-        if (mb >= m_m)
-            return kNever;
-        return vs == last() ? f(vs, mb) : std::max(f(vs, mb), b(vs + 1, mb));
-    }
-    std::int64_t readyF(const Rank& rank, std::int64_t r, std::int64_t c)
-    {
-        const std::int64_t mb = rank.nextF[size(c)], vs = stageOf(r, c);
-        if (mb >= m_m)
-            return kNever;
-        return vs == 0 ? 0 : f(vs - 1, mb);
+        double next = freeing;
+        for (const std::int64_t r : idle)
+            for (const Candidate& c : candidates(m_ranks[size(r)], r, lift, now))
+                if (c.ready.known() && c.ready.at > now)
+                    next = std::min(next, c.ready.at);
+        return next;
     }
 
-    // The best of the rank's chunks by `ready` at tick t: the earliest, then the later virtual stage.
-    template <class Ready> std::int64_t pick(std::int64_t t, Ready ready)
+    // Nothing is running and nothing can start (every F held back by its cap, every W by the rule): the first
+    // rank with a pending W runs it, which frees memory, before any F may pass its cap.
+    std::size_t firstWithWeight(const std::vector<std::int64_t>& idle) const
     {
-        std::int64_t best = -1, at = kNever;
-        for (std::int64_t c = m_chunks - 1; c >= 0; --c)
-            if (const std::int64_t when = ready(c); when <= t && when < at) {
-                best = c;
-                at = when;
-            }
-        return best;
+        std::size_t i = 0;
+        while (i < idle.size() && m_ranks[size(idle[i])].pendingW.empty())
+            ++i;
+        return i;
     }
 
-    bool startOne(std::int64_t r, std::int64_t t, bool lift)
+    // The free rank r at `now`: a ready B (the oldest), else a ready F, else its oldest W if that ends before
+    // any F or B could start. False: it waits.
+    bool decide(std::int64_t r, double now, bool lift)
     {
-        Rank& rank = m_ranks[size(r)];
-        if (const std::int64_t c = pick(t, [&](std::int64_t k) { return readyB(rank, r, k); }); c >= 0) {
-            const std::int64_t mb = rank.nextB[size(c)]++;
-            b(stageOf(r, c), mb) = t + 1;
-            rank.pendingW.emplace_back(mb, c);
-            --rank.toB;
-            return emit(rank, op(Kind::Backward, mb, c), t);
+        Rank& k = m_ranks[size(r)];
+        if (static_cast<std::int64_t>(k.pendingW.size()) > k.defer && m_chunks == 1)
+            return runWeight(r, now);
+        const Candidates options = candidates(k, r, lift, now);
+        for (const Kind kind : { Kind::Backward, Kind::Forward }) {
+            const Candidate* best = nullptr;
+            for (const Candidate& c : options)
+                if (c.op.kind == kind && c.ready.at <= now && (!best || c.ready.at < best->ready.at))
+                    best = &c;
+            if (best)
+                return start(r, best->op, now);
         }
-        // The cap admits micro-batches into the V (chunk 0), each keeping room for its way back (chunk 1),
-        // which then always has it.
-        const std::int64_t reserved = rank.nextF[0] - rank.nextF[size(m_chunks - 1)];
-        // Held memory in halves of a chunk's activations: F to B holds all, B to W half (W's inputs and
-        // output gradients).
-        const bool room = rank.toB + rank.toW + 2 + 2 * reserved <= 2 * rank.capW || lift;
-        auto readyIn = [&](std::int64_t k) { return (k == 1 && m_chunks == 2) || room ? readyF(rank, r, k) : kNever; };
-        if (const std::int64_t c = pick(t, readyIn); c >= 0) {
-            const std::int64_t mb = rank.nextF[size(c)]++;
-            f(stageOf(r, c), mb) = t + 1;
-            ++rank.toB;
-            ++rank.toW;
-            return emit(rank, op(Kind::Forward, mb, c), t);
-        }
-        if (!rank.pendingW.empty()) {
-            const auto [mb, c] = rank.pendingW.front();
-            rank.pendingW.pop_front();
-            --rank.toW;
-            return emit(rank, op(Kind::Weight, mb, c), t);
-        }
-        return false;
+        if (k.pendingW.empty() || (static_cast<std::int64_t>(k.pendingW.size()) <= m_keep && !options.empty()))
+            return false;
+        double horizon = kUnknown;
+        for (const Candidate& c : options)
+            horizon = std::min(horizon, c.ready.bound);
+        const double w = duration(Kind::Weight, stageOf(r, k.pendingW.front().second));
+        return now + m_fit * w <= horizon + 1e-12 * std::max(1.0, std::fabs(horizon)) && runWeight(r, now);
     }
 
-    static bool emit(Rank& rank, PipelineOp o, std::int64_t t)
+    bool runWeight(std::int64_t r, double t)
     {
-        rank.ops.push_back(o);
-        rank.busyUntil = t + 1;
+        Rank& k = m_ranks[size(r)];
+        const auto [mb, c] = k.pendingW.front();
+        k.pendingW.pop_front();
+        --k.toW;
+        k.ops.push_back(op(Kind::Weight, mb, c));
+        k.freeAt = t + duration(Kind::Weight, stageOf(r, c));
+        return true;
+    }
+
+    bool start(std::int64_t r, PipelineOp o, double t)
+    {
+        Rank& k = m_ranks[size(r)];
+        const std::int64_t vs = stageOf(r, o.chunk);
+        const double end = t + duration(o.kind, vs);
+        if (o.kind == Kind::Forward) {
+            m_fEnd[size(vs)][size(o.microBatch)] = end;
+            ++k.nextF[o.chunk];
+            ++k.toB;
+            ++k.toW;
+        } else {
+            m_bEnd[size(vs)][size(o.microBatch)] = end;
+            ++k.nextB[o.chunk];
+            --k.toB;
+            k.pendingW.emplace_back(o.microBatch, o.chunk);
+        }
+        if (m_chunks == 1)
+            ++k.next;
+        k.ops.push_back(o);
+        k.freeAt = end;
         return true;
     }
 
     std::int64_t m_p, m_m, m_chunks;
-    std::vector<std::vector<std::int64_t>> m_f, m_b; // tick each F and B of (virtual stage, micro-batch) ends
+    ScheduleCosts m_costs;
+    double m_fit;
+    std::int64_t m_keep;
+    std::vector<std::vector<double>> m_fEnd, m_bEnd; // when each F and B of (virtual stage, micro-batch) ends
     std::vector<Rank> m_ranks;
+    double m_makespan = 0;
 };
 
 // DualPipeV's order (deepseek-ai/DualPipe, dualpipev.py, commit 3da1bbe): the V's two chunks per rank,
@@ -307,11 +407,67 @@ private:
 
 } // namespace
 
-std::vector<std::vector<PipelineOp>> zeroBubbleOps(ScheduleKind kind, std::int64_t pp, std::int64_t microBatches)
+std::vector<std::vector<PipelineOp>> zeroBubbleOps(
+    ScheduleKind kind, std::int64_t pp, std::int64_t microBatches, const ScheduleCosts& costs)
 {
-    if (kind != ScheduleKind::ZbV)
-        return filledOneFOneB(pp, microBatches, kind == ScheduleKind::ZbH2);
-    return ListScheduler(kind, pp, microBatches).run();
+    const std::int64_t stages = pp * (kind == ScheduleKind::ZbV ? 2 : 1);
+    double total = 0;
+    bool valid = std::isfinite(costs.transfer) && costs.transfer >= 0
+        && costs.stage.size() == static_cast<std::size_t>(stages);
+    for (const OpTimes& t : costs.stage) {
+        for (const double x : { t.forward, t.backward, t.weight })
+            valid = valid && std::isfinite(x) && x >= 0;
+        total += t.forward + t.backward + t.weight;
+    }
+    // The simulation's cost grows with ops × ranks (kTimedWork): longer pipelines, such as plan search's pp 64
+    // with hundreds of micro-batches, keep the unit-time lists.
+    const double work = 3.0 * double(microBatches) * double(stages) * double(pp);
+    // Built lists by kind, pp, m and times, up to about 4 million ops (50 MB) on this thread.
+    thread_local std::map<std::vector<double>, std::vector<std::vector<PipelineOp>>> cache;
+    thread_local double cachedOps = 0;
+    if (cachedOps > 4e6) {
+        cache.clear();
+        cachedOps = 0;
+    }
+    const auto keep = [&](std::vector<double> key, std::vector<std::vector<PipelineOp>> ops) {
+        cachedOps += 3.0 * double(microBatches) * double(stages);
+        return cache.emplace(std::move(key), std::move(ops)).first->second;
+    };
+    std::vector<double> key { double(kind), double(pp), double(microBatches) };
+    if (!valid || !(total > 0) || !std::isfinite(total) || work > kTimedWork) {
+        if (auto it = cache.find(key); it != cache.end())
+            return it->second;
+        return keep(std::move(key), TimedScheduler(kind, pp, microBatches, {}, 0).run());
+    }
+    // The times on a grid of a sixteenth of the mean op time: the lists depend only on the times' ratios,
+    // layouts whose ratios agree on that grid (plan search's many) share them, and ops that end together
+    // are one event of the simulation.
+    const double unit = total / (3.0 * double(stages)) / 16.0;
+    ScheduleCosts grid;
+    grid.transfer = std::round(costs.transfer / unit);
+    key.push_back(grid.transfer);
+    for (const OpTimes& t : costs.stage) {
+        grid.stage.push_back(
+            { std::round(t.forward / unit), std::round(t.backward / unit), std::round(t.weight / unit) });
+        key.insert(key.end(), { grid.stage.back().forward, grid.stage.back().backward, grid.stage.back().weight });
+    }
+    if (auto it = cache.find(key); it != cache.end())
+        return it->second;
+    // A W in a gap shorter than itself delays the next F or B; left for later it may find a gap that fits or
+    // lengthen the drain. Which costs less depends on the times, so the lists are built under each rule and
+    // the shortest step is kept (the first on a tie: unit times give the same lists under every rule).
+    std::vector<std::vector<PipelineOp>> best;
+    double shortest = kUnknown;
+    for (const double fit : { 0.0, 0.5, 1.0 })
+        for (std::int64_t held = 0; held < 4; ++held) {
+            TimedScheduler scheduler(kind, pp, microBatches, grid, fit, held);
+            auto ops = scheduler.run();
+            if (scheduler.makespan() < shortest * (1 - 1e-9)) {
+                shortest = scheduler.makespan();
+                best = std::move(ops);
+            }
+        }
+    return keep(std::move(key), std::move(best));
 }
 
 std::vector<std::vector<PipelineOp>> dualPipeOps(std::int64_t pp, std::int64_t microBatches)

@@ -383,6 +383,8 @@ private slots:
         QVERIFY2(titan.ok(), render(titan).c_str());
         const std::string& config = titan.files.at(0).text;
         QVERIFY2(config.find("pipeline_parallel_schedule = \"ZBVZeroBubble\"") != std::string::npos, config.c_str());
+        // Loom's zb-v lists are built from the predicted op times, ZBVZeroBubble's are its own: said in a note.
+        QVERIFY2(render(titan).find("note: parallel.schedule \"zb-v\"") != std::string::npos, render(titan).c_str());
         // Its W run where listed, Loom's default; weight_fill "idle" is named as what the export does not carry.
         QVERIFY(render(titan).find("note: parallel.weight_fill") == std::string::npos);
         llama.parallel.weightFill = plan::WeightFill::Idle;
