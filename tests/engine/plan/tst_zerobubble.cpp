@@ -1,5 +1,6 @@
 // Zero-bubble schedules (ZB-H1, ZB-H2, ZB-V, DualPipe): every micro-batch's F, B and W once per virtual stage in
 // dependency order, a unit-time replay without deadlock, the bubbles of Qi et al. 2024 and the memory caps.
+#include "ListReplay.h"
 #include "engine/plan/Schedule.h"
 
 #include <QTest>
@@ -9,55 +10,9 @@
 
 using namespace loom::plan;
 using Kind = PipelineOp::Kind;
+using loom::plan::testing::replay;
 
 namespace {
-
-// Replays the schedule with F, B, W (and, unsplit, a whole backward of tb + tw) taking tf, tb, tw; returns
-// the makespan, or -1 on a deadlock. F of stage s needs F of s-1; B of s needs B of s+1 (the last stage: its
-// own F); W needs its B.
-double replay(const Schedule& s, double tf, double tb, double tw)
-{
-    const std::int64_t p = s.stages(), last = p * s.chunks() - 1;
-    std::map<std::tuple<int, int, int>, double> done; // (kind, mb, virtual stage) -> finish time
-    std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
-    std::vector<double> clock(static_cast<std::size_t>(p), 0);
-    for (bool progress = true; progress;) {
-        progress = false;
-        for (std::int64_t r = 0; r < p; ++r) {
-            auto& i = next[static_cast<std::size_t>(r)];
-            const auto& ops = s.opsOf(r);
-            for (; i < ops.size(); ++i) {
-                const auto& op = ops[i];
-                const int vs = static_cast<int>(s.virtualStage(r, op.chunk));
-                std::tuple<int, int, int> dep = op.kind == Kind::Forward ? std::tuple { 0, op.microBatch, vs - 1 }
-                    : op.kind == Kind::Weight                            ? std::tuple { 1, op.microBatch, vs }
-                    : vs == last                                         ? std::tuple { 0, op.microBatch, vs }
-                                                                         : std::tuple { 1, op.microBatch, vs + 1 };
-                double ready = 0;
-                if (!(op.kind == Kind::Forward && vs == 0)) {
-                    auto it = done.find(dep);
-                    if (it == done.end())
-                        break;
-                    ready = it->second;
-                }
-                const double cost = op.kind == Kind::Forward ? tf
-                    : op.kind == Kind::Weight                ? tw
-                                                             : (s.splitsBackward() ? tb : tb + tw);
-                auto& c = clock[static_cast<std::size_t>(r)];
-                c = std::max(c, ready) + cost;
-                done[{ int(op.kind), op.microBatch, vs }] = c;
-                progress = true;
-            }
-        }
-    }
-    double makespan = 0;
-    for (std::int64_t r = 0; r < p; ++r) {
-        if (next[static_cast<std::size_t>(r)] != s.opsOf(r).size())
-            return -1;
-        makespan = std::max(makespan, clock[static_cast<std::size_t>(r)]);
-    }
-    return makespan;
-}
 
 const char* kSplit[] = { "zb-h1", "zb-h2", "zb-v", "dualpipe" };
 
