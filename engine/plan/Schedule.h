@@ -33,6 +33,10 @@ struct ScheduleCosts {
     double transfer = 0;
 };
 
+// The layout's op times from the cost model's stage costs and hand-off (CostModel.cpp): what
+// Schedule::forLayout builds ZB-H1's, ZB-H2's and ZB-V's lists from.
+ScheduleCosts scheduleCosts(const Layout& layout);
+
 // The per-rank order of forward and backward passes for one optimizer step. The engine's pipeline executor
 // runs it, and the simulator times it, so predicted and measured timelines come from the same schedule.
 //
@@ -55,10 +59,6 @@ struct ScheduleCosts {
 //   scheduling with a ready B first, then a ready F.
 // - DualPipe: DualPipeV's order (the V form of DeepSeek-V3's DualPipe from its repository: eight phases,
 //   the paired F and B of its steady state one after the other here); needs microBatches >= 2·pp.
-// The layout's op times from the cost model's stage costs and hand-off (CostModel.cpp), for the schedules
-// whose op lists depend on them; empty for the others.
-ScheduleCosts scheduleCosts(const Layout& layout);
-
 class Schedule {
 public:
     // Preconditions (the validator checks them for layouts): pp, vpp, microBatches >= 1; interleaved needs

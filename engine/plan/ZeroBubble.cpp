@@ -106,8 +106,7 @@ public:
             }
             if (any)
                 lift = false;
-            if (const double next = nextEvent(idle, busy.empty() ? kUnknown : busy.top().first, now, lift);
-                next < kUnknown)
+            if (const double next = nextEvent(idle, busy.empty() ? kUnknown : busy.top().first); next < kUnknown)
                 now = next;
             else if (any)
                 continue;
@@ -148,6 +147,7 @@ private:
     };
     struct Rank {
         double freeAt = 0;
+        double waitUntil = kUnknown; // when waiting: the first known start of its F's and B's
         std::vector<PipelineOp> ops;
         std::deque<std::pair<std::int64_t, std::int64_t>> pendingW; // (micro-batch, chunk), oldest first
         std::vector<PipelineOp> order; // ZB-H: 1F1B's order of F and B
@@ -233,14 +233,13 @@ private:
     }
 
     // The next moment a busy rank frees (`freeing`) or an F or B of a free rank whose input is on its way can
-    // start.
-    double nextEvent(const std::vector<std::int64_t>& idle, double freeing, double now, bool lift) const
+    // start: each free rank's `waitUntil`, from its last decide, which saw the state as it is now (the pass
+    // that ends the loop starts nothing).
+    double nextEvent(const std::vector<std::int64_t>& idle, double freeing) const
     {
         double next = freeing;
         for (const std::int64_t r : idle)
-            for (const Candidate& c : candidates(m_ranks[size(r)], r, lift, now))
-                if (c.ready.known() && c.ready.at > now)
-                    next = std::min(next, c.ready.at);
+            next = std::min(next, m_ranks[size(r)].waitUntil);
         return next;
     }
 
@@ -262,6 +261,10 @@ private:
         if (static_cast<std::int64_t>(k.pendingW.size()) > k.defer && m_chunks == 1)
             return runWeight(r, now);
         const Candidates options = candidates(k, r, lift, now);
+        k.waitUntil = kUnknown;
+        for (const Candidate& c : options)
+            if (c.ready.known() && c.ready.at > now)
+                k.waitUntil = std::min(k.waitUntil, c.ready.at);
         for (const Kind kind : { Kind::Backward, Kind::Forward }) {
             const Candidate* best = nullptr;
             for (const Candidate& c : options)
