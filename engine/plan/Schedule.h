@@ -58,7 +58,7 @@ ScheduleCosts scheduleCosts(const Layout& layout);
 //   head both on rank 0), capped at 2p chunks (1F1B's first rank's memory) on every rank; the same list
 //   scheduling with a ready B first, then a ready F.
 // - DualPipe: DualPipeV's order (the V form of DeepSeek-V3's DualPipe from its repository: eight phases,
-//   the paired F and B of its steady state one after the other here); needs microBatches >= 2·pp.
+//   the paired F and B of its steady state one after the other here; DualPipe.cpp); needs microBatches >= 2·pp.
 class Schedule {
 public:
     // Preconditions (the validator checks them for layouts): pp, vpp, microBatches >= 1; interleaved needs

@@ -34,9 +34,9 @@ PipelineOp op(Kind kind, std::int64_t microBatch, std::int64_t chunk)
 //   2p - 1.
 // - ZB-V (and torchtitan's ZBVZeroBubble) on the V's two chunks per rank: the oldest ready B (the previous
 //   stage waits for it), else a ready F (into the V's first chunk only while the rank holds fewer than 2p
-//   chunk-micro-batches from F to W with room for the way back of those in it, chunks of half a stage:
-//   1F1B's first rank's peak; the way back within the cap), else a W as above. When no rank can go on, a
-//   pending W runs whatever the rule; only when none is pending do F's pass their caps, for one op.
+//   chunk-micro-batches from F to W with room for the way back of those in it, or of the first 1 to 4 of
+//   them, chunks of half a stage: 1F1B's first rank's peak; the way back within the cap), else a W as above. When no
+//   rank can go on, a pending W runs whatever the rule; only when none is pending do F's pass their caps, for one op.
 //
 // The simulation runs in time order: at each moment the free ranks decide in rank order (again until none
 // starts anything, so a rank sees what the others started), then time moves to the next op's end or input.
@@ -47,15 +47,17 @@ class TimedScheduler {
 public:
     // fit: how much of a W must fit in the gap before the next F or B could start for the W to run there
     // (0: a W runs whenever nothing else can, the unit-time rule); keep: the pending W's a rank holds back
-    // for later gaps while it has an F or B to wait for.
+    // for later gaps while it has an F or B to wait for; reserve (ZB-V): for how many of the micro-batches in
+    // the V's first chunk the cap keeps room for the way back (0: all of them, the unit-time rule).
     TimedScheduler(ScheduleKind kind, std::int64_t p, std::int64_t m, const ScheduleCosts& costs, double fit,
-        std::int64_t keep = 0)
+        std::int64_t keep = 0, std::int64_t reserve = 0)
         : m_p(p)
         , m_m(m)
         , m_chunks(kind == ScheduleKind::ZbV ? 2 : 1)
         , m_costs(costs)
         , m_fit(fit)
         , m_keep(keep)
+        , m_reserve(reserve)
         , m_fEnd(static_cast<std::size_t>(p * m_chunks), std::vector<double>(static_cast<std::size_t>(m), kUnknown))
         , m_bEnd(m_fEnd)
         , m_ranks(static_cast<std::size_t>(p))
@@ -89,32 +91,28 @@ public:
         };
         while (left > 0) {
             bool freed = false;
-            for (; !busy.empty() && busy.top().first <= now; busy.pop(), freed = true)
+            for (; !busy.empty() && busy.top().first <= now; busy.pop(), freed = true) {
                 idle.push_back(busy.top().second);
+                touch(busy.top().second);
+            }
             if (freed)
                 std::sort(idle.begin(), idle.end());
-            bool any = false;
-            for (bool again = true; again;) {
-                again = false;
-                for (std::size_t i = 0; i < idle.size();)
-                    if (decide(idle[i], now, lift)) {
-                        again = any = true;
-                        i += started(i) ? 0 : 1;
-                    } else {
-                        ++i;
-                    }
-            }
-            if (any)
+            const bool any = decideFree(idle, now, lift, started);
+            if (any && lift) {
                 lift = false;
+                touchAll();
+            }
             if (const double next = nextEvent(idle, busy.empty() ? kUnknown : busy.top().first); next < kUnknown)
                 now = next;
             else if (any)
                 continue;
-            else if (const std::size_t i = firstWithWeight(idle); i < idle.size() && runWeight(idle[i], now))
+            else if (const std::size_t i = firstWithWeight(idle); i < idle.size() && runWeight(idle[i], now)) {
+                touch(idle[i]);
                 started(i);
-            else if (m_chunks == 2 && !lift)
+            } else if (m_chunks == 2 && !lift) {
                 lift = true;
-            else
+                touchAll();
+            } else
                 throw std::logic_error("zero-bubble list scheduling made no progress");
         }
         std::vector<std::vector<PipelineOp>> out;
@@ -158,6 +156,43 @@ private:
     };
 
     static std::size_t size(std::int64_t i) { return static_cast<std::size_t>(i); }
+
+    // The ranks whose decision may have changed since they last decided (m_dirty): a rank's decision depends
+    // only on the time, its own state and its neighbours' (its ops' producers run on r - 1, r or r + 1), and
+    // as time passes alone a waiting rank stays waiting until one of its inputs arrives (waitUntil) or a
+    // neighbour frees or starts something. The others would decide to wait again, so they are not asked.
+    void touch(std::int64_t r)
+    {
+        for (std::int64_t n = std::max<std::int64_t>(0, r - 1); n <= std::min(m_p - 1, r + 1); ++n)
+            m_dirty[size(n)] = 1;
+    }
+    void touchAll() { std::fill(m_dirty.begin(), m_dirty.end(), 1); }
+
+    // The free ranks decide at `now`, in rank order, until a pass starts nothing (a rank sees what those
+    // before it started); `started(i)` takes idle[i] off the free ranks when its op takes time. True when
+    // any started something.
+    template <class Started>
+    bool decideFree(const std::vector<std::int64_t>& idle, double now, bool lift, Started&& started)
+    {
+        bool any = false;
+        for (const std::int64_t r : idle)
+            if (m_ranks[size(r)].waitUntil <= now)
+                m_dirty[size(r)] = 1;
+        for (bool again = true; again;) {
+            again = false;
+            for (std::size_t i = 0; i < idle.size();) {
+                const std::int64_t r = idle[i];
+                if (!m_dirty[size(r)] || (m_dirty[size(r)] = 0, !decide(r, now, lift))) {
+                    ++i;
+                    continue;
+                }
+                again = any = true;
+                touch(r);
+                i += started(i) ? 0 : 1;
+            }
+        }
+        return any;
+    }
     std::int64_t stageOf(std::int64_t r, std::int64_t c) const { return c == 0 ? r : 2 * m_p - 1 - r; }
     std::int64_t rankOf(std::int64_t vs) const { return vs < m_p ? vs : 2 * m_p - 1 - vs; }
     std::int64_t last() const { return m_p * m_chunks - 1; }
@@ -220,10 +255,12 @@ private:
             if (k.nextB[c] < k.nextF[c])
                 add(op(Kind::Backward, k.nextB[c], c));
         // The cap admits micro-batches into the V (chunk 0) while room stays for the way back (chunk 1) of
-        // those already in it; a way back runs within the cap itself (with unit times it always has room;
-        // with W's deferred longer it may wait for a B or a W to free some). Held memory in halves of a
-        // chunk's activations: F to B holds all, B to W half (W's inputs and output gradients).
-        const std::int64_t reserved = k.nextF[0] - k.nextF[1];
+        // those already in it, or of the first `m_reserve` of them (the others' way back comes after B's
+        // and W's have freed some); a way back runs within the cap itself (with unit times it always has
+        // room; with W's deferred longer it may wait for a B or a W to free some). Held memory in halves of
+        // a chunk's activations: F to B holds all, B to W half (W's inputs and output gradients).
+        const std::int64_t inV = k.nextF[0] - k.nextF[1];
+        const std::int64_t reserved = m_reserve > 0 ? std::min(inV, m_reserve) : inV;
         const bool fits = k.toB + k.toW + 2 <= 4 * m_p || lift;
         const bool room = k.toB + k.toW + 2 + 2 * reserved <= 4 * m_p || lift;
         for (std::int64_t c = 1; c >= 0; --c)
@@ -319,93 +356,11 @@ private:
     std::int64_t m_p, m_m, m_chunks;
     ScheduleCosts m_costs;
     double m_fit;
-    std::int64_t m_keep;
+    std::int64_t m_keep, m_reserve;
     std::vector<std::vector<double>> m_fEnd, m_bEnd; // when each F and B of (virtual stage, micro-batch) ends
     std::vector<Rank> m_ranks;
+    std::vector<char> m_dirty = std::vector<char>(size(m_p), 1);
     double m_makespan = 0;
-};
-
-// DualPipeV's order (deepseek-ai/DualPipe, dualpipev.py, commit 3da1bbe): the V's two chunks per rank,
-// eight phases of F, B (zero-bubble: W deferred to a FIFO) and W. Written from its phase counts; a full
-// backward is B then its W at once.
-class DualPipeV {
-public:
-    DualPipeV(std::int64_t p, std::int64_t r, std::int64_t m)
-        : m_p(p)
-        , m_r(r)
-        , m_m(m)
-    {
-    }
-
-    std::vector<PipelineOp> run()
-    {
-        const std::int64_t p = m_p, r = m_r;
-        repeat(2 * (p - r - 1), [&] { forward(0); });
-        repeat(r + 1, [&] {
-            forward(0);
-            forward(1);
-        });
-        repeat(p - r - 1, [&] {
-            backward(1, true);
-            weight();
-            forward(1);
-        });
-        repeat(m_m - 2 * p + r + 1, [&] {
-            forward(0);
-            backward(1, false);
-            forward(1);
-            backward(0, false);
-        });
-        repeat(p - r - 1, [&] {
-            backward(1, false);
-            forward(1);
-            backward(0, false);
-        });
-        bool deferred = false; // the second half of these backwards defer their W
-        for (std::int64_t i = 0; i < r + 1; ++i) {
-            if (i == (r + 1) / 2 && r % 2 == 1)
-                deferred = true;
-            backward(1, deferred);
-            if (i == (r + 1) / 2 && r % 2 == 0)
-                deferred = true;
-            backward(0, deferred);
-        }
-        repeat(p - r - 1, [&] {
-            weight();
-            backward(0, true);
-        });
-        repeat(r + 1, [&] { weight(); });
-        return std::move(m_ops);
-    }
-
-private:
-    template <class Body> static void repeat(std::int64_t n, Body body)
-    {
-        for (std::int64_t i = 0; i < n; ++i)
-            body();
-    }
-    void forward(int c) { m_ops.push_back(op(Kind::Forward, m_nextF[c]++, c)); }
-    void backward(int c, bool deferW)
-    {
-        const std::int64_t mb = m_nextB[c]++;
-        m_ops.push_back(op(Kind::Backward, mb, c));
-        if (deferW)
-            m_pending.emplace_back(mb, c);
-        else
-            m_ops.push_back(op(Kind::Weight, mb, c));
-    }
-    void weight()
-    {
-        if (m_pending.empty())
-            return;
-        m_ops.push_back(op(Kind::Weight, m_pending.front().first, m_pending.front().second));
-        m_pending.pop_front();
-    }
-
-    std::int64_t m_p, m_r, m_m;
-    std::int64_t m_nextF[2] = { 0, 0 }, m_nextB[2] = { 0, 0 };
-    std::deque<std::pair<std::int64_t, std::int64_t>> m_pending;
-    std::vector<PipelineOp> m_ops;
 };
 
 } // namespace
@@ -461,24 +416,26 @@ std::vector<std::vector<PipelineOp>> zeroBubbleOps(
     // the shortest step is kept (the first on a tie: unit times give the same lists under every rule).
     std::vector<std::vector<PipelineOp>> best;
     double shortest = kUnknown;
-    for (const double fit : { 0.0, 0.5, 1.0 })
-        for (std::int64_t held = 0; held < 4; ++held) {
-            TimedScheduler scheduler(kind, pp, microBatches, grid, fit, held);
-            auto ops = scheduler.run();
-            if (scheduler.makespan() < shortest * (1 - 1e-9)) {
-                shortest = scheduler.makespan();
-                best = std::move(ops);
-            }
+    const auto build = [&](double fit, std::int64_t held, std::int64_t reserve) {
+        TimedScheduler scheduler(kind, pp, microBatches, grid, fit, held, reserve);
+        auto ops = scheduler.run();
+        if (scheduler.makespan() < shortest * (1 - 1e-9)) {
+            shortest = scheduler.makespan();
+            best = std::move(ops);
         }
+    };
+    for (const double fit : { 0.0, 0.5, 1.0 })
+        for (std::int64_t held = 0; held < 4; ++held)
+            build(fit, held, 0);
+    // ZB-V's cap keeping room for the way back of every micro-batch in the V leaves the first ranks idle
+    // at the start, waiting for the V's turn; room for only the first few lets them run more of the first
+    // chunk's F's while the way back still has room (a B or a W frees some before the later ones need it).
+    // Where that is cheap (kWideWork), the lists are also built with room kept for 1 to 4 of them.
+    if (kind == ScheduleKind::ZbV && work <= kWideWork)
+        for (const double fit : { 0.0, 0.5 })
+            for (std::int64_t reserve = 1; reserve <= 4; ++reserve)
+                build(fit, 0, reserve);
     return keep(std::move(key), std::move(best));
-}
-
-std::vector<std::vector<PipelineOp>> dualPipeOps(std::int64_t pp, std::int64_t microBatches)
-{
-    std::vector<std::vector<PipelineOp>> out;
-    for (std::int64_t r = 0; r < pp; ++r)
-        out.push_back(DualPipeV(pp, r, microBatches).run());
-    return out;
 }
 
 } // namespace loom::plan

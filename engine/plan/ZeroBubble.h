@@ -10,6 +10,9 @@ namespace loom::plan {
 // The largest pipeline whose lists are built from the op times: 3·m·(virtual stages)·pp, ops times ranks
 // (ZB-V at pp 16 with 80 micro-batches, ZB-H1 at pp 32 with 80). Beyond it the unit-time lists.
 inline constexpr double kTimedWork = 250000;
+// Up to this size (3·m·2p·pp: pp 8 with 64 micro-batches, pp 4 with 250) ZB-V's lists are also built with
+// the cap keeping room for the way back of fewer of the micro-batches in the V (ZeroBubble.cpp).
+inline constexpr double kWideWork = 25000;
 
 // The per-rank op lists of the schedules that split each backward into B (input gradients) and W
 // (weight gradients); Schedule.h describes each. Preconditions: pp >= 1, microBatches >= 1; DualPipe also

@@ -22,6 +22,18 @@ using loom::plan::testing::uniform;
 
 namespace {
 
+// ZB-V's held memory on rank r in halves of a chunk's activations (F to B all of it, B to W half): its cap is
+// 1F1B's first rank's 2p chunks.
+std::int64_t peakHalves(const Schedule& s, std::int64_t r)
+{
+    std::int64_t halves = 0, peak = 0;
+    for (const auto& op : s.opsOf(r)) {
+        halves += op.kind == Kind::Forward ? 2 : -1;
+        peak = std::max(peak, halves);
+    }
+    return peak;
+}
+
 double work(const Schedule& s, const ScheduleCosts& c)
 {
     double total = 0;
@@ -83,6 +95,8 @@ private slots:
                                 where.constData());
                     }
                     QVERIFY2(replay(s, c) > 0, where.constData());
+                    for (std::int64_t r = 0; r < pp && kind == ScheduleKind::ZbV; ++r)
+                        QVERIFY2(peakHalves(s, r) <= 4 * pp, where.constData());
                     QVERIFY2(replay(s, uniform(stages, 1, 2, 0.5)) > 0, where.constData());
                 }
     }
@@ -94,7 +108,10 @@ private slots:
                 for (int m : { pp, 2 * pp, 3 * pp + 1 }) {
                     const ScheduleKind kind = scheduleKindOf(name);
                     const Schedule unit(kind, pp, 1, m), timed(kind, pp, 1, m, 0, uniform(pp * unit.chunks(), 1, 1, 1));
-                    QCOMPARE(timed.toString(), unit.toString());
+                    if (kind != ScheduleKind::ZbV || pp == 2)
+                        QCOMPARE(timed.toString(), unit.toString());
+                    else // the wider search (fewer micro-batches' way back reserved) may find shorter lists
+                        QVERIFY(timed.toString() == unit.toString() || replay(timed, 1, 1, 1) < replay(unit, 1, 1, 1));
                 }
     }
 
@@ -129,14 +146,12 @@ private slots:
         QVERIFY2(timedBubble < unitBubble, qPrintable(QString::fromStdString(timedV.toString())));
         if (pp == 2)
             QVERIFY(timedBubble <= bubble1F1B / 4 + 1e-9);
-        for (std::int64_t r = 0; r < pp; ++r) {
-            std::int64_t halves = 0, peak = 0; // F to B a whole chunk, B to W half (ZB-V's cap: 2p chunks)
-            for (const auto& op : timedV.opsOf(r)) {
-                halves += op.kind == Kind::Forward ? 2 : -1;
-                peak = std::max(peak, halves);
-            }
-            QVERIFY(peak <= 4 * pp);
-        }
+        // At pp 4 the cap's room for every way back in the V left the first ranks idle before the V's turn
+        // (0.33 of 1F1B's bubble); room for the first few of them (kWideWork) gives 0.26.
+        if (pp == 4 && w > 0.5)
+            QVERIFY2(timedBubble <= 0.3 * bubble1F1B, qPrintable(QString::fromStdString(timedV.toString())));
+        for (std::int64_t r = 0; r < pp; ++r)
+            QVERIFY(peakHalves(timedV, r) <= 4 * pp);
         for (ScheduleKind kind : { ScheduleKind::ZbH1, ScheduleKind::ZbH2 }) {
             const Schedule unit(kind, pp, 1, m), timed(kind, pp, 1, m, 0, whole);
             QVERIFY(replay(timed, whole) <= replay(unit, whole) + 1e-9);
