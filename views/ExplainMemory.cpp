@@ -4,6 +4,7 @@
 #include "views/Units.h"
 
 #include "engine/plan/Formulas.h"
+#include "engine/plan/StagePlacement.h"
 
 #include <QLocale>
 
@@ -47,14 +48,16 @@ QString bytesPerParameter(const plan::Layout& l)
 QString stageBlocks(const plan::Layout& l, std::int64_t r)
 {
     const auto ranges = l.stageRanges();
+    const auto rankOf = [&](std::size_t vs) {
+        return plan::rankOfStage(l.parallel.schedule, l.parallel.pp, static_cast<std::int64_t>(vs));
+    };
     QStringList parts;
-    for (std::size_t vs = std::size_t(r); vs < ranges.size();
-         vs += std::size_t(std::max<std::int64_t>(1, l.parallel.pp)))
-        if (!ranges[vs].empty())
+    for (std::size_t vs = 0; vs < ranges.size(); ++vs) // in the order the model runs them
+        if (rankOf(vs) == r && !ranges[vs].empty())
             parts << blocksText(ranges[vs].first, ranges[vs].last);
     if (r == 0)
         parts << QObject::tr("embedding");
-    if (r == l.parallel.pp - 1)
+    if (!ranges.empty() && rankOf(ranges.size() - 1) == r) // the V's last stage is on rank 0
         parts << QObject::tr("LM head");
     return parts.join(QStringLiteral(", "));
 }

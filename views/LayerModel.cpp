@@ -2,6 +2,7 @@
 
 #include "engine/plan/Formulas.h"
 #include "engine/plan/LayoutSummary.h"
+#include "engine/plan/StagePlacement.h"
 #include "views/Colors.h"
 #include "views/Units.h"
 
@@ -94,7 +95,12 @@ std::int64_t LayerModel::parametersOfRow(int row) const
 
 std::int64_t LayerModel::physicalStage(std::int64_t virtualStage) const
 {
-    return virtualStage % std::max<std::int64_t>(1, m_layout.parallel.pp);
+    return plan::rankOfStage(m_layout.parallel.schedule, m_layout.parallel.pp, virtualStage);
+}
+
+std::int64_t LayerModel::chunkOf(std::int64_t virtualStage) const
+{
+    return plan::chunkOfStage(m_layout.parallel.schedule, m_layout.parallel.pp, virtualStage);
 }
 
 std::int64_t LayerModel::stageOfRow(int row) const
@@ -146,12 +152,10 @@ QVariant LayerModel::data(const QModelIndex& index, int role) const
         case Stage:
             if (stage < 0)
                 return QStringLiteral("–");
-            // Interleaved: the physical stage the map colours, and which of its chunks (virtual stage
-            // chunk·pp + stage, Megatron-LM's order).
+            // Several chunks a rank: the physical stage the map colours, and which of its chunks (interleaved:
+            // virtual stage chunk·pp + stage, Megatron-LM's order; the V's way back 2·pp − 1 − stage).
             if (m_layout.parallel.vpp > 1)
-                return tr("%1 · chunk %2")
-                    .arg(physicalStage(stage))
-                    .arg(stage / std::max<std::int64_t>(1, m_layout.parallel.pp));
+                return tr("%1 · chunk %2").arg(physicalStage(stage)).arg(chunkOf(stage));
             return qlonglong(stage);
         }
         break;
@@ -169,9 +173,7 @@ QVariant LayerModel::data(const QModelIndex& index, int role) const
                       "device of the topology map to move them to that device's stage.")
                 .arg(block)
                 .arg(physicalStage(stage))
-                .arg(m_layout.parallel.vpp > 1 ? tr(" (chunk %1, virtual stage %2)")
-                                                     .arg(stage / std::max<std::int64_t>(1, m_layout.parallel.pp))
-                                                     .arg(stage)
+                .arg(m_layout.parallel.vpp > 1 ? tr(" (chunk %1, virtual stage %2)").arg(chunkOf(stage)).arg(stage)
                                                : QString());
         if (row == 0)
             return tr("The token%1 embedding always lives on the first pipeline stage.")

@@ -46,8 +46,9 @@ private:
         QString why;
     };
     DeviceShare deviceShare() const;
-    // The pipeline stage (0..pp-1) holding virtual stage `virtualStage` of an interleaved schedule.
+    // The pipeline stage (0..pp-1) holding virtual stage `virtualStage` (interleaved or in a V: plan::rankOfStage).
     std::int64_t physicalStage(std::int64_t virtualStage) const;
+    std::int64_t chunkOf(std::int64_t virtualStage) const; // which of its rank's chunks
     static QString sizeText(double bytes);
     std::int64_t parametersOfRow(int row) const;
     std::int64_t stageOfRow(int row) const;

@@ -54,6 +54,28 @@ private slots:
         QCOMPARE(model.rowCount(), 128 + 3);
     }
 
+    // In a V (ZB-V, DualPipe) rank r holds virtual stages r and 2p-1-r: the Stage column names the rank the
+    // map colours and its chunk, and the head lives on rank 0 with the last virtual stage.
+    void layerModelVPlacement()
+    {
+        LayerModel model;
+        plan::Layout l = test::tinyLayout();
+        l.parallel.pp = 2;
+        l.parallel.vpp = 2;
+        l.parallel.schedule = plan::ScheduleKind::ZbV;
+        l.parallel.stages.clear();
+        model.setLayout(l);
+        const QString expected[] = { "0 · chunk 0", "1 · chunk 0", "1 · chunk 1", "0 · chunk 1" };
+        for (int block = 0; block < 4; ++block)
+            QCOMPARE(model.data(model.index(1 + block, LayerModel::Stage)).toString(), expected[block]);
+        QCOMPARE(model.data(model.index(6, LayerModel::Stage)).toString(), QStringLiteral("0 · chunk 1"));
+        QVERIFY(model.data(model.index(3, 0), Qt::ToolTipRole).toString().contains(QStringLiteral("stage 1 (chunk 1")));
+        l.parallel.schedule = plan::ScheduleKind::Interleaved; // Megatron-LM's order: chunk·pp + rank
+        model.setLayout(l);
+        QCOMPARE(model.data(model.index(3, LayerModel::Stage)).toString(), QStringLiteral("0 · chunk 1"));
+        QCOMPARE(model.data(model.index(6, LayerModel::Stage)).toString(), QStringLiteral("1 · chunk 1"));
+    }
+
     void layerModelMime()
     {
         LayerModel model;
