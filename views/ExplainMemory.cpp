@@ -4,7 +4,6 @@
 #include "views/Units.h"
 
 #include "engine/plan/Formulas.h"
-#include "engine/plan/StagePlacement.h"
 
 #include <QLocale>
 

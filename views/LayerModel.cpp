@@ -2,7 +2,6 @@
 
 #include "engine/plan/Formulas.h"
 #include "engine/plan/LayoutSummary.h"
-#include "engine/plan/StagePlacement.h"
 #include "views/Colors.h"
 #include "views/Units.h"
 

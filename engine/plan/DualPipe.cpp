@@ -9,10 +9,7 @@ namespace {
 
 using Kind = PipelineOp::Kind;
 
-PipelineOp op(Kind kind, std::int64_t microBatch, std::int64_t chunk)
-{
-    return { kind, static_cast<std::int32_t>(microBatch), static_cast<std::int32_t>(chunk) };
-}
+constexpr auto op = &PipelineOp::of;
 
 // DualPipeV's order (deepseek-ai/DualPipe, dualpipev.py, commit 3da1bbe): the V's two chunks per rank,
 // eight phases of F, B (zero-bubble: W deferred to a FIFO) and W. Written from its phase counts; a full

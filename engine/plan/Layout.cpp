@@ -2,6 +2,7 @@
 
 #include "engine/plan/TextUtil.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -35,6 +36,18 @@ std::int64_t scheduleChunks(ScheduleKind kind, std::int64_t vpp)
 std::int64_t stageOfChunk(ScheduleKind kind, std::int64_t pp, std::int64_t r, std::int64_t ch)
 {
     return vShaped(kind) && ch == 1 ? 2 * pp - 1 - r : ch * pp + r;
+}
+
+std::int64_t rankOfStage(ScheduleKind kind, std::int64_t pp, std::int64_t vs)
+{
+    pp = std::max<std::int64_t>(1, pp);
+    return vShaped(kind) && vs >= pp ? 2 * pp - 1 - vs : vs % pp;
+}
+
+std::int64_t chunkOfStage(ScheduleKind kind, std::int64_t pp, std::int64_t vs)
+{
+    pp = std::max<std::int64_t>(1, pp);
+    return vShaped(kind) ? (vs >= pp ? 1 : 0) : vs / pp;
 }
 
 std::string_view toString(Recompute recompute)

@@ -75,6 +75,11 @@ bool vShaped(ScheduleKind kind);
 // virtual stage of rank r's chunk ch (chunk·pp + r; the V's way back 2·pp-1-r).
 std::int64_t scheduleChunks(ScheduleKind kind, std::int64_t vpp);
 std::int64_t stageOfChunk(ScheduleKind kind, std::int64_t pp, std::int64_t r, std::int64_t ch);
+// Its inverse: the pipeline rank that holds virtual stage vs, and which of that rank's chunks vs is.
+// Interleaved: vs = chunk·pp + rank (Megatron-LM's order); in a V rank r holds r and 2·pp-1-r, so the last
+// virtual stage, with the LM head, is on rank 0.
+std::int64_t rankOfStage(ScheduleKind kind, std::int64_t pp, std::int64_t vs);
+std::int64_t chunkOfStage(ScheduleKind kind, std::int64_t pp, std::int64_t vs);
 std::string_view toString(Recompute recompute);
 std::string_view toString(RankOrder order);
 std::string_view toString(CommBackend backend);

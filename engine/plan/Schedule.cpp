@@ -51,11 +51,11 @@ std::vector<PipelineOp> interleaved(std::int64_t p, std::int64_t v, std::int64_t
     };
     auto forward = [&](std::int64_t k) {
         const auto [mb, c] = place(k);
-        return PipelineOp { Kind::Forward, static_cast<std::int32_t>(mb), static_cast<std::int32_t>(c) };
+        return PipelineOp::of(Kind::Forward, mb, c);
     };
     auto backward = [&](std::int64_t k) {
         const auto [mb, c] = place(k);
-        return PipelineOp { Kind::Backward, static_cast<std::int32_t>(mb), static_cast<std::int32_t>(v - 1 - c) };
+        return PipelineOp::of(Kind::Backward, mb, v - 1 - c);
     };
     std::int64_t warmup = m == p ? total : std::min(total, (p - r - 1) * 2 + (v - 1) * n);
     std::vector<PipelineOp> ops;

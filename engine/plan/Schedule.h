@@ -18,6 +18,11 @@ struct PipelineOp {
     std::int32_t microBatch = 0;
     std::int32_t chunk = 0;
 
+    // An op of micro-batch `microBatch` on the rank's chunk `chunk` (both below 2^31 in any valid schedule).
+    static constexpr PipelineOp of(Kind kind, std::int64_t microBatch, std::int64_t chunk)
+    {
+        return { kind, static_cast<std::int32_t>(microBatch), static_cast<std::int32_t>(chunk) };
+    }
     bool operator==(const PipelineOp&) const = default;
 };
 
@@ -79,15 +84,14 @@ public:
     std::int64_t group() const { return m_group; }
     const std::vector<PipelineOp>& opsOf(std::int64_t pipelineRank) const;
 
-    // The virtual stage a rank's chunk is: chunk·pp + rank. Virtual stages run in order 0, 1, ..., pp·vpp-1.
+    // The virtual stage a rank's chunk is (plan::stageOfChunk): chunk·pp + rank, the V's way back 2·pp-1-rank.
+    // Virtual stages run in order 0, 1, ..., pp·vpp-1.
     std::int64_t virtualStage(std::int64_t pipelineRank, std::int64_t chunk) const
     {
-        if (m_v && chunk == 1)
-            return 2 * m_pp - 1 - pipelineRank; // the V's way back
-        return chunk * m_pp + pipelineRank;
+        return stageOfChunk(m_kind, m_pp, pipelineRank, chunk);
     }
-    // The pipeline rank that holds virtual stage `vs` (the inverse of virtualStage).
-    std::int64_t rankOf(std::int64_t vs) const { return m_v && vs >= m_pp ? 2 * m_pp - 1 - vs : vs % m_pp; }
+    // The pipeline rank that holds virtual stage `vs` (the inverse of virtualStage; plan::rankOfStage).
+    std::int64_t rankOf(std::int64_t vs) const { return rankOfStage(m_kind, m_pp, vs); }
     // Backwards split into B and W (Weight ops present); two chunks per rank in a V (ZB-V, DualPipe).
     bool splitsBackward() const { return plan::splitsBackward(m_kind); }
     // Split schedules under weight_fill "idle" (the default): a rank that would wait runs a W early

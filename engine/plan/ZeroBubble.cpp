@@ -16,10 +16,7 @@ namespace {
 using Kind = PipelineOp::Kind;
 constexpr double kUnknown = std::numeric_limits<double>::infinity();
 
-PipelineOp op(Kind kind, std::int64_t microBatch, std::int64_t chunk)
-{
-    return { kind, static_cast<std::int32_t>(microBatch), static_cast<std::int32_t>(chunk) };
-}
+constexpr auto op = &PipelineOp::of;
 
 // ZB-H1, ZB-H2 and ZB-V (Qi et al. 2024) by list scheduling of F, B and W with each op's time (ScheduleCosts;
 // unit times when none are given, the paper's handcrafted schedules). The ranks' ops are simulated in time
@@ -193,8 +190,8 @@ private:
         }
         return any;
     }
-    std::int64_t stageOf(std::int64_t r, std::int64_t c) const { return c == 0 ? r : 2 * m_p - 1 - r; }
-    std::int64_t rankOf(std::int64_t vs) const { return vs < m_p ? vs : 2 * m_p - 1 - vs; }
+    std::int64_t stageOf(std::int64_t r, std::int64_t c) const { return stageOfChunk(ScheduleKind::ZbV, m_p, r, c); }
+    std::int64_t rankOf(std::int64_t vs) const { return rankOfStage(ScheduleKind::ZbV, m_p, vs); }
     std::int64_t last() const { return m_p * m_chunks - 1; }
 
     void fixOrder(Rank& k, std::int64_t r, bool h2) const

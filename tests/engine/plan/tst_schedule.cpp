@@ -166,6 +166,27 @@ private slots:
             qPrintable(QStringLiteral("bubble %1, closed form %2").arg(bubble).arg(theory)));
     }
 
+    void stagePlacementRoundTrips()
+    {
+        // rankOfStage/chunkOfStage invert stageOfChunk, and a Schedule places chunks as they do: interleaved
+        // chunk·pp + rank; in a V rank r holds r and 2·pp-1-r, so the last virtual stage is on rank 0.
+        for (const auto kind : { ScheduleKind::OneFOneB, ScheduleKind::Interleaved, ScheduleKind::ZbV }) {
+            for (std::int64_t p = 1; p <= 8; ++p) {
+                const std::int64_t v = scheduleChunks(kind, 3);
+                const Schedule s(kind, p, v, 4 * p);
+                for (std::int64_t vs = 0; vs < p * v; ++vs) {
+                    const std::int64_t r = rankOfStage(kind, p, vs), c = chunkOfStage(kind, p, vs);
+                    QVERIFY(r >= 0 && r < p && c >= 0 && c < v);
+                    QCOMPARE(stageOfChunk(kind, p, r, c), vs);
+                    QCOMPARE(s.rankOf(vs), r);
+                    QCOMPARE(s.virtualStage(r, c), vs);
+                }
+            }
+        }
+        QCOMPARE(rankOfStage(ScheduleKind::ZbV, 4, 7), 0);
+        QCOMPARE(rankOfStage(ScheduleKind::Interleaved, 4, 7), 3);
+    }
+
     void activationsInFlight()
     {
         // GPipe holds every micro-batch; 1F1B at most p on the first stage (Narayanan et al.).
